@@ -1,0 +1,45 @@
+"""``selfheal``: the terminal front.
+
+Each command group lives in ``selfheal_jupyter/commands/<group>.py`` and exposes
+``register(subparsers)``; this module only assembles them and turns the package's
+own errors into a short message and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from .errors import SelfHealError
+
+COMMAND_MODULES = ("sandbox", "run", "model", "kernel", "eval")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="selfheal",
+        description="Self-healing coding agent: plan, write, run in a Docker sandbox, repair.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMAND_MODULES:
+        module = importlib.import_module(f"selfheal_jupyter.commands.{name}")
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except SelfHealError as exc:
+        print(f"selfheal: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("selfheal: interrupted.", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""Every option of selfheal-jupyter and its default, in one place.
+
+In a notebook: ``%config SelfHeal.max_iterations = 5``. From the CLI, flags override
+the same traits. Secrets never live here: the API key is read from ``OPENAI_API_KEY``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from traitlets import Bool, Float, Int, Unicode, default
+from traitlets.config import Configurable
+
+from .model import Limits
+
+DEFAULT_IMAGE = "selfheal-sandbox"
+
+
+class SelfHeal(Configurable):
+    """Options of the self-healing agent (``%config SelfHeal.<name> = value``)."""
+
+    # --- endpoint -------------------------------------------------------------
+    base_url = Unicode(
+        help="OpenAI-compatible endpoint, e.g. https://api.openai.com/v1 or "
+        "http://localhost:11434/v1 (Ollama). Empty: $OPENAI_BASE_URL, else the "
+        "embedded local model."
+    ).tag(config=True)
+    model = Unicode(
+        help="Model name sent to the endpoint. Empty: $SELFHEAL_MODEL, else the "
+        "endpoint's first listed model."
+    ).tag(config=True)
+    llm_timeout_s = Float(120.0, help="Seconds before one LLM request times out.").tag(config=True)
+    llm_max_retries = Int(
+        2, help="Retries (by the openai SDK, with backoff) on 429 / 5xx / timeouts."
+    ).tag(config=True)
+    temperature = Float(0.2, help="Sampling temperature of the first attempt.").tag(config=True)
+    max_tokens = Int(1024, help="Most tokens one reply may have.").tag(config=True)
+
+    @default("base_url")
+    def _default_base_url(self) -> str:
+        return os.environ.get("OPENAI_BASE_URL", "")
+
+    @default("model")
+    def _default_model(self) -> str:
+        return os.environ.get("SELFHEAL_MODEL", "")
+
+    # --- loop -----------------------------------------------------------------
+    max_iterations = Int(4, help="Most developer → QA rounds per task.").tag(config=True)
+    token_budget = Int(
+        60_000, help="Most tokens (prompt + completion) one run may spend; 0 = no limit."
+    ).tag(config=True)
+    time_budget_s = Float(
+        900.0, help="Most wall-clock seconds one run may take; 0 = no limit."
+    ).tag(config=True)
+    auto_plan = Bool(True, help="Ask the planner for steps before writing code.").tag(config=True)
+
+    # --- sandbox --------------------------------------------------------------
+    image = Unicode(DEFAULT_IMAGE, help="Docker image the candidates run in.").tag(config=True)
+    timeout_s = Float(30.0, help="Wall-clock seconds one candidate may run.").tag(config=True)
+    memory = Unicode("512m", help="Memory (and memory+swap) limit of the sandbox.").tag(
+        config=True
+    )
+    pids_limit = Int(64, help="Most processes/threads inside the sandbox.").tag(config=True)
+    cpus = Float(1.0, help="CPUs the sandbox may use.").tag(config=True)
+    output_limit_bytes = Int(1 << 20, help="Most bytes kept of stdout and of stderr.").tag(
+        config=True
+    )
+    pool_size = Int(1, help="Warm containers kept ready.").tag(config=True)
+
+    # --- embedded model -------------------------------------------------------
+    local_model = Unicode(
+        "qwen2.5-coder-1.5b", help="Embedded model used when no endpoint is configured."
+    ).tag(config=True)
+    local_threads = Int(1, help="CPU threads of the embedded model.").tag(config=True)
+
+    # --- front ----------------------------------------------------------------
+    quiet = Bool(False, help="Show only the final summary, not every iteration.").tag(
+        config=True
+    )
+    widget = Bool(True, help="Show the live ipywidgets panel when a front end is attached.").tag(
+        config=True
+    )
+
+    def limits(self) -> Limits:
+        """The sandbox limits these options describe."""
+        return Limits(
+            timeout_s=self.timeout_s,
+            memory=self.memory,
+            pids=self.pids_limit,
+            cpus=self.cpus,
+            output_bytes=self.output_limit_bytes,
+        )

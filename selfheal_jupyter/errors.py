@@ -1,0 +1,54 @@
+"""The package's own exceptions.
+
+Each one carries a message a user can act on (what happened, what to do). Fronts
+(the magic, the CLI) show ``str(exc)`` as a short message, never a traceback of our
+internals.
+"""
+
+
+class SelfHealError(Exception):
+    """Base of every error a user can meet."""
+
+
+class BadInput(SelfHealError):
+    """The user gave something we cannot use (empty task, tests that do not parse...)."""
+
+
+class SandboxError(SelfHealError):
+    """The sandbox cannot run code."""
+
+
+class EngineUnavailable(SandboxError):
+    """No Docker engine answers."""
+
+
+class ImageMissing(SandboxError):
+    """The sandbox image is absent or stale."""
+
+
+class LLMError(SelfHealError):
+    """The model endpoint failed."""
+
+
+class LLMUnreachable(LLMError):
+    pass
+
+
+class LLMAuthError(LLMError):
+    pass
+
+
+class LLMRateLimited(LLMError):
+    pass
+
+
+class LLMTimeout(LLMError):
+    pass
+
+
+class ModelNotFound(LLMError):
+    pass
+
+
+class LocalModelUnavailable(LLMError):
+    """The embedded model cannot be started (extra not installed, weights corrupt...)."""

@@ -1,0 +1,72 @@
+"""Typed events the loop emits while it works.
+
+Renderers (HTML, the widget panel, the CLI transcript) subscribe to them; they are
+observers only and never steer the loop. Each event carries the data model objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Literal, Union
+
+from .model import Candidate, ExecutionResult, Iteration, Plan, Run
+
+
+@dataclass
+class RunStarted:
+    run: Run
+
+
+@dataclass
+class PlanReady:
+    plan: Plan
+
+
+@dataclass
+class TokensStreamed:
+    stage: Literal["planner", "developer"]
+    iteration: int
+    text: str
+    """The new text (a delta), not the whole reply so far."""
+
+
+@dataclass
+class CandidateReady:
+    candidate: Candidate
+    diff: str
+
+
+@dataclass
+class ExecutionStarted:
+    iteration: int
+
+
+@dataclass
+class ExecutionDone:
+    iteration: int
+    result: ExecutionResult
+
+
+@dataclass
+class VerdictReady:
+    iteration: Iteration
+    """The complete iteration record (candidate, result, verdict, diff, usage, timings)."""
+
+
+@dataclass
+class RunFinished:
+    run: Run
+
+
+Event = Union[
+    RunStarted,
+    PlanReady,
+    TokensStreamed,
+    CandidateReady,
+    ExecutionStarted,
+    ExecutionDone,
+    VerdictReady,
+    RunFinished,
+]
+
+EventHandler = Callable[[Event], None]

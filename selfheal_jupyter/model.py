@@ -1,0 +1,307 @@
+"""The one data model that flows through the loop.
+
+Plain dataclasses, no behaviour beyond small helpers. Everything that is shown,
+exported or measured is derived from a :class:`Run`. ``to_dict`` methods give the
+JSON shapes that the CLI prints (``selfheal sandbox exec --json``,
+``selfheal run --json``): those key names are a public contract.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Status = Literal["ok", "error", "timeout", "oom", "killed", "output_limit", "blocked"]
+"""How a sandbox run ended.
+
+``blocked`` means the candidate was not run at all (the static pre-check refused it).
+"""
+
+Outcome = Literal["success", "failed", "budget_exhausted", "cancelled", "error"]
+"""How a run ended.
+
+``success``: a candidate passed QA. ``budget_exhausted``: ``max_iterations``, the token
+budget or the wall-clock budget ran out before one did. ``failed``: the loop stopped
+early without a passing candidate for another reason (e.g. the model kept replying
+without code). ``cancelled``: the user stopped it. ``error``: infrastructure failed
+(endpoint unreachable, sandbox unavailable); ``Run.error`` says what to do.
+"""
+
+
+@dataclass
+class Limits:
+    """Resource limits for one sandbox run; defaults are the hardened defaults."""
+
+    timeout_s: float = 30.0
+    memory: str = "512m"
+    pids: int = 64
+    cpus: float = 1.0
+    output_bytes: int = 1 << 20
+    tmpfs_size: str = "64m"
+
+
+@dataclass
+class Frame:
+    """One stack frame of the candidate's own code."""
+
+    file: str
+    line: int
+    function: str
+    source: str = ""
+
+
+@dataclass
+class ErrorInfo:
+    """A structured exception, built inside the container (never parsed from text)."""
+
+    type: str
+    message: str
+    line: int | None = None
+    frames: list[Frame] = field(default_factory=list)
+    locals: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ErrorInfo:
+        return cls(
+            type=data.get("type", ""),
+            message=data.get("message", ""),
+            line=data.get("line"),
+            frames=[Frame(**f) for f in data.get("frames") or []],
+            locals=dict(data.get("locals") or {}),
+        )
+
+
+@dataclass
+class RichOutput:
+    """A display output that came back from the sandbox.
+
+    ``data`` is text for ``text/html`` / ``text/plain`` and base64 for ``image/png``.
+    """
+
+    mime: str
+    data: str
+
+
+@dataclass
+class TestOutcome:
+    """One user test (a top-level statement of the tests block) run after the candidate."""
+
+    source: str
+    passed: bool
+    message: str = ""
+    line: int | None = None
+
+
+@dataclass
+class ExecutionResult:
+    """What one sandbox run produced."""
+
+    status: Status
+    exit_code: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+    duration_s: float = 0.0
+    error: ErrorInfo | None = None
+    outputs: list[RichOutput] = field(default_factory=list)
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    tests: list[TestOutcome] = field(default_factory=list)
+    message: str = ""
+    """A one-paragraph human explanation for non-``ok``/``error`` statuses (timeout, oom...)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ExecutionResult:
+        return cls(
+            status=data["status"],
+            exit_code=data.get("exit_code"),
+            stdout=data.get("stdout", ""),
+            stderr=data.get("stderr", ""),
+            duration_s=float(data.get("duration_s", 0.0)),
+            error=ErrorInfo.from_dict(data["error"]) if data.get("error") else None,
+            outputs=[RichOutput(**o) for o in data.get("outputs") or []],
+            stdout_truncated=bool(data.get("stdout_truncated", False)),
+            stderr_truncated=bool(data.get("stderr_truncated", False)),
+            tests=[TestOutcome(**t) for t in data.get("tests") or []],
+            message=data.get("message", ""),
+        )
+
+
+@dataclass
+class InputDescription:
+    """What the prompt is told about one notebook input (never the value itself)."""
+
+    name: str
+    type: str
+    summary: str = ""
+    """Shape / columns / dtypes / length, as short text."""
+
+
+@dataclass
+class Task:
+    """What the user asked for."""
+
+    prompt: str
+    inputs: dict[str, Any] = field(default_factory=dict)
+    """Host values by name; copied into the sandbox, never sent to the model."""
+    tests: str | None = None
+    """The user's own test code (asserts), run after the candidate; never shown as editable."""
+    language: str = "python"
+    initial_code: str | None = None
+    """For ``%%heal``: the user's code is iteration 0."""
+    plan: Plan | None = None
+    """A plan the user gave or edited; used as is."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "prompt": self.prompt,
+            "inputs": sorted(self.inputs),
+            "tests": self.tests,
+            "language": self.language,
+            "initial_code": self.initial_code,
+        }
+
+
+@dataclass
+class Plan:
+    """Ordered, concrete steps."""
+
+    steps: list[str] = field(default_factory=list)
+    source: Literal["planner", "user", "none"] = "planner"
+
+
+@dataclass
+class Usage:
+    """Tokens of one or more LLM calls; ``estimated`` when the server reported none."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    estimated: bool = False
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.estimated or other.estimated,
+        )
+
+
+@dataclass
+class Candidate:
+    """A program the developer proposed, with the reply it came from."""
+
+    code: str
+    iteration: int
+    reply: str = ""
+
+
+@dataclass
+class Verdict:
+    passed: bool
+    reasons: list[str] = field(default_factory=list)
+    tests_passed: int = 0
+    tests_failed: int = 0
+
+
+@dataclass
+class Timings:
+    llm_s: float = 0.0
+    sandbox_s: float = 0.0
+    overhead_s: float = 0.0
+
+
+@dataclass
+class Iteration:
+    """One developer → QA round."""
+
+    index: int
+    candidate: Candidate
+    result: ExecutionResult | None
+    verdict: Verdict
+    diff: str = ""
+    """Unified diff to the previous candidate ("" on the first)."""
+    feedback: str = ""
+    """The feedback text this iteration produced for the next one."""
+    usage: Usage = field(default_factory=Usage)
+    timings: Timings = field(default_factory=Timings)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "code": self.candidate.code,
+            "reply": self.candidate.reply,
+            "diff": self.diff,
+            "result": self.result.to_dict() if self.result else None,
+            "verdict": asdict(self.verdict),
+            "feedback": self.feedback,
+            "usage": asdict(self.usage),
+            "timings": asdict(self.timings),
+        }
+
+
+@dataclass
+class Totals:
+    iterations: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    duration_s: float = 0.0
+    llm_s: float = 0.0
+    sandbox_s: float = 0.0
+    overhead_s: float = 0.0
+
+
+@dataclass
+class Run:
+    """The record of one task through the loop."""
+
+    task: Task
+    plan: Plan | None = None
+    iterations: list[Iteration] = field(default_factory=list)
+    outcome: Outcome | None = None
+    """None while the run is in progress."""
+    error: str = ""
+    """For ``outcome == "error"`` (and budget reasons): what happened and what to do."""
+    model: str = ""
+    base_url: str = ""
+    planning_usage: Usage = field(default_factory=Usage)
+    started_at: float = 0.0
+    totals: Totals = field(default_factory=Totals)
+
+    @property
+    def final_code(self) -> str | None:
+        """The passing candidate's code, or None."""
+        for it in reversed(self.iterations):
+            if it.verdict.passed:
+                return it.candidate.code
+        return None
+
+    @property
+    def last_code(self) -> str | None:
+        return self.iterations[-1].candidate.code if self.iterations else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task": self.task.prompt,
+            "task_detail": self.task.to_dict(),
+            "plan": list(self.plan.steps) if self.plan else [],
+            "plan_source": self.plan.source if self.plan else "none",
+            "iterations": [it.to_dict() for it in self.iterations],
+            "outcome": self.outcome,
+            "error": self.error,
+            "final_code": self.final_code,
+            "model": self.model,
+            "base_url": self.base_url,
+            "planning_usage": asdict(self.planning_usage),
+            "started_at": self.started_at,
+            "totals": asdict(self.totals),
+        }

@@ -1,0 +1,42 @@
+"""The sandbox contract: run code somewhere else and say what happened.
+
+Backends implement :class:`Sandbox`; the loop only knows this protocol.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Mapping, Protocol, runtime_checkable
+
+from ..model import ExecutionResult, Limits
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    def start(self) -> None:
+        """Get ready to run (check the engine and image, warm the pool)."""
+
+    def close(self) -> None:
+        """Release everything (every container is removed)."""
+
+    def execute(
+        self,
+        code: str,
+        *,
+        inputs: Mapping[str, Any] | None = None,
+        limits: Limits | None = None,
+        tests: str | None = None,
+        cancel: threading.Event | None = None,
+    ) -> ExecutionResult:
+        """Run ``code`` with the named ``inputs`` visible as globals.
+
+        ``tests``: the user's test code, run after the candidate in its namespace, one
+        top-level statement at a time, each reported in ``ExecutionResult.tests``.
+        ``cancel``: when set during the run, the run is killed and the result is
+        ``killed``. Never raises for anything the candidate does; raises
+        :class:`~selfheal_jupyter.errors.SandboxError` when the sandbox itself fails.
+        """
+
+    def __enter__(self) -> Sandbox: ...
+
+    def __exit__(self, *exc: object) -> None: ...
