@@ -72,6 +72,9 @@ class SelfHeal(Configurable):
         "qwen2.5-coder-1.5b", help="Embedded model used when no endpoint is configured."
     ).tag(config=True)
     local_threads = Int(1, help="CPU threads of the embedded model.").tag(config=True)
+    local_context = Int(
+        8192, help="Context window (tokens) of the embedded model's server."
+    ).tag(config=True)
 
     # --- front ----------------------------------------------------------------
     quiet = Bool(False, help="Show only the final summary, not every iteration.").tag(
