@@ -1,0 +1,230 @@
+"""Static HTML of a run and of each iteration, derived from the Run record only.
+
+The result survives ``nbconvert --to html`` and static viewers: inline styles, no
+scripts, no widget state. Pygments highlights code with inline styles
+(``noclasses=True``) for the same reason.
+"""
+
+from __future__ import annotations
+
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import PythonLexer
+
+from ..model import ExecutionResult, Iteration, Plan, Run, Verdict
+from .diff import diff_html
+from .style import (
+    BORDER,
+    BOX,
+    CODE_BG,
+    GREEN,
+    GREY,
+    MONO,
+    OUTCOME_STYLE,
+    RED,
+    RED_BG,
+    YELLOW_BG,
+    esc,
+    heading,
+    pre,
+)
+from .traceback import failing_line, traceback_html
+
+_FORMATTER = HtmlFormatter(noclasses=True, nowrap=True, style="default")
+
+
+def code_html(code: str, *, mark_line: int | None = None) -> str:
+    """Syntax-highlighted code with line numbers; ``mark_line`` is marked like IPython's arrow."""
+    body = highlight(code, PythonLexer(stripnl=False, ensurenl=True), _FORMATTER)
+    lines = body.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    rows = []
+    for number, line in enumerate(lines, start=1):
+        if number == mark_line:
+            rows.append(
+                f'<div data-failing-line="{number}" style="background:{RED_BG}">'
+                f'<span style="color:{GREEN};font-weight:700;user-select:none">----&gt;{number:>4} </span>'
+                f"{line or ' '}</div>"
+            )
+        else:
+            rows.append(
+                f'<div><span style="color:{GREY};user-select:none">      {number:>3} </span>{line or " "}</div>'
+            )
+    return (
+        f'<div class="selfheal-code" style="{BOX}"><pre style="margin:0;padding:6px 8px;{MONO};'
+        f'line-height:1.45;background:{CODE_BG};white-space:pre">{"".join(rows)}</pre></div>'
+    )
+
+
+def plan_html(plan: Plan | None) -> str:
+    """The plan as a numbered list."""
+    if plan is None or not plan.steps:
+        return ""
+    source = {"user": " (yours)", "planner": "", "none": ""}.get(plan.source, "")
+    items = "".join(f'<li style="margin:1px 0">{esc(step)}</li>' for step in plan.steps)
+    return (
+        f'<div class="selfheal-plan">{heading("Plan" + source)}'
+        f'<ol style="margin:2px 0 4px 0;padding-left:24px">{items}</ol></div>'
+    )
+
+
+def _rich_outputs_html(result: ExecutionResult) -> str:
+    parts = []
+    for out in result.outputs:
+        if out.mime == "image/png":
+            parts.append(
+                f'<img alt="figure" style="max-width:100%" src="data:image/png;base64,{esc(out.data)}"/>'
+            )
+        elif out.mime == "text/html":
+            # HTML that came back from the sandbox (e.g. a DataFrame table). It was
+            # produced by the candidate, so it is shown as is, like a cell's own output.
+            parts.append(f'<div class="selfheal-rich" style="overflow:auto">{out.data}</div>')
+        else:
+            parts.append(pre(out.data))
+    if not parts:
+        return ""
+    return heading("Output") + "".join(parts)
+
+
+def result_html(result: ExecutionResult | None, code: str = "") -> str:
+    """What the sandbox run produced: stdout/stderr, rich outputs, the error, tests."""
+    if result is None:
+        return f'<div style="color:{GREY}">(not run)</div>'
+    parts = []
+    status_colour = GREEN if result.ok else RED
+    parts.append(
+        f'<div style="color:{GREY};{MONO}">sandbox: '
+        f'<span style="color:{status_colour};font-weight:600">{esc(result.status)}</span>'
+        f" in {result.duration_s:.2f} s</div>"
+    )
+    if result.message:
+        parts.append(f'<div style="background:{YELLOW_BG};padding:4px 8px">{esc(result.message)}</div>')
+    if result.stdout:
+        more = " (truncated)" if result.stdout_truncated else ""
+        parts.append(heading("stdout" + more) + pre(result.stdout))
+    if result.stderr and not result.error:
+        more = " (truncated)" if result.stderr_truncated else ""
+        parts.append(heading("stderr" + more) + pre(result.stderr, colour=RED))
+    parts.append(_rich_outputs_html(result))
+    if result.error is not None:
+        parts.append(heading("Traceback", RED) + traceback_html(result.error, code))
+    if result.tests:
+        rows = []
+        for t in result.tests:
+            mark = f'<span style="color:{GREEN}">✔</span>' if t.passed else f'<span style="color:{RED}">✘</span>'
+            msg = f' <span style="color:{RED}">{esc(t.message)}</span>' if t.message else ""
+            rows.append(f'<div style="{MONO}">{mark} {esc(t.source)}{msg}</div>')
+        parts.append(heading("Your tests") + "".join(rows))
+    return "".join(parts)
+
+
+def verdict_html(verdict: Verdict) -> str:
+    colour, label = (GREEN, "passed") if verdict.passed else (RED, "failed")
+    reasons = "; ".join(verdict.reasons)
+    tests = ""
+    if verdict.tests_passed or verdict.tests_failed:
+        tests = f" · tests {verdict.tests_passed} passed, {verdict.tests_failed} failed"
+    return (
+        f'<div class="selfheal-verdict" style="margin:4px 0"><b style="color:{colour}">QA: {label}</b>'
+        f'<span style="color:{GREY}">{esc(tests)}{" · " + esc(reasons) if reasons else ""}</span></div>'
+    )
+
+
+def iteration_title(it: Iteration) -> str:
+    """One line: 'Iteration 2 · ✘ KeyError' (plain text, used by the widget too)."""
+    mark = "✔" if it.verdict.passed else "✘"
+    why = ""
+    if it.result is not None and it.result.error is not None:
+        why = f" {it.result.error.type}"
+    elif it.result is not None and not it.result.ok:
+        why = f" {it.result.status}"
+    elif not it.verdict.passed and it.verdict.reasons:
+        why = f" {it.verdict.reasons[0][:60]}"
+    label = "your code" if it.index == 0 else f"Iteration {it.index}"
+    return f"{label} · {mark}{why}"
+
+
+def iteration_body_html(it: Iteration) -> str:
+    """Code (with the failing line marked), diff, result and verdict of one iteration."""
+    code = it.candidate.code
+    mark = None
+    if it.result is not None and it.result.error is not None:
+        mark = failing_line(it.result.error)
+    parts = [heading("Code"), code_html(code, mark_line=mark)]
+    if it.diff:
+        parts += [heading("Diff to the previous attempt"), diff_html(it.diff)]
+    parts.append(result_html(it.result, code))
+    parts.append(verdict_html(it.verdict))
+    return "".join(parts)
+
+
+def iteration_html(it: Iteration, *, open_: bool = True) -> str:
+    """One iteration as a ``<details>`` block (open by default so printouts show it all)."""
+    colour = GREEN if it.verdict.passed else RED
+    return (
+        f'<details class="selfheal-iteration" data-iteration="{it.index}"{" open" if open_ else ""} '
+        f'style="border-left:3px solid {colour};padding:2px 0 2px 10px;margin:6px 0">'
+        f'<summary style="cursor:pointer;font-weight:600;color:{colour}">{esc(iteration_title(it))}</summary>'
+        f"{iteration_body_html(it)}</details>"
+    )
+
+
+def summary_text(run: Run) -> str:
+    """'✔ success · 2 iterations · 1,234 tokens · 12.3 s' (plain text)."""
+    _, symbol, label = OUTCOME_STYLE.get(run.outcome, OUTCOME_STYLE[None])
+    t = run.totals
+    iterations = t.iterations or len(run.iterations)
+    tokens = t.prompt_tokens + t.completion_tokens
+    estimated = any(it.usage.estimated for it in run.iterations) or run.planning_usage.estimated
+    plural = "" if iterations == 1 else "s"
+    text = (
+        f"{symbol} {label} · {iterations} iteration{plural} · "
+        f"{'~' if estimated else ''}{tokens:,} tokens · {t.duration_s:.1f} s"
+    )
+    if run.model:
+        text += f" · {run.model}"
+    return text
+
+
+def summary_html(run: Run) -> str:
+    colour, _, _ = OUTCOME_STYLE.get(run.outcome, OUTCOME_STYLE[None])
+    detail = ""
+    if run.error:
+        detail = f'<div style="color:#24292f;font-weight:400;margin-top:2px">{esc(run.error)}</div>'
+    return (
+        f'<div class="selfheal-summary" data-outcome="{esc(run.outcome or "running")}" '
+        f'style="border:1px solid {BORDER};border-left:4px solid {colour};border-radius:4px;'
+        f'padding:6px 10px;margin:6px 0;font-weight:600;color:{colour}">'
+        f"{esc(summary_text(run))}{detail}</div>"
+    )
+
+
+def task_html(run: Run) -> str:
+    kind = "%%heal" if run.task.initial_code is not None else "%%agent"
+    inputs = ""
+    if run.task.inputs:
+        inputs = f' <span style="color:{GREY}">inputs: {esc(", ".join(sorted(run.task.inputs)))}</span>'
+    return (
+        f'<div class="selfheal-task" style="margin:2px 0"><span style="color:{GREY};{MONO}">{kind}</span> '
+        f"<b>{esc(run.task.prompt)}</b>{inputs}</div>"
+    )
+
+
+def run_html(run: Run, *, quiet: bool = False) -> str:
+    """The whole record: task, plan, every iteration, the summary."""
+    parts = [task_html(run)]
+    if not quiet:
+        parts.append(plan_html(run.plan))
+        parts.extend(iteration_html(it) for it in run.iterations)
+    parts.append(summary_html(run))
+    return f'<div class="selfheal-run" style="font-size:13px;line-height:1.4">{"".join(parts)}</div>'
+
+
+def message_html(text: str, *, kind: str = "error") -> str:
+    """A short boxed message (user errors, hints)."""
+    colour = RED if kind == "error" else GREY
+    return (
+        f'<div style="border-left:4px solid {colour};padding:4px 10px;margin:4px 0;'
+        f'background:{RED_BG if kind == "error" else CODE_BG}">{esc(text)}</div>'
+    )

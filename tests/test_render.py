@@ -1,0 +1,151 @@
+"""Static rendering of hand-made runs: every section present, text escaped, diff
+coloured, failing line marked. Fast; no kernel, no sandbox."""
+
+from __future__ import annotations
+
+import re
+
+from selfheal_jupyter.model import TestOutcome as Outcome
+from selfheal_jupyter.model import (
+    Candidate,
+    ErrorInfo,
+    ExecutionResult,
+    Frame,
+    Iteration,
+    Plan,
+    RichOutput,
+    Run,
+    Task,
+    Totals,
+    Usage,
+    Verdict,
+)
+from selfheal_jupyter.render.diff import diff_html, unified_diff
+from selfheal_jupyter.render.html import code_html, run_html, summary_text
+from selfheal_jupyter.render.traceback import traceback_text
+
+BAD = "import pandas as pd\ntotals = df.groupby('regoin')['sales'].sum()\nprint(totals)\n"
+GOOD = "import pandas as pd\ntotals = df.groupby('region')['sales'].sum()\nprint(totals)\n"
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+
+
+def make_run(prompt: str = "Sum <sales> by region & plot") -> Run:
+    error = ErrorInfo(
+        type="KeyError",
+        message="'regoin'",
+        line=2,
+        frames=[Frame("candidate.py", 2, "<module>", "totals = df.groupby('regoin')['sales'].sum()")],
+        locals={"df": "DataFrame(4 rows × 2 columns)"},
+    )
+    first = Iteration(
+        index=1,
+        candidate=Candidate(BAD, 1, reply="```python\n" + BAD + "```"),
+        result=ExecutionResult(status="error", exit_code=1, stderr="Traceback ...", error=error,
+                               stdout="<before>"),
+        verdict=Verdict(False, ["KeyError: 'regoin'"]),
+        usage=Usage(100, 40),
+    )
+    second = Iteration(
+        index=2,
+        candidate=Candidate(GOOD, 2),
+        result=ExecutionResult(
+            status="ok", exit_code=0, stdout="region\nnorth    3\n",
+            outputs=[RichOutput("image/png", PNG), RichOutput("text/html", "<table><tr><td>north</td></tr></table>")],
+            tests=[Outcome("assert totals['north'] == 3", True)],
+        ),
+        verdict=Verdict(True, [], tests_passed=1),
+        diff=unified_diff(BAD, GOOD),
+        usage=Usage(150, 50),
+    )
+    return Run(
+        task=Task(prompt=prompt),
+        plan=Plan(["Group <df> by region", "Sum sales", "Plot a bar chart"]),
+        iterations=[first, second],
+        outcome="success",
+        model="scripted-model",
+        totals=Totals(iterations=2, prompt_tokens=250, completion_tokens=90, duration_s=3.25),
+    )
+
+
+def test_every_section_present():
+    page = run_html(make_run())
+    assert 'class="selfheal-plan"' in page and "<ol" in page and page.count("<li") == 3
+    assert page.count('class="selfheal-iteration"') == 2
+    assert page.count('class="selfheal-code"') == 2
+    assert 'class="selfheal-diff"' in page
+    assert 'class="selfheal-traceback"' in page and "KeyError" in page
+    assert "data:image/png;base64," + PNG in page
+    assert "<table><tr><td>north</td></tr></table>" in page  # DataFrame HTML shown as HTML
+    assert "region\nnorth    3" in page  # stdout
+    assert "assert totals[&#x27;north&#x27;] == 3" in page  # the user's test, escaped
+    assert 'data-outcome="success"' in page
+    assert "QA: passed" in page and "QA: failed" in page
+
+
+def test_summary_line_has_outcome_iterations_tokens_time():
+    text = summary_text(make_run())
+    assert text.startswith("✔ success")
+    assert "2 iterations" in text and "340 tokens" in text and "3.2 s" in text
+    assert "scripted-model" in text
+
+
+def test_user_and_model_text_is_escaped():
+    run = make_run(prompt="<script>alert(1)</script>")
+    run.iterations[0].result.stdout = "<b>bold</b>"
+    page = run_html(run)
+    assert "<script>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "&lt;b&gt;bold&lt;/b&gt;" in page
+    assert "Group &lt;df&gt; by region" in page
+
+
+def test_diff_lines_are_coloured_by_kind():
+    html = diff_html(unified_diff(BAD, GOOD))
+    kinds = re.findall(r'data-diff="(\w+)"', html)
+    assert kinds.count("add") == 1 and kinds.count("del") == 1
+    assert "hunk" in kinds and "meta" in kinds
+    added = re.search(r'<div data-diff="add" style="([^"]*)">([^<]*)</div>', html)
+    assert "background:#e6ffec" in added.group(1) and "region" in added.group(2)
+    removed = re.search(r'<div data-diff="del" style="([^"]*)">([^<]*)</div>', html)
+    assert "background:#ffebe9" in removed.group(1) and "regoin" in removed.group(2)
+    assert diff_html("") == ""
+
+
+def test_failing_line_is_marked_in_code_and_traceback():
+    page = run_html(make_run())
+    first = page.split('data-iteration="1"')[1].split('data-iteration="2"')[0]
+    marks = re.findall(r'data-failing-line="(\d+)"', first)
+    assert marks and set(marks) == {"2"}
+    assert "----&gt;" in first
+    second = page.split('data-iteration="2"')[1]
+    assert "data-failing-line" not in second
+
+
+def test_code_is_highlighted_with_inline_styles_only():
+    html = code_html("def f(x):\n    return x  # note\n")
+    assert "<style" not in html and 'class="k"' not in html
+    assert 'style="color: #008000; font-weight: bold">def</span>' in html
+    assert html.count("<div><span") == 2  # one row per line, numbered
+
+
+def test_traceback_text_is_ipython_like():
+    run = make_run()
+    text = traceback_text(run.iterations[0].result.error, BAD)
+    assert text.splitlines()[0] == "Traceback (most recent call last):"
+    assert "----> totals = df.groupby('regoin')" in text
+    assert text.endswith("KeyError: 'regoin'")
+
+
+def test_cancelled_and_error_runs_say_so():
+    run = make_run()
+    run.outcome = "cancelled"
+    assert summary_text(run).startswith("■ stopped")
+    run.outcome = "error"
+    run.error = "The endpoint http://127.0.0.1:9/v1 does not answer: start it, or set SelfHeal.base_url."
+    page = run_html(run)
+    assert "does not answer" in page and 'data-outcome="error"' in page
+
+
+def test_quiet_shows_only_task_and_summary():
+    page = run_html(make_run(), quiet=True)
+    assert "selfheal-iteration" not in page and "selfheal-summary" in page
