@@ -26,6 +26,10 @@ class ImageMissing(SandboxError):
     """The sandbox image is absent or stale."""
 
 
+class ImageBuildError(SandboxError):
+    """The offline build of the sandbox image failed (the message names the step)."""
+
+
 class LLMError(SelfHealError):
     """The model endpoint failed."""
 
@@ -52,3 +56,7 @@ class ModelNotFound(LLMError):
 
 class LocalModelUnavailable(LLMError):
     """The embedded model cannot be started (extra not installed, weights corrupt...)."""
+
+
+class Cancelled(SelfHealError):
+    """The user stopped the run (the cancel signal was set)."""

@@ -1,0 +1,213 @@
+"""LLMClient through the real openai client against the scripted server; extract_code."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+
+from selfheal_jupyter.errors import (
+    Cancelled,
+    LLMAuthError,
+    LLMError,
+    LLMRateLimited,
+    LLMTimeout,
+    LLMUnreachable,
+    ModelNotFound,
+)
+from selfheal_jupyter.llm import Endpoint, LLMClient, extract_code
+from tests.scripted_server import Fault, Reply, ScriptedServer
+
+MSG = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "write code"}]
+
+
+def make(server: ScriptedServer, **kw) -> LLMClient:
+    kw.setdefault("timeout_s", 5.0)
+    kw.setdefault("max_retries", 0)
+    model = kw.pop("model", server.model)
+    return LLMClient(Endpoint(server.base_url, kw.pop("api_key", "k"), model), **kw)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# --------------------------------------------------------------------------- chat
+def test_streams_tokens_and_reports_usage():
+    reply = "Here:\n```python\nprint('hello world')\n```\n"
+    with ScriptedServer([reply], chunk_size=5) as s:
+        seen: list[str] = []
+        out = make(s).chat(MSG, on_token=seen.append)
+        assert out.text == reply and "".join(seen) == reply and len(seen) > 3
+        assert out.finish_reason == "stop"
+        assert out.usage.completion_tokens > 0 and out.usage.prompt_tokens > 0
+        assert not out.usage.estimated
+        body = s.requests[0]
+        assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+        assert body["messages"] == MSG and body["temperature"] == 0.2
+
+
+def test_estimates_usage_when_server_reports_none():
+    with ScriptedServer(["x = 1\n" * 10], report_usage=False) as s:
+        out = make(s).chat(MSG, temperature=0.9)
+        assert out.usage.estimated
+        assert out.usage.completion_tokens == (len(out.text) + 3) // 4
+        assert out.usage.prompt_tokens > 0
+        assert s.requests[0]["temperature"] == 0.9
+
+
+def test_unreachable_endpoint():
+    client = LLMClient(Endpoint(f"http://127.0.0.1:{free_port()}/v1", "k", "m"),
+                       timeout_s=2, max_retries=0)
+    with pytest.raises(LLMUnreachable, match="OPENAI_BASE_URL"):
+        client.chat(MSG)
+
+
+def test_wrong_key():
+    with ScriptedServer(["never"], api_key="right") as s:
+        with pytest.raises(LLMAuthError, match="OPENAI_API_KEY"):
+            make(s, api_key="wrong").chat(MSG)
+
+
+def test_unknown_model():
+    with ScriptedServer(["never"]) as s:
+        with pytest.raises(ModelNotFound, match=r"'gpt-9'.*SelfHeal.model"):
+            make(s, model="gpt-9").chat(MSG)
+        assert s.remaining == 1
+
+
+def test_rate_limited_then_ok_uses_sdk_retry():
+    with ScriptedServer([Fault("status", status=429), "```python\nprint(1)\n```"]) as s:
+        out = make(s, max_retries=2).chat(MSG)
+        assert "print(1)" in out.text and len(s.requests) == 2
+
+
+def test_rate_limited_beyond_retries():
+    with ScriptedServer([Fault("status", status=429, times=3)]) as s:
+        with pytest.raises(LLMRateLimited, match="429"):
+            make(s, max_retries=2).chat(MSG)
+        assert len(s.requests) == 3
+
+
+def test_server_error_is_retried_then_reported():
+    with ScriptedServer([Fault("status", status=500, times=2)]) as s:
+        with pytest.raises(LLMError, match="HTTP 500"):
+            make(s, max_retries=1).chat(MSG)
+        assert len(s.requests) == 2
+
+
+def test_hang_past_timeout():
+    with ScriptedServer([Fault("hang", seconds=20)]) as s:
+        t0 = time.monotonic()
+        with pytest.raises(LLMTimeout, match="llm_timeout_s"):
+            make(s, timeout_s=0.5).chat(MSG)
+        assert time.monotonic() - t0 < 3
+
+
+def test_truncated_stream():
+    with ScriptedServer([Fault("truncated")]) as s:
+        with pytest.raises(LLMError, match="cut in the middle"):
+            make(s).chat(MSG)
+
+
+def test_cancel_during_streaming_within_a_second():
+    slow = Reply("```python\n" + "x = 1\n" * 200 + "```", chunk_delay_s=0.05)
+    with ScriptedServer([slow], chunk_size=4) as s:
+        cancel = threading.Event()
+        seen: list[str] = []
+        timer = threading.Timer(0.3, cancel.set)
+        timer.start()
+        t0 = time.monotonic()
+        with pytest.raises(Cancelled):
+            make(s).chat(MSG, on_token=seen.append, cancel=cancel)
+        assert time.monotonic() - t0 < 1.3 and seen
+
+
+def test_cancel_before_first_token():
+    with ScriptedServer([Fault("hang", seconds=20)]) as s:
+        cancel = threading.Event()
+        threading.Timer(0.2, cancel.set).start()
+        t0 = time.monotonic()
+        with pytest.raises(Cancelled):
+            make(s, timeout_s=30).chat(MSG, cancel=cancel)
+        assert time.monotonic() - t0 < 1.2
+
+
+def test_list_models():
+    with ScriptedServer([], model="tiny") as s:
+        assert make(s).list_models() == ["tiny"]
+
+
+# --------------------------------------------------------------------------- extract_code
+def test_single_python_block():
+    assert extract_code("Sure!\n```python\nprint(1)\n```\nDone.") == "print(1)\n"
+
+
+def test_block_without_language_tag():
+    assert extract_code("```\nimport math\nprint(math.pi)\n```") == "import math\nprint(math.pi)\n"
+
+
+def test_tilde_fence_and_py_tag():
+    assert extract_code("~~~py\nx = 2\n~~~") == "x = 2\n"
+
+
+def test_python_blocks_preferred_over_other_languages():
+    reply = "Install:\n```bash\npip install pandas\n```\nThen:\n```python\nimport pandas\n```\n"
+    assert extract_code(reply) == "import pandas\n"
+
+
+def test_parts_are_joined_in_order():
+    reply = (
+        "First the imports:\n```python\nimport math\n```\n"
+        "Then the function:\n```python\ndef area(r):\n    return math.pi * r * r\n```\n"
+        "And use it:\n```python\nprint(area(2))\n```\n"
+    )
+    code = extract_code(reply)
+    assert code == "import math\n\ndef area(r):\n    return math.pi * r * r\n\nprint(area(2))\n"
+    compile(code, "x", "exec")
+
+
+def test_versions_take_the_last_complete_one():
+    reply = (
+        "Your code:\n```python\ndef mean(xs):\n    return sum(xs) / len(xs)\nprint(mean([]))\n```\n"
+        "Fixed:\n```python\ndef mean(xs):\n    return sum(xs) / len(xs) if xs else 0.0\n"
+        "print(mean([]))\n```\n"
+    )
+    assert "if xs else 0.0" in extract_code(reply)
+    assert extract_code(reply).count("def mean") == 1
+
+
+def test_excerpt_of_the_program_is_dropped():
+    full = "import math\n\nr = 3\nprint(math.pi * r * r)\n"
+    reply = f"```python\n{full}```\nThe key line is:\n```python\nprint(math.pi * r * r)\n```"
+    assert extract_code(reply) == full
+
+
+def test_unterminated_final_fence():
+    assert extract_code("Here you go:\n```python\nx = 1\nprint(x)\n") == "x = 1\nprint(x)\n"
+
+
+def test_unfenced_code_and_prose_around_it():
+    assert extract_code("import os\nprint(os.sep)") == "import os\nprint(os.sep)\n"
+    reply = "Here is the program:\nimport math\nprint(math.e)\nThis prints e."
+    assert extract_code(reply) == "import math\nprint(math.e)\n"
+
+
+def test_no_code():
+    assert extract_code("") is None
+    assert extract_code("I cannot help with that.") is None
+    assert extract_code("Sorry") is None
+    assert extract_code("The result is shown below.\n```text\n42\n```") is None
+
+
+def test_think_section_is_ignored():
+    reply = "<think>maybe ```python\nwrong()\n``` no</think>\n```python\nright()\n```"
+    assert extract_code(reply) == "right()\n"
+
+
+def test_untagged_block_with_syntax_error_is_still_the_attempt():
+    assert extract_code("```\ndef f(:\n    pass\n```") == "def f(:\n    pass\n"
