@@ -1,0 +1,84 @@
+"""Reach the Docker engine, or say in one paragraph how to make it answer.
+
+Everything that talks to Docker (the sandbox, the image build, ``selfheal sandbox
+doctor``) gets its client here, so the "engine is not there" case is explained the
+same way everywhere instead of surfacing as a ``requests`` traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import docker
+import docker.errors
+
+from ..errors import EngineUnavailable
+
+#: Seconds one API call may take once connected (docker-py's own default).
+OPERATION_TIMEOUT_S = 60.0
+
+DEFAULT_SOCKET = "/var/run/docker.sock"
+
+
+def connect(timeout: float = 5) -> docker.DockerClient:
+    """A client for the engine named by ``DOCKER_HOST`` (else the local socket).
+
+    ``timeout`` bounds the reachability check (version negotiation and a ping);
+    the returned client uses :data:`OPERATION_TIMEOUT_S` for later calls. Raises
+    :class:`EngineUnavailable` with the fix when nothing answers.
+    """
+    try:
+        client = docker.from_env(timeout=max(1, int(round(timeout))))
+        client.ping()
+    except docker.errors.DockerException as exc:
+        raise EngineUnavailable(explain(exc)) from exc
+    except OSError as exc:  # raised directly by some transports (e.g. ssh://)
+        raise EngineUnavailable(explain(exc)) from exc
+    client.api.timeout = OPERATION_TIMEOUT_S
+    return client
+
+
+def explain(exc: BaseException) -> str:
+    """One paragraph: why the engine did not answer and what to do about it."""
+    detail = _root_cause(exc)
+    host = os.environ.get("DOCKER_HOST", "")
+    if host:
+        return (
+            f"DOCKER_HOST is set to {host!r} but no Docker engine answers there ({detail}). "
+            "Start the engine on that host, correct DOCKER_HOST, or unset it to use the "
+            f"local engine at {DEFAULT_SOCKET}."
+        )
+    if "permission denied" in detail.lower():
+        return (
+            f"The Docker engine's socket {DEFAULT_SOCKET} exists but this user may not use it "
+            f"({detail}). Run as root, or add yourself to the 'docker' group "
+            "(sudo usermod -aG docker $USER, then log in again)."
+        )
+    if shutil.which("dockerd") is None:
+        return (
+            f"No Docker engine is installed here ({detail}). On Debian/Ubuntu, as root: "
+            "apt-get install -y docker.io, then start it with systemctl start docker, or "
+            "where there is no systemd: setsid dockerd >/var/log/dockerd.log 2>&1 </dev/null & "
+            "(sandbox/setup-engine.sh in the repository does both)."
+        )
+    return (
+        f"The Docker engine is installed but does not answer at {DEFAULT_SOCKET} ({detail}). "
+        "Start it as root: systemctl start docker, or where there is no systemd: "
+        "setsid dockerd >/var/log/dockerd.log 2>&1 </dev/null & — then check with "
+        "docker info."
+    )
+
+
+def _root_cause(exc: BaseException) -> str:
+    """The innermost useful message of a chained exception, kept short."""
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    for candidate in reversed(seen):
+        text = str(candidate).strip()
+        if text:
+            return text if len(text) <= 200 else text[:197] + "..."
+    return type(exc).__name__
