@@ -1,0 +1,81 @@
+"""A run as a teaching notebook (nbformat) or as its raw JSON record.
+
+Each iteration becomes: a markdown heading with the verdict, the diff (as a ``diff``
+block), and a code cell holding the candidate with the sandbox's stdout and error
+as that cell's saved outputs, so the notebook reads like a debugging session.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+from .model import Iteration, Run
+from .render.html import summary_text
+from .render.traceback import traceback_text
+
+
+def _outputs(it: Iteration) -> list:
+    result = it.result
+    if result is None:
+        return []
+    outputs = []
+    if result.stdout:
+        outputs.append(new_output("stream", name="stdout", text=result.stdout))
+    if result.stderr and result.error is None:
+        outputs.append(new_output("stream", name="stderr", text=result.stderr))
+    for rich in result.outputs:
+        outputs.append(new_output("display_data", data={rich.mime: rich.data}))
+    if result.error is not None:
+        lines = traceback_text(result.error, it.candidate.code).splitlines()
+        outputs.append(
+            new_output("error", ename=result.error.type, evalue=result.error.message, traceback=lines)
+        )
+    elif not result.ok:
+        outputs.append(new_output("stream", name="stderr", text=f"[{result.status}] {result.message}\n"))
+    return outputs
+
+
+def run_to_notebook(run: Run) -> nbformat.NotebookNode:
+    """The task, the plan, then each iteration's diff, code and outcome as cells."""
+    cells = [new_markdown_cell(f"# Task\n\n{run.task.prompt}")]
+    if run.task.initial_code is not None:
+        cells.append(new_markdown_cell("The starting point was your own code (iteration 0)."))
+    if run.plan and run.plan.steps:
+        steps = "\n".join(f"{i}. {s}" for i, s in enumerate(run.plan.steps, 1))
+        cells.append(new_markdown_cell(f"## Plan\n\n{steps}"))
+    if run.task.tests:
+        cells.append(new_markdown_cell(f"## Tests the result had to pass\n\n```python\n{run.task.tests}\n```"))
+    for it in run.iterations:
+        label = "Your code" if it.index == 0 else f"Iteration {it.index}"
+        verdict = "passed ✔" if it.verdict.passed else "failed ✘"
+        reasons = "; ".join(it.verdict.reasons)
+        text = f"## {label}: {verdict}\n\n{reasons}".rstrip()
+        if it.diff:
+            text += f"\n\nWhat changed since the previous attempt:\n\n```diff\n{it.diff}\n```"
+        cells.append(new_markdown_cell(text))
+        cell = new_code_cell(it.candidate.code, outputs=_outputs(it))
+        cell.metadata["selfheal"] = {"iteration": it.index, "passed": it.verdict.passed}
+        cells.append(cell)
+        if it.feedback:
+            cells.append(new_markdown_cell(f"Feedback sent to the model:\n\n```text\n{it.feedback}\n```"))
+    cells.append(new_markdown_cell(f"## Outcome\n\n{summary_text(run)}" + (f"\n\n{run.error}" if run.error else "")))
+    nb = new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["selfheal"] = {"outcome": run.outcome, "model": run.model}
+    return nb
+
+
+def export_run(run: Run, path: str | Path, *, as_json: bool = False) -> Path:
+    """Write ``run`` to ``path`` (notebook, or JSON with ``as_json``); returns the path."""
+    target = Path(path)
+    if target.parent and not target.parent.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+    if as_json:
+        target.write_text(json.dumps(run.to_dict(), indent=1), encoding="utf-8")
+    else:
+        nbformat.write(run_to_notebook(run), str(target))
+    return target

@@ -1,0 +1,139 @@
+"""Run one loop for a notebook cell without blocking the widgets.
+
+The loop runs in a worker thread; its events are forwarded to the kernel's main
+thread, where the renderer updates the outputs (comm and display messages need the
+cell's parent header). Two ways to wait:
+
+* ``run_async`` (in a kernel: the magic's cell is turned into an awaited call, see
+  ``magics.py``). While the cell awaits, ipykernel (≥ 7) dispatches widget comm
+  messages, so **Stop** and **Insert** work, and a kernel interrupt cancels the
+  awaiting task.
+* ``run_sync`` (terminal IPython, an in-process shell, ``%autoawait off``): the main
+  thread waits on a queue; Ctrl-C / a kernel interrupt raises ``KeyboardInterrupt``
+  there.
+
+Either way an interrupt sets the cancel event, the loop kills the sandbox run, and
+the cell still ends with the run's record and a "stopped" summary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .events import RunFinished, RunStarted
+from .model import Run, Task
+
+DRAIN_TIMEOUT_S = 30.0
+"""After a cancel, how long to wait for the loop to wind down before giving up on it."""
+
+
+@dataclass
+class _Finished:
+    run: Run | None
+    error: BaseException | None
+
+
+class CellRun:
+    """One run of ``loop`` on ``task``, observed by ``renderer``."""
+
+    def __init__(self, loop: Any, task: Task, renderer: Any) -> None:
+        self.loop = loop
+        self.task = task
+        self.renderer = renderer
+        self.cancel = threading.Event()
+        self.interrupted = False
+        self._started = False
+        self._finished = False
+
+    # ------------------------------------------------------------------ worker
+    def _start_worker(self, emit: Callable[[Any], None]) -> threading.Thread:
+        def work() -> None:
+            run: Run | None = None
+            error: BaseException | None = None
+            try:
+                run = self.loop.run(self.task, on_event=emit, cancel=self.cancel)
+            except BaseException as exc:  # surfaced on the main thread
+                error = exc
+            emit(_Finished(run, error))
+
+        thread = threading.Thread(target=work, name="selfheal-loop", daemon=True)
+        thread.start()
+        return thread
+
+    def _deliver(self, item: Any) -> _Finished | None:
+        """Render one event on the main thread; return the end marker when it comes."""
+        if isinstance(item, _Finished):
+            return item
+        if isinstance(item, RunStarted):
+            self._started = True
+            self.renderer.start(item.run)
+        elif isinstance(item, RunFinished):
+            self._finished = True
+            return None  # rendered once, from the final record, in _finish
+        self.renderer.handle(item)
+        return None
+
+    def _finish(self, end: _Finished) -> Run:
+        if end.error is not None:
+            raise end.error
+        assert end.run is not None
+        run = end.run
+        if not self._started:
+            self.renderer.start(run)
+        self.renderer.finish(run)
+        return run
+
+    def stop(self) -> None:
+        """Ask the loop to stop (the Stop button, an interrupt)."""
+        self.cancel.set()
+
+    # ------------------------------------------------------------------ sync
+    def run_sync(self) -> Run:
+        events: queue.Queue[Any] = queue.Queue()
+        thread = self._start_worker(events.put)
+        while True:
+            try:
+                end = self._deliver(events.get(timeout=0.1))
+            except queue.Empty:
+                continue
+            except KeyboardInterrupt:
+                self.interrupted = True
+                self.stop()
+                continue
+            if end is not None:
+                thread.join(timeout=DRAIN_TIMEOUT_S)
+                return self._finish(end)
+
+    # ------------------------------------------------------------------ async
+    async def run_async(self) -> Run:
+        aloop = asyncio.get_running_loop()
+        events: asyncio.Queue[Any] = asyncio.Queue()
+
+        def emit(item: Any) -> None:
+            aloop.call_soon_threadsafe(events.put_nowait, item)
+
+        self._start_worker(emit)
+        while True:
+            try:
+                item = await events.get()
+            except (asyncio.CancelledError, KeyboardInterrupt):
+                # A kernel interrupt cancels the awaiting cell: stop the loop, keep
+                # draining so the record and the "stopped" summary are still shown.
+                self.interrupted = True
+                self.stop()
+                continue
+            end = self._deliver(item)
+            if end is not None:
+                return self._finish(end)
+
+
+async def wait_for_choice(choice: asyncio.Future, timeout_s: float) -> str | None:
+    """Wait for a button press (Insert / Run / Done); None on timeout or interrupt."""
+    try:
+        return await asyncio.wait_for(asyncio.shield(choice), timeout_s)
+    except (asyncio.TimeoutError, asyncio.CancelledError, KeyboardInterrupt):
+        return None

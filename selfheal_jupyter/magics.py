@@ -1,0 +1,419 @@
+"""``%%agent``, ``%%heal``, ``%agent_autoheal`` and ``%agent_export``.
+
+The magic parses the cell (``magic_args.py``), builds the loop through the factory
+(the one place that wires endpoint, sandbox and agents), hands the run to
+``front.CellRun`` and a renderer, and records the result in ``agent_result``. It
+never writes anything else into the user's namespace unless the user presses
+**Insert** / **Run in my kernel** (``--plan-only`` stores the plan it was asked for).
+
+In a kernel, an ``%%agent`` / ``%%heal`` cell is turned into an awaited call (an
+input transformer adds ``await``): while the cell awaits, ipykernel dispatches widget
+messages, so the panel's Stop button works and the cell still blocks until the run
+ends (nbclient / nbconvert save complete outputs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from . import magic_args
+from .config import SelfHeal
+from .errors import SelfHealError
+from .front import CellRun, wait_for_choice
+from .model import Run, Task
+from .render.html import plan_html
+from .render.inline import PanelRenderer, StaticRenderer, show_html
+
+RESULT_NAME = "agent_result"
+PLAN_NAME = "agent_plan"
+ASYNC_MAGICS = ("agent", "heal")
+
+
+def _common_options(func: Any) -> Any:
+    """Options shared by %%agent and %%heal (applied bottom-up, shown top-down)."""
+    for decorator in reversed(
+        [
+            argument("--max-iterations", type=int, metavar="N",
+                     help="Most developer → QA rounds (default: SelfHeal.max_iterations)."),
+            argument("--model", metavar="NAME", help="Model name at the endpoint (default: SelfHeal.model)."),
+            argument("--inputs", metavar="A,B",
+                     help="Notebook variables copied into the sandbox (the model sees names, "
+                          "types, shapes and columns, never the values)."),
+            argument("--tests", metavar="VAR_OR_CELL",
+                     help="Asserts the result must pass: a variable holding the code as a string, "
+                          "or an input cell as In[3] / 3 (-1 = the cell above)."),
+            argument("--timeout", type=float, metavar="SECONDS",
+                     help="Wall-clock limit of one sandbox run (default: SelfHeal.timeout_s)."),
+            argument("--memory", metavar="SIZE", help="Memory limit of the sandbox, e.g. 512m, 1g."),
+            argument("--quiet", action="store_true", help="Show only the final summary."),
+        ]
+    ):
+        func = decorator(func)
+    return func
+
+
+@magics_class
+class SelfHealMagics(Magics):
+    """The notebook front of selfheal-jupyter."""
+
+    def __init__(self, shell: Any) -> None:
+        super().__init__(shell)
+        self.settings = SelfHeal(parent=shell)
+        self.last_run: Run | None = None
+        self._choice: asyncio.Future | None = None
+        self._last_panel: Any = None
+        self._autoheal = False
+
+    # ================================================================== %%agent
+    @magic_arguments()
+    @_common_options
+    @argument("--no-plan", action="store_true", help="Skip the planner; write code straight away.")
+    @argument("--plan-only", nargs="?", const=PLAN_NAME, metavar="VAR",
+              help=f"Only plan: show the steps and store them (a list of strings) in VAR "
+                   f"(default {PLAN_NAME}); edit it, then run %%%%agent --plan VAR.")
+    @argument("--plan", metavar="VAR", help="Use the plan in VAR (list of steps or text) as is.")
+    @cell_magic
+    def agent(self, line: str, cell: str) -> None:
+        """Plan, write, run (in a Docker sandbox) and repair code for the task in the cell.
+
+        The cell body is the task, in plain words. ``{name}`` is replaced by the value of
+        the notebook variable ``name`` (``{{`` / ``}}`` give literal braces). The record
+        of the run is stored in ``agent_result`` (also ``_``); nothing else in your
+        namespace changes unless you press Insert or Run in my kernel.
+
+        Examples::
+
+            %%agent --inputs df --tests checks
+            Total sales per region in {df_name}, as a bar chart.
+
+            %%agent --plan-only
+            Parse the log file lines into a DataFrame.
+
+        Configure defaults with ``%config SelfHeal.max_iterations = 5`` (see ``%config SelfHeal``).
+        """
+        job = self._agent_job(line, cell)
+        if job is None:
+            return None
+        settings, task = job
+        self._run_sync(settings, task)
+        return None
+
+    async def agent_async(self, line: str, cell: str) -> None:
+        job = self._agent_job(line, cell)
+        if job is None:
+            return None
+        settings, task = job
+        await self._run_async(settings, task)
+        return None
+
+    # ================================================================== %%heal
+    @magic_arguments()
+    @_common_options
+    @argument("hint", nargs="*", help="Optional words on what the code should do.")
+    @cell_magic
+    def heal(self, line: str, cell: str) -> None:
+        """Run this cell's code in the sandbox; if it fails, repair it with the agent.
+
+        Your code is iteration 0 and its traceback is the first feedback. Your kernel is
+        not touched: press Insert or Run in my kernel to take the repaired code.
+        Variables the code needs from the notebook go in ``--inputs``.
+        """
+        settings, task = self._heal_job(line, cell)
+        self._run_sync(settings, task)
+        return None
+
+    async def heal_async(self, line: str, cell: str) -> None:
+        settings, task = self._heal_job(line, cell)
+        await self._run_async(settings, task)
+        return None
+
+    # ================================================================== line magics
+    @line_magic
+    def agent_autoheal(self, line: str) -> None:
+        """``%agent_autoheal on|off``: under a failing cell's traceback, offer an
+        "Ask the agent to fix this" button (never an automatic change)."""
+        from .autoheal import disable, enable
+
+        word = line.strip().lower()
+        if word in ("on", "1", "true", "yes"):
+            enable(self)
+            self._autoheal = True
+            print("selfheal: autoheal on — failing cells get an 'Ask the agent to fix this' button.")
+        elif word in ("off", "0", "false", "no"):
+            disable(self)
+            self._autoheal = False
+            print("selfheal: autoheal off.")
+        else:
+            state = "on" if self._autoheal else "off"
+            raise UsageError(f"%agent_autoheal takes on or off (it is {state}).")
+
+    @magic_arguments()
+    @argument("path", help="Where to write: a .ipynb notebook (or JSON with --json).")
+    @argument("--json", action="store_true", help="Write the raw run record as JSON.")
+    @line_magic
+    def agent_export(self, line: str) -> None:
+        """Write the last run as a teaching notebook: task, plan, each iteration's
+        diff, code and traceback as cells (``--json``: the raw record)."""
+        from .export import export_run
+
+        args = parse_argstring(self.agent_export, line)
+        if self.last_run is None:
+            raise UsageError("Nothing to export yet: run an %%agent or %%heal cell first.")
+        try:
+            path = export_run(self.last_run, args.path, as_json=args.json)
+        except OSError as exc:
+            raise UsageError(f"Could not write {args.path}: {exc.strerror or exc}.") from None
+        print(f"selfheal: wrote {path}")
+
+    # ================================================================== building a run
+    def _settings(self, args: Any, **extra: Any) -> SelfHeal:
+        overrides: dict[str, Any] = dict(extra)
+        if args.max_iterations is not None:
+            if args.max_iterations < 1:
+                raise UsageError("--max-iterations must be at least 1.")
+            overrides["max_iterations"] = args.max_iterations
+        if args.model:
+            overrides["model"] = args.model
+        if args.timeout is not None:
+            if args.timeout <= 0:
+                raise UsageError("--timeout must be a positive number of seconds.")
+            overrides["timeout_s"] = args.timeout
+        if args.memory:
+            overrides["memory"] = args.memory
+        if args.quiet:
+            overrides["quiet"] = True
+        return SelfHeal(parent=self.shell, **overrides)
+
+    def _raw_inputs(self) -> list[str]:
+        return list(self.shell.history_manager.input_hist_raw)
+
+    def _agent_job(self, line: str, cell: str) -> tuple[SelfHeal, Task] | None:
+        args = parse_argstring(self.agent, line)
+        ns = self.shell.user_ns
+        try:
+            prompt = magic_args.clean_task(magic_args.interpolate(cell, ns))
+            if args.plan and args.plan_only:
+                raise UsageError("--plan and --plan-only do not go together: plan first, then use it.")
+            extra = {"auto_plan": False} if args.no_plan else {}
+            settings = self._settings(args, **extra)
+            task = Task(
+                prompt=prompt,
+                inputs=magic_args.resolve_inputs(args.inputs, ns),
+                tests=magic_args.resolve_tests(args.tests, ns, self._raw_inputs()),
+                plan=magic_args.resolve_plan(args.plan, ns),
+            )
+        except SelfHealError as exc:
+            raise UsageError(str(exc)) from None
+        if args.plan_only:
+            self._plan_only(settings, task, args.plan_only)
+            return None
+        return settings, task
+
+    def _heal_job(self, line: str, cell: str) -> tuple[SelfHeal, Task]:
+        args = parse_argstring(self.heal, line)
+        ns = self.shell.user_ns
+        if not cell.strip():
+            raise UsageError("%%heal needs code in the cell body: the code to run and repair.")
+        hint = magic_args.interpolate(" ".join(args.hint), ns).strip()
+        prompt = "Make this code run without errors" + (f" and {hint}" if hint else ".")
+        try:
+            settings = self._settings(args, auto_plan=False)
+            task = Task(
+                prompt=prompt,
+                inputs=magic_args.resolve_inputs(args.inputs, ns),
+                tests=magic_args.resolve_tests(args.tests, ns, self._raw_inputs()),
+                initial_code=cell,
+            )
+        except SelfHealError as exc:
+            raise UsageError(str(exc)) from None
+        return settings, task
+
+    def _loop(self, settings: SelfHeal) -> Any:
+        from .factory import build_loop
+
+        try:
+            return build_loop(settings)
+        except SelfHealError as exc:
+            raise UsageError(str(exc)) from None
+
+    def _plan_only(self, settings: SelfHeal, task: Task, name: str) -> None:
+        if not name.isidentifier():
+            raise UsageError(f"--plan-only {name!r}: give a variable name to store the plan in.")
+        loop = self._loop(settings)
+        try:
+            plan = loop.plan(task)
+        except SelfHealError as exc:
+            raise UsageError(str(exc)) from None
+        self.shell.user_ns[name] = list(plan.steps)
+        hint = (
+            f'<div style="color:#6e7781">Stored in <code>{name}</code> (a list of steps). Edit it, '
+            f"then run the task with <code>%%agent --plan {name}</code>.</div>"
+        )
+        text = "\n".join(f"{i}. {s}" for i, s in enumerate(plan.steps, 1))
+        show_html(plan_html(plan) + hint, f"Plan (stored in {name}):\n{text}")
+
+    # ================================================================== running
+    def _cell_run(self, settings: SelfHeal, task: Task) -> CellRun:
+        cell_run = CellRun(self._loop(settings), task, renderer=None)
+        if settings.widget and getattr(self.shell, "kernel", None) is not None:
+            cell_run.renderer = PanelRenderer(
+                max_iterations=settings.max_iterations,
+                on_stop=cell_run.stop,
+                on_action=self._on_action,
+                quiet=settings.quiet,
+            )
+        else:
+            cell_run.renderer = StaticRenderer(quiet=settings.quiet)
+        return cell_run
+
+    def _run_sync(self, settings: SelfHeal, task: Task) -> Run:
+        cell_run = self._cell_run(settings, task)
+        run = self._guard(cell_run.run_sync)
+        self._record(run, cell_run)
+        panel = getattr(cell_run.renderer, "panel", None)
+        if run.outcome == "success" and panel is not None:
+            panel.offer_actions()  # pressed after the cell ended: see _on_action
+        return run
+
+    async def _run_async(self, settings: SelfHeal, task: Task) -> Run:
+        cell_run = self._cell_run(settings, task)
+        try:
+            run = await cell_run.run_async()
+        except SelfHealError as exc:
+            raise UsageError(str(exc)) from None
+        self._record(run, cell_run)
+        panel = getattr(cell_run.renderer, "panel", None)
+        if run.outcome != "success" or panel is None:
+            return run
+        for _ in range(10):  # let a pending "view displayed" message from the front end in
+            if panel.has_live_view:
+                break
+            await asyncio.sleep(0.05)
+        if panel.has_live_view and settings.choice_timeout_s > 0 and not cell_run.interrupted:
+            self._choice = asyncio.get_running_loop().create_future()
+            panel.offer_actions("Passed. Insert the code below, run it in your kernel, or press Done.")
+            choice = await wait_for_choice(self._choice, settings.choice_timeout_s)
+            self._choice = None
+            if choice is not None:
+                self._apply(choice, run, panel, in_cell=True)
+            else:
+                panel.offer_actions("Passed. The buttons still work (Insert lands below the next cell you run).")
+        else:
+            panel.offer_actions()
+        return run
+
+    @staticmethod
+    def _guard(func: Any) -> Run:
+        try:
+            return func()
+        except SelfHealError as exc:
+            raise UsageError(str(exc)) from None
+
+    def _record(self, run: Run, cell_run: CellRun) -> None:
+        """Store the run where the user can reach it: ``agent_result`` and ``_``."""
+        self.last_run = run
+        self._last_panel = getattr(cell_run.renderer, "panel", None)  # for buttons pressed later
+        self.shell.user_ns[RESULT_NAME] = run
+        hook = self.shell.displayhook
+        if getattr(hook, "do_full_cache", False):
+            hook.___, hook.__, hook._ = hook.__, hook._, run
+            self.shell.push({"_": hook._, "__": hook.__, "___": hook.___}, interactive=False)
+
+    # ================================================================== buttons
+    def _on_action(self, name: str) -> None:
+        """A button of the panel was pressed (runs on the kernel's main thread)."""
+        if self._choice is not None and not self._choice.done():
+            self._choice.set_result(name)  # the waiting cell applies it, inside the cell
+            return
+        run, panel = self.last_run, self._last_panel
+        if run is not None and panel is not None:
+            self._apply(name, run, panel, in_cell=False)
+
+    def _apply(self, name: str, run: Run, panel: Any, *, in_cell: bool) -> None:
+        code = run.final_code
+        if code is None:
+            panel.settle("No passing code to use.")
+            return
+        if name == "insert":
+            self.shell.set_next_input(code, replace=False)
+            panel.settle("Inserted as the next cell." if in_cell
+                         else "The code will appear below the next cell you run.")
+        elif name == "run":
+            if in_cell:
+                self.shell.run_cell(code, store_history=False)
+            else:
+                with panel.output:
+                    self.shell.run_cell(code, store_history=False)
+            panel.settle("Ran the code in your kernel.")
+        else:
+            panel.settle("Done: the record stays in agent_result.")
+
+
+# ====================================================================== async entry
+def _await_transformer(lines: list[str]) -> list[str]:
+    """``get_ipython().run_cell_magic('agent', ...)`` → an awaited call (kernel only)."""
+    if not lines:
+        return lines
+    first = lines[0]
+    for name in ASYNC_MAGICS:
+        prefix = f"get_ipython().run_cell_magic('{name}', "
+        if first.startswith(prefix):
+            call = f"await __import__('selfheal_jupyter.magics').magics.run_cell_async('{name}', "
+            return [call + first[len(prefix):], *lines[1:]]
+    return lines
+
+
+async def run_cell_async(name: str, line: str, cell: str) -> None:
+    """The awaited form of ``%%agent`` / ``%%heal`` (see the module docstring)."""
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    magics = shell.magics_manager.registry["SelfHealMagics"]
+    method = magics.agent_async if name == "agent" else magics.heal_async
+    await method(line, cell)
+
+
+def _kernel_can_await(shell: Any) -> bool:
+    """Only a kernel with an asyncio loop dispatches comms while a cell awaits."""
+    try:
+        from IPython.core.async_helpers import _asyncio_runner
+    except ImportError:  # pragma: no cover
+        return False
+    return (
+        getattr(shell, "kernel", None) is not None
+        and bool(getattr(shell, "autoawait", False))
+        and getattr(shell, "loop_runner", None) is _asyncio_runner
+    )
+
+
+def load(ipython: Any) -> None:
+    """Register the magics (``%load_ext selfheal_jupyter``)."""
+    magics = SelfHealMagics(ipython)
+    ipython.register_magics(magics)
+    if magics.settings not in ipython.configurables:
+        ipython.configurables.append(magics.settings)
+    if _kernel_can_await(ipython) and _await_transformer not in ipython.input_transformers_post:
+        ipython.input_transformers_post.append(_await_transformer)
+
+
+def unload(ipython: Any) -> None:
+    """Undo :func:`load` (``%unload_ext selfheal_jupyter``)."""
+    magics = ipython.magics_manager.registry.pop("SelfHealMagics", None)
+    for kind in ("cell", "line"):
+        table = ipython.magics_manager.magics[kind]
+        for name in ("agent", "heal", "agent_autoheal", "agent_export"):
+            table.pop(name, None)
+    if _await_transformer in ipython.input_transformers_post:
+        ipython.input_transformers_post.remove(_await_transformer)
+    if magics is not None:
+        if magics.settings in ipython.configurables:
+            ipython.configurables.remove(magics.settings)
+        if magics._autoheal:
+            from .autoheal import disable
+
+            disable(magics)

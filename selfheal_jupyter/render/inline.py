@@ -1,0 +1,87 @@
+"""Inline output of a run in a notebook: static HTML per iteration, or the live panel.
+
+Two observers with one interface (``start`` / ``handle`` / ``finish``). Both leave a
+complete static record in the saved notebook, so it reads right in JupyterLab, after
+nbconvert and in static viewers, with no widget state.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Protocol
+
+from IPython.display import display
+
+from ..events import Event, PlanReady, VerdictReady
+from ..model import Run
+from .html import iteration_html, plan_html, run_html, summary_html, summary_text, task_html
+from .widget import Panel
+
+
+class Renderer(Protocol):
+    def start(self, run: Run) -> None: ...
+
+    def handle(self, event: Event) -> None: ...
+
+    def finish(self, run: Run) -> None: ...
+
+
+def show_html(html: str, text: str) -> None:
+    """Display HTML with a meaningful text/plain fallback (terminals, text exports)."""
+    display({"text/html": html, "text/plain": text}, raw=True)
+
+
+class StaticRenderer:
+    """Each section is displayed once, as soon as it is final (plan, then each iteration)."""
+
+    def __init__(self, *, quiet: bool = False) -> None:
+        self.quiet = quiet
+
+    def start(self, run: Run) -> None:
+        if not self.quiet:
+            show_html(task_html(run), f"selfheal: {run.task.prompt}")
+
+    def handle(self, event: Event) -> None:
+        if self.quiet:
+            return
+        if isinstance(event, PlanReady) and event.plan.steps:
+            steps = "\n".join(f"{i}. {s}" for i, s in enumerate(event.plan.steps, 1))
+            show_html(plan_html(event.plan), "Plan:\n" + steps)
+        elif isinstance(event, VerdictReady):
+            it = event.iteration
+            show_html(iteration_html(it), f"iteration {it.index}: {'passed' if it.verdict.passed else 'failed'}")
+
+    def finish(self, run: Run) -> None:
+        show_html(summary_html(run), summary_text(run))
+
+
+class PanelRenderer:
+    """The live panel while the run lasts; then the full static record below it."""
+
+    def __init__(
+        self,
+        *,
+        max_iterations: int,
+        on_stop: Callable[[], None],
+        on_action: Callable[[str], None],
+        quiet: bool = False,
+    ) -> None:
+        self.quiet = quiet
+        self._max_iterations = max_iterations
+        self._on_stop = on_stop
+        self._on_action = on_action
+        self.panel: Panel | None = None
+
+    def start(self, run: Run) -> None:
+        self.panel = Panel(run.task.prompt, max_iterations=self._max_iterations,
+                           on_stop=self._on_stop, on_action=self._on_action)
+        display(self.panel.mimebundle(), raw=True)
+
+    def handle(self, event: Event) -> None:
+        if self.panel is not None:
+            self.panel.handle(event)
+
+    def finish(self, run: Run) -> None:
+        if self.panel is not None:
+            self.panel.finish(run)
+            self.panel.compact()
+        show_html(run_html(run, quiet=self.quiet), summary_text(run))
