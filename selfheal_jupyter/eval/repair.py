@@ -1,0 +1,130 @@
+"""Repair: the Python "debug" tasks of ``mlsys-lab==0.4.0``.
+
+Each task ships a hand-written buggy ``starter.py`` (all 157 fail their grader), the
+grader ``check.py`` (``grade(solver_module, fixtures) -> {metric: value}``) and the
+thresholds in ``meta.json`` (``gates``, AND-ed, as ``mlsys.runner.grade`` does). The
+loop starts from the starter (iteration 0, like ``%%heal``). The learner-facing
+``task.md`` is the prompt; its example code is the only test the loop's QA gets, run
+as a smoke test (no crash). ``check.py`` stays hidden and runs in the sandbox.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from . import harness
+from .problem import Problem, package_dir
+
+NAME = "repair"
+PACKAGE = "mlsys-lab"
+
+PROMPT = (
+    "The program below is meant to solve this task but has a bug. Fix it and reply with "
+    "the whole corrected program (keep the function names).\n\n{task}"
+)
+
+_FENCE = re.compile(r"```(?:python|py)?\n(.*?)```", re.S)
+
+_GATES = '''
+import math as _math
+_metrics = {{k: float(v) for k, v in grade(_sys.modules["candidate"], {fixtures}).items()}}
+print("metrics:", _json.dumps(_metrics))
+_ops = {{">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
+        "<": lambda a, b: a < b, "==": lambda a, b: a == b}}
+_gates = {gates}
+assert _gates, "the task has no gates"
+for _g in _gates:
+    _v = _metrics.get(_g["metric"], _math.nan)
+    assert not _math.isnan(_v) and _ops[_g["op"]](_v, float(_g["threshold"])), (
+        f"gate {{_g['metric']}} {{_g['op']}} {{_g['threshold']}} failed: {{_v}}")
+'''
+
+
+def tasks_root() -> Path:
+    return Path(str(package_dir("mlsys").joinpath("tasks")))
+
+
+def task_dirs() -> list[Path]:
+    """The Python debug tasks, sorted by directory name."""
+    out = []
+    for meta in sorted(tasks_root().glob("*/meta.json")):
+        data = json.loads(meta.read_text())
+        if data.get("genre") == "debug" and (meta.parent / "starter.py").exists():
+            out.append(meta.parent)
+    return out
+
+
+def example_code(task_md: str) -> str | None:
+    """The code blocks of the task's "Example" section that parse (a smoke test)."""
+    section = re.split(r"^##\s+", task_md, flags=re.M)
+    blocks = []
+    for part in section:
+        if part.lower().startswith("example"):
+            blocks.extend(_FENCE.findall(part))
+    good = []
+    for block in blocks:
+        try:
+            compile(block, "example", "exec")
+        except SyntaxError:
+            continue
+        good.append(block.strip())
+    return "\n".join(good) if good else None
+
+
+def _fixtures(path: Path, meta: dict[str, Any]) -> dict[str, Any]:
+    names = meta.get("fixtures") or []
+    if not names:
+        return {}
+    import numpy as np  # only a handful of tasks ship fixtures
+
+    return {
+        Path(f).stem: np.load(path / "fixtures" / f, allow_pickle=False) for f in names
+    }
+
+
+def load() -> list[Problem]:
+    problems = []
+    for path in task_dirs():
+        meta = json.loads((path / "meta.json").read_text())
+        task_md = (path / "task.md").read_text()
+        starter = (path / "starter.py").read_text()
+        provides = meta.get("provides") or []
+        tests = example_code(task_md)
+        problems.append(
+            Problem(
+                benchmark=NAME,
+                id=meta.get("id", path.name),
+                prompt=PROMPT.format(task=task_md.strip()),
+                entry_point=provides[0] if provides else "",
+                initial_code=starter,
+                visible_tests=tests,
+                feedback="the task's example code as a smoke test" if tests else "clean execution",
+                hidden={
+                    "check": (path / "check.py").read_text(),
+                    "gates": meta.get("gates") or [],
+                    "dir": str(path),
+                },
+                hidden_inputs={"__fixtures__": _fixtures(path, meta)} if meta.get("fixtures") else {},
+            )
+        )
+    return problems
+
+
+def hidden_program(problem: Problem, code: str, nonce: str) -> str:
+    """Candidate as module ``candidate``, ``check.py`` as module ``check``, then the gates."""
+    scorers = package_dir("mlsys").joinpath("scorers.py").read_text()
+    fixtures = "__fixtures__" if problem.hidden_inputs else "{}"
+    check = (
+        f"from check import grade\n"
+        + _GATES.format(fixtures=fixtures, gates=harness.json_literal(problem.hidden["gates"]))
+    )
+    return harness.program(
+        code,
+        check,
+        nonce,
+        modules={"mlsys": "", "mlsys.scorers": scorers, "check": problem.hidden["check"]},
+        inputs=list(problem.hidden_inputs),
+    )
