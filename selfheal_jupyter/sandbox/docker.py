@@ -1,0 +1,668 @@
+"""The Docker backend of :class:`~selfheal_jupyter.sandbox.base.Sandbox`.
+
+Each container is hardened (no network, read-only root, a small tmpfs, memory =
+memory+swap, pids, CPUs, no capabilities, no-new-privileges, an unprivileged user,
+an init, no logging, an environment that owns nothing of the host's) and runs the
+fork server of ``runner.py``. A warm pool keeps containers ready, so a candidate
+costs a fork, not a container start. Requests and results travel as length-prefixed
+JSON frames over the container's attach socket; inputs travel as pickles in a
+read-only bind mount of a host ``/dev/shm`` directory. Nothing that comes out is
+unpickled.
+
+Every container is labelled ``selfheal=<session>`` (plus the owner's pid and host)
+and removed on :meth:`DockerSandbox.close`, at interpreter exit, on interrupt, and —
+should this process die — by the next sandbox's stale sweep (and by the container
+itself: it exits when its attach socket closes).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import shutil
+import socket
+import struct
+import tempfile
+import threading
+import time
+import uuid
+import weakref
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import docker
+import docker.errors
+from docker.utils import parse_bytes
+
+from ..config import DEFAULT_IMAGE
+from ..errors import SandboxError
+from ..model import ErrorInfo, ExecutionResult, Limits, RichOutput, TestOutcome
+from . import serialize
+
+LABEL = "selfheal"
+LABEL_PID = "selfheal.pid"
+LABEL_HOST = "selfheal.host"
+RUNNER_PATH = "/opt/selfheal/runner.py"
+INPUTS_MOUNT = "/inputs"
+FRAME = struct.Struct(">I")
+STREAM_HEADER = struct.Struct(">BxxxI")
+#: Seconds the host waits past the candidate's own timeout before it kills the container.
+BACKSTOP_GRACE_S = 5.0
+#: Seconds a cancelled run may take to report before its container is killed.
+CANCEL_GRACE_S = 0.5
+#: Seconds a new container may take to import its libraries and say it is ready.
+READY_TIMEOUT_S = 60.0
+#: The whole environment of a container. Nothing is taken from the host.
+CONTAINER_ENV = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "HOME": "/tmp",
+    "LANG": "C.UTF-8",
+    "MPLBACKEND": "Agg",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
+
+
+class SandboxCrashed(SandboxError):
+    """A container stopped answering; used internally to replace it."""
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """The limits a container is created with (the rest of :class:`Limits` is per run)."""
+
+    memory: str
+    pids: int
+    cpus: float
+    tmpfs_size: str
+
+    @classmethod
+    def of(cls, limits: Limits) -> ContainerSpec:
+        return cls(limits.memory, limits.pids, limits.cpus, limits.tmpfs_size)
+
+    @property
+    def memory_bytes(self) -> int:
+        return int(parse_bytes(self.memory))
+
+
+# --------------------------------------------------------------------------- one container
+class _Worker:
+    """One warm container running the runner, and the socket to talk to it."""
+
+    def __init__(self, client: docker.DockerClient, container_id: str, sock: Any,
+                 spec: ContainerSpec, input_dir: Path) -> None:
+        self.client = client
+        self.id = container_id
+        self.sock = sock  # keeps docker-py's response object alive
+        self.raw: socket.socket = getattr(sock, "_sock", sock)
+        self.spec = spec
+        self.input_dir = input_dir
+        self.stream = bytearray()  # undemultiplexed bytes of the attach stream
+        self.frames = bytearray()  # the runner's stdout: our frames
+        self.log = bytearray()  # the runner's stderr, last few KB (for error messages)
+        self.dead = False
+        self.runs = 0
+
+    def send(self, obj: dict[str, Any]) -> None:
+        data = json.dumps(obj).encode("utf-8")
+        try:
+            self.raw.sendall(FRAME.pack(len(data)) + data)
+        except OSError as exc:
+            raise SandboxCrashed(f"the container stopped accepting requests ({exc})") from exc
+
+    def _frame(self) -> dict[str, Any] | None:
+        if len(self.frames) < FRAME.size:
+            return None
+        (size,) = FRAME.unpack_from(self.frames)
+        if len(self.frames) < FRAME.size + size:
+            return None
+        data = bytes(self.frames[FRAME.size : FRAME.size + size])
+        del self.frames[: FRAME.size + size]
+        return json.loads(data)
+
+    def _demux(self) -> None:
+        while len(self.stream) >= STREAM_HEADER.size:
+            kind, size = STREAM_HEADER.unpack_from(self.stream)
+            if len(self.stream) < STREAM_HEADER.size + size:
+                return
+            payload = self.stream[STREAM_HEADER.size : STREAM_HEADER.size + size]
+            del self.stream[: STREAM_HEADER.size + size]
+            if kind == 1:
+                self.frames += payload
+            else:
+                self.log = (self.log + payload)[-4096:]
+
+    def poll(self, timeout: float) -> dict[str, Any] | None:
+        """The next frame if one arrives within ``timeout`` s; raises SandboxCrashed on EOF."""
+        frame = self._frame()
+        if frame is not None:
+            return frame
+        end = time.monotonic() + timeout
+        while True:
+            ready, _, _ = select.select([self.raw], [], [], max(end - time.monotonic(), 0))
+            if not ready:
+                return None
+            try:
+                chunk = self.raw.recv(1 << 20)
+            except OSError as exc:
+                raise SandboxCrashed(f"the container's socket failed ({exc})") from exc
+            if not chunk:
+                raise SandboxCrashed("the container stopped")
+            self.stream += chunk
+            self._demux()
+            frame = self._frame()
+            if frame is not None:
+                return frame
+            if time.monotonic() >= end:
+                return None
+
+    def runner_log(self) -> str:
+        return self.log.decode("utf-8", errors="replace").strip()
+
+    def state(self) -> dict[str, Any]:
+        try:
+            return self.client.api.inspect_container(self.id).get("State", {})
+        except docker.errors.APIError:
+            return {}
+
+    def kill(self) -> None:
+        """Close the socket FIRST (a kill with the attach socket open can hang), remove."""
+        self.dead = True
+        for closer in (getattr(self.sock, "close", None), self.raw.close):
+            try:
+                if closer:
+                    closer()
+            except OSError:
+                pass
+        _remove_container(self.client, self.id)
+        shutil.rmtree(self.input_dir, ignore_errors=True)
+
+
+def _remove_container(client: docker.DockerClient, container_id: str) -> None:
+    try:
+        client.api.remove_container(container_id, force=True)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as exc:
+        if exc.status_code not in (404, 409):  # 409: the engine is removing it already
+            raise
+
+
+# --------------------------------------------------------------------------- the sandbox
+_LIVE: weakref.WeakSet[DockerSandbox] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    for sandbox in list(_LIVE):
+        try:
+            sandbox.close()
+        except Exception:
+            pass
+
+
+class DockerSandbox:
+    """Run candidates in hardened, pre-warmed Docker containers."""
+
+    def __init__(
+        self,
+        image: str = DEFAULT_IMAGE,
+        *,
+        limits: Limits | None = None,
+        pool_size: int = 1,
+        client: docker.DockerClient | None = None,
+        session: str | None = None,
+    ) -> None:
+        self.image = image
+        self.limits = limits or Limits()
+        self.pool_size = max(0, pool_size)
+        self.session = session or uuid.uuid4().hex[:12]
+        self._client = client
+        self._ref: str | None = None
+        self._lock = threading.RLock()
+        self._idle: dict[ContainerSpec, list[_Worker]] = {}
+        self._pending: dict[ContainerSpec, list[Future[_Worker]]] = {}
+        self._all: set[_Worker] = set()
+        self._created: set[str] = set()  # container ids, for cleanup even mid-start
+        self._executor: ThreadPoolExecutor | None = None
+        self._started = False
+        self._closed = False
+        self._host = socket.gethostname()
+
+    @classmethod
+    def from_config(cls, config: Any) -> DockerSandbox:
+        """Build from a :class:`~selfheal_jupyter.config.SelfHeal`."""
+        return cls(config.image, limits=config.limits(), pool_size=config.pool_size)
+
+    # -- lifecycle -------------------------------------------------------------
+    @property
+    def client(self) -> docker.DockerClient:
+        if self._client is None:
+            from .engine import connect
+
+            self._client = connect()
+        return self._client
+
+    @property
+    def ref(self) -> str:
+        """The image actually run (``name:<version>``)."""
+        if self._ref is None:
+            from .image import ensure_image
+
+            self._ref = ensure_image(self.client, self.image)
+        return self._ref
+
+    def start(self) -> None:
+        """Check the engine and image, remove stale containers, warm the pool."""
+        with self._lock:
+            if self._closed:
+                raise SandboxError(
+                    "This sandbox was closed; create a new DockerSandbox to run more code."
+                )
+            if self._started:
+                return
+            _ = self.ref  # raises EngineUnavailable / ImageMissing with the fix
+            sweep_stale(self.client)
+            self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="selfheal-pool")
+            self._started = True
+            _LIVE.add(self)
+        spec = ContainerSpec.of(self.limits)
+        if self.pool_size:
+            worker = self._create(spec)  # synchronously: a broken image shows up here
+            self._release(worker)
+            self._refill(spec)
+
+    def close(self) -> None:
+        """Remove every container of this sandbox (idempotent)."""
+        with self._lock:
+            self._closed = True
+            workers = list(self._all)
+            self._all.clear()
+            self._idle.clear()
+            pending = [f for fs in self._pending.values() for f in fs]
+            self._pending.clear()
+            executor, self._executor = self._executor, None
+        for fut in pending:
+            fut.cancel()
+        if executor is not None:
+            executor.shutdown(wait=True, cancel_futures=True)
+        with self._lock:  # workers finished while shutting down
+            workers += list(self._all)
+            self._all.clear()
+            self._idle.clear()
+        threads = [threading.Thread(target=w.kill, daemon=True) for w in workers]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=15)
+        if self._client is not None:
+            for cid in list(self._created):  # anything created but never handed over
+                try:
+                    _remove_container(self._client, cid)
+                except docker.errors.APIError:
+                    pass
+            self._created.clear()
+            self._wait_gone()
+        _LIVE.discard(self)
+
+    def _wait_gone(self, timeout: float = 10.0) -> None:
+        """Auto-removal is asynchronous; return once the engine lists none of ours."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            try:
+                left = self._client.api.containers(  # type: ignore[union-attr]
+                    all=True, filters={"label": f"{LABEL}={self.session}"}, quiet=True
+                )
+            except docker.errors.APIError:
+                return
+            if not left:
+                return
+            for item in left:
+                try:
+                    _remove_container(self._client, item["Id"])  # type: ignore[arg-type]
+                except docker.errors.APIError:
+                    pass
+            time.sleep(0.05)
+
+    def __enter__(self) -> DockerSandbox:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- containers ------------------------------------------------------------
+    def _create(self, spec: ContainerSpec) -> _Worker:
+        """Start one hardened container and wait until its runner is ready."""
+        api = self.client.api
+        input_dir = Path(tempfile.mkdtemp(prefix=f"selfheal-{os.getpid()}-{self.session}-", dir=_shm_dir()))
+        os.chmod(input_dir, 0o711)  # the container user may read files it knows the name of
+        host_config = api.create_host_config(
+            network_mode="none",
+            read_only=True,
+            tmpfs={"/tmp": f"rw,nosuid,nodev,size={spec.tmpfs_size},mode=1777"},
+            mem_limit=spec.memory,
+            memswap_limit=spec.memory,
+            pids_limit=spec.pids,
+            nano_cpus=int(spec.cpus * 1e9),
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            init=True,
+            log_config=docker.types.LogConfig(type="none"),
+            binds={str(input_dir): {"bind": INPUTS_MOUNT, "mode": "ro"}},
+            auto_remove=True,
+            ipc_mode="private",
+        )
+        config = api.create_container_config(
+            self.ref,
+            ["python3", "-B", RUNNER_PATH, "--sweep", "--memory-bytes", str(spec.memory_bytes)],
+            user="65534:65534",
+            working_dir="/tmp",
+            stdin_open=True,
+            tty=False,
+            environment=dict(CONTAINER_ENV),
+            labels={
+                LABEL: self.session,
+                LABEL_PID: str(os.getpid()),
+                LABEL_HOST: self._host,
+            },
+            host_config=host_config,
+        )
+        config["StdinOnce"] = True  # our socket closing ends the runner, and the container
+        try:
+            cid = api.create_container_from_config(config)["Id"]
+        except docker.errors.ImageNotFound as exc:
+            shutil.rmtree(input_dir, ignore_errors=True)
+            from ..errors import ImageMissing
+
+            raise ImageMissing(
+                f"The sandbox image {self.ref} disappeared. Run `selfheal sandbox build`, "
+                "then try again."
+            ) from exc
+        except docker.errors.APIError as exc:
+            shutil.rmtree(input_dir, ignore_errors=True)
+            raise SandboxError(
+                f"The Docker engine refused to create a sandbox container: {exc.explanation or exc}. "
+                "Check `selfheal sandbox doctor`."
+            ) from exc
+        self._created.add(cid)
+        worker: _Worker | None = None
+        try:
+            sock = api.attach_socket(
+                cid, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+            )
+            worker = _Worker(self.client, cid, sock, spec, input_dir)
+            api.start(cid)
+            hello = None
+            end = time.monotonic() + READY_TIMEOUT_S
+            while hello is None and time.monotonic() < end and not self._closed:
+                hello = worker.poll(0.1)
+            if self._closed:
+                raise SandboxError("The sandbox was closed while a container was starting.")
+            if not hello or not hello.get("ready"):
+                raise SandboxCrashed("the runner did not report ready in time")
+        except BaseException as exc:
+            if worker is not None:
+                log = worker.runner_log()
+                worker.kill()
+            else:
+                log = ""
+                _remove_container(self.client, cid)
+                shutil.rmtree(input_dir, ignore_errors=True)
+            self._created.discard(cid)
+            if isinstance(exc, (SandboxCrashed, docker.errors.APIError)):
+                raise SandboxError(
+                    f"A sandbox container from {self.ref} did not start: {exc}. "
+                    f"{('Its runner said: ' + log[-600:]) if log else ''} Rebuild the image "
+                    "with `selfheal sandbox build --rebuild`, and check `selfheal sandbox doctor`."
+                ) from exc
+            raise
+        with self._lock:
+            if self._closed:
+                worker.kill()
+                self._created.discard(cid)
+                raise SandboxError("The sandbox was closed while a container was starting.")
+            self._all.add(worker)
+        return worker
+
+    def _discard(self, worker: _Worker) -> None:
+        with self._lock:
+            self._all.discard(worker)
+        worker.kill()
+        self._created.discard(worker.id)
+
+    def _release(self, worker: _Worker) -> None:
+        """Back to the pool, or away if the pool for its spec is full."""
+        keep = self.pool_size if worker.spec == ContainerSpec.of(self.limits) else 1
+        with self._lock:
+            idle = self._idle.setdefault(worker.spec, [])
+            if not self._closed and not worker.dead and len(idle) < keep:
+                idle.append(worker)
+                return
+        self._discard(worker)
+
+    def _refill(self, spec: ContainerSpec) -> None:
+        """Start containers in the background until the pool for ``spec`` is full."""
+        if spec != ContainerSpec.of(self.limits):
+            return
+        with self._lock:
+            if self._closed or self._executor is None:
+                return
+            have = len(self._idle.get(spec, [])) + len(self._pending.get(spec, []))
+            for _ in range(self.pool_size - have):
+                fut = self._executor.submit(self._create, spec)
+                self._pending.setdefault(spec, []).append(fut)
+                fut.add_done_callback(lambda f, s=spec: self._arrived(s, f))
+
+    def _arrived(self, spec: ContainerSpec, fut: Future[_Worker]) -> None:
+        with self._lock:
+            pending = self._pending.get(spec, [])
+            if fut not in pending:
+                return  # somebody took it over in _acquire
+            pending.remove(fut)
+        if fut.cancelled() or fut.exception() is not None:
+            return
+        self._release(fut.result())
+
+    def _acquire(self, spec: ContainerSpec) -> _Worker:
+        with self._lock:
+            idle = self._idle.get(spec)
+            if idle:
+                worker = idle.pop()
+                self._refill(spec)
+                return worker
+            pending = self._pending.get(spec)
+            fut = pending.pop(0) if pending else None
+        if fut is not None:
+            try:
+                worker = fut.result()
+            except Exception:
+                worker = self._create(spec)
+        else:
+            worker = self._create(spec)
+        self._refill(spec)
+        return worker
+
+    # -- running ---------------------------------------------------------------
+    def execute(
+        self,
+        code: str,
+        *,
+        inputs: Mapping[str, Any] | None = None,
+        limits: Limits | None = None,
+        tests: str | None = None,
+        cancel: threading.Event | None = None,
+        filename: str = "candidate.py",
+    ) -> ExecutionResult:
+        """Run ``code`` in a warm container; see :class:`~.base.Sandbox`."""
+        if not self._started:
+            self.start()
+        limits = limits or self.limits
+        started = time.monotonic()
+        if cancel is not None and cancel.is_set():
+            return ExecutionResult(status="killed", message="Cancelled before it started.")
+        spec = ContainerSpec.of(limits)
+        worker = self._acquire(spec)
+        try:
+            serialize.clear(worker.input_dir)
+            files = serialize.write_inputs(inputs or {}, worker.input_dir)
+            request = {
+                "op": "run",
+                "code": code,
+                "tests": tests,
+                "filename": filename,
+                "inputs": files,
+                "inputs_dir": INPUTS_MOUNT,
+                "timeout_s": limits.timeout_s,
+                "output_bytes": limits.output_bytes,
+            }
+            worker.send(request)
+            worker.runs += 1
+            frame = self._wait(worker, limits, cancel)
+        except SandboxCrashed as exc:
+            result = self._crashed(worker, exc, limits)
+            self._discard(worker)
+            self._refill(spec)
+            result.duration_s = time.monotonic() - started
+            return result
+        except BaseException:
+            # KeyboardInterrupt, BadInput...: the container may be mid-run; never reuse it.
+            self._discard(worker)
+            self._refill(spec)
+            raise
+        if frame is None:  # the backstop or a cancel the runner did not answer
+            status = "killed" if cancel is not None and cancel.is_set() else "timeout"
+            self._discard(worker)
+            self._refill(spec)
+            return ExecutionResult(
+                status=status,
+                exit_code=137,
+                duration_s=time.monotonic() - started,
+                message=(
+                    "The run was cancelled and its container was stopped."
+                    if status == "killed"
+                    else f"The program did not finish within {limits.timeout_s:g} s and its "
+                    "container had to be stopped. Look for an endless loop or raise the timeout."
+                ),
+            )
+        serialize.clear(worker.input_dir)
+        self._release(worker)
+        result = _to_result(frame)
+        result.duration_s = time.monotonic() - started
+        return result
+
+    def _wait(
+        self, worker: _Worker, limits: Limits, cancel: threading.Event | None
+    ) -> dict[str, Any] | None:
+        """The result frame; None when the backstop or an unanswered cancel fired."""
+        deadline = time.monotonic() + limits.timeout_s + BACKSTOP_GRACE_S
+        cancel_deadline: float | None = None
+        while True:
+            now = time.monotonic()
+            if cancel is not None and cancel.is_set() and cancel_deadline is None:
+                worker.send({"op": "cancel"})
+                cancel_deadline = now + CANCEL_GRACE_S
+            end = min(deadline, cancel_deadline or deadline)
+            if now >= end:
+                return None
+            step = end - now if cancel is None or cancel_deadline else min(end - now, 0.05)
+            frame = worker.poll(step)
+            if frame is not None:
+                return frame
+
+    def _crashed(self, worker: _Worker, exc: SandboxCrashed, limits: Limits) -> ExecutionResult:
+        """The container died under the candidate: OOM-killed, or the runner crashed."""
+        state = worker.state()
+        if state.get("OOMKilled"):
+            return ExecutionResult(
+                status="oom",
+                exit_code=137,
+                message=(
+                    f"The program used more than the memory limit ({limits.memory}) and the "
+                    "kernel stopped its container. Use less memory or raise the limit."
+                ),
+            )
+        log = worker.runner_log()
+        return ExecutionResult(
+            status="error",
+            exit_code=state.get("ExitCode"),
+            stderr=log[-2000:],
+            error=ErrorInfo(type="SandboxCrash", message=str(exc)),
+            message=(
+                "The sandbox process running the program died unexpectedly; its container "
+                "was replaced. The program may have killed it."
+            ),
+        )
+
+
+def _to_result(frame: dict[str, Any]) -> ExecutionResult:
+    """The runner's JSON → ExecutionResult (no other parsing: the runner built it)."""
+    return ExecutionResult(
+        status=frame.get("status", "error"),
+        exit_code=frame.get("exit_code"),
+        stdout=frame.get("stdout", ""),
+        stderr=frame.get("stderr", ""),
+        error=ErrorInfo.from_dict(frame["error"]) if frame.get("error") else None,
+        outputs=[RichOutput(mime=o["mime"], data=o["data"]) for o in frame.get("outputs") or []],
+        stdout_truncated=bool(frame.get("stdout_truncated")),
+        stderr_truncated=bool(frame.get("stderr_truncated")),
+        tests=[
+            TestOutcome(
+                source=t.get("source", ""),
+                passed=bool(t.get("passed")),
+                message=t.get("message", ""),
+                line=t.get("line"),
+            )
+            for t in frame.get("tests") or []
+        ],
+        message=frame.get("message", ""),
+    )
+
+
+def _shm_dir() -> str | None:
+    """/dev/shm when it is there (inputs then never touch a disk)."""
+    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale(client: docker.DockerClient) -> list[str]:
+    """Remove ``selfheal`` containers whose owning process (on this host) is gone."""
+    host = socket.gethostname()
+    removed = []
+    try:
+        found = client.api.containers(all=True, filters={"label": LABEL})
+    except docker.errors.APIError:
+        return removed
+    for item in found:
+        labels = item.get("Labels") or {}
+        try:
+            pid = int(labels.get(LABEL_PID, ""))
+        except ValueError:
+            continue
+        if labels.get(LABEL_HOST) != host or _pid_alive(pid):
+            continue
+        try:
+            _remove_container(client, item["Id"])
+            removed.append(item["Id"])
+        except docker.errors.APIError:
+            pass
+    for stale in Path(_shm_dir() or tempfile.gettempdir()).glob("selfheal-*-*"):
+        owner = stale.name.split("-")[1]
+        if owner.isdigit() and not _pid_alive(int(owner)):
+            shutil.rmtree(stale, ignore_errors=True)  # inputs of a process that died
+    return removed
