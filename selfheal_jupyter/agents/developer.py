@@ -1,0 +1,187 @@
+"""The developer: writes the complete program, then repairs it from QA feedback.
+
+Why the prompt is rebuilt each time instead of replaying the conversation: a repair
+needs the task, the plan, the program as it stands and what went wrong with it —
+nothing older. Sending only that keeps the tokens per iteration flat instead of
+growing with every round.
+
+Small models often resend the very program that just failed. When the reply repeats
+an earlier candidate, the developer asks once more, at a higher temperature, saying
+plainly that this program already failed; when the same failure comes back after a
+fix, the prompt says the previous fix did not work and asks for another approach.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..codeblocks import extract_code
+from ..inputs import format_inputs
+from ..llm import LLMClient
+from ..model import InputDescription, Plan, Usage
+from .environment import environment_text
+
+SYSTEM = """\
+You are an expert Python developer. You write ONE complete, runnable Python program \
+that solves the user's task.
+{environment}
+- The inputs listed in the task are already defined as global variables: use them \
+directly, never load or redefine them.
+Reply with exactly ONE fenced ```python code block containing the complete program \
+(all imports included), and nothing after it."""
+
+REPEAT_NOTE = (
+    "IMPORTANT: your last reply repeated a program that was already run and failed. "
+    "The previous fix did not work. Take a different approach and change the code."
+)
+SAME_FAILURE_NOTE = (
+    "IMPORTANT: the previous fix did not work: the same failure happened again. "
+    "Think about the cause again and try a different approach."
+)
+NO_CODE_NOTE = (
+    "Your previous reply contained no code. Reply with exactly one fenced ```python "
+    "block holding the complete program."
+)
+TRUNCATED_NOTE = (
+    "Your previous reply was cut off because it was too long: write a shorter program "
+    "without long comments."
+)
+
+
+def normalise(code: str) -> str:
+    """Code compared for repeats: trailing spaces and blank lines ignored."""
+    return "\n".join(ln.rstrip() for ln in code.strip().splitlines() if ln.strip())
+
+
+@dataclass
+class RepairContext:
+    """What a repair round is told (and nothing else)."""
+
+    code: str | None
+    """The program as it stands (the last candidate that had code), or None."""
+    feedback: str
+    same_failure: bool = False
+    no_code: bool = False
+    truncated: bool = False
+
+
+@dataclass
+class Proposal:
+    """One developer turn: the program (or None), the reply and its cost."""
+
+    code: str | None
+    reply: str
+    usage: Usage = field(default_factory=Usage)
+    llm_s: float = 0.0
+    finish_reason: str | None = None
+    repeated: bool = False
+    """True when the first reply repeated an earlier candidate and was asked again."""
+    prompt_chars: int = 0
+
+
+class Developer:
+    def __init__(
+        self,
+        llm: LLMClient,
+        *,
+        libraries: tuple[str, ...] | None = None,
+        retry_temperature: float = 0.8,
+    ) -> None:
+        self.llm = llm
+        self.libraries = libraries
+        self.retry_temperature = retry_temperature
+
+    # ------------------------------------------------------------------ prompts
+    def build_messages(
+        self,
+        prompt: str,
+        plan: Plan | None,
+        inputs: list[InputDescription],
+        tests: str | None,
+        repair: RepairContext | None = None,
+        *,
+        extra_note: str = "",
+    ) -> list[dict[str, str]]:
+        system = SYSTEM.format(environment=environment_text(self.libraries))
+        parts = [f"Task:\n{prompt.strip() or 'Make the program below run correctly.'}"]
+        if inputs:
+            parts.append("Inputs (already defined as global variables):\n" + format_inputs(inputs))
+        if plan is not None and plan.steps:
+            parts.append("Plan:\n" + "\n".join(f"{i}. {s}" for i, s in enumerate(plan.steps, 1)))
+        if tests and tests.strip():
+            parts.append(
+                "After your program runs, these checks (written by the user, not "
+                f"editable) run in the same namespace and must pass:\n```python\n"
+                f"{tests.strip()}\n```"
+            )
+        if repair is None:
+            parts.append("Write the complete program.")
+        else:
+            if repair.code is not None:
+                parts.append(f"The current program:\n```python\n{repair.code.rstrip()}\n```")
+            if repair.no_code:
+                parts.append(NO_CODE_NOTE)
+            if repair.feedback:
+                parts.append(f"What happened when it ran:\n{repair.feedback.strip()}")
+            if repair.truncated:
+                parts.append(TRUNCATED_NOTE)
+            if repair.same_failure:
+                parts.append(SAME_FAILURE_NOTE)
+            parts.append(
+                "Fix the program. Reply with ONE fenced ```python block holding the "
+                "complete corrected program."
+            )
+        if extra_note:
+            parts.append(extra_note)
+        return [
+            {"role": "system", "content": system},
+            {"role": "user", "content": "\n\n".join(parts)},
+        ]
+
+    # ------------------------------------------------------------------ turn
+    def propose(
+        self,
+        prompt: str,
+        plan: Plan | None,
+        inputs: list[InputDescription],
+        tests: str | None = None,
+        repair: RepairContext | None = None,
+        *,
+        previous_codes: list[str] | tuple[str, ...] = (),
+        on_token: Callable[[str], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Proposal:
+        """Ask for a program; ask once more if it repeats one that already failed."""
+        started = time.monotonic()
+        temperature = self.retry_temperature if repair and repair.same_failure else None
+        messages = self.build_messages(prompt, plan, inputs, tests, repair)
+        reply = self.llm.chat(messages, on_token=on_token, cancel=cancel, temperature=temperature)
+        usage = reply.usage
+        prompt_chars = sum(len(m["content"]) for m in messages)
+        code = extract_code(reply.text)
+        seen = {normalise(c) for c in previous_codes}
+        repeated = code is not None and normalise(code) in seen
+        if repeated:
+            messages = self.build_messages(
+                prompt, plan, inputs, tests, repair, extra_note=REPEAT_NOTE
+            )
+            if on_token is not None:
+                on_token("\n\n[the program repeated an earlier one; asking for another approach]\n\n")
+            reply = self.llm.chat(
+                messages, on_token=on_token, cancel=cancel, temperature=self.retry_temperature
+            )
+            usage = usage + reply.usage
+            prompt_chars += sum(len(m["content"]) for m in messages)
+            code = extract_code(reply.text) or code
+        return Proposal(
+            code=code,
+            reply=reply.text,
+            usage=usage,
+            llm_s=time.monotonic() - started,
+            finish_reason=reply.finish_reason,
+            repeated=repeated,
+            prompt_chars=prompt_chars,
+        )

@@ -1,0 +1,154 @@
+"""QA: a static pre-check, then the sandbox run with the user's tests, then a verdict.
+
+Why a pre-check: a syntax error or an undefined name is certain to fail, and finding
+it with ``compile()`` and pyflakes costs a millisecond instead of a sandbox run. Its
+failure is reported as a ``blocked`` :class:`ExecutionResult` shaped like the runtime
+error would be, so the feedback reads the same either way.
+
+The verdict is strict and simple: passed when the program exits cleanly AND every
+one of the user's tests passed; with no tests, a clean run passes.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import threading
+from typing import Any, Iterable, Mapping
+
+from pyflakes import checker as pyflakes_checker
+from pyflakes import messages as pyflakes_messages
+
+from ..errors import BadInput
+from ..model import ErrorInfo, ExecutionResult, Frame, Limits, Verdict
+from ..sandbox.base import Sandbox
+
+FILENAME = "candidate.py"
+"""The file name candidates run under in the sandbox (frames refer to it)."""
+
+
+def check_tests(tests: str | None) -> None:
+    """Raise :class:`BadInput` when the user's tests do not parse."""
+    if tests is None or not tests.strip():
+        return
+    try:
+        ast.parse(tests, "tests")
+    except SyntaxError as exc:
+        raise BadInput(
+            f"The tests do not parse: {exc.msg} (line {exc.lineno}: {(exc.text or '').strip()}). "
+            "Fix the test code (plain Python statements such as `assert result == 42`) "
+            "and run again."
+        ) from None
+
+
+def _source_line(code: str, line: int | None) -> str:
+    lines = code.splitlines()
+    return lines[line - 1].strip() if line and 0 < line <= len(lines) else ""
+
+
+def _blocked(code: str, etype: str, message: str, line: int | None, note: str) -> ExecutionResult:
+    frames = [Frame(FILENAME, line, "<module>", _source_line(code, line))] if line else []
+    return ExecutionResult(
+        status="blocked",
+        exit_code=None,
+        error=ErrorInfo(type=etype, message=message, line=line, frames=frames),
+        message=note,
+    )
+
+
+def precheck(code: str, defined: Iterable[str] = ()) -> ExecutionResult | None:
+    """A ``blocked`` result when the code cannot run, else None."""
+    try:
+        tree = compile(code, FILENAME, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        compile(tree, FILENAME, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        etype = type(exc).__name__  # SyntaxError, IndentationError, TabError
+        return _blocked(
+            code, etype, exc.msg or str(exc), exc.lineno,
+            "Not run: the program does not compile.",
+        )
+    except ValueError as exc:  # e.g. null bytes in the source
+        return _blocked(code, "SyntaxError", str(exc), None, "Not run: the program does not compile.")
+    found = pyflakes_checker.Checker(tree, filename=FILENAME, builtins=set(defined))
+    undefined = [m for m in found.messages if isinstance(m, pyflakes_messages.UndefinedName)]
+    if not undefined:
+        return None
+    undefined.sort(key=lambda m: (m.lineno, m.col))
+    first = undefined[0]
+    message = f"name {first.message_args[0]!r} is not defined"
+    others = sorted({m.message_args[0] for m in undefined[1:]} - {first.message_args[0]})
+    if others:
+        message += f" (also undefined: {', '.join(repr(n) for n in others)})"
+    return _blocked(
+        code, "NameError", message, first.lineno,
+        "Not run: the static pre-check found a name that is never defined.",
+    )
+
+
+def judge(result: ExecutionResult | None, tests: str | None) -> Verdict:
+    """Passed = clean exit AND every user test passed (no tests: a clean run passes)."""
+    if result is None:
+        return Verdict(False, ["the reply contained no program"])
+    passed_tests = sum(1 for t in result.tests if t.passed)
+    failed_tests = len(result.tests) - passed_tests
+    reasons: list[str] = []
+    clean = result.status == "ok" and result.error is None and result.exit_code in (0, None)
+    if result.status == "blocked":
+        what = f"{result.error.type}: {result.error.message}" if result.error else result.message
+        reasons.append(f"static pre-check: {what}")
+    elif result.error is not None:
+        reasons.append(f"raised {result.error.type}: {result.error.message}"[:300])
+    elif result.status != "ok":
+        reasons.append(
+            {
+                "timeout": "did not finish within the time limit",
+                "oom": "ran out of memory",
+                "output_limit": "printed more than the output limit",
+                "killed": "was killed",
+            }.get(result.status, result.status)
+        )
+    elif result.exit_code not in (0, None):
+        reasons.append(f"exited with code {result.exit_code}")
+    has_tests = bool(tests and tests.strip())
+    if has_tests and clean:
+        if not result.tests:
+            reasons.append("the tests were not run")
+        elif failed_tests:
+            reasons.append(f"{failed_tests} of {len(result.tests)} tests failed")
+    passed = clean and not reasons
+    if passed:
+        reasons.append(
+            f"ran cleanly; all {passed_tests} tests passed" if has_tests
+            else "ran cleanly (no tests given)"
+        )
+    return Verdict(passed, reasons, passed_tests, failed_tests)
+
+
+class QA:
+    """Checks and runs candidates in one sandbox with one set of limits."""
+
+    def __init__(self, sandbox: Sandbox, limits: Limits | None = None) -> None:
+        self.sandbox = sandbox
+        self.limits = limits or Limits()
+
+    @staticmethod
+    def defined_names(inputs: Mapping[str, Any]) -> set[str]:
+        return set(inputs) | set(dir(builtins)) | {"__file__", "__name__"}
+
+    def precheck(self, code: str, inputs: Mapping[str, Any]) -> ExecutionResult | None:
+        return precheck(code, self.defined_names(inputs))
+
+    def run(
+        self,
+        code: str,
+        inputs: Mapping[str, Any],
+        tests: str | None,
+        cancel: threading.Event | None = None,
+    ) -> ExecutionResult:
+        """The sandbox run; raises SandboxError when the sandbox itself fails."""
+        return self.sandbox.execute(
+            code, inputs=dict(inputs), limits=self.limits, tests=tests or None, cancel=cancel
+        )
+
+    def judge(self, result: ExecutionResult | None, tests: str | None) -> Verdict:
+        return judge(result, tests)

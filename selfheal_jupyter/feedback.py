@@ -1,0 +1,183 @@
+"""Turn one QA result into short, structured feedback for the developer.
+
+Why structured and short: the developer sees its own last program plus this text,
+not the whole conversation, so token cost per iteration stays flat. What helps a
+model repair code (and what the debugging literature, e.g. LDB, found lifts repair
+rates) is precise: the exception, the failing line with its source, the program's own
+frames, the failing frame's local variables, the end of stdout/stderr, and which of
+the user's tests failed and why. Every part is capped.
+"""
+
+from __future__ import annotations
+
+from .model import ExecutionResult, Limits, TestOutcome, Verdict
+
+MAX_FRAMES = 6
+MAX_LOCALS = 12
+MAX_TESTS = 8
+TAIL_LINES = 15
+TAIL_CHARS = 1200
+MAX_FIELD = 300
+
+_TRACEBACK_HEAD = "Traceback (most recent call last):"
+
+
+def _clip(text: str, limit: int = MAX_FIELD) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def tail(text: str, lines: int = TAIL_LINES, chars: int = TAIL_CHARS) -> str:
+    """The last ``lines`` lines (at most ``chars`` characters) of ``text``."""
+    kept = text.rstrip("\n").splitlines()[-lines:]
+    out = "\n".join(kept)
+    if len(out) > chars:
+        out = "…" + out[-chars:]
+    return out
+
+
+def _indent(text: str, prefix: str = "    ") -> str:
+    return "\n".join(prefix + ln for ln in text.splitlines())
+
+
+def _headline(result: ExecutionResult, limits: Limits | None) -> str:
+    error = result.error
+    status = result.status
+    if status == "blocked":
+        what = f"{error.type}: {_clip(error.message)}" if error else _clip(result.message)
+        return f"The program was NOT run: the static pre-check found {what}"
+    if status == "timeout":
+        secs = f" of {limits.timeout_s:g} s" if limits else ""
+        return (
+            f"The program did not finish within the time limit{secs} and was stopped. "
+            "Look for an infinite loop, waiting on input, or work that is far too slow "
+            "(use vectorised numpy/pandas operations, smaller loops)."
+        )
+    if status == "oom":
+        mem = f" ({limits.memory})" if limits else ""
+        return (
+            f"The program ran out of memory{mem} and was killed. Avoid building huge "
+            "lists/arrays or cross joins; process data in chunks or use smaller dtypes."
+        )
+    if status == "output_limit":
+        return (
+            "The program printed more output than allowed and was stopped. Print "
+            "summaries (len(), .head(), aggregates), not whole datasets or endless loops."
+        )
+    if status == "killed":
+        return "The run was killed before it finished."
+    if error is not None:
+        return f"The program raised {error.type}: {_clip(error.message)}"
+    if result.exit_code not in (0, None):
+        return f"The program exited with code {result.exit_code}."
+    return "The program ran without raising an error."
+
+
+def _location(result: ExecutionResult) -> list[str]:
+    error = result.error
+    if error is None:
+        return []
+    out: list[str] = []
+    frames = error.frames[-MAX_FRAMES:]
+    failing = frames[-1] if frames else None
+    if failing is not None:
+        out.append(f"Failing line {failing.line}: {failing.source}")
+    elif error.line:
+        out.append(f"Failing line {error.line}.")
+    if len(frames) > 1:
+        out.append("Your frames (most recent call last):")
+        skipped = len(error.frames) - len(frames)
+        if skipped:
+            out.append(f"  … {skipped} earlier frames")
+        for f in frames:
+            out.append(f"  line {f.line}, in {f.function}: {f.source}")
+    if error.locals:
+        items = list(error.locals.items())
+        out.append("Local variables of the failing frame:")
+        for name, summary in items[:MAX_LOCALS]:
+            out.append(f"  {name} = {_clip(summary, 160)}")
+        if len(items) > MAX_LOCALS:
+            out.append(f"  … {len(items) - MAX_LOCALS} more")
+    return out
+
+
+def _stderr_without_traceback(result: ExecutionResult) -> str:
+    """stderr minus the traceback (already given in structured form above)."""
+    stderr = result.stderr
+    if result.error is not None and _TRACEBACK_HEAD in stderr:
+        stderr = stderr[: stderr.rfind(_TRACEBACK_HEAD)]
+    return stderr
+
+
+def _streams(result: ExecutionResult) -> list[str]:
+    out: list[str] = []
+    if result.stdout.strip():
+        cut = " (truncated by the output limit)" if result.stdout_truncated else ""
+        out.append(f"End of stdout{cut}:")
+        out.append(_indent(tail(result.stdout)))
+    stderr = _stderr_without_traceback(result)
+    if stderr.strip():
+        out.append("End of stderr:")
+        out.append(_indent(tail(stderr)))
+    return out
+
+
+def _tests(tests: list[TestOutcome]) -> list[str]:
+    if not tests:
+        return []
+    failed = [t for t in tests if not t.passed]
+    not_run = [t for t in failed if t.message.startswith("not run")]
+    if not_run and len(not_run) == len(failed) and len(failed) == len(tests):
+        return [f"The user's {len(tests)} test(s) were not run because the program failed."]
+    if not failed:
+        return [f"All {len(tests)} of the user's tests passed."]
+    out = [
+        f"{len(failed)} of the user's {len(tests)} tests failed (the tests are fixed; change "
+        "the program, not the tests):"
+    ]
+    for t in failed[:MAX_TESTS]:
+        where = f"line {t.line}: " if t.line else ""
+        out.append(f"  FAILED {where}{_clip(t.source, 160)}")
+        if t.message:
+            out.append(f"    → {_clip(t.message, 240)}")
+    if len(failed) > MAX_TESTS:
+        out.append(f"  … {len(failed) - MAX_TESTS} more failed")
+    return out
+
+
+def format_feedback(
+    result: ExecutionResult | None,
+    verdict: Verdict | None = None,
+    *,
+    limits: Limits | None = None,
+) -> str:
+    """Feedback text for one iteration ("" when it passed)."""
+    if verdict is not None and verdict.passed:
+        return ""
+    if result is None:
+        reasons = "; ".join(verdict.reasons) if verdict else "no program was produced"
+        return f"No program was run: {reasons}."
+    parts = [_headline(result, limits)]
+    if result.message and result.status not in ("ok", "error", "blocked"):
+        parts.append(_clip(result.message, 400))
+    parts += _location(result)
+    parts += _streams(result)
+    parts += _tests(result.tests)
+    if verdict is not None and result.status == "ok" and not result.error and not any(
+        not t.passed for t in result.tests
+    ):
+        extra = [r for r in verdict.reasons if r]
+        if extra:
+            parts.append("Why it did not pass: " + "; ".join(extra))
+    return "\n".join(parts)
+
+
+def failure_signature(result: ExecutionResult | None) -> tuple[str, ...]:
+    """What identifies "the same failure again" (to notice a fix that did not work)."""
+    if result is None:
+        return ("no-code",)
+    sig: tuple[str, ...] = (result.status,)
+    if result.error is not None:
+        sig += (result.error.type, result.error.message[:200], str(result.error.line))
+    sig += tuple(sorted(t.source for t in result.tests if not t.passed))
+    return sig

@@ -1,0 +1,82 @@
+"""What the model is told about notebook inputs: names, types, shapes — never values.
+
+The planner and developer need to know that ``df`` is a DataFrame with columns
+``a: int64, b: object`` to write code against it; they never need (and must never
+receive) the data itself. Descriptions are short so prompts stay small.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from .model import InputDescription
+
+MAX_COLUMNS = 30
+MAX_KEYS = 15
+
+
+def _type_name(value: Any) -> str:
+    cls = type(value)
+    module = cls.__module__
+    if module in ("builtins", "__main__"):
+        return cls.__qualname__
+    root = module.split(".")[0]
+    alias = {"pandas": "pandas", "numpy": "numpy"}.get(root, module)
+    return f"{alias}.{cls.__qualname__}"
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _summary(value: Any) -> str:
+    # pandas DataFrame / Series, numpy arrays: duck-typed so neither is imported here.
+    columns = getattr(value, "columns", None)
+    dtypes = getattr(value, "dtypes", None)
+    shape = getattr(value, "shape", None)
+    if columns is not None and dtypes is not None and shape is not None:
+        cols = [f"{c}: {t}" for c, t in list(zip(columns, dtypes))[:MAX_COLUMNS]]
+        more = f", … (+{len(columns) - MAX_COLUMNS} columns)" if len(columns) > MAX_COLUMNS else ""
+        index = getattr(value, "index", None)
+        index_name = getattr(index, "name", None)
+        index_note = f"; index {index_name!r}" if index_name is not None else ""
+        return f"{shape[0]} rows × {shape[1]} columns ({', '.join(cols)}{more}){index_note}"
+    if dtypes is None and getattr(value, "dtype", None) is not None and shape is not None:
+        name = getattr(value, "name", None)
+        named = f", name {name!r}" if name is not None else ""
+        return f"shape {tuple(shape)}, dtype {value.dtype}{named}"
+    if isinstance(value, (str, bytes)):
+        return f"length {len(value)}: {_short(repr(value))}"
+    if isinstance(value, (bool, int, float, complex)) or value is None:
+        return _short(repr(value))
+    if isinstance(value, Mapping):
+        keys = [repr(k) for k in list(value)[:MAX_KEYS]]
+        more = ", …" if len(value) > MAX_KEYS else ""
+        return f"{len(value)} keys ({', '.join(keys)}{more})"
+    if isinstance(value, (list, tuple, set, frozenset)):
+        kinds = sorted({type(v).__name__ for v in list(value)[:100]})
+        of = f" of {', '.join(kinds)}" if kinds else ""
+        return f"length {len(value)}{of}"
+    return ""
+
+
+def describe_input(name: str, value: Any) -> InputDescription:
+    try:
+        summary = _summary(value)
+    except Exception:  # noqa: BLE001 - a description must never break a run
+        summary = ""
+    return InputDescription(name=name, type=_type_name(value), summary=summary)
+
+
+def describe_inputs(inputs: Mapping[str, Any]) -> list[InputDescription]:
+    """One description per input, in name order."""
+    return [describe_input(name, inputs[name]) for name in sorted(inputs)]
+
+
+def format_inputs(descriptions: list[InputDescription]) -> str:
+    """The prompt lines for the inputs ("" when there are none)."""
+    lines = []
+    for d in descriptions:
+        detail = f" — {d.summary}" if d.summary else ""
+        lines.append(f"- `{d.name}`: {d.type}{detail}")
+    return "\n".join(lines)
