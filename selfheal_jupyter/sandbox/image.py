@@ -28,14 +28,9 @@ import hashlib
 import io
 import json
 import os
-import re
-import shutil
-import signal
 import subprocess
-import sys
 import tarfile
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,22 +42,23 @@ from docker.utils import parse_repository_tag
 
 from ..config import DEFAULT_IMAGE
 from ..errors import ImageBuildError, ImageMissing
+from . import rootfs
+from .rootfs import APT_PACKAGES, MPL_CACHE_DIR, apt_mirror, os_codename
+
+__all__ = [
+    "IMAGE_VERSION", "ImageStatus", "image_ref", "image_status", "build_image",
+    "ensure_image", "image_version", "base_version", "RUNNER_PATH", "MPL_CACHE_DIR",
+    "apt_mirror", "os_codename",
+]
 
 #: Bump when the build steps change in a way the other inputs do not show.
 BUILD_SCRIPT_VERSION = "1"
-
-#: Debian packages of the base (``--include``); minbase brings the rest.
-APT_PACKAGES: tuple[str, ...] = ("python3",)
 
 #: Shared by every image name: the base depends only on its inputs.
 BASE_REPO = f"{DEFAULT_IMAGE}-base"
 
 #: Where the runner lives inside the image.
 RUNNER_PATH = "/opt/selfheal/runner.py"
-
-#: A prebuilt matplotlib font cache (read-only). Copy it into ``$MPLCONFIGDIR``
-#: before importing matplotlib to skip the ~0.1 s font scan.
-MPL_CACHE_DIR = "/opt/selfheal/matplotlib"
 
 LABEL_VERSION = "selfheal.version"
 LABEL_BASE = "selfheal.base"
@@ -90,9 +86,7 @@ RUN ["python3", "-m", "compileall", "-q", "{runner_dir}"]
 USER 65534:65534
 """
 
-_BUILD_LOG = Path(tempfile.gettempdir()) / "selfheal-image-build.log"
 _LOCK_FILE = Path(tempfile.gettempdir()) / "selfheal-image-build.lock"
-_MIN_TMPFS_FREE = 2 << 30  # bytes a build needs in its scratch directory
 
 Log = Callable[[str], None]
 
@@ -112,104 +106,8 @@ def normalise_requirements(lines: Iterable[str]) -> list[str]:
     for line in lines:
         text = line.split(" #", 1)[0].strip()
         if text and not text.startswith("#"):
-            out.add(re.sub(r"\s+", "", text) if not text.startswith("-") else text)
+            out.add(" ".join(text.split()))
     return sorted(out)
-
-
-def os_codename(os_release: Path = Path("/etc/os-release")) -> str | None:
-    """The distribution suite of this machine (``VERSION_CODENAME``), if it says one."""
-    try:
-        text = os_release.read_text(encoding="utf-8")
-    except OSError:
-        return None
-    for line in text.splitlines():
-        key, _, value = line.partition("=")
-        if key.strip() == "VERSION_CODENAME":
-            return value.strip().strip("\"'") or None
-    return None
-
-
-def apt_mirror(
-    suite: str,
-    *,
-    sources_dir: Path = Path("/etc/apt/sources.list.d"),
-    sources_list: Path = Path("/etc/apt/sources.list"),
-) -> str:
-    """The archive URI this machine's apt uses for ``suite``.
-
-    Looks at deb822 ``*.sources`` files first (``URIs:`` of an enabled ``deb``
-    stanza listing the suite), then classic ``*.list`` lines and ``sources.list``.
-    ``$SELFHEAL_APT_MIRROR`` overrides. Raises :class:`ImageBuildError` if none.
-    """
-    override = os.environ.get("SELFHEAL_APT_MIRROR", "").strip()
-    if override:
-        return override
-    files_822 = sorted(sources_dir.glob("*.sources")) if sources_dir.is_dir() else []
-    for path in files_822:
-        uri = _mirror_from_deb822(_read(path), suite)
-        if uri:
-            return uri
-    classic = sorted(sources_dir.glob("*.list")) if sources_dir.is_dir() else []
-    for path in [sources_list, *classic]:
-        uri = _mirror_from_classic(_read(path), suite)
-        if uri:
-            return uri
-    raise ImageBuildError(
-        f"No apt source for the suite {suite!r} was found in {sources_dir}/*.sources or "
-        f"{sources_list}, so debootstrap has no mirror to build the sandbox image from. "
-        "Add the Debian archive to the apt sources, or set SELFHEAL_APT_MIRROR to its "
-        "URI, then run `selfheal sandbox build` again."
-    )
-
-
-_MIRROR_SCHEMES = ("http://", "https://", "file:/")
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
-
-
-def _mirror_from_deb822(text: str, suite: str) -> str | None:
-    for stanza in re.split(r"\n[ \t]*\n", text):
-        fields: dict[str, str] = {}
-        key = ""
-        for line in stanza.splitlines():
-            if not line.strip() or line.lstrip().startswith("#"):
-                continue
-            if line[0] in " \t" and key:  # continuation line
-                fields[key] += " " + line.strip()
-                continue
-            key, _, value = line.partition(":")
-            key = key.strip().lower()
-            fields[key] = value.strip()
-        if "deb" not in fields.get("types", "").split():
-            continue
-        if fields.get("enabled", "yes").lower() == "no":
-            continue
-        if suite not in fields.get("suites", "").split():
-            continue
-        for uri in fields.get("uris", "").split():
-            if uri.startswith(_MIRROR_SCHEMES):
-                return uri
-    return None
-
-
-def _mirror_from_classic(text: str, suite: str) -> str | None:
-    for line in text.splitlines():
-        words = line.split("#", 1)[0].split()
-        if not words or words[0] != "deb":
-            continue
-        words = words[1:]
-        if words and words[0].startswith("["):  # options: [arch=amd64 signed-by=...]
-            while words and not words[0].endswith("]"):
-                words.pop(0)
-            words = words[1:]
-        if len(words) >= 2 and words[1] == suite and words[0].startswith(_MIRROR_SCHEMES):
-            return words[0]
-    return None
 
 
 def _runner_source() -> bytes | None:
@@ -233,6 +131,7 @@ def base_version(extra_requirements: Iterable[str] | None = None) -> str:
             "arch": os.uname().machine,
             "apt": list(APT_PACKAGES),
             "env": IMAGE_ENV,
+            "mpl_cache": MPL_CACHE_DIR,
             "requirements": read_requirements(),
             "extras": normalise_requirements(extra_requirements or ()),
         }
@@ -335,10 +234,11 @@ def image_status(
     if expected is None:
         expected = image_version(_extras_of(labels))
     size = image.attrs.get("Size")
+    current = version == expected
     return ImageStatus(
         present=True,
-        current=version == expected,
-        ref=candidates[0],
+        current=current,
+        ref=ref if current else candidates[0],  # `ref` exists; candidates[0] may not
         version=version,
         size_mb=round(size / 1e6, 1) if isinstance(size, (int, float)) else None,
     )
@@ -401,6 +301,10 @@ def build_image(
         )
     status = image_status(client, repo, extra_requirements=extras)
     if status.current and not rebuild:
+        wanted = f"{repo}:{status.version}"
+        if status.ref != wanted:  # only `latest` was left: restore the version tag
+            client.api.tag(status.ref, repo, status.version)
+            status.ref = wanted
         log(f"{status.describe()}; nothing to do.")
         return status
     runner = _runner_source()
@@ -450,26 +354,11 @@ def _build_lock(log: Log) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _check_tools() -> None:
-    if os.geteuid() != 0:
-        raise ImageBuildError(
-            "Building the sandbox image needs root (debootstrap and chroot do). Run "
-            "`sudo selfheal sandbox build` once; using the image afterwards does not."
-        )
-    for tool in ("debootstrap", "chroot", "tar"):
-        if shutil.which(tool) is None:
-            raise ImageBuildError(
-                f"{tool!r} is not installed, and the offline image build needs it. On "
-                "Debian/Ubuntu, as root: apt-get install -y debootstrap, then run "
-                "`selfheal sandbox build` again."
-            )
-
-
 def _build_base(
     client: docker.DockerClient, base_ref: str, extras: list[str], log: Log
 ) -> None:
-    """debootstrap + pip + strip + compile + import: the slow stage (~80 s)."""
-    _check_tools()
+    """The slow stage (~70 s): a root filesystem made offline, then ``docker import``."""
+    rootfs.check_tools()
     suite = os_codename()
     if not suite:
         raise ImageBuildError(
@@ -477,106 +366,16 @@ def _build_base(
             "suite of the sandbox image is unknown. Build on a Debian or Ubuntu host."
         )
     mirror = apt_mirror(suite)
-    _BUILD_LOG.write_text("")
-    with _scratch_dir() as work, _sigterm_as_interrupt():
-        root = work / "rootfs"
-        t0 = time.monotonic()
-        log(f"[1/5] debootstrap {suite} (minbase + {', '.join(APT_PACKAGES)}) into {root}")
-        _run(
-            [
-                "debootstrap",
-                "--variant=minbase",
-                f"--include={','.join(APT_PACKAGES)}",
-                suite,
-                str(root),
-                mirror,
-            ],
-            "debootstrap",
-        )
-        py = _probe_python(root)
-        site = root / "usr/local/lib" / f"python{py['version']}" / "dist-packages"
-        log(
-            f"      {time.monotonic() - t0:.0f} s. [2/5] pip: wheels for Python "
-            f"{py['version']} on {py['machine']} (glibc {py['glibc']}) into {site.relative_to(root)}"
-        )
-        t1 = time.monotonic()
-        requirements = work / "requirements.txt"
-        requirements.write_text("\n".join(read_requirements() + extras) + "\n")
-        _run(_pip_command(site, requirements, py), "pip install")
-        log(f"      {time.monotonic() - t1:.0f} s. [3/5] strip docs/caches/tests, compile bytecode")
-        _strip(root, site)
-        _in_root(root, ["python3", "-m", "compileall", "-q", "-j0", str(_inside(root, site))],
-                 "compileall")
-        if (site / "matplotlib").is_dir():
-            _in_root(root, ["python3", "-c", "import matplotlib.font_manager"],
-                     "matplotlib font cache", env={"MPLCONFIGDIR": MPL_CACHE_DIR})
+    with rootfs.scratch_dir() as work, rootfs.sigterm_as_interrupt():
+        root = rootfs.make_rootfs(work, suite, mirror, read_requirements() + extras, log)
         log(f"[4/5] docker import {base_ref}")
-        _import(client, root, base_ref, extras, suite)
-
-
-def _probe_python(root: Path) -> dict[str, str]:
-    code = (
-        "import json, os, platform, sys;"
-        "print(json.dumps({'version': '%d.%d' % sys.version_info[:2],"
-        " 'machine': platform.machine(),"
-        " 'glibc': os.confstr('CS_GNU_LIBC_VERSION').split()[-1]}))"
-    )
-    out = _in_root(root, ["python3", "-c", code], "probe python", capture=True)
-    return json.loads(out)
-
-
-def _pip_command(site: Path, requirements: Path, py: dict[str, str]) -> list[str]:
-    """Host pip, installing wheels built for the image's Python, CPU and glibc."""
-    major, minor = (int(x) for x in py["glibc"].split(".")[:2])
-    machine = py["machine"]
-    platforms = [f"manylinux_{major}_{m}_{machine}" for m in range(minor, 16, -1)]
-    platforms.append(f"manylinux2014_{machine}")
-    command = [
-        sys.executable, "-m", "pip", "install",
-        "--quiet", "--no-compile", "--disable-pip-version-check", "--no-warn-script-location",
-        "--target", str(site),
-        "--only-binary=:all:",
-        "--python-version", py["version"],
-        "--implementation", "cp",
-    ]
-    for platform_tag in platforms:
-        command += ["--platform", platform_tag]
-    return command + ["-r", str(requirements)]
-
-
-#: Removed from the root filesystem: nothing a candidate needs.
-_STRIP_CONTENTS = (
-    "var/cache/apt", "var/lib/apt/lists", "var/log", "usr/share/doc", "usr/share/man",
-    "usr/share/info", "usr/share/locale", "usr/share/lintian",
-)
-
-
-def _strip(root: Path, site: Path) -> None:
-    for rel in _STRIP_CONTENTS:
-        directory = root / rel
-        if directory.is_dir():
-            for child in directory.iterdir():
-                if child.is_dir() and not child.is_symlink():
-                    shutil.rmtree(child)
-                else:
-                    child.unlink()
-    for leftover in (root / "var/cache/debconf").glob("*-old"):
-        leftover.unlink()
-    for private in ("etc/resolv.conf", "etc/hostname"):  # copied from the host
-        path = root / private
-        if path.is_file() and not path.is_symlink():
-            path.write_text("")
-    shutil.rmtree(site / "bin", ignore_errors=True)  # scripts with the host's shebang
-    for tests in sorted(site.rglob("tests"), key=lambda p: len(p.parts), reverse=True):
-        if tests.is_dir() and not tests.is_symlink():
-            shutil.rmtree(tests)
-    for cache in site.rglob("__pycache__"):
-        shutil.rmtree(cache, ignore_errors=True)
+        _import(client, root, base_ref, suite)
 
 
 def _import(
-    client: docker.DockerClient, root: Path, base_ref: str, extras: list[str], suite: str
+    client: docker.DockerClient, root: Path, base_ref: str, suite: str
 ) -> None:
+    """``tar | docker import`` with the image's environment and labels."""
     repo, tag = parse_repository_tag(base_ref)
     changes = [f"ENV {key}={value}" for key, value in IMAGE_ENV.items()]
     changes += [
@@ -653,18 +452,24 @@ def _build_runner_layer(
 
 
 def _prune(client: docker.DockerClient, repo: str, *, keep: str, log: Log) -> None:
-    """Untag stale images of ``repo`` and bases nothing uses, never ``keep`` (best
-    effort: an image a container still runs is kept)."""
-    keep_bases = {base_version()}
+    """Untag stale images of ``repo``, never ``keep``, then base images that no
+    current image of any name was built on (best effort: an image a container still
+    runs is kept)."""
     for image in client.images.list(name=repo):
         labels = image.labels or {}
         if keep in image.tags or labels.get(LABEL_VERSION) == image_version(_extras_of(labels)):
-            keep_bases.add(labels.get(LABEL_BASE, ""))
             continue
         for tag in image.tags:
+            if parse_repository_tag(tag)[0] != repo:
+                continue  # the same image under another name (the build cache shares ids)
             with contextlib.suppress(docker.errors.APIError):
                 client.images.remove(tag)
                 log(f"removed stale image {tag}")
+    keep_bases = {base_version()}
+    for image in client.images.list(filters={"label": LABEL_VERSION}):
+        labels = image.labels or {}
+        if keep in image.tags or labels.get(LABEL_VERSION) == image_version(_extras_of(labels)):
+            keep_bases.add(labels.get(LABEL_BASE, ""))
     with contextlib.suppress(docker.errors.APIError):  # left untagged by a --rebuild
         client.images.prune(filters={"dangling": True, "label": LABEL_BASE})
     for image in client.images.list(name=BASE_REPO):
@@ -675,120 +480,3 @@ def _prune(client: docker.DockerClient, repo: str, *, keep: str, log: Log) -> No
                     log(f"removed unused base image {tag}")
 
 
-# --------------------------------------------------------------------------- processes
-
-
-def _inside(root: Path, path: Path) -> str:
-    return "/" + str(path.relative_to(root))
-
-
-def _in_root(
-    root: Path,
-    argv: list[str],
-    step: str,
-    *,
-    env: dict[str, str] | None = None,
-    capture: bool = False,
-) -> str:
-    """Run a command in the new root filesystem (its own Python, not the host's)."""
-    environment = {"PATH": IMAGE_ENV["PATH"], "LANG": "C.UTF-8", "HOME": "/root", **(env or {})}
-    return _run(["chroot", str(root), *argv], step, env=environment, capture=capture)
-
-
-def _run(
-    argv: list[str], step: str, *, env: dict[str, str] | None = None, capture: bool = False
-) -> str:
-    """Run one build step, its output appended to the build log; on any interruption
-    the step is stopped before the exception goes on."""
-    with open(_BUILD_LOG, "ab") as log_file:
-        log_file.write(f"\n$ {' '.join(argv)}\n".encode())
-        log_file.flush()
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE if capture else log_file,
-            stderr=log_file,
-            env=env,
-        )
-        try:
-            out, _ = proc.communicate()
-        except BaseException:
-            _stop(proc)
-            raise
-    if proc.returncode != 0:
-        tail = _BUILD_LOG.read_text(errors="replace").splitlines()[-15:]
-        raise ImageBuildError(
-            f"The image build step {step!r} failed (exit {proc.returncode}). Last lines of "
-            f"the build log {_BUILD_LOG}:\n" + "\n".join(tail)
-        )
-    return out.decode() if capture and out else ""
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """Let SIGTERM unwind like Ctrl-C, so the scratch directory is removed."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-@contextlib.contextmanager
-def _scratch_dir() -> Iterator[Path]:
-    """A build directory on a tmpfs when one has room (2x faster than disk), removed
-    afterwards whatever happens."""
-    parent = Path(tempfile.gettempdir())
-    shm = Path("/dev/shm")
-    with contextlib.suppress(OSError):
-        if os.access(shm, os.W_OK) and shutil.disk_usage(shm).free >= _MIN_TMPFS_FREE:
-            parent = shm
-    path = Path(tempfile.mkdtemp(prefix="selfheal-build-", dir=parent))
-    try:
-        yield path
-    finally:
-        remove_tree(path)
-
-
-def _mounts_under(path: Path) -> list[str]:
-    prefix = str(path.resolve()).rstrip("/") + "/"
-    found = []
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/self/mounts").read_text().splitlines():
-            fields = line.split()
-            if len(fields) > 1:
-                target = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[1])
-                if (target + "/").startswith(prefix):
-                    found.append(target)
-    return found
-
-
-def remove_tree(path: Path) -> None:
-    """Delete a build directory, first unmounting anything mounted inside it (an
-    interrupted debootstrap leaves /proc mounted in the root): never delete through
-    a mount."""
-    for target in sorted(set(_mounts_under(path)), key=len, reverse=True):
-        subprocess.run(["umount", "-l", target], check=False, capture_output=True)
-    left = _mounts_under(path)
-    if left:
-        raise ImageBuildError(
-            f"Could not unmount {', '.join(left)}; remove {path} by hand after unmounting."
-        )
-    shutil.rmtree(path, ignore_errors=True)
