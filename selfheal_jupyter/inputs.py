@@ -41,7 +41,7 @@ def _summary(value: Any) -> str:
         index_name = getattr(index, "name", None)
         index_note = f"; index {index_name!r}" if index_name is not None else ""
         return f"{shape[0]} rows × {shape[1]} columns ({', '.join(cols)}{more}){index_note}"
-    if dtypes is None and getattr(value, "dtype", None) is not None and shape is not None:
+    if getattr(value, "dtype", None) is not None and shape is not None:
         name = getattr(value, "name", None)
         named = f", name {name!r}" if name is not None else ""
         return f"shape {tuple(shape)}, dtype {value.dtype}{named}"

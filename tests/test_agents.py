@@ -1,0 +1,132 @@
+"""Planner parsing, input descriptions, QA pre-check and verdict, developer prompts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from selfheal_jupyter.agents.developer import Developer, RepairContext, normalise
+from selfheal_jupyter.agents.environment import installed_libraries, parse_requirements
+from selfheal_jupyter.agents.planner import build_messages, parse_plan
+from selfheal_jupyter.agents.qa import check_tests, judge, precheck
+from selfheal_jupyter.errors import BadInput
+from selfheal_jupyter.inputs import describe_inputs, format_inputs
+from selfheal_jupyter.llm import Endpoint, LLMClient
+from selfheal_jupyter.model import ErrorInfo, ExecutionResult, Plan
+from selfheal_jupyter.model import TestOutcome as Outcome
+
+
+# --------------------------------------------------------------------------- planner
+def test_parse_numbered_plan():
+    text = "Here is the plan:\n1. Load df.\n2) Group by month\n**3.** Plot the mean\n\nDone."
+    assert parse_plan(text) == ["Load df.", "Group by month", "Plot the mean"]
+
+
+def test_parse_bullets_and_step_labels():
+    assert parse_plan("- read\n- compute\n") == ["read", "compute"]
+    assert parse_plan("Step 1: read\nStep 2: print") == ["read", "print"]
+    assert parse_plan("1. a\n```python\n2. not a step\n```\n2. b") == ["a", "b"]
+    assert parse_plan("no list at all") == []
+    assert len(parse_plan("\n".join(f"{i}. s{i}" for i in range(1, 20)))) == 8
+
+
+def test_planner_prompt_has_inputs_and_environment():
+    inputs = describe_inputs({"df": pd.DataFrame({"a": [1]})})
+    msgs = build_messages("plot a", inputs)
+    user = msgs[1]["content"]
+    assert "`df`: pandas.DataFrame" in user and "no network" in user
+    assert "numbered" in msgs[0]["content"]
+
+
+# --------------------------------------------------------------------------- inputs
+def test_describe_inputs():
+    df = pd.DataFrame({"price": [1.0, 2.0], "city": ["a", "b"]})
+    arr = np.zeros((3, 4), dtype=np.float32)
+    d = {x.name: x for x in describe_inputs(
+        {"df": df, "arr": arr, "s": df["price"], "n": 3, "names": ["a", "b"], "cfg": {"k": 1}}
+    )}
+    assert d["df"].type == "pandas.DataFrame"
+    assert d["df"].summary.startswith("2 rows × 2 columns (price: float64, city: ")
+    assert d["arr"].type == "numpy.ndarray" and d["arr"].summary == "shape (3, 4), dtype float32"
+    assert d["s"].type == "pandas.Series" and "name 'price'" in d["s"].summary
+    assert d["n"].summary == "3" and d["names"].summary == "length 2 of str"
+    assert d["cfg"].summary == "1 keys ('k')"
+    assert list(d) == sorted(d)
+    assert format_inputs([d["n"]]) == "- `n`: int — 3"
+
+
+def test_describe_never_contains_the_data():
+    secret = pd.DataFrame({"ssn": ["123-45-6789"] * 5})
+    text = format_inputs(describe_inputs({"df": secret}))
+    assert "123-45" not in text
+
+
+# --------------------------------------------------------------------------- QA
+def test_precheck_syntax_error():
+    r = precheck("x = 1\nif x\n    print(x)\n")
+    assert r.status == "blocked" and r.error.type == "SyntaxError" and r.error.line == 2
+    assert r.error.frames[0].source == "if x"
+
+
+def test_precheck_undefined_names_but_inputs_and_builtins_are_defined():
+    assert precheck("print(len(df))", {"df", "print", "len"}) is None
+    r = precheck("import math\nprint(math.pi + radius + other)\n", {"print"})
+    assert r.error.type == "NameError"
+    assert r.error.message == "name 'radius' is not defined (also undefined: 'other')"
+    assert r.error.line == 2
+    # pyflakes is lenient where Python is: names bound somewhere at module level pass
+    assert precheck("def f():\n    return later\nlater = 1\nprint(f())", {"print"}) is None
+
+
+def test_check_tests():
+    check_tests(None)
+    check_tests("assert x == 1\nassert y")
+    with pytest.raises(BadInput, match="line 1"):
+        check_tests("assert x ==")
+
+
+def test_verdict_rules():
+    ok = ExecutionResult(status="ok", exit_code=0)
+    assert judge(ok, None).passed
+    assert not judge(ok, "assert x").passed  # tests given but none reported
+    passed = ExecutionResult(status="ok", exit_code=0, tests=[Outcome("assert x", True)])
+    v = judge(passed, "assert x")
+    assert v.passed and v.tests_passed == 1 and v.reasons == ["ran cleanly; all 1 tests passed"]
+    err = ExecutionResult(status="error", exit_code=1, error=ErrorInfo("ValueError", "bad"))
+    assert judge(err, None).reasons == ["raised ValueError: bad"]
+    assert judge(ExecutionResult(status="timeout"), None).reasons == [
+        "did not finish within the time limit"
+    ]
+    assert not judge(ExecutionResult(status="ok", exit_code=3), None).passed
+    assert not judge(None, None).passed
+
+
+# --------------------------------------------------------------------------- developer
+def test_developer_prompts():
+    dev = Developer(LLMClient(Endpoint("http://127.0.0.1:9/v1", "k", "m")))
+    plan = Plan(["Load", "Print"])
+    first = dev.build_messages("sum x", plan, [], "assert total == 6")
+    system, user = first[0]["content"], first[1]["content"]
+    assert "Python 3.11" in system and "no network" in system and "input()" in system
+    assert "ONE fenced ```python" in system and "pandas" in system
+    assert "1. Load\n2. Print" in user and "assert total == 6" in user
+    assert "not editable" in user
+    repair = dev.build_messages(
+        "sum x", plan, [], None,
+        RepairContext(code="total = 5", feedback="AssertionError", same_failure=True),
+    )[1]["content"]
+    assert "```python\ntotal = 5\n```" in repair and "AssertionError" in repair
+    assert "previous fix did not work" in repair
+
+
+def test_requirements_give_the_library_list():
+    assert parse_requirements("# c\nnumpy==2.0\npandas[perf] == 3.1 ; python_version>'3'\n-r x\n") == [
+        "numpy 2.0", "pandas 3.1"
+    ]
+    libs = " ".join(installed_libraries())
+    assert "numpy" in libs and "pandas" in libs and "matplotlib" in libs
+
+
+def test_normalise_ignores_blank_lines_and_trailing_spaces():
+    assert normalise("a = 1  \n\n\nb = 2\n") == normalise("a = 1\nb = 2")

@@ -1,0 +1,426 @@
+"""The loop end to end: the real openai client against the scripted server, candidates
+run in the real Docker sandbox (the session ``sandbox`` fixture)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pandas as pd
+import pytest
+
+from selfheal_jupyter.agents.developer import REPEAT_NOTE, SAME_FAILURE_NOTE
+from selfheal_jupyter.events import (
+    CandidateReady,
+    ExecutionDone,
+    ExecutionStarted,
+    PlanReady,
+    RunFinished,
+    RunStarted,
+    TokensStreamed,
+    VerdictReady,
+)
+from selfheal_jupyter.llm import Endpoint, LLMClient
+from selfheal_jupyter.loop import Loop
+from selfheal_jupyter.model import Limits, Plan, Task
+from selfheal_jupyter.sandbox.docker import DockerSandbox
+from tests.scripted_server import Fault, Reply, ScriptedServer
+
+PLAN = Reply("1. Sum the column x of df.\n2. Print the total.", match="planner")
+DF = pd.DataFrame({"x": [1, 2, 3], "y": ["a", "b", "c"]})
+TESTS = "assert total == 6"
+
+# A NameError only the run can find (pyflakes sees `column` bound at module level).
+NAME_ERROR = """```python
+def total_of(frame):
+    return frame[column].sum()
+
+if False:
+    column = "x"
+total = total_of(df)
+print(total)
+```"""
+RIGHT = "```python\ntotal = int(df['x'].sum())\nprint('total', total)\n```"
+
+
+def fenced(code: str) -> str:
+    return f"```python\n{code}\n```"
+
+
+def llm_for(server: ScriptedServer, **kw) -> LLMClient:
+    kw.setdefault("timeout_s", 5.0)
+    kw.setdefault("max_retries", 0)
+    return LLMClient(Endpoint(server.base_url, "test-key", kw.pop("model", server.model)), **kw)
+
+
+def make_loop(server: ScriptedServer, sandbox, **kw) -> Loop:
+    llm_kw = {k: kw.pop(k) for k in ("timeout_s", "max_retries", "model") if k in kw}
+    return Loop(llm_for(server, **llm_kw), sandbox, **kw)
+
+
+def task(**kw) -> Task:
+    kw.setdefault("prompt", "Compute the total of column x of df and store it in `total`.")
+    kw.setdefault("inputs", {"df": DF})
+    kw.setdefault("tests", TESTS)
+    return Task(**kw)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# --------------------------------------------------------------------------- the core
+def test_name_error_then_right_succeeds_in_two_iterations(sandbox):
+    events = []
+    with ScriptedServer([PLAN, NAME_ERROR, RIGHT]) as s:
+        run = make_loop(s, sandbox).run(task(), on_event=events.append)
+    assert run.outcome == "success", run.error
+    assert [it.index for it in run.iterations] == [1, 2]
+    first, second = run.iterations
+    # the traceback of the first candidate, structured
+    assert first.result.status == "error"
+    err = first.result.error
+    assert err.type == "NameError" and "column" in err.message
+    assert [f.function for f in err.frames] == ["<module>", "total_of"]
+    assert err.frames[-1].source == "return frame[column].sum()"
+    assert "frame" in err.locals and "DataFrame" in err.locals["frame"]
+    assert "NameError" in first.feedback and "return frame[column].sum()" in first.feedback
+    assert not first.verdict.passed and second.verdict.passed
+    # the diff to the previous candidate
+    assert first.diff == ""
+    assert "-def total_of(frame):" in second.diff and "+total = int(df['x'].sum())" in second.diff
+    # usage and timings per iteration, totals
+    for it in run.iterations:
+        assert it.usage.prompt_tokens > 0 and it.usage.completion_tokens > 0
+        assert it.timings.sandbox_s > 0 and it.timings.llm_s > 0
+    assert run.planning_usage.prompt_tokens > 0
+    assert run.totals.iterations == 2
+    assert run.totals.prompt_tokens == sum(
+        u.prompt_tokens for u in [run.planning_usage] + [i.usage for i in run.iterations]
+    )
+    assert run.final_code.startswith("total = int(df['x'].sum())")
+    assert "total 6" in second.result.stdout
+    assert run.plan.steps == ["Sum the column x of df.", "Print the total."]
+    assert run.plan.source == "planner"
+    # the repair prompt carried the feedback and the last code, not the conversation
+    repair = s.requests[2]["messages"]
+    assert len(repair) == 2
+    assert "return frame[column].sum()" in repair[1]["content"]
+    assert "NameError" in repair[1]["content"]
+    # events, in order
+    kinds = [type(e) for e in events]
+    assert kinds[0] is RunStarted and kinds[-1] is RunFinished
+    order = [k for k in kinds if k is not TokensStreamed]
+    assert order == [
+        RunStarted, PlanReady,
+        CandidateReady, ExecutionStarted, ExecutionDone, VerdictReady,
+        CandidateReady, ExecutionStarted, ExecutionDone, VerdictReady,
+        RunFinished,
+    ]
+    streamed = "".join(e.text for e in events if isinstance(e, TokensStreamed) and e.iteration == 2)
+    assert streamed == RIGHT
+    d = run.to_dict()
+    assert d["outcome"] == "success" and d["iterations"][0]["result"]["error"]["type"] == "NameError"
+    assert set(d["iterations"][0]["usage"]) >= {"prompt_tokens", "completion_tokens"}
+
+
+def test_never_right_is_budget_exhausted_after_exactly_max_iterations(sandbox):
+    wrong = [fenced(f"total = {n}\nprint(total)") for n in (1, 2, 3)]
+    with ScriptedServer([PLAN, *wrong, RIGHT]) as s:
+        run = make_loop(s, sandbox, max_iterations=3).run(task())
+        assert s.remaining == 1  # the fourth developer reply was never asked for
+    assert run.outcome == "budget_exhausted"
+    assert len(run.iterations) == 3
+    assert "max_iterations=3" in run.error
+    assert all("assert total == 6" in it.feedback for it in run.iterations)
+    assert run.final_code is None
+
+
+def test_static_precheck_blocks_without_a_sandbox_run(sandbox):
+    with ScriptedServer([fenced("print(totl)"), fenced("def f(:\n  pass"), RIGHT]) as s:
+        run = make_loop(s, sandbox, auto_plan=False).run(task())
+    assert run.outcome == "success"
+    a, b, c = run.iterations
+    assert a.result.status == "blocked" and a.result.error.type == "NameError"
+    assert "'totl'" in a.result.error.message and a.timings.sandbox_s == 0
+    assert b.result.status == "blocked" and b.result.error.type == "SyntaxError"
+    assert "NOT run" in b.feedback and "line 1" in b.feedback
+    assert run.plan.source == "none"
+
+
+def test_user_plan_is_used_as_is_and_no_plan_skips_the_planner(sandbox):
+    plan = Plan(["Add up x.", "Keep it in total."], source="user")
+    with ScriptedServer([RIGHT]) as s:
+        run = make_loop(s, sandbox).run(task(plan=plan))
+        assert len(s.requests) == 1
+        assert "1. Add up x." in s.requests[0]["messages"][1]["content"]
+    assert run.outcome == "success" and run.plan.steps == plan.steps
+    assert run.plan.source == "user"
+
+
+def test_initial_code_is_iteration_zero_without_a_model_call(sandbox):
+    given = "total = int(df['x'].sum()) // 0\n"
+    with ScriptedServer([RIGHT]) as s:
+        run = make_loop(s, sandbox, auto_plan=False).run(
+            task(prompt="", initial_code=given)
+        )
+        assert len(s.requests) == 1  # only the repair
+        assert "total = int(df['x'].sum()) // 0" in s.requests[0]["messages"][1]["content"]
+        assert "ZeroDivisionError" in s.requests[0]["messages"][1]["content"]
+    assert run.outcome == "success"
+    assert [it.index for it in run.iterations] == [0, 1]
+    zero = run.iterations[0]
+    assert zero.usage.total_tokens == 0 and zero.timings.llm_s == 0
+    assert zero.result.error.type == "ZeroDivisionError"
+
+
+def test_initial_code_that_passes_needs_no_model(sandbox):
+    with ScriptedServer([]) as s:
+        run = make_loop(s, sandbox).run(task(prompt="", initial_code="total = 6\n"))
+        assert s.requests == []
+    assert run.outcome == "success" and len(run.iterations) == 1
+
+
+def test_no_tests_a_clean_run_passes(sandbox):
+    with ScriptedServer([fenced("print(df.shape)")]) as s:
+        run = make_loop(s, sandbox, auto_plan=False).run(task(tests=None))
+    assert run.outcome == "success"
+    assert run.iterations[0].verdict.reasons == ["ran cleanly (no tests given)"]
+
+
+# --------------------------------------------------------------------------- repeats
+def test_repeated_candidate_is_asked_again_with_a_new_strategy(sandbox):
+    bad = fenced("total = 5")
+    with ScriptedServer([bad, bad, RIGHT]) as s:
+        run = make_loop(s, sandbox, auto_plan=False, retry_temperature=0.9).run(task())
+        assert len(s.requests) == 3
+        retry = s.requests[2]
+        assert REPEAT_NOTE in retry["messages"][1]["content"]
+        assert retry["temperature"] == 0.9
+    assert run.outcome == "success" and len(run.iterations) == 2
+    # the second iteration's usage counts both of its calls
+    assert run.iterations[1].usage.prompt_tokens > 1.5 * run.iterations[0].usage.prompt_tokens
+
+
+def test_same_failure_again_says_the_fix_did_not_work(sandbox):
+    with ScriptedServer(
+        [fenced("total = 5"), fenced("total = 4 + 0"), fenced("total = 3 + 0 + 0"), RIGHT]
+    ) as s:
+        run = make_loop(s, sandbox, auto_plan=False, max_iterations=4).run(
+            task(tests="assert total == 6, 'total must be six'")
+        )
+        second, third = s.requests[1], s.requests[2]
+        assert SAME_FAILURE_NOTE not in second["messages"][1]["content"]
+    # 5 and 4 both fail "assert total == 6" with the same message → third prompt says so
+    assert SAME_FAILURE_NOTE in third["messages"][1]["content"]
+    assert third["temperature"] == 0.8
+    assert run.outcome == "success"
+
+
+# --------------------------------------------------------------------------- tokens
+def test_tokens_per_iteration_stay_flat(sandbox):
+    wrong = [fenced(f"total = {n}  # attempt {n}\nprint('attempt', total)") for n in (1, 2, 3)]
+    with ScriptedServer([PLAN, *wrong, RIGHT]) as s:
+        run = make_loop(s, sandbox, max_iterations=4).run(task())
+    assert run.outcome == "success" and len(run.iterations) == 4
+    prompts = [it.usage.prompt_tokens for it in run.iterations]
+    repairs = prompts[1:]
+    assert max(repairs) <= 1.15 * min(repairs), prompts
+    assert prompts[-1] < 2 * prompts[0], prompts
+
+
+# --------------------------------------------------------------------------- faults
+def test_reply_without_code_is_a_failed_iteration_not_a_crash(sandbox):
+    with ScriptedServer(["I would rather not write code today.", RIGHT]) as s:
+        run = make_loop(s, sandbox, auto_plan=False).run(task())
+        assert "no program" in s.requests[1]["messages"][1]["content"]
+        assert "fenced ```python" in s.requests[1]["messages"][1]["content"]
+    assert run.outcome == "success"
+    first = run.iterations[0]
+    assert first.result is None and not first.verdict.passed
+    assert first.verdict.reasons == ["the reply contained no program"]
+    assert "fenced ```python block" in first.feedback
+
+
+def test_model_that_keeps_replying_without_code_fails(sandbox):
+    with ScriptedServer(["No.", "Still no."]) as s:
+        run = make_loop(s, sandbox, auto_plan=False, max_iterations=4).run(task())
+    assert run.outcome == "failed" and len(run.iterations) == 2
+    assert "without a program" in run.error
+
+
+@pytest.mark.parametrize(
+    "script, kw, expect",
+    [
+        ([Fault("status", status=401)], {}, "OPENAI_API_KEY"),
+        ([Fault("status", status=429, times=3)], {"max_retries": 2}, "429"),
+        ([Fault("status", status=500, times=2)], {"max_retries": 1}, "HTTP 500"),
+        ([Fault("hang", seconds=30)], {"timeout_s": 0.5}, "did not answer within 0.5 s"),
+        ([Fault("truncated")], {}, "cut in the middle of a reply"),
+        (["never used"], {"model": "no-such-model"}, "does not know the model 'no-such-model'"),
+    ],
+    ids=["401", "429-beyond-retries", "500", "hang", "truncated", "unknown-model"],
+)
+def test_endpoint_faults_are_recorded_as_error(sandbox, script, kw, expect):
+    events = []
+    with ScriptedServer(script) as s:
+        run = make_loop(s, sandbox, auto_plan=False, **kw).run(task(), on_event=events.append)
+    assert run.outcome == "error"
+    assert expect in run.error
+    assert isinstance(events[-1], RunFinished)
+
+
+def test_rate_limited_then_ok_succeeds(sandbox):
+    with ScriptedServer([Fault("status", status=429), RIGHT]) as s:
+        run = make_loop(s, sandbox, auto_plan=False, max_retries=2).run(task())
+        assert len(s.requests) == 2
+    assert run.outcome == "success"
+
+
+def test_unreachable_endpoint_is_recorded(sandbox):
+    llm = LLMClient(Endpoint(f"http://127.0.0.1:{free_port()}/v1", "k", "m"), timeout_s=2,
+                    max_retries=0)
+    run = Loop(llm, sandbox).run(task())
+    assert run.outcome == "error" and "OPENAI_BASE_URL" in run.error
+    assert run.iterations == []
+
+
+def test_planner_failure_is_recorded(sandbox):
+    with ScriptedServer([Fault("status", status=401, match="planner")]) as s:
+        run = make_loop(s, sandbox).run(task())
+    assert run.outcome == "error" and "OPENAI_API_KEY" in run.error
+
+
+@pytest.mark.parametrize(
+    "bad, expect",
+    [
+        ({"prompt": "   "}, "The task is empty"),
+        ({"tests": "assert total ==\n"}, "The tests do not parse"),
+        ({"inputs": {"lock": threading.Lock()}}, "cannot be copied into the sandbox"),
+        ({"inputs": {"not valid": 1}}, "not a Python variable name"),
+    ],
+    ids=["empty-task", "tests-do-not-parse", "unpicklable-input", "bad-input-name"],
+)
+def test_bad_input_is_recorded_before_any_model_call(sandbox, bad, expect):
+    with ScriptedServer([RIGHT]) as s:
+        run = make_loop(s, sandbox).run(task(**bad))
+        assert s.requests == []
+    assert run.outcome == "error" and expect in run.error
+
+
+def test_missing_image_is_recorded():
+    box = DockerSandbox("selfheal-no-such-image")
+    try:
+        with ScriptedServer([RIGHT]) as s:
+            run = make_loop(s, box, auto_plan=False).run(task())
+    finally:
+        box.close()
+    assert run.outcome == "error"
+    assert "selfheal sandbox build" in run.error or "image" in run.error.lower()
+
+
+def test_unreachable_docker_engine_is_recorded(monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent.sock")
+    box = DockerSandbox()
+    try:
+        with ScriptedServer([RIGHT]) as s:
+            run = make_loop(s, box, auto_plan=False).run(task())
+    finally:
+        box.close()
+    assert run.outcome == "error" and "DOCKER_HOST" in run.error
+
+
+def test_sandbox_timeout_is_feedback(sandbox):
+    slow = fenced("import time\ntime.sleep(10)\ntotal = 6")
+    with ScriptedServer([slow, RIGHT]) as s:
+        run = make_loop(s, sandbox, auto_plan=False, limits=Limits(timeout_s=1.0)).run(task())
+    assert run.outcome == "success"
+    first = run.iterations[0]
+    assert first.result.status == "timeout"
+    assert "time limit of 1 s" in first.feedback
+
+
+# --------------------------------------------------------------------------- bounds
+def test_token_budget(sandbox):
+    wrong = [fenced(f"total = {n}") for n in range(1, 5)]
+    with ScriptedServer([PLAN, *wrong]) as s:
+        run = make_loop(s, sandbox, token_budget=600).run(task())
+    assert run.outcome == "budget_exhausted" and "token budget" in run.error
+    assert 1 <= len(run.iterations) < 4
+
+
+def test_wall_clock_budget_stops_a_slow_reply(sandbox):
+    slow = Reply(RIGHT, chunk_delay_s=0.2)
+    with ScriptedServer([slow], chunk_size=2) as s:
+        t0 = time.monotonic()
+        run = make_loop(s, sandbox, auto_plan=False, time_budget_s=0.6).run(task())
+        elapsed = time.monotonic() - t0
+    assert run.outcome == "budget_exhausted" and "wall-clock budget" in run.error
+    assert elapsed < 1.8
+
+
+def test_cancel_during_streaming_stops_within_a_second(sandbox):
+    slow = Reply(RIGHT, chunk_delay_s=0.1)
+    cancel = threading.Event()
+    with ScriptedServer([PLAN, slow], chunk_size=1) as s:
+        loop = make_loop(s, sandbox)
+        seen = threading.Event()
+
+        def on_event(e):
+            if isinstance(e, TokensStreamed) and e.stage == "developer":
+                seen.set()
+
+        result = {}
+        worker = threading.Thread(target=lambda: result.update(run=loop.run(task(), on_event=on_event, cancel=cancel)))
+        worker.start()
+        assert seen.wait(5)
+        t0 = time.monotonic()
+        cancel.set()
+        worker.join(5)
+        stopped_in = time.monotonic() - t0
+    assert not worker.is_alive()
+    assert result["run"].outcome == "cancelled"
+    assert stopped_in < 1.0, stopped_in
+
+
+def test_cancel_during_sandbox_run_stops_within_a_second(sandbox):
+    cancel = threading.Event()
+    with ScriptedServer([fenced("import time\ntime.sleep(20)\ntotal = 6")]) as s:
+        loop = make_loop(s, sandbox, auto_plan=False)
+        started = threading.Event()
+        result = {}
+
+        def on_event(e):
+            if isinstance(e, ExecutionStarted):
+                started.set()
+
+        worker = threading.Thread(target=lambda: result.update(run=loop.run(task(), on_event=on_event, cancel=cancel)))
+        worker.start()
+        assert started.wait(10)
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        cancel.set()
+        worker.join(5)
+        stopped_in = time.monotonic() - t0
+    run = result["run"]
+    assert run.outcome == "cancelled"
+    assert run.iterations[0].result.status == "killed"
+    assert stopped_in < 1.0, stopped_in
+
+
+def test_an_observer_that_raises_does_not_steer_the_loop(sandbox):
+    def bad_observer(event):
+        raise RuntimeError("renderer bug")
+
+    with ScriptedServer([RIGHT]) as s:
+        run = make_loop(s, sandbox, auto_plan=False).run(task(), on_event=bad_observer)
+    assert run.outcome == "success"
+
+
+def test_plan_only(sandbox):
+    with ScriptedServer([PLAN]) as s:
+        plan = make_loop(s, sandbox).plan(task())
+    assert plan.steps == ["Sum the column x of df.", "Print the total."]
