@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -397,3 +398,44 @@ def test_an_explicit_ref_is_judged_by_the_extras_in_its_labels(client):
         f"{TEST_REPO}:{version}"
     )
     assert version != image.IMAGE_VERSION  # not what the default inputs need
+
+
+def test_a_build_stopped_by_sigterm_leaves_no_scratch_dir_nor_process(client):
+    """A real base build (debootstrap from the apt mirror), stopped mid-way."""
+    before = set(Path("/dev/shm").glob("selfheal-build-*")) | set(
+        Path("/tmp").glob("selfheal-build-*")
+    )
+    build = subprocess.Popen(
+        [
+            sys.executable, "-c",
+            "from selfheal_jupyter.sandbox import engine, image\n"
+            f"image.build_image(engine.connect(), {TEST_REPO!r}, rebuild=True)",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    scratch: set[Path] = set()
+    deadline = time.monotonic() + 120  # another build may hold the lock first
+    while time.monotonic() < deadline and build.poll() is None:
+        scratch = {
+            p
+            for p in set(Path("/dev/shm").glob("selfheal-build-*"))
+            | set(Path("/tmp").glob("selfheal-build-*"))
+            if p not in before and (p / "rootfs" / "debootstrap").exists()
+        }
+        if scratch:
+            break
+        time.sleep(0.1)
+    assert scratch, "the build never started debootstrap"
+    time.sleep(1.0)  # mid-debootstrap
+    build.send_signal(signal.SIGTERM)
+    out, _ = build.communicate(timeout=30)
+    assert build.returncode != 0
+    assert not any(p.exists() for p in scratch), out
+    leftovers = [
+        pid for pid in os.listdir("/proc")
+        if pid.isdigit() and any(str(p) in " ".join(_cmdline(pid)) for p in scratch)
+    ]
+    assert leftovers == [], out
+    assert image.image_status(client).current  # the real image was not touched

@@ -278,6 +278,7 @@ def run(
             stdout=subprocess.PIPE if capture else log_file,
             stderr=log_file,
             env=env,
+            start_new_session=True,  # its own process group, stopped as a whole
         )
         try:
             out, _ = proc.communicate()
@@ -294,13 +295,24 @@ def run(
 
 
 def _stop(proc: subprocess.Popen) -> None:
+    """Stop a step and everything it started (debootstrap runs wget, dpkg...)."""
+    for sig, grace in ((signal.SIGTERM, 10.0), (signal.SIGKILL, None)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(grace)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    deadline = time.monotonic() + 5  # let the rest of the group go too
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
     with contextlib.suppress(ProcessLookupError):
-        proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 @contextlib.contextmanager
