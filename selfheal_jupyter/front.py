@@ -21,11 +21,15 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from .events import RunFinished, RunStarted
 from .model import Run, Task
+
+TICK_S = 0.1
+"""How often an awaiting cell wakes up (bounds how late a kernel interrupt is seen)."""
 
 DRAIN_TIMEOUT_S = 30.0
 """After a cancel, how long to wait for the loop to wind down before giving up on it."""
@@ -117,23 +121,35 @@ class CellRun:
             aloop.call_soon_threadsafe(events.put_nowait, item)
 
         self._start_worker(emit)
+        getter = asyncio.ensure_future(events.get())
         while True:
             try:
-                item = await events.get()
+                # Wake up every tick: ipykernel's SIGINT handler schedules the cell's
+                # cancellation with a plain call_soon, which only runs once the event
+                # loop wakes up, so a long wait would delay an interrupt.
+                done, _ = await asyncio.wait({getter}, timeout=TICK_S)
             except (asyncio.CancelledError, KeyboardInterrupt):
                 # A kernel interrupt cancels the awaiting cell: stop the loop, keep
                 # draining so the record and the "stopped" summary are still shown.
                 self.interrupted = True
                 self.stop()
                 continue
+            if not done:
+                continue
+            item = getter.result()
+            getter = asyncio.ensure_future(events.get())
             end = self._deliver(item)
             if end is not None:
+                getter.cancel()
                 return self._finish(end)
 
 
 async def wait_for_choice(choice: asyncio.Future, timeout_s: float) -> str | None:
     """Wait for a button press (Insert / Run / Done); None on timeout or interrupt."""
+    deadline = time.monotonic() + timeout_s
     try:
-        return await asyncio.wait_for(asyncio.shield(choice), timeout_s)
-    except (asyncio.TimeoutError, asyncio.CancelledError, KeyboardInterrupt):
+        while not choice.done() and time.monotonic() < deadline:
+            await asyncio.wait({choice}, timeout=TICK_S)  # ticks: see CellRun.run_async
+    except (asyncio.CancelledError, KeyboardInterrupt):
         return None
+    return choice.result() if choice.done() and not choice.cancelled() else None

@@ -1,0 +1,152 @@
+"""The example notebooks, executed top to bottom by nbclient against the scripted
+server (a real OpenAI-compatible HTTP server) and the real Docker sandbox; then the
+saved outputs are read as a user (or nbconvert) would see them. Plus: a kernel
+interrupt during a run ends it cleanly.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import docker
+import nbformat
+import pytest
+from jupyter_client.manager import start_new_kernel
+from nbclient import NotebookClient
+from nbconvert import HTMLExporter
+
+from tests.scripted_server import Reply, ScriptedServer, load_script
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+SCRIPTS = Path(__file__).resolve().parent / "notebook_scripts"
+NAMES = ["01-quickstart", "02-data-exploration", "03-teaching-self-debugging"]
+
+
+def kernel_env(server: ScriptedServer) -> dict[str, str]:
+    env = dict(os.environ, OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="test-key")
+    env.pop("SELFHEAL_MODEL", None)  # the model name comes from the server's /models
+    return env
+
+
+def is_magic(cell, name: str) -> bool:
+    return cell.cell_type == "code" and cell.source.startswith(f"%%{name}")
+
+
+def html_of(cell) -> str:
+    return "".join(o.get("data", {}).get("text/html", "") for o in cell.outputs)
+
+
+def who_ls(cell) -> set[str]:
+    (result,) = [o for o in cell.outputs if o.output_type == "execute_result"]
+    return set(eval(result.data["text/plain"]))  # a list literal of names
+
+
+def execute(name: str, tmp_path: Path):
+    nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    for cell in nb.cells:
+        assert cell.cell_type != "code" or not cell.outputs, "notebooks are committed without outputs"
+    # Around the first agent/heal cell: what the user's namespace holds before and after.
+    first = next(i for i, c in enumerate(nb.cells) if is_magic(c, "agent") or is_magic(c, "heal"))
+    nb.cells.insert(first + 1, nbformat.v4.new_code_cell("%who_ls"))
+    nb.cells.insert(first, nbformat.v4.new_code_cell("%who_ls"))
+    with ScriptedServer(load_script(str(SCRIPTS / f"{name}.json"))) as server:
+        client = NotebookClient(nb, timeout=300, kernel_name="python3",
+                                resources={"metadata": {"path": str(tmp_path)}})
+        started = time.monotonic()
+        client.execute(env=kernel_env(server))  # raises on any cell error
+        elapsed = time.monotonic() - started
+        assert server.remaining == 0, "every scripted reply was used"
+    nbformat.write(nb, tmp_path / f"{name}.executed.ipynb")
+    return nb, first + 1, elapsed
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_notebook_runs_and_shows_every_iteration(name, tmp_path):
+    nb, agent_index, elapsed = execute(name, tmp_path)
+    before, agent_cell, after = nb.cells[agent_index - 1 : agent_index + 2]
+    assert who_ls(after) - who_ls(before) == {"agent_result"}
+
+    page = html_of(agent_cell)
+    if is_magic(agent_cell, "agent"):
+        assert 'class="selfheal-plan"' in page and "<ol" in page
+    assert page.count('class="selfheal-iteration"') >= 2
+    assert page.count('class="selfheal-code"') >= 2
+    assert 'class="selfheal-diff"' in page and 'data-diff="add"' in page
+    assert 'class="selfheal-traceback"' in page and "data-failing-line=" in page
+    assert 'data-outcome="success"' in page and "✔ success" in page
+    # The record is readable without widget state: nbconvert's HTML holds it.
+    body, _ = HTMLExporter().from_notebook_node(nb)
+    assert "✔ success" in body and "selfheal-traceback" in body
+    print(f"{name}: executed in {elapsed:.1f} s")
+
+
+def test_teaching_notebook_story(tmp_path):
+    nb, agent_index, _ = execute("03-teaching-self-debugging", tmp_path)
+    page = html_of(nb.cells[agent_index])
+    assert "your code · ✘ TypeError" in page
+    assert "Iteration 1 · ✘" in page and "Iteration 2 · ✔" in page
+    assert "list indices must be integers or slices, not float" in page
+    exported = nbformat.read(tmp_path / "median-debugging.ipynb", as_version=4)
+    errors = [o for c in exported.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+    assert errors and errors[0].ename == "TypeError"
+
+
+def _containers_of(pid: int) -> list:
+    client = docker.from_env()
+    try:
+        return client.containers.list(all=True, filters={"label": f"selfheal.pid={pid}"})
+    finally:
+        client.close()
+
+
+def test_kernel_interrupt_stops_the_run_cleanly():
+    slow = "```python\nimport time\nprint('working', flush=True)\ntime.sleep(60)\n```"
+    with ScriptedServer([Reply("1. Wait a long time.\n2. Print done."), Reply(slow)]) as server:
+        km, kc = start_new_kernel(kernel_name="python3", env=kernel_env(server), startup_timeout=60)
+        pid = km.provisioner.process.pid
+        try:
+            assert kc.execute_interactive("%load_ext selfheal_jupyter", timeout=60)["content"]["status"] == "ok"
+            outputs: list[dict] = []
+            msg_id = kc.execute("%%agent\nWait a long time, then print done.")
+            deadline = time.monotonic() + 60
+            while server.remaining and time.monotonic() < deadline:
+                time.sleep(0.1)
+            time.sleep(2.0)  # the candidate is now sleeping inside the sandbox
+            interrupted = time.monotonic()
+            km.interrupt_kernel()
+            reply = kc.get_shell_msg(timeout=60)
+            while reply["parent_header"].get("msg_id") != msg_id:
+                reply = kc.get_shell_msg(timeout=60)
+            stop_s = time.monotonic() - interrupted
+            while True:
+                msg = kc.get_iopub_msg(timeout=10)
+                if msg["parent_header"].get("msg_id") != msg_id:
+                    continue
+                outputs.append(msg)
+                if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                    break
+            html = "".join(m["content"].get("data", {}).get("text/html", "") for m in outputs)
+            assert 'data-outcome="cancelled"' in html and "■ stopped" in html
+            assert not any(m["msg_type"] == "error" for m in outputs)
+            assert stop_s < 10, f"the run took {stop_s:.1f} s to stop"
+            # the kernel is alive and the record says what happened
+            check = []
+            kc.execute_interactive("print(1 + 1, agent_result.outcome)", timeout=30,
+                                   output_hook=lambda m: check.append(m["content"].get("text", "")))
+            assert "2 cancelled" in "".join(check)
+            # the killed container is gone (at most the warm pool remains while the kernel lives)
+            deadline = time.monotonic() + 5
+            while len(_containers_of(pid)) > 1 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            left = [(c.short_id, c.status) for c in _containers_of(pid)]
+            assert len(left) <= 1, left
+        finally:
+            kc.stop_channels()
+            km.shutdown_kernel(now=False)
+    deadline = time.monotonic() + 15
+    while _containers_of(pid) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _containers_of(pid) == []
