@@ -21,7 +21,8 @@ Definitions (each also in the docstring of its field in :class:`Summary`):
   1.0 = every initial error was repaired; 0 = none; negative = worse at the end.
 - **ESR_s** — success within resource limits: the fraction of runs that succeeded
   AND never hit a resource limit on the way (no iteration ended in timeout, OOM,
-  output limit or a kill) AND stayed within the token / wall-clock budget.
+  output limit or a kill). (A successful run is within its token and wall-clock
+  budgets by construction: the loop stops when one runs out.)
 """
 
 from __future__ import annotations
@@ -111,9 +112,6 @@ def run_metrics(run: Run | Mapping[str, Any]) -> RunMetrics:
                 break
     first = iterations[0] if iterations else None
     last = iterations[-1] if iterations else None
-    budget_ran_out = data.get("outcome") == "budget_exhausted" and "budget" in str(
-        data.get("error", "")
-    )
     hit_limit = any(
         (it.get("result") or {}).get("status") in RESOURCE_STATUSES for it in iterations
     )
@@ -125,7 +123,7 @@ def run_metrics(run: Run | Mapping[str, Any]) -> RunMetrics:
         first_errors=attempt_errors(first) if first else 0,
         first_lines=code_lines(first.get("code") or "") if first else 0,
         final_errors=attempt_errors(last) if last else 0,
-        within_limits=success and not hit_limit and not budget_ran_out,
+        within_limits=success and not hit_limit,
         prompt_tokens=int(totals.get("prompt_tokens", 0)),
         completion_tokens=int(totals.get("completion_tokens", 0)),
         duration_s=float(totals.get("duration_s", 0.0)),

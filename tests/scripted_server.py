@@ -122,6 +122,17 @@ def _messages_text(body: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hangs up (a cancel, a timeout, ``close()``) is not an error."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
+
+
 class ScriptedServer:
     """A scripted OpenAI-compatible endpoint; a context manager (also ``start``/``stop``)."""
 
@@ -154,8 +165,7 @@ class ScriptedServer:
     # --- lifecycle --------------------------------------------------------------
     def start(self) -> ScriptedServer:
         handler = type("Handler", (_Handler,), {"server_ref": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", self._port), handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _QuietServer(("127.0.0.1", self._port), handler)
         self._thread = threading.Thread(
             target=self._httpd.serve_forever,
             kwargs={"poll_interval": 0.05},

@@ -124,6 +124,9 @@ def test_requirements_give_the_library_list():
     assert parse_requirements("# c\nnumpy==2.0\npandas[perf] == 3.1 ; python_version>'3'\n-r x\n") == [
         "numpy 2.0", "pandas 3.1"
     ]
+    grouped = "# top\nnumpy==2\npandas==3\n\n# deps\nsix==1\n"
+    assert parse_requirements(grouped, first_group=True) == ["numpy 2", "pandas 3"]
+    assert parse_requirements(grouped) == ["numpy 2", "pandas 3", "six 1"]
     libs = " ".join(installed_libraries())
     assert "numpy" in libs and "pandas" in libs and "matplotlib" in libs
 

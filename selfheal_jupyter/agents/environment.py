@@ -19,11 +19,18 @@ FALLBACK_LIBRARIES = ("numpy", "pandas", "matplotlib")
 _REQ_RE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(?:==\s*([^\s;#]+))?")
 
 
-def parse_requirements(text: str) -> list[str]:
-    """``name version`` (or ``name``) per requirement line, in file order."""
+def parse_requirements(text: str, *, first_group: bool = False) -> list[str]:
+    """``name version`` (or ``name``) per requirement line, in file order.
+
+    ``first_group``: only the first block of consecutive requirement lines — in the
+    image's file, what candidates import (their pinned dependencies follow after a
+    blank line and are not worth prompt tokens on every call).
+    """
     out: list[str] = []
-    for line in text.splitlines():
-        line = line.split("#", 1)[0].strip()
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line and first_group and out:
+            break
         if not line or line.startswith("-"):
             continue
         match = _REQ_RE.match(line)
@@ -38,7 +45,7 @@ def installed_libraries() -> tuple[str, ...]:
     """The libraries the sandbox image has, from its requirements file."""
     for path in REQUIREMENTS_FILES:
         try:
-            libs = parse_requirements(path.read_text(encoding="utf-8"))
+            libs = parse_requirements(path.read_text(encoding="utf-8"), first_group=True)
         except OSError:
             continue
         if libs:

@@ -1,0 +1,87 @@
+"""Configuration → ready loop: endpoint resolution, shared sandbox, build_loop."""
+
+from __future__ import annotations
+
+import pytest
+
+from selfheal_jupyter.config import SelfHeal
+from selfheal_jupyter.errors import EngineUnavailable, LocalModelUnavailable
+from selfheal_jupyter.factory import (
+    KEYLESS,
+    build_llm,
+    build_loop,
+    close_shared_sandboxes,
+    resolve_endpoint,
+    shared_sandbox,
+)
+from selfheal_jupyter.model import Task
+from tests.scripted_server import ScriptedServer
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "SELFHEAL_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_configured_url_and_first_listed_model(monkeypatch):
+    with ScriptedServer([], model="listed-model", api_key="secret") as s:
+        monkeypatch.setenv("OPENAI_API_KEY", "secret")
+        ep = resolve_endpoint(SelfHeal(base_url=s.base_url + "/"))
+        assert (ep.base_url, ep.api_key, ep.model, ep.local) == (
+            s.base_url, "secret", "listed-model", False
+        )
+
+
+def test_environment_gives_url_and_model(monkeypatch):
+    with ScriptedServer([]) as s:
+        monkeypatch.setenv("OPENAI_BASE_URL", s.base_url)
+        monkeypatch.setenv("SELFHEAL_MODEL", "from-env")
+        ep = resolve_endpoint(SelfHeal())
+        assert ep.base_url == s.base_url and ep.model == "from-env"
+        assert ep.api_key == KEYLESS  # keyless local servers still get a key string
+        assert s.requests == []  # the model was named: /v1/models not asked
+
+
+def test_no_url_means_the_embedded_model(monkeypatch):
+    # An unknown embedded model name proves resolution went to the local model.
+    with pytest.raises(LocalModelUnavailable, match="Unknown embedded model"):
+        resolve_endpoint(SelfHeal(local_model="no-such-local-model"))
+
+
+def test_build_llm_applies_settings():
+    with ScriptedServer([]) as s:
+        llm = build_llm(SelfHeal(base_url=s.base_url, model="m", llm_timeout_s=7,
+                                 llm_max_retries=5, temperature=0.4, max_tokens=99))
+        assert (llm.timeout_s, llm.max_retries, llm.temperature, llm.max_tokens) == (7, 5, 0.4, 99)
+
+
+def test_build_loop_wires_settings_and_runs(sandbox):
+    right = "```python\ntotal = 6\n```"
+    with ScriptedServer([right]) as s:
+        settings = SelfHeal(base_url=s.base_url, model=s.model, max_iterations=3,
+                            auto_plan=False, token_budget=1234, time_budget_s=55, timeout_s=9)
+        loop = build_loop(settings, sandbox=sandbox)
+        assert loop.max_iterations == 3 and not loop.auto_plan
+        assert loop.bounds.token_budget == 1234 and loop.bounds.time_budget_s == 55
+        assert loop.limits.timeout_s == 9
+        run = loop.run(Task("set total to 6", tests="assert total == 6"))
+        assert run.outcome == "success"
+        assert run.model == s.model and run.base_url == s.base_url
+
+
+def test_shared_sandbox_is_one_per_image_and_limits():
+    settings = SelfHeal(pool_size=1)
+    try:
+        a = shared_sandbox(settings)
+        assert shared_sandbox(SelfHeal(pool_size=1)) is a
+        assert a.execute("print(40 + 2)").stdout == "42\n"
+    finally:
+        close_shared_sandboxes()
+
+
+def test_sandbox_unavailable_raises_the_package_error(monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent.sock")
+    with ScriptedServer([]) as s:
+        with pytest.raises(EngineUnavailable, match="DOCKER_HOST"):
+            build_loop(SelfHeal(base_url=s.base_url, model="m", timeout_s=11))
