@@ -234,6 +234,7 @@ class DockerSandbox:
         self._started = False
         self._closed = False
         self._host = socket.gethostname()
+        self.backstop_grace_s = BACKSTOP_GRACE_S
 
     @classmethod
     def from_config(cls, config: Any) -> DockerSandbox:
@@ -508,10 +509,12 @@ class DockerSandbox:
         if cancel is not None and cancel.is_set():
             return ExecutionResult(status="killed", message="Cancelled before it started.")
         spec = ContainerSpec.of(limits)
+        blobs = serialize.dump_all(inputs or {})  # BadInput before any container is touched
         worker = self._acquire(spec)
+        started = time.monotonic()  # duration_s is the run, not the container's start
         try:
             serialize.clear(worker.input_dir)
-            files = serialize.write_inputs(inputs or {}, worker.input_dir)
+            files = serialize.write_blobs(blobs, worker.input_dir)
             request = {
                 "op": "run",
                 "code": code,
@@ -561,7 +564,7 @@ class DockerSandbox:
         self, worker: _Worker, limits: Limits, cancel: threading.Event | None
     ) -> dict[str, Any] | None:
         """The result frame; None when the backstop or an unanswered cancel fired."""
-        deadline = time.monotonic() + limits.timeout_s + BACKSTOP_GRACE_S
+        deadline = time.monotonic() + limits.timeout_s + self.backstop_grace_s
         cancel_deadline: float | None = None
         while True:
             now = time.monotonic()

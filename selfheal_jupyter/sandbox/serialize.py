@@ -58,15 +58,19 @@ def dumps(name: str, value: Any) -> bytes:
         ) from exc
 
 
-def write_inputs(inputs: Mapping[str, Any], directory: Path) -> dict[str, str]:
-    """Write every input into ``directory``; return ``{name: file name}`` for the runner.
+def dump_all(inputs: Mapping[str, Any]) -> dict[str, bytes]:
+    """Every input as bytes, or :class:`BadInput` naming the first that cannot be sent."""
+    for name in inputs:
+        check_name(name)
+    return {name: dumps(name, value) for name, value in inputs.items()}
+
+
+def write_blobs(blobs: Mapping[str, bytes], directory: Path) -> dict[str, str]:
+    """Write the pickled inputs into ``directory``; return ``{name: file name}``.
 
     File names are random, so a directory that others may traverse (``/dev/shm``,
     mode 0711) does not let them guess and read the data.
     """
-    for name in inputs:
-        check_name(name)
-    blobs = {name: dumps(name, value) for name, value in inputs.items()}
     written: dict[str, str] = {}
     for name, data in blobs.items():
         filename = f"{secrets.token_hex(12)}.pkl"
@@ -75,6 +79,11 @@ def write_inputs(inputs: Mapping[str, Any], directory: Path) -> dict[str, str]:
             handle.write(data)
         written[name] = filename
     return written
+
+
+def write_inputs(inputs: Mapping[str, Any], directory: Path) -> dict[str, str]:
+    """Pickle and write every input into ``directory``; return ``{name: file name}``."""
+    return write_blobs(dump_all(inputs), directory)
 
 
 def clear(directory: Path) -> None:

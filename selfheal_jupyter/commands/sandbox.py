@@ -1,0 +1,244 @@
+"""``selfheal sandbox build | doctor | exec``: the sandbox from a terminal.
+
+``exec --json`` is the sandbox's black-box interface: one file in, one
+``ExecutionResult`` out as JSON (``status``, ``exit_code``, ``stdout``, ``stderr``,
+``duration_s``, ``error`` = ``{type, message, line, frames, locals}`` or null,
+``outputs``, plus ``tests``, truncation flags and ``message``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from ..config import DEFAULT_IMAGE
+from ..errors import BadInput, SelfHealError
+from ..model import ExecutionResult, Limits
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "sandbox",
+        help="build, check and use the Docker sandbox",
+        description="The hardened Docker sandbox every candidate runs in.",
+    )
+    actions = parser.add_subparsers(dest="sandbox_command", metavar="ACTION", required=True)
+
+    build = actions.add_parser(
+        "build",
+        help="build the sandbox image offline (a no-op when it is current)",
+        description="Build the sandbox image from this machine's apt mirror and PyPI wheels; "
+        "nothing is pulled from a registry. Idempotent: a current image is left alone.",
+    )
+    build.add_argument("--rebuild", action="store_true", help="build again even if current")
+    build.add_argument("--image", default=DEFAULT_IMAGE, help="image name (default: %(default)s)")
+    build.add_argument(
+        "--requirements",
+        type=Path,
+        metavar="FILE",
+        help="extra pip requirements to add to the image (then run it with the printed ref)",
+    )
+    build.set_defaults(handler=cmd_build)
+
+    doctor = actions.add_parser(
+        "doctor",
+        help="say whether the sandbox works, and what to do if not",
+        description="Checks the Docker engine, the image, and runs a hardened print(1). "
+        "Exit code 0 only if all of them hold.",
+    )
+    doctor.add_argument("--image", default=DEFAULT_IMAGE, help="image name (default: %(default)s)")
+    doctor.set_defaults(handler=cmd_doctor)
+
+    run = actions.add_parser(
+        "exec",
+        help="run one Python file in the sandbox",
+        description="Run FILE in a fresh hardened container and report what happened. "
+        "Exit code: 0 if the program ran without error, 1 if it did not, 2 if the sandbox "
+        "itself could not run it.",
+    )
+    run.add_argument("file", type=Path, metavar="FILE", help="the Python file to run")
+    run.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="NAME=PATH.pkl",
+        help="a pickle file whose value becomes the global NAME (repeatable); "
+        "copied in as bytes, never unpickled on the host",
+    )
+    run.add_argument("--tests", type=Path, metavar="FILE", help="test code run after FILE")
+    limits = Limits()
+    run.add_argument("--timeout", type=float, default=limits.timeout_s, metavar="S",
+                     help="wall-clock seconds (default: %(default)s)")
+    run.add_argument("--memory", default=limits.memory, metavar="M",
+                     help="memory limit, e.g. 512m or 2g (default: %(default)s)")
+    run.add_argument("--image", default=DEFAULT_IMAGE, help="image name (default: %(default)s)")
+    run.add_argument("--json", action="store_true", help="print the result as JSON")
+    run.set_defaults(handler=cmd_exec)
+
+
+# --------------------------------------------------------------------------- build
+def cmd_build(args: argparse.Namespace) -> int:
+    from ..sandbox import image
+    from ..sandbox.engine import connect
+
+    extras = None
+    if args.requirements is not None:
+        try:
+            extras = image.normalise_requirements(
+                args.requirements.read_text(encoding="utf-8").splitlines()
+            )
+        except OSError as exc:
+            raise BadInput(
+                f"Cannot read the requirements file {args.requirements} ({exc.strerror}). "
+                "Give a pip requirements file, one requirement per line."
+            ) from exc
+    status = image.build_image(
+        connect(), args.image, rebuild=args.rebuild, extra_requirements=extras,
+        log=lambda line: print(line, flush=True),
+    )
+    print(status.describe())
+    if extras:
+        print(f"run it with: --image {status.ref}")
+    return 0
+
+
+# --------------------------------------------------------------------------- doctor
+PROBE = """\
+import json, os
+status = dict(line.split(":", 1) for line in open("/proc/self/status"))
+try:
+    open("/probe", "w")
+    root_writable = True
+except OSError:
+    root_writable = False
+print(json.dumps({
+    "uid": os.getuid(),
+    "interfaces": sorted(os.listdir("/sys/class/net")),
+    "root_writable": root_writable,
+    "cap_eff": status["CapEff"].strip(),
+    "host_env": sorted(k for k in os.environ if "KEY" in k or "TOKEN" in k or "SECRET" in k),
+}))
+"""
+
+
+def cmd_doctor(args: argparse.Namespace, out: Callable[[str], None] = print) -> int:
+    """Each check in plain words; the first failure says what to do."""
+    from ..sandbox import image
+    from ..sandbox.docker import DockerSandbox
+    from ..sandbox.engine import connect
+
+    try:
+        client = connect()
+        version = client.version()
+        out(f"ok    Docker engine reachable (engine {version.get('Version')}, "
+            f"API {version.get('ApiVersion')})")
+    except SelfHealError as exc:
+        out(f"FAIL  Docker engine: {exc}")
+        return 1
+    status = image.image_status(client, args.image)
+    if not status.current:
+        out(f"FAIL  image: {status.describe()}")
+        return 1
+    out(f"ok    {status.describe()}")
+    try:
+        with DockerSandbox(args.image, pool_size=0, client=client) as sb:
+            first = sb.execute("print(1)")
+            probe = sb.execute(PROBE)
+    except SelfHealError as exc:
+        out(f"FAIL  hardened run: {exc}")
+        return 1
+    if first.status != "ok" or first.stdout != "1\n":
+        out(f"FAIL  hardened print(1) gave status {first.status!r}, stdout {first.stdout!r}, "
+            f"stderr {first.stderr[-300:]!r}. Rebuild the image: selfheal sandbox build --rebuild")
+        return 1
+    out(f"ok    hardened print(1) ran ({first.duration_s * 1000:.0f} ms)")
+    try:
+        facts = json.loads(probe.stdout)
+    except ValueError:
+        out(f"FAIL  hardening probe did not answer ({probe.status}: {probe.stderr[-300:]})")
+        return 1
+    problems = []
+    if facts["uid"] == 0:
+        problems.append("runs as root")
+    if facts["interfaces"] != ["lo"]:
+        problems.append(f"has network interfaces {facts['interfaces']}")
+    if facts["root_writable"]:
+        problems.append("its root filesystem is writable")
+    if int(facts["cap_eff"], 16):
+        problems.append(f"keeps capabilities {facts['cap_eff']}")
+    if facts["host_env"]:
+        problems.append(f"sees host variables {facts['host_env']}")
+    if problems:
+        out("FAIL  hardening: the container " + "; ".join(problems) + ". This engine does "
+            "not enforce the sandbox flags; do not run untrusted code here.")
+        return 1
+    out(f"ok    hardened: user {facts['uid']}, network only 'lo', read-only root, "
+        "no capabilities, no host environment")
+    return 0
+
+
+# --------------------------------------------------------------------------- exec
+def parse_inputs(specs: list[str]) -> dict[str, Any]:
+    from ..sandbox.serialize import PickleFile, check_name
+
+    inputs: dict[str, Any] = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not path:
+            raise BadInput(f"--input {spec!r} should look like NAME=PATH.pkl, e.g. df=data.pkl.")
+        check_name(name)
+        if not Path(path).is_file():
+            raise BadInput(f"--input {name}: no file at {path}. Give the path of a pickle file.")
+        inputs[name] = PickleFile(Path(path))
+    return inputs
+
+
+def cmd_exec(args: argparse.Namespace) -> int:
+    from ..sandbox.docker import DockerSandbox
+
+    try:
+        code = args.file.read_text(encoding="utf-8")
+        tests = args.tests.read_text(encoding="utf-8") if args.tests else None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"Cannot read {exc.filename or args.file}: {exc}.") from exc
+    inputs = parse_inputs(args.input)
+    limits = Limits(timeout_s=args.timeout, memory=args.memory)
+    with DockerSandbox(args.image, limits=limits, pool_size=0) as sb:
+        result = sb.execute(code, inputs=inputs, tests=tests, filename=args.file.name)
+    if args.json:
+        json.dump(result.to_dict(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(summary(result))
+    return 0 if result.ok else 1
+
+
+def summary(result: ExecutionResult) -> str:
+    """A readable account of one run for a terminal."""
+    lines = [f"status: {result.status} (exit code {result.exit_code}, "
+             f"{result.duration_s:.3f} s)"]
+    if result.message:
+        lines.append(result.message)
+    if result.stdout:
+        lines += ["--- stdout ---", result.stdout.rstrip("\n")]
+    if result.stderr:
+        lines += ["--- stderr ---", result.stderr.rstrip("\n")]
+    if result.error:
+        e = result.error
+        lines.append(f"--- error: {e.type}: {e.message}" + (f" (line {e.line})" if e.line else ""))
+        for f in e.frames:
+            lines.append(f"  {f.file}:{f.line} in {f.function}: {f.source}")
+        for name, value in e.locals.items():
+            lines.append(f"  {name} = {value}")
+    if result.tests:
+        passed = sum(t.passed for t in result.tests)
+        lines.append(f"--- tests: {passed}/{len(result.tests)} passed")
+        for t in result.tests:
+            mark = "pass" if t.passed else "FAIL"
+            lines.append(f"  {mark}  {t.source}" + (f"  — {t.message}" if t.message else ""))
+    for o in result.outputs:
+        lines.append(f"--- output {o.mime} ({len(o.data)} characters)")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,85 @@
+"""Shared fixtures: the real Docker engine, the real sandbox image, one warm sandbox.
+
+Nothing here is mocked. The image must exist (CI builds it before the tests); when it
+does not, the tests FAIL and say how to build it: a silently skipped sandbox suite
+would hide exactly the breakage it is there to catch.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Iterator
+
+import docker
+import pytest
+
+from selfheal_jupyter.errors import EngineUnavailable, ImageMissing
+from selfheal_jupyter.sandbox.docker import LABEL, LABEL_PID, DockerSandbox
+
+
+def own_containers(client: docker.DockerClient, pid: int | None = None) -> list[dict]:
+    """``selfheal`` containers owned by process ``pid`` (default: this test process)."""
+    return client.api.containers(
+        all=True, filters={"label": [LABEL, f"{LABEL_PID}={pid or os.getpid()}"]}
+    )
+
+
+def wait_no_containers(client: docker.DockerClient, pid: int | None = None,
+                       timeout: float = 10.0) -> list[dict]:
+    """What is left after ``timeout`` s (removal by the engine is asynchronous)."""
+    end = time.monotonic() + timeout
+    left = own_containers(client, pid)
+    while left and time.monotonic() < end:
+        time.sleep(0.1)
+        left = own_containers(client, pid)
+    return left
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> docker.DockerClient:
+    from selfheal_jupyter.sandbox.engine import connect
+
+    try:
+        return connect()
+    except EngineUnavailable as exc:
+        pytest.fail(f"The sandbox tests need the Docker engine. {exc}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def sandbox_image(docker_client: docker.DockerClient) -> str:
+    """The ref of the current sandbox image; fails (never skips) when it is not built."""
+    from selfheal_jupyter.sandbox.image import ensure_image
+
+    try:
+        return ensure_image(docker_client)
+    except ImageMissing as exc:
+        pytest.fail(f"{exc} (from the repository: selfheal sandbox build)", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def sandbox(sandbox_image: str, docker_client: docker.DockerClient) -> Iterator[DockerSandbox]:
+    """One warm, hardened sandbox shared by the whole test session."""
+    sb = DockerSandbox(pool_size=2, client=docker_client)
+    sb.start()
+    try:
+        yield sb
+    finally:
+        sb.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_container_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
+    """At the end of the session, no container created by this test process may remain."""
+    yield
+    try:
+        client = docker.from_env(timeout=10)
+        client.ping()
+    except Exception:
+        return  # no engine: the sandbox tests failed already and said why
+    left = wait_no_containers(client)
+    if left:
+        names = ", ".join(c["Id"][:12] for c in left)
+        for c in left:
+            client.api.remove_container(c["Id"], force=True)
+        pytest.fail(f"selfheal containers were left behind by the tests: {names}", pytrace=False)
