@@ -1,0 +1,149 @@
+"""``selfheal run`` as a user runs it: a real process, the scripted server, the real sandbox."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.scripted_server import Reply, ScriptedServer
+
+ROOT = Path(__file__).resolve().parent.parent
+PLAN = Reply("1. Sum x.\n2. Print it.", match="planner")
+WRONG = "```python\ntotal = df['x'].sum() + undefined_thing\n```"
+RIGHT = "```python\ntotal = int(df['x'].sum())\nprint('total is', total)\n```"
+
+
+def selfheal(*args: str, env: dict[str, str] | None = None, timeout: float = 120):
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "SELFHEAL_"))}
+    full_env["OPENAI_API_KEY"] = "test-key"
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "selfheal_jupyter", "run", *args],
+        capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=full_env,
+    )
+
+
+@pytest.fixture()
+def files(tmp_path: Path) -> dict[str, str]:
+    df_path = tmp_path / "df.pkl"
+    pd.DataFrame({"x": [1, 2, 3]}).to_pickle(df_path)
+    tests = tmp_path / "tests.py"
+    tests.write_text("assert total == 6\n")
+    return {"df": str(df_path), "tests": str(tests), "dir": str(tmp_path)}
+
+
+def test_json_run_record(files):
+    with ScriptedServer([PLAN, WRONG, RIGHT]) as s:
+        proc = selfheal(
+            "Sum column x of df into total", "--input", f"df={files['df']}",
+            "--tests", files["tests"], "--base-url", s.base_url, "--model", s.model,
+            "--max-iterations", "3", "--json",
+        )
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(proc.stdout)
+    assert record["outcome"] == "success"
+    assert record["task"] == "Sum column x of df into total"
+    assert record["plan"] == ["Sum x.", "Print it."]
+    assert len(record["iterations"]) == 2
+    first, second = record["iterations"]
+    assert set(first) >= {"code", "diff", "result", "verdict", "usage"}
+    assert first["result"]["status"] == "blocked"
+    assert first["result"]["error"]["type"] == "NameError"
+    assert first["verdict"]["passed"] is False and first["verdict"]["reasons"]
+    assert second["verdict"] == {**second["verdict"], "passed": True}
+    assert second["usage"]["prompt_tokens"] > 0 and second["usage"]["completion_tokens"] > 0
+    assert second["diff"].startswith("--- previous.py")
+    assert "total is 6" in second["result"]["stdout"]
+    assert record["final_code"].startswith("total = int(df['x'].sum())")
+    assert record["totals"]["iterations"] == 2
+
+
+def test_transcript_and_exit_code_1_when_it_never_passes(files):
+    with ScriptedServer([WRONG, "```python\ntotal = 5\n```"]) as s:
+        proc = selfheal(
+            "Sum column x of df into total", "--input", f"df={files['df']}",
+            "--tests", files["tests"], "--base-url", s.base_url, "--model", s.model,
+            "--max-iterations", "2", "--no-plan",
+        )
+    assert proc.returncode == 1, proc.stderr
+    out = proc.stdout
+    assert "iteration 1: program" in out and "iteration 2: changes to the previous program" in out
+    assert "NameError" in out and "assert total == 6" in out
+    assert "outcome: budget_exhausted after 2 iteration(s)" in out
+    assert "max_iterations" in out
+    assert "Traceback" not in proc.stderr
+
+
+def test_endpoint_failure_is_a_recorded_error(files):
+    with ScriptedServer([]) as s:
+        url = s.base_url
+    proc = selfheal("do something", "--base-url", url, "--model", "m", "--json",
+                    "--llm-timeout", "3")
+    assert proc.returncode == 1
+    record = json.loads(proc.stdout)
+    assert record["outcome"] == "error" and "Cannot connect" in record["error"]
+    assert "Traceback" not in proc.stderr
+
+
+def test_sandbox_unavailable_is_a_recorded_error():
+    with ScriptedServer([RIGHT]) as s:
+        proc = selfheal("print hi", "--base-url", s.base_url, "--model", s.model, "--json",
+                        env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+    assert proc.returncode == 1
+    record = json.loads(proc.stdout)
+    assert record["outcome"] == "error" and "DOCKER_HOST" in record["error"]
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "args, expect",
+    [
+        (["  "], "The task is empty"),
+        (["t", "--tests", "{tests_bad}"], "The tests do not parse"),
+        (["t", "--input", "df={not_pickle}"], "is not a readable pickle"),
+        (["t", "--input", "df={missing}"], "cannot read"),
+        (["t", "--input", "no-equals-sign"], "NAME=PATH.pkl"),
+        (["t", "--max-iterations", "0"], "at least 1"),
+    ],
+    ids=["empty-task", "tests-bad", "not-a-pickle", "missing-file", "bad-spec", "zero-iterations"],
+)
+def test_bad_input_exits_2_with_a_clear_message(tmp_path: Path, args, expect):
+    bad_tests = tmp_path / "bad_tests.py"
+    bad_tests.write_text("assert total ==\n")
+    not_pickle = tmp_path / "data.pkl"
+    not_pickle.write_text("just text")
+    names = {"tests_bad": bad_tests, "not_pickle": not_pickle, "missing": tmp_path / "nope.pkl"}
+    proc = selfheal(*[a.format(**names) for a in args], "--base-url", "http://127.0.0.1:9/v1")
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert expect in proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+def test_unpicklable_value_in_a_pickle_file_is_rejected(tmp_path: Path):
+    # A pickle that loads on the host but holds a value that cannot be sent on
+    # (a generator cannot be pickled, so store a class instance whose state breaks).
+    path = tmp_path / "gen.pkl"
+    path.write_bytes(pickle.dumps(_Unsendable()))
+    proc = selfheal("t", "--input", f"g={path}", "--base-url", "http://127.0.0.1:9/v1")
+    assert proc.returncode == 2
+    assert "cannot be copied into the sandbox" in proc.stderr
+
+
+class _Unsendable:
+    """Pickles once (to write the file); refuses when pickled again inside the CLI."""
+
+    def __reduce__(self):
+        return (_make_unsendable, ())
+
+
+def _make_unsendable():
+    import threading
+
+    return {"lock": threading.Lock()}
