@@ -413,14 +413,21 @@ class Loop:
         if result is not None and result.status == "killed" and state.stop.event.is_set():
             raise Cancelled("Stopped during the sandbox run.")
         # What the next round is told: the program as it stands and what went wrong.
+        if code is None:
+            # The program as it stands did not change: keep its feedback, ask for code.
+            state.repair = RepairContext(
+                code=state.last_code,
+                feedback=state.repair.feedback if state.repair else "",
+                no_code=True,
+                truncated=finish == "length",
+            )
+            return False
         signature = failure_signature(result)
-        if code is not None:
-            state.last_code = code
+        state.last_code = code
         state.repair = RepairContext(
             code=state.last_code,
             feedback=feedback,
-            same_failure=signature == state.last_signature and code is not None,
-            no_code=code is None,
+            same_failure=signature == state.last_signature,
             truncated=finish == "length",
         )
         state.last_signature = signature

@@ -245,6 +245,17 @@ def test_reply_without_code_is_a_failed_iteration_not_a_crash(sandbox):
     assert "fenced ```python block" in first.feedback
 
 
+def test_no_code_after_a_failure_keeps_the_program_and_its_feedback(sandbox):
+    with ScriptedServer([fenced("total = 5"), "Let me think about it.", RIGHT]) as s:
+        run = make_loop(s, sandbox, auto_plan=False).run(task())
+        third = s.requests[2]["messages"][1]["content"]
+    assert "```python\ntotal = 5\n```" in third
+    assert "assert total == 6" in third and "left = 5, right = 6" in third
+    assert "contained no program" in third
+    assert run.outcome == "success"
+    assert "--- previous.py" in run.iterations[2].diff and "-total = 5" in run.iterations[2].diff
+
+
 def test_model_that_keeps_replying_without_code_fails(sandbox):
     with ScriptedServer(["No.", "Still no."]) as s:
         run = make_loop(s, sandbox, auto_plan=False, max_iterations=4).run(task())

@@ -42,7 +42,7 @@ SAME_FAILURE_NOTE = (
     "Think about the cause again and try a different approach."
 )
 NO_CODE_NOTE = (
-    "Your previous reply contained no code. Reply with exactly one fenced ```python "
+    "Your previous reply contained no program. Reply with exactly one fenced ```python "
     "block holding the complete program."
 )
 TRUNCATED_NOTE = (

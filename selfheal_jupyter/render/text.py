@@ -104,6 +104,7 @@ class Progress:
         self.transcript: Transcript | None = None
         self._text = ""
         self._tokens = 0
+        self._stage: tuple[str, int] | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._spinner: threading.Thread | None = None
@@ -155,6 +156,11 @@ class Progress:
             with self._lock:
                 self._tokens += 1
                 if self.stream_tokens:
+                    stage = (event.stage, event.iteration)
+                    if stage != self._stage:
+                        label = "plan" if event.stage == "planner" else f"iteration {event.iteration}"
+                        self.err.write(f"\n[{label}] ")
+                        self._stage = stage
                     self.err.write(event.text)
                     self.err.flush()
         elif isinstance(event, CandidateReady):
