@@ -213,7 +213,8 @@ def image_status(
     """Is the image present, and built from today's inputs?
 
     ``name`` without a tag: looks for ``name:<version of the inputs>``, else
-    ``name:latest`` (then reported stale). ``name`` with a tag (e.g. a ref that
+    ``name:latest`` (current only if its label says the same version; ``ref`` is
+    then the tag found). ``name`` with a tag (e.g. a ref that
     :func:`build_image` returned): that image, judged by the inputs its labels
     record (its extra requirements included).
     """
@@ -257,20 +258,23 @@ def ensure_image(
     status = image_status(client, name, extra_requirements=extra_requirements)
     if status.current:
         return status.ref
-    how = "selfheal sandbox build"
+    repo, tag = parse_repository_tag(name)
+    command = "selfheal sandbox build" + (f" --image {repo}" if repo != DEFAULT_IMAGE else "")
+    how = f"Run `{command}` in a terminal"
     if extra_requirements:
-        how += " with the same extra requirements"
+        how = (f"Run `{command} --requirements FILE` in a terminal (FILE: the same extra "
+               "pip requirements)")
+    if tag:
+        how += " and use the image ref it prints"
     if status.present:
         raise ImageMissing(
             f"The sandbox image {name!r} is out of date (it was built as version "
-            f"{status.version}; this selfheal-jupyter needs {status.ref}). Run `{how}` "
-            "in a terminal (seconds if only the runner changed, about 90 s otherwise), "
-            "then try again."
+            f"{status.version}; this selfheal-jupyter needs {status.ref}). {how} (seconds "
+            "if only the runner changed, about 90 s otherwise), then try again."
         )
     raise ImageMissing(
-        f"The sandbox image {status.ref} is not built yet. Run `{how}` once in a terminal "
-        "(about 90 s, offline: it needs root, debootstrap and this machine's apt mirror), "
-        "then try again."
+        f"The sandbox image {status.ref} is not built yet. {how} (about 90 s, offline: it "
+        "needs root, debootstrap and this machine's apt mirror), then try again."
     )
 
 
