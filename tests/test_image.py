@@ -439,3 +439,44 @@ def test_a_build_stopped_by_sigterm_leaves_no_scratch_dir_nor_process(client):
     ]
     assert leftovers == [], out
     assert image.image_status(client).current  # the real image was not touched
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to another user")
+def test_a_socket_this_user_may_not_use_is_explained(monkeypatch):
+    """A real unix socket only root may use, connected to from a child that dropped to
+    user 65534."""
+    import socket
+    import tempfile
+
+    folder = tempfile.mkdtemp(dir="/dev/shm")
+    os.chmod(folder, 0o755)
+    path = os.path.join(folder, "docker.sock")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(path)
+    server.listen()
+    os.chmod(path, 0o600)
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{path}")
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: never returns into pytest
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            try:
+                connect(timeout=2)
+                message = "connected"
+            except EngineUnavailable as exc:
+                message = str(exc)
+            os.write(write, message.encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    try:
+        with os.fdopen(read, "rb") as pipe:
+            message = pipe.read().decode()
+        os.waitpid(pid, 0)
+    finally:
+        server.close()
+        os.unlink(path)
+        os.rmdir(folder)
+    assert "may not use it" in message and "docker' group" in message, message

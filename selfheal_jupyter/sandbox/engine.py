@@ -43,17 +43,18 @@ def explain(exc: BaseException) -> str:
     """One paragraph: why the engine did not answer and what to do about it."""
     detail = _root_cause(exc)
     host = os.environ.get("DOCKER_HOST", "")
+    if "permission denied" in detail.lower():
+        where = host or DEFAULT_SOCKET
+        return (
+            f"The Docker engine's socket ({where}) exists but this user may not use it "
+            f"({detail}). Run as root, or add yourself to the 'docker' group "
+            "(sudo usermod -aG docker $USER, then log in again)."
+        )
     if host:
         return (
             f"DOCKER_HOST is set to {host!r} but no Docker engine answers there ({detail}). "
             "Start the engine on that host, correct DOCKER_HOST, or unset it to use the "
             f"local engine at {DEFAULT_SOCKET}."
-        )
-    if "permission denied" in detail.lower():
-        return (
-            f"The Docker engine's socket {DEFAULT_SOCKET} exists but this user may not use it "
-            f"({detail}). Run as root, or add yourself to the 'docker' group "
-            "(sudo usermod -aG docker $USER, then log in again)."
         )
     if shutil.which("dockerd") is None:
         return (
