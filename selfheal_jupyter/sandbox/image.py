@@ -455,8 +455,8 @@ def _build_runner_layer(
 
 def _prune(client: docker.DockerClient, repo: str, *, keep: str, log: Log) -> None:
     """Untag stale images of ``repo``, never ``keep``, then base images that no
-    current image of any name was built on (best effort: an image a container still
-    runs is kept)."""
+    tagged image was built on (best effort: an image a container still runs is
+    kept)."""
     for image in client.images.list(name=repo):
         labels = image.labels or {}
         if keep in image.tags or labels.get(LABEL_VERSION) == image_version(_extras_of(labels)):
@@ -467,11 +467,12 @@ def _prune(client: docker.DockerClient, repo: str, *, keep: str, log: Log) -> No
             with contextlib.suppress(docker.errors.APIError):
                 client.images.remove(tag)
                 log(f"removed stale image {tag}")
+    # A base stays while any tagged image (of any name, stale or not) was built on it:
+    # rebuilding that image's runner layer then takes a second, not a debootstrap.
     keep_bases = {base_version()}
     for image in client.images.list(filters={"label": LABEL_VERSION}):
-        labels = image.labels or {}
-        if keep in image.tags or labels.get(LABEL_VERSION) == image_version(_extras_of(labels)):
-            keep_bases.add(labels.get(LABEL_BASE, ""))
+        if image.tags:
+            keep_bases.add((image.labels or {}).get(LABEL_BASE, ""))
     with contextlib.suppress(docker.errors.APIError):  # left untagged by a --rebuild
         client.images.prune(filters={"dangling": True, "label": LABEL_BASE})
     for image in client.images.list(name=BASE_REPO):
