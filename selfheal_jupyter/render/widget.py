@@ -68,9 +68,10 @@ class Panel:
         self.plan = widgets.HTML("")
         self.accordion = widgets.Accordion(children=[])
         self.summary = widgets.HTML("")
+        wide = widgets.Layout(width="auto")
         self.insert_button = widgets.Button(description="Insert as next cell", icon="plus",
-                                            button_style="success")
-        self.run_button = widgets.Button(description="Run in my kernel", icon="play")
+                                            button_style="success", layout=wide)
+        self.run_button = widgets.Button(description="Run in my kernel", icon="play", layout=wide)
         self.done_button = widgets.Button(description="Done", tooltip="Keep the result only in agent_result")
         for button, name in ((self.insert_button, "insert"), (self.run_button, "run"),
                              (self.done_button, "done")):
