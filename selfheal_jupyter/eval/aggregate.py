@@ -87,7 +87,7 @@ def summarize_records(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, 
         metas = [r for r in records if r["benchmark"] == bench]
         last = metas[-1] if metas else {}
         out[bench]["_meta"] = {
-            k: last.get(k) for k in ("model", "base_url", "local_model", "temperature",
-                                     "auto_plan", "image", "versions")
+            k: last.get(k) for k in ("model", "base_url", "local_model", "local_weights_sha256",
+                                     "temperature", "auto_plan", "image", "versions")
         }
     return out

@@ -40,5 +40,6 @@ def hidden_program(problem: Problem, code: str, nonce: str) -> str:
 def versions() -> dict[str, str]:
     """Exact installed versions of the benchmark packages and of selfheal-jupyter."""
     out = {dist: package_version(dist) for dist in PINS}
-    out["selfheal-jupyter"] = package_version("selfheal-jupyter")
+    for dist in ("selfheal-jupyter", "openai", "xllamacpp"):
+        out[dist] = package_version(dist)
     return out

@@ -50,8 +50,9 @@ def program(
 
     ``prelude`` runs first in the candidate's module (e.g. HumanEval's prompt, for the
     helpers it defines); ``check`` runs after the candidate in the same namespace and
-    must raise on failure (it sees ``_sys`` and ``_json``); ``modules`` maps module names to sources that the grader
-    imports (parents first); ``inputs`` are sandbox globals copied into the module.
+    must raise on failure (it sees ``_sys`` and ``_json``); ``modules`` maps module
+    names to sources the grader imports (parents first); ``inputs`` are sandbox
+    globals copied into the check's namespace.
     """
     mods = "".join(
         _MODULE.format(name=name, source=src, filename=name.replace(".", "/") + ".py")

@@ -118,7 +118,7 @@ def hidden_program(problem: Problem, code: str, nonce: str) -> str:
     scorers = package_dir("mlsys").joinpath("scorers.py").read_text()
     fixtures = "__fixtures__" if problem.hidden_inputs else "{}"
     check = (
-        f"from check import grade\n"
+        "from check import grade\n"
         + _GATES.format(fixtures=fixtures, gates=harness.json_literal(problem.hidden["gates"]))
     )
     return harness.program(

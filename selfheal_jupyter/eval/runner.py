@@ -71,6 +71,16 @@ def _docker_sandbox(settings: SelfHeal) -> Sandbox:
     return box
 
 
+def _weights_sha256(key: str) -> str | None:
+    """The SHA-256 of the embedded model's GGUF file (its exact version)."""
+    try:
+        from ..localmodel import get_spec
+
+        return get_spec(key).sha256
+    except Exception:  # noqa: BLE001 - provenance only
+        return None
+
+
 def condition_settings(base: dict[str, Any], condition: str) -> SelfHeal:
     traits = dict(base)
     if condition == "baseline":
@@ -248,6 +258,7 @@ def run_eval(
         "model": endpoint.model,
         "base_url": endpoint.base_url,
         "local_model": probe.local_model if endpoint.local else None,
+        "local_weights_sha256": _weights_sha256(probe.local_model) if endpoint.local else None,
         "temperature": probe.temperature,
         "auto_plan": probe.auto_plan,
         "image": image,
