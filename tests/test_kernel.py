@@ -10,7 +10,7 @@ import sys
 
 import pytest
 from jupyter_client.kernelspec import KernelSpecManager
-from jupyter_client.manager import start_new_kernel
+from jupyter_client.manager import KernelManager
 
 
 @pytest.fixture()
@@ -39,8 +39,12 @@ def test_install_writes_a_kernelspec_jupyter_lists(prefix):
 
 def test_kernel_starts_with_the_extension_loaded(prefix):
     ksm = KernelSpecManager(kernel_dirs=[str(prefix / "share" / "jupyter" / "kernels")])
-    km, kc = start_new_kernel(kernel_name="selfheal", kernel_spec_manager=ksm, startup_timeout=60)
+    km = KernelManager(kernel_name="selfheal", kernel_spec_manager=ksm)
+    km.start_kernel()
+    kc = km.client()
+    kc.start_channels()
     try:
+        kc.wait_for_ready(timeout=60)
         code = (
             "ip = get_ipython()\n"
             "print(sorted(n for n in ('agent', 'heal') if ip.find_cell_magic(n)),"
