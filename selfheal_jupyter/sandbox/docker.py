@@ -32,7 +32,7 @@ import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import docker
 import docker.errors
@@ -48,6 +48,7 @@ LABEL_PID = "selfheal.pid"
 LABEL_HOST = "selfheal.host"
 RUNNER_PATH = "/opt/selfheal/runner.py"
 INPUTS_MOUNT = "/inputs"
+CONTROL_NAME = "control.sock"
 FRAME = struct.Struct(">I")
 STREAM_HEADER = struct.Struct(">BxxxI")
 #: Seconds the host waits past the candidate's own timeout before it kills the container.
@@ -93,18 +94,25 @@ class ContainerSpec:
 
 # --------------------------------------------------------------------------- one container
 class _Worker:
-    """One warm container running the runner, and the socket to talk to it."""
+    """One warm container running the runner, and the sockets to talk to it.
 
-    def __init__(self, client: docker.DockerClient, container_id: str, sock: Any,
+    Frames go over ``control``, a unix socket the runner connected to (host and runner
+    talk directly, without dockerd and the shim in between: fewer wake-ups per run).
+    The attach socket only carries the runner's stderr (kept for error messages) and
+    tells us when the container stops; closing it makes the container exit.
+    """
+
+    def __init__(self, client: docker.DockerClient, container_id: str, attach: Any,
                  spec: ContainerSpec, input_dir: Path) -> None:
         self.client = client
         self.id = container_id
-        self.sock = sock  # keeps docker-py's response object alive
-        self.raw: socket.socket = getattr(sock, "_sock", sock)
+        self.attach = attach  # keeps docker-py's response object alive
+        self.attach_raw: socket.socket = getattr(attach, "_sock", attach)
+        self.control: socket.socket | None = None
         self.spec = spec
         self.input_dir = input_dir
         self.stream = bytearray()  # undemultiplexed bytes of the attach stream
-        self.frames = bytearray()  # the runner's stdout: our frames
+        self.frames = bytearray()  # bytes from the control socket
         self.log = bytearray()  # the runner's stderr, last few KB (for error messages)
         self.dead = False
         self.runs = 0
@@ -112,7 +120,8 @@ class _Worker:
     def send(self, obj: dict[str, Any]) -> None:
         data = json.dumps(obj).encode("utf-8")
         try:
-            self.raw.sendall(FRAME.pack(len(data)) + data)
+            assert self.control is not None
+            self.control.sendall(FRAME.pack(len(data)) + data)
         except OSError as exc:
             raise SandboxCrashed(f"the container stopped accepting requests ({exc})") from exc
 
@@ -128,38 +137,64 @@ class _Worker:
 
     def _demux(self) -> None:
         while len(self.stream) >= STREAM_HEADER.size:
-            kind, size = STREAM_HEADER.unpack_from(self.stream)
+            _kind, size = STREAM_HEADER.unpack_from(self.stream)
             if len(self.stream) < STREAM_HEADER.size + size:
                 return
             payload = self.stream[STREAM_HEADER.size : STREAM_HEADER.size + size]
             del self.stream[: STREAM_HEADER.size + size]
-            if kind == 1:
-                self.frames += payload
-            else:
-                self.log = (self.log + payload)[-4096:]
+            self.log = (self.log + payload)[-4096:]
+
+    def _read_attach(self) -> None:
+        try:
+            chunk = self.attach_raw.recv(1 << 16)
+        except OSError as exc:
+            raise SandboxCrashed(f"the container's socket failed ({exc})") from exc
+        if not chunk:
+            raise SandboxCrashed("the container stopped")
+        self.stream += chunk
+        self._demux()
+
+    def connect(self, listener: socket.socket, timeout: float,
+                closed: Callable[[], bool]) -> None:
+        """Wait for the runner to connect to ``listener`` (it does once it has preloaded)."""
+        end = time.monotonic() + timeout
+        while self.control is None:
+            if closed():
+                raise SandboxError("The sandbox was closed while a container was starting.")
+            left = end - time.monotonic()
+            if left <= 0:
+                raise SandboxCrashed("the runner did not connect in time")
+            ready, _, _ = select.select([listener, self.attach_raw], [], [], min(left, 0.1))
+            if self.attach_raw in ready:
+                self._read_attach()
+            if listener in ready:
+                self.control, _ = listener.accept()
 
     def poll(self, timeout: float) -> dict[str, Any] | None:
         """The next frame if one arrives within ``timeout`` s; raises SandboxCrashed on EOF."""
         frame = self._frame()
         if frame is not None:
             return frame
+        assert self.control is not None
         end = time.monotonic() + timeout
         while True:
-            ready, _, _ = select.select([self.raw], [], [], max(end - time.monotonic(), 0))
-            if not ready:
-                return None
-            try:
-                chunk = self.raw.recv(1 << 20)
-            except OSError as exc:
-                raise SandboxCrashed(f"the container's socket failed ({exc})") from exc
-            if not chunk:
-                raise SandboxCrashed("the container stopped")
-            self.stream += chunk
-            self._demux()
-            frame = self._frame()
-            if frame is not None:
-                return frame
-            if time.monotonic() >= end:
+            ready, _, _ = select.select(
+                [self.control, self.attach_raw], [], [], max(end - time.monotonic(), 0)
+            )
+            if self.attach_raw in ready:
+                self._read_attach()
+            if self.control in ready:
+                try:
+                    chunk = self.control.recv(1 << 20)
+                except OSError as exc:
+                    raise SandboxCrashed(f"the runner's socket failed ({exc})") from exc
+                if not chunk:
+                    raise SandboxCrashed("the runner stopped")
+                self.frames += chunk
+                frame = self._frame()
+                if frame is not None:
+                    return frame
+            if not ready or time.monotonic() >= end:
                 return None
 
     def runner_log(self) -> str:
@@ -172,9 +207,10 @@ class _Worker:
             return {}
 
     def kill(self) -> None:
-        """Close the socket FIRST (a kill with the attach socket open can hang), remove."""
+        """Close the sockets FIRST (a kill with the attach socket open can hang), remove."""
         self.dead = True
-        for closer in (getattr(self.sock, "close", None), self.raw.close):
+        for closer in (getattr(self.control, "close", None), getattr(self.attach, "close", None),
+                       self.attach_raw.close):
             try:
                 if closer:
                     closer()
@@ -362,7 +398,8 @@ class DockerSandbox:
         )
         config = api.create_container_config(
             self.ref,
-            ["python3", "-B", RUNNER_PATH, "--sweep", "--memory-bytes", str(spec.memory_bytes)],
+            ["python3", "-B", RUNNER_PATH, "--sweep", "--memory-bytes", str(spec.memory_bytes),
+             "--control", f"{INPUTS_MOUNT}/{CONTROL_NAME}"],
             user="65534:65534",
             working_dir="/tmp",
             stdin_open=True,
@@ -394,21 +431,25 @@ class DockerSandbox:
             ) from exc
         self._created.add(cid)
         worker: _Worker | None = None
+        control_path = input_dir / CONTROL_NAME
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
+            listener.bind(str(control_path))
+            os.chmod(control_path, 0o666)  # the container user must be able to connect
+            listener.listen(1)
             sock = api.attach_socket(
                 cid, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
             )
             worker = _Worker(self.client, cid, sock, spec, input_dir)
             api.start(cid)
-            hello = None
-            end = time.monotonic() + READY_TIMEOUT_S
-            while hello is None and time.monotonic() < end and not self._closed:
-                hello = worker.poll(0.1)
-            if self._closed:
-                raise SandboxError("The sandbox was closed while a container was starting.")
+            worker.connect(listener, READY_TIMEOUT_S, lambda: self._closed)
+            listener.close()
+            control_path.unlink()  # one runner, one connection: nobody else may connect
+            hello = worker.poll(READY_TIMEOUT_S)
             if not hello or not hello.get("ready"):
                 raise SandboxCrashed("the runner did not report ready in time")
         except BaseException as exc:
+            listener.close()
             if worker is not None:
                 log = worker.runner_log()
                 worker.kill()
@@ -438,24 +479,35 @@ class DockerSandbox:
         worker.kill()
         self._created.discard(worker.id)
 
+    def _keep(self, spec: ContainerSpec) -> int:
+        """How many containers of ``spec`` stay alive between runs."""
+        return self.pool_size if spec == ContainerSpec.of(self.limits) else 1
+
+    def _live(self, spec: ContainerSpec) -> int:
+        """Containers of ``spec`` alive now, idle or busy (call with the lock held)."""
+        return sum(1 for w in self._all if w.spec == spec and not w.dead)
+
     def _release(self, worker: _Worker) -> None:
-        """Back to the pool, or away if the pool for its spec is full."""
-        keep = self.pool_size if worker.spec == ContainerSpec.of(self.limits) else 1
+        """Back to the pool, or away if the pool already holds enough of its kind."""
         with self._lock:
-            idle = self._idle.setdefault(worker.spec, [])
-            if not self._closed and not worker.dead and len(idle) < keep:
-                idle.append(worker)
+            if not self._closed and not worker.dead and self._live(worker.spec) <= self._keep(
+                worker.spec
+            ):
+                self._idle.setdefault(worker.spec, []).append(worker)
                 return
         self._discard(worker)
 
     def _refill(self, spec: ContainerSpec) -> None:
-        """Start containers in the background until the pool for ``spec`` is full."""
+        """Start containers in the background until the pool for ``spec`` is full.
+
+        Busy containers count: a pool of 1 used sequentially keeps exactly one container.
+        """
         if spec != ContainerSpec.of(self.limits):
             return
         with self._lock:
             if self._closed or self._executor is None:
                 return
-            have = len(self._idle.get(spec, [])) + len(self._pending.get(spec, []))
+            have = self._live(spec) + len(self._pending.get(spec, []))
             for _ in range(self.pool_size - have):
                 fut = self._executor.submit(self._create, spec)
                 self._pending.setdefault(spec, []).append(fut)
@@ -472,23 +524,19 @@ class DockerSandbox:
         self._release(fut.result())
 
     def _acquire(self, spec: ContainerSpec) -> _Worker:
+        """An idle container, else one being started, else a new one (all of ``spec``)."""
         with self._lock:
             idle = self._idle.get(spec)
             if idle:
-                worker = idle.pop()
-                self._refill(spec)
-                return worker
+                return idle.pop()
             pending = self._pending.get(spec)
             fut = pending.pop(0) if pending else None
         if fut is not None:
             try:
-                worker = fut.result()
+                return fut.result()
             except Exception:
-                worker = self._create(spec)
-        else:
-            worker = self._create(spec)
-        self._refill(spec)
-        return worker
+                pass
+        return self._create(spec)
 
     # -- running ---------------------------------------------------------------
     def execute(

@@ -5,11 +5,12 @@ costs ~0.4 s more. This process pays both once, then forks a fresh child per
 candidate, so every candidate starts from the same clean, preloaded state (isolated
 from the others) in a few milliseconds.
 
-Protocol (stdin/stdout of this process, i.e. the container's attach stream): frames
-of a 4-byte big-endian length followed by UTF-8 JSON. The server first sends
+Protocol: frames of a 4-byte big-endian length followed by UTF-8 JSON, over the unix
+socket given with ``--control PATH`` (the host listens on it, in a bind-mounted
+directory), else over stdin/stdout. The server first sends
 ``{"ready": true, ...}``; then, per request ``{"op": "run", ...}`` it sends one
-result frame. While a run is going, a ``{"op": "cancel"}`` frame kills it. EOF on
-stdin ends the server (so a container whose host died stops by itself).
+result frame. While a run is going, a ``{"op": "cancel"}`` frame kills it. EOF ends
+the server (so a container whose host died stops by itself).
 
 Everything this process sends out is JSON: text, base64 PNG, HTML. Nothing is
 pickled on the way out. Standard library only (numpy / pandas / matplotlib are
@@ -32,6 +33,7 @@ import resource
 import select
 import shutil
 import signal
+import socket
 import struct
 import sys
 import time
@@ -387,6 +389,23 @@ def run_candidate(req: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def _prefault() -> None:
+    """Touch, while idle, the memory every run writes to (copy-on-write faults after the
+    fork), so that the candidate does not pay for them."""
+    try:
+        ns: dict[str, Any] = {"__builtins__": builtins}
+        tree = ast.parse("x = [1, 'a', 2.0]\nx", "<prefault>")
+        tree.body.pop()
+        exec(compile(tree, "<prefault>", "exec"), ns)
+        json.loads(json.dumps({"x": ns["x"], "y": None}))
+        linecache.cache.pop("<prefault>", None)
+        plt = sys.modules.get("matplotlib.pyplot")
+        if plt is not None:
+            plt.get_fignums()
+    except Exception:
+        pass
+
+
 def zygote_main(req_r: int, out_w: int, err_w: int, res_w: int, workdir: str,
                 soft_cap: int) -> None:
     """The pre-forked child: set up everything, wait for the request, run it; never returns.
@@ -418,6 +437,7 @@ def zygote_main(req_r: int, out_w: int, err_w: int, res_w: int, workdir: str,
                 resource.setrlimit(resource.RLIMIT_DATA, (soft_cap, soft_cap))
             except (ValueError, OSError):
                 pass
+        _prefault()
         chunks = []
         while chunk := os.read(req_r, 1 << 20):
             chunks.append(chunk)
@@ -493,18 +513,27 @@ class Zygote:
 
 
 class Server:
-    def __init__(self, sweep: bool, memory_bytes: int) -> None:
+    def __init__(self, sweep: bool, memory_bytes: int, control: str | None = None) -> None:
         self.sweep = sweep and os.getuid() != 0  # never kill(-1) as root (e.g. on a host)
         self.memory_bytes = memory_bytes
-        self.out_fd = os.dup(1)
+        if control:
+            # A unix socket the host listens on (in the read-only bind mount): frames then
+            # go host <-> runner directly instead of through dockerd and the shim.
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.connect(control)
+            self._sock = sock  # keep the object alive: it owns the descriptor
+            self.in_fd = self.out_fd = sock.fileno()
+        else:
+            self.in_fd, self.out_fd = 0, os.dup(1)
         os.dup2(2, 1)  # a stray print in the server can never corrupt the frame stream
-        self.stdin = FrameReader(0)
+        self.stdin = FrameReader(self.in_fd)
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_r, False)
         os.set_blocking(self.wake_w, False)
         signal.signal(signal.SIGCHLD, lambda *_: None)
         signal.set_wakeup_fd(self.wake_w)
         self.runs = 0
+        self.prep_s = 0.0  # how long the clean-up and fork after the last run took
         self.zygote: Zygote | None = None
 
     # -- lifecycle -------------------------------------------------------------
@@ -523,8 +552,11 @@ class Server:
                 t0 = time.monotonic()
                 result = self.run(req)
                 result["server_s"] = round(time.monotonic() - t0, 6)
+                result["prep_s"] = self.prep_s
                 write_frame(self.out_fd, result)
+                t0 = time.monotonic()
                 self._after_run()
+                self.prep_s = round(time.monotonic() - t0, 6)
             elif op == "ping":
                 write_frame(self.out_fd, {"pong": True, "runs": self.runs})
             elif op == "cancel":
@@ -560,7 +592,8 @@ class Server:
             except BlockingIOError:
                 time.sleep(0.02)
         if pid == 0:
-            for fd in (req_w, out_r, err_r, res_r, self.out_fd, self.wake_r, self.wake_w):
+            for fd in {req_w, out_r, err_r, res_r, self.in_fd, self.out_fd, self.wake_r,
+                       self.wake_w} - {0}:
                 os.close(fd)
             zygote_main(req_r, out_w, err_w, res_w, workdir, soft_cap)
         for fd in (req_r, out_w, err_w, res_w):
@@ -648,13 +681,13 @@ class Server:
             if remaining <= 0 and not reason:
                 reason = "timeout"
                 kill_child(z.pid)
-            watch = list(pipes) + [self.wake_r] + ([] if self.stdin.eof else [0])
+            watch = list(pipes) + [self.wake_r] + ([] if self.stdin.eof else [self.in_fd])
             wait = 0.05 if reason else max(remaining, 0.001)
             ready, _, _ = select.select(watch, [], [], wait)
             for fd in ready:
                 if fd == self.wake_r:
                     self._drain_wake()
-                elif fd == 0:
+                elif fd == self.in_fd:
                     self.stdin.feed()
                     while (frame := self.stdin.next()) is not None:
                         if frame.get("op") == "cancel" and not reason:
@@ -789,12 +822,13 @@ def main() -> None:
     args = sys.argv[1:]
     sweep = "--sweep" in args
     memory_bytes = int(args[args.index("--memory-bytes") + 1]) if "--memory-bytes" in args else 0
+    control = args[args.index("--control") + 1] if "--control" in args else None
     t0 = time.monotonic()
     os.makedirs(os.path.join(WORKDIR_ROOT, RESERVED), exist_ok=True)
     loaded = preload()
     gc.collect()
     gc.freeze()  # children then never touch (copy) the preloaded objects' pages
-    server = Server(sweep=sweep, memory_bytes=memory_bytes)
+    server = Server(sweep=sweep, memory_bytes=memory_bytes, control=control)
     server.serve(loaded, round(time.monotonic() - t0, 3))
 
 

@@ -1,0 +1,213 @@
+"""How much does running one candidate cost? Every row measured in the same run.
+
+    python bench/sandbox.py [--runs 15] [--json FILE]
+
+Rows (medians and p90 over ``--runs`` runs, after one warm-up each):
+  host python -c         the floor: a fresh interpreter on the host
+  cold docker run        a new hardened container of the same image per run
+  exec into container    ``docker exec python3 -c`` in a warm hardened container
+  sandbox print(1)       DockerSandbox.execute, warm pool, back to back
+  sandbox print(1) paced the same with 50 ms between runs (as in the loop, where an
+                         LLM call separates two runs)
+  pandas groupby         100k rows, host python -c vs the sandbox
+  50 MB input            a 50 MB DataFrame passed as an input, read inside
+  8 parallel vs 1        wall time of 8 candidates on a pool of 8, vs 8 one after another
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
+
+import docker
+import numpy as np
+import pandas as pd
+
+from selfheal_jupyter.model import Limits
+from selfheal_jupyter.sandbox.docker import CONTAINER_ENV, DockerSandbox
+from selfheal_jupyter.sandbox.engine import connect
+from selfheal_jupyter.sandbox.image import ensure_image
+
+GROUPBY = (
+    "import numpy as np, pandas as pd\n"
+    "df = pd.DataFrame({'k': np.arange(100_000) % 100, 'v': np.arange(100_000)})\n"
+    "print(df.groupby('k')['v'].sum().iloc[3])\n"
+)
+CPU_TASK = "print(sum(i * i for i in range(300_000)))\n"
+
+
+def hardened(limits: Limits) -> dict:
+    """The same flags the sandbox uses (docker-py high-level keywords)."""
+    return dict(
+        network_mode="none", read_only=True,
+        tmpfs={"/tmp": f"rw,nosuid,nodev,size={limits.tmpfs_size},mode=1777"},
+        mem_limit=limits.memory, memswap_limit=limits.memory, pids_limit=limits.pids,
+        nano_cpus=int(limits.cpus * 1e9), cap_drop=["ALL"], security_opt=["no-new-privileges"],
+        user="65534:65534", init=True, environment=dict(CONTAINER_ENV),
+        labels={"selfheal": "bench", "selfheal.pid": str(os.getpid()),
+                "selfheal.host": os.uname().nodename},
+    )
+
+
+def measure(fn: Callable[[], object], runs: int, warmup: int = 1) -> list[float]:
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def p(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=15)
+    ap.add_argument("--json", help="also write the rows to this file")
+    args = ap.parse_args()
+    runs = max(15, args.runs)
+    client = connect()
+    ref = ensure_image(client)
+    limits = Limits()
+    rows: list[tuple[str, list[float], str]] = []
+
+    def row(name: str, samples: list[float], note: str = "") -> None:
+        rows.append((name, samples, note))
+        print(f"  measured {name}: p50 {statistics.median(samples) * 1000:.1f} ms", file=sys.stderr)
+
+    # -- the floor ---------------------------------------------------------------------
+    row("host python -c print(1)", measure(
+        lambda: subprocess.run([sys.executable, "-c", "print(1)"], check=True,
+                               capture_output=True), runs), "fresh interpreter, no isolation")
+
+    # -- cold docker run ---------------------------------------------------------------
+    def cold() -> None:
+        c = client.containers.run(ref, ["python3", "-c", "print(1)"], detach=True,
+                                  **hardened(limits))
+        try:
+            c.wait(timeout=60)
+            assert c.logs() == b"1\n"
+        finally:
+            c.remove(force=True)
+
+    row("cold docker run (hardened)", measure(cold, runs), "create + start + wait + remove")
+
+    # -- exec into a warm container ------------------------------------------------------
+    warm = client.containers.run(ref, ["sleep", "infinity"], detach=True, **hardened(limits))
+    try:
+        def exec_once() -> None:
+            code, out = warm.exec_run(["python3", "-c", "print(1)"], user="65534:65534")
+            assert code == 0 and out == b"1\n"
+
+        row("exec into warm container", measure(exec_once, runs), "docker exec python3 -c")
+    finally:
+        warm.remove(force=True)
+
+    # -- this sandbox ------------------------------------------------------------------
+    with DockerSandbox(pool_size=1, client=client) as sb:
+        def sandbox_print() -> None:
+            r = sb.execute("print(1)")
+            assert r.ok and r.stdout == "1\n", r
+
+        row("sandbox print(1), back to back", measure(sandbox_print, max(runs, 30), warmup=3),
+            "warm pool, fork per candidate")
+
+        def paced() -> None:
+            sandbox_print()
+
+        samples = []
+        for _ in range(max(runs, 30)):
+            time.sleep(0.05)
+            t0 = time.perf_counter()
+            paced()
+            samples.append(time.perf_counter() - t0)
+        row("sandbox print(1), 50 ms apart", samples, "as in the loop (LLM between runs)")
+
+        row("host python -c pandas groupby 100k", measure(
+            lambda: subprocess.run([sys.executable, "-c", GROUPBY], check=True,
+                                   capture_output=True), runs), "import pandas each time")
+
+        def groupby() -> None:
+            r = sb.execute(GROUPBY)
+            assert r.ok, r
+
+        row("sandbox pandas groupby 100k", measure(groupby, runs), "pandas preloaded")
+
+        big = pd.DataFrame(np.random.default_rng(0).random((50 * 1024 * 1024 // 8 // 4, 4)))
+        mb = big.memory_usage(index=False).sum() / 1e6
+
+        def transfer() -> None:
+            r = sb.execute("print(df.shape, float(df[0].sum()) > 0)", inputs={"df": big})
+            assert r.ok, r
+
+        row(f"sandbox {mb:.0f} MB DataFrame input", measure(transfer, runs),
+            "pickle -> /dev/shm -> read-only bind -> unpickle")
+
+    with DockerSandbox(pool_size=8, client=client) as sb:
+        deadline = time.monotonic() + 120
+        while sum(len(v) for v in sb._idle.values()) < 8 and time.monotonic() < deadline:
+            time.sleep(0.2)  # let the pool of 8 warm up
+
+        def one() -> None:
+            assert sb.execute(CPU_TASK).ok
+
+        row("1 candidate (CPU ~30 ms)", measure(one, runs), "")
+
+        def sequential() -> None:
+            for _ in range(8):
+                one()
+
+        row("8 candidates one after another", measure(sequential, runs), "wall time")
+        pool = ThreadPoolExecutor(max_workers=8)
+
+        def parallel() -> None:
+            list(pool.map(lambda _: one(), range(8)))
+
+        row("8 candidates in parallel (pool 8)", measure(parallel, runs),
+            f"wall time, {os.cpu_count()} cores")
+        pool.shutdown()
+
+    # -- the table ---------------------------------------------------------------------
+    width = max(len(name) for name, _, _ in rows)
+    print(f"{'measurement':<{width}}  {'n':>3}  {'p50 ms':>8}  {'p90 ms':>8}  note")
+    for name, samples, note in rows:
+        print(f"{name:<{width}}  {len(samples):>3}  {statistics.median(samples) * 1000:8.1f}  "
+              f"{p(samples, 0.9) * 1000:8.1f}  {note}")
+    med = {name: statistics.median(s) for name, s, _ in rows}
+    ours = med["sandbox print(1), back to back"]
+    paced_p50 = med["sandbox print(1), 50 ms apart"]
+    exec_p50 = med["exec into warm container"]
+    print()
+    print(f"sandbox print(1) p50: {ours * 1000:.1f} ms back to back, {paced_p50 * 1000:.1f} ms "
+          f"paced (target <= 10 ms); host python -c floor {med['host python -c print(1)'] * 1000:.1f} ms")
+    print(f"exec into container / sandbox: {exec_p50 / ours:.1f}x back to back, "
+          f"{exec_p50 / paced_p50:.1f}x paced (target >= 8x)")
+    print(f"8 in parallel vs 8 sequential: "
+          f"{med['8 candidates one after another'] / med['8 candidates in parallel (pool 8)']:.2f}x")
+    try:
+        load = os.getloadavg()
+        print(f"load average during the run: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} "
+              f"on {os.cpu_count()} cores")
+    except OSError:
+        pass
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump([{"name": n, "samples_s": s, "note": note} for n, s, note in rows], f,
+                      indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
