@@ -162,3 +162,28 @@ def test_config_reaches_per_call_settings(shell):
     with capture_output() as cap:
         shell.run_line_magic("config", "SelfHeal")
     assert "max_iterations" in cap.stdout
+
+
+def test_export_writes_a_teaching_notebook_and_json(shell, tmp_path):
+    import json
+
+    import nbformat
+
+    from tests.test_render import make_run
+
+    magics = shell.magics_manager.registry["SelfHealMagics"]
+    magics.last_run = make_run()
+    result, cap = run(shell, f"%agent_export {tmp_path}/run.ipynb")
+    assert result.success and "wrote" in cap.stdout
+    nb = nbformat.read(tmp_path / "run.ipynb", as_version=4)
+    nbformat.validate(nb)
+    sources = [c.source for c in nb.cells]
+    assert sources[0].startswith("# Task") and "## Plan" in sources[1]
+    code_cells = [c for c in nb.cells if c.cell_type == "code"]
+    assert [c.metadata["selfheal"]["iteration"] for c in code_cells] == [1, 2]
+    assert code_cells[0].outputs[-1].output_type == "error" and code_cells[0].outputs[-1].ename == "KeyError"
+    assert any("```diff" in s for s in sources)
+    assert "success" in sources[-1]
+    result, cap = run(shell, f"%agent_export {tmp_path}/run.json --json")
+    record = json.loads((tmp_path / "run.json").read_text())
+    assert record["outcome"] == "success" and len(record["iterations"]) == 2

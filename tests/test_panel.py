@@ -1,0 +1,188 @@
+"""The live panel's buttons in a real kernel, without a browser: the test plays the
+front end's part on the wire (widget comm messages), as JupyterLab would.
+
+* Stop: a click on the Stop button reaches the kernel while the %%agent cell runs
+  (the cell awaits, so ipykernel dispatches comm messages) and cancels the run.
+* Insert: once a view of the panel is reported (``_view_count``), a passing cell
+  waits for a choice; Insert puts the code into the cell's own execute reply as a
+  ``set_next_input`` payload, so the front end adds it right below.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+from jupyter_client.manager import start_new_kernel
+
+from tests.scripted_server import Reply, ScriptedServer
+
+
+@pytest.fixture()
+def kernel_for():
+    started = []
+
+    def start(server: ScriptedServer):
+        env = dict(os.environ, OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="test-key")
+        env.pop("SELFHEAL_MODEL", None)
+        km, kc = start_new_kernel(kernel_name="python3", env=env, startup_timeout=60)
+        started.append((km, kc))
+        reply = kc.execute_interactive("%load_ext selfheal_jupyter", timeout=60)
+        assert reply["content"]["status"] == "ok"
+        return km, kc
+
+    yield start
+    for km, kc in started:
+        kc.stop_channels()
+        km.shutdown_kernel(now=False)
+
+
+class Wire:
+    """Reads the iopub stream of one execution and knows the widgets it opened."""
+
+    def __init__(self, kc, msg_id: str) -> None:
+        self.kc, self.msg_id = kc, msg_id
+        self.widgets: dict[str, dict] = {}
+        self.messages: list[dict] = []
+        self.idle = False
+
+    def pump(self, timeout: float = 0.2) -> None:
+        try:
+            msg = self.kc.get_iopub_msg(timeout=timeout)
+        except Exception:  # queue.Empty
+            return
+        self.messages.append(msg)
+        if msg["msg_type"] == "comm_open" and msg["content"].get("target_name") == "jupyter.widget":
+            self.widgets[msg["content"]["comm_id"]] = msg["content"]["data"]["state"]
+        elif msg["msg_type"] == "comm_msg":
+            state = msg["content"]["data"].get("state")
+            if state and msg["content"]["comm_id"] in self.widgets:
+                self.widgets[msg["content"]["comm_id"]].update(state)
+        elif (msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle"
+              and msg["parent_header"].get("msg_id") == self.msg_id):
+            self.idle = True
+
+    def until(self, predicate, timeout: float, what: str):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = predicate()
+            if found:
+                return found
+            self.pump()
+        raise AssertionError(f"timed out waiting for {what}")
+
+    def find(self, model: str, **attrs) -> str | None:
+        for comm_id, state in self.widgets.items():
+            if state.get("_model_name") == model and all(state.get(k) == v for k, v in attrs.items()):
+                return comm_id
+        return None
+
+    def send(self, comm_id: str, data: dict) -> None:
+        msg = self.kc.session.msg("comm_msg", {"comm_id": comm_id, "data": data})
+        self.kc.shell_channel.send(msg)
+
+    def click(self, comm_id: str) -> None:
+        self.send(comm_id, {"method": "custom", "content": {"event": "click"}})
+
+    def html(self) -> str:
+        return "".join(m["content"].get("data", {}).get("text/html", "") for m in self.messages
+                       if m["msg_type"] == "display_data")
+
+
+def execute_reply(kc, msg_id: str, timeout: float = 60) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        reply = kc.get_shell_msg(timeout=timeout)
+        if reply["parent_header"].get("msg_id") == msg_id:
+            return reply
+    raise AssertionError("no execute reply")
+
+
+def test_stop_button_cancels_a_running_cell(kernel_for):
+    slow = "```python\nimport time\ntime.sleep(60)\n```"
+    with ScriptedServer([Reply("1. Wait.\n2. Print done."), Reply(slow)]) as server:
+        _, kc = kernel_for(server)
+        msg_id = kc.execute("%%agent\nWait a minute, then print done.")
+        wire = Wire(kc, msg_id)
+        stop = wire.until(lambda: wire.find("ButtonModel", description="Stop"), 60, "the Stop button")
+        wire.until(lambda: server.remaining == 0, 60, "the candidate")
+        time.sleep(1.0)  # it is sleeping in the sandbox now
+        pressed = time.monotonic()
+        wire.click(stop)
+        reply = execute_reply(kc, msg_id, timeout=30)
+        stop_s = time.monotonic() - pressed
+        wire.until(lambda: wire.idle, 10, "the cell to end")
+        assert reply["content"]["status"] == "ok"
+        assert stop_s < 5, f"Stop took {stop_s:.1f} s"
+        assert 'data-outcome="cancelled"' in wire.html()
+
+
+def test_insert_puts_the_code_below_the_cell(kernel_for):
+    code = "print(sum([1, 2, 3]) / 3)"
+    with ScriptedServer([Reply("1. Print the mean."), Reply(f"```python\n{code}\n```")]) as server:
+        _, kc = kernel_for(server)
+        msg_id = kc.execute("%%agent\nPrint the mean of 1, 2 and 3.")
+        wire = Wire(kc, msg_id)
+        panel = wire.until(lambda: next((c for c, s in wire.widgets.items()
+                                         if "selfheal-panel" in s.get("_dom_classes", ())), None),
+                           60, "the panel")
+        wire.send(panel, {"method": "update", "state": {"_view_count": 1}, "buffer_paths": []})
+        insert = wire.until(lambda: wire.find("ButtonModel", description="Insert as next cell"), 60, "Insert")
+        actions = wire.until(lambda: next((c for c, s in wire.widgets.items() if s.get("_model_name") == "LayoutModel"
+                                           and s.get("display") == "flex"), None), 60, "the buttons shown")
+        assert actions
+        wire.click(insert)
+        reply = execute_reply(kc, msg_id, timeout=30)
+        payloads = reply["content"]["payload"]
+        assert [p["source"] for p in payloads] == ["set_next_input"]
+        assert payloads[0]["text"].strip() == code and payloads[0]["replace"] is False
+        # the user's namespace got the record only; the code itself was not run
+        out = []
+        kc.execute_interactive("print(sorted(get_ipython().run_line_magic('who_ls', '')))", timeout=30,
+                               output_hook=lambda m: out.append(m["content"].get("text", "")))
+        assert "".join(out).strip() == "['agent_result']"
+
+
+def test_run_in_my_kernel_runs_the_code_there(kernel_for):
+    code = "mean = sum([1, 2, 3]) / 3\nprint('mean is', mean)"
+    with ScriptedServer([Reply("1. Compute the mean."), Reply(f"```python\n{code}\n```")]) as server:
+        _, kc = kernel_for(server)
+        msg_id = kc.execute("%%agent\nCompute the mean of 1, 2 and 3 as `mean`.")
+        wire = Wire(kc, msg_id)
+        panel = wire.until(lambda: next((c for c, s in wire.widgets.items()
+                                         if "selfheal-panel" in s.get("_dom_classes", ())), None),
+                           60, "the panel")
+        wire.send(panel, {"method": "update", "state": {"_view_count": 1}, "buffer_paths": []})
+        run = wire.until(lambda: wire.find("ButtonModel", description="Run in my kernel"), 60, "Run")
+        wire.until(lambda: any(s.get("display") == "flex" for s in wire.widgets.values()), 60, "buttons")
+        wire.click(run)
+        execute_reply(kc, msg_id, timeout=30)
+        wire.until(lambda: wire.idle, 10, "the cell to end")
+        printed = "".join(m["content"].get("text", "") for m in wire.messages if m["msg_type"] == "stream")
+        assert "mean is 2.0" in printed
+        out = []
+        kc.execute_interactive("print(mean)", timeout=30, output_hook=lambda m: out.append(m["content"].get("text", "")))
+        assert "".join(out).strip() == "2.0"
+
+
+def test_autoheal_offers_a_button_and_heals_on_request(kernel_for):
+    fixed = "values = []\nprint(sum(values) / len(values) if values else 0.0)"
+    with ScriptedServer([Reply(f"```python\n{fixed}\n```", match="ZeroDivisionError")]) as server:
+        _, kc = kernel_for(server)
+        assert kc.execute_interactive("%agent_autoheal on", timeout=30)["content"]["status"] == "ok"
+        msg_id = kc.execute("values = []\nprint(sum(values) / len(values))")
+        wire = Wire(kc, msg_id)
+        button = wire.until(lambda: wire.find("ButtonModel", description="Ask the agent to fix this"),
+                            30, "the autoheal button")
+        wire.until(lambda: wire.idle, 10, "the cell to end")
+        errors = [m for m in wire.messages if m["msg_type"] == "error"]
+        assert errors and errors[0]["content"]["ename"] == "ZeroDivisionError"  # the traceback still shows
+        assert server.remaining == 1  # nothing happened by itself
+        wire.click(button)
+        wire.until(lambda: 'data-outcome="success"' in wire.html(), 60, "the healed record")
+        assert server.remaining == 0
+        out = []
+        kc.execute_interactive("print(sorted(get_ipython().run_line_magic('who_ls', '')))", timeout=30,
+                               output_hook=lambda m: out.append(m["content"].get("text", "")))
+        assert "".join(out).strip() == "['agent_result', 'values']"
