@@ -26,6 +26,9 @@ def shell():
     yield ip
     ip.run_cell("%unload_ext selfheal_jupyter", store_history=False)
     ip.reset()
+    from selfheal_jupyter.factory import close_shared_sandboxes
+
+    close_shared_sandboxes()  # what the kernel does at exit: no warm container stays
 
 
 def run(ip: InteractiveShell, code: str):
@@ -187,3 +190,28 @@ def test_export_writes_a_teaching_notebook_and_json(shell, tmp_path):
     result, cap = run(shell, f"%agent_export {tmp_path}/run.json --json")
     record = json.loads((tmp_path / "run.json").read_text())
     assert record["outcome"] == "success" and len(record["iterations"]) == 2
+
+
+def test_a_run_in_a_plain_shell_renders_inline_and_records_only_agent_result(shell):
+    """No kernel here: the synchronous path with the static renderer, end to end."""
+    from tests.scripted_server import Reply, ScriptedServer
+
+    buggy = "```python\ntotal = sum(nums)\nprint('total', totl)\n```"
+    fixed = "```python\ntotal = sum(nums)\nprint('total', total)\n```"
+    replies = [Reply("1. Sum nums.\n2. Print the total."), Reply(buggy), Reply(fixed, match="totl")]
+    with ScriptedServer(replies) as server:
+        shell.run_cell(f"%config SelfHeal.base_url = '{server.base_url}'", store_history=False)
+        shell.run_cell("nums = [1, 2, 3]\nchecks = 'assert total == 6'", store_history=True)
+        before = user_names(shell)
+        result, cap = run(shell, "%%agent --inputs nums --tests checks --max-iterations 3\nPrint the total of {nums}.")
+        assert result.success, cap.stderr
+        assert server.remaining == 0
+        assert user_names(shell) - before == {"agent_result"}
+        record = shell.user_ns["agent_result"]
+        assert shell.user_ns["_"] is record
+        assert record.task.prompt == "Print the total of [1, 2, 3]."
+        assert record.outcome == "success" and len(record.iterations) == 2
+        html = "".join(o.data.get("text/html", "") for o in cap.outputs)
+        assert 'class="selfheal-plan"' in html and "NameError" in html and 'data-outcome="success"' in html
+        text = "".join(o.data.get("text/plain", "") for o in cap.outputs)
+        assert "✔ success · 2 iterations" in text
