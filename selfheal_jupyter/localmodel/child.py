@@ -48,7 +48,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=0, help="0: any free port")
     p.add_argument("--ctx", type=int, default=8192)
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--threads", type=int, default=1, help="threads generating tokens")
+    p.add_argument("--batch-threads", type=int, default=0,
+                   help="threads reading the prompt (0: same as --threads)")
     p.add_argument("--parent", type=int, required=True, help="pid whose death ends us")
     p.add_argument("--pdeathsig", action="store_true", help="also use PR_SET_PDEATHSIG")
     p.add_argument("--ready-fd", type=int, default=1, help="fd to report readiness on")
@@ -79,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     params.n_ctx = args.ctx
     params.n_parallel = 1  # one slot: the whole context for one conversation
     params.cpuparams.n_threads = args.threads
-    params.cpuparams_batch.n_threads = args.threads
+    params.cpuparams_batch.n_threads = args.batch_threads or args.threads
     params.verbosity = 0
     server = xllamacpp.Server(params)  # loads the model; returns once listening
 

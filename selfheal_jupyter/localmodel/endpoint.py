@@ -173,6 +173,7 @@ def start_server(
     host: str = "127.0.0.1",
     context: int = 8192,
     threads: int = 1,
+    batch_threads: int = 0,
     ready_timeout: float = READY_TIMEOUT_S,
 ) -> LocalServer:
     """Start the child process and return once it answers ``/health``."""
@@ -186,6 +187,7 @@ def start_server(
         "--model", str(model_file), "--alias", spec.alias,
         "--host", host, "--port", str(port),
         "--ctx", str(context), "--threads", str(threads),
+        "--batch-threads", str(batch_threads or threads),
         "--parent", str(os.getpid()), "--ready-fd", str(write_end),
     ]  # fmt: skip
     # PR_SET_PDEATHSIG fires when the *spawning thread* exits; only ask for it
