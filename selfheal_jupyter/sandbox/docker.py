@@ -50,6 +50,8 @@ RUNNER_PATH = "/opt/selfheal/runner.py"
 INPUTS_MOUNT = "/inputs"
 CONTROL_NAME = "control.sock"
 FRAME = struct.Struct(">I")
+#: The largest result frame accepted (the runner caps a result at 64 MiB of JSON).
+MAX_FRAME_BYTES = 160 << 20
 STREAM_HEADER = struct.Struct(">BxxxI")
 #: Seconds the host waits past the candidate's own timeout before it kills the container.
 BACKSTOP_GRACE_S = 5.0
@@ -129,6 +131,8 @@ class _Worker:
         if len(self.frames) < FRAME.size:
             return None
         (size,) = FRAME.unpack_from(self.frames)
+        if size > MAX_FRAME_BYTES:  # the runner never sends this much: it is not the runner
+            raise SandboxCrashed(f"the container sent a {size}-byte frame")
         if len(self.frames) < FRAME.size + size:
             return None
         data = bytes(self.frames[FRAME.size : FRAME.size + size])
@@ -528,7 +532,9 @@ class DockerSandbox:
         with self._lock:
             idle = self._idle.get(spec)
             if idle:
-                return idle.pop()
+                # The longest idle first: the one that just ran is still forking its next
+                # child, so with a pool of 2, back-to-back runs alternate and never wait.
+                return idle.pop(0)
             pending = self._pending.get(spec)
             fut = pending.pop(0) if pending else None
         if fut is not None:
@@ -562,7 +568,15 @@ class DockerSandbox:
         started = time.monotonic()  # duration_s is the run, not the container's start
         try:
             serialize.clear(worker.input_dir)
-            files = serialize.write_blobs(blobs, worker.input_dir)
+            try:
+                files = serialize.write_blobs(blobs, worker.input_dir)
+            except OSError as exc:
+                size_mb = sum(len(b) for b in blobs.values()) / 1e6
+                raise SandboxError(
+                    f"The inputs ({size_mb:.0f} MB pickled) could not be written to "
+                    f"{worker.input_dir.parent} ({exc.strerror or exc}). Free space there "
+                    "(it is memory-backed /dev/shm when available) or pass smaller inputs."
+                ) from exc
             request = {
                 "op": "run",
                 "code": code,
