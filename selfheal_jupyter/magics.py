@@ -220,13 +220,19 @@ class SelfHealMagics(Magics):
         if not cell.strip():
             raise UsageError("%%heal needs code in the cell body: the code to run and repair.")
         hint = magic_args.interpolate(" ".join(args.hint), ns).strip()
-        prompt = "Make this code run without errors" + (f" and {hint}" if hint else ".")
         try:
             settings = self._settings(args, auto_plan=False)
+            tests = magic_args.resolve_tests(args.tests, ns, self._raw_inputs())
+            goals = ["run without errors"]
+            if tests:
+                goals.append("pass the given tests")
+            if hint:
+                goals.append(hint)
             task = Task(
-                prompt=prompt,
+                prompt="Make this code " + ", ".join(goals[:-1]) + (" and " if len(goals) > 1 else "")
+                + goals[-1] + ".",
                 inputs=magic_args.resolve_inputs(args.inputs, ns),
-                tests=magic_args.resolve_tests(args.tests, ns, self._raw_inputs()),
+                tests=tests,
                 initial_code=cell,
             )
         except SelfHealError as exc:
