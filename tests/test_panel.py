@@ -100,12 +100,15 @@ def execute_reply(kc, msg_id: str, timeout: float = 60) -> dict:
 
 
 def test_stop_button_cancels_a_running_cell(kernel_for):
-    slow = "```python\nimport time\ntime.sleep(60)\n```"
-    with ScriptedServer([Reply("1. Wait.\n2. Print done."), Reply(slow)]) as server:
+    slow = "Sleeping as asked.\n```python\nimport time\ntime.sleep(60)\n```"
+    with ScriptedServer([Reply("1. Wait.\n2. Print done."), Reply(slow, chunk_delay_s=0.1)]) as server:
         _, kc = kernel_for(server)
         msg_id = kc.execute("%%agent\nWait a minute, then print done.")
         wire = Wire(kc, msg_id)
         stop = wire.until(lambda: wire.find("ButtonModel", description="Stop"), 60, "the Stop button")
+        # while the developer streams, its tokens are visible in the panel
+        wire.until(lambda: any("selfheal-tokens" in str(s.get("value", "")) and "Sleeping" in str(s.get("value", ""))
+                               for s in wire.widgets.values()), 60, "streamed tokens in the panel")
         wire.until(lambda: server.remaining == 0, 60, "the candidate")
         time.sleep(1.0)  # it is sleeping in the sandbox now
         pressed = time.monotonic()
