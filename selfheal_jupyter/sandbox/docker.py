@@ -118,6 +118,7 @@ class _Worker:
         self.log = bytearray()  # the runner's stderr, last few KB (for error messages)
         self.dead = False
         self.runs = 0
+        self.hello: dict[str, Any] = {}  # the runner's ready frame (python, preloaded...)
 
     def send(self, obj: dict[str, Any]) -> None:
         data = json.dumps(obj).encode("utf-8")
@@ -452,6 +453,7 @@ class DockerSandbox:
             hello = worker.poll(READY_TIMEOUT_S)
             if not hello or not hello.get("ready"):
                 raise SandboxCrashed("the runner did not report ready in time")
+            worker.hello = hello
         except BaseException as exc:
             listener.close()
             if worker is not None:

@@ -430,6 +430,11 @@ def zygote_main(req_r: int, out_w: int, err_w: int, res_w: int, workdir: str,
                 f.write("1000")  # the kernel OOM killer picks this child, not the server
         except OSError:
             pass
+        for stream in (sys.stdout, sys.stderr):
+            try:  # what was printed before a timeout or a crash is not lost in a buffer
+                stream.reconfigure(line_buffering=True)
+            except Exception:
+                pass
         os.makedirs(workdir, exist_ok=True)
         os.chdir(workdir)
         if soft_cap:
