@@ -1,0 +1,23 @@
+# The two commands of the README. Both are idempotent: a second run skips what is done.
+PYTHON ?= python3
+DEMO_TASK ?= write a function that returns the n-th Fibonacci number and print fib(10)
+
+.PHONY: demo test engine image
+
+engine:
+	bash sandbox/setup-engine.sh
+
+# (1) Install everything and run one %%agent task end to end on the embedded model.
+demo: engine
+	$(PYTHON) -m pip install -q -e '.[local]'
+	selfheal sandbox build
+	selfheal model fetch
+	selfheal run "$(DEMO_TASK)"
+
+# (2) Run the test suite (what .ci/run calls).
+test:
+	SELFHEAL_WITH_BROWSER=1 bash sandbox/setup-engine.sh
+	$(PYTHON) -m pip install -q -e '.[test,local,eval]'
+	selfheal sandbox build
+	selfheal model fetch
+	$(PYTHON) -m pytest -q
