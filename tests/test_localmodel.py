@@ -349,3 +349,31 @@ def test_server_does_not_outlive_its_parent(mode: str) -> None:
     assert out.returncode == 0 and out.stdout.startswith("GONE"), out.stdout + out.stderr
     gone_after = float(out.stdout.split()[1])
     assert gone_after < 5.0
+
+
+# --- one real repair, end to end ---------------------------------------------------
+
+
+@pytest.mark.slow
+def test_embedded_model_repairs_a_missing_import(sandbox, monkeypatch) -> None:
+    """No endpoint configured: the factory starts the embedded 1.5B model, and the
+    loop turns a program with a missing import into one that passes the user's test."""
+    from selfheal_jupyter.factory import build_loop
+    from selfheal_jupyter.model import Task
+
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "SELFHEAL_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    settings = SelfHeal(local_model="qwen2.5-coder-1.5b", max_iterations=3)
+    buggy = "values = [3, 1, 12]\nroot = math.sqrt(sum(values))\nprint(root)\n"
+    try:
+        loop = build_loop(settings, sandbox=sandbox)
+        assert loop.llm.endpoint.local
+        assert loop.llm.endpoint.model == "qwen2.5-coder-1.5b-instruct"
+        run = loop.run(Task(prompt="", initial_code=buggy, tests="assert root == 4.0"))
+    finally:
+        stop_local_endpoint()
+    first = run.iterations[0]
+    assert first.candidate.code == buggy and first.result.error.type == "NameError"
+    assert run.outcome == "success", (run.error, [it.feedback for it in run.iterations])
+    final = run.iterations[-1]
+    assert "import math" in final.candidate.code and final.result.stdout.strip() == "4.0"
