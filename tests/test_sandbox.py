@@ -27,6 +27,21 @@ from selfheal_jupyter.sandbox.docker import DockerSandbox, sweep_stale
 from tests.conftest import own_containers, wait_no_containers
 
 
+@pytest.fixture(autouse=True)
+def no_stray_container_after_the_test(request, sandbox, docker_client):
+    """After each test, every container of this process belongs to the shared sandbox."""
+    yield
+    shared = sandbox.session
+    end = time.monotonic() + 10
+    while True:
+        stray = [c for c in own_containers(docker_client)
+                 if c["Labels"].get("selfheal") != shared]
+        if not stray or time.monotonic() > end:
+            break
+        time.sleep(0.1)
+    assert not stray, f"containers left by {request.node.name}: {[c['Id'][:12] for c in stray]}"
+
+
 def run(sandbox, code: str, **kw):
     return sandbox.execute(textwrap.dedent(code), **kw)
 

@@ -558,7 +558,10 @@ class Server:
                 result = self.run(req)
                 result["server_s"] = round(time.monotonic() - t0, 6)
                 result["prep_s"] = self.prep_s
-                write_frame(self.out_fd, result)
+                try:
+                    write_frame(self.out_fd, result)
+                except OSError:
+                    break  # the host went away mid-run: nobody to answer
                 t0 = time.monotonic()
                 self._after_run()
                 self.prep_s = round(time.monotonic() - t0, 6)
