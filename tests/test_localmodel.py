@@ -9,7 +9,6 @@ real ``openai`` client.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import struct
 import subprocess
