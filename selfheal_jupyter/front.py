@@ -52,6 +52,7 @@ class CellRun:
         self.interrupted = False
         self._started = False
         self._finished = False
+        self._run: Run | None = None
 
     # ------------------------------------------------------------------ worker
     def _start_worker(self, emit: Callable[[Any], None]) -> threading.Thread:
@@ -85,7 +86,7 @@ class CellRun:
         if end.error is not None:
             raise end.error
         assert end.run is not None
-        run = end.run
+        run = self._run = end.run
         if not self._started:
             self.renderer.start(run)
         self.renderer.finish(run)
@@ -94,6 +95,11 @@ class CellRun:
     def stop(self) -> None:
         """Ask the loop to stop (the Stop button, an interrupt)."""
         self.cancel.set()
+
+    @property
+    def run(self) -> Run | None:
+        """The finished run's record (None while it lasts)."""
+        return self._run
 
     # ------------------------------------------------------------------ sync
     def run_sync(self) -> Run:
@@ -153,3 +159,38 @@ async def wait_for_choice(choice: asyncio.Future, timeout_s: float) -> str | Non
     except (asyncio.CancelledError, KeyboardInterrupt):
         return None
     return choice.result() if choice.done() and not choice.cancelled() else None
+
+
+def call_sync(func: Callable[[], Any], cancel: threading.Event) -> Any:
+    """``func()`` in a worker thread; Ctrl-C sets ``cancel`` (func must honour it)."""
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["value"] = func()
+        except BaseException as exc:  # re-raised on the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=work, name="selfheal-call", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        try:
+            thread.join(TICK_S)
+        except KeyboardInterrupt:
+            cancel.set()
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+async def call_async(func: Callable[[], Any], cancel: threading.Event) -> Any:
+    """The awaited form of :func:`call_sync` (a kernel interrupt sets ``cancel``)."""
+    future = asyncio.get_running_loop().run_in_executor(None, func)
+    while True:
+        try:
+            done, _ = await asyncio.wait({future}, timeout=TICK_S)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            cancel.set()
+            continue
+        if done:
+            return future.result()

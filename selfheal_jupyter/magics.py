@@ -15,6 +15,7 @@ ends (nbclient / nbconvert save complete outputs).
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -24,7 +25,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from . import magic_args
 from .config import SelfHeal
 from .errors import SelfHealError
-from .front import CellRun, wait_for_choice
+from .front import CellRun, call_async, call_sync, wait_for_choice
 from .model import Run, Task
 from .render.html import plan_html
 from .render.inline import PanelRenderer, StaticRenderer, show_html
@@ -66,7 +67,8 @@ class SelfHealMagics(Magics):
         self.settings = SelfHeal(parent=shell)
         self.last_run: Run | None = None
         self._choice: asyncio.Future | None = None
-        self._last_panel: Any = None
+        self._choice_owner: CellRun | None = None
+        self._plan_cancel = threading.Event()
         self._autoheal = False
 
     # ================================================================== %%agent
@@ -96,19 +98,20 @@ class SelfHealMagics(Magics):
 
         Configure defaults with ``%config SelfHeal.max_iterations = 5`` (see ``%config SelfHeal``).
         """
-        job = self._agent_job(line, cell)
-        if job is None:
-            return None
-        settings, task = job
-        self._run_sync(settings, task)
+        settings, task, plan_var = self._agent_job(line, cell)
+        if plan_var:
+            self._plan_only(settings, task, plan_var, call_sync)
+        else:
+            self._run_sync(settings, task)
         return None
 
     async def agent_async(self, line: str, cell: str) -> None:
-        job = self._agent_job(line, cell)
-        if job is None:
-            return None
-        settings, task = job
-        await self._run_async(settings, task)
+        settings, task, plan_var = self._agent_job(line, cell)
+        if plan_var:
+            plan = await call_async(self._planner(settings, task), self._plan_cancel)
+            self._show_plan(plan, plan_var)
+        else:
+            await self._run_async(settings, task)
         return None
 
     # ================================================================== %%heal
@@ -192,7 +195,7 @@ class SelfHealMagics(Magics):
     def _raw_inputs(self) -> list[str]:
         return list(self.shell.history_manager.input_hist_raw)
 
-    def _agent_job(self, line: str, cell: str) -> tuple[SelfHeal, Task] | None:
+    def _agent_job(self, line: str, cell: str) -> tuple[SelfHeal, Task, str | None]:
         args = parse_argstring(self.agent, line)
         ns = self.shell.user_ns
         try:
@@ -209,10 +212,9 @@ class SelfHealMagics(Magics):
             )
         except SelfHealError as exc:
             raise UsageError(str(exc)) from None
-        if args.plan_only:
-            self._plan_only(settings, task, args.plan_only)
-            return None
-        return settings, task
+        if args.plan_only and not args.plan_only.isidentifier():
+            raise UsageError(f"--plan-only {args.plan_only!r}: give a variable name to store the plan in.")
+        return settings, task, args.plan_only
 
     def _heal_job(self, line: str, cell: str) -> tuple[SelfHeal, Task]:
         args = parse_argstring(self.heal, line)
@@ -247,14 +249,26 @@ class SelfHealMagics(Magics):
         except SelfHealError as exc:
             raise UsageError(str(exc)) from None
 
-    def _plan_only(self, settings: SelfHeal, task: Task, name: str) -> None:
-        if not name.isidentifier():
-            raise UsageError(f"--plan-only {name!r}: give a variable name to store the plan in.")
+    def _planner(self, settings: SelfHeal, task: Task) -> Any:
+        """A call that plans ``task`` (Ctrl-C / interrupt → ``self._plan_cancel``)."""
         loop = self._loop(settings)
-        try:
-            plan = loop.plan(task)
-        except SelfHealError as exc:
-            raise UsageError(str(exc)) from None
+        self._plan_cancel = threading.Event()
+        cancel = self._plan_cancel
+
+        def plan() -> Any:
+            try:
+                return loop.plan(task, cancel=cancel)
+            except SelfHealError as exc:
+                raise UsageError(str(exc)) from None
+
+        return plan
+
+    def _plan_only(self, settings: SelfHeal, task: Task, name: str, call: Any) -> None:
+        plan_call = self._planner(settings, task)
+        self._show_plan(call(plan_call, self._plan_cancel), name)
+
+    def _show_plan(self, plan: Any, name: str) -> None:
+        """Store the steps (a list the user edits) in ``name`` and show them."""
         self.shell.user_ns[name] = list(plan.steps)
         hint = (
             f'<div style="color:#6e7781">Stored in <code>{name}</code> (a list of steps). Edit it, '
@@ -270,7 +284,7 @@ class SelfHealMagics(Magics):
             cell_run.renderer = PanelRenderer(
                 max_iterations=settings.max_iterations,
                 on_stop=cell_run.stop,
-                on_action=self._on_action,
+                on_action=lambda name: self._on_action(name, cell_run),
                 quiet=settings.quiet,
             )
         else:
@@ -302,9 +316,12 @@ class SelfHealMagics(Magics):
             await asyncio.sleep(0.05)
         if panel.has_live_view and settings.choice_timeout_s > 0 and not cell_run.interrupted:
             self._choice = asyncio.get_running_loop().create_future()
+            self._choice_owner = cell_run
             panel.offer_actions("Passed. Insert the code below, run it in your kernel, or press Done.")
-            choice = await wait_for_choice(self._choice, settings.choice_timeout_s)
-            self._choice = None
+            try:
+                choice = await wait_for_choice(self._choice, settings.choice_timeout_s)
+            finally:
+                self._choice = self._choice_owner = None
             if choice is not None:
                 self._apply(choice, run, panel, in_cell=True)
             else:
@@ -323,7 +340,6 @@ class SelfHealMagics(Magics):
     def _record(self, run: Run, cell_run: CellRun) -> None:
         """Store the run where the user can reach it: ``agent_result`` and ``_``."""
         self.last_run = run
-        self._last_panel = getattr(cell_run.renderer, "panel", None)  # for buttons pressed later
         self.shell.user_ns[RESULT_NAME] = run
         hook = self.shell.displayhook
         if getattr(hook, "do_full_cache", False):
@@ -331,14 +347,14 @@ class SelfHealMagics(Magics):
             self.shell.push({"_": hook._, "__": hook.__, "___": hook.___}, interactive=False)
 
     # ================================================================== buttons
-    def _on_action(self, name: str) -> None:
-        """A button of the panel was pressed (runs on the kernel's main thread)."""
-        if self._choice is not None and not self._choice.done():
+    def _on_action(self, name: str, cell_run: CellRun) -> None:
+        """A button of ``cell_run``'s panel was pressed (on the kernel's main thread)."""
+        if self._choice is not None and self._choice_owner is cell_run and not self._choice.done():
             self._choice.set_result(name)  # the waiting cell applies it, inside the cell
             return
-        run, panel = self.last_run, self._last_panel
-        if run is not None and panel is not None:
-            self._apply(name, run, panel, in_cell=False)
+        panel = getattr(cell_run.renderer, "panel", None)
+        if cell_run.run is not None and panel is not None:
+            self._apply(name, cell_run.run, panel, in_cell=False)
 
     def _apply(self, name: str, run: Run, panel: Any, *, in_cell: bool) -> None:
         code = run.final_code

@@ -215,3 +215,25 @@ def test_a_run_in_a_plain_shell_renders_inline_and_records_only_agent_result(she
         assert 'class="selfheal-plan"' in html and "NameError" in html and 'data-outcome="success"' in html
         text = "".join(o.data.get("text/plain", "") for o in cap.outputs)
         assert "✔ success · 2 iterations" in text
+
+
+def test_plan_only_then_plan_in_a_plain_shell(shell):
+    from tests.scripted_server import Reply, ScriptedServer
+
+    code = "```python\nprint('hi there')\n```"
+    with ScriptedServer([Reply("1. Greet.\n2. Stop."), Reply(code)]) as server:
+        shell.run_cell(f"%config SelfHeal.base_url = '{server.base_url}'", store_history=False)
+        before = user_names(shell)
+        result, cap = run(shell, "%%agent --plan-only steps\nSay hi.")
+        assert result.success, cap.stderr
+        assert user_names(shell) - before == {"steps"}
+        assert shell.user_ns["steps"] == ["Greet.", "Stop."]
+        assert "Plan (stored in steps)" in "".join(o.data.get("text/plain", "") for o in cap.outputs)
+        shell.user_ns["steps"][1] = "Print hi there."
+        result, cap = run(shell, "%%agent --plan steps\nSay hi.")
+        assert result.success, cap.stderr
+        record = shell.user_ns["agent_result"]
+        assert record.plan.steps == ["Greet.", "Print hi there."] and record.plan.source == "user"
+        assert record.outcome == "success"
+        # the planner was asked once (for --plan-only); the given plan was used as is
+        assert len(server.chat_requests()) == 2
