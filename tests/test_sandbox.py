@@ -347,17 +347,23 @@ def test_root_is_read_only_and_tmp_writable(sandbox):
     assert lines[4] == "fine"
 
 
-def test_unprivileged_user_without_capabilities(sandbox):
+def test_unprivileged_user_no_capabilities_and_limits(sandbox):
     r = run(sandbox, """\
         import os
         print(os.getuid(), os.getgid())
         status = dict(l.split(":", 1) for l in open("/proc/self/status"))
         print(status["CapEff"].strip(), status["NoNewPrivs"].strip())
         print(open("/sys/fs/cgroup/memory/memory.limit_in_bytes").read().strip())
+        print(open("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes").read().strip())
         print(open("/sys/fs/cgroup/pids/pids.max").read().strip())
+        print(open("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").read().strip(),
+              open("/sys/fs/cgroup/cpu/cpu.cfs_period_us").read().strip())
+        st = os.statvfs("/tmp")
+        print(st.f_blocks * st.f_frsize)
         """)
     assert r.stdout.splitlines() == [
-        "65534 65534", "0000000000000000 1", str(512 << 20), "64"
+        "65534 65534", "0000000000000000 1", str(512 << 20), str(512 << 20), "64",
+        "100000 100000", str(64 << 20),
     ], r.stdout
 
 
@@ -518,6 +524,16 @@ def test_cli_exec_readable_summary_and_bad_input(tmp_path, sandbox_image):
     assert proc.returncode == 0 and "status: ok" in proc.stdout and "hello" in proc.stdout
     proc = selfheal("sandbox", "exec", str(program), "--input", "df=/no/such.pkl")
     assert proc.returncode == 2 and "no file at /no/such.pkl" in proc.stderr
+
+
+def test_cli_build_is_a_quick_no_op_when_current(sandbox_image, tmp_path):
+    t0 = time.monotonic()
+    proc = selfheal("sandbox", "build")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "nothing to do" in proc.stdout and "current" in proc.stdout
+    assert time.monotonic() - t0 < 30  # an interpreter start and one API call, no build
+    proc = selfheal("sandbox", "build", "--requirements", str(tmp_path / "missing.txt"))
+    assert proc.returncode == 2 and "missing.txt" in proc.stderr
 
 
 def test_cli_doctor(sandbox_image):
