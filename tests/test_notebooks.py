@@ -7,6 +7,7 @@ interrupt during a run ends it cleanly.
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
@@ -150,3 +151,20 @@ def test_kernel_interrupt_stops_the_run_cleanly():
     while _containers_of(pid) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert _containers_of(pid) == []
+
+
+@pytest.mark.slow
+def test_teaching_notebook_runs_on_the_embedded_model(tmp_path):
+    """No endpoint configured: the embedded default model answers. Its path through
+    the iterations is not fixed, so only 'runs top to bottom with a record' is checked."""
+    nb = nbformat.read(NOTEBOOKS / "03-teaching-self-debugging.ipynb", as_version=4)
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "SELFHEAL_MODEL")}
+    client = NotebookClient(nb, timeout=1800, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}})
+    started = time.monotonic()
+    client.execute(env=env)
+    print(f"03 on the embedded model: {time.monotonic() - started:.0f} s")
+    page = "".join(html_of(c) for c in nb.cells if is_magic(c, "heal"))
+    assert "your code · ✘ TypeError" in page
+    assert re.search(r'data-outcome="(success|failed|budget_exhausted)"', page)
+    assert (tmp_path / "median-debugging.ipynb").exists()
