@@ -5,9 +5,11 @@ memory+swap, pids, CPUs, no capabilities, no-new-privileges, an unprivileged use
 an init, no logging, an environment that owns nothing of the host's) and runs the
 fork server of ``runner.py``. A warm pool keeps containers ready, so a candidate
 costs a fork, not a container start. Requests and results travel as length-prefixed
-JSON frames over the container's attach socket; inputs travel as pickles in a
-read-only bind mount of a host ``/dev/shm`` directory. Nothing that comes out is
-unpickled.
+JSON frames over a unix socket the runner connects to once (it sits in the read-only
+bind mount of a host ``/dev/shm`` directory, and is unlinked as soon as the runner
+is connected); inputs travel as pickles in that same mount. Nothing that comes out
+is unpickled. The attach socket only carries the runner's own stderr and ties the
+container's life to ours.
 
 Every container is labelled ``selfheal=<session>`` (plus the owner's pid and host)
 and removed on :meth:`DockerSandbox.close`, at interpreter exit, on interrupt, and —
