@@ -390,6 +390,16 @@ def _await_transformer(lines: list[str]) -> list[str]:
     return lines
 
 
+class _AwaitWhenPossible:
+    """The transformer as registered: only while the shell can await (``%autoawait``)."""
+
+    def __init__(self, shell: Any) -> None:
+        self.shell = shell
+
+    def __call__(self, lines: list[str]) -> list[str]:
+        return _await_transformer(lines) if _kernel_can_await(self.shell) else lines
+
+
 async def run_cell_async(name: str, line: str, cell: str) -> None:
     """The awaited form of ``%%agent`` / ``%%heal`` (see the module docstring)."""
     from IPython import get_ipython
@@ -419,8 +429,10 @@ def load(ipython: Any) -> None:
     ipython.register_magics(magics)
     if magics.settings not in ipython.configurables:
         ipython.configurables.append(magics.settings)
-    if _kernel_can_await(ipython) and _await_transformer not in ipython.input_transformers_post:
-        ipython.input_transformers_post.append(_await_transformer)
+    if getattr(ipython, "kernel", None) is not None and not any(
+        isinstance(t, _AwaitWhenPossible) for t in ipython.input_transformers_post
+    ):
+        ipython.input_transformers_post.append(_AwaitWhenPossible(ipython))
 
 
 def unload(ipython: Any) -> None:
@@ -430,8 +442,9 @@ def unload(ipython: Any) -> None:
         table = ipython.magics_manager.magics[kind]
         for name in ("agent", "heal", "agent_autoheal", "agent_export"):
             table.pop(name, None)
-    if _await_transformer in ipython.input_transformers_post:
-        ipython.input_transformers_post.remove(_await_transformer)
+    ipython.input_transformers_post[:] = [
+        t for t in ipython.input_transformers_post if not isinstance(t, _AwaitWhenPossible)
+    ]
     if magics is not None:
         if magics.settings in ipython.configurables:
             ipython.configurables.remove(magics.settings)
