@@ -144,7 +144,7 @@ def cmd_doctor(args: argparse.Namespace, out: Callable[[str], None] = print) -> 
         return 1
     out(f"ok    {status.describe()}")
     try:
-        with DockerSandbox(args.image, pool_size=0, client=client) as sb:
+        with DockerSandbox(args.image, pool_size=1, client=client) as sb:
             first = sb.execute("print(1)")
             probe = sb.execute(PROBE)
     except SelfHealError as exc:
