@@ -223,7 +223,10 @@ class _Worker:
                     closer()
             except OSError:
                 pass
-        _remove_container(self.client, self.id)
+        try:
+            _remove_container(self.client, self.id)
+        except Exception:  # engine gone: the container exits by itself (its socket closed)
+            pass
         shutil.rmtree(self.input_dir, ignore_errors=True)
 
 
@@ -349,7 +352,7 @@ class DockerSandbox:
             for cid in list(self._created):  # anything created but never handed over
                 try:
                     _remove_container(self._client, cid)
-                except docker.errors.APIError:
+                except Exception:
                     pass
             self._created.clear()
             self._wait_gone()
@@ -363,7 +366,7 @@ class DockerSandbox:
                 left = self._client.api.containers(  # type: ignore[union-attr]
                     all=True, filters={"label": f"{LABEL}={self.session}"}, quiet=True
                 )
-            except docker.errors.APIError:
+            except Exception:  # the engine went away: nothing more to wait for
                 return
             if not left:
                 return
