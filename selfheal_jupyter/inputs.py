@@ -73,6 +73,12 @@ def describe_inputs(inputs: Mapping[str, Any]) -> list[InputDescription]:
     return [describe_input(name, inputs[name]) for name in sorted(inputs)]
 
 
+INPUTS_HEADER = (
+    "Inputs (already defined as global variables holding the user's real data: use them "
+    "as they are; never create sample data for them, load or redefine them):"
+)
+
+
 def format_inputs(descriptions: list[InputDescription]) -> str:
     """The prompt lines for the inputs ("" when there are none)."""
     lines = []

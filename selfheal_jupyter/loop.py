@@ -22,7 +22,7 @@ from typing import Callable
 
 from .agents.developer import Developer, RepairContext
 from .agents.planner import Planner
-from .agents.qa import QA, check_tests
+from .agents.qa import QA, check_tests, strip_input_overwrites
 from .errors import BadInput, Cancelled, LLMError, SandboxError, SelfHealError
 from .events import (
     CandidateReady,
@@ -366,6 +366,8 @@ class Loop:
             code, reply, usage, llm_s = (
                 proposal.code, proposal.reply, proposal.usage, proposal.llm_s
             )
+            if code is not None and task.inputs:
+                code, _ = strip_input_overwrites(code, task.inputs)
             finish = proposal.finish_reason
             state.tokens += usage.total_tokens
         previous = state.last_code

@@ -8,8 +8,8 @@ import pytest
 
 from selfheal_jupyter.agents.developer import Developer, RepairContext, normalise
 from selfheal_jupyter.agents.environment import installed_libraries, parse_requirements
-from selfheal_jupyter.agents.planner import build_messages, parse_plan
-from selfheal_jupyter.agents.qa import check_tests, judge, precheck
+from selfheal_jupyter.agents.planner import build_messages, drop_harmful_steps, parse_plan
+from selfheal_jupyter.agents.qa import check_tests, judge, precheck, strip_input_overwrites
 from selfheal_jupyter.errors import BadInput
 from selfheal_jupyter.inputs import describe_inputs, format_inputs
 from selfheal_jupyter.llm import Endpoint, LLMClient
@@ -29,6 +29,23 @@ def test_parse_bullets_and_step_labels():
     assert parse_plan("1. a\n```python\n2. not a step\n```\n2. b") == ["a", "b"]
     assert parse_plan("no list at all") == []
     assert len(parse_plan("\n".join(f"{i}. s{i}" for i in range(1, 20)))) == 8
+
+
+def test_steps_that_would_replace_inputs_or_only_import_are_dropped():
+    steps = [
+        "Import necessary libraries.",
+        "Define the `sales` DataFrame.",
+        "Read the sales data into a pandas DataFrame.",
+        "Compute revenue = units * price per row of `sales`.",
+        "Create a Series `per_region` from the revenue.",
+        "Print the results.",
+    ]
+    assert drop_harmful_steps(steps, ["sales"]) == [
+        "Compute revenue = units * price per row of `sales`.",
+        "Create a Series `per_region` from the revenue.",
+        "Print the results.",
+    ]
+    assert drop_harmful_steps(["Define the `df` DataFrame."], []) == ["Define the `df` DataFrame."]
 
 
 def test_planner_prompt_has_inputs_and_environment():
@@ -77,6 +94,45 @@ def test_precheck_undefined_names_but_inputs_and_builtins_are_defined():
     assert r.error.line == 2
     # pyflakes is lenient where Python is: names bound somewhere at module level pass
     assert precheck("def f():\n    return later\nlater = 1\nprint(f())", {"print"}) is None
+
+
+def test_precheck_refuses_code_that_replaces_an_input_with_made_up_data():
+    code = "import pandas as pd\n\nsales = pd.DataFrame({'x': [1, 2]})\nprint(sales.x.sum())\n"
+    r = precheck(code, {"print"}, inputs={"sales"})
+    assert r.status == "blocked" and r.error.type == "InputOverwritten" and r.error.line == 3
+    assert "'sales'" in r.error.message and r.error.frames[0].source.startswith("sales = pd.")
+    assert "Delete line 3" in r.error.message
+    multi = precheck("sales = [\n  1,\n  2,\n]\nprint(sales)", {"print"}, inputs={"sales"})
+    assert "Delete lines 1-4" in multi.error.message
+    # using the input to derive a new value of it is fine
+    assert precheck("sales = sales.dropna()\nprint(sales)", {"print"}, inputs={"sales"}) is None
+    assert precheck("n = len(sales)\nsales = [1]\nprint(n)", {"print", "len"}, inputs={"sales"}) is None
+    assert precheck("total: int = 3\nprint(total)", {"print"}, inputs={"sales"}) is None
+    # no inputs given: nothing to protect
+    assert precheck(code, {"print"}) is None or precheck(code, {"print"}).error.type == "NameError"
+
+
+def test_made_up_input_data_is_removed_when_clear_cut():
+    code = (
+        "import pandas as pd\n"
+        "# Define the sales DataFrame\n"
+        "sales = pd.DataFrame({\n"
+        "    'x': [1, 2],\n"
+        "})\n"
+        "total = sales['x'].sum()\n"
+    )
+    new, removed = strip_input_overwrites(code, {"sales"})
+    assert removed == ["sales"]
+    assert new == (
+        "import pandas as pd\n# Define the sales DataFrame\n"
+        "# (selfheal removed an assignment here: `sales` already holds the user's data)\n"
+        "total = sales['x'].sum()\n"
+    )
+    assert precheck(new, {"print"}, inputs={"sales"}) is None
+    # reads first, tuple targets, several statements on a line: left alone
+    for keep in ("sales = sales.dropna()\n", "sales, n = [1], 2\n", "sales = [1]; n = 2\n"):
+        assert strip_input_overwrites(keep, {"sales"}) == (keep, [])
+    assert strip_input_overwrites(code, set()) == (code, [])
 
 
 def test_check_tests():

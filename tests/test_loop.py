@@ -151,6 +151,19 @@ def test_static_precheck_blocks_without_a_sandbox_run(sandbox):
     assert run.plan.source == "none"
 
 
+def test_made_up_input_data_is_removed_so_the_users_data_is_used(sandbox):
+    invented = fenced(
+        "import pandas as pd\n# Sample data\ndf = pd.DataFrame({'x': [10, 20]})\n"
+        "total = int(df['x'].sum())"
+    )
+    with ScriptedServer([invented]) as s:
+        run = make_loop(s, sandbox, auto_plan=False).run(task())
+    assert run.outcome == "success"  # 6 from the user's df, not 30 from the sample
+    code = run.final_code
+    assert "pd.DataFrame" not in code and "already holds the user's data" in code
+    assert "pd.DataFrame" in run.iterations[0].candidate.reply
+
+
 def test_user_plan_is_used_as_is_and_no_plan_skips_the_planner(sandbox):
     plan = Plan(["Add up x.", "Keep it in total."], source="user")
     with ScriptedServer([RIGHT]) as s:

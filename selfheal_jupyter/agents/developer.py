@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..codeblocks import extract_code
-from ..inputs import format_inputs
+from ..inputs import INPUTS_HEADER, format_inputs
 from ..llm import LLMClient
 from ..model import InputDescription, Plan, Usage
 from .environment import environment_text
@@ -108,7 +108,7 @@ class Developer:
         system = SYSTEM.format(environment=environment_text(self.libraries))
         parts = [f"Task:\n{prompt.strip() or 'Make the program below run correctly.'}"]
         if inputs:
-            parts.append("Inputs (already defined as global variables):\n" + format_inputs(inputs))
+            parts.append(INPUTS_HEADER + "\n" + format_inputs(inputs))
         if plan is not None and plan.steps:
             parts.append("Plan:\n" + "\n".join(f"{i}. {s}" for i, s in enumerate(plan.steps, 1)))
         if tests and tests.strip():
@@ -116,6 +116,13 @@ class Developer:
                 "After your program runs, these checks (written by the user, not "
                 f"editable) run in the same namespace and must pass:\n```python\n"
                 f"{tests.strip()}\n```"
+            )
+        if inputs:
+            names = ", ".join(f"`{d.name}`" for d in inputs)
+            parts.append(
+                f"Remember: {names} already exist{'s' if len(inputs) == 1 else ''} when the "
+                "program starts; never assign example data to "
+                f"{'it' if len(inputs) == 1 else 'them'}."
             )
         if repair is None:
             parts.append("Write the complete program.")

@@ -11,7 +11,7 @@ import re
 import threading
 from typing import Callable
 
-from ..inputs import format_inputs
+from ..inputs import INPUTS_HEADER, format_inputs
 from ..llm import ChatReply, LLMClient
 from ..model import InputDescription, Plan
 from .environment import environment_text
@@ -24,7 +24,8 @@ programmer will follow to write ONE Python program.
 Rules:
 - 2 to 6 numbered steps, in order, one line each.
 - Each step is a concrete action: which data to use, what to compute, what to print or plot.
-- Use the given inputs by their names; they are already defined as Python variables.
+- Use the given inputs by their names: they already exist as Python variables holding \
+the user's data. Never plan to create, load or define them, and no step for imports.
 - Do not write code. Reply with the numbered list only."""
 
 _NUMBERED = re.compile(r"^\s*(?:\*\*)?(?:step\s*)?(\d{1,2})\s*[.):]\s*(?:\*\*)?\s*(.+)$", re.I)
@@ -36,7 +37,7 @@ def build_messages(
 ) -> list[dict[str, str]]:
     parts = [f"Task:\n{prompt.strip()}"]
     if inputs:
-        parts.append("Inputs (already defined as global variables):\n" + format_inputs(inputs))
+        parts.append(INPUTS_HEADER + "\n" + format_inputs(inputs))
     parts.append(environment_text(libraries))
     parts.append("Write the numbered plan.")
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}]
@@ -64,6 +65,37 @@ def parse_plan(text: str) -> list[str]:
     return steps[:MAX_STEPS]
 
 
+_IMPORT_STEP = re.compile(
+    r"^(import|load|install)\b.*\b(librar(y|ies)|modules?|packages?)\b", re.I
+)
+_CREATE_VERB = re.compile(
+    r"\b(define|create|load|read|generate|make|initiali[sz]e|set up|construct|build)\b", re.I
+)
+_WORK_VERB = re.compile(
+    r"\b(comput\w*|calculat\w*|group\w*|sum\w*|plot\w*|print\w*|filter\w*|merg\w*|"
+    r"sort\w*|count\w*|aggregat\w*|find\w*|add\w*|multipl\w*)\b",
+    re.I,
+)
+
+
+def drop_harmful_steps(steps: list[str], input_names: list[str]) -> list[str]:
+    """Remove steps that would mislead the developer.
+
+    Small planners add "Import the libraries" (noise) and "Define the `df`
+    DataFrame" — which makes the developer replace the user's data with made-up
+    values. An input already exists, so a step whose only job is to create it goes.
+    """
+    kept = []
+    for step in steps:
+        if _IMPORT_STEP.search(step):
+            continue
+        mentions_input = any(re.search(rf"\b{re.escape(n)}\b", step) for n in input_names)
+        if mentions_input and _CREATE_VERB.search(step) and not _WORK_VERB.search(step):
+            continue
+        kept.append(step)
+    return kept
+
+
 class Planner:
     def __init__(self, llm: LLMClient, *, libraries: tuple[str, ...] | None = None) -> None:
         self.llm = llm
@@ -80,4 +112,5 @@ class Planner:
         reply = self.llm.chat(
             build_messages(prompt, inputs, self.libraries), on_token=on_token, cancel=cancel
         )
-        return Plan(steps=parse_plan(reply.text), source="planner"), reply
+        steps = drop_harmful_steps(parse_plan(reply.text), [d.name for d in inputs])
+        return Plan(steps=steps, source="planner"), reply

@@ -56,8 +56,99 @@ def _blocked(code: str, etype: str, message: str, line: int | None, note: str) -
     )
 
 
-def precheck(code: str, defined: Iterable[str] = ()) -> ExecutionResult | None:
-    """A ``blocked`` result when the code cannot run, else None."""
+def _loaded_names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _assigned_names(targets: list[ast.expr]) -> set[str]:
+    out: set[str] = set()
+    for target in targets:
+        for n in ast.walk(target):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                out.add(n.id)
+    return out
+
+
+def overwritten_input(
+    tree: ast.Module, inputs: Iterable[str]
+) -> tuple[str, int, int] | None:
+    """An input the program replaces before ever reading it (``sales = pd.DataFrame(...)``).
+
+    Small models like to invent sample data instead of using the user's; the run
+    would then "pass" on made-up numbers. ``df = df.dropna()`` reads ``df`` first and
+    is fine.
+    """
+    names = set(inputs)
+    read: set[str] = set()
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign):
+            targets, value = list(stmt.targets), stmt.value
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            targets, value = [stmt.target], stmt.value
+        else:
+            targets, value = [], None
+        if value is not None:
+            value_reads = _loaded_names(value)
+            for name in sorted((_assigned_names(targets) & names) - read - value_reads):
+                return name, stmt.lineno, stmt.end_lineno or stmt.lineno
+        read |= _loaded_names(stmt)
+    return None
+
+
+REMOVED_NOTE = "# (selfheal removed an assignment here: `{name}` already holds the user's data)"
+
+
+def strip_input_overwrites(code: str, inputs: Iterable[str]) -> tuple[str, list[str]]:
+    """Remove top-level statements that replace an input with made-up data.
+
+    Small models keep writing ``df = pd.DataFrame({...example...})`` even when told
+    the input exists; the run would then use invented numbers. A plain assignment
+    (``name = ...``, nothing else on its lines) that overwrites an input before the
+    program ever reads it is replaced by a one-line comment, so the program works on
+    the user's data. Anything less clear-cut is left to :func:`precheck` to refuse.
+    Returns the new code and the names whose assignment was removed.
+    """
+    names = set(inputs)
+    removed: list[str] = []
+    if not names:
+        return code, removed
+    for _ in range(20):
+        try:
+            tree = ast.parse(code)
+        except SyntaxError:
+            return code, removed
+        found = overwritten_input(tree, names)
+        if found is None:
+            return code, removed
+        name, line, end = found
+        stmt = next(s for s in tree.body if s.lineno == line)
+        if isinstance(stmt, ast.Assign):
+            targets = list(stmt.targets)
+        elif isinstance(stmt, ast.AnnAssign):
+            targets = [stmt.target]
+        else:
+            return code, removed
+        simple = (
+            all(isinstance(t, ast.Name) for t in targets)
+            and stmt.col_offset == 0
+            and not any(
+                other is not stmt and other.lineno <= end and (other.end_lineno or 0) >= line
+                for other in tree.body
+            )
+        )
+        if not simple:
+            return code, removed
+        lines = code.splitlines(keepends=True)
+        lines[line - 1 : end] = [REMOVED_NOTE.format(name=name) + "\n"]
+        code = "".join(lines)
+        removed.append(name)
+    return code, removed
+
+
+def precheck(
+    code: str, defined: Iterable[str] = (), inputs: Iterable[str] = ()
+) -> ExecutionResult | None:
+    """A ``blocked`` result when the code cannot run (or would ignore an input), else None."""
     try:
         tree = compile(code, FILENAME, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
         compile(tree, FILENAME, "exec", dont_inherit=True)
@@ -69,7 +160,20 @@ def precheck(code: str, defined: Iterable[str] = ()) -> ExecutionResult | None:
         )
     except ValueError as exc:  # e.g. null bytes in the source
         return _blocked(code, "SyntaxError", str(exc), None, "Not run: the program does not compile.")
-    found = pyflakes_checker.Checker(tree, filename=FILENAME, builtins=set(defined))
+    replaced = overwritten_input(tree, inputs)
+    if replaced is not None:
+        name, line, end = replaced
+        where = f"lines {line}-{end}" if end > line else f"line {line}"
+        return _blocked(
+            code, "InputOverwritten",
+            f"{where} replace the input {name!r}, which already holds the user's real "
+            f"data, with made-up values. Delete {where} and use {name} directly",
+            line,
+            "Not run: the program would ignore the user's data.",
+        )
+    found = pyflakes_checker.Checker(
+        tree, filename=FILENAME, builtins=set(defined) | set(inputs)
+    )
     undefined = [m for m in found.messages if isinstance(m, pyflakes_messages.UndefinedName)]
     if not undefined:
         return None
@@ -136,7 +240,7 @@ class QA:
         return set(inputs) | set(dir(builtins)) | {"__file__", "__name__"}
 
     def precheck(self, code: str, inputs: Mapping[str, Any]) -> ExecutionResult | None:
-        return precheck(code, self.defined_names(inputs))
+        return precheck(code, self.defined_names(inputs), inputs=inputs)
 
     def run(
         self,

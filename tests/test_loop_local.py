@@ -1,0 +1,43 @@
+"""The loop with the embedded model, resolved by the factory like a user gets it.
+
+Slow (a real model on the CPU). What must hold whatever the model writes: the run
+ends in an outcome, every round is recorded with usage and timings, and an easy task
+passes.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from selfheal_jupyter.config import SelfHeal
+from selfheal_jupyter.factory import build_loop
+from selfheal_jupyter.localmodel import stop_local_endpoint
+from selfheal_jupyter.model import Task
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture()
+def local_settings(monkeypatch):
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "SELFHEAL_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    settings = SelfHeal(local_model="qwen2.5-coder-0.5b", max_iterations=3, local_threads=1)
+    yield settings
+    stop_local_endpoint(settings.local_model)
+
+
+def test_embedded_model_repairs_a_name_error(local_settings, sandbox):
+    loop = build_loop(local_settings, sandbox=sandbox)
+    assert loop.llm.endpoint.local
+    given = "numbers = [1, 2, 3, 4]\ntotal = sum(number)\nprint(total)\n"
+    run = loop.run(
+        Task(
+            "Print the sum of the list `numbers`, stored in `total`.",
+            tests="assert total == 10",
+            initial_code=given,
+        )
+    )
+    assert run.outcome == "success", (run.error, [it.feedback for it in run.iterations])
+    assert run.iterations[0].result.error.type == "NameError"
+    assert all(it.usage.completion_tokens > 0 for it in run.iterations[1:])
+    assert run.totals.llm_s > 0
