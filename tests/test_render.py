@@ -149,3 +149,11 @@ def test_cancelled_and_error_runs_say_so():
 def test_quiet_shows_only_task_and_summary():
     page = run_html(make_run(), quiet=True)
     assert "selfheal-iteration" not in page and "selfheal-summary" in page
+
+
+def test_a_repeated_attempt_says_so():
+    run = make_run()
+    run.iterations[1].diff = ""
+    page = run_html(run)
+    assert page.count('class="selfheal-same"') == 1  # not on the first attempt
+    assert "Same code as the previous attempt." in page.split('data-iteration="2"')[1]

@@ -154,6 +154,9 @@ def iteration_body_html(it: Iteration) -> str:
     parts = [heading("Code"), code_html(code, mark_line=mark)]
     if it.diff:
         parts += [heading("Diff to the previous attempt"), diff_html(it.diff)]
+    elif it.index > 1:
+        parts.append(f'<div class="selfheal-same" style="color:{GREY};margin:2px 0">'
+                     "Same code as the previous attempt.</div>")
     parts.append(result_html(it.result, code))
     parts.append(verdict_html(it.verdict))
     return "".join(parts)
