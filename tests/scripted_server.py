@@ -64,6 +64,8 @@ class Reply:
     match: str | None = None
     chunk_delay_s: float | None = None
     """Pause between streamed chunks (to test cancel during streaming)."""
+    finish_reason: str = "stop"
+    """``length`` pretends the reply hit ``max_tokens``."""
 
 
 @dataclass
@@ -336,9 +338,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._fault(item, body, stream)
             return
         if stream:
-            self._stream(item.content, body, item.chunk_delay_s)
+            self._stream(item.content, body, item.chunk_delay_s, item.finish_reason)
         else:
-            self._complete(item.content, body)
+            self._complete(item.content, body, item.finish_reason)
 
     def _authorised(self) -> bool:
         srv = self.server_ref
@@ -358,7 +360,7 @@ class _Handler(BaseHTTPRequestHandler):
             "total_tokens": prompt + completion,
         }
 
-    def _complete(self, content: str, body: dict[str, Any]) -> None:
+    def _complete(self, content: str, body: dict[str, Any], finish: str = "stop") -> None:
         payload: dict[str, Any] = {
             "id": _completion_id(),
             "object": "chat.completion",
@@ -368,7 +370,7 @@ class _Handler(BaseHTTPRequestHandler):
                 {
                     "index": 0,
                     "message": {"role": "assistant", "content": content},
-                    "finish_reason": "stop",
+                    "finish_reason": finish,
                 }
             ],
         }
@@ -396,7 +398,9 @@ class _Handler(BaseHTTPRequestHandler):
         size = max(1, self.server_ref.chunk_size)
         return [content[i : i + size] for i in range(0, len(content), size)]
 
-    def _stream(self, content: str, body: dict[str, Any], delay: float | None) -> None:
+    def _stream(
+        self, content: str, body: dict[str, Any], delay: float | None, finish: str = "stop"
+    ) -> None:
         srv = self.server_ref
         delay = srv.chunk_delay_s if delay is None else delay
         cid = _completion_id()
@@ -406,7 +410,7 @@ class _Handler(BaseHTTPRequestHandler):
             if delay and srv._stopping.wait(delay):
                 return
             self._sse(self._chunk(cid, {"content": piece}))
-        self._sse(self._chunk(cid, {}, finish="stop"))
+        self._sse(self._chunk(cid, {}, finish=finish))
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         if srv.report_usage and include_usage:
             self._sse(

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -79,6 +81,35 @@ def test_transcript_and_exit_code_1_when_it_never_passes(files):
     assert "outcome: budget_exhausted after 2 iteration(s)" in out
     assert "max_iterations" in out
     assert "Traceback" not in proc.stderr
+
+
+def test_ctrl_c_cancels_and_still_prints_the_record(files):
+    slow = Reply(RIGHT, chunk_delay_s=0.2)
+    with ScriptedServer([slow], chunk_size=1) as s:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "SELFHEAL_"))}
+        env["OPENAI_API_KEY"] = "k"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "selfheal_jupyter", "run", "sum x", "--no-plan", "--json",
+             "--input", f"df={files['df']}", "--base-url", s.base_url, "--model", s.model],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while not s.requests and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert s.requests, "the developer was never asked"
+            time.sleep(0.3)
+            t0 = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=30)
+            stopped_in = time.monotonic() - t0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 1, (out, err)
+    assert json.loads(out)["outcome"] == "cancelled"
+    assert stopped_in < 5  # includes removing the sandbox's containers at exit
+    assert "Traceback" not in err
 
 
 def test_endpoint_failure_is_a_recorded_error(files):

@@ -269,6 +269,16 @@ def test_no_code_after_a_failure_keeps_the_program_and_its_feedback(sandbox):
     assert "--- previous.py" in run.iterations[2].diff and "-total = 5" in run.iterations[2].diff
 
 
+def test_reply_cut_at_max_tokens_asks_for_a_shorter_program(sandbox):
+    cut = Reply("```python\nimport math\ntotal = sum(\n    [1,", finish_reason="length")
+    with ScriptedServer([cut, RIGHT]) as s:
+        run = make_loop(s, sandbox, auto_plan=False).run(task())
+        second = s.requests[1]["messages"][1]["content"]
+    assert run.outcome == "success"
+    assert run.iterations[0].result.status == "blocked"  # the cut program does not compile
+    assert "cut off because it was too long" in second
+
+
 def test_model_that_keeps_replying_without_code_fails(sandbox):
     with ScriptedServer(["No.", "Still no."]) as s:
         run = make_loop(s, sandbox, auto_plan=False, max_iterations=4).run(task())

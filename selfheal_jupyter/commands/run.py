@@ -129,21 +129,27 @@ def execute(task: Task, settings: SelfHeal, progress: Progress | None) -> Run:
         run = Run(task=task, outcome="error", error=str(exc))
         return run
     cancel = threading.Event()
+    done = threading.Event()
     holder: dict[str, Run] = {}
-    worker = threading.Thread(
-        target=lambda: holder.setdefault("run", loop.run(task, on_event=on_event, cancel=cancel)),
-        name="selfheal-run",
-        daemon=True,
-    )
-    worker.start()
-    try:
-        while worker.is_alive():
-            worker.join(0.1)
-    except KeyboardInterrupt:
-        cancel.set()
-        if progress:
-            progress.status("stopping…")
-        worker.join()
+
+    def work() -> None:
+        try:
+            holder["run"] = loop.run(task, on_event=on_event, cancel=cancel)
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="selfheal-run", daemon=True).start()
+    # Wait on an Event, not Thread.join: a Ctrl-C that interrupts join() can leave the
+    # thread looking finished on Python < 3.13.
+    while True:
+        try:
+            while not done.wait(0.1):
+                pass
+            break
+        except KeyboardInterrupt:
+            cancel.set()
+            if progress:
+                progress.status("stopping…")
     return holder["run"]
 
 
