@@ -376,3 +376,18 @@ def test_embedded_model_repairs_a_missing_import(sandbox, monkeypatch) -> None:
     assert run.outcome == "success", (run.error, [it.feedback for it in run.iterations])
     final = run.iterations[-1]
     assert "import math" in final.candidate.code and final.result.stdout.strip() == "4.0"
+
+
+def test_pyproject_extras_pin_the_catalog() -> None:
+    """`pip install 'selfheal-jupyter[local]'` must install exactly the chunks the
+    catalog hashes (and the runtime), or a fresh machine gets no embedded model."""
+    import tomllib
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    for spec in MODELS.values():
+        pinned = set(extras.get(spec.extra, []))
+        missing = [r for r in spec.requirements() if r not in pinned]
+        assert not missing, f"[{spec.extra}] lacks {missing}"
+        assert any(r.startswith("xllamacpp==") for r in pinned), f"[{spec.extra}] lacks xllamacpp"
