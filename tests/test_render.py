@@ -75,7 +75,7 @@ def test_every_section_present():
     assert 'class="selfheal-diff"' in page
     assert 'class="selfheal-traceback"' in page and "KeyError" in page
     assert "data:image/png;base64," + PNG in page
-    assert "<table><tr><td>north</td></tr></table>" in page  # DataFrame HTML shown as HTML
+    assert "<table>" in page and "<td>north</td>" in page  # DataFrame HTML shown as HTML
     assert "region\nnorth    3" in page  # stdout
     assert "assert totals[&#x27;north&#x27;] == 3" in page  # the user's test, escaped
     assert 'data-outcome="success"' in page
@@ -157,3 +157,19 @@ def test_a_repeated_attempt_says_so():
     page = run_html(run)
     assert page.count('class="selfheal-same"') == 1  # not on the first attempt
     assert "Same code as the previous attempt." in page.split('data-iteration="2"')[1]
+
+
+def test_html_from_the_sandbox_cannot_run_or_load_anything_in_the_users_browser():
+    from selfheal_jupyter.model import ExecutionResult, RichOutput
+    from selfheal_jupyter.render.html import result_html
+
+    hostile = (
+        '<table class="dataframe" border="1"><tr><th>a</th><td onclick="steal()">1</td></tr></table>'
+        "<script>fetch('/api/kernels')</script><img src=\"http://evil.example/x.png\">"
+        '<a href="javascript:alert(1)">x</a><style>body{background:url(http://evil.example)}</style>'
+    )
+    html = result_html(ExecutionResult(status="ok", outputs=[RichOutput("text/html", hostile)]))
+    assert '<table class="dataframe" border="1">' in html
+    assert "<td>1</td>" in html
+    for bad in ("<script", "onclick", "evil.example", "javascript:", "<style>body", "fetch("):
+        assert bad not in html, bad

@@ -13,6 +13,7 @@ from pygments.lexers import PythonLexer
 
 from ..model import ExecutionResult, Iteration, Plan, Run, Verdict
 from .diff import diff_html
+from .sanitize import sanitize_html
 from .style import (
     BORDER,
     BOX,
@@ -77,9 +78,11 @@ def _rich_outputs_html(result: ExecutionResult) -> str:
                 f'<img alt="figure" style="max-width:100%" src="data:image/png;base64,{esc(out.data)}"/>'
             )
         elif out.mime == "text/html":
-            # HTML that came back from the sandbox (e.g. a DataFrame table). It was
-            # produced by the candidate, so it is shown as is, like a cell's own output.
-            parts.append(f'<div class="selfheal-rich" style="overflow:auto">{out.data}</div>')
+            # HTML that came back from the sandbox (e.g. a DataFrame table) was written by
+            # untrusted code: only its table/text markup is shown.
+            parts.append(
+                f'<div class="selfheal-rich" style="overflow:auto">{sanitize_html(out.data)}</div>'
+            )
         else:
             parts.append(pre(out.data))
     if not parts:
