@@ -15,6 +15,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_outp
 
 from .model import Iteration, Run
 from .render.html import summary_text
+from .render.sanitize import sanitize_html
 from .render.traceback import traceback_text
 
 
@@ -28,7 +29,8 @@ def _outputs(it: Iteration) -> list:
     if result.stderr and result.error is None:
         outputs.append(new_output("stream", name="stderr", text=result.stderr))
     for rich in result.outputs:
-        outputs.append(new_output("display_data", data={rich.mime: rich.data}))
+        data = sanitize_html(rich.data) if rich.mime == "text/html" else rich.data
+        outputs.append(new_output("display_data", data={rich.mime: data}))
     if result.error is not None:
         lines = traceback_text(result.error, it.candidate.code).splitlines()
         outputs.append(
