@@ -17,7 +17,7 @@ demo: engine
 # (2) Run the test suite (what .ci/run calls).
 test:
 	SELFHEAL_WITH_BROWSER=1 bash sandbox/setup-engine.sh
-	$(PYTHON) -m pip install -q -e '.[test,local,eval]'
+	$(PYTHON) -m pip install -q -e '.[test,local,local-small,eval]'
 	selfheal sandbox build
 	selfheal model fetch
 	$(PYTHON) -m pytest -q
