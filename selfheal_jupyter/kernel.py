@@ -11,8 +11,6 @@ from ipykernel.kernelapp import IPKernelApp
 from traitlets import List, Unicode
 
 EXTENSION = "selfheal_jupyter"
-KERNEL_NAME = "selfheal"
-DISPLAY_NAME = "Python 3 (self-healing)"
 
 
 class SelfHealKernelApp(IPKernelApp):

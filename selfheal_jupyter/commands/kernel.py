@@ -11,7 +11,10 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import BadInput
-from ..kernel import DISPLAY_NAME, KERNEL_NAME
+
+# What `jupyter kernelspec list` shows; the kernel itself is selfheal_jupyter/kernel.py.
+KERNEL_NAME = "selfheal"
+DISPLAY_NAME = "Python 3 (self-healing)"
 
 
 def kernelspec_dir(target: Path, python: str | None = None) -> Path:

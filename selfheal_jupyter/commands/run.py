@@ -19,7 +19,6 @@ from typing import Any
 
 from ..config import SelfHeal
 from ..errors import BadInput, SelfHealError
-from ..loop import validate_task
 from ..model import Run, Task
 from ..render.text import Progress, Transcript
 
@@ -90,6 +89,8 @@ def build_task(args: argparse.Namespace) -> Task:
         tests=_read_text(args.tests, "--tests") if args.tests else None,
         initial_code=_read_text(args.code, "--code") if getattr(args, "code", None) else None,
     )
+    from ..loop import validate_task  # imports openai: only when a task runs
+
     validate_task(task)
     return task
 
