@@ -44,6 +44,7 @@ EVIDENCE: dict[str, str] = {
     "qwen2.5-coder-1.5b/base": "10/10 passed; 1.6 iterations, 765 tokens per task; median 58 s",
     "qwen2.5-coder-1.5b/stop-after-fence": "9/10 (keyerror: plan-led read_csv); median 49 s",
     "qwen2.5-coder-1.5b/no-planner": "10/10 passed; 1.6 iterations, 421 tokens; median 25 s",
+    "qwen2.5-coder-1.5b/no-planner (repeat, quieter machine)": "10/10; 418 tokens; median 14 s",
     "qwen2.5-coder-0.5b/base": "9/10 (wordcount failed); 2.3 iterations, 1734 tokens; median 32 s",
 }
 
