@@ -25,8 +25,9 @@ from typing import Any
 from selfheal_jupyter.llm import ChatReply, Endpoint, LLMClient
 from selfheal_jupyter.localmodel import ensure_weights, get_spec, start_server
 from selfheal_jupyter.loop import Loop
-from selfheal_jupyter.model import Limits, Task
-from selfheal_jupyter.sandbox.docker import DockerSandbox
+from selfheal_jupyter.model import Task
+from selfheal_jupyter.config import SelfHeal
+from selfheal_jupyter.factory import close_shared_sandboxes, shared_sandbox
 
 
 @dataclass(frozen=True)
@@ -192,7 +193,7 @@ def main() -> int:
 
     spec = get_spec(args.model)
     path = ensure_weights(spec)
-    sandbox = DockerSandbox(limits=Limits())
+    sandbox = shared_sandbox(SelfHeal())
     results: list[Result] = []
     try:
         for cname in args.configs.split(","):
@@ -217,7 +218,7 @@ def main() -> int:
             finally:
                 server.stop()
     finally:
-        sandbox.close()
+        close_shared_sandboxes()
     print()
     print(f"{'config':10} {'passed':>7} {'mean it':>8} {'mean tok':>9} {'median s':>9} {'total s':>8}")
     for cname in args.configs.split(","):
