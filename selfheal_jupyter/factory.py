@@ -167,10 +167,12 @@ def build_loop(
     llm = llm or build_llm(settings)
     sandbox = sandbox or shared_sandbox(settings)
     retry_temperature = 0.8
+    plan_on_heal = True
     if llm.endpoint.local:
         tuned = _local_tuning(settings)
         if tuned is not None:
             retry_temperature = tuned.retry_temperature
+            plan_on_heal = tuned.plan_on_heal
     return Loop(
         llm,
         sandbox,
@@ -180,4 +182,5 @@ def build_loop(
         auto_plan=settings.auto_plan,
         limits=settings.limits(),
         retry_temperature=retry_temperature,
+        plan_on_heal=plan_on_heal,
     )

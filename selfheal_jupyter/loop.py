@@ -195,6 +195,7 @@ class Loop:
         limits: Limits | None = None,
         libraries: tuple[str, ...] | None = None,
         retry_temperature: float = 0.8,
+        plan_on_heal: bool = True,
     ) -> None:
         if max_iterations < 1:
             raise BadInput(
@@ -205,6 +206,8 @@ class Loop:
         self.sandbox = sandbox
         self.bounds = LoopLimits(max_iterations, token_budget, time_budget_s)
         self.auto_plan = auto_plan
+        self.plan_on_heal = plan_on_heal
+        """Whether to ask the planner when the task starts from the user's code."""
         self.limits = limits or Limits()
         self.planner = Planner(llm, libraries=libraries)
         self.developer = Developer(llm, libraries=libraries, retry_temperature=retry_temperature)
@@ -294,7 +297,7 @@ class Loop:
         run = state.run
         if task.plan is not None:
             run.plan = Plan(list(task.plan.steps), source="user")
-        elif self.auto_plan and task.prompt.strip():
+        elif self.auto_plan and task.prompt.strip() and (self.plan_on_heal or not task.initial_code):
             self._check_bounds(state, before="planning")
             plan, reply = self.planner.plan(
                 task.prompt,

@@ -190,6 +190,20 @@ def test_initial_code_is_iteration_zero_without_a_model_call(sandbox):
     assert zero.result.error.type == "ZeroDivisionError"
 
 
+def test_plan_on_heal_off_skips_the_planner_only_when_starting_from_code(sandbox):
+    given = "total = int(df['x'].sum()) // 0\n"
+    with ScriptedServer([PLAN, RIGHT]) as s:
+        run = make_loop(s, sandbox, plan_on_heal=False).run(
+            task(prompt="Fix the total.", initial_code=given)
+        )
+        assert len(s.requests) == 1  # the repair only: no planner call
+    assert run.outcome == "success" and run.plan.source == "none"
+    with ScriptedServer([PLAN, RIGHT]) as s:
+        run = make_loop(s, sandbox, plan_on_heal=False).run(task())
+        assert len(s.requests) == 2  # a writing task is still planned
+    assert run.outcome == "success" and run.plan.source == "planner" and run.plan.steps
+
+
 def test_initial_code_that_passes_needs_no_model(sandbox):
     with ScriptedServer([]) as s:
         run = make_loop(s, sandbox).run(task(prompt="", initial_code="total = 6\n"))

@@ -62,7 +62,8 @@ def environment_text(libraries: tuple[str, ...] | list[str] | None = None) -> st
         "can be installed.\n"
         "- There is no network: do not download anything or call web APIs.\n"
         "- There is no user: never call input().\n"
-        "- Print the results with print(); matplotlib figures are captured "
+        "- Import only what the program uses.\n"
+        "- Print every result the task asks for with print(); matplotlib figures are captured "
         "automatically (no need for plt.show() or savefig).\n"
         "- Only the current working directory (a temporary directory) is writable."
     )
