@@ -18,6 +18,7 @@ demo: engine
 test:
 	SELFHEAL_WITH_BROWSER=1 bash sandbox/setup-engine.sh
 	$(PYTHON) -m pip install -q -e '.[test,local,local-small,eval]'
+	$(PYTHON) -m pip install -q --no-deps --ignore-requires-python dataframebench==0.1.1
 	selfheal sandbox build
 	selfheal model fetch
 	$(PYTHON) -m pytest -q
