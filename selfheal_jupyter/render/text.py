@@ -105,6 +105,7 @@ class Progress:
         self._text = ""
         self._tokens = 0
         self._stage: tuple[str, int] | None = None
+        self._mid_stream = False  # streamed tokens written without their closing newline
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._spinner: threading.Thread | None = None
@@ -137,8 +138,16 @@ class Progress:
             self.err.write("\r\033[K")
             self.err.flush()
 
+    def _end_stream(self) -> None:
+        """Close a line of streamed tokens, so what follows starts on its own line."""
+        if self._mid_stream:
+            self.err.write("\n")
+            self.err.flush()
+            self._mid_stream = False
+
     def _print_above(self, fn) -> None:  # noqa: ANN001 - a transcript method
         with self._lock:
+            self._end_stream()
             if self.tty:
                 self.err.write("\r\033[K")
                 self.err.flush()
@@ -163,9 +172,10 @@ class Progress:
                         self._stage = stage
                     self.err.write(event.text)
                     self.err.flush()
+                    self._mid_stream = True
         elif isinstance(event, CandidateReady):
-            if self.stream_tokens:
-                self.err.write("\n")
+            with self._lock:
+                self._end_stream()
             if tr:
                 c = event.candidate
                 self._print_above(lambda: tr.candidate(c.iteration, c.code, event.diff))
