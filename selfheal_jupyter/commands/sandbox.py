@@ -98,8 +98,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     status = image.build_image(
         connect(), args.image, rebuild=args.rebuild, extra_requirements=extras,
         log=lambda line: print(line, flush=True),
-    )
-    print(status.describe())
+    )  # build_image logs its outcome on every path ("nothing to do" / "built ...")
     if extras:
         print(f"run it with: --image {status.ref}")
     return 0
