@@ -135,18 +135,40 @@ def test_hidden_tests_pass_a_correct_and_fail_a_wrong_solution(sandbox) -> None:
     good = score(sandbox, p, canonical("HumanEval/2"))
     assert good.passed and good.status == "ok"
     bad = score(sandbox, p, wrong("HumanEval/2"))
-    assert not bad.passed and bad.status == "error" and "AssertionError" in bad.detail
+    assert not bad.passed and bad.status == "ok" and "AssertionError" in bad.detail
     assert not score(sandbox, p, None).passed
 
 
-def test_a_candidate_cannot_fake_a_pass(sandbox) -> None:
-    p = he_problem("HumanEval/2")
-    cheat = (
-        "import os\nprint('SELFHEAL-HIDDEN-PASS-0000')\n"
-        "def truncate_number(x):\n    return 0\nos._exit(0)\n"
-    )
-    result = score(sandbox, p, cheat)
-    assert not result.passed
+CHEATS = {
+    "exit before the grader": "import os\ndef truncate_number(x):\n    return 0\nos._exit(0)\n",
+    "__eq__ always true": (
+        "class Yes(float):\n    def __eq__(self, other):\n        return True\n"
+        "    __hash__ = float.__hash__\n"
+        "    def __sub__(self, other):\n        return 0.0\n"
+        "    def __abs__(self):\n        return 0.0\n"
+        "    def __lt__(self, other):\n        return True\n"
+        "def truncate_number(x):\n    return Yes(0)\n"
+    ),
+    "patch the grader's assert": (
+        "import builtins, sys\nbuiltins.AssertionError = type('No', (Exception,), {})\n"
+        "sys.modules['builtins'].abs = lambda x: 0\n"
+        "def truncate_number(x):\n    return 0\n"
+    ),
+    "read the grader from the caller's frame": (
+        "import sys, linecache, gc\n"
+        "def truncate_number(x):\n"
+        "    f = sys._getframe(1)\n"
+        "    text = ''.join(str(v) for v in f.f_globals.values())\n"
+        "    return 0.5 if 'check' in text or any('candidate(' in l for l in"
+        " linecache.cache) else 0\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("cheat", sorted(CHEATS))
+def test_a_candidate_cannot_fake_a_pass(sandbox, cheat: str) -> None:
+    result = score(sandbox, he_problem("HumanEval/2"), CHEATS[cheat])
+    assert not result.passed, result
 
 
 def test_repair_grader_runs_in_the_sandbox(sandbox) -> None:

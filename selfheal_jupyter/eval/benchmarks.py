@@ -6,6 +6,7 @@ from types import ModuleType
 
 from ..errors import BadInput
 from . import dataframe, humaneval, repair
+from .harness import HiddenRun
 from .problem import Problem, package_version
 
 BENCHMARKS: dict[str, ModuleType] = {
@@ -33,8 +34,8 @@ def load(name: str, *, offset: int = 0, limit: int | None = None) -> list[Proble
     return problems[offset:end]
 
 
-def hidden_program(problem: Problem, code: str, nonce: str) -> str:
-    return module(problem.benchmark).hidden_program(problem, code, nonce)
+def hidden_run(problem: Problem) -> HiddenRun:
+    return module(problem.benchmark).hidden_run(problem)
 
 
 def versions() -> dict[str, str]:
