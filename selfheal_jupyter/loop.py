@@ -17,7 +17,7 @@ import logging
 import pickle
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from .agents.developer import Developer, RepairContext
@@ -43,6 +43,7 @@ from .model import (
     Candidate,
     ExecutionResult,
     InputDescription,
+    ASSERT_RULES,
     Iteration,
     Limits,
     Plan,
@@ -54,6 +55,7 @@ from .model import (
     Verdict,
 )
 from .sandbox.base import Sandbox
+from .spec import Spec
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +64,10 @@ NO_CODE_FEEDBACK = (
     "holding the complete program."
 )
 MAX_NO_CODE_IN_A_ROW = 2
+MAX_ASSERT_CHANGES = 2
+"""Rounds whose candidate changed one of the user's asserts or tests before the run ends
+``failed``: a model that keeps doing so believes the assert itself is wrong, and only
+the user may decide that."""
 STOP_POLL_S = 0.05
 
 
@@ -335,6 +341,12 @@ class Loop:
             "Raise `%config SelfHeal.max_iterations` (CLI --max-iterations), add detail "
             "to the task, or fix the last program by hand."
         )
+        last = run.iterations[-1].verdict if run.iterations else None
+        if last is not None and last.spec_violations:
+            run.error += (
+                " The last candidate was rejected because it changed your spec ("
+                + ", ".join(sorted({v.rule for v in last.spec_violations})) + ")."
+            )
 
     def _iteration(
         self,
@@ -363,6 +375,7 @@ class Loop:
                 task.tests,
                 state.repair,
                 previous_codes=[it.candidate.code for it in run.iterations if it.candidate.code],
+                keep_spec=state.spec is not None and not state.spec.empty,
                 on_token=lambda t: state.emit(TokensStreamed("developer", index, t)),
                 cancel=state.stop.event,
             )
@@ -395,7 +408,13 @@ class Loop:
                 result = self.qa.run(code, task.inputs, task.tests, cancel=state.stop.event)
                 sandbox_s = time.monotonic() - s0
             state.emit(ExecutionDone(index, result))
-            verdict = self.qa.judge(result, task.tests)
+            if given is not None:
+                # The user's own code is the spec, not a candidate against it.
+                state.spec = self.qa.spec_for(task, result)
+                violations = None
+            else:
+                violations = self.qa.check_spec(state.spec, code)
+            verdict = self.qa.judge(result, task.tests, violations)
             feedback = format_feedback(result, verdict, limits=self.limits)
         total_s = time.monotonic() - t0
         iteration = Iteration(
@@ -417,6 +436,11 @@ class Loop:
             return True
         if result is not None and result.status == "killed" and state.stop.event.is_set():
             raise Cancelled("Stopped during the sandbox run.")
+        changed = [v for v in verdict.spec_violations if v.rule in ASSERT_RULES]
+        if changed:
+            state.assert_changes.append((index, changed[0].original or changed[0].message))
+            if len(state.assert_changes) >= MAX_ASSERT_CHANGES:
+                raise _Stop("failed", self._assert_change_message(state))
         # What the next round is told: the program as it stands and what went wrong.
         if code is None:
             # The program as it stands did not change: keep its feedback, ask for code.
@@ -437,6 +461,18 @@ class Loop:
         )
         state.last_signature = signature
         return False
+
+    @staticmethod
+    def _assert_change_message(state: _RunState) -> str:
+        rounds = ", ".join(str(i) for i, _ in state.assert_changes)
+        asserts = "; ".join(dict.fromkeys(f"`{what}`" for _, what in state.assert_changes))
+        return (
+            f"Stopped without success: in rounds {rounds} the model changed your assert(s) "
+            f"{asserts} instead of making the program satisfy them. Your asserts and tests are "
+            "the specification and are never weakened to reach success. If an assert itself "
+            "is wrong, correct it and run again; otherwise add detail to the task or try a "
+            "stronger model."
+        )
 
     # ------------------------------------------------------------------ bounds
     def _check_bounds(self, state: _RunState, *, before: str) -> None:
@@ -498,6 +534,10 @@ class _RunState:
     last_signature: tuple[str, ...] | None = None
     repair: RepairContext | None = None
     no_code_in_a_row: int = 0
+    spec: Spec | None = None
+    """The user's spec (set by round 0 when the task starts from their code)."""
+    assert_changes: list[tuple[int, str]] = field(default_factory=list)
+    """(round, the user's assert) for every round whose candidate changed an assert/test."""
 
 
 class _Emitter:

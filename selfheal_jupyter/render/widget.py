@@ -129,7 +129,11 @@ class Panel:
             self._ensure_section(it.index)
             self._set_section(it.index, iteration_body_html(it), iteration_title(it))
             self.progress.value = min(self.progress.max, max(self.progress.value, it.index))
-            self.status.value = self._status_html("Passed." if it.verdict.passed else "Repairing…")
+            self.status.value = self._status_html(
+                "Passed." if it.verdict.passed
+                else "Rejected (it changed your spec); repairing…" if it.verdict.spec_violations
+                else "Repairing…"
+            )
         elif isinstance(event, RunFinished):
             self.finish(event.run)
 
