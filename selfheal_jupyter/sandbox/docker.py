@@ -561,6 +561,7 @@ class DockerSandbox:
         tests: str | None = None,
         cancel: threading.Event | None = None,
         filename: str = "candidate.py",
+        prelude: str | None = None,
     ) -> ExecutionResult:
         """Run ``code`` in a warm container; see :class:`~.base.Sandbox`."""
         if not self._started:
@@ -587,6 +588,7 @@ class DockerSandbox:
             request = {
                 "op": "run",
                 "code": code,
+                "prelude": prelude or None,
                 "tests": tests,
                 "filename": filename,
                 "inputs": files,

@@ -38,6 +38,7 @@ import struct
 import sys
 import time
 import traceback
+import types
 from typing import Any
 
 RUNNER_PROTOCOL = 1
@@ -49,6 +50,7 @@ MAX_FIGURES = 20
 MAX_LOCALS = 20
 MAX_TEXT_REPR = 10_000
 KILL_CODE = 128 + signal.SIGKILL
+PRELUDE_FILE = "<notebook>"  # the notebook's imports and definitions (%%heal context)
 
 _short = reprlib.Repr()
 _short.maxlevel = 2
@@ -186,22 +188,27 @@ def summarize_locals(frame_locals: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def error_info(exc: BaseException, filename: str, lines: list[str]) -> dict[str, Any]:
-    """Structured exception restricted to the candidate's own frames."""
+def error_info(exc: BaseException, filename: str, lines: list[str],
+               prelude_lines: list[str] | None = None) -> dict[str, Any]:
+    """Structured exception restricted to the candidate's own frames (and those of the
+    notebook's definitions, file ``<notebook>``); ``line`` is the candidate's."""
     frames = []
     last_frame = None
     tb = exc.__traceback__
     while tb is not None:
         code = tb.tb_frame.f_code
-        if code.co_filename == filename:
+        if code.co_filename in (filename, PRELUDE_FILE):
+            source = lines if code.co_filename == filename else (prelude_lines or [])
             lineno = tb.tb_lineno
-            src = lines[lineno - 1].strip() if 0 < lineno <= len(lines) else ""
+            src = source[lineno - 1].strip() if 0 < lineno <= len(source) else ""
             frames.append(
-                {"file": filename, "line": lineno, "function": code.co_name, "source": src}
+                {"file": code.co_filename, "line": lineno, "function": code.co_name,
+                 "source": src}
             )
             last_frame = tb.tb_frame
         tb = tb.tb_next
-    line = frames[-1]["line"] if frames else None
+    own = [f for f in frames if f["file"] == filename]
+    line = own[-1]["line"] if own else None
     if isinstance(exc, SyntaxError) and exc.filename == filename and exc.lineno:
         line = exc.lineno
         src = (exc.text or "").strip() or (
@@ -232,11 +239,13 @@ def print_traceback(exc: BaseException, filename: str) -> None:
         link: traceback.TracebackException | None = te
         while link is not None:
             link.stack = traceback.StackSummary.from_list(
-                [f for f in link.stack if f.filename == filename]
+                [f for f in link.stack if f.filename in (filename, PRELUDE_FILE)]
             )
             for attr in ("__cause__", "__context__"):
                 nxt = getattr(link, attr)
-                if nxt is not None and not any(f.filename == filename for f in nxt.stack):
+                if nxt is not None and not any(
+                    f.filename in (filename, PRELUDE_FILE) for f in nxt.stack
+                ):
                     setattr(link, attr, None)
                     if attr == "__cause__":
                         link.__suppress_context__ = True
@@ -347,11 +356,29 @@ def run_candidate(req: dict[str, Any]) -> dict[str, Any]:
     code = req.get("code", "")
     lines = code.splitlines()
     linecache.cache[filename] = (len(code), None, [ln + "\n" for ln in lines], filename)
-    ns: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins, "__file__": filename}
+    main = types.ModuleType("__main__")  # a real __main__: notebook classes unpickle into it
+    sys.modules["__main__"] = main
+    ns: dict[str, Any] = main.__dict__
+    ns.update({"__builtins__": builtins, "__file__": filename})
     result: dict[str, Any] = {"exit_code": 0, "error": None, "outputs": [], "tests": []}
     failure = ""
+    prelude = req.get("prelude") or ""
+    prelude_lines = prelude.splitlines()
+    if prelude:  # the notebook's imports and definitions, before the inputs they unpickle
+        linecache.cache[PRELUDE_FILE] = (len(prelude), None, [ln + "\n" for ln in prelude_lines],
+                                         PRELUDE_FILE)
+        try:
+            exec(compile(prelude, PRELUDE_FILE, "exec"), ns)
+        except BaseException as exc:
+            result["exit_code"] = 1
+            result["error"] = error_info(exc, filename, lines, prelude_lines)
+            result["error"]["message"] = (f"the notebook's definitions failed in the sandbox: "
+                                          f"{result['error']['message']}")
+            failure = "the notebook's definitions failed"
+            print_traceback(exc, filename)
     try:
-        load_inputs(req, ns)
+        if not failure:
+            load_inputs(req, ns)
     except RuntimeError as exc:
         result["error"] = {"type": "InputError", "message": str(exc), "line": None,
                            "frames": [], "locals": {}}
@@ -380,7 +407,7 @@ def run_candidate(req: dict[str, Any]) -> dict[str, Any]:
                     sys.stderr.write(f"{code_}\n")
         except BaseException as exc:
             result["exit_code"] = 1
-            result["error"] = error_info(exc, filename, lines)
+            result["error"] = error_info(exc, filename, lines, prelude_lines)
             failure = f"the program raised {type(exc).__name__}"
             print_traceback(exc, filename)
     if req.get("tests"):
