@@ -827,18 +827,3 @@ def format_context(ctx: NotebookContext | None) -> str:
         out.append(UNAVAILABLE_HEADER + "\n" + "\n".join(
             f"- `{e.name}`" + (f" ({e.type})" if e.type else "") for e in ctx.unavailable))
     return "\n\n".join(out)
-
-
-def context_line(ctx: NotebookContext | None) -> str:
-    """``from your notebook: df (DataFrame 3×2), scale (function), np (numpy)``."""
-    if ctx is None or not ctx.available:
-        return ""
-    return "from your notebook: " + ", ".join(f"{e.name} ({e.label()})" for e in ctx.available)
-
-
-def unavailable_lines(ctx: NotebookContext | None) -> list[str]:
-    """One line per name that could not be sent: the name and why."""
-    if ctx is None:
-        return []
-    return [f"not sent: {e.name}" + (f" ({e.type})" if e.type else "") + f" — {e.reason}"
-            for e in ctx.unavailable]

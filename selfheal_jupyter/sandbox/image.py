@@ -28,6 +28,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import subprocess
 import tarfile
 import tempfile
@@ -63,6 +64,7 @@ RUNNER_PATH = "/opt/selfheal/runner.py"
 LABEL_VERSION = "selfheal.version"
 LABEL_BASE = "selfheal.base"
 LABEL_EXTRAS = "selfheal.extras"
+LABEL_WITH = "selfheal.with"
 
 #: Environment of every container of the image (nothing comes from the host).
 IMAGE_ENV: dict[str, str] = {
@@ -276,6 +278,42 @@ def ensure_image(
         f"The sandbox image {status.ref} is not built yet. {how} (about 90 s, offline: it "
         "needs root, debootstrap and this machine's apt mirror), then try again."
     )
+
+
+# --------------------------------------------------------------------------- packages
+
+_PIN = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(?:==\s*([^\s;,]+))?")
+
+
+def dist_key(name: str) -> str:
+    """A distribution name as pip compares them (``scikit_learn`` → ``scikit-learn``)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def packages_of(requirements: Iterable[str]) -> dict[str, str]:
+    """``{normalised name: version}`` of requirement strings (version "" when unpinned)."""
+    out: dict[str, str] = {}
+    for line in requirements:
+        match = _PIN.match(line)
+        if match:
+            out[dist_key(match.group(1))] = match.group(2) or ""
+    return out
+
+
+def image_packages(client: docker.DockerClient, ref: str) -> dict[str, str]:
+    """What the image ``ref`` has: its pinned requirements, extras and ``--with`` layers."""
+    image = _get(client, ref)
+    labels = (image.labels or {}) if image is not None else {}
+    with_pins = _json_list(labels.get(LABEL_WITH))
+    return packages_of(read_requirements() + _extras_of(labels) + with_pins)
+
+
+def _json_list(text: str | None) -> list[str]:
+    try:
+        value = json.loads(text or "[]")
+    except ValueError:
+        return []
+    return [str(v) for v in value] if isinstance(value, list) else []
 
 
 # --------------------------------------------------------------------------- build
