@@ -243,7 +243,7 @@ def test_heal_repairs_a_cell_that_uses_the_notebook(shell):
     assert "import numpy" not in run.final_code
     # the model saw the context (types, no values) and was told not to redefine it
     prompt = json.dumps(server.chat_requests()[-1]["messages"])
-    assert "`df`: pandas.DataFrame" in prompt and "never redefine" in prompt
+    assert "`df`: pandas.DataFrame" in prompt and "never replace them" in prompt
     assert "north" not in prompt.split("What happened")[0].split("current program")[0]
     # the panel's static record lists what came from the notebook
     text = "".join(o.data.get("text/plain", "") for o in cap.outputs)
