@@ -323,3 +323,18 @@ def test_values_are_pickled_once_per_run_not_once_per_iteration(shell):
     assert len(run.iterations) == 3 and run.outcome == "success"
     assert run.iterations[-1].result.stdout.strip() == "4"
     assert shell.user_ns["pickled"] == [1]
+
+
+# ---------------------------------------------------------------- selfheal sandbox build --with
+def test_with_pins_the_kernels_versions_and_names_a_missing_package():
+    from importlib import metadata
+
+    from selfheal_jupyter.errors import ImageBuildError
+    from selfheal_jupyter.sandbox.image import kernel_pins
+
+    version = metadata.version("pygments")
+    assert kernel_pins(["pygments"], {}) == [f"pygments=={version}"]
+    assert kernel_pins(["pygments"], {"pygments": version}) == []  # the image has it
+    assert kernel_pins(["Pygments==2.0"], {"pygments": version}) == ["Pygments==2.0"]
+    with pytest.raises(ImageBuildError, match=r"no-such-package-xyz is not installed in this Python"):
+        kernel_pins(["no-such-package-xyz"], {})
