@@ -81,7 +81,12 @@ def _location(result: ExecutionResult) -> list[str]:
     out: list[str] = []
     frames = error.frames[-MAX_FRAMES:]
     failing = frames[-1] if frames else None
-    if failing is not None:
+    if failing is not None and failing.file == "<notebook>":
+        out.append(f"It failed inside {failing.function}(), defined in the user's notebook: "
+                   f"{failing.source}")
+        if error.line:
+            out.append(f"Your program's line that called it: line {error.line}.")
+    elif failing is not None:
         out.append(f"Failing line {failing.line}: {failing.source}")
     elif error.line:
         out.append(f"Failing line {error.line}.")
@@ -91,7 +96,8 @@ def _location(result: ExecutionResult) -> list[str]:
         if skipped:
             out.append(f"  … {skipped} earlier frames")
         for f in frames:
-            out.append(f"  line {f.line}, in {f.function}: {f.source}")
+            where = "notebook" if f.file == "<notebook>" else f"line {f.line}"
+            out.append(f"  {where}, in {f.function}: {f.source}")
     if error.locals:
         items = list(error.locals.items())
         out.append("Local variables of the failing frame:")

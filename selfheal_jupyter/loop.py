@@ -36,6 +36,7 @@ from .events import (
     TokensStreamed,
     VerdictReady,
 )
+from .context import format_context
 from .feedback import failure_signature, format_feedback
 from .inputs import describe_inputs
 from .llm import LLMClient
@@ -56,6 +57,7 @@ from .model import (
 )
 from .sandbox.base import Sandbox
 from .spec import Spec
+from .sandbox.serialize import Pickled
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +105,7 @@ class _Discard(io.RawIOBase):
 
 def check_serialisable(name: str, value: object) -> None:
     """Raise :class:`BadInput` now (before any model call) if ``value`` cannot go to the sandbox."""
-    if type(value).__name__ == "PickleFile":  # already a pickle on disk
+    if type(value).__name__ in ("PickleFile", "Pickled"):  # already pickled
         return
     try:
         pickle.Pickler(_Discard(), protocol=5).dump(value)
@@ -114,6 +116,16 @@ def check_serialisable(name: str, value: object) -> None:
             "data instead (a DataFrame, array, list, dict, numbers or strings), e.g. "
             "list(a_generator), or a file's path instead of the open file."
         ) from None
+
+
+def prepare_inputs(task: Task) -> dict[str, Pickled]:
+    """Every value the sandbox gets, pickled once for the whole run (not per iteration):
+    the ``--inputs`` and the notebook context's copies (pickled when it was resolved)."""
+    prepared = {name: Pickled.of(name, value) for name, value in task.inputs.items()}
+    if task.context is not None:
+        for name, data in task.context.values.items():
+            prepared.setdefault(name, Pickled(data))
+    return prepared
 
 
 def unified_diff(old: str | None, new: str) -> str:
@@ -242,6 +254,8 @@ class Loop:
                 describe_inputs(task.inputs),
                 on_token=lambda t: emit(TokensStreamed("planner", 0, t)),
                 cancel=cancel,
+                context=format_context(task.context),
+                data_names=sorted(task.context.data_names()) if task.context else (),
             )
         if on_event is not None:
             _Emitter(on_event)(PlanReady(plan))
@@ -271,6 +285,7 @@ class Loop:
         try:
             validate_task(task)
             inputs = describe_inputs(task.inputs)
+            state.sandbox_inputs = prepare_inputs(task)
             self._plan_step(task, inputs, state)
             self._iterate(task, inputs, state)
         except _Stop as s:
@@ -310,6 +325,8 @@ class Loop:
                 inputs,
                 on_token=lambda t: state.emit(TokensStreamed("planner", 0, t)),
                 cancel=state.stop.event,
+                context=format_context(task.context),
+                data_names=sorted(task.context.data_names()) if task.context else (),
             )
             run.plan = plan
             run.planning_usage = reply.usage
@@ -364,6 +381,9 @@ class Loop:
         llm_s = 0.0
         reply = ""
         finish = None
+        ctx = task.context
+        # The user's data (inputs and copied notebook values) must never be replaced.
+        data_names = dict.fromkeys([*task.inputs, *(ctx.data_names() if ctx else ())])
         if given is not None:
             code: str | None = given
         else:
@@ -378,12 +398,13 @@ class Loop:
                 keep_spec=state.spec is not None and not state.spec.empty,
                 on_token=lambda t: state.emit(TokensStreamed("developer", index, t)),
                 cancel=state.stop.event,
+                context=format_context(task.context),
             )
             code, reply, usage, llm_s = (
                 proposal.code, proposal.reply, proposal.usage, proposal.llm_s
             )
-            if code is not None and task.inputs:
-                code, _ = strip_input_overwrites(code, task.inputs)
+            if code is not None and data_names:
+                code, _ = strip_input_overwrites(code, data_names)
             finish = proposal.finish_reason
             state.tokens += usage.total_tokens
         previous = state.last_code
@@ -400,12 +421,15 @@ class Loop:
             diff = unified_diff(previous, code)
             state.emit(CandidateReady(candidate, diff))
             state.emit(ExecutionStarted(index))
-            result = self.qa.precheck(code, task.inputs)
+            result = self.qa.precheck(code, data_names, defined=ctx.names() if ctx else ())
             if result is None:
                 if state.stop.event.is_set():
                     raise Cancelled("Stopped before the sandbox run.")
                 s0 = time.monotonic()
-                result = self.qa.run(code, task.inputs, task.tests, cancel=state.stop.event)
+                result = self.qa.run(
+                    code, state.sandbox_inputs, task.tests, cancel=state.stop.event,
+                    prelude=ctx.prelude if ctx else None,
+                )
                 sandbox_s = time.monotonic() - s0
             state.emit(ExecutionDone(index, result))
             if given is not None:
@@ -538,6 +562,7 @@ class _RunState:
     """The user's spec (set by round 0 when the task starts from their code)."""
     assert_changes: list[tuple[int, str]] = field(default_factory=list)
     """(round, the user's assert) for every round whose candidate changed an assert/test."""
+    sandbox_inputs: dict[str, Pickled] = field(default_factory=dict)
 
 
 class _Emitter:

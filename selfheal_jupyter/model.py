@@ -143,6 +143,71 @@ class InputDescription:
     """Shape / columns / dtypes / length, as short text."""
 
 
+ContextKind = Literal["module", "import", "function", "class", "value", "unavailable"]
+
+
+@dataclass
+class ContextEntry:
+    """One notebook name a cell needs, and how it travels to the sandbox.
+
+    ``module`` / ``import``: an import line; ``function`` / ``class``: the source defined
+    in the notebook; ``value``: a copy (pickled once per run); ``unavailable``: not
+    sent, ``reason`` says why. ``type`` and ``summary`` are what the model may be told
+    (type name, shape, columns, signature): never a value.
+    """
+
+    name: str
+    kind: ContextKind
+    type: str = ""
+    summary: str = ""
+    reason: str = ""
+    source: str = ""
+    """The import line or the notebook source (goes into the prelude, not to the model)."""
+
+    def label(self) -> str:
+        """Short text for the panel: ``DataFrame 3×2``, ``function``, ``numpy``."""
+        if self.kind == "module":
+            return self.type
+        if self.kind in ("function", "class"):
+            return self.kind
+        return self.type
+
+
+@dataclass
+class NotebookContext:
+    """The names a cell reads from its notebook, resolved at run start (copies only)."""
+
+    entries: list[ContextEntry] = field(default_factory=list)
+    prelude: str = ""
+    """Imports and notebook definitions run before the candidate (never part of it)."""
+    values: dict[str, bytes] = field(default_factory=dict, repr=False)
+    """Data values pickled once at run start; copied into the sandbox, never to the model."""
+    resolve_s: float = 0.0
+
+    @property
+    def available(self) -> list[ContextEntry]:
+        return [e for e in self.entries if e.kind != "unavailable"]
+
+    @property
+    def unavailable(self) -> list[ContextEntry]:
+        return [e for e in self.entries if e.kind == "unavailable"]
+
+    def names(self) -> set[str]:
+        """The names defined in the sandbox before the candidate runs."""
+        return {e.name for e in self.available}
+
+    def data_names(self) -> set[str]:
+        """The names holding the user's data (never to be replaced by made-up values)."""
+        return {e.name for e in self.entries if e.kind == "value"}
+
+    def to_dict(self) -> list[dict[str, str]]:
+        return [
+            {"name": e.name, "kind": e.kind, "type": e.type, "summary": e.summary,
+             "reason": e.reason}
+            for e in self.entries
+        ]
+
+
 @dataclass
 class Task:
     """What the user asked for."""
@@ -157,6 +222,8 @@ class Task:
     """For ``%%heal``: the user's code is iteration 0."""
     plan: Plan | None = None
     """A plan the user gave or edited; used as is."""
+    context: NotebookContext | None = None
+    """What the code reads from the notebook (imports, definitions, copied values)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -165,6 +232,7 @@ class Task:
             "tests": self.tests,
             "language": self.language,
             "initial_code": self.initial_code,
+            "context": self.context.to_dict() if self.context else [],
         }
 
 

@@ -111,11 +111,14 @@ class Developer:
         *,
         extra_note: str = "",
         keep_spec: bool = False,
+        context: str = "",
     ) -> list[dict[str, str]]:
         system = SYSTEM.format(environment=environment_text(self.libraries))
         parts = [f"Task:\n{prompt.strip() or 'Make the program below run correctly.'}"]
         if inputs:
             parts.append(INPUTS_HEADER + "\n" + format_inputs(inputs))
+        if context:
+            parts.append(context)
         if plan is not None and plan.steps:
             parts.append("Plan:\n" + "\n".join(f"{i}. {s}" for i, s in enumerate(plan.steps, 1)))
         if tests and tests.strip():
@@ -170,11 +173,13 @@ class Developer:
         keep_spec: bool = False,
         on_token: Callable[[str], None] | None = None,
         cancel: threading.Event | None = None,
+        context: str = "",
     ) -> Proposal:
         """Ask for a program; ask once more if it repeats one that already failed."""
         started = time.monotonic()
         temperature = self.retry_temperature if repair and repair.same_failure else None
-        messages = self.build_messages(prompt, plan, inputs, tests, repair, keep_spec=keep_spec)
+        messages = self.build_messages(prompt, plan, inputs, tests, repair, keep_spec=keep_spec,
+                                       context=context)
         reply = self.llm.chat(messages, on_token=on_token, cancel=cancel, temperature=temperature)
         usage = reply.usage
         prompt_chars = sum(len(m["content"]) for m in messages)
@@ -183,7 +188,8 @@ class Developer:
         repeated = code is not None and normalise(code) in seen
         if repeated:
             messages = self.build_messages(
-                prompt, plan, inputs, tests, repair, extra_note=REPEAT_NOTE, keep_spec=keep_spec
+                prompt, plan, inputs, tests, repair, extra_note=REPEAT_NOTE, keep_spec=keep_spec,
+                context=context,
             )
             if on_token is not None:
                 on_token("\n\n[the program repeated an earlier one; asking for another approach]\n\n")

@@ -267,8 +267,12 @@ class QA:
     def defined_names(inputs: Mapping[str, Any]) -> set[str]:
         return set(inputs) | set(dir(builtins)) | {"__file__", "__name__"}
 
-    def precheck(self, code: str, inputs: Mapping[str, Any]) -> ExecutionResult | None:
-        return precheck(code, self.defined_names(inputs), inputs=inputs)
+    def precheck(
+        self, code: str, inputs: Mapping[str, Any], defined: Iterable[str] = ()
+    ) -> ExecutionResult | None:
+        """``inputs``: names holding the user's data (never to be replaced); ``defined``:
+        other names the sandbox defines before the program (the notebook's context)."""
+        return precheck(code, self.defined_names(inputs) | set(defined), inputs=inputs)
 
     def run(
         self,
@@ -276,10 +280,13 @@ class QA:
         inputs: Mapping[str, Any],
         tests: str | None,
         cancel: threading.Event | None = None,
+        prelude: str | None = None,
     ) -> ExecutionResult:
         """The sandbox run; raises SandboxError when the sandbox itself fails."""
+        extra = {"prelude": prelude} if prelude else {}
         return self.sandbox.execute(
-            code, inputs=dict(inputs), limits=self.limits, tests=tests or None, cancel=cancel
+            code, inputs=dict(inputs), limits=self.limits, tests=tests or None, cancel=cancel,
+            **extra,
         )
 
     @staticmethod

@@ -11,7 +11,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
-from ..model import ExecutionResult, Iteration, Plan, Run, Verdict
+from ..model import ExecutionResult, Iteration, NotebookContext, Plan, Run, Verdict
 from ..spec import RULE_TITLES, SPEC_REASON
 from .diff import diff_html
 from .sanitize import sanitize_html
@@ -230,6 +230,33 @@ def summary_html(run: Run) -> str:
     )
 
 
+def context_lines(ctx: NotebookContext | None) -> list[str]:
+    """``from your notebook: df (DataFrame 3×2), scale (function), np (numpy)``, then one
+    line per name that could not be sent, naming it and why."""
+    if ctx is None:
+        return []
+    lines = []
+    if ctx.available:
+        lines.append("from your notebook: "
+                     + ", ".join(f"{e.name} ({e.label()})" for e in ctx.available))
+    for e in ctx.unavailable:
+        what = f" ({e.type})" if e.type else ""
+        lines.append(f"not sent: {e.name}{what} — {e.reason}")
+    return lines
+
+
+def context_html(ctx: NotebookContext | None) -> str:
+    """The context a run used, for the panel and the static record ("" when none)."""
+    lines = context_lines(ctx)
+    if not lines:
+        return ""
+    rows = []
+    for line in lines:
+        colour = RED if line.startswith("not sent:") else GREY
+        rows.append(f'<div style="color:{colour}">{esc(line)}</div>')
+    return f'<div class="selfheal-context" style="font-size:12px;margin:2px 0">{"".join(rows)}</div>'
+
+
 def task_html(run: Run) -> str:
     kind = "%%heal" if run.task.initial_code is not None else "%%agent"
     inputs = ""
@@ -237,7 +264,7 @@ def task_html(run: Run) -> str:
         inputs = f' <span style="color:{GREY}">inputs: {esc(", ".join(sorted(run.task.inputs)))}</span>'
     return (
         f'<div class="selfheal-task" style="margin:2px 0"><span style="color:{GREY};{MONO}">{kind}</span> '
-        f"<b>{esc(run.task.prompt)}</b>{inputs}</div>"
+        f"<b>{esc(run.task.prompt)}</b>{inputs}</div>{context_html(run.task.context)}"
     )
 
 

@@ -323,7 +323,8 @@ def error_info(exc: BaseException, own_files: "tuple[str, ...]", shown: str) -> 
                            "source": _source_line(code.co_filename, tb.tb_lineno)})
             last_frame = tb.tb_frame
         tb = tb.tb_next
-    line = frames[-1]["line"] if frames and frames[-1]["file"] == shown else None
+    # the program's own line, even when the failure is inside a notebook function
+    line = next((f["line"] for f in reversed(frames) if f["file"] == shown), None)
     if isinstance(exc, SyntaxError) and exc.filename in own_files and exc.lineno:
         line = exc.lineno
         src = (exc.text or "").strip() or _source_line(exc.filename, exc.lineno)
