@@ -7,10 +7,14 @@ from the others) in a few milliseconds.
 
 Protocol: frames of a 4-byte big-endian length followed by UTF-8 JSON, over the unix
 socket given with ``--control PATH`` (the host listens on it, in a bind-mounted
-directory), else over stdin/stdout. The server first sends
-``{"ready": true, ...}``; then, per request ``{"op": "run", ...}`` it sends one
-result frame. While a run is going, a ``{"op": "cancel"}`` frame kills it. EOF ends
-the server (so a container whose host died stops by itself).
+directory), else — or when that socket cannot be reached, as on an engine that does
+not share the host's files — over stdin/stdout (the container's attach stream). The
+server first sends ``{"ready": true, "channel": "socket"|"stdio", ...}``; then, per
+request ``{"op": "run", ...}`` it sends one result frame. While a run is going, a
+``{"op": "cancel"}`` frame kills it. ``{"op": "put", "name", "data" (base64), "last"}``
+frames (no answer) append to an input file for the next run, whose request then says
+``"inputs_dir": null``; the files are removed after that run. EOF ends the server (so
+a container whose host died stops by itself).
 
 Everything this process sends out is JSON: text, base64 PNG, HTML. Nothing is
 pickled on the way out. Standard library only (numpy / pandas / matplotlib are
@@ -44,6 +48,9 @@ RUNNER_PROTOCOL = 1
 HEADER = struct.Struct(">I")
 WORKDIR_ROOT = "/tmp"
 RESERVED = ".selfheal"  # /tmp/.selfheal survives the per-run /tmp cleanup
+#: Where ``put`` frames land: the host mounts a tmpfs here when inputs travel as frames
+#: (in socket mode it is the read-only bind mount and receives no puts).
+PUT_DIR = "/inputs"
 MAX_RESULT_BYTES = 64 << 20
 MAX_FIGURES = 20
 MAX_LOCALS = 20
@@ -521,14 +528,23 @@ class Server:
     def __init__(self, sweep: bool, memory_bytes: int, control: str | None = None) -> None:
         self.sweep = sweep and os.getuid() != 0  # never kill(-1) as root (e.g. on a host)
         self.memory_bytes = memory_bytes
+        self.channel = "stdio"
         if control:
             # A unix socket the host listens on (in the read-only bind mount): frames then
             # go host <-> runner directly instead of through dockerd and the shim.
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            sock.connect(control)
-            self._sock = sock  # keep the object alive: it owns the descriptor
-            self.in_fd = self.out_fd = sock.fileno()
-        else:
+            try:
+                sock.connect(control)
+            except OSError as exc:  # an engine that does not share the host's files
+                sock.close()
+                sys.stderr.write(f"selfheal runner: cannot reach the control socket {control} "
+                                 f"({type(exc).__name__}: {exc}); frames go over stdin/stdout\n")
+                sys.stderr.flush()
+            else:
+                self._sock = sock  # keep the object alive: it owns the descriptor
+                self.in_fd = self.out_fd = sock.fileno()
+                self.channel = "socket"
+        if self.channel == "stdio":
             self.in_fd, self.out_fd = 0, os.dup(1)
         os.dup2(2, 1)  # a stray print in the server can never corrupt the frame stream
         self.stdin = FrameReader(self.in_fd)
@@ -540,6 +556,9 @@ class Server:
         self.runs = 0
         self.prep_s = 0.0  # how long the clean-up and fork after the last run took
         self.zygote: Zygote | None = None
+        self.put_dir = PUT_DIR if os.access(PUT_DIR, os.W_OK) else os.path.join(
+            WORKDIR_ROOT, RESERVED, "inputs")
+        self.put_error = ""  # why a put failed; the next run reports it
 
     # -- lifecycle -------------------------------------------------------------
     def serve(self, loaded: list[str], preload_s: float) -> None:
@@ -547,6 +566,7 @@ class Server:
         write_frame(self.out_fd, {
             "ready": True, "protocol": RUNNER_PROTOCOL, "pid": os.getpid(),
             "python": sys.version.split()[0], "preloaded": loaded, "preload_s": preload_s,
+            "channel": self.channel,
         })
         while True:
             req = self.stdin.wait()
@@ -565,6 +585,8 @@ class Server:
                 t0 = time.monotonic()
                 self._after_run()
                 self.prep_s = round(time.monotonic() - t0, 6)
+            elif op == "put":
+                self.put(req)
             elif op == "ping":
                 write_frame(self.out_fd, {"pong": True, "runs": self.runs})
             elif op == "cancel":
@@ -573,6 +595,28 @@ class Server:
                 write_frame(self.out_fd, {"status": "error", "message": f"unknown op {op!r}"})
         if self.zygote is not None:
             kill_child(self.zygote.pid)
+
+    def put(self, req: dict[str, Any]) -> None:
+        """Append one chunk of an input file (inputs sent as frames, no shared files)."""
+        name = str(req.get("name") or "")
+        if not name or os.path.basename(name) != name or name.startswith("."):
+            self.put_error = f"the host sent an input with the bad file name {name!r}"
+            return
+        try:
+            data = base64.b64decode(req.get("data") or "", validate=True)
+            os.makedirs(self.put_dir, exist_ok=True)
+            with open(os.path.join(self.put_dir, name), "ab") as f:
+                f.write(data)
+        except (OSError, ValueError) as exc:
+            self.put_error = (f"an input could not be stored inside the sandbox ({exc}); "
+                              "pass smaller inputs or raise the memory limit")
+
+    def _clear_puts(self) -> None:
+        try:
+            for entry in os.listdir(self.put_dir):
+                os.unlink(os.path.join(self.put_dir, entry))
+        except OSError:
+            pass
 
     def _soft_cap(self) -> int:
         """RLIMIT_DATA for a child: its inherited data plus what the container has left."""
@@ -626,6 +670,7 @@ class Server:
                             os.unlink(path)
             except OSError:
                 pass
+        self._clear_puts()
         self._reap_all()
         self._prefork()
 
@@ -648,6 +693,21 @@ class Server:
     def run(self, req: dict[str, Any]) -> dict[str, Any]:
         cap = int(req.get("output_bytes") or (1 << 20))
         timeout = float(req.get("timeout_s") or 30.0)
+        if req.get("inputs") and req.get("inputs_dir") is None:
+            req = dict(req, inputs_dir=self.put_dir)  # the files came as put frames
+        if self.put_error:
+            message, self.put_error = self.put_error, ""
+            if self.zygote is not None:  # never used: _after_run forks a fresh one
+                kill_child(self.zygote.pid)
+                for fd in (self.zygote.req_w, self.zygote.out_r, self.zygote.err_r,
+                           self.zygote.res_r):
+                    os.close(fd)
+                self.zygote = None
+            return {"status": "error", "exit_code": None, "stdout": "", "stderr": "",
+                    "error": {"type": "InputError", "message": message, "line": None,
+                              "frames": [], "locals": {}},
+                    "outputs": [], "tests": [], "message": f"The program was not run: "
+                    f"{message}.", "run_s": 0.0}
         if self.zygote is None:  # the fork after the last run failed: try again now
             self._reap_all()
             self._prefork()
