@@ -61,10 +61,19 @@ start() {
       ;;
     podman)
       command -v podman >/dev/null || die "podman is not installed (apt-get install -y podman)"
-      # cgroupfs and file events: no systemd here. Its own storage, apart from any other podman.
-      engine="exec podman --root $root/storage --runroot $run/runroot --tmpdir $run/tmp \
-        --cgroup-manager=cgroupfs --events-backend=file \
-        system service --time=0 $host"
+      # cgroupfs and file events: no systemd here. Its own storage, apart from any other
+      # podman. Rootful podman gives containers nofile=1048576, which a machine whose root
+      # lacks CAP_SYS_RESOURCE cannot grant ("error setting rlimit type 7"), and nproc above
+      # its own (type 6). The pids cgroup (64) is the real cap on processes anyway.
+      cat >"$root/containers.conf" <<CONF
+[containers]
+default_ulimits = ["nofile=$(ulimit -Hn):$(ulimit -Hn)", "nproc=4096:4096"]
+[engine]
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+CONF
+      engine="CONTAINERS_CONF=$root/containers.conf exec podman --root $root/storage \
+        --runroot $run/runroot --tmpdir $run/tmp system service --time=0 $host"
       ;;
   esac
   log "starting $kind at $host in its own mount namespace (log: $logfile)"
