@@ -65,6 +65,8 @@ LABEL_HOST = "selfheal.host"
 RUNNER_PATH = "/opt/selfheal/runner.py"
 INPUTS_MOUNT = "/inputs"
 CONTROL_NAME = "control.sock"
+#: Where the runner finds the control socket inside the container.
+CONTROL_SOCKET = f"{INPUTS_MOUNT}/{CONTROL_NAME}"
 FRAME = struct.Struct(">I")
 #: The largest result frame accepted (the runner caps a result at 64 MiB of JSON).
 MAX_FRAME_BYTES = 160 << 20
@@ -485,7 +487,7 @@ class DockerSandbox:
             # an engine that cannot see this directory refuses it — the first probe.
             mounts.append(docker.types.Mount(INPUTS_MOUNT, str(input_dir), type="bind",
                                              read_only=True))
-            command += ["--control", f"{INPUTS_MOUNT}/{CONTROL_NAME}"]
+            command += ["--control", CONTROL_SOCKET]
         else:
             # Inputs arrive as put frames; like the candidate's data they count against
             # the container's memory, so the memory limit is their cap too.
