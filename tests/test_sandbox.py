@@ -514,6 +514,9 @@ def test_attach_channel_runs_inputs_timeout_and_cancel(sandbox_image, docker_cli
         threading.Timer(0.3, cancel.set).start()
         assert run(sb, "import time\ntime.sleep(30)\n", cancel=cancel).status == "killed"
         assert run(sb, "print('after')").stdout == "after\n"
+        with pytest.raises(SandboxError, match="do not fit this sandbox"):  # file + value
+            sb.execute("print(1)", inputs={"blob": b"x" * (140 << 20)},
+                       limits=Limits(memory="256m"))
 
 
 def test_runner_that_cannot_reach_the_socket_switches_to_the_attach_stream(

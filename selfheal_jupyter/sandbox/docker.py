@@ -718,6 +718,7 @@ class DockerSandbox:
         started = time.monotonic()  # duration_s is the run, not the container's start
         try:
             if worker.input_dir is None:  # attach channel: the files travel as put frames
+                _fits_in_memory(blobs, spec)
                 files = {name: f"input{i}.pkl" for i, name in enumerate(blobs)}
                 for name, blob in blobs.items():
                     worker.put(files[name], blob)
@@ -849,6 +850,18 @@ def _to_result(frame: dict[str, Any]) -> ExecutionResult:
         ],
         message=frame.get("message", ""),
     )
+
+
+def _fits_in_memory(blobs: Mapping[str, bytes], spec: ContainerSpec) -> None:
+    """Attach channel: an input lives in the container's memory twice (file and value)."""
+    size = sum(len(b) for b in blobs.values())
+    if size > spec.memory_bytes // 2:
+        raise SandboxError(
+            f"The inputs ({size / 1e6:.0f} MB pickled) do not fit this sandbox: on an engine "
+            "that does not share this machine's files they are copied into the container's "
+            f"memory (limit {spec.memory}) and loaded there, so they may use at most half "
+            "of it. Raise the memory limit (SelfHeal.memory) or pass smaller inputs."
+        )
 
 
 def _shm_dir() -> str | None:

@@ -89,6 +89,9 @@ def address(client: docker.DockerClient) -> str:
     """Where ``client`` talks to, as a user would write it in ``DOCKER_HOST``."""
     base = str(getattr(client.api, "base_url", ""))
     if base.startswith("http+docker://"):  # docker-py's name for a unix socket or ssh
+        socket_path = getattr(getattr(client.api, "_custom_adapter", None), "socket_path", "")
+        if socket_path:
+            return f"unix://{socket_path}"
         return os.environ.get("DOCKER_HOST") or f"unix://{DEFAULT_SOCKET}"
     for scheme in ("http://", "https://"):
         if base.startswith(scheme):
