@@ -12,6 +12,16 @@ Rows (medians and p90 over ``--runs`` runs, after one warm-up each):
   pandas groupby         100k rows, host python -c vs the sandbox
   50 MB input            a 50 MB DataFrame passed as an input, read inside
   8 parallel vs 1        wall time of 8 candidates on a pool of 8, vs 8 one after another
+
+Then a side-by-side table of engines (``--engines``, default all four; ``--engines-only``
+skips the rows above): print(1) back to back and the 50 MB DataFrame input on
+  local            this machine's engine, socket channel (the fast path)
+  local attach     the same engine, frames and inputs over the attach stream
+  second dockerd   a dockerd in its own mount namespace on TCP (sandbox/second-engine.sh):
+                   no shared files, so the attach channel, as on a remote engine
+  podman           Podman's Docker API, started the same way (skipped if not installed)
+The engines this script starts are stopped at the end; their images are built there
+first (a no-op when current).
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -26,6 +37,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
+import docker
 import numpy as np
 import pandas as pd
 
@@ -72,6 +84,87 @@ def wait_pool(sb: DockerSandbox, n: int) -> None:
         time.sleep(0.2)
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENGINE_SCRIPT = os.path.join(ROOT, "sandbox", "second-engine.sh")
+ENGINES = ("local", "local attach", "second dockerd", "podman")
+
+
+def start_engine(kind: str) -> str:
+    """Start a namespaced engine and build the image there; its DOCKER_HOST."""
+    proc = subprocess.run(["bash", ENGINE_SCRIPT, "start", kind], capture_output=True,
+                          text=True, timeout=180, check=False, stdin=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr[-800:])
+    host = proc.stdout.strip().rpartition("DOCKER_HOST=")[2]
+    subprocess.run([sys.executable, "-m", "selfheal_jupyter", "sandbox", "build"], check=True,
+                   env=dict(os.environ, DOCKER_HOST=host), stdout=subprocess.DEVNULL,
+                   stdin=subprocess.DEVNULL, timeout=900)
+    return host
+
+
+def engine_samples(client, channel: str, runs: int, big: pd.DataFrame) -> dict[str, list[float]]:
+    """print(1) back to back and the 50 MB input on one engine (pool of 1)."""
+    with DockerSandbox(pool_size=1, client=client, channel=channel) as sb:
+        def once() -> None:
+            r = sb.execute("print(1)")
+            assert r.ok and r.stdout == "1\n", r
+
+        def transfer() -> None:
+            r = sb.execute("print(df.shape, float(df[0].sum()) > 0)", inputs={"df": big})
+            assert r.ok, r
+
+        out = {"print(1)": measure(once, max(runs, 30), warmup=3),
+               "50 MB DataFrame input": measure(transfer, runs)}
+        out["channel"] = sb.channel  # type: ignore[assignment]
+        return out
+
+
+def compare_engines(names: list[str], runs: int) -> None:
+    """The side-by-side table of :data:`ENGINES`."""
+    big = pd.DataFrame(np.random.default_rng(0).random((50 * 1024 * 1024 // 8 // 4, 4)))
+    results: dict[str, dict] = {}
+    started: list[str] = []
+    try:
+        for name in names:
+            if name in ("local", "local attach"):
+                client = connect()
+                channel = "attach" if name == "local attach" else "auto"
+            else:
+                kind = "docker" if name == "second dockerd" else "podman"
+                if kind == "podman" and shutil.which("podman") is None:
+                    print(f"  {name}: skipped (podman is not installed)", file=sys.stderr)
+                    continue
+                try:
+                    started.append(kind)
+                    host = start_engine(kind)
+                except (RuntimeError, subprocess.SubprocessError) as exc:
+                    print(f"  {name}: skipped (did not start: {exc})", file=sys.stderr)
+                    continue
+                client = docker.DockerClient(base_url=host, timeout=60)
+                channel = "auto"
+            results[name] = engine_samples(client, channel, runs, big)
+            print(f"  measured {name} ({results[name]['channel']})", file=sys.stderr)
+    finally:
+        for kind in started:
+            subprocess.run(["bash", ENGINE_SCRIPT, "stop", kind], capture_output=True,
+                           timeout=120, check=False, stdin=subprocess.DEVNULL)
+    if not results:
+        return
+    cols = list(results)
+    print()
+    print(f"{'p50 / p90 ms':<24}" + "".join(f"  {c:>22}" for c in cols))
+    print(f"{'channel':<24}" + "".join(f"  {results[c]['channel']:>22}" for c in cols))
+    for row_name in ("print(1)", "50 MB DataFrame input"):
+        cells = []
+        for c in cols:
+            samples = results[c][row_name]
+            cells.append(f"{statistics.median(samples) * 1000:.1f} / {p(samples, 0.9) * 1000:.1f}")
+        print(f"{row_name:<24}" + "".join(f"  {cell:>22}" for cell in cells))
+    print(f"(n = {len(results[cols[0]]['print(1)'])} print(1), "
+          f"{len(results[cols[0]]['50 MB DataFrame input'])} inputs per engine; pool of 1; "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+
+
 def p(values: list[float], q: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
@@ -81,8 +174,20 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--json", help="also write the rows to this file")
+    ap.add_argument("--engines", default=",".join(ENGINES),
+                    help="engines for the side-by-side table, comma-separated from "
+                    f"{', '.join(ENGINES)} (empty: none)")
+    ap.add_argument("--engines-only", action="store_true",
+                    help="only the side-by-side table of engines")
     args = ap.parse_args()
     runs = max(15, args.runs)
+    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    unknown = set(engines) - set(ENGINES)
+    if unknown:
+        ap.error(f"unknown engines {sorted(unknown)}; choose from {', '.join(ENGINES)}")
+    if args.engines_only:
+        compare_engines(engines, runs)
+        return 0
     client = connect()
     ref = ensure_image(client)
     limits = Limits()
@@ -215,6 +320,8 @@ def main() -> int:
               f"on {os.cpu_count()} cores")
     except OSError:
         pass
+    if engines:
+        compare_engines(engines, runs)
     if args.json:
         with open(args.json, "w") as f:
             json.dump([{"name": n, "samples_s": s, "note": note} for n, s, note in rows], f,

@@ -10,6 +10,12 @@ missing=()
 command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
 if [ "${SELFHEAL_WITH_BROWSER:-0}" = 1 ] && [ ! -x /usr/bin/chromium ]; then missing+=(chromium); fi
+# Podman's Docker API (tests/test_engines.py runs the sandbox against it); catatonit is
+# the init it gives containers.
+if [ "${SELFHEAL_WITH_PODMAN:-0}" = 1 ]; then
+  command -v podman >/dev/null 2>&1 || missing+=(podman)
+  [ -x /usr/libexec/podman/catatonit ] || missing+=(catatonit)
+fi
 
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then

@@ -20,7 +20,7 @@ import time
 import pandas as pd
 import pytest
 
-from selfheal_jupyter.errors import BadInput
+from selfheal_jupyter.errors import BadInput, SandboxError
 from selfheal_jupyter.model import Limits
 from selfheal_jupyter.sandbox.base import Sandbox
 from selfheal_jupyter.sandbox.docker import DockerSandbox, sweep_stale
@@ -332,9 +332,14 @@ def test_network_is_refused(sandbox):
 
 
 def test_root_is_read_only_and_tmp_writable(sandbox):
+    # /inputs is the read-only bind mount on the socket channel; on the attach channel it
+    # is the tmpfs the runner receives inputs into (emptied after every run).
     r = run(sandbox, """\
         import os
         for path in ("/x", "/etc/passwd", "/opt/selfheal/runner.py", "/inputs/x"):
+            if path == "/inputs/x" and CHANNEL == "attach":
+                print("refused (attach channel)")
+                continue
             try:
                 open(path, "a").write("x")
                 print("wrote", path)
@@ -343,7 +348,7 @@ def test_root_is_read_only_and_tmp_writable(sandbox):
         with open("/tmp/ok.txt", "w") as f:
             f.write("fine")
         print(open("/tmp/ok.txt").read())
-        """)
+        """, inputs={"CHANNEL": sandbox.channel})
     lines = r.stdout.splitlines()
     assert all(line.startswith("refused") for line in lines[:4]), lines
     assert lines[4] == "fine"
@@ -497,6 +502,50 @@ def test_stale_sweep_removes_containers_of_dead_owners(sandbox_image, docker_cli
                 c.remove(force=True)
             except Exception:
                 pass
+
+
+# --------------------------------------------------------------------------- channels
+def test_the_local_engine_uses_the_socket_channel(sandbox):
+    assert sandbox.channel == "socket"
+
+
+def test_attach_channel_runs_inputs_timeout_and_cancel(sandbox_image, docker_client):
+    """Frames and inputs over the attach stream, as on an engine without shared files."""
+    with DockerSandbox(pool_size=1, client=docker_client, channel="attach") as sb:
+        assert sb.channel == "attach"
+        big = pd.DataFrame({"x": range(1_000_000)})  # 8 MB: several put frames
+        r = run(sb, """\
+            import os
+            print(int(df["x"].sum()), cfg, len(os.listdir("/inputs")))
+            """, inputs={"df": big, "cfg": {"k": 1}})
+        assert r.status == "ok", r
+        assert r.stdout == f"{sum(range(1_000_000))} {{'k': 1}} 2\n"
+        assert run(sb, "import os\nprint(os.listdir('/inputs'))").stdout == "[]\n"
+        r = run(sb, "while True:\n    pass\n", limits=Limits(timeout_s=1))
+        assert r.status == "timeout"
+        cancel = threading.Event()
+        threading.Timer(0.3, cancel.set).start()
+        assert run(sb, "import time\ntime.sleep(30)\n", cancel=cancel).status == "killed"
+        assert run(sb, "print('after')").stdout == "after\n"
+        with pytest.raises(SandboxError, match="do not fit this sandbox"):  # file + value
+            sb.execute("print(1)", inputs={"blob": b"x" * (140 << 20)},
+                       limits=Limits(memory="256m"))
+
+
+def test_runner_that_cannot_reach_the_socket_switches_to_the_attach_stream(
+        sandbox_image, docker_client, monkeypatch):
+    """The probe's second stage: the engine mounts the directory, the socket is unreachable."""
+    from selfheal_jupyter.sandbox import docker as backend
+
+    monkeypatch.setattr(backend, "_PROBED", {})  # forget what this process learned
+    monkeypatch.setattr(backend, "CONTROL_SOCKET", "/inputs/nobody-listens-here.sock")
+    with DockerSandbox(pool_size=1, client=docker_client) as sb:
+        assert sb.channel == "attach"
+        r = run(sb, "print(sum(v))", inputs={"v": [1, 2, 3]})
+        assert r.status == "ok" and r.stdout == "6\n", r
+    with pytest.raises(SandboxError, match=r"could not reach its control channel.*unix://"):
+        with DockerSandbox(pool_size=1, client=docker_client, channel="socket") as sb:
+            pass
 
 
 # --------------------------------------------------------------------------- CLI

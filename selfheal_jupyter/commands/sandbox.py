@@ -166,7 +166,10 @@ def cmd_doctor(args: argparse.Namespace, out: Callable[[str], None] = print) -> 
         out(f"FAIL  hardened print(1) gave status {first.status!r}, stdout {first.stdout!r}, "
             f"stderr {first.stderr[-300:]!r}. Rebuild the image: selfheal sandbox build --rebuild")
         return 1
-    out(f"ok    hardened print(1) ran ({first.duration_s * 1000:.0f} ms)")
+    how = ("frames over a unix socket in a shared directory" if sb.channel == "socket" else
+           "frames and inputs over the attach stream: the engine does not share this "
+           "machine's files")
+    out(f"ok    hardened print(1) ran ({first.duration_s * 1000:.0f} ms; {how})")
     try:
         facts = json.loads(probe.stdout)
     except ValueError:

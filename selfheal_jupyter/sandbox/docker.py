@@ -4,12 +4,23 @@ Each container is hardened (no network, read-only root, a small tmpfs, memory =
 memory+swap, pids, CPUs, no capabilities, no-new-privileges, an unprivileged user,
 an init, no logging, an environment that owns nothing of the host's) and runs the
 fork server of ``runner.py``. A warm pool keeps containers ready, so a candidate
-costs a fork, not a container start. Requests and results travel as length-prefixed
-JSON frames over a unix socket the runner connects to once (it sits in the read-only
-bind mount of a host ``/dev/shm`` directory, and is unlinked as soon as the runner
-is connected); inputs travel as pickles in that same mount. Nothing that comes out
-is unpickled. The attach socket only carries the runner's own stderr and ties the
-container's life to ours.
+costs a fork, not a container start. Nothing that comes out is unpickled.
+
+Two channels carry the runner's length-prefixed JSON frames, chosen by a probe when
+the first container starts (:data:`CHANNELS`):
+
+``socket`` (the fast path, when the engine sees this machine's files): a unix socket
+the runner connects to once; it sits in the read-only bind mount of a host
+``/dev/shm`` directory and is unlinked as soon as the runner is connected. Inputs
+are pickles in that same mount. The attach socket only carries the runner's stderr
+and ties the container's life to ours.
+
+``attach`` (any Docker-API engine: a remote ``DOCKER_HOST``, Podman, an engine in
+another mount namespace): frames go over the container's attach stream (stdin in;
+stdout out, multiplexed with stderr), and inputs travel as chunked ``put`` frames
+into a tmpfs at ``/inputs``. The probe: the engine refuses the bind mount of a
+directory it cannot see, or the runner cannot reach the socket and says so in its
+ready frame (``"channel": "stdio"``).
 
 Every container is labelled ``selfheal=<session>`` (plus the owner's pid and host)
 and removed on :meth:`DockerSandbox.close`, at interpreter exit, on interrupt, and —
@@ -20,7 +31,9 @@ itself: it exits when its attach socket closes).
 from __future__ import annotations
 
 import atexit
+import base64
 import json
+import logging
 import os
 import select
 import shutil
@@ -44,6 +57,7 @@ from ..config import DEFAULT_IMAGE
 from ..errors import SandboxError
 from ..model import ErrorInfo, ExecutionResult, Limits, RichOutput, TestOutcome
 from . import serialize
+from .engine import address, describe
 
 LABEL = "selfheal"
 LABEL_PID = "selfheal.pid"
@@ -53,10 +67,17 @@ INPUTS_MOUNT = "/inputs"
 CONTROL_NAME = "control.sock"
 #: The frame protocol of runner.py that this host side speaks.
 RUNNER_PROTOCOL = 2
+#: Where the runner finds the control socket inside the container.
+CONTROL_SOCKET = f"{INPUTS_MOUNT}/{CONTROL_NAME}"
 FRAME = struct.Struct(">I")
 #: The largest result frame accepted (the runner caps a result at 64 MiB of JSON).
 MAX_FRAME_BYTES = 160 << 20
 STREAM_HEADER = struct.Struct(">BxxxI")
+STDOUT = 1  # the attach stream's kind of a stdout chunk
+#: How frames reach the runner: "auto" probes at pool start, or one of :data:`CHANNELS`.
+CHANNELS = ("socket", "attach")
+#: Bytes of an input per ``put`` frame (base64 makes the frame a third bigger).
+PUT_CHUNK_BYTES = 2 << 20
 #: Seconds the host waits past the candidate's own timeout before it kills the container.
 BACKSTOP_GRACE_S = 5.0
 #: Seconds a cancelled run may take to report before its container is killed.
@@ -76,8 +97,15 @@ CONTAINER_ENV = {
 }
 
 
+log = logging.getLogger(__name__)
+
+
 class SandboxCrashed(SandboxError):
     """A container stopped answering; used internally to replace it."""
+
+
+class _NoSharedFiles(Exception):
+    """The engine cannot see this machine's files (found while starting a container)."""
 
 
 @dataclass(frozen=True)
@@ -102,35 +130,47 @@ class ContainerSpec:
 class _Worker:
     """One warm container running the runner, and the sockets to talk to it.
 
-    Frames go over ``control``, a unix socket the runner connected to (host and runner
-    talk directly, without dockerd and the shim in between: fewer wake-ups per run).
-    The attach socket only carries the runner's stderr (kept for error messages) and
-    tells us when the container stops; closing it makes the container exit.
+    ``channel`` "socket": frames go over ``control``, a unix socket the runner connected
+    to (host and runner talk directly, without dockerd and the shim in between: fewer
+    wake-ups per run); the attach socket only carries the runner's stderr (kept for
+    error messages) and tells us when the container stops. ``channel`` "attach": frames
+    go over the attach socket itself (stdin; stdout demultiplexed from stderr). In both,
+    closing the attach socket makes the container exit.
     """
 
     def __init__(self, client: docker.DockerClient, container_id: str, attach: Any,
-                 spec: ContainerSpec, input_dir: Path) -> None:
+                 spec: ContainerSpec, input_dir: Path | None, channel: str | None) -> None:
         self.client = client
         self.id = container_id
         self.attach = attach  # keeps docker-py's response object alive
         self.attach_raw: socket.socket = getattr(attach, "_sock", attach)
         self.control: socket.socket | None = None
         self.spec = spec
-        self.input_dir = input_dir
+        self.input_dir = input_dir  # the host directory bind-mounted at /inputs (socket)
+        self.channel = channel  # None while the probe has not decided
         self.stream = bytearray()  # undemultiplexed bytes of the attach stream
-        self.frames = bytearray()  # bytes from the control socket
+        self.frames = bytearray()  # frame bytes, from the control socket or stdout
         self.log = bytearray()  # the runner's stderr, last few KB (for error messages)
         self.dead = False
         self.runs = 0
         self.hello: dict[str, Any] = {}  # the runner's ready frame (python, preloaded...)
 
+    def _sink(self) -> socket.socket:
+        return self.control if self.channel == "socket" else self.attach_raw  # type: ignore[return-value]
+
     def send(self, obj: dict[str, Any]) -> None:
         data = json.dumps(obj).encode("utf-8")
         try:
-            assert self.control is not None
-            self.control.sendall(FRAME.pack(len(data)) + data)
-        except OSError as exc:
+            self._sink().sendall(FRAME.pack(len(data)) + data)
+        except (OSError, AttributeError) as exc:
             raise SandboxCrashed(f"the container stopped accepting requests ({exc})") from exc
+
+    def put(self, name: str, blob: bytes) -> None:
+        """Send one input file as ``put`` frames (attach channel: no shared files)."""
+        for offset in range(0, max(len(blob), 1), PUT_CHUNK_BYTES):
+            chunk = blob[offset : offset + PUT_CHUNK_BYTES]
+            self.send({"op": "put", "name": name, "data": base64.b64encode(chunk).decode(),
+                       "last": offset + PUT_CHUNK_BYTES >= len(blob)})
 
     def _frame(self) -> dict[str, Any] | None:
         if len(self.frames) < FRAME.size:
@@ -146,16 +186,19 @@ class _Worker:
 
     def _demux(self) -> None:
         while len(self.stream) >= STREAM_HEADER.size:
-            _kind, size = STREAM_HEADER.unpack_from(self.stream)
+            kind, size = STREAM_HEADER.unpack_from(self.stream)
             if len(self.stream) < STREAM_HEADER.size + size:
                 return
             payload = self.stream[STREAM_HEADER.size : STREAM_HEADER.size + size]
             del self.stream[: STREAM_HEADER.size + size]
-            self.log = (self.log + payload)[-4096:]
+            if kind == STDOUT and self.channel != "socket":
+                self.frames += payload  # the runner's stdout carries only frames
+            else:
+                self.log = (self.log + payload)[-4096:]
 
     def _read_attach(self) -> None:
         try:
-            chunk = self.attach_raw.recv(1 << 16)
+            chunk = self.attach_raw.recv(1 << 20)
         except OSError as exc:
             raise SandboxCrashed(f"the container's socket failed ({exc})") from exc
         if not chunk:
@@ -163,36 +206,39 @@ class _Worker:
         self.stream += chunk
         self._demux()
 
-    def connect(self, listener: socket.socket, timeout: float,
+    def connect(self, listener: socket.socket | None, timeout: float,
                 closed: Callable[[], bool]) -> None:
-        """Wait for the runner to connect to ``listener`` (it does once it has preloaded)."""
+        """Until the runner is reachable: it connects to ``listener`` (socket channel) or,
+        when it cannot, writes its first frame on stdout (then the channel is "attach")."""
         end = time.monotonic() + timeout
-        while self.control is None:
+        while self.channel is None:
             if closed():
                 raise SandboxError("The sandbox was closed while a container was starting.")
             left = end - time.monotonic()
             if left <= 0:
                 raise SandboxCrashed("the runner did not connect in time")
-            ready, _, _ = select.select([listener, self.attach_raw], [], [], min(left, 0.1))
+            watch = [self.attach_raw] + ([listener] if listener is not None else [])
+            ready, _, _ = select.select(watch, [], [], min(left, 0.1))
             if self.attach_raw in ready:
                 self._read_attach()
-            if listener in ready:
+                if self.frames:
+                    self.channel = "attach"
+            if listener is not None and listener in ready and self.channel is None:
                 self.control, _ = listener.accept()
+                self.channel = "socket"
 
     def poll(self, timeout: float) -> dict[str, Any] | None:
         """The next frame if one arrives within ``timeout`` s; raises SandboxCrashed on EOF."""
         frame = self._frame()
         if frame is not None:
             return frame
-        assert self.control is not None
         end = time.monotonic() + timeout
+        watch = [self.attach_raw] + ([self.control] if self.channel == "socket" else [])
         while True:
-            ready, _, _ = select.select(
-                [self.control, self.attach_raw], [], [], max(end - time.monotonic(), 0)
-            )
+            ready, _, _ = select.select(watch, [], [], max(end - time.monotonic(), 0))
             if self.attach_raw in ready:
                 self._read_attach()
-            if self.control in ready:
+            if self.control is not None and self.control in ready:
                 try:
                     chunk = self.control.recv(1 << 20)
                 except OSError as exc:
@@ -200,6 +246,7 @@ class _Worker:
                 if not chunk:
                     raise SandboxCrashed("the runner stopped")
                 self.frames += chunk
+            if ready:
                 frame = self._frame()
                 if frame is not None:
                     return frame
@@ -229,7 +276,8 @@ class _Worker:
             _remove_container(self.client, self.id)
         except Exception:  # engine gone: the container exits by itself (its socket closed)
             pass
-        shutil.rmtree(self.input_dir, ignore_errors=True)
+        if self.input_dir is not None:
+            shutil.rmtree(self.input_dir, ignore_errors=True)
 
 
 def _remove_container(client: docker.DockerClient, container_id: str) -> None:
@@ -244,6 +292,9 @@ def _remove_container(client: docker.DockerClient, container_id: str) -> None:
 
 # --------------------------------------------------------------------------- the sandbox
 _LIVE: weakref.WeakSet[DockerSandbox] = weakref.WeakSet()
+#: The channel each engine (by address) was found to need, so that one probe per
+#: engine and process is enough.
+_PROBED: dict[str, str] = {}
 
 
 @atexit.register
@@ -266,7 +317,13 @@ class DockerSandbox:
         pool_size: int = 1,
         client: docker.DockerClient | None = None,
         session: str | None = None,
+        channel: str = "auto",
     ) -> None:
+        if channel != "auto" and channel not in CHANNELS:
+            raise SandboxError(f"Unknown sandbox channel {channel!r}: use auto, "
+                               + " or ".join(CHANNELS) + ".")
+        self._forced = None if channel == "auto" else channel
+        self._channel: str | None = self._forced
         self.image = image
         self.limits = limits or Limits()
         self.pool_size = max(0, pool_size)
@@ -387,15 +444,60 @@ class DockerSandbox:
         self.close()
 
     # -- containers ------------------------------------------------------------
+    @property
+    def channel(self) -> str | None:
+        """How frames travel: "socket" or "attach" (None until the first container decided)."""
+        return self._channel
+
     def _create(self, spec: ContainerSpec) -> _Worker:
-        """Start one hardened container and wait until its runner is ready."""
+        """Start one hardened container and wait until its runner is ready.
+
+        While the channel is unknown, this container is the probe: it is started for the
+        socket channel, and when the engine cannot see the bind-mounted directory (it
+        refuses the mount, or the runner cannot reach the socket) the engine is marked
+        "attach" (for this process) and an attach-channel container is started instead.
+        """
+        engine = address(self.client)
+        channel = self._channel or _PROBED.get(engine)
+        if channel is not None:
+            self._channel = channel
+            return self._start_container(spec, channel)
+        try:
+            worker = self._start_container(spec, "socket")
+        except _NoSharedFiles as exc:
+            log.info("%s does not share this machine's files (%s): frames go over the "
+                     "attach stream", engine, exc)
+            self._channel = _PROBED[engine] = "attach"
+            return self._start_container(spec, "attach")
+        self._channel = _PROBED[engine] = "socket"
+        return worker
+
+    def _start_container(self, spec: ContainerSpec, channel: str) -> _Worker:
+        """One container whose runner talks over ``channel``; raises :class:`_NoSharedFiles`
+        when the socket channel cannot work on this engine (and the channel was not forced)."""
         api = self.client.api
-        input_dir = Path(tempfile.mkdtemp(prefix=f"selfheal-{os.getpid()}-{self.session}-", dir=_shm_dir()))
-        os.chmod(input_dir, 0o711)  # the container user may read files it knows the name of
+        command = ["python3", "-B", RUNNER_PATH, "--sweep", "--memory-bytes",
+                   str(spec.memory_bytes)]
+        tmpfs = {"/tmp": f"rw,nosuid,nodev,size={spec.tmpfs_size},mode=1777"}
+        mounts = []
+        input_dir: Path | None = None
+        if channel == "socket":
+            input_dir = Path(tempfile.mkdtemp(prefix=f"selfheal-{os.getpid()}-{self.session}-",
+                                              dir=_shm_dir()))
+            os.chmod(input_dir, 0o711)  # the container user may read files it knows the name of
+            # A "bind" mount (not the legacy Binds, which an engine creates when missing):
+            # an engine that cannot see this directory refuses it — the first probe.
+            mounts.append(docker.types.Mount(INPUTS_MOUNT, str(input_dir), type="bind",
+                                             read_only=True))
+            command += ["--control", CONTROL_SOCKET]
+        else:
+            # Inputs arrive as put frames; like the candidate's data they count against
+            # the container's memory, so the memory limit is their cap too.
+            tmpfs[INPUTS_MOUNT] = f"rw,nosuid,nodev,noexec,size={spec.memory},mode=1777"
         host_config = api.create_host_config(
             network_mode="none",
             read_only=True,
-            tmpfs={"/tmp": f"rw,nosuid,nodev,size={spec.tmpfs_size},mode=1777"},
+            tmpfs=tmpfs,
             mem_limit=spec.memory,
             memswap_limit=spec.memory,
             pids_limit=spec.pids,
@@ -404,14 +506,13 @@ class DockerSandbox:
             security_opt=["no-new-privileges"],
             init=False,  # the runner is PID 1: no process of the candidate can signal it
             log_config=docker.types.LogConfig(type="none"),
-            binds={str(input_dir): {"bind": INPUTS_MOUNT, "mode": "ro"}},
+            mounts=mounts,
             auto_remove=True,
             ipc_mode="private",
         )
         config = api.create_container_config(
             self.ref,
-            ["python3", "-B", RUNNER_PATH, "--sweep", "--memory-bytes", str(spec.memory_bytes),
-             "--control", f"{INPUTS_MOUNT}/{CONTROL_NAME}"],
+            command,
             user="65534:65534",
             working_dir="/tmp",
             stdin_open=True,
@@ -428,35 +529,48 @@ class DockerSandbox:
         try:
             cid = api.create_container_from_config(config)["Id"]
         except docker.errors.ImageNotFound as exc:
-            shutil.rmtree(input_dir, ignore_errors=True)
+            if input_dir is not None:
+                shutil.rmtree(input_dir, ignore_errors=True)
             from ..errors import ImageMissing
 
             raise ImageMissing(
-                f"The sandbox image {self.ref} disappeared. Run `selfheal sandbox build`, "
-                "then try again."
+                f"The sandbox image {self.ref} disappeared from {describe(self.client)}. "
+                "Run `selfheal sandbox build`, then try again."
             ) from exc
         except docker.errors.APIError as exc:
-            shutil.rmtree(input_dir, ignore_errors=True)
+            explanation = str(exc.explanation or exc)
+            if input_dir is not None:
+                shutil.rmtree(input_dir, ignore_errors=True)
+                if str(input_dir) in explanation:  # the engine cannot see our directory
+                    self._no_shared_files(explanation)
             raise SandboxError(
-                f"The Docker engine refused to create a sandbox container: {exc.explanation or exc}. "
-                "Check `selfheal sandbox doctor`."
+                f"{describe(self.client)} refused to create a sandbox container: "
+                f"{explanation}. Check `selfheal sandbox doctor`."
             ) from exc
         self._created.add(cid)
         worker: _Worker | None = None
-        control_path = input_dir / CONTROL_NAME
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener: socket.socket | None = None
         try:
-            listener.bind(str(control_path))
-            os.chmod(control_path, 0o666)  # the container user must be able to connect
-            listener.listen(1)
+            if input_dir is not None:
+                control_path = input_dir / CONTROL_NAME
+                listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                listener.bind(str(control_path))
+                os.chmod(control_path, 0o666)  # the container user must be able to connect
+                listener.listen(1)
             sock = api.attach_socket(
                 cid, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
             )
-            worker = _Worker(self.client, cid, sock, spec, input_dir)
+            worker = _Worker(self.client, cid, sock, spec, input_dir,
+                             None if channel == "socket" else "attach")
             api.start(cid)
             worker.connect(listener, READY_TIMEOUT_S, lambda: self._closed)
-            listener.close()
-            control_path.unlink()  # one runner, one connection: nobody else may connect
+            if listener is not None:
+                listener.close()
+                (input_dir / CONTROL_NAME).unlink()  # type: ignore[operator]  # one connection
+            if channel == "socket" and worker.channel != "socket":
+                # The runner could not reach the socket and speaks over stdio instead.
+                said = worker.runner_log().splitlines()
+                self._no_shared_files(said[-1] if said else "the runner did not connect")
             hello = worker.poll(READY_TIMEOUT_S)
             if not hello or not hello.get("ready"):
                 raise SandboxCrashed("the runner did not report ready in time")
@@ -466,21 +580,19 @@ class DockerSandbox:
                     f"{RUNNER_PROTOCOL} (the image is stale)")
             worker.hello = hello
         except BaseException as exc:
-            listener.close()
+            if listener is not None:
+                listener.close()
             if worker is not None:
-                log = worker.runner_log()
+                said = worker.runner_log()
                 worker.kill()
             else:
-                log = ""
+                said = ""
                 _remove_container(self.client, cid)
-                shutil.rmtree(input_dir, ignore_errors=True)
+                if input_dir is not None:
+                    shutil.rmtree(input_dir, ignore_errors=True)
             self._created.discard(cid)
             if isinstance(exc, (SandboxCrashed, docker.errors.APIError)):
-                raise SandboxError(
-                    f"A sandbox container from {self.ref} did not start: {exc}. "
-                    f"{('Its runner said: ' + log[-600:]) if log else ''} Rebuild the image "
-                    "with `selfheal sandbox build --rebuild`, and check `selfheal sandbox doctor`."
-                ) from exc
+                raise SandboxError(self._start_failure(exc, said)) from exc
             raise
         with self._lock:
             if self._closed:
@@ -489,6 +601,37 @@ class DockerSandbox:
                 raise SandboxError("The sandbox was closed while a container was starting.")
             self._all.add(worker)
         return worker
+
+    def _no_shared_files(self, why: str) -> None:
+        """The socket channel cannot work on this engine: probe result, or an honest error."""
+        if self._forced != "socket":
+            raise _NoSharedFiles(why)
+        raise SandboxError(
+            f"The sandbox runner could not reach its control channel (a unix socket in a "
+            f"directory of this machine, bind-mounted at {INPUTS_MOUNT}) on "
+            f"{describe(self.client)}: {why}. That engine does not see this machine's "
+            "files; use channel 'auto' or 'attach' so that frames and inputs travel over "
+            "the container's attach stream."
+        )
+
+    def _start_failure(self, exc: BaseException, said: str) -> str:
+        """Why a container did not become ready, blaming the image only when it is the image."""
+        engine = describe(self.client)
+        told = f" Its runner said: {said[-600:]}" if said else ""
+        text = f"{exc} {said}"
+        if "runner.py" in said and "Traceback" in said or any(
+            sign in text for sign in ("executable file not found", "exec format error",
+                                      "can't open file", "python3: not found")
+        ):
+            return (f"A sandbox container from {self.ref} started on {engine}, but the image "
+                    f"cannot run its runner: {exc}.{told} Rebuild the image with "
+                    "`selfheal sandbox build --rebuild`.")
+        if isinstance(exc, SandboxCrashed) and "in time" in str(exc):
+            return (f"A sandbox container from {self.ref} on {engine} did not report ready "
+                    f"within {READY_TIMEOUT_S:g} s ({exc}).{told} The engine may be "
+                    "overloaded; check `selfheal sandbox doctor`.")
+        return (f"A sandbox container from {self.ref} did not start on {engine}: {exc}.{told} "
+                "Check `selfheal sandbox doctor`.")
 
     def _discard(self, worker: _Worker) -> None:
         with self._lock:
@@ -581,16 +724,13 @@ class DockerSandbox:
         worker = self._acquire(spec)
         started = time.monotonic()  # duration_s is the run, not the container's start
         try:
-            serialize.clear(worker.input_dir)
-            try:
-                files = serialize.write_blobs(blobs, worker.input_dir)
-            except OSError as exc:
-                size_mb = sum(len(b) for b in blobs.values()) / 1e6
-                raise SandboxError(
-                    f"The inputs ({size_mb:.0f} MB pickled) could not be written to "
-                    f"{worker.input_dir.parent} ({exc.strerror or exc}). Free space there "
-                    "(it is memory-backed /dev/shm when available) or pass smaller inputs."
-                ) from exc
+            if worker.input_dir is None:  # attach channel: the files travel as put frames
+                _fits_in_memory(blobs, spec)
+                files = {name: f"input{i}.pkl" for i, name in enumerate(blobs)}
+                for name, blob in blobs.items():
+                    worker.put(files[name], blob)
+            else:
+                files = self._write_inputs(worker.input_dir, blobs)
             request = {
                 "op": "run",
                 "code": code,
@@ -598,7 +738,7 @@ class DockerSandbox:
                 "tests": tests,
                 "filename": filename,
                 "inputs": files,
-                "inputs_dir": INPUTS_MOUNT,
+                "inputs_dir": None if worker.input_dir is None else INPUTS_MOUNT,
                 "timeout_s": limits.timeout_s,
                 "output_bytes": limits.output_bytes,
             }
@@ -631,7 +771,8 @@ class DockerSandbox:
                     "container had to be stopped. Look for an endless loop or raise the timeout."
                 ),
             )
-        serialize.clear(worker.input_dir)
+        if worker.input_dir is not None:
+            serialize.clear(worker.input_dir)
         if frame.get("dirty"):  # the runner could not wipe what the program left
             self._discard(worker)
             self._refill(spec)
@@ -640,6 +781,20 @@ class DockerSandbox:
         result = _to_result(frame)
         result.duration_s = time.monotonic() - started
         return result
+
+    @staticmethod
+    def _write_inputs(directory: Path, blobs: Mapping[str, bytes]) -> dict[str, str]:
+        """Socket channel: the pickles go into the container's read-only bind mount."""
+        serialize.clear(directory)
+        try:
+            return serialize.write_blobs(blobs, directory)
+        except OSError as exc:
+            size_mb = sum(len(b) for b in blobs.values()) / 1e6
+            raise SandboxError(
+                f"The inputs ({size_mb:.0f} MB pickled) could not be written to "
+                f"{directory.parent} ({exc.strerror or exc}). Free space there "
+                "(it is memory-backed /dev/shm when available) or pass smaller inputs."
+            ) from exc
 
     def _wait(
         self, worker: _Worker, limits: Limits, cancel: threading.Event | None
@@ -707,6 +862,18 @@ def _to_result(frame: dict[str, Any]) -> ExecutionResult:
         ],
         message=frame.get("message", ""),
     )
+
+
+def _fits_in_memory(blobs: Mapping[str, bytes], spec: ContainerSpec) -> None:
+    """Attach channel: an input lives in the container's memory twice (file and value)."""
+    size = sum(len(b) for b in blobs.values())
+    if size > spec.memory_bytes // 2:
+        raise SandboxError(
+            f"The inputs ({size / 1e6:.0f} MB pickled) do not fit this sandbox: on an engine "
+            "that does not share this machine's files they are copied into the container's "
+            f"memory (limit {spec.memory}) and loaded there, so they may use at most half "
+            "of it. Raise the memory limit (SelfHeal.memory) or pass smaller inputs."
+        )
 
 
 def _shm_dir() -> str | None:

@@ -83,3 +83,30 @@ def _root_cause(exc: BaseException) -> str:
         if text:
             return text if len(text) <= 200 else text[:197] + "..."
     return type(exc).__name__
+
+
+def address(client: docker.DockerClient) -> str:
+    """Where ``client`` talks to, as a user would write it in ``DOCKER_HOST``."""
+    base = str(getattr(client.api, "base_url", ""))
+    if base.startswith("http+docker://"):  # docker-py's name for a unix socket or ssh
+        socket_path = getattr(getattr(client.api, "_custom_adapter", None), "socket_path", "")
+        if socket_path:
+            return f"unix://{socket_path}"
+        return os.environ.get("DOCKER_HOST") or f"unix://{DEFAULT_SOCKET}"
+    for scheme in ("http://", "https://"):
+        if base.startswith(scheme):
+            return "tcp://" + base[len(scheme):]
+    return base or os.environ.get("DOCKER_HOST", "") or f"unix://{DEFAULT_SOCKET}"
+
+
+def describe(client: docker.DockerClient) -> str:
+    """``Docker 20.10.24 at unix:///var/run/docker.sock`` / ``Podman 4.3.1 at tcp://...``."""
+    try:
+        version = client.version()
+    except Exception:  # the engine went away: say where it was
+        return f"the engine at {address(client)}"
+    for part in version.get("Components") or []:
+        if "podman" in str(part.get("Name", "")).lower():
+            return f"Podman {part.get('Version', '?')} at {address(client)}"
+    return f"Docker {version.get('Version', '?')} at {address(client)}"
+

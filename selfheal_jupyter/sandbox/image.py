@@ -452,6 +452,12 @@ def _import(
             message = json.loads(line)
             if isinstance(message, dict) and message.get("error"):
                 raise ImageBuildError(f"docker import of {base_ref} failed: {message['error']}")
+    if tar.returncode == 0 and _get(client, base_ref) is None:
+        # Podman's Docker API (4.x) ignores the tag of an import and stores `:latest`:
+        # find the image by its base label and give it the tag.
+        for found in client.images.list(filters={"label": f"{LABEL_BASE}={tag}"}):
+            client.api.tag(found.id, repo, tag)
+            break
     if tar.returncode != 0 or _get(client, base_ref) is None:
         raise ImageBuildError(f"docker import of {base_ref} failed (tar exit {tar.returncode}).")
 

@@ -70,6 +70,10 @@ SHM_ROOT = "/dev/shm"
 MPL_CACHE_DIR = "/opt/selfheal/matplotlib"  # a font cache made when the image was built
 MPL_CONFIG_DIR = os.path.join(WORKDIR_ROOT, ".matplotlib")
 NOTEBOOK_FILE = "<notebook>"
+#: Where put frames land: a tmpfs the host mounts when inputs travel as frames (in
+#: socket mode it is the read-only bind mount, and no put arrives).
+PUT_DIR = "/inputs"
+PUT_FALLBACK_DIR = os.path.join(WORKDIR_ROOT, ".inputs")
 MAX_RESULT_BYTES = 64 << 20
 MAX_FIGURES = 20
 MAX_LOCALS = 20
@@ -1438,9 +1442,10 @@ class Template:
         """Wipe /tmp and /dev/shm; why the container is dirty, or ''."""
         if not self.sweep:
             return ""
-        _wipe(WORKDIR_ROOT)
-        _wipe(SHM_ROOT)
-        for root in (WORKDIR_ROOT, SHM_ROOT):
+        roots = [WORKDIR_ROOT, SHM_ROOT] + ([PUT_DIR] if os.access(PUT_DIR, os.W_OK) else [])
+        for root in roots:
+            _wipe(root)
+        for root in roots:
             used = _used_bytes(root)
             if used > DIRTY_BYTES:
                 return f"{root} still uses {used >> 10} KiB after the wipe"
@@ -1611,8 +1616,8 @@ class Server:
         self.template_pid = 0
         self.tsock: "socket.socket | None" = None
         self.exits: dict = {}
-        self.pending_put: dict = {}
         self.put_dir = ""
+        self.put_error = ""
         self.template_lost = False
 
     # -- template ---------------------------------------------------------------
@@ -1753,24 +1758,21 @@ class Server:
             self.tsock.close()
 
     def put(self, req: dict) -> None:
-        """An input file's chunk, sent over the frames (no shared directory)."""
+        """A chunk of an input file sent over the frames (no directory shared with the host):
+        appended to the file in PUT_DIR (a tmpfs the host mounts then) for the next run."""
         name = os.path.basename(str(req.get("name") or ""))
-        if not name:
+        if not name or self.put_error:
             return
-        self.pending_put.setdefault(name, bytearray()).extend(
-            base64.b64decode(str(req.get("data") or "")))
-
-    def _write_puts(self) -> str:
-        """Write the put files where this run's processes can read them; the directory."""
-        if not self.pending_put:
-            return ""
-        directory = os.path.join(WORKDIR_ROOT, f".inputs{self.runs}")
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        for name, data in self.pending_put.items():
-            with open(os.path.join(directory, name), "wb") as f:
+        try:
+            data = base64.b64decode(str(req.get("data") or ""), validate=True)
+            directory = PUT_DIR if os.access(PUT_DIR, os.W_OK) else PUT_FALLBACK_DIR
+            os.makedirs(directory, exist_ok=True)
+            with open(os.path.join(directory, name), "ab") as f:
                 f.write(data)
-        self.pending_put.clear()
-        return directory
+            self.put_dir = directory
+        except (OSError, ValueError) as exc:
+            self.put_error = (f"input file {name!r} could not be received in the sandbox "
+                              f"({getattr(exc, 'strerror', None) or exc})")
 
     # -- one run ----------------------------------------------------------------
     def run(self, req: dict) -> dict:
@@ -1784,11 +1786,17 @@ class Server:
             return self._failed("the sandbox could not start the program (its process limit "
                                  "is full, or its supervisor died)")
         tests = str(req.get("tests") or "")
-        put_dir = self._write_puts()
+        put_dir, put_error, self.put_dir, self.put_error = self.put_dir, self.put_error, "", ""
+        if put_error:
+            result = self._failed(put_error)
+            result["error"]["type"] = "InputError"
+            result["message"] = (f"The inputs did not reach the sandbox: {put_error}. Pass "
+                                 "smaller inputs or raise the memory limit.")
+            return result
         request = {k: req.get(k) for k in ("code", "filename", "prelude", "inputs", "inputs_dir")}
         request["tests"] = bool(tests)
-        if put_dir and not req.get("inputs_dir"):
-            request["inputs_dir"] = put_dir
+        if not req.get("inputs_dir"):
+            request["inputs_dir"] = put_dir or PUT_DIR
         out, err = Capture(cap), Capture(cap)
         report, checker_report = Capture(MAX_RESULT_BYTES), Capture(MAX_RESULT_BYTES)
         pipes = {p.out_r: out, p.err_r: err, p.report_r: report}
