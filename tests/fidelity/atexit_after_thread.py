@@ -1,0 +1,15 @@
+# Order at exit: non-daemon threads are joined, then atexit handlers run.
+import atexit
+import threading
+import time
+
+atexit.register(print, "atexit handler")
+
+
+def slow():
+    time.sleep(0.2)
+    print("thread finished")
+
+
+threading.Thread(target=slow).start()
+print("main done")
