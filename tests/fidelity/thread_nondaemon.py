@@ -2,11 +2,15 @@
 import threading
 import time
 
+main_done = threading.Event()
+
 
 def late():
-    time.sleep(0.3)
+    main_done.wait()
+    time.sleep(0.3)  # still running when the main module has finished
     print("thread: done after a wait")
 
 
 threading.Thread(target=late).start()
 print("main: reached the end")
+main_done.set()
