@@ -355,7 +355,8 @@ def test_build_refuses_a_tagged_name(client):
         image.build_image(client, f"{TEST_REPO}:v1")
 
 
-def test_stale_runner_is_detected_and_only_the_runner_layer_is_rebuilt(client):
+def test_stale_runner_is_detected_and_only_the_runner_layer_is_rebuilt(client, monkeypatch):
+    monkeypatch.setattr(image, "STALE_AFTER_S", 0.0)  # prune stale images of any age
     base_ref = f"{image.BASE_REPO}:{image.base_version()}"
     assert client.images.get(base_ref)  # built by `selfheal sandbox build`
     lines: list[str] = []
@@ -382,6 +383,19 @@ def test_stale_runner_is_detected_and_only_the_runner_layer_is_rebuilt(client):
     # the build cache gives the test image the real image's id: its tags must survive
     assert image.image_status(client).current
     assert client.images.get(image.image_ref())
+
+
+def test_a_young_stale_image_is_kept_for_another_installed_version(client):
+    """Two versions of the package on one machine must not untag each other's image."""
+    base_ref = f"{image.BASE_REPO}:{image.base_version()}"
+    image._build_runner_layer(
+        client, base_ref, f"{TEST_REPO}:other", b"# another version's runner\n", [],
+        lambda _: None,
+    )
+    image._prune(client, TEST_REPO, keep=f"{TEST_REPO}:none", log=lambda _: None)
+    tags = {tag for img in client.images.list(name=TEST_REPO) for tag in img.tags}
+    assert f"{TEST_REPO}:other" in tags
+    client.images.remove(f"{TEST_REPO}:other")
 
 
 def test_an_explicit_ref_is_judged_by_the_extras_in_its_labels(client):

@@ -88,7 +88,9 @@ def test_key_error_inside_pandas_keeps_only_candidate_frames(sandbox):
     assert [(f.function, f.line) for f in r.error.frames] == [("<module>", 5), ("total", 4)]
     assert all(f.file == "candidate.py" for f in r.error.frames)
     assert r.error.locals["frame"].startswith("DataFrame shape=(2, 1)")
-    assert "pandas/core" not in r.stderr  # the library's internal chain is not shown
+    # stderr is what `python3 FILE` prints (the library's chain included); the structured
+    # frames above are the program's own
+    assert r.stderr.rstrip().endswith("KeyError: 'prices'")
 
 
 def test_syntax_error_line(sandbox):
@@ -374,7 +376,10 @@ def test_host_environment_is_invisible(sandbox, monkeypatch):
     r = run(sandbox, """\
         import os
         print(sorted(os.environ))
-        print(open("/proc/1/environ", "rb").read().decode(errors="replace"))
+        try:  # the runner (PID 1) is not dumpable: its environment is not readable
+            print(open("/proc/1/environ", "rb").read().decode(errors="replace"))
+        except PermissionError:
+            print("PID 1 environ: permission denied")
         """, limits=Limits(memory="384m"))
     assert r.status == "ok", r
     assert secret not in r.stdout and "OPENAI_API_KEY" not in r.stdout
@@ -382,10 +387,18 @@ def test_host_environment_is_invisible(sandbox, monkeypatch):
 
 
 # --------------------------------------------------------------------------- containers
-def test_crashed_runner_takes_its_container_and_the_pool_recovers(sandbox):
+def test_killed_supervisor_fails_the_run_and_the_pool_recovers(sandbox):
+    # The program's parent is the runner's template; killing it cannot make a pass.
     r = sandbox.execute("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n")
-    assert r.status == "error" and r.error.type == "SandboxCrash"
+    assert r.status == "error" and r.error.type == "SandboxError"
     assert sandbox.execute("print('replaced')").stdout == "replaced\n"
+
+
+def test_the_runner_as_pid_1_ignores_the_program_s_signals(sandbox):
+    r = sandbox.execute("import os, signal\nos.kill(1, signal.SIGKILL)\nos.kill(1, signal.SIGTERM)\n"
+                        "print('still here')\n")
+    assert r.status == "ok" and r.stdout == "still here\n"
+    assert sandbox.execute("print('next')").stdout == "next\n"
 
 
 def test_host_backstop_kills_a_stuck_container(sandbox, monkeypatch):

@@ -27,13 +27,15 @@ class Sandbox(Protocol):
         limits: Limits | None = None,
         tests: str | None = None,
         cancel: threading.Event | None = None,
+        prelude: str | None = None,
     ) -> ExecutionResult:
         """Run ``code`` with the named ``inputs`` visible as globals.
 
         ``tests``: the user's test code, run after the candidate in its namespace, one
         top-level statement at a time, each reported in ``ExecutionResult.tests``.
         ``cancel``: when set during the run, the run is killed and the result is
-        ``killed``. Never raises for anything the candidate does; raises
+        ``killed``. ``prelude``: code run first in the same ``__main__`` namespace
+        (the notebook's imports and definitions), reported as file ``<notebook>``. Never raises for anything the candidate does; raises
         :class:`~selfheal_jupyter.errors.SandboxError` when the sandbox itself fails.
         """
 

@@ -51,6 +51,8 @@ LABEL_HOST = "selfheal.host"
 RUNNER_PATH = "/opt/selfheal/runner.py"
 INPUTS_MOUNT = "/inputs"
 CONTROL_NAME = "control.sock"
+#: The frame protocol of runner.py that this host side speaks.
+RUNNER_PROTOCOL = 2
 FRAME = struct.Struct(">I")
 #: The largest result frame accepted (the runner caps a result at 64 MiB of JSON).
 MAX_FRAME_BYTES = 160 << 20
@@ -400,7 +402,7 @@ class DockerSandbox:
             nano_cpus=int(spec.cpus * 1e9),
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
-            init=True,
+            init=False,  # the runner is PID 1: no process of the candidate can signal it
             log_config=docker.types.LogConfig(type="none"),
             binds={str(input_dir): {"bind": INPUTS_MOUNT, "mode": "ro"}},
             auto_remove=True,
@@ -458,6 +460,10 @@ class DockerSandbox:
             hello = worker.poll(READY_TIMEOUT_S)
             if not hello or not hello.get("ready"):
                 raise SandboxCrashed("the runner did not report ready in time")
+            if hello.get("protocol") != RUNNER_PROTOCOL:
+                raise SandboxCrashed(
+                    f"the image's runner speaks protocol {hello.get('protocol')}, this package "
+                    f"{RUNNER_PROTOCOL} (the image is stale)")
             worker.hello = hello
         except BaseException as exc:
             listener.close()
@@ -561,6 +567,7 @@ class DockerSandbox:
         tests: str | None = None,
         cancel: threading.Event | None = None,
         filename: str = "candidate.py",
+        prelude: str | None = None,
     ) -> ExecutionResult:
         """Run ``code`` in a warm container; see :class:`~.base.Sandbox`."""
         if not self._started:
@@ -587,6 +594,7 @@ class DockerSandbox:
             request = {
                 "op": "run",
                 "code": code,
+                "prelude": prelude,
                 "tests": tests,
                 "filename": filename,
                 "inputs": files,
@@ -624,7 +632,11 @@ class DockerSandbox:
                 ),
             )
         serialize.clear(worker.input_dir)
-        self._release(worker)
+        if frame.get("dirty"):  # the runner could not wipe what the program left
+            self._discard(worker)
+            self._refill(spec)
+        else:
+            self._release(worker)
         result = _to_result(frame)
         result.duration_s = time.monotonic() - started
         return result

@@ -23,6 +23,7 @@ environment, this build's version, the runner's source) and is carried as the la
 from __future__ import annotations
 
 import contextlib
+import datetime
 import fcntl
 import hashlib
 import io
@@ -34,7 +35,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import docker
 import docker.errors
@@ -453,13 +454,29 @@ def _build_runner_layer(
         raise ImageBuildError(f"The runner layer {ref} failed to build: {exc}") from exc
 
 
+#: Seconds after which a stale image of this repository is removed by a build.
+STALE_AFTER_S = 24 * 3600
+
+
+def _age_s(image: Any) -> float:
+    created = str((image.attrs or {}).get("Created", ""))
+    try:
+        when = datetime.datetime.fromisoformat(created[:26].rstrip("Z") + "+00:00")
+    except ValueError:
+        return float("inf")
+    return (datetime.datetime.now(datetime.timezone.utc) - when).total_seconds()
+
+
 def _prune(client: docker.DockerClient, repo: str, *, keep: str, log: Log) -> None:
-    """Untag stale images of ``repo``, never ``keep``, then base images that no
-    tagged image was built on (best effort: an image a container still runs is
-    kept)."""
+    """Untag stale images of ``repo`` a day old or more, never ``keep``, then base
+    images that no tagged image was built on (best effort: an image a container still
+    runs is kept). Younger stale images stay: another installed version of this
+    package (a second venv, a second checkout) may be using them right now."""
     for image in client.images.list(name=repo):
         labels = image.labels or {}
         if keep in image.tags or labels.get(LABEL_VERSION) == image_version(_extras_of(labels)):
+            continue
+        if _age_s(image) < STALE_AFTER_S:
             continue
         for tag in image.tags:
             if parse_repository_tag(tag)[0] != repo:

@@ -1,33 +1,52 @@
-"""The runner: a small fork server that runs INSIDE the sandbox container.
+"""The runner: the process that runs INSIDE each sandbox container, as its PID 1.
 
-Why a fork server: starting Python and importing pandas costs ~0.5 s; a container
-costs ~0.4 s more. This process pays both once, then forks a fresh child per
-candidate, so every candidate starts from the same clean, preloaded state (isolated
-from the others) in a few milliseconds.
+Why a fork server: starting Python and importing pandas costs ~0.5 s and a container
+~0.4 s more. This process pays both once; every candidate then starts as a fork.
 
-Protocol: frames of a 4-byte big-endian length followed by UTF-8 JSON, over the unix
-socket given with ``--control PATH`` (the host listens on it, in a bind-mounted
-directory), else over stdin/stdout. The server first sends
-``{"ready": true, ...}``; then, per request ``{"op": "run", ...}`` it sends one
-result frame. While a run is going, a ``{"op": "cancel"}`` frame kills it. EOF ends
-the server (so a container whose host died stops by itself).
+Three kinds of process, and why each exists (the candidate is hostile):
 
-Everything this process sends out is JSON: text, base64 PNG, HTML. Nothing is
-pickled on the way out. Standard library only (numpy / pandas / matplotlib are
-preloaded when present). Python 3.11.
+* **server** (PID 1): talks to the host and decides the verdict. As PID 1 it gets no
+  signal it has no handler for, it is not dumpable (no ``ptrace``, no
+  ``/proc/1/mem``) and a seccomp filter denies ``ptrace`` and ``process_vm_*`` to
+  every process in the container. It has seen every request, so nothing is ever
+  forked from it after the start.
+* **template**: forked once, right after the preload, before any request exists. It
+  forks the processes of every run, so each starts from a state that never held
+  another run's code, data or output. It reaps them and reports their real exit
+  status to the server; between runs it kills every leftover process and wipes
+  ``/tmp`` and ``/dev/shm``.
+* per run, the **candidate** (runs the program as the real ``__main__``, with
+  Python's own exit, thread and ``atexit`` semantics) and, when there are tests, the
+  **checker**: a separate, non-dumpable process that runs the tests. Names the tests
+  read from the program reach it over a JSON RPC (plain values by value, other
+  objects as remote references), so no ``__eq__`` trick, patched ``unittest`` or
+  forged frame can change a test's outcome.
+
+Status and exit code come from the candidate's wait status as the template saw it;
+what the candidate itself reports (error details, figures) is description only.
+
+Protocol with the host: frames of a 4-byte big-endian length and UTF-8 JSON, over the
+unix socket ``--control PATH`` when it can be reached (a local engine), else over
+stdin/stdout, i.e. the container's attach stream (any Docker-API engine). The server
+sends ``{"ready": true, ...}``, then one result frame per ``{"op": "run"}``;
+``{"op": "put"}`` frames carry input files when there is no shared directory;
+``{"op": "cancel"}`` stops a run; EOF ends the server. Nothing is pickled on the way
+out. Standard library only; numpy / pandas / matplotlib are preloaded when present.
 """
 
-from __future__ import annotations
-
 import ast
+import atexit
 import base64
 import builtins
+import ctypes
+import ctypes.util
 import gc
 import io
 import json
 import linecache
 import os
 import pickle
+import platform
 import reprlib
 import resource
 import select
@@ -36,61 +55,89 @@ import signal
 import socket
 import struct
 import sys
+import threading
 import time
 import traceback
-from typing import Any
+import types
+import warnings
+from importlib.machinery import SourceFileLoader
+from typing import Any, Callable
 
-RUNNER_PROTOCOL = 1
+RUNNER_PROTOCOL = 2
 HEADER = struct.Struct(">I")
 WORKDIR_ROOT = "/tmp"
-RESERVED = ".selfheal"  # /tmp/.selfheal survives the per-run /tmp cleanup
+SHM_ROOT = "/dev/shm"
+MPL_CACHE_DIR = "/opt/selfheal/matplotlib"  # a font cache made when the image was built
+MPL_CONFIG_DIR = os.path.join(WORKDIR_ROOT, ".matplotlib")
+NOTEBOOK_FILE = "<notebook>"
 MAX_RESULT_BYTES = 64 << 20
 MAX_FIGURES = 20
 MAX_LOCALS = 20
 MAX_TEXT_REPR = 10_000
-KILL_CODE = 128 + signal.SIGKILL
+#: Bytes a wiped tmpfs may still report as used before the container counts as dirty.
+DIRTY_BYTES = 1 << 20
+#: Python's default recursion limit, which the candidate must see as its own.
+DEFAULT_RECURSION_LIMIT = 1000
+#: Descriptors of a run's processes after the set-up (0-2 are stdin/stdout/stderr).
+FD_REQUEST, FD_REPORT, FD_RPC_OUT, FD_RPC_IN = 3, 4, 5, 6
 
 _short = reprlib.Repr()
 _short.maxlevel = 2
 _short.maxlist = _short.maxtuple = _short.maxset = _short.maxdict = 8
 _short.maxstring = 80
 _short.maxother = 120
+_STARTUP_WARNING_FILTERS = list(warnings.filters)
 
 
 # --------------------------------------------------------------------------- frames
 def write_frame(fd: int, obj: Any) -> None:
-    data = json.dumps(obj, default=str).encode("utf-8")
+    data = json.dumps(obj, default=str).encode("utf-8", errors="surrogatepass")
     view = memoryview(HEADER.pack(len(data)) + data)
     while view:
-        n = os.write(fd, view)
-        view = view[n:]
+        view = view[os.write(fd, view):]
 
 
 class FrameReader:
-    """Length-prefixed JSON frames from a file descriptor, readable without blocking."""
+    """Length-prefixed JSON frames from a file descriptor."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, limit: int = MAX_RESULT_BYTES) -> None:
         self.fd = fd
+        self.limit = limit
         self.buf = bytearray()
         self.eof = False
+        self.total = 0
 
     def feed(self) -> None:
-        chunk = os.read(self.fd, 1 << 20)
+        try:
+            chunk = os.read(self.fd, 1 << 20)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
         if not chunk:
             self.eof = True
+        self.total += len(chunk)
         self.buf += chunk
 
-    def next(self) -> dict[str, Any] | None:
+    def next(self) -> "dict[str, Any] | None":
         if len(self.buf) < HEADER.size:
             return None
         (size,) = HEADER.unpack_from(self.buf)
+        if size > self.limit:
+            self.eof = True  # not a peer that follows the protocol
+            self.buf.clear()
+            return None
         if len(self.buf) < HEADER.size + size:
             return None
         data = bytes(self.buf[HEADER.size : HEADER.size + size])
         del self.buf[: HEADER.size + size]
-        return json.loads(data)
+        try:
+            frame = json.loads(data)
+        except ValueError:
+            return {"op": "malformed"}
+        return frame if isinstance(frame, dict) else {"op": "malformed"}
 
-    def wait(self) -> dict[str, Any] | None:
+    def wait(self) -> "dict[str, Any] | None":
         """Block until a frame or EOF (None)."""
         while True:
             frame = self.next()
@@ -99,16 +146,78 @@ class FrameReader:
             self.feed()
 
 
+def read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks)
+
+
+# --------------------------------------------------------------------------- protection
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+PR_SET_DUMPABLE = 4
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+SECCOMP_RET_ALLOW = 0x7FFF0000
+SECCOMP_RET_ERRNO = 0x00050000
+EPERM = 1
+#: Syscalls no process in the sandbox may make: tracing or reading another process's
+#: memory (the runner's), and System V / POSIX message-queue IPC objects (they would
+#: outlive a run). By architecture: (audit arch, {name: number}).
+DENIED_SYSCALLS = {
+    "x86_64": (0xC000003E, {"ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311,
+                            "kcmp": 312, "pidfd_getfd": 438, "shmget": 29, "semget": 64,
+                            "msgget": 68, "mq_open": 240}),
+    "aarch64": (0xC00000B7, {"ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271,
+                             "kcmp": 272, "pidfd_getfd": 438, "shmget": 194, "semget": 190,
+                             "msgget": 186, "mq_open": 180}),
+}
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte),
+                ("k", ctypes.c_uint32)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def set_dumpable(flag: bool) -> None:
+    _libc.prctl(PR_SET_DUMPABLE, int(flag), 0, 0, 0)
+
+
+def install_seccomp() -> str:
+    """Deny DENIED_SYSCALLS with EPERM to this process and all it forks; '' or why not."""
+    arch = DENIED_SYSCALLS.get(platform.machine())
+    if arch is None:
+        return f"no syscall filter for {platform.machine()}"
+    audit_arch, numbers = arch
+    ld, jeq, ret = 0x20, 0x15, 0x06  # BPF_LD|BPF_W|BPF_ABS, BPF_JMP|BPF_JEQ|BPF_K, BPF_RET|BPF_K
+    jge = 0x35  # BPF_JMP|BPF_JGE|BPF_K
+    deny = SECCOMP_RET_ERRNO | EPERM
+    prog = [(ld, 0, 0, 4), (jeq, 1, 0, audit_arch), (ret, 0, 0, deny), (ld, 0, 0, 0),
+            (jge, 0, 1, 0x40000000), (ret, 0, 0, deny)]  # other ABIs and x32: denied
+    for nr in sorted(numbers.values()):
+        prog += [(jeq, 0, 1, nr), (ret, 0, 0, deny)]
+    prog.append((ret, 0, 0, SECCOMP_RET_ALLOW))
+    filters = (_SockFilter * len(prog))(*[_SockFilter(*ins) for ins in prog])
+    fprog = _SockFprog(len(prog), filters)
+    if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        return f"no_new_privs failed (errno {ctypes.get_errno()})"
+    if _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        return f"seccomp failed (errno {ctypes.get_errno()})"
+    return ""
+
+
 # --------------------------------------------------------------------------- preload
-MPL_CACHE_DIR = "/opt/selfheal/matplotlib"  # a font cache made when the image was built
-
-
-def preload() -> list[str]:
-    """Import the common libraries once, so children get them for free."""
+def preload() -> list:
+    """Import the common libraries once, so every run gets them for free."""
     os.environ["MPLBACKEND"] = "Agg"
-    config_dir = os.environ["MPLCONFIGDIR"] = os.path.join(WORKDIR_ROOT, RESERVED, "matplotlib")
-    if os.path.isdir(MPL_CACHE_DIR):
-        shutil.copytree(MPL_CACHE_DIR, config_dir, dirs_exist_ok=True)
+    os.environ["MPLCONFIGDIR"] = MPL_CONFIG_DIR
+    fresh_matplotlib_dir()
     loaded = []
     for name in ("numpy", "pandas"):
         try:
@@ -120,18 +229,24 @@ def preload() -> list[str]:
         import matplotlib
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot  # noqa: F401
 
-        plt.show = lambda *a, **k: None  # figures are collected after the run instead
         loaded.append("matplotlib")
     except Exception:
         pass
     return loaded
 
 
+def fresh_matplotlib_dir() -> None:
+    if os.path.isdir(MPL_CACHE_DIR):
+        shutil.copytree(MPL_CACHE_DIR, MPL_CONFIG_DIR, dirs_exist_ok=True)
+    else:
+        os.makedirs(MPL_CONFIG_DIR, exist_ok=True)
+
+
 # --------------------------------------------------------------------------- memory
-def _read_kv(path: str) -> dict[str, int]:
-    out: dict[str, int] = {}
+def _read_kv(path: str) -> dict:
+    out: dict = {}
     try:
         with open(path) as f:
             for line in f:
@@ -151,7 +266,7 @@ def oom_kills() -> int:
     return _read_kv("/sys/fs/cgroup/memory.events").get("oom_kill", 0)
 
 
-# --------------------------------------------------------------------------- child side
+# --------------------------------------------------------------------------- descriptions
 def short_repr(value: Any) -> str:
     """A one-line summary of a value, never long, never raising."""
     try:
@@ -171,10 +286,15 @@ def short_repr(value: Any) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-def summarize_locals(frame_locals: dict[str, Any]) -> dict[str, str]:
-    import types
+def safe_str(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except BaseException:
+        return f"<str() of the {type(exc).__name__} failed>"
 
-    out: dict[str, str] = {}
+
+def summarize_locals(frame_locals: dict) -> dict:
+    out: dict = {}
     for name, value in frame_locals.items():
         if name.startswith("__") or isinstance(
             value, (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type)
@@ -186,32 +306,33 @@ def summarize_locals(frame_locals: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def error_info(exc: BaseException, filename: str, lines: list[str]) -> dict[str, Any]:
-    """Structured exception restricted to the candidate's own frames."""
+def _source_line(filename: str, lineno: int) -> str:
+    return linecache.getline(filename, lineno).strip()
+
+
+def error_info(exc: BaseException, own_files: "tuple[str, ...]", shown: str) -> dict:
+    """Structured exception restricted to the program's own frames (and the notebook's)."""
     frames = []
     last_frame = None
     tb = exc.__traceback__
     while tb is not None:
         code = tb.tb_frame.f_code
-        if code.co_filename == filename:
-            lineno = tb.tb_lineno
-            src = lines[lineno - 1].strip() if 0 < lineno <= len(lines) else ""
-            frames.append(
-                {"file": filename, "line": lineno, "function": code.co_name, "source": src}
-            )
+        if code.co_filename in own_files:
+            name = shown if code.co_filename != NOTEBOOK_FILE else NOTEBOOK_FILE
+            frames.append({"file": name, "line": tb.tb_lineno, "function": code.co_name,
+                           "source": _source_line(code.co_filename, tb.tb_lineno)})
             last_frame = tb.tb_frame
         tb = tb.tb_next
-    line = frames[-1]["line"] if frames else None
-    if isinstance(exc, SyntaxError) and exc.filename == filename and exc.lineno:
+    line = frames[-1]["line"] if frames and frames[-1]["file"] == shown else None
+    if isinstance(exc, SyntaxError) and exc.filename in own_files and exc.lineno:
         line = exc.lineno
-        src = (exc.text or "").strip() or (
-            lines[line - 1].strip() if 0 < line <= len(lines) else ""
-        )
-        frames.append({"file": filename, "line": line, "function": "<module>", "source": src})
-    try:
-        message = str(exc) if not isinstance(exc, SyntaxError) else (exc.msg or str(exc))
-    except Exception:
-        message = "<str() of the exception failed>"
+        src = (exc.text or "").strip() or _source_line(exc.filename, exc.lineno)
+        name = shown if exc.filename != NOTEBOOK_FILE else NOTEBOOK_FILE
+        frames.append({"file": name, "line": line, "function": "<module>", "source": src})
+    if isinstance(exc, SyntaxError):
+        message = exc.msg or safe_str(exc)
+    else:
+        message = safe_str(exc)
     return {
         "type": type(exc).__name__,
         "message": message,
@@ -221,32 +342,7 @@ def error_info(exc: BaseException, filename: str, lines: list[str]) -> dict[str,
     }
 
 
-def print_traceback(exc: BaseException, filename: str) -> None:
-    """What `python file.py` would show on stderr, minus frames outside the candidate.
-
-    A chained exception that happened entirely inside a library (pandas raising a
-    KeyError internally, then another) is dropped from the chain.
-    """
-    try:
-        te = traceback.TracebackException.from_exception(exc)
-        link: traceback.TracebackException | None = te
-        while link is not None:
-            link.stack = traceback.StackSummary.from_list(
-                [f for f in link.stack if f.filename == filename]
-            )
-            for attr in ("__cause__", "__context__"):
-                nxt = getattr(link, attr)
-                if nxt is not None and not any(f.filename == filename for f in nxt.stack):
-                    setattr(link, attr, None)
-                    if attr == "__cause__":
-                        link.__suppress_context__ = True
-            link = link.__cause__ or (None if link.__suppress_context__ else link.__context__)
-        sys.stderr.write("".join(te.format()))
-    except Exception:
-        pass
-
-
-def rich_value(value: Any) -> list[dict[str, str]]:
+def rich_value(value: Any) -> list:
     """What a notebook would display for the value of the last expression."""
     out = []
     html = getattr(value, "_repr_html_", None)
@@ -267,12 +363,16 @@ def rich_value(value: Any) -> list[dict[str, str]]:
     return out
 
 
-def collect_figures() -> list[dict[str, str]]:
+def collect_figures() -> list:
     plt = sys.modules.get("matplotlib.pyplot")
     if plt is None:
         return []
     out = []
-    for num in plt.get_fignums()[:MAX_FIGURES]:
+    try:
+        numbers = plt.get_fignums()[:MAX_FIGURES]
+    except Exception:
+        return []
+    for num in numbers:
         try:
             buf = io.BytesIO()
             plt.figure(num).savefig(buf, format="png", bbox_inches="tight")
@@ -282,21 +382,556 @@ def collect_figures() -> list[dict[str, str]]:
     return out
 
 
-def compare_detail(stmt: ast.stmt, ns: dict[str, Any], filename: str) -> str:
+# --------------------------------------------------------------------------- value codec
+# Values cross between the program and the checker as tagged JSON. Only these exact
+# types travel by value and are rebuilt from plain data on the other side; anything
+# else (functions, classes, instances, subclasses of the above) is a reference.
+MAX_ENCODED_ITEMS = 2_000_000
+_DTYPE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789[], :<>|=/._-+")
+
+
+class _Budget:
+    """How many more items one value may encode (a cap on what crosses)."""
+
+    def __init__(self) -> None:
+        self.left = MAX_ENCODED_ITEMS
+
+
+class Unencodable(Exception):
+    pass
+
+
+def _dtype_ok(text: Any) -> str:
+    if not isinstance(text, str) or len(text) > 64 or not set(text) <= _DTYPE_CHARS:
+        raise ValueError(f"unexpected dtype {text!r}")
+    return text
+
+
+class Codec:
+    """Encode / decode values; ``ref_of`` / ``deref`` link references to objects."""
+
+    def __init__(self, ref_of: Callable[[Any], dict], deref: Callable[[dict], Any]) -> None:
+        self.ref_of = ref_of
+        self.deref = deref
+
+    # -- out
+    def encode(self, value: Any, budget: "_Budget | None" = None) -> Any:
+        budget = budget or _Budget()
+        try:
+            return self._enc(value, budget, 0)
+        except (Unencodable, RecursionError):
+            return self.ref_of(value)
+
+    def _enc(self, x: Any, b: _Budget, depth: int) -> Any:
+        b.left -= 1
+        if b.left < 0 or depth > 100:
+            raise Unencodable
+        t = type(x)
+        if x is None or t is bool or t is int or t is str:
+            return x
+        if t is float:
+            return x if x == x and x not in (float("inf"), float("-inf")) else {"$": "float", "v": repr(x)}
+        if t in (list, tuple, set, frozenset):
+            return {"$": t.__name__, "v": [self._enc(i, b, depth + 1) for i in x]}
+        if t is dict:
+            return {"$": "dict", "v": [[self._enc(k, b, depth + 1), self._enc(v, b, depth + 1)]
+                                       for k, v in x.items()]}
+        if t in (bytes, bytearray):
+            return {"$": t.__name__, "v": base64.b64encode(x).decode()}
+        if t is complex:
+            return {"$": "complex", "v": [repr(x.real), repr(x.imag)]}
+        if t is range:
+            return {"$": "range", "v": [x.start, x.stop, x.step]}
+        mod = getattr(t, "__module__", "") or ""
+        if mod in ("decimal", "fractions", "datetime", "uuid") and t.__name__ in (
+                "Decimal", "Fraction", "datetime", "date", "time", "timedelta", "UUID"):
+            if t.__name__ == "timedelta":
+                return {"$": "timedelta", "v": [x.days, x.seconds, x.microseconds]}
+            return {"$": t.__name__, "v": x.isoformat() if hasattr(x, "isoformat") else str(x)}
+        if mod == "numpy" or mod.startswith("numpy."):
+            return self._enc_numpy(x, b, depth)
+        if mod.startswith("pandas"):
+            return self._enc_pandas(x, b, depth)
+        try:
+            is_exception_class = isinstance(x, type) and issubclass(x, BaseException)
+        except Exception:
+            is_exception_class = False
+        if is_exception_class:
+            return {"$": "excclass", "name": x.__qualname__, "module": x.__module__,
+                    "base": _builtin_base(x).__name__}
+        return self.ref_of(x)
+
+    def _enc_numpy(self, x: Any, b: _Budget, depth: int) -> Any:
+        import numpy as np
+
+        if type(x) is np.ndarray and x.dtype.kind in "biufcUSO":
+            b.left -= x.size
+            if b.left < 0:
+                raise Unencodable
+            return {"$": "ndarray", "dtype": x.dtype.str, "shape": list(x.shape),
+                    "v": self._enc(x.tolist(), b, depth + 1)}
+        if isinstance(x, np.generic) and type(x).__module__ == "numpy" and x.dtype.kind in "biufc":
+            return {"$": "npscalar", "dtype": x.dtype.str, "v": self._enc(x.item(), b, depth + 1)}
+        return self.ref_of(x)
+
+    def _enc_pandas(self, x: Any, b: _Budget, depth: int) -> Any:
+        import pandas as pd
+
+        t = type(x)
+        if t is pd.DataFrame:
+            b.left -= x.size
+            if b.left < 0 or not x.columns.is_unique:
+                raise Unencodable
+            cols = [self._enc_column(x.iloc[:, i], b, depth) for i in range(x.shape[1])]
+            return {"$": "DataFrame", "columns": self._enc_pandas(x.columns, b, depth + 1),
+                    "index": self._enc_pandas(x.index, b, depth + 1), "cols": cols}
+        if t is pd.Series:
+            b.left -= len(x)
+            return {"$": "Series", "name": self._enc(x.name, b, depth + 1),
+                    "index": self._enc_pandas(x.index, b, depth + 1),
+                    "col": self._enc_column(x, b, depth)}
+        if t is pd.RangeIndex:
+            return {"$": "RangeIndex", "v": [x.start, x.stop, x.step],
+                    "name": self._enc(x.name, b, depth + 1)}
+        if t is pd.MultiIndex:
+            return {"$": "MultiIndex", "v": self._enc(list(x), b, depth + 1),
+                    "names": self._enc(list(x.names), b, depth + 1)}
+        if t is pd.Index or t.__name__ in ("DatetimeIndex", "CategoricalIndex"):
+            return {"$": "Index", "dtype": str(x.dtype), "v": self._enc(x.tolist(), b, depth + 1),
+                    "name": self._enc(x.name, b, depth + 1)}
+        if t is pd.Timestamp:
+            return {"$": "Timestamp", "v": x.isoformat()}
+        if t is pd.Timedelta:
+            return {"$": "Timedelta", "v": x.value}
+        if x is pd.NaT:
+            return {"$": "NaT"}
+        if x is pd.NA:
+            return {"$": "NA"}
+        return self.ref_of(x)
+
+    def _enc_column(self, s: Any, b: _Budget, depth: int) -> dict:
+        return {"dtype": str(s.dtype), "v": self._enc(s.tolist(), b, depth + 1)}
+
+    # -- in
+    def decode(self, v: Any) -> Any:
+        if v is None or isinstance(v, (bool, int, str)):
+            return v
+        if isinstance(v, float):
+            return v
+        if isinstance(v, list):  # never produced by encode; be strict
+            raise ValueError("untagged list")
+        tag = v.get("$")
+        d = self.decode
+        if tag == "ref":
+            return self.deref(v)
+        if tag == "float":
+            return float(v["v"])
+        if tag in ("list", "tuple", "set", "frozenset"):
+            return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[tag](
+                d(i) for i in v["v"])
+        if tag == "dict":
+            return {d(k): d(val) for k, val in v["v"]}
+        if tag in ("bytes", "bytearray"):
+            data = base64.b64decode(v["v"], validate=True)
+            return data if tag == "bytes" else bytearray(data)
+        if tag == "complex":
+            return complex(float(v["v"][0]), float(v["v"][1]))
+        if tag == "range":
+            return range(*[int(i) for i in v["v"]])
+        if tag in ("Decimal", "Fraction"):
+            import decimal
+            import fractions
+
+            return (decimal.Decimal if tag == "Decimal" else fractions.Fraction)(str(v["v"]))
+        if tag in ("datetime", "date", "time"):
+            import datetime
+
+            return getattr(datetime, tag).fromisoformat(str(v["v"]))
+        if tag == "timedelta":
+            import datetime
+
+            return datetime.timedelta(*[int(i) for i in v["v"]])
+        if tag == "UUID":
+            import uuid
+
+            return uuid.UUID(str(v["v"]))
+        if tag == "excclass":
+            return exception_class(str(v["module"]), str(v["name"]), str(v["base"]))
+        if tag in ("ndarray", "npscalar"):
+            import numpy as np
+
+            dtype = np.dtype(_dtype_ok(v["dtype"]))
+            if tag == "npscalar":
+                return dtype.type(d(v["v"]))
+            shape = tuple(int(i) for i in v["shape"])
+            if dtype.kind == "O":
+                nested = d(v["v"])
+                arr = np.empty(shape, dtype=object)
+                for idx in np.ndindex(*shape):
+                    item = nested
+                    for i in idx:
+                        item = item[i]
+                    arr[idx] = item
+                return arr
+            return np.array(d(v["v"]), dtype=dtype).reshape([int(i) for i in v["shape"]])
+        return self._dec_pandas(tag, v)
+
+    def _dec_pandas(self, tag: Any, v: dict) -> Any:
+        import pandas as pd
+
+        d = self.decode
+        if tag == "Timestamp":
+            return pd.Timestamp(str(v["v"]))
+        if tag == "Timedelta":
+            return pd.Timedelta(int(v["v"]))
+        if tag == "NaT":
+            return pd.NaT
+        if tag == "NA":
+            return pd.NA
+        if tag == "RangeIndex":
+            return pd.RangeIndex(*[int(i) for i in v["v"]], name=d(v["name"]))
+        if tag == "MultiIndex":
+            return pd.MultiIndex.from_tuples(d(v["v"]), names=d(v["names"]))
+        if tag == "Index":
+            return pd.Index(d(v["v"]), dtype=_dtype_ok(v["dtype"]), name=d(v["name"]))
+        if tag == "Series":
+            return pd.Series(self._dec_column(v["col"]), index=d(v["index"]), name=d(v["name"]))
+        if tag == "DataFrame":
+            columns = d(v["columns"])
+            index = d(v["index"])
+            data = {i: pd.Series(self._dec_column(c), index=index) for i, c in enumerate(v["cols"])}
+            frame = pd.DataFrame(data, index=index)
+            frame.columns = columns
+            return frame
+        raise ValueError(f"unknown value tag {tag!r}")
+
+    def _dec_column(self, col: dict) -> Any:
+        import pandas as pd
+
+        return pd.array(self.decode(col["v"]), dtype=_dtype_ok(col["dtype"]))
+
+
+def _builtin_base(cls: type) -> type:
+    for base in cls.__mro__:
+        if getattr(builtins, base.__name__, None) is base:
+            return base
+    return Exception
+
+
+_EXCEPTION_CLASSES: dict = {}
+
+
+def exception_class(module: str, name: str, base: str) -> type:
+    """A local stand-in for an exception class the program defined (one per name)."""
+    builtin = getattr(builtins, name, None)
+    if module == "builtins" and isinstance(builtin, type) and issubclass(builtin, BaseException):
+        return builtin
+    key = (module, name)
+    if key not in _EXCEPTION_CLASSES:
+        parent = getattr(builtins, base, Exception)
+        if not (isinstance(parent, type) and issubclass(parent, BaseException)):
+            parent = Exception
+        _EXCEPTION_CLASSES[key] = type(name.rsplit(".", 1)[-1], (parent,), {"__module__": module})
+    return _EXCEPTION_CLASSES[key]
+
+
+# --------------------------------------------------------------------------- RPC: program side
+class ProgramObjects:
+    """Serve the checker's requests from the program's namespace, after the program ran."""
+
+    MAX_REFS = 100_000
+
+    def __init__(self, ns: dict) -> None:
+        self.ns = ns
+        self.objects: list = []
+        self.ids: dict = {}
+        self.codec = Codec(self.ref_of, self.deref)
+
+    def ref_of(self, obj: Any) -> dict:
+        key = id(obj)
+        if key not in self.ids:
+            if len(self.objects) >= self.MAX_REFS:
+                raise RuntimeError("too many objects referenced by the tests")
+            self.ids[key] = len(self.objects)
+            self.objects.append(obj)
+        try:
+            text = short_repr(obj)
+        except BaseException:
+            text = "<object>"
+        return {"$": "ref", "id": self.ids[key], "type": type(obj).__qualname__,
+                "callable": callable(obj), "repr": text}
+
+    def deref(self, v: dict) -> Any:
+        return self.objects[int(v["id"])]
+
+    def serve(self, rpc_in: int, rpc_out: int) -> None:
+        reader = FrameReader(rpc_in)
+        while True:
+            req = reader.wait()
+            if req is None or req.get("op") == "done":
+                return
+            try:
+                value = self.handle(req)
+                reply = {"ok": self.ref_of(value.obj) if isinstance(value, _Ref)
+                         else self.codec.encode(value)}
+            except BaseException as exc:  # SystemExit from a called function included
+                reply = {"raise": self.describe(exc)}
+            try:
+                write_frame(rpc_out, reply)
+            except OSError:
+                return
+
+    def describe(self, exc: BaseException) -> dict:
+        cls = type(exc)
+        return {"module": cls.__module__, "name": cls.__qualname__,
+                "base": _builtin_base(cls).__name__, "message": safe_str(exc)}
+
+    def handle(self, req: dict) -> Any:
+        op = req.get("op")
+        dec = self.codec.decode
+        if op == "names":
+            return {n: self.ns[n] for n in req["names"]
+                    if isinstance(n, str) and n in self.ns and not n.startswith("__")}
+        if op == "module":
+            return _Ref(sys.modules["__main__"])
+        target = self.objects[int(req["ref"])] if "ref" in req else None
+        if op == "call":
+            return target(*dec(req["args"]), **dec(req["kwargs"]))
+        if op == "getattr":
+            return getattr(target, str(req["name"]))
+        if op == "setattr":
+            setattr(target, str(req["name"]), dec(req["value"]))
+            return None
+        if op == "getitem":
+            return target[dec(req["key"])]
+        if op == "setitem":
+            target[dec(req["key"])] = dec(req["value"])
+            return None
+        if op == "delitem":
+            del target[dec(req["key"])]
+            return None
+        if op == "len":
+            return int(len(target))
+        if op == "list":
+            return list(target)
+        if op == "str":
+            return str(target)
+        if op == "repr":
+            return repr(target)
+        if op == "binop":
+            other = dec(req["other"])
+            method = getattr(target, str(req["name"]))
+            result = method(other)
+            if result is NotImplemented:
+                raise TypeError(f"unsupported operand for {req['name']}: "
+                                f"{type(target).__name__} and {type(other).__name__}")
+            return result
+        if op == "compare":  # both sides are the program's own objects
+            other = self.objects[int(req["other"])]
+            return bool(_COMPARE[str(req["name"])](target, other))
+        raise ValueError(f"unknown request {op!r}")
+
+
+class _Ref:
+    """Forces an object to travel as a reference (the program's module)."""
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+
+_COMPARE = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
+            "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+
+
+# --------------------------------------------------------------------------- RPC: checker side
+class ProgramLink:
+    """The checker's end: asks the program's process for names, calls, attributes."""
+
+    def __init__(self, rpc_out: int, rpc_in: int) -> None:
+        self.out = rpc_out
+        self.reader = FrameReader(rpc_in)
+        self.remotes: dict = {}
+        self.codec = Codec(self.ref_of, self.remote)
+        self.closed = False
+
+    def ref_of(self, obj: Any) -> dict:
+        if isinstance(obj, Remote):
+            return {"$": "ref", "id": object.__getattribute__(obj, "_id")}
+        raise TypeError(f"a {type(obj).__name__} from the tests cannot be passed to the program; "
+                        "pass plain data (numbers, strings, lists, dicts, arrays, DataFrames)")
+
+    def remote(self, v: dict) -> "Remote":
+        key = int(v["id"])
+        if key not in self.remotes:
+            self.remotes[key] = Remote(self, key, str(v.get("type", "")), str(v.get("repr", "")),
+                                       bool(v.get("callable")))
+        return self.remotes[key]
+
+    def encode(self, value: Any) -> Any:
+        """A test-side value for the program; program objects travel as references."""
+        try:
+            return self.codec._enc(value, _Budget(), 0)
+        except Unencodable:
+            raise TypeError("a value from the tests is too large to pass to the program") from None
+
+    def ask(self, op: str, **fields: Any) -> Any:
+        if self.closed:
+            raise RuntimeError("the program's process is gone")
+        try:
+            write_frame(self.out, {"op": op, **fields})
+        except OSError:
+            self.closed = True
+            raise RuntimeError("the program's process ended during the tests") from None
+        reply = self.reader.wait()
+        if reply is None:
+            self.closed = True
+            raise RuntimeError("the program's process ended during the tests")
+        if "raise" in reply:
+            info = reply["raise"]
+            cls = exception_class(str(info.get("module")), str(info.get("name")),
+                                  str(info.get("base")))
+            raise cls(str(info.get("message", "")))
+        return self.codec.decode(reply.get("ok"))
+
+    def done(self) -> None:
+        try:
+            write_frame(self.out, {"op": "done"})
+        except OSError:
+            pass
+
+
+class Remote:
+    """An object of the program, seen from the checker. Comparisons with plain values
+    are never delegated to the program: a remote object equals only itself, or another
+    remote object the program says it equals."""
+
+    __slots__ = ("_link", "_id", "_type", "_repr", "_callable")
+
+    def __init__(self, link: ProgramLink, ref: int, type_name: str, text: str,
+                 is_callable: bool) -> None:
+        object.__setattr__(self, "_link", link)
+        object.__setattr__(self, "_id", ref)
+        object.__setattr__(self, "_type", type_name)
+        object.__setattr__(self, "_repr", text)
+        object.__setattr__(self, "_callable", is_callable)
+
+    def _ask(self, op: str, **fields: Any) -> Any:
+        return object.__getattribute__(self, "_link").ask(
+            op, ref=object.__getattribute__(self, "_id"), **fields)
+
+    def _enc(self, value: Any) -> Any:
+        return object.__getattribute__(self, "_link").encode(value)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return self._ask("getattr", name=name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self._ask("setattr", name=name, value=self._enc(value))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._ask("call", args=self._enc(list(args)), kwargs=self._enc(dict(kwargs)))
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._ask("getitem", key=self._enc(key))
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._ask("setitem", key=self._enc(key), value=self._enc(value))
+
+    def __delitem__(self, key: Any) -> None:
+        self._ask("delitem", key=self._enc(key))
+
+    def __len__(self) -> int:
+        n = self._ask("len")
+        if type(n) is not int:
+            raise TypeError("len() of a program object did not give an int")
+        return n
+
+    def __iter__(self) -> Any:
+        return iter(self._ask("list"))
+
+    def __contains__(self, item: Any) -> bool:
+        return item in self._ask("list")  # compared here, on plain values
+
+    def __bool__(self) -> bool:
+        raise TypeError(
+            f"a {object.__getattribute__(self, '_type')} object of the program cannot be used "
+            "as a truth value in a test; compare a plain value (e.g. `x == 3`, `len(x) > 0`)")
+
+    def __repr__(self) -> str:
+        return object.__getattribute__(self, "_repr") or "<program object>"
+
+    def __str__(self) -> str:
+        text = self._ask("str")
+        return text if type(text) is str else repr(self)
+
+    def __hash__(self) -> int:
+        return hash(("selfheal-remote", object.__getattribute__(self, "_id")))
+
+    def _compare(self, other: Any, name: str) -> Any:
+        if not isinstance(other, Remote):
+            return NotImplemented
+        result = self._ask("compare", name=name, other=object.__getattribute__(other, "_id"))
+        return result is True
+
+    def __eq__(self, other: Any) -> Any:
+        if isinstance(other, Remote) and object.__getattribute__(other, "_id") == \
+                object.__getattribute__(self, "_id"):
+            return True
+        return self._compare(other, "==")
+
+    def __ne__(self, other: Any) -> Any:
+        result = self.__eq__(other)
+        return result if result is NotImplemented else not result
+
+    def __lt__(self, other: Any) -> Any:
+        return self._compare(other, "<")
+
+    def __le__(self, other: Any) -> Any:
+        return self._compare(other, "<=")
+
+    def __gt__(self, other: Any) -> Any:
+        return self._compare(other, ">")
+
+    def __ge__(self, other: Any) -> Any:
+        return self._compare(other, ">=")
+
+
+def _binop(name: str) -> Callable:
+    def method(self: Remote, other: Any) -> Any:
+        return self._ask("binop", name=name, other=self._enc(other))
+    method.__name__ = name
+    return method
+
+
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or",
+              "xor", "lshift", "rshift"):
+    setattr(Remote, f"__{_name}__", _binop(f"__{_name}__"))
+    setattr(Remote, f"__r{_name}__", _binop(f"__r{_name}__"))
+
+
+# --------------------------------------------------------------------------- the checker
+def free_names(tree: ast.AST) -> list:
+    return sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)})
+
+
+def compare_detail(stmt: ast.stmt, ns: dict, filename: str) -> str:
     """For a failing bare ``assert a == b``: the values of both sides."""
     test = getattr(stmt, "test", None)
     if not isinstance(test, ast.Compare) or len(test.ops) != 1:
         return ""
     try:
-        left = eval(compile(ast.Expression(test.left), filename, "eval"), ns)
-        right = eval(compile(ast.Expression(test.comparators[0]), filename, "eval"), ns)
+        left = eval(compile(ast.Expression(test.left), filename, "eval", dont_inherit=True), ns)
+        right = eval(compile(ast.Expression(test.comparators[0]), filename, "eval",
+                             dont_inherit=True), ns)
     except BaseException:
         return ""
     return f"left = {short_repr(left)}, right = {short_repr(right)}"
 
 
-def run_tests(source: str, ns: dict[str, Any], skip_reason: str) -> list[dict[str, Any]]:
-    """Run the user's tests one top-level statement at a time, in the candidate's namespace."""
+def run_tests(source: str, ns: dict, skip_reason: str) -> list:
+    """Run the tests one top-level statement at a time in ``ns``."""
     filename = "tests.py"
     lines = source.splitlines()
     linecache.cache[filename] = (len(source), None, [ln + "\n" for ln in lines], filename)
@@ -313,92 +948,278 @@ def run_tests(source: str, ns: dict[str, Any], skip_reason: str) -> list[dict[st
                             "message": f"not run: {skip_reason}"})
             continue
         try:
-            exec(compile(ast.Module([stmt], []), filename, "exec"), ns)
+            exec(compile(ast.Module([stmt], []), filename, "exec", dont_inherit=True), ns)
             results.append({"source": text, "passed": True, "line": stmt.lineno, "message": ""})
         except BaseException as exc:  # SystemExit and KeyboardInterrupt included
-            msg = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            if isinstance(exc, AssertionError) and not str(exc):
+            message = safe_str(exc)
+            msg = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+            if isinstance(exc, AssertionError) and not message:
                 detail = compare_detail(stmt, ns, filename)
                 msg = f"AssertionError ({detail})" if detail else "AssertionError"
             results.append({"source": text, "passed": False, "line": stmt.lineno, "message": msg})
     return results
 
 
-def load_inputs(req: dict[str, Any], ns: dict[str, Any]) -> None:
-    directory = req.get("inputs_dir") or "/inputs"
+def checker_main() -> None:
+    """Run the tests against the program over the RPC link; report outcomes to the server."""
+    request = json.loads(read_all(FD_REQUEST) or b"null")
+    if not request:
+        os._exit(0)
+    source = str(request.get("tests") or "")
+    link = ProgramLink(FD_RPC_OUT, FD_RPC_IN)
+    hello = link.reader.wait()
+    skip = ""
+    ns: dict = {"__name__": "selfheal_tests", "__builtins__": builtins}
+    if hello is None:
+        skip = "the program did not run to its end"
+    elif not hello.get("ready"):
+        skip = str(hello.get("reason") or "the program failed")
+    else:
+        try:
+            names = free_names(ast.parse(source))
+        except SyntaxError:
+            names = []
+        try:
+            ns.update(link.ask("names", names=names))
+            ns["__program__"] = link.ask("module")
+        except BaseException as exc:
+            skip = f"the program's names could not be read ({safe_str(exc)})"
+    results = run_tests(source, ns, skip)
+    write_frame(FD_REPORT, {"tests": results})
+    link.done()
+    os._exit(0)
+
+
+# --------------------------------------------------------------------------- the candidate
+def load_inputs(req: dict, ns: dict) -> None:
+    directory = req.get("inputs_dir") or os.environ.get("SELFHEAL_PUT_DIR", "")
     for name, fname in (req.get("inputs") or {}).items():
         try:
-            with open(os.path.join(directory, fname), "rb") as f:
+            with open(os.path.join(directory, os.path.basename(fname)), "rb") as f:
                 ns[name] = pickle.load(f)
         except Exception as exc:
             hint = ""
             if "__main__" in str(exc):
                 hint = (" (a class or function defined in the notebook itself cannot be sent "
                         "into the sandbox: pass plain data such as a dict, list or DataFrame)")
-            raise RuntimeError(
+            raise InputError(
                 f"input {name!r} could not be loaded inside the sandbox: "
                 f"{type(exc).__name__}: {exc}{hint}"
             ) from None
 
 
-def run_candidate(req: dict[str, Any]) -> dict[str, Any]:
-    """Run one candidate in this (child) process and describe what happened."""
-    filename = req.get("filename") or "candidate.py"
-    code = req.get("code", "")
-    lines = code.splitlines()
-    linecache.cache[filename] = (len(code), None, [ln + "\n" for ln in lines], filename)
-    ns: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins, "__file__": filename}
-    result: dict[str, Any] = {"exit_code": 0, "error": None, "outputs": [], "tests": []}
-    failure = ""
+class InputError(Exception):
+    pass
+
+
+def _runner_frames_to_skip(tb: Any) -> Any:
+    """The traceback from the program's first frame on (the runner's own are not shown)."""
+    here = __file__ if "__file__" in globals() else ""
+    while tb is not None and tb.tb_frame.f_code.co_filename == here:
+        tb = tb.tb_next
+    return tb
+
+
+def _print_exception(exc: BaseException) -> None:
+    """What ``python3 FILE`` prints for an uncaught exception (through sys.excepthook)."""
+    tb = None if isinstance(exc, SyntaxError) else _runner_frames_to_skip(exc.__traceback__)
+    exc.__traceback__ = tb  # the hook prints the exception's own traceback
     try:
-        load_inputs(req, ns)
-    except RuntimeError as exc:
-        result["error"] = {"type": "InputError", "message": str(exc), "line": None,
-                           "frames": [], "locals": {}}
-        result["exit_code"] = 1
-        failure = "an input could not be loaded"
-        sys.stderr.write(f"{exc}\n")
-    if not failure:
+        sys.excepthook(type(exc), exc, tb)
+    except BaseException:
         try:
-            tree = ast.parse(code, filename)
-            last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
-            exec(compile(tree, filename, "exec"), ns)
-            if last is not None:
-                value = eval(compile(ast.Expression(last.value), filename, "eval"), ns)
-                if value is not None:
-                    result["outputs"].extend(rich_value(value))
+            traceback.print_exception(type(exc), exc, tb)
+        except BaseException:
+            pass
+
+
+def _stack_depth() -> int:
+    depth, frame = 0, sys._getframe()
+    while frame is not None:
+        depth += 1
+        frame = frame.f_back
+    return depth
+
+
+class Program:
+    """One candidate, run as ``python3 FILE`` would run it, in this (fresh) process."""
+
+    def __init__(self, req: dict, workdir: str) -> None:
+        self.req = req
+        self.filename = os.path.basename(str(req.get("filename") or "candidate.py")) or "candidate.py"
+        self.path = os.path.join(workdir, self.filename)
+        self.workdir = workdir
+        self.code = str(req.get("code") or "")
+        self.error: "dict | None" = None
+        self.outputs: list = []
+        self.exit_code = 0
+        self.interrupted = False
+        self.failure = ""
+
+    def module(self) -> dict:
+        mod = types.ModuleType("__main__")
+        mod.__dict__.update(__file__=self.path, __builtins__=builtins, __cached__=None,
+                            __loader__=SourceFileLoader("__main__", self.path))
+        sys.modules["__main__"] = mod
+        sys.argv = [self.filename]
+        sys.path[0] = self.workdir
+        return mod.__dict__
+
+    def run(self) -> None:
+        with open(self.path, "w", encoding="utf-8", errors="surrogatepass") as f:
+            f.write(self.code)
+        ns = self.module()
+        prelude = self.req.get("prelude")
+        if prelude:
+            lines = [ln + "\n" for ln in str(prelude).splitlines()]
+            linecache.cache[NOTEBOOK_FILE] = (len(prelude), None, lines, NOTEBOOK_FILE)
+        warnings.filters[:] = _STARTUP_WARNING_FILTERS
+        warnings._filters_mutated()  # type: ignore[attr-defined]
+        warnings.onceregistry.clear()  # type: ignore[attr-defined]
+        sys.setrecursionlimit(DEFAULT_RECURSION_LIMIT + _stack_depth())
+        try:
+            if prelude:
+                exec(compile(str(prelude), NOTEBOOK_FILE, "exec", dont_inherit=True), ns)
+            load_inputs(self.req, ns)
+            self._execute(ns)
+        except InputError as exc:
+            self.error = {"type": "InputError", "message": str(exc), "line": None, "frames": [],
+                          "locals": {}}
+            self.exit_code = 1
+            self.failure = "an input could not be loaded"
+            sys.stderr.write(f"{exc}\n")
         except SystemExit as exc:
-            code_ = exc.code
-            if code_ is None or code_ == 0:
-                pass
-            else:
-                result["exit_code"] = code_ if isinstance(code_, int) else 1
-                result["error"] = error_info(exc, filename, lines)
-                result["error"]["message"] = str(code_)
-                failure = f"the program exited with SystemExit({code_!r})"
-                if not isinstance(code_, int):
-                    sys.stderr.write(f"{code_}\n")
+            self._exit(exc)
         except BaseException as exc:
-            result["exit_code"] = 1
-            result["error"] = error_info(exc, filename, lines)
-            failure = f"the program raised {type(exc).__name__}"
-            print_traceback(exc, filename)
-    if req.get("tests"):
-        result["tests"] = run_tests(req["tests"], ns, failure)
-    result["outputs"].extend(collect_figures())
-    return result
+            self.error = error_info(exc, (self.path, NOTEBOOK_FILE), self.filename)
+            self.exit_code = 1
+            self.interrupted = isinstance(exc, KeyboardInterrupt)
+            self.failure = f"the program raised {type(exc).__name__}"
+            _print_exception(exc)
+            del exc
+
+    def _execute(self, ns: dict) -> None:
+        tree = ast.parse(self.code, self.path)
+        body = tree.body
+        last = None
+        if len(body) > 1 or (body and not _is_docstring(body[0])):
+            if body and isinstance(body[-1], ast.Expr):
+                last = body.pop()
+        exec(compile(tree, self.path, "exec", dont_inherit=True), ns)
+        if last is not None:
+            value = eval(compile(ast.Expression(last.value), self.path, "eval",
+                                 dont_inherit=True), ns)
+            if value is not None:
+                self.outputs.extend(rich_value(value))
+
+    def _exit(self, exc: SystemExit) -> None:
+        code = exc.code
+        if code is None:
+            self.exit_code = 0
+        elif isinstance(code, int):
+            self.exit_code = code & 0xFF
+        else:
+            try:
+                sys.stderr.write(f"{code}\n")
+            except BaseException:
+                pass
+            self.exit_code = 1
+        if self.exit_code:
+            self.error = error_info(exc, (self.path, NOTEBOOK_FILE), self.filename)
+            self.error["message"] = safe_str(exc)
+            self.failure = f"the program exited with SystemExit({code!r})"
+
+    def finish(self, tests: bool) -> None:
+        """Threads, the tests, atexit, the report; then exit as Python would. Never returns."""
+        try:
+            threading._shutdown()  # type: ignore[attr-defined]  # join non-daemon threads
+        except BaseException:
+            pass
+        if tests:
+            ready = not self.failure and not self.interrupted
+            try:
+                write_frame(FD_RPC_OUT, {"ready": ready, "reason": self.failure})
+                if ready:
+                    ProgramObjects(sys.modules["__main__"].__dict__).serve(FD_RPC_IN, FD_RPC_OUT)
+            except BaseException:
+                pass
+        self.outputs.extend(collect_figures())  # before atexit: pyplot closes them there
+        try:
+            atexit._run_exitfuncs()
+        except BaseException:
+            pass
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except BaseException:
+            pass
+        try:
+            write_frame(FD_REPORT, {"error": self.error, "outputs": self.outputs})
+        except BaseException:
+            pass
+        if self.interrupted:  # like Python: die from the signal, after reporting
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
+        os._exit(self.exit_code)
+
+
+def _is_docstring(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(
+        stmt.value.value, str)
+
+
+def candidate_main(workdir: str) -> None:
+    raw = read_all(FD_REQUEST)
+    if not raw:
+        os._exit(0)  # the server is going away
+    req = json.loads(raw)
+    program = Program(req, workdir)
+    program.run()
+    program.finish(bool(req.get("tests")))
+
+
+# --------------------------------------------------------------------------- the template
+def _move_fds(mapping: dict) -> None:
+    """Put descriptors at fixed numbers ({source: target}) and close every other one."""
+    import fcntl
+
+    high = {src: fcntl.fcntl(src, fcntl.F_DUPFD, 256) for src in mapping}
+    for src, dup in high.items():
+        target = mapping[src]
+        os.dup2(dup, target, inheritable=target <= 2)
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    top = max(mapping.values()) + 1
+    os.closerange(top, limit if limit != resource.RLIM_INFINITY else 65536)
+
+
+def _child_setup(soft_cap: int, workdir: str) -> None:
+    os.setpgid(0, 0)
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for stream in (sys.stdout, sys.stderr):
+        try:  # what was printed before a timeout or a crash is not lost in a buffer
+            stream.reconfigure(line_buffering=True)
+        except Exception:
+            pass
+    if soft_cap:
+        try:
+            resource.setrlimit(resource.RLIMIT_DATA, (soft_cap, soft_cap))
+        except (ValueError, OSError):
+            pass
+    os.chdir(workdir)
 
 
 def _prefault() -> None:
     """Touch, while idle, the memory every run writes to (copy-on-write faults after the
     fork), so that the candidate does not pay for them."""
     try:
-        ns: dict[str, Any] = {"__builtins__": builtins}
+        ns: dict = {"__builtins__": builtins}
         tree = ast.parse("x = [1, 'a', 2.0]\nx", "<prefault>")
         tree.body.pop()
-        exec(compile(tree, "<prefault>", "exec"), ns)
+        exec(compile(tree, "<prefault>", "exec", dont_inherit=True), ns)
         json.loads(json.dumps({"x": ns["x"], "y": None}))
-        linecache.cache.pop("<prefault>", None)
         plt = sys.modules.get("matplotlib.pyplot")
         if plt is not None:
             plt.get_fignums()
@@ -406,72 +1227,241 @@ def _prefault() -> None:
         pass
 
 
-def zygote_main(req_r: int, out_w: int, err_w: int, res_w: int, workdir: str,
-                soft_cap: int) -> None:
-    """The pre-forked child: set up everything, wait for the request, run it; never returns.
-
-    Doing the set-up (and the fork itself) before the request arrives keeps both off
-    the path between "request sent" and "result back".
-    """
-    status = 0
-    try:
-        os.setpgid(0, 0)
-        signal.set_wakeup_fd(-1)
-        for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
-            signal.signal(sig, signal.SIG_DFL)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.dup2(out_w, 1)
-        os.dup2(err_w, 2)
-        for fd in (null, out_w, err_w):
-            os.close(fd)
+def _wipe(root: str) -> None:
+    """Remove everything under ``root``, whatever modes the program left."""
+    def unlock(func: Any, path: str, _exc: Any) -> None:
         try:
-            with open("/proc/self/oom_score_adj", "w") as f:
-                f.write("1000")  # the kernel OOM killer picks this child, not the server
+            os.chmod(os.path.dirname(path), 0o700)
+            os.chmod(path, 0o700)
         except OSError:
             pass
-        for stream in (sys.stdout, sys.stderr):
-            try:  # what was printed before a timeout or a crash is not lost in a buffer
-                stream.reconfigure(line_buffering=True)
-            except Exception:
-                pass
-        os.makedirs(workdir, exist_ok=True)
-        os.chdir(workdir)
-        if soft_cap:
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.unlink(path)
+        except OSError:
+            pass
+
+    try:
+        entries = os.listdir(root)
+    except OSError:
+        return
+    for entry in entries:
+        path = os.path.join(root, entry)
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                os.chmod(path, 0o700)
+                shutil.rmtree(path, onerror=unlock)
+            else:
+                os.unlink(path)
+        except OSError:
+            pass
+
+
+def _used_bytes(root: str) -> int:
+    try:
+        st = os.statvfs(root)
+    except OSError:
+        return 0
+    return (st.f_blocks - st.f_bfree) * st.f_frsize
+
+
+class Template:
+    """Forks the processes of every run from a state that never held a request."""
+
+    def __init__(self, sock: socket.socket, sweep: bool) -> None:
+        self.sock = sock
+        self.sweep = sweep
+        self.children: set = set()
+        self.rpc_ends: list = []
+        self.workdir = WORKDIR_ROOT
+
+    def serve(self) -> None:
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_r, False)
+        os.set_blocking(wake_w, False)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.set_wakeup_fd(wake_w)
+        while True:
+            ready, _, _ = select.select([self.sock, wake_r], [], [])
+            if wake_r in ready:
+                try:
+                    while os.read(wake_r, 512):
+                        pass
+                except BlockingIOError:
+                    pass
+            self._reap()
+            if self.sock in ready:
+                data = self.sock.recv(65536)
+                if not data:
+                    self._kill_all()
+                    os._exit(0)
+                msg = json.loads(data)
+                if msg["op"] == "checker":
+                    self._checker()
+                elif msg["op"] == "sweep":
+                    self._close_rpc_ends()
+                    self._kill_all()
+                    self._send({"op": "swept"})
+                elif msg["op"] == "prepare":
+                    self._close_rpc_ends()
+                    self._prepare(msg)
+
+    def _send(self, msg: dict, fds: "list | None" = None) -> None:
+        data = json.dumps(msg).encode()
+        if fds:
+            socket.send_fds(self.sock, [data], fds)
+        else:
+            self.sock.sendall(data)
+
+    def _reap(self) -> None:
+        while True:
             try:
-                resource.setrlimit(resource.RLIMIT_DATA, (soft_cap, soft_cap))
-            except (ValueError, OSError):
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid in self.children:
+                self.children.discard(pid)
+                self._send({"op": "exit", "pid": pid, "status": status})
+
+    def _others(self) -> list:
+        """Live processes other than PID 1 and this one (zombies do not count)."""
+        me = os.getpid()
+        out = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) in (1, me):
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            if state not in ("Z", "X"):
+                out.append(int(entry))
+        return out
+
+    def _kill_all(self) -> None:
+        """Every process but the server and this one: the run's, and whatever it left."""
+        if not self.sweep:
+            for pid in list(self.children):
+                kill_group(pid)
+            self._reap()
+            return
+        for _ in range(200):
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except ProcessLookupError:
                 pass
-        _prefault()
-        chunks = []
-        while chunk := os.read(req_r, 1 << 20):
-            chunks.append(chunk)
-        os.close(req_r)
-        if not chunks:
-            os._exit(0)  # the server is going away
-        req = json.loads(b"".join(chunks))
-        sys.argv = [req.get("filename") or "candidate.py"]
-        sys.path[0] = workdir  # like `python candidate.py` run from its own directory
-        result = run_candidate(req)
+            self._reap()
+            if not self._others():
+                break
+            time.sleep(0.001)
+        self._reap()
+
+    def _clean(self) -> str:
+        """Wipe /tmp and /dev/shm; why the container is dirty, or ''."""
+        if not self.sweep:
+            return ""
+        _wipe(WORKDIR_ROOT)
+        _wipe(SHM_ROOT)
+        for root in (WORKDIR_ROOT, SHM_ROOT):
+            used = _used_bytes(root)
+            if used > DIRTY_BYTES:
+                return f"{root} still uses {used >> 10} KiB after the wipe"
+        return ""
+
+    def _prepare(self, msg: dict) -> None:
+        self._kill_all()
+        dirty = self._clean()
+        self.workdir = os.path.join(WORKDIR_ROOT, f"run{msg['runs']}")
+        os.makedirs(self.workdir, exist_ok=True)
+        soft_cap = int(msg.get("soft_cap") or 0)
+        cand_req, out, err, report = os.pipe(), os.pipe(), os.pipe(), os.pipe()
+        to_checker, to_program = os.pipe(), os.pipe()
+        null = os.open(os.devnull, os.O_RDONLY)
+        workdir = self.workdir
+        candidate = self._fork({null: 0, out[1]: 1, err[1]: 2, cand_req[0]: FD_REQUEST,
+                                report[1]: FD_REPORT, to_checker[1]: FD_RPC_OUT,
+                                to_program[0]: FD_RPC_IN},
+                               lambda: _candidate_entry(soft_cap, workdir))
+        self._send({"op": "prepared", "candidate": candidate, "dirty": dirty},
+                   [cand_req[1], out[0], err[0], report[0]])
+        for fd in [null, *cand_req, *out, *err, *report, to_checker[1], to_program[0]]:
+            os.close(fd)
+        self.rpc_ends = [to_program[1], to_checker[0]]  # for a checker, if the run has tests
+
+    def _close_rpc_ends(self) -> None:
+        for fd in self.rpc_ends:
+            os.close(fd)
+        self.rpc_ends = []
+
+    def _checker(self) -> None:
+        """Fork the checker of the current run, linked to its program."""
+        if not self.rpc_ends:
+            self._send({"op": "checker_ready", "pid": -1})
+            return
+        req, report, out, err = os.pipe(), os.pipe(), os.pipe(), os.pipe()
+        null = os.open(os.devnull, os.O_RDONLY)
+        rpc_out, rpc_in = self.rpc_ends
+        pid = self._fork({null: 0, out[1]: 1, err[1]: 2, req[0]: FD_REQUEST, report[1]: FD_REPORT,
+                          rpc_out: FD_RPC_OUT, rpc_in: FD_RPC_IN},
+                         lambda: _checker_entry(self.workdir))
+        self._send({"op": "checker_ready", "pid": pid}, [req[1], report[0], out[0], err[0]])
+        for fd in [null, *req, *report, *out, *err]:
+            os.close(fd)
+        self._close_rpc_ends()
+
+    def _fork(self, fds: dict, entry: Callable[[], None]) -> int:
+        for _ in range(50):  # right after a fork bomb the pids limit can still be full
+            try:
+                pid = os.fork()
+                break
+            except BlockingIOError:
+                time.sleep(0.02)
+        else:
+            return -1
+        if pid == 0:
+            try:
+                _move_fds(fds)
+                entry()
+            except BaseException:
+                try:
+                    traceback.print_exc()
+                except BaseException:
+                    pass
+            os._exit(70)
+        self.children.add(pid)
+        return pid
+
+
+def _candidate_entry(soft_cap: int, workdir: str) -> None:
+    set_dumpable(True)  # its own /proc entries are its own; seccomp still denies ptrace
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")  # the kernel OOM killer picks the program, not the runner
+    except OSError:
+        pass
+    _child_setup(soft_cap, workdir)
+    _prefault()
+    candidate_main(workdir)
+
+
+def _checker_entry(workdir: str) -> None:
+    _child_setup(0, workdir)
+    checker_main()
+
+
+def kill_group(pid: int) -> None:
+    if pid <= 0:
+        return
+    for target in (-pid, pid):
         try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        except Exception:
+            os.kill(target, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
             pass
-        data = json.dumps(result, default=str).encode("utf-8")
-        view = memoryview(HEADER.pack(len(data)) + data)
-        while view:
-            view = view[os.write(res_w, view):]
-        status = result["exit_code"] if isinstance(result["exit_code"], int) else 1
-    except BaseException:
-        try:
-            traceback.print_exc()
-            sys.stderr.flush()
-        except BaseException:
-            pass
-        status = 70
-    finally:
-        os._exit(status & 0xFF if status >= 0 else 1)
 
 
 # --------------------------------------------------------------------------- server side
@@ -497,59 +1487,174 @@ class Capture:
             text += f"\n[selfheal: {label} truncated after {self.cap} bytes]"
         return text
 
-    def frame(self) -> dict[str, Any] | None:
-        """The child's result frame, once complete."""
+    def frame(self) -> "dict | None":
         if len(self.data) < HEADER.size:
             return None
         (size,) = HEADER.unpack_from(self.data)
         if len(self.data) < HEADER.size + size:
             return None
         try:
-            return json.loads(bytes(self.data[HEADER.size : HEADER.size + size]))
+            frame = json.loads(bytes(self.data[HEADER.size : HEADER.size + size]))
         except ValueError:
             return None
+        return frame if isinstance(frame, dict) else None
 
 
-class Zygote:
-    """A forked child waiting for its request, with the pipes that lead to it."""
+class Prepared:
+    """The processes of the next run (forked by the template) and the server's pipe ends."""
 
-    def __init__(self, pid: int, req_w: int, out_r: int, err_r: int, res_r: int) -> None:
-        self.pid, self.req_w, self.out_r, self.err_r, self.res_r = pid, req_w, out_r, err_r, res_r
+    def __init__(self, msg: dict, fds: list) -> None:
+        self.candidate = int(msg["candidate"])
+        self.dirty = str(msg.get("dirty") or "")
+        self.request_w, self.out_r, self.err_r, self.report_r = fds
 
 
 class Server:
-    def __init__(self, sweep: bool, memory_bytes: int, control: str | None = None) -> None:
+    def __init__(self, sweep: bool, memory_bytes: int, control: "str | None") -> None:
         self.sweep = sweep and os.getuid() != 0  # never kill(-1) as root (e.g. on a host)
         self.memory_bytes = memory_bytes
+        self.channel = "stdio"
+        self.in_fd, self.out_fd = 0, os.dup(1)
         if control:
-            # A unix socket the host listens on (in the read-only bind mount): frames then
-            # go host <-> runner directly instead of through dockerd and the shim.
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            sock.connect(control)
-            self._sock = sock  # keep the object alive: it owns the descriptor
-            self.in_fd = self.out_fd = sock.fileno()
-        else:
-            self.in_fd, self.out_fd = 0, os.dup(1)
+            # A unix socket the host listens on, in a directory it shares with us: frames
+            # then go host <-> runner directly, without the engine in between.
+            try:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                sock.connect(control)
+                self._sock = sock  # keep the object alive: it owns the descriptor
+                self.in_fd = self.out_fd = sock.fileno()
+                self.channel = "socket"
+            except OSError as exc:
+                sys.stderr.write(f"selfheal runner: control socket {control} unreachable "
+                                 f"({exc.strerror or exc}); using stdin/stdout\n")
         os.dup2(2, 1)  # a stray print in the server can never corrupt the frame stream
-        self.stdin = FrameReader(self.in_fd)
+        self.host = FrameReader(self.in_fd)
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_r, False)
         os.set_blocking(self.wake_w, False)
+        self.runs = 0
+        self.prep_s = 0.0
+        self.next: "Prepared | None" = None
+        self.template_pid = 0
+        self.tsock: "socket.socket | None" = None
+        self.exits: dict = {}
+        self.pending_put: dict = {}
+        self.put_dir = ""
+        self.template_lost = False
+
+    # -- template ---------------------------------------------------------------
+    def start_template(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        pid = os.fork()
+        if pid == 0:
+            ours.close()
+            for fd in {self.in_fd, self.out_fd, self.wake_r, self.wake_w} - {0, 1, 2}:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            try:
+                Template(theirs, self.sweep).serve()
+            finally:
+                os._exit(0)
+        theirs.close()
+        self.tsock = ours
+        self.template_pid = pid
         signal.signal(signal.SIGCHLD, lambda *_: None)
         signal.set_wakeup_fd(self.wake_w)
-        self.runs = 0
-        self.prep_s = 0.0  # how long the clean-up and fork after the last run took
-        self.zygote: Zygote | None = None
 
-    # -- lifecycle -------------------------------------------------------------
-    def serve(self, loaded: list[str], preload_s: float) -> None:
-        self._prefork()
-        write_frame(self.out_fd, {
-            "ready": True, "protocol": RUNNER_PROTOCOL, "pid": os.getpid(),
-            "python": sys.version.split()[0], "preloaded": loaded, "preload_s": preload_s,
-        })
+    def _template_message(self, want: str, timeout: float = 30.0) -> "tuple[dict, list] | None":
+        """Messages from the template until one of kind ``want`` (exits are recorded)."""
+        assert self.tsock is not None
+        end = time.monotonic() + timeout
         while True:
-            req = self.stdin.wait()
+            left = end - time.monotonic()
+            if left <= 0:
+                return None
+            ready, _, _ = select.select([self.tsock, self.wake_r], [], [], left)
+            if self.wake_r in ready:
+                self._drain_wake()
+                self._reap_orphans()
+            if self.tsock in ready:
+                got = self._recv_template()
+                if got is None:
+                    return None
+                if got[0].get("op") == want:
+                    return got
+
+    def _recv_template(self) -> "tuple[dict, list] | None":
+        assert self.tsock is not None
+        try:
+            data, fds, _flags, _addr = socket.recv_fds(self.tsock, 65536, 16)
+        except OSError:
+            data, fds = b"", []
+        if not data:
+            self.template_lost = True
+            return None
+        msg = json.loads(data)
+        if msg.get("op") == "exit":
+            self.exits[int(msg["pid"])] = int(msg["status"])
+        return msg, fds
+
+    def prepare(self) -> None:
+        self.runs += 1
+        self.exits.clear()
+        assert self.tsock is not None
+        try:
+            self.tsock.sendall(json.dumps({"op": "prepare", "runs": self.runs,
+                                           "soft_cap": self._soft_cap()}).encode())
+        except OSError:
+            self.template_lost = True
+            self.next = None
+            return
+        got = self._template_message("prepared")
+        self.next = Prepared(*got) if got is not None and len(got[1]) == 4 else None
+
+    def sweep_run(self) -> None:
+        assert self.tsock is not None
+        try:
+            self.tsock.sendall(b'{"op": "sweep"}')
+        except OSError:
+            self.template_lost = True
+            return
+        self._template_message("swept")
+
+    def _reap_orphans(self) -> None:
+        """Processes reparented to PID 1 (us) when their parent died; and the template."""
+        while True:
+            try:
+                pid, _status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid == self.template_pid:
+                self.template_lost = True
+
+    def _drain_wake(self) -> None:
+        try:
+            while os.read(self.wake_r, 512):
+                pass
+        except BlockingIOError:
+            pass
+
+    def _soft_cap(self) -> int:
+        """RLIMIT_DATA for a run: the template's data plus what the container has left."""
+        if not self.memory_bytes:
+            return 0
+        status = _read_kv(f"/proc/{self.template_pid}/status") if self.template_pid else {}
+        vm_data = status.get("VmData", 0) * 1024
+        rss = status.get("VmRSS", 0) * 1024
+        return vm_data + max(self.memory_bytes - rss - (32 << 20), 16 << 20)
+
+    # -- lifecycle --------------------------------------------------------------
+    def serve(self, hello: dict) -> None:
+        self.prepare()
+        write_frame(self.out_fd, {"ready": True, "protocol": RUNNER_PROTOCOL, "pid": os.getpid(),
+                                  "python": sys.version.split()[0], "channel": self.channel,
+                                  **hello})
+        while True:
+            req = self.host.wait()
             if req is None:
                 break
             op = req.get("op")
@@ -563,191 +1668,152 @@ class Server:
                 except OSError:
                     break  # the host went away mid-run: nobody to answer
                 t0 = time.monotonic()
-                self._after_run()
+                self.prepare()
                 self.prep_s = round(time.monotonic() - t0, 6)
-            elif op == "ping":
-                write_frame(self.out_fd, {"pong": True, "runs": self.runs})
+            elif op == "put":
+                self.put(req)
             elif op == "cancel":
                 continue  # arrived after its run had finished
             else:
                 write_frame(self.out_fd, {"status": "error", "message": f"unknown op {op!r}"})
-        if self.zygote is not None:
-            kill_child(self.zygote.pid)
+        if self.tsock is not None:
+            self.tsock.close()
 
-    def _soft_cap(self) -> int:
-        """RLIMIT_DATA for a child: its inherited data plus what the container has left."""
-        if not self.memory_bytes:
-            return 0
-        status = _read_kv("/proc/self/status")
-        vm_data = status.get("VmData", 0) * 1024
-        rss = status.get("VmRSS", 0) * 1024
-        return vm_data + max(self.memory_bytes - rss - (32 << 20), 16 << 20)
-
-    def _prefork(self) -> None:
-        """Fork the next child now, while nobody waits for it."""
-        self.runs += 1
-        workdir = os.path.join(WORKDIR_ROOT, f"run{self.runs}")
-        req_r, req_w = os.pipe()
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
-        res_r, res_w = os.pipe()
-        soft_cap = self._soft_cap()
-        pid = -1
-        for attempt in range(50):  # right after a fork bomb the pids limit can still be full
-            try:
-                pid = os.fork()
-                break
-            except BlockingIOError:
-                time.sleep(0.02)
-        if pid == 0:
-            for fd in {req_w, out_r, err_r, res_r, self.in_fd, self.out_fd, self.wake_r,
-                       self.wake_w} - {0}:
-                os.close(fd)
-            zygote_main(req_r, out_w, err_w, res_w, workdir, soft_cap)
-        for fd in (req_r, out_w, err_w, res_w):
-            os.close(fd)
-        if pid < 0:
-            for fd in (req_w, out_r, err_r, res_r):
-                os.close(fd)
-            self.zygote = None
+    def put(self, req: dict) -> None:
+        """An input file's chunk, sent over the frames (no shared directory)."""
+        name = os.path.basename(str(req.get("name") or ""))
+        if not name:
             return
-        self.zygote = Zygote(pid, req_w, out_r, err_r, res_r)
+        self.pending_put.setdefault(name, bytearray()).extend(
+            base64.b64decode(str(req.get("data") or "")))
 
-    def _after_run(self) -> None:
-        """Leave the container as it was (no process, no file of the candidate), fork anew."""
-        if self.sweep:
-            try:
-                for entry in os.listdir(WORKDIR_ROOT):
-                    if entry != RESERVED:
-                        path = os.path.join(WORKDIR_ROOT, entry)
-                        if os.path.isdir(path) and not os.path.islink(path):
-                            shutil.rmtree(path, ignore_errors=True)
-                        else:
-                            os.unlink(path)
-            except OSError:
-                pass
-        self._reap_all()
-        self._prefork()
+    def _write_puts(self) -> str:
+        """Write the put files where this run's processes can read them; the directory."""
+        if not self.pending_put:
+            return ""
+        directory = os.path.join(WORKDIR_ROOT, f".inputs{self.runs}")
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        for name, data in self.pending_put.items():
+            with open(os.path.join(directory, name), "wb") as f:
+                f.write(data)
+        self.pending_put.clear()
+        return directory
 
-    def _sweep(self, pid: int) -> None:
-        kill_child(pid)
-        if self.sweep:
-            try:
-                os.kill(-1, signal.SIGKILL)  # every process but us and init: grandchildren too
-            except ProcessLookupError:
-                pass
-
-    def _reap_all(self) -> None:
-        try:
-            while os.waitpid(-1, os.WNOHANG)[0]:
-                pass
-        except ChildProcessError:
-            pass
-
-    # -- one run ---------------------------------------------------------------
-    def run(self, req: dict[str, Any]) -> dict[str, Any]:
+    # -- one run ----------------------------------------------------------------
+    def run(self, req: dict) -> dict:
         cap = int(req.get("output_bytes") or (1 << 20))
         timeout = float(req.get("timeout_s") or 30.0)
-        if self.zygote is None:  # the fork after the last run failed: try again now
-            self._reap_all()
-            self._prefork()
-        z = self.zygote
-        self.zygote = None
-        if z is None:
-            return {"status": "error", "exit_code": None, "stdout": "", "stderr": "",
-                    "error": {"type": "SandboxError", "message": "could not fork a child "
-                              "(the process limit is full)", "line": None, "frames": [],
-                              "locals": {}},
-                    "outputs": [], "tests": [], "message": "The sandbox could not start the "
-                    "program: its process limit is full.", "run_s": 0.0}
-        out, err, res = Capture(cap), Capture(cap), Capture(MAX_RESULT_BYTES)
-        pipes = {z.out_r: out, z.err_r: err, z.res_r: res}
+        if self.next is None and not self.template_lost:
+            self.prepare()
+        p = self.next
+        self.next = None
+        if p is None or p.candidate < 0:
+            return self._failed("the sandbox could not start the program (its process limit "
+                                 "is full, or its supervisor died)")
+        tests = str(req.get("tests") or "")
+        put_dir = self._write_puts()
+        request = {k: req.get(k) for k in ("code", "filename", "prelude", "inputs", "inputs_dir")}
+        request["tests"] = bool(tests)
+        if put_dir and not req.get("inputs_dir"):
+            request["inputs_dir"] = put_dir
+        out, err = Capture(cap), Capture(cap)
+        report, checker_report = Capture(MAX_RESULT_BYTES), Capture(MAX_RESULT_BYTES)
+        pipes = {p.out_r: out, p.err_r: err, p.report_r: report}
+        pids = [p.candidate]
+        if tests:
+            checker = self.start_checker()
+            if checker is not None:
+                pid, (chk_req, chk_report, chk_out, chk_err) = checker
+                pids.append(pid)
+                pipes.update({chk_report: checker_report, chk_out: out, chk_err: err})
+                self._send_request(chk_req, {"tests": tests})
         for fd in pipes:
             os.set_blocking(fd, False)
         oom_before = oom_kills()
         t0 = time.monotonic()
-        payload = json.dumps(req).encode("utf-8")
-        try:
-            view = memoryview(payload)
-            while view:
-                view = view[os.write(z.req_w, view):]
-        except OSError:
-            pass  # the child died before reading; the reap below tells why
-        os.close(z.req_w)
+        self._send_request(p.request_w, request)
         deadline = t0 + timeout
-        reason = ""  # why we killed it: timeout / output_limit / killed
-        wait_status: int | None = None
-        child: dict[str, Any] | None = None
-        while True:
-            child = res.frame()
-            if child is not None:
-                break
-            wait_status = self._reap(z.pid)
-            if wait_status is not None:
-                break
+        reason = ""
+
+        def stop(why: str) -> None:
+            nonlocal reason
+            if not reason:
+                reason = why
+                for pid in pids:
+                    kill_group(pid)
+
+        assert self.tsock is not None
+        while not set(pids) <= set(self.exits) and not self.template_lost:
             remaining = deadline - time.monotonic()
-            if remaining <= 0 and not reason:
-                reason = "timeout"
-                kill_child(z.pid)
-            watch = list(pipes) + [self.wake_r] + ([] if self.stdin.eof else [self.in_fd])
-            wait = 0.05 if reason else max(remaining, 0.001)
-            ready, _, _ = select.select(watch, [], [], wait)
+            if remaining <= 0:
+                stop("timeout")
+            watch = list(pipes) + [self.wake_r, self.tsock] + (
+                [] if self.host.eof else [self.in_fd])
+            ready, _, _ = select.select(watch, [], [], 0.05 if reason else max(remaining, 0.001))
             for fd in ready:
                 if fd == self.wake_r:
                     self._drain_wake()
+                    self._reap_orphans()
+                elif fd == self.tsock:
+                    self._recv_template()
                 elif fd == self.in_fd:
-                    self.stdin.feed()
-                    while (frame := self.stdin.next()) is not None:
-                        if frame.get("op") == "cancel" and not reason:
-                            reason = "killed"
-                            kill_child(z.pid)
-                    if self.stdin.eof and not reason:
-                        reason = "killed"
-                        kill_child(z.pid)
+                    self.host.feed()
+                    while (frame := self.host.next()) is not None:
+                        if frame.get("op") == "cancel":
+                            stop("killed")
+                    if self.host.eof:
+                        stop("killed")
                 elif fd in pipes:
                     over = self._read(fd, pipes)
-                    if over and not reason and fd != z.res_r:
-                        reason = "output_limit"
-                        kill_child(z.pid)
+                    if over and pipes.get(fd) in (out, err):
+                        stop("output_limit")
         duration = time.monotonic() - t0
-        self._sweep(z.pid)
-        for fd in list(pipes):  # whatever was written before the end
-            for _ in range(64):
-                if fd not in pipes or self._read(fd, pipes) is None:
-                    break
+        status_word = self.exits.get(p.candidate)
+        for fd in list(pipes):  # usually every writer is gone already
+            while fd in pipes and self._read(fd, pipes) is not None:
+                pass
+        if pipes:  # something the program started still holds a pipe: end it first
+            self.sweep_run()
+            for fd in list(pipes):
+                for _ in range(4096):
+                    if fd not in pipes or self._read(fd, pipes, block=True) is None:
+                        break
         for fd in list(pipes):
             os.close(fd)
-        if child is None:
-            child = res.frame()
-        if child is not None:
-            wait_status = None  # the child's own report is authoritative
-        elif wait_status is None:
-            wait_status = self._wait(z.pid)
-        return self._describe(req, child, wait_status, reason, out, err, res, oom_before,
-                              duration, cap, timeout)
+        result = self._describe(status_word, reason, out, err, report.frame(),
+                                checker_report.frame() if tests else None, tests, oom_before,
+                                duration, cap, timeout)
+        if p.dirty or self.template_lost:
+            result["dirty"] = True
+        return result
 
-    def _reap(self, pid: int) -> int | None:
+    def start_checker(self) -> "tuple[int, list] | None":
+        assert self.tsock is not None
         try:
-            done, status = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            return 0
-        return status if done else None
+            self.tsock.sendall(b'{"op": "checker"}')
+        except OSError:
+            self.template_lost = True
+            return None
+        got = self._template_message("checker_ready")
+        if got is None or int(got[0].get("pid", -1)) < 0 or len(got[1]) != 4:
+            return None
+        return int(got[0]["pid"]), got[1]
 
-    def _wait(self, pid: int) -> int:
+    def _send_request(self, fd: int, obj: Any) -> None:
         try:
-            return os.waitpid(pid, 0)[1]
-        except ChildProcessError:
-            return 0
+            if obj is not None:
+                data = json.dumps(obj).encode("utf-8", errors="surrogatepass")
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+        except OSError:
+            pass  # the process died before reading; its exit status tells why
+        os.close(fd)
 
-    def _drain_wake(self) -> None:
-        try:
-            while os.read(self.wake_r, 512):
-                pass
-        except BlockingIOError:
-            pass
-
-    def _read(self, fd: int, pipes: dict[int, Capture]) -> bool | None:
-        """Read what is there; None when nothing is left (EOF or would block)."""
+    def _read(self, fd: int, pipes: dict, block: bool = False) -> "bool | None":
+        """Read what is there; None when nothing is left (EOF, or would block)."""
+        if block:
+            select.select([fd], [], [], 1.0)
         try:
             chunk = os.read(fd, 1 << 16)
         except BlockingIOError:
@@ -758,72 +1824,91 @@ class Server:
             return None
         return pipes[fd].add(chunk)
 
-    def _describe(self, req, child, wait_status, reason, out, err, res, oom_before, duration,
-                  cap, timeout):
-        result: dict[str, Any] = {
+    def _failed(self, message: str) -> dict:
+        return {"status": "error", "exit_code": None, "stdout": "", "stderr": "",
+                "error": {"type": "SandboxError", "message": message, "line": None,
+                          "frames": [], "locals": {}},
+                "outputs": [], "tests": [], "message": f"The sandbox failed: {message}.",
+                "run_s": 0.0, "dirty": True}
+
+    def _describe(self, wait_status: "int | None", reason: str, out: Capture, err: Capture,
+                  report: "dict | None", checked: "dict | None", tests: str, oom_before: int,
+                  duration: float, cap: int, timeout: float) -> dict:
+        result: dict = {
             "status": "ok", "exit_code": 0, "error": None, "outputs": [], "tests": [],
             "stdout_truncated": out.total > cap, "stderr_truncated": err.total > cap,
             "run_s": round(duration, 6), "message": "",
         }
-        if res.total > res.cap:
-            err.add(b"\n[selfheal: the result was too large to return; outputs dropped]\n")
+        if report is not None:  # the program's own description: details, never the verdict
+            error = report.get("error")
+            result["error"] = error if isinstance(error, dict) else None
+            outputs = report.get("outputs")
+            result["outputs"] = outputs if isinstance(outputs, list) else []
+        if tests:
+            result["tests"] = _test_outcomes(checked, tests, reason)
         signum = 0
-        if child is not None:
-            result.update({k: child[k] for k in ("error", "outputs", "tests") if k in child})
-            exit_code = child.get("exit_code", 0)
+        if wait_status is None:
+            exit_code: "int | None" = None
+        elif os.WIFSIGNALED(wait_status):
+            signum = os.WTERMSIG(wait_status)
+            exit_code = 128 + signum
         else:
-            ws = wait_status or 0
-            signum = os.WTERMSIG(ws) if os.WIFSIGNALED(ws) else 0
-            exit_code = 128 + signum if signum else os.WEXITSTATUS(ws)
+            exit_code = os.WEXITSTATUS(wait_status)
         result["exit_code"] = exit_code
         limit_mb = self.memory_bytes >> 20
+        error_type = (result["error"] or {}).get("type")
         if reason == "timeout":
-            result["status"] = "timeout"
-            result["message"] = (f"The program was still running after {timeout:g} s and was "
-                                 "stopped. Look for an endless loop or work too slow for the "
-                                 "limit, or raise the timeout.")
+            result.update(status="timeout", error=None, message=(
+                f"The program was still running after {timeout:g} s and was stopped. Look for "
+                "an endless loop, a thread that never ends, or work too slow for the limit, "
+                "or raise the timeout."))
         elif reason == "output_limit":
-            result["status"] = "output_limit"
-            result["message"] = (f"The program wrote more than {cap} bytes of output and was "
-                                 "stopped. Print less (a summary, .head(), a count).")
+            result.update(status="output_limit", message=(
+                f"The program wrote more than {cap} bytes of output and was stopped. Print "
+                "less (a summary, .head(), a count)."))
         elif reason == "killed":
-            result["status"] = "killed"
-            result["message"] = "The run was cancelled and the program was stopped."
+            result.update(status="killed",
+                          message="The run was cancelled and the program was stopped.")
+        elif wait_status is None:
+            result.update(status="error", error={
+                "type": "SandboxError", "message": "the program's exit was not observed",
+                "line": None, "frames": [], "locals": {}}, message=(
+                "The sandbox lost track of the program (its supervisor was killed); the "
+                "container will be replaced."))
         elif signum == signal.SIGKILL and oom_kills() > oom_before:
-            result["status"] = "oom"
-            result["message"] = (f"The program used more than the memory limit ({limit_mb} MB) "
-                                 "and the kernel killed it. Use less memory (smaller data, "
-                                 "chunks, dtypes) or raise the memory limit.")
-        elif child is not None and (child.get("error") or {}).get("type") == "MemoryError":
-            result["status"] = "oom"
-            result["message"] = (f"The program ran out of memory (limit {limit_mb} MB): an "
-                                 "allocation raised MemoryError. Use less memory or raise "
-                                 "the limit.")
-        elif signum:
+            result.update(status="oom", message=(
+                f"The program used more than the memory limit ({limit_mb} MB) and the kernel "
+                "killed it. Use less memory (smaller data, chunks, dtypes) or raise the "
+                "memory limit."))
+        elif exit_code and error_type == "MemoryError":
+            result.update(status="oom", message=(
+                f"The program ran out of memory (limit {limit_mb} MB): an allocation raised "
+                "MemoryError. Use less memory or raise the limit."))
+        elif signum and not (signum == signal.SIGINT and error_type == "KeyboardInterrupt"):
             name = signal.Signals(signum).name
+            result.update(status="error", error={
+                "type": name, "message": f"the process was killed by {name}", "line": None,
+                "frames": [], "locals": {}}, message=f"The program died from signal {name}.")
+        elif exit_code:
             result["status"] = "error"
-            result["error"] = {"type": name, "message": f"the process was killed by {name}",
-                               "line": None, "frames": [], "locals": {}}
-            result["message"] = f"The program died from signal {name}."
-        elif child is None:
-            result["status"] = "ok" if exit_code == 0 else "error"
-            if exit_code:
-                result["message"] = f"The program ended with exit code {exit_code} (os._exit?)."
-        elif child.get("error"):
-            result["status"] = "error"
+            if not result["error"]:
+                result["message"] = f"The program ended with exit code {exit_code}."
+        else:
+            result["error"] = None  # exit status 0: whatever the program claimed, it passed
         result["stdout"] = out.text("stdout")
         result["stderr"] = err.text("stderr")
         return result
 
 
-def kill_child(pid: int) -> None:
-    if pid <= 0:
-        return
-    for target in (-pid, pid):
-        try:
-            os.kill(target, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+def _test_outcomes(checked: "dict | None", tests: str, reason: str) -> list:
+    """The checker's outcomes; when it reported nothing usable, every test failed."""
+    outcomes = checked.get("tests") if isinstance(checked, dict) else None
+    if isinstance(outcomes, list) and all(isinstance(t, dict) for t in outcomes):
+        return outcomes
+    why = {"timeout": "the run timed out", "killed": "the run was cancelled",
+           "output_limit": "the output limit was reached"}.get(
+        reason, "the test process ended without a report")
+    return [{"source": tests.strip(), "passed": False, "line": 1, "message": f"not run: {why}"}]
 
 
 def main() -> None:
@@ -832,12 +1917,16 @@ def main() -> None:
     memory_bytes = int(args[args.index("--memory-bytes") + 1]) if "--memory-bytes" in args else 0
     control = args[args.index("--control") + 1] if "--control" in args else None
     t0 = time.monotonic()
-    os.makedirs(os.path.join(WORKDIR_ROOT, RESERVED), exist_ok=True)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # PID 1 gets no signal it does not handle
+    set_dumpable(False)  # no ptrace, no /proc/<pid>/mem of the runner by the program
+    refused = install_seccomp()
     loaded = preload()
     gc.collect()
     gc.freeze()  # children then never touch (copy) the preloaded objects' pages
     server = Server(sweep=sweep, memory_bytes=memory_bytes, control=control)
-    server.serve(loaded, round(time.monotonic() - t0, 3))
+    server.start_template()
+    server.serve({"preloaded": loaded, "preload_s": round(time.monotonic() - t0, 3),
+                  "seccomp": not refused, "seccomp_error": refused})
 
 
 if __name__ == "__main__":

@@ -1,0 +1,264 @@
+"""Hostile candidates against the real engine: each test is one attack class of issue 10.
+
+A candidate may try to take over the runner, forge its own result, flip the outcome of
+the user's tests, or leave something behind for the next candidate in the same warm
+container. Every test here fails if the protection it names is removed.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Iterator
+
+import pytest
+
+from selfheal_jupyter.model import ExecutionResult
+from selfheal_jupyter.sandbox.docker import DockerSandbox
+
+HOSTNAME = "import socket\nprint('host=' + socket.gethostname())\n"
+
+
+@pytest.fixture(scope="module")
+def one_container(sandbox_image: str, docker_client) -> Iterator[DockerSandbox]:
+    """A pool of ONE warm container: consecutive runs share it (checked by hostname)."""
+    sb = DockerSandbox(pool_size=1, client=docker_client)
+    sb.start()
+    try:
+        yield sb
+    finally:
+        sb.close()
+
+
+def run(sb: DockerSandbox, code: str, **kw) -> ExecutionResult:
+    return sb.execute(textwrap.dedent(code), **kw)
+
+
+def with_host(body: str) -> str:
+    return HOSTNAME + textwrap.dedent(body)
+
+
+def host_of(result: ExecutionResult) -> str:
+    return next(ln for ln in result.stdout.splitlines() if ln.startswith("host="))
+
+
+# --------------------------------------------------------------------------- the runner
+def test_runner_memory_and_tracing_are_out_of_reach(one_container):
+    r = run(one_container, """\
+        import ctypes, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        PTRACE_ATTACH = 16
+        for pid in (1, os.getppid()):
+            print("ptrace", pid, libc.ptrace(PTRACE_ATTACH, pid, 0, 0), ctypes.get_errno())
+            try:
+                open(f"/proc/{pid}/mem", "rb")
+                print("mem", pid, "OPEN")
+            except PermissionError:
+                print("mem", pid, "denied")
+        print("environ", os.access("/proc/1/environ", os.R_OK))
+        """)
+    assert r.status == "ok", r
+    lines = r.stdout.splitlines()
+    assert [ln.split()[2:] for ln in lines if ln.startswith("ptrace")] == [["-1", "1"]] * 2
+    assert [ln.split()[2] for ln in lines if ln.startswith("mem")] == ["denied", "denied"]
+    assert "environ False" in lines
+
+
+def test_process_vm_readv_is_denied(one_container):
+    r = run(one_container, """\
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        n = libc.process_vm_readv(1, None, 0, None, 0, 0)
+        print(n, ctypes.get_errno())
+        """)
+    assert r.stdout.split() == ["-1", "1"], r
+
+
+def test_runner_survives_signals_and_the_next_run_is_honest(one_container):
+    first = run(one_container, with_host("""\
+        import os, signal
+        for sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGSTOP, signal.SIGINT):
+            os.kill(1, sig)
+        print("alive")
+        """))
+    assert first.status == "ok" and "alive" in first.stdout
+    second = run(one_container, HOSTNAME + "raise SystemExit(4)\n")
+    assert host_of(second) == host_of(first)
+    assert second.status == "error" and second.exit_code == 4
+
+
+# --------------------------------------------------------------------------- the verdict
+def test_a_forged_report_cannot_turn_an_error_into_ok(one_container):
+    r = run(one_container, """\
+        import json, os, struct
+        forged = json.dumps({"status": "ok", "exit_code": 0, "error": None, "outputs": [],
+                             "tests": [{"source": "x", "passed": True, "line": 1, "message": ""}]}).encode()
+        for fd in range(3, 32):
+            try:
+                os.write(fd, struct.pack(">I", len(forged)) + forged)
+            except OSError:
+                pass
+        raise RuntimeError("really failed")
+        """, tests="assert False, 'the user test fails'\n")
+    assert r.status == "error" and r.exit_code == 1
+    assert r.tests and not any(t.passed for t in r.tests)
+
+
+def test_the_exit_status_is_the_process_s_own(one_container):
+    r = run(one_container, "import os\nprint('done', flush=True)\nos._exit(9)\n")
+    assert r.status == "error" and r.exit_code == 9
+
+
+def test_eq_always_true_cannot_pass_a_test(one_container):
+    r = run(one_container, """\
+        class Anything:
+            def __eq__(self, other):
+                return True
+            def __ne__(self, other):
+                return False
+            def __bool__(self):
+                return True
+        def solve(x):
+            return Anything()
+        """, tests="assert solve(2) == 4\nassert 4 == solve(2)\nassert solve(2)\n"
+                   "assert [solve(2)] == [4]\n")
+    assert r.status == "ok"
+    assert [t.passed for t in r.tests] == [False, False, False, False], r.tests
+
+
+def test_patching_the_test_framework_in_the_program_changes_nothing(one_container):
+    r = run(one_container, """\
+        import builtins, unittest
+        unittest.TestResult.wasSuccessful = lambda self: True
+        builtins.AssertionError = type("Quiet", (Exception,), {})
+        import sys
+        sys.settrace(None)
+        def double(x):
+            return x + 1
+        """, tests=textwrap.dedent("""\
+        import unittest
+        class T(unittest.TestCase):
+            def test_double(self):
+                self.assertEqual(double(3), 6)
+        result = unittest.TextTestRunner(verbosity=0).run(
+            unittest.defaultTestLoader.loadTestsFromTestCase(T))
+        assert result.wasSuccessful()
+        """))
+    assert r.tests[-1].passed is False, r.tests
+
+
+def test_tests_see_plain_values_and_real_objects(one_container):
+    r = run(one_container, """\
+        import numpy as np, pandas as pd
+        from dataclasses import dataclass
+        @dataclass
+        class Account:
+            balance: int = 0
+            def deposit(self, n):
+                if n <= 0:
+                    raise ValueError("positive amounts only")
+                self.balance += n
+                return self
+        class Overdrawn(Exception):
+            pass
+        acct = Account()
+        df = pd.DataFrame({"region": ["n", "s"], "sales": [1.5, 2.0]})
+        arr = np.arange(3)
+        def mean(xs):
+            return sum(xs) / len(xs)
+        """, tests=textwrap.dedent("""\
+        acct.deposit(5)
+        assert acct.balance == 5
+        assert Account(2) == Account(2)
+        try:
+            acct.deposit(-1)
+            raise AssertionError("no error")
+        except ValueError as exc:
+            assert "positive" in str(exc)
+        assert issubclass(Overdrawn, Exception)
+        assert df["sales"].sum() == 3.5 and list(df.columns) == ["region", "sales"]
+        assert str(df["sales"].dtype) == "float64"
+        assert (arr == [0, 1, 2]).all() and arr.dtype.kind == "i"
+        assert abs(mean([1, 2, 4]) - 7 / 3) < 1e-9
+        assert len([x for x in range(3)]) == 3
+        """))
+    assert r.status == "ok", r
+    assert all(t.passed for t in r.tests), [(t.source, t.message) for t in r.tests if not t.passed]
+
+
+def test_a_test_whose_exception_cannot_be_printed_is_reported(one_container):
+    r = run(one_container, """\
+        class Weird(Exception):
+            def __str__(self):
+                raise RuntimeError("no str for you")
+        def f():
+            raise Weird()
+        """, tests="f()\n")
+    assert r.status == "ok"
+    assert r.tests[0].passed is False and "Weird" in r.tests[0].message
+
+
+def test_a_failed_program_runs_no_tests(one_container):
+    r = run(one_container, "def f():\n    return 1\nraise KeyError('x')\n", tests="assert f() == 1\n")
+    assert r.status == "error"
+    assert r.tests and r.tests[0].passed is False and "not run" in r.tests[0].message
+
+
+# --------------------------------------------------------------------------- nothing crosses
+def test_files_ipc_and_memory_of_one_run_do_not_reach_the_next(one_container):
+    first = run(one_container, with_host("""\
+        import os, ctypes
+        SECRET = "previous-run-secret-7f3a"
+        os.makedirs("/tmp/locked/inner", exist_ok=True)
+        with open("/tmp/locked/inner/big", "wb") as f:
+            f.write(b"x" * (40 << 20))
+        os.chmod("/tmp/locked/inner", 0)
+        os.chmod("/tmp/locked", 0)
+        with open("/dev/shm/left", "w") as f:
+            f.write(SECRET)
+        with open("/tmp/.hidden", "w") as f:
+            f.write(SECRET)
+        libc = ctypes.CDLL(None, use_errno=True)
+        print("shmget", libc.shmget(0x5E1F, 4096, 0o1666), ctypes.get_errno())
+        print("msgget", libc.msgget(0x5E1F, 0o1666), ctypes.get_errno())
+        """))
+    assert first.status == "ok", first
+    assert "shmget -1 1" in first.stdout and "msgget -1 1" in first.stdout
+    second = run(one_container, with_host("""\
+        import gc, os
+        print("tmp", sorted(e for e in os.listdir("/tmp") if not e.startswith(("run", ".matplotlib"))))
+        print("shm", os.listdir("/dev/shm"))
+        seen = any(isinstance(o, str) and "previous-run-secret" in o and o != MARK
+                   for o in gc.get_objects())
+        print("gc", seen)
+        with open("/tmp/fill", "wb") as f:  # the 40 MB of the previous run were freed
+            f.write(b"y" * (40 << 20))
+        print("space ok")
+        """.replace("MARK", repr("previous-run-secret"))))
+    assert host_of(second) == host_of(first), "the pool did not reuse its container"
+    assert "tmp []" in second.stdout and "shm []" in second.stdout, second.stdout
+    assert "gc False" in second.stdout and "space ok" in second.stdout, second
+
+
+def test_leftover_processes_are_gone_before_the_next_run(one_container):
+    first = run(one_container, with_host("""\
+        import os, time
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                time.sleep(600)
+            os._exit(0)
+        print("forked")
+        """))
+    assert first.status == "ok"
+    second = run(one_container, with_host("""\
+        import os
+        others = []
+        for pid in os.listdir("/proc"):
+            if pid.isdigit() and int(pid) not in (1, os.getpid(), os.getppid()):
+                with open(f"/proc/{pid}/stat") as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                        others.append(pid)
+        print("others", others)
+        """))
+    assert host_of(second) == host_of(first)
+    assert "others []" in second.stdout, second.stdout
