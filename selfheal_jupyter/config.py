@@ -66,6 +66,11 @@ class SelfHeal(Configurable):
         config=True
     )
     pool_size = Int(1, help="Warm containers kept ready.").tag(config=True)
+    context_max_bytes = Int(
+        100 << 20,
+        help="Largest notebook variable (pickled size, bytes) copied into the sandbox as "
+        "context of %%heal / %%agent; a larger one is not copied and the panel says so.",
+    ).tag(config=True)
 
     # --- embedded model -------------------------------------------------------
     local_model = Unicode(

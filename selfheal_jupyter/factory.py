@@ -137,6 +137,18 @@ def shared_sandbox(settings: SelfHeal) -> Sandbox:
         return sandbox
 
 
+def sandbox_packages(settings: SelfHeal) -> dict[str, str] | None:
+    """``{distribution: version}`` the sandbox image has (None when that cannot be told:
+    the run then reports the engine or image problem itself)."""
+    try:
+        sandbox = shared_sandbox(settings)
+        from .sandbox.image import image_packages
+
+        return image_packages(sandbox.client, sandbox.ref)  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - the loop says what is wrong with the sandbox
+        return None
+
+
 def close_shared_sandboxes() -> None:
     """Close every shared sandbox (every container is removed)."""
     with _sandbox_lock:

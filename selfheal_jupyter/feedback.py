@@ -10,7 +10,8 @@ the user's tests failed and why. Every part is capped.
 
 from __future__ import annotations
 
-from .model import ExecutionResult, Limits, TestOutcome, Verdict
+from .model import ExecutionResult, Limits, SpecViolation, TestOutcome, Verdict
+from .spec import RULE_TITLES, SPEC_REASON
 
 MAX_FRAMES = 6
 MAX_LOCALS = 12
@@ -80,7 +81,12 @@ def _location(result: ExecutionResult) -> list[str]:
     out: list[str] = []
     frames = error.frames[-MAX_FRAMES:]
     failing = frames[-1] if frames else None
-    if failing is not None:
+    if failing is not None and failing.file == "<notebook>":
+        out.append(f"It failed inside {failing.function}(), defined in the user's notebook: "
+                   f"{failing.source}")
+        if error.line:
+            out.append(f"Your program's line that called it: line {error.line}.")
+    elif failing is not None:
         out.append(f"Failing line {failing.line}: {failing.source}")
     elif error.line:
         out.append(f"Failing line {error.line}.")
@@ -90,7 +96,8 @@ def _location(result: ExecutionResult) -> list[str]:
         if skipped:
             out.append(f"  … {skipped} earlier frames")
         for f in frames:
-            out.append(f"  line {f.line}, in {f.function}: {f.source}")
+            where = "notebook" if f.file == "<notebook>" else f"line {f.line}"
+            out.append(f"  {where}, in {f.function}: {f.source}")
     if error.locals:
         items = list(error.locals.items())
         out.append("Local variables of the failing frame:")
@@ -145,6 +152,25 @@ def _tests(tests: list[TestOutcome]) -> list[str]:
     return out
 
 
+SPEC_HEADER = (
+    "REJECTED whatever the run shows: the program changes the user's spec (their asserts "
+    "and tests are fixed; make the program satisfy them):"
+)
+
+
+def spec_lines(violations: list[SpecViolation]) -> list[str]:
+    """The spec section of the feedback: which rule, what exactly, how to comply."""
+    if not violations:
+        return []
+    out = [SPEC_HEADER]
+    for v in violations[:MAX_TESTS]:
+        out.append(f"  RULE {v.rule} ({RULE_TITLES.get(v.rule, v.rule)}): {_clip(v.message, 300)}")
+        out.append(f"    → to comply: {v.fix}")
+    if len(violations) > MAX_TESTS:
+        out.append(f"  … {len(violations) - MAX_TESTS} more")
+    return out
+
+
 def format_feedback(
     result: ExecutionResult | None,
     verdict: Verdict | None = None,
@@ -157,7 +183,11 @@ def format_feedback(
     if result is None:
         reasons = "; ".join(verdict.reasons) if verdict else "no program was produced"
         return f"No program was run: {reasons}."
-    parts = [_headline(result, limits)]
+    violations = verdict.spec_violations if verdict is not None else []
+    parts = spec_lines(violations)
+    if violations:
+        parts.append("When it ran:")
+    parts.append(_headline(result, limits))
     if result.message and result.status not in ("ok", "error", "blocked"):
         parts.append(_clip(result.message, 400))
     parts += _location(result)
@@ -166,7 +196,7 @@ def format_feedback(
     if verdict is not None and result.status == "ok" and not result.error and not any(
         not t.passed for t in result.tests
     ):
-        extra = [r for r in verdict.reasons if r]
+        extra = [r for r in verdict.reasons if r and not r.startswith(SPEC_REASON)]
         if extra:
             parts.append("Why it did not pass: " + "; ".join(extra))
     return "\n".join(parts)

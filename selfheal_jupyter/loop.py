@@ -17,7 +17,7 @@ import logging
 import pickle
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from .agents.developer import Developer, RepairContext
@@ -36,6 +36,7 @@ from .events import (
     TokensStreamed,
     VerdictReady,
 )
+from .context import format_context
 from .feedback import failure_signature, format_feedback
 from .inputs import describe_inputs
 from .llm import LLMClient
@@ -43,6 +44,7 @@ from .model import (
     Candidate,
     ExecutionResult,
     InputDescription,
+    ASSERT_RULES,
     Iteration,
     Limits,
     Plan,
@@ -54,6 +56,8 @@ from .model import (
     Verdict,
 )
 from .sandbox.base import Sandbox
+from .spec import Spec
+from .sandbox.serialize import Pickled
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +66,10 @@ NO_CODE_FEEDBACK = (
     "holding the complete program."
 )
 MAX_NO_CODE_IN_A_ROW = 2
+MAX_ASSERT_CHANGES = 2
+"""Rounds whose candidate changed one of the user's asserts or tests before the run ends
+``failed``: a model that keeps doing so believes the assert itself is wrong, and only
+the user may decide that."""
 STOP_POLL_S = 0.05
 
 
@@ -97,7 +105,7 @@ class _Discard(io.RawIOBase):
 
 def check_serialisable(name: str, value: object) -> None:
     """Raise :class:`BadInput` now (before any model call) if ``value`` cannot go to the sandbox."""
-    if type(value).__name__ == "PickleFile":  # already a pickle on disk
+    if type(value).__name__ in ("PickleFile", "Pickled"):  # already pickled
         return
     try:
         pickle.Pickler(_Discard(), protocol=5).dump(value)
@@ -108,6 +116,16 @@ def check_serialisable(name: str, value: object) -> None:
             "data instead (a DataFrame, array, list, dict, numbers or strings), e.g. "
             "list(a_generator), or a file's path instead of the open file."
         ) from None
+
+
+def prepare_inputs(task: Task) -> dict[str, Pickled]:
+    """Every value the sandbox gets, pickled once for the whole run (not per iteration):
+    the ``--inputs`` and the notebook context's copies (pickled when it was resolved)."""
+    prepared = {name: Pickled.of(name, value) for name, value in task.inputs.items()}
+    if task.context is not None:
+        for name, data in task.context.values.items():
+            prepared.setdefault(name, Pickled(data))
+    return prepared
 
 
 def unified_diff(old: str | None, new: str) -> str:
@@ -236,6 +254,8 @@ class Loop:
                 describe_inputs(task.inputs),
                 on_token=lambda t: emit(TokensStreamed("planner", 0, t)),
                 cancel=cancel,
+                context=format_context(task.context),
+                data_names=sorted(task.context.data_names()) if task.context else (),
             )
         if on_event is not None:
             _Emitter(on_event)(PlanReady(plan))
@@ -265,6 +285,7 @@ class Loop:
         try:
             validate_task(task)
             inputs = describe_inputs(task.inputs)
+            state.sandbox_inputs = prepare_inputs(task)
             self._plan_step(task, inputs, state)
             self._iterate(task, inputs, state)
         except _Stop as s:
@@ -304,6 +325,8 @@ class Loop:
                 inputs,
                 on_token=lambda t: state.emit(TokensStreamed("planner", 0, t)),
                 cancel=state.stop.event,
+                context=format_context(task.context),
+                data_names=sorted(task.context.data_names()) if task.context else (),
             )
             run.plan = plan
             run.planning_usage = reply.usage
@@ -335,6 +358,12 @@ class Loop:
             "Raise `%config SelfHeal.max_iterations` (CLI --max-iterations), add detail "
             "to the task, or fix the last program by hand."
         )
+        last = run.iterations[-1].verdict if run.iterations else None
+        if last is not None and last.spec_violations:
+            run.error += (
+                " The last candidate was rejected because it changed your spec ("
+                + ", ".join(sorted({v.rule for v in last.spec_violations})) + ")."
+            )
 
     def _iteration(
         self,
@@ -352,6 +381,9 @@ class Loop:
         llm_s = 0.0
         reply = ""
         finish = None
+        ctx = task.context
+        # The user's data (inputs and copied notebook values) must never be replaced.
+        data_names = dict.fromkeys([*task.inputs, *(ctx.data_names() if ctx else ())])
         if given is not None:
             code: str | None = given
         else:
@@ -363,14 +395,16 @@ class Loop:
                 task.tests,
                 state.repair,
                 previous_codes=[it.candidate.code for it in run.iterations if it.candidate.code],
+                keep_spec=state.spec is not None and not state.spec.empty,
                 on_token=lambda t: state.emit(TokensStreamed("developer", index, t)),
                 cancel=state.stop.event,
+                context=format_context(task.context),
             )
             code, reply, usage, llm_s = (
                 proposal.code, proposal.reply, proposal.usage, proposal.llm_s
             )
-            if code is not None and task.inputs:
-                code, _ = strip_input_overwrites(code, task.inputs)
+            if code is not None and data_names:
+                code, _ = strip_input_overwrites(code, data_names)
             finish = proposal.finish_reason
             state.tokens += usage.total_tokens
         previous = state.last_code
@@ -387,15 +421,24 @@ class Loop:
             diff = unified_diff(previous, code)
             state.emit(CandidateReady(candidate, diff))
             state.emit(ExecutionStarted(index))
-            result = self.qa.precheck(code, task.inputs)
+            result = self.qa.precheck(code, data_names, defined=ctx.names() if ctx else ())
             if result is None:
                 if state.stop.event.is_set():
                     raise Cancelled("Stopped before the sandbox run.")
                 s0 = time.monotonic()
-                result = self.qa.run(code, task.inputs, task.tests, cancel=state.stop.event)
+                result = self.qa.run(
+                    code, state.sandbox_inputs, task.tests, cancel=state.stop.event,
+                    prelude=ctx.prelude if ctx else None,
+                )
                 sandbox_s = time.monotonic() - s0
             state.emit(ExecutionDone(index, result))
-            verdict = self.qa.judge(result, task.tests)
+            if given is not None:
+                # The user's own code is the spec, not a candidate against it.
+                state.spec = self.qa.spec_for(task, result)
+                violations = None
+            else:
+                violations = self.qa.check_spec(state.spec, code)
+            verdict = self.qa.judge(result, task.tests, violations)
             feedback = format_feedback(result, verdict, limits=self.limits)
         total_s = time.monotonic() - t0
         iteration = Iteration(
@@ -417,6 +460,11 @@ class Loop:
             return True
         if result is not None and result.status == "killed" and state.stop.event.is_set():
             raise Cancelled("Stopped during the sandbox run.")
+        changed = [v for v in verdict.spec_violations if v.rule in ASSERT_RULES]
+        if changed:
+            state.assert_changes.append((index, changed[0].original or changed[0].message))
+            if len(state.assert_changes) >= MAX_ASSERT_CHANGES:
+                raise _Stop("failed", self._assert_change_message(state))
         # What the next round is told: the program as it stands and what went wrong.
         if code is None:
             # The program as it stands did not change: keep its feedback, ask for code.
@@ -437,6 +485,18 @@ class Loop:
         )
         state.last_signature = signature
         return False
+
+    @staticmethod
+    def _assert_change_message(state: _RunState) -> str:
+        rounds = ", ".join(str(i) for i, _ in state.assert_changes)
+        asserts = "; ".join(dict.fromkeys(f"`{what}`" for _, what in state.assert_changes))
+        return (
+            f"Stopped without success: in rounds {rounds} the model changed your assert(s) "
+            f"{asserts} instead of making the program satisfy them. Your asserts and tests are "
+            "the specification and are never weakened to reach success. If an assert itself "
+            "is wrong, correct it and run again; otherwise add detail to the task or try a "
+            "stronger model."
+        )
 
     # ------------------------------------------------------------------ bounds
     def _check_bounds(self, state: _RunState, *, before: str) -> None:
@@ -498,6 +558,11 @@ class _RunState:
     last_signature: tuple[str, ...] | None = None
     repair: RepairContext | None = None
     no_code_in_a_row: int = 0
+    spec: Spec | None = None
+    """The user's spec (set by round 0 when the task starts from their code)."""
+    assert_changes: list[tuple[int, str]] = field(default_factory=list)
+    """(round, the user's assert) for every round whose candidate changed an assert/test."""
+    sandbox_inputs: dict[str, Pickled] = field(default_factory=dict)
 
 
 class _Emitter:

@@ -122,9 +122,11 @@ class SelfHealMagics(Magics):
     def heal(self, line: str, cell: str) -> None:
         """Run this cell's code in the sandbox; if it fails, repair it with the agent.
 
-        Your code is iteration 0 and its traceback is the first feedback. Your kernel is
-        not touched: press Insert or Run in my kernel to take the repaired code.
-        Variables the code needs from the notebook go in ``--inputs``.
+        Your code is iteration 0 and its traceback is the first feedback. What the cell
+        reads from the notebook travels with it: imports, functions and classes defined
+        in the notebook (their source), and copies of the data (never the live objects).
+        Your kernel is not touched: press Insert or Run in my kernel to take the
+        repaired code.
         """
         settings, task = self._heal_job(line, cell)
         self._run_sync(settings, task)
@@ -210,6 +212,7 @@ class SelfHealMagics(Magics):
                 tests=magic_args.resolve_tests(args.tests, ns, self._raw_inputs()),
                 plan=magic_args.resolve_plan(args.plan, ns),
             )
+            task.context = self._context(settings, task, task_text=cell)
         except SelfHealError as exc:
             raise UsageError(str(exc)) from None
         if args.plan_only and not args.plan_only.isidentifier():
@@ -237,9 +240,29 @@ class SelfHealMagics(Magics):
                 tests=tests,
                 initial_code=cell,
             )
+            task.context = self._context(settings, task)
         except SelfHealError as exc:
             raise UsageError(str(exc)) from None
         return settings, task
+
+    def _context(self, settings: SelfHeal, task: Task, *, task_text: str | None = None) -> Any:
+        """What the cell (``%%heal``) or the task's words (``%%agent``) need from the
+        notebook, resolved now: import lines, notebook sources, copies (never the live
+        objects; the namespace is only read)."""
+        from . import context
+        from .factory import sandbox_packages
+
+        ns = self.shell.user_ns
+        options = {
+            "max_bytes": settings.context_max_bytes,
+            "hidden": getattr(self.shell, "user_ns_hidden", None),
+            "image_packages": sandbox_packages(settings),
+            "skip": set(task.inputs),
+        }
+        if task_text is not None:
+            return context.for_task(task_text, ns, **options)
+        return context.for_cell(task.initial_code or "", ns,
+                                transform=self.shell.transform_cell, **options)
 
     def _loop(self, settings: SelfHeal) -> Any:
         from .factory import build_loop

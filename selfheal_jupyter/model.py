@@ -143,6 +143,71 @@ class InputDescription:
     """Shape / columns / dtypes / length, as short text."""
 
 
+ContextKind = Literal["module", "import", "function", "class", "value", "unavailable"]
+
+
+@dataclass
+class ContextEntry:
+    """One notebook name a cell needs, and how it travels to the sandbox.
+
+    ``module`` / ``import``: an import line; ``function`` / ``class``: the source defined
+    in the notebook; ``value``: a copy (pickled once per run); ``unavailable``: not
+    sent, ``reason`` says why. ``type`` and ``summary`` are what the model may be told
+    (type name, shape, columns, signature): never a value.
+    """
+
+    name: str
+    kind: ContextKind
+    type: str = ""
+    summary: str = ""
+    reason: str = ""
+    source: str = ""
+    """The import line or the notebook source (goes into the prelude, not to the model)."""
+
+    def label(self) -> str:
+        """Short text for the panel: ``DataFrame 3×2``, ``function``, ``numpy``."""
+        if self.kind == "module":
+            return self.type
+        if self.kind in ("function", "class"):
+            return self.kind
+        return self.type
+
+
+@dataclass
+class NotebookContext:
+    """The names a cell reads from its notebook, resolved at run start (copies only)."""
+
+    entries: list[ContextEntry] = field(default_factory=list)
+    prelude: str = ""
+    """Imports and notebook definitions run before the candidate (never part of it)."""
+    values: dict[str, bytes] = field(default_factory=dict, repr=False)
+    """Data values pickled once at run start; copied into the sandbox, never to the model."""
+    resolve_s: float = 0.0
+
+    @property
+    def available(self) -> list[ContextEntry]:
+        return [e for e in self.entries if e.kind != "unavailable"]
+
+    @property
+    def unavailable(self) -> list[ContextEntry]:
+        return [e for e in self.entries if e.kind == "unavailable"]
+
+    def names(self) -> set[str]:
+        """The names defined in the sandbox before the candidate runs."""
+        return {e.name for e in self.available}
+
+    def data_names(self) -> set[str]:
+        """The names holding the user's data (never to be replaced by made-up values)."""
+        return {e.name for e in self.entries if e.kind == "value"}
+
+    def to_dict(self) -> list[dict[str, str]]:
+        return [
+            {"name": e.name, "kind": e.kind, "type": e.type, "summary": e.summary,
+             "reason": e.reason}
+            for e in self.entries
+        ]
+
+
 @dataclass
 class Task:
     """What the user asked for."""
@@ -157,6 +222,8 @@ class Task:
     """For ``%%heal``: the user's code is iteration 0."""
     plan: Plan | None = None
     """A plan the user gave or edited; used as is."""
+    context: NotebookContext | None = None
+    """What the code reads from the notebook (imports, definitions, copied values)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -165,6 +232,7 @@ class Task:
             "tests": self.tests,
             "language": self.language,
             "initial_code": self.initial_code,
+            "context": self.context.to_dict() if self.context else [],
         }
 
 
@@ -205,12 +273,58 @@ class Candidate:
     reply: str = ""
 
 
+SpecRule = Literal[
+    "assert_removed",
+    "assert_changed",
+    "assert_silenced",
+    "test_removed",
+    "failure_swallowed",
+    "bare_except",
+    "early_exit",
+    "hard_coded",
+]
+"""Which part of the user's spec a candidate broke (see :mod:`selfheal_jupyter.spec`).
+
+The first four change an assert or test itself; the rest make a failure invisible
+(silencing) or pass by knowing the expected answer (hard-coding).
+"""
+
+ASSERT_RULES: frozenset[str] = frozenset(
+    {"assert_removed", "assert_changed", "assert_silenced", "test_removed"}
+)
+"""Rules whose repetition means the model believes an assert itself must change."""
+
+
+@dataclass
+class SpecViolation:
+    """One way a candidate breaks the user's spec (their asserts, tests, test functions)."""
+
+    rule: SpecRule
+    message: str
+    """What the candidate did, precisely (the user's statement and what became of it)."""
+    fix: str
+    """How to comply."""
+    line: int | None = None
+    """The candidate's line concerned, when there is one."""
+    original: str = ""
+    """The user's statement concerned (source), e.g. the assert's condition."""
+
+
 @dataclass
 class Verdict:
     passed: bool
     reasons: list[str] = field(default_factory=list)
     tests_passed: int = 0
     tests_failed: int = 0
+    spec_checked: bool = False
+    """True when the candidate was compared against the user's spec (a task from user code)."""
+    spec_violations: list[SpecViolation] = field(default_factory=list)
+    """Why the candidate was rejected for changing the spec (empty: it kept it)."""
+
+    @property
+    def spec_kept(self) -> bool | None:
+        """None when there was no spec to keep."""
+        return not self.spec_violations if self.spec_checked else None
 
 
 @dataclass

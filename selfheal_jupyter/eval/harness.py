@@ -1,29 +1,21 @@
-"""Build the hidden-test program that runs in the sandbox for the final score.
+"""Build what the sandbox needs to grade one candidate with a benchmark's hidden tests.
 
-Why a generated program: the benchmark's grader must run next to the candidate, in
-the sandbox, never on the host. The candidate is executed as its own module (so
-dataclasses and pickling work), the grader runs after it and prints a random nonce
-only when everything passed; the candidate cannot know the nonce, so it cannot fake
-a pass by printing or by exiting early.
+Why this shape: the candidate is hostile. It runs as the program (the real
+``__main__``); the benchmark's grader runs as the program's *tests*, which the runner
+executes in a separate checker process that never runs candidate code. The grader calls
+the candidate's functions over a JSON boundary (plain values come back rebuilt from
+data), so it cannot read the grading code, patch the test framework, or return an object
+whose ``__eq__`` always says yes. A pass is every grader statement passing.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
-_TEMPLATE = '''\
+_HEADER = '''\
 import sys as _sys, types as _types, json as _json
 _sys.setrecursionlimit(max(_sys.getrecursionlimit(), 3000))
-{modules}
-_cand = _types.ModuleType({module_name!r})
-_cand.__file__ = "candidate.py"
-_sys.modules[{module_name!r}] = _cand
-exec(compile({prelude!r}, "prelude.py", "exec"), _cand.__dict__)
-exec(compile({code!r}, "candidate.py", "exec"), _cand.__dict__)
-_check_ns = dict(_cand.__dict__, _sys=_sys, _json=_json)
-_check_ns.update({{k: v for k, v in globals().items() if k in {inputs!r}}})
-exec(compile({check!r}, "hidden_check.py", "exec"), _check_ns)
-print({nonce!r})
 '''
 
 _MODULE = '''\
@@ -36,37 +28,29 @@ if "." in {name!r}:
 '''
 
 
-def program(
-    code: str,
-    check: str,
-    nonce: str,
-    *,
-    prelude: str = "",
-    module_name: str = "candidate",
-    modules: dict[str, str] | None = None,
-    inputs: list[str] | tuple[str, ...] = (),
-) -> str:
-    """The whole hidden-test program.
+@dataclass(frozen=True)
+class HiddenRun:
+    """The grader (run as tests, in the checker) and a prelude run before the program."""
 
-    ``prelude`` runs first in the candidate's module (e.g. HumanEval's prompt, for the
-    helpers it defines); ``check`` runs after the candidate in the same namespace and
-    must raise on failure (it sees ``_sys`` and ``_json``); ``modules`` maps module
-    names to sources the grader imports (parents first); ``inputs`` are sandbox
-    globals copied into the check's namespace.
+    tests: str
+    prelude: str = ""
+
+
+def grader(check: str, *, modules: dict[str, str] | None = None,
+           program_as: str | None = None) -> str:
+    """The grader's source.
+
+    ``modules`` maps module names to sources the grader imports (parents first), made
+    importable in the checker only; ``program_as`` also makes the candidate's module
+    importable under that name (``__program__``, a remote view of it); ``check`` must
+    raise on failure and sees ``_sys`` and ``_json``.
     """
     mods = "".join(
         _MODULE.format(name=name, source=src, filename=name.replace(".", "/") + ".py")
         for name, src in (modules or {}).items()
     )
-    return _TEMPLATE.format(
-        modules=mods,
-        module_name=module_name,
-        prelude=prelude,
-        code=code,
-        check=check,
-        nonce=nonce,
-        inputs=list(inputs),
-    )
+    alias = f"_sys.modules[{program_as!r}] = __program__\n" if program_as else ""
+    return _HEADER + mods + alias + check
 
 
 def json_literal(value: object) -> str:

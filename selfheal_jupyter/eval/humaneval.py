@@ -10,6 +10,7 @@ import gzip
 import json
 
 from .examples import example_asserts
+from .harness import HiddenRun, grader
 from .problem import Problem, package_dir
 
 NAME = "humaneval"
@@ -54,18 +55,8 @@ def load() -> list[Problem]:
     return problems
 
 
-def hidden_check(problem: Problem) -> str:
-    """Code run after the candidate (in its namespace): the benchmark's ``check``."""
-    return f"{problem.hidden['test']}\n\ncheck({problem.entry_point})\n"
-
-
-def hidden_prelude(problem: Problem) -> str:
-    """Run before the candidate: the original prompt, so helpers it defines exist."""
-    return problem.hidden["prompt"]
-
-
-def hidden_program(problem: Problem, code: str, nonce: str) -> str:
-    """The prompt (for its helpers), the candidate, then ``check(entry_point)``."""
-    from . import harness
-
-    return harness.program(code, hidden_check(problem), nonce, prelude=hidden_prelude(problem))
+def hidden_run(problem: Problem) -> HiddenRun:
+    """The prompt first (for the helpers it defines), then ``check(entry_point)`` as the
+    grader, calling the candidate's function across the checker boundary."""
+    check = f"{problem.hidden['test']}\n\ncheck({problem.entry_point})\n"
+    return HiddenRun(tests=grader(check), prelude=problem.hidden["prompt"])

@@ -30,7 +30,7 @@ _FENCE = re.compile(r"```(?:python|py)?\n(.*?)```", re.S)
 
 _GATES = '''
 import math as _math
-_metrics = {{k: float(v) for k, v in grade(_sys.modules["candidate"], {fixtures}).items()}}
+_metrics = {{k: float(v) for k, v in grade(__program__, {fixtures}).items()}}
 print("metrics:", _json.dumps(_metrics))
 _ops = {{">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
         "<": lambda a, b: a < b, "==": lambda a, b: a == b}}
@@ -113,18 +113,17 @@ def load() -> list[Problem]:
     return problems
 
 
-def hidden_program(problem: Problem, code: str, nonce: str) -> str:
-    """Candidate as module ``candidate``, ``check.py`` as module ``check``, then the gates."""
+def hidden_run(problem: Problem) -> harness.HiddenRun:
+    """``check.py`` (and the scorers it imports) as modules of the grader, which grades
+    the candidate's module (importable as ``candidate``), then the gates."""
     scorers = package_dir("mlsys").joinpath("scorers.py").read_text()
     fixtures = "__fixtures__" if problem.hidden_inputs else "{}"
     check = (
         "from check import grade\n"
         + _GATES.format(fixtures=fixtures, gates=harness.json_literal(problem.hidden["gates"]))
     )
-    return harness.program(
-        code,
+    return harness.HiddenRun(tests=harness.grader(
         check,
-        nonce,
         modules={"mlsys": "", "mlsys.scorers": scorers, "check": problem.hidden["check"]},
-        inputs=list(problem.hidden_inputs),
-    )
+        program_as="candidate",
+    ))

@@ -64,7 +64,11 @@ pre{{background:#f6f8fa;padding:1em;overflow-x:auto}}</style></head>
 <p>pass@1 is decided by each benchmark's hidden tests, run in the sandbox on the program a
 run ended with. The loop's QA never saw them; its feedback came only from what a user
 has (see "feedback used" below). ESR, ARI, IED, ERR and ESR_s are computed from the run
-records by <code>selfheal_jupyter.metrics</code>.</p>
+records by <code>selfheal_jupyter.metrics</code>. "spec kept" is the share of successes
+that started from the user's code (repair, exercises) whose final program kept every
+original assert and test (checked again from the record by
+<code>selfheal_jupyter.spec</code>); "false success" counts runs whose loop said success
+while the hidden tests said no.</p>
 <h2>Metrics</h2><pre>{html.escape(summary_table(summary))}</pre>
 <h2>Pass rate per round, loop vs single pass</h2>
 <img alt="pass rate per round" src="data:image/png;base64,{png}">

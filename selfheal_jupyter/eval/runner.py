@@ -32,6 +32,7 @@ from ..errors import BadInput
 from ..model import Run
 from ..sandbox.base import Sandbox
 from . import benchmarks
+from .aggregate import run_spec_kept
 from .images import ensure_benchmark_image
 from .problem import Problem
 from .progress import Progress
@@ -155,6 +156,8 @@ def make_record(
         "condition": condition,
         "derived_from": derived_from,
         "passed": hidden.passed,
+        "spec_kept": run_spec_kept(run_dict),
+        "false_success": run_dict.get("outcome") == "success" and not hidden.passed,
         "hidden_status": hidden.status,
         "hidden_detail": hidden.detail,
         "outcome": run_dict.get("outcome"),
@@ -178,7 +181,8 @@ def _error_record(problem: Problem, condition: str, exc: BaseException,
     return {
         "record_version": RECORD_VERSION, "benchmark": problem.benchmark,
         "problem_id": problem.id, "condition": condition, "derived_from": None,
-        "passed": False, "hidden_status": "not_run", "hidden_detail": "",
+        "passed": False, "spec_kept": None, "false_success": False,
+        "hidden_status": "not_run", "hidden_detail": "",
         "outcome": "error", "error": f"{type(exc).__name__}: {exc}", "final_round": None,
         "llm_rounds": 0, "prompt_tokens": 0, "completion_tokens": 0, "wall_s": 0.0,
         "max_iterations": None, "feedback": problem.feedback, "finished_at": time.time(),

@@ -7,12 +7,11 @@ on the host.
 
 from __future__ import annotations
 
-import secrets
 from dataclasses import dataclass
 
 from ..model import ExecutionResult, Limits
 from ..sandbox.base import Sandbox
-from .benchmarks import hidden_program
+from .benchmarks import hidden_run
 from .problem import Problem
 
 HIDDEN_LIMITS = Limits(timeout_s=60.0)
@@ -30,6 +29,9 @@ class Score:
 
 
 def _detail(result: ExecutionResult) -> str:
+    failed = [t for t in result.tests if not t.passed]
+    if result.status == "ok" and failed:
+        return failed[0].message[:300]
     if result.error is not None:
         return f"{result.error.type}: {result.error.message}"[:300]
     if result.message:
@@ -44,12 +46,12 @@ def score(
     """Run ``code`` against ``problem``'s hidden tests; no code scores as a failure."""
     if not code or not code.strip():
         return Score(False, "no_code", "the run produced no program")
-    nonce = f"SELFHEAL-HIDDEN-PASS-{secrets.token_hex(16)}"
-    program = hidden_program(problem, code, nonce)
-    result = sandbox.execute(program, inputs=problem.hidden_inputs or None,
+    hidden = hidden_run(problem)
+    result = sandbox.execute(code, prelude=hidden.prelude or None, tests=hidden.tests,
+                             inputs=problem.hidden_inputs or None,
                              limits=limits or HIDDEN_LIMITS)
     lines = result.stdout.splitlines()
-    passed = result.status == "ok" and nonce in lines
+    passed = result.status == "ok" and bool(result.tests) and all(t.passed for t in result.tests)
     detail = "" if passed else _detail(result)
     if passed:
         metrics = [ln for ln in lines if ln.startswith("metrics:")]

@@ -8,6 +8,8 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("problems", "problems"),
     ("solved", "solved (hidden tests)"),
     ("pass@1", "pass@1"),
+    ("spec_kept", "spec kept (of successes)"),
+    ("false_success", "false success (QA yes, hidden no)"),
     ("esr", "ESR (QA passed)"),
     ("ari", "ARI (rounds to success)"),
     ("ied", "IED (errors/line, 1st)"),
@@ -23,7 +25,7 @@ ROWS: tuple[tuple[str, str], ...] = (
 def fmt(key: str, value: Any) -> str:
     if value is None:
         return "-"
-    if key in ("pass@1", "esr", "esr_s"):
+    if key in ("pass@1", "esr", "esr_s", "spec_kept"):
         return f"{value:.1%}"
     if key == "rounds_distribution":
         return " ".join(f"{k}:{v}" for k, v in value.items()) or "-"

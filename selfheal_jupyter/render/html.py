@@ -11,7 +11,8 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
-from ..model import ExecutionResult, Iteration, Plan, Run, Verdict
+from ..model import ExecutionResult, Iteration, NotebookContext, Plan, Run, Verdict
+from ..spec import RULE_TITLES, SPEC_REASON
 from .diff import diff_html
 from .sanitize import sanitize_html
 from .style import (
@@ -122,15 +123,36 @@ def result_html(result: ExecutionResult | None, code: str = "") -> str:
     return "".join(parts)
 
 
+def spec_html(verdict: Verdict) -> str:
+    """The spec mark: which of the user's asserts/tests the candidate changed, and the rule."""
+    if not verdict.spec_violations:
+        return ""
+    rows = "".join(
+        f'<li><b>{esc(RULE_TITLES.get(v.rule, v.rule))}</b> '
+        f'<span style="color:{GREY};{MONO}">[{esc(v.rule)}]</span>: {esc(v.message)}'
+        f'<div style="color:{GREY}">to comply: {esc(v.fix)}</div></li>'
+        for v in verdict.spec_violations
+    )
+    return (
+        f'<div class="selfheal-spec" data-spec="violated" style="border-left:4px solid {RED};'
+        f'background:{RED_BG};padding:4px 8px;margin:4px 0">'
+        f'<b style="color:{RED}">⚠ Rejected: changes your spec</b> (your asserts and tests are '
+        f'never weakened to reach success)<ul style="margin:2px 0 2px 18px;padding:0">{rows}</ul></div>'
+    )
+
+
 def verdict_html(verdict: Verdict) -> str:
     colour, label = (GREEN, "passed") if verdict.passed else (RED, "failed")
-    reasons = "; ".join(verdict.reasons)
+    reasons = "; ".join(r for r in verdict.reasons if not r.startswith(SPEC_REASON))
+    if verdict.spec_violations:
+        reasons = "; ".join(x for x in ("changes your spec", reasons) if x)
     tests = ""
     if verdict.tests_passed or verdict.tests_failed:
         tests = f" · tests {verdict.tests_passed} passed, {verdict.tests_failed} failed"
     return (
         f'<div class="selfheal-verdict" style="margin:4px 0"><b style="color:{colour}">QA: {label}</b>'
         f'<span style="color:{GREY}">{esc(tests)}{" · " + esc(reasons) if reasons else ""}</span></div>'
+        + spec_html(verdict)
     )
 
 
@@ -142,6 +164,8 @@ def iteration_title(it: Iteration) -> str:
         why = f" {it.result.error.type}"
     elif it.result is not None and not it.result.ok:
         why = f" {it.result.status}"
+    elif it.verdict.spec_violations:
+        why = " changes your spec"
     elif not it.verdict.passed and it.verdict.reasons:
         why = f" {it.verdict.reasons[0][:60]}"
     label = "your code" if it.index == 0 else f"Iteration {it.index}"
@@ -206,6 +230,33 @@ def summary_html(run: Run) -> str:
     )
 
 
+def context_lines(ctx: NotebookContext | None) -> list[str]:
+    """``from your notebook: df (DataFrame 3×2), scale (function), np (numpy)``, then one
+    line per name that could not be sent, naming it and why."""
+    if ctx is None:
+        return []
+    lines = []
+    if ctx.available:
+        lines.append("from your notebook: "
+                     + ", ".join(f"{e.name} ({e.label()})" for e in ctx.available))
+    for e in ctx.unavailable:
+        what = f" ({e.type})" if e.type else ""
+        lines.append(f"not sent: {e.name}{what} — {e.reason}")
+    return lines
+
+
+def context_html(ctx: NotebookContext | None) -> str:
+    """The context a run used, for the panel and the static record ("" when none)."""
+    lines = context_lines(ctx)
+    if not lines:
+        return ""
+    rows = []
+    for line in lines:
+        colour = RED if line.startswith("not sent:") else GREY
+        rows.append(f'<div style="color:{colour}">{esc(line)}</div>')
+    return f'<div class="selfheal-context" style="font-size:12px;margin:2px 0">{"".join(rows)}</div>'
+
+
 def task_html(run: Run) -> str:
     kind = "%%heal" if run.task.initial_code is not None else "%%agent"
     inputs = ""
@@ -213,7 +264,7 @@ def task_html(run: Run) -> str:
         inputs = f' <span style="color:{GREY}">inputs: {esc(", ".join(sorted(run.task.inputs)))}</span>'
     return (
         f'<div class="selfheal-task" style="margin:2px 0"><span style="color:{GREY};{MONO}">{kind}</span> '
-        f"<b>{esc(run.task.prompt)}</b>{inputs}</div>"
+        f"<b>{esc(run.task.prompt)}</b>{inputs}</div>{context_html(run.task.context)}"
     )
 
 

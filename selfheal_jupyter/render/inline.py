@@ -13,7 +13,16 @@ from IPython.display import display
 
 from ..events import Event, PlanReady, VerdictReady
 from ..model import Run
-from .html import iteration_html, plan_html, run_html, summary_html, summary_text, task_html
+from .html import (
+    context_html,
+    context_lines,
+    iteration_html,
+    plan_html,
+    run_html,
+    summary_html,
+    summary_text,
+    task_html,
+)
 from .widget import Panel
 
 
@@ -38,7 +47,8 @@ class StaticRenderer:
 
     def start(self, run: Run) -> None:
         if not self.quiet:
-            show_html(task_html(run), f"selfheal: {run.task.prompt}")
+            text = "\n".join([f"selfheal: {run.task.prompt}", *context_lines(run.task.context)])
+            show_html(task_html(run), text)
 
     def handle(self, event: Event) -> None:
         if self.quiet:
@@ -73,7 +83,8 @@ class PanelRenderer:
 
     def start(self, run: Run) -> None:
         self.panel = Panel(run.task.prompt, max_iterations=self._max_iterations,
-                           on_stop=self._on_stop, on_action=self._on_action)
+                           on_stop=self._on_stop, on_action=self._on_action,
+                           context=context_html(run.task.context))
         display(self.panel.mimebundle(), raw=True)
 
     def handle(self, event: Event) -> None:

@@ -75,6 +75,9 @@ class Transcript:
             self._w(f"  {mark} {t.source}{msg}")
         state = "PASSED" if it.verdict.passed else "failed"
         self._w(f"verdict: {state} ({'; '.join(it.verdict.reasons)})")
+        for v in it.verdict.spec_violations:
+            self._w(f"  ✗ spec [{v.rule}]: {v.message}")
+            self._w(f"    to comply: {v.fix}")
 
     def finish(self, run: Run) -> None:
         t = run.totals

@@ -10,11 +10,15 @@ from ..model import ErrorInfo, Frame
 from .style import BOX, CODE_BG, CYAN, GREEN, GREY, MONO, RED, RED_BG, esc
 
 CONTEXT_LINES = 2
+NOTEBOOK_FILE = "<notebook>"
 
 
 def is_candidate_frame(frame: Frame) -> bool:
-    """Frames of the candidate itself (not of a library) carry a pseudo file name."""
+    """Frames of the candidate itself (not of a library, not of the notebook's
+    definitions run before it, file ``<notebook>``) carry a pseudo file name."""
     name = frame.file or ""
+    if name == NOTEBOOK_FILE:
+        return False
     return name.startswith("<") or "candidate" in name or name in ("", "main.py", "cell")
 
 

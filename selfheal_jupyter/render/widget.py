@@ -45,6 +45,7 @@ class Panel:
         max_iterations: int,
         on_stop: Callable[[], None],
         on_action: Callable[[str], None] | None = None,
+        context: str = "",
     ) -> None:
         self._on_stop = on_stop
         self._on_action = on_action
@@ -53,7 +54,7 @@ class Panel:
         self._sections: dict[int, int] = {}
         self._section_html: dict[int, str] = {}
 
-        self.title = widgets.HTML(f'<div style="margin:2px 0"><b>{esc(prompt)}</b></div>')
+        self.title = widgets.HTML(f'<div style="margin:2px 0"><b>{esc(prompt)}</b></div>{context}')
         self.status = widgets.HTML(self._status_html("Starting…"))
         self.progress = widgets.IntProgress(
             value=0, min=0, max=max(1, max_iterations), bar_style="info",
@@ -129,7 +130,11 @@ class Panel:
             self._ensure_section(it.index)
             self._set_section(it.index, iteration_body_html(it), iteration_title(it))
             self.progress.value = min(self.progress.max, max(self.progress.value, it.index))
-            self.status.value = self._status_html("Passed." if it.verdict.passed else "Repairing…")
+            self.status.value = self._status_html(
+                "Passed." if it.verdict.passed
+                else "Rejected (it changed your spec); repairing…" if it.verdict.spec_violations
+                else "Repairing…"
+            )
         elif isinstance(event, RunFinished):
             self.finish(event.run)
 

@@ -31,6 +31,10 @@ class Sandbox(Protocol):
     ) -> ExecutionResult:
         """Run ``code`` with the named ``inputs`` visible as globals.
 
+        ``prelude``: code run first in the same namespace (the notebook's imports and
+        definitions, file name ``<notebook>``), never part of the candidate: its frames
+        appear with ``file == "<notebook>"``, line numbers stay the candidate's own.
+
         ``tests``: the user's test code, run after the candidate in its namespace, one
         top-level statement at a time, each reported in ``ExecutionResult.tests``.
         ``cancel``: when set during the run, the run is killed and the result is

@@ -594,7 +594,7 @@ class DockerSandbox:
             request = {
                 "op": "run",
                 "code": code,
-                "prelude": prelude,
+                "prelude": prelude or None,
                 "tests": tests,
                 "filename": filename,
                 "inputs": files,

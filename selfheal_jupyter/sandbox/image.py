@@ -29,7 +29,9 @@ import hashlib
 import io
 import json
 import os
+import re
 import subprocess
+import sys
 import tarfile
 import tempfile
 import time
@@ -64,6 +66,7 @@ RUNNER_PATH = "/opt/selfheal/runner.py"
 LABEL_VERSION = "selfheal.version"
 LABEL_BASE = "selfheal.base"
 LABEL_EXTRAS = "selfheal.extras"
+LABEL_WITH = "selfheal.with"
 
 #: Environment of every container of the image (nothing comes from the host).
 IMAGE_ENV: dict[str, str] = {
@@ -222,15 +225,18 @@ def image_status(
     repo, tag = parse_repository_tag(name)
     if tag:
         candidates, expected = [name], None
+        wanted = name
     else:
         expected = image_version(extra_requirements)
-        candidates = [f"{repo}:{expected}", f"{repo}:latest"]
+        # a `--with` layer made on the current image is preferred (same version label)
+        candidates = [f"{repo}:{expected}-with", f"{repo}:{expected}", f"{repo}:latest"]
+        wanted = f"{repo}:{expected}"
     for ref in candidates:
         image = _get(client, ref)
         if image is not None:
             break
     else:
-        return ImageStatus(False, False, candidates[0], None, None)
+        return ImageStatus(False, False, wanted, None, None)
     labels = image.labels or {}
     version = labels.get(LABEL_VERSION)
     if expected is None:
@@ -240,7 +246,7 @@ def image_status(
     return ImageStatus(
         present=True,
         current=current,
-        ref=ref if current else candidates[0],  # `ref` exists; candidates[0] may not
+        ref=ref if current else wanted,  # `ref` exists; `wanted` may not
         version=version,
         size_mb=round(size / 1e6, 1) if isinstance(size, (int, float)) else None,
     )
@@ -277,6 +283,42 @@ def ensure_image(
         f"The sandbox image {status.ref} is not built yet. {how} (about 90 s, offline: it "
         "needs root, debootstrap and this machine's apt mirror), then try again."
     )
+
+
+# --------------------------------------------------------------------------- packages
+
+_PIN = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(?:==\s*([^\s;,]+))?")
+
+
+def dist_key(name: str) -> str:
+    """A distribution name as pip compares them (``scikit_learn`` → ``scikit-learn``)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def packages_of(requirements: Iterable[str]) -> dict[str, str]:
+    """``{normalised name: version}`` of requirement strings (version "" when unpinned)."""
+    out: dict[str, str] = {}
+    for line in requirements:
+        match = _PIN.match(line)
+        if match:
+            out[dist_key(match.group(1))] = match.group(2) or ""
+    return out
+
+
+def image_packages(client: docker.DockerClient, ref: str) -> dict[str, str]:
+    """What the image ``ref`` has: its pinned requirements, extras and ``--with`` layers."""
+    image = _get(client, ref)
+    labels = (image.labels or {}) if image is not None else {}
+    with_pins = _json_list(labels.get(LABEL_WITH))
+    return packages_of(read_requirements() + _extras_of(labels) + with_pins)
+
+
+def _json_list(text: str | None) -> list[str]:
+    try:
+        value = json.loads(text or "[]")
+    except ValueError:
+        return []
+    return [str(v) for v in value] if isinstance(value, list) else []
 
 
 # --------------------------------------------------------------------------- build
@@ -500,3 +542,126 @@ def _prune(client: docker.DockerClient, repo: str, *, keep: str, log: Log) -> No
                     log(f"removed unused base image {tag}")
 
 
+
+
+# --------------------------------------------------------------------------- --with
+
+
+_WITH_DOCKERFILE = """\
+FROM {base_ref}
+USER 0
+COPY site/ {site}/
+USER 65534:65534
+"""
+
+
+def kernel_pins(packages: Iterable[str], have: dict[str, str]) -> list[str]:
+    """``name==version`` at this Python's (the kernel's) versions for ``packages`` and
+    the dependencies the image lacks. Raises :class:`ImageBuildError` for a package
+    this Python does not have (and that carries no ``==VERSION``)."""
+    from importlib import metadata
+
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    pins: dict[str, str] = {}
+    todo = [(spec, True) for spec in packages]
+    while todo:
+        spec, asked = todo.pop(0)
+        name, _, version = spec.partition("==")
+        name = name.strip()
+        key = dist_key(name)
+        if key in pins:
+            continue
+        if not version:
+            try:
+                version = metadata.version(name)
+            except metadata.PackageNotFoundError:
+                if not asked:
+                    continue  # an optional dependency this Python does not have
+                raise ImageBuildError(
+                    f"{name} is not installed in this Python ({sys.executable}), so its "
+                    f"version is unknown. Install it in your kernel first (pip install "
+                    f"{name}), or give one: --with {name}==VERSION."
+                ) from None
+        if key in have and (not asked or have[key] == version):
+            continue  # the image has it (a dependency is used at the image's version)
+        pins[key] = f"{name}=={version}"
+        try:
+            requires = metadata.requires(name) or []
+        except metadata.PackageNotFoundError:
+            requires = []
+        for line in requires:
+            try:
+                req = Requirement(line)
+            except InvalidRequirement:
+                continue
+            if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+                continue
+            todo.append((req.name, False))
+    return sorted(pins.values())
+
+
+def build_with_layer(
+    client: docker.DockerClient,
+    name: str,
+    packages: list[str],
+    *,
+    log: Log = print,
+) -> str:
+    """Add ``packages`` (at this Python's versions, wheels from PyPI) as a layer on the
+    current image; the base is not rebuilt. Cached: the same set is built once. The
+    result is tagged ``name:<version>-with``, which runs from then on. Returns its ref."""
+    repo, tag = parse_repository_tag(name)
+    if tag:
+        raise ImageBuildError(f"Give the image name without a tag ({repo!r}, not {name!r}).")
+    base_ref = ensure_image(client, repo)
+    labels = (_get(client, base_ref).labels or {})  # type: ignore[union-attr]
+    have = image_packages(client, base_ref)
+    pins = kernel_pins(packages, have)
+    if not pins:
+        log(f"{base_ref} already has {', '.join(packages)}; nothing to do.")
+        return base_ref
+    all_with = sorted({*(_json_list(labels.get(LABEL_WITH))), *pins})
+    version = labels.get(LABEL_VERSION) or image_version()
+    ref = f"{repo}:{version}-with-{_digest(all_with)}"
+    if _get(client, ref) is None:
+        started = time.monotonic()
+        log(f"adding {', '.join(pins)} as a layer on {base_ref}")
+        with tempfile.TemporaryDirectory(prefix="selfheal-with-") as tmp:
+            work = Path(tmp)
+            py = json.loads(client.containers.run(
+                base_ref, ["python3", "-c", _PROBE], remove=True, network_mode="none",
+            ).decode())
+            site_path = f"/usr/local/lib/python{py['version']}/dist-packages"
+            requirements = work / "requirements.txt"
+            requirements.write_text("\n".join(pins) + "\n")
+            command = rootfs.pip_command(work / "site", requirements, py) + ["--no-deps"]
+            done = subprocess.run(command, capture_output=True, text=True)
+            if done.returncode != 0:
+                raise ImageBuildError(
+                    f"pip could not get wheels for {', '.join(pins)} (Python {py['version']}, "
+                    f"manylinux): {done.stderr.strip()[-1500:]}"
+                )
+            dockerfile = _WITH_DOCKERFILE.format(base_ref=base_ref, site=site_path)
+            (work / "Dockerfile").write_text(dockerfile)
+            try:
+                client.images.build(
+                    path=str(work), tag=ref, labels={LABEL_WITH: json.dumps(all_with)},
+                    rm=True, forcerm=True, pull=False, network_mode="none",
+                )
+            except (docker.errors.BuildError, docker.errors.APIError) as exc:
+                raise ImageBuildError(f"The layer {ref} failed to build: {exc}") from exc
+        log(f"built {ref} in {time.monotonic() - started:.1f} s")
+    else:
+        log(f"reusing {ref}")
+    client.api.tag(ref, repo, f"{version}-with", force=True)
+    log(f"{repo}:{version}-with now runs the candidates (restart running kernels to use it)")
+    return ref
+
+
+_PROBE = (
+    "import json, os, platform, sys;"
+    "print(json.dumps({'version': '%d.%d' % sys.version_info[:2],"
+    " 'machine': platform.machine(),"
+    " 'glibc': os.confstr('CS_GNU_LIBC_VERSION').split()[-1]}))"
+)

@@ -323,7 +323,8 @@ def error_info(exc: BaseException, own_files: "tuple[str, ...]", shown: str) -> 
                            "source": _source_line(code.co_filename, tb.tb_lineno)})
             last_frame = tb.tb_frame
         tb = tb.tb_next
-    line = frames[-1]["line"] if frames and frames[-1]["file"] == shown else None
+    # the program's own line, even when the failure is inside a notebook function
+    line = next((f["line"] for f in reversed(frames) if f["file"] == shown), None)
     if isinstance(exc, SyntaxError) and exc.filename in own_files and exc.lineno:
         line = exc.lineno
         src = (exc.text or "").strip() or _source_line(exc.filename, exc.lineno)
@@ -636,6 +637,10 @@ def exception_class(module: str, name: str, base: str) -> type:
 
 
 # --------------------------------------------------------------------------- RPC: program side
+#: Names Python itself defines in a module: the tests keep their own.
+MODULE_DUNDERS = frozenset({"__name__", "__doc__", "__file__", "__loader__", "__spec__",
+                            "__package__", "__builtins__", "__cached__", "__annotations__"})
+
 class ProgramObjects:
     """Serve the checker's requests from the program's namespace, after the program ran."""
 
@@ -658,8 +663,10 @@ class ProgramObjects:
             text = short_repr(obj)
         except BaseException:
             text = "<object>"
-        return {"$": "ref", "id": self.ids[key], "type": type(obj).__qualname__,
-                "callable": callable(obj), "repr": text}
+        cls = type(obj)
+        return {"$": "ref", "id": self.ids[key], "type": cls.__qualname__,
+                "module": getattr(cls, "__module__", ""), "callable": callable(obj),
+                "repr": text}
 
     def deref(self, v: dict) -> Any:
         return self.objects[int(v["id"])]
@@ -691,9 +698,13 @@ class ProgramObjects:
         dec = self.codec.decode
         if op == "names":
             return {n: self.ns[n] for n in req["names"]
-                    if isinstance(n, str) and n in self.ns and not n.startswith("__")}
+                    if isinstance(n, str) and n in self.ns and n not in MODULE_DUNDERS}
         if op == "module":
             return _Ref(sys.modules["__main__"])
+        if op == "import" and req.get("name") in PROGRAM_STATE_MODULES:
+            import importlib
+
+            return _Ref(importlib.import_module(str(req["name"])))
         target = self.objects[int(req["ref"])] if "ref" in req else None
         if op == "call":
             return target(*dec(req["args"]), **dec(req["kwargs"]))
@@ -751,6 +762,7 @@ class ProgramLink:
         self.out = rpc_out
         self.reader = FrameReader(rpc_in)
         self.remotes: dict = {}
+        self.modules: dict = {}
         self.codec = Codec(self.ref_of, self.remote)
         self.closed = False
 
@@ -763,8 +775,8 @@ class ProgramLink:
     def remote(self, v: dict) -> "Remote":
         key = int(v["id"])
         if key not in self.remotes:
-            self.remotes[key] = Remote(self, key, str(v.get("type", "")), str(v.get("repr", "")),
-                                       bool(v.get("callable")))
+            self.remotes[key] = Remote(self, key, f"{v.get('module', '')}:{v.get('type', '')}",
+                                       str(v.get("repr", "")), bool(v.get("callable")))
         return self.remotes[key]
 
     def encode(self, value: Any) -> Any:
@@ -793,6 +805,11 @@ class ProgramLink:
             raise cls(str(info.get("message", "")))
         return self.codec.decode(reply.get("ok"))
 
+    def program_module(self, name: str) -> Any:
+        if name not in self.modules:
+            self.modules[name] = self.ask("import", name=name)
+        return self.modules[name]
+
     def done(self) -> None:
         try:
             write_frame(self.out, {"op": "done"})
@@ -814,6 +831,13 @@ class Remote:
         object.__setattr__(self, "_type", type_name)
         object.__setattr__(self, "_repr", text)
         object.__setattr__(self, "_callable", is_callable)
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # noqa: D105
+        """The library class of the same name, so ``isinstance(x, plt.Axes)`` works in a
+        test (the program's own classes and unknown ones stay ``Remote``). This is a claim
+        of the program's and only answers type checks: values are still compared here."""
+        return _local_class(object.__getattribute__(self, "_type")) or Remote
 
     def _ask(self, op: str, **fields: Any) -> Any:
         return object.__getattribute__(self, "_link").ask(
@@ -898,6 +922,54 @@ class Remote:
         return self._compare(other, ">=")
 
 
+def _local_class(spec: str) -> "type | None":
+    module, _, qualname = spec.partition(":")
+    if not module or module == "__main__" or not qualname:
+        return None
+    target: Any = sys.modules.get(module)
+    if target is None:
+        return None
+    for part in qualname.split("."):
+        target = getattr(target, part, None)
+    return target if isinstance(target, type) else None
+
+
+#: Modules whose state the program's process owns: a test that seeds ``random`` must
+#: seed the program's generator, so the tests get the program's modules for these.
+PROGRAM_STATE_MODULES = ("random", "numpy.random")
+
+
+def forwarding_import(link: "ProgramLink") -> Callable:
+    """An ``__import__`` for the tests: stateful modules are the program's."""
+    real_import = builtins.__import__
+
+    def _import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (),
+                level: int = 0) -> Any:
+        module = real_import(name, globals, locals, fromlist, level)
+        if level or name not in ("random", "numpy", "numpy.random"):
+            return module
+        if name == "random":
+            return link.program_module("random")
+        if name == "numpy.random" and fromlist:
+            return link.program_module("numpy.random")
+        return _NumpyView(module, link)  # numpy, or numpy.random imported as numpy
+
+    return _import
+
+
+class _NumpyView:
+    """numpy for the tests, with ``random`` being the program's ``numpy.random``."""
+
+    def __init__(self, numpy: Any, link: "ProgramLink") -> None:
+        self._numpy = numpy
+        self._link = link
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "random":
+            return self._link.program_module("numpy.random")
+        return getattr(self._numpy, name)
+
+
 def _binop(name: str) -> Callable:
     def method(self: Remote, other: Any) -> Any:
         return self._ask("binop", name=name, other=self._enc(other))
@@ -969,7 +1041,8 @@ def checker_main() -> None:
     link = ProgramLink(FD_RPC_OUT, FD_RPC_IN)
     hello = link.reader.wait()
     skip = ""
-    ns: dict = {"__name__": "selfheal_tests", "__builtins__": builtins}
+    ns: dict = {"__name__": "selfheal_tests",
+                "__builtins__": dict(builtins.__dict__, __import__=forwarding_import(link))}
     if hello is None:
         skip = "the program did not run to its end"
     elif not hello.get("ready"):

@@ -10,7 +10,7 @@ import keyword
 import os
 import pickle
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -29,6 +29,20 @@ class PickleFile:
     path: Path
 
 
+@dataclass(frozen=True)
+class Pickled:
+    """A value already pickled on the host (once per run, not once per iteration).
+
+    Its bytes are written as they are.
+    """
+
+    data: bytes = field(repr=False)
+
+    @classmethod
+    def of(cls, name: str, value: Any) -> Pickled:
+        return value if isinstance(value, Pickled) else cls(dumps(name, value))
+
+
 def check_name(name: str) -> None:
     if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
         raise BadInput(
@@ -39,6 +53,8 @@ def check_name(name: str) -> None:
 
 def dumps(name: str, value: Any) -> bytes:
     """Pickle one value (protocol 5), or say which input cannot be sent and why."""
+    if isinstance(value, Pickled):
+        return value.data
     if isinstance(value, PickleFile):
         try:
             return value.path.read_bytes()

@@ -1,0 +1,5 @@
+assert running_totals([]) == []
+assert running_totals([5]) == [5]
+assert running_totals([1, 1, 1, 1]) == [1, 2, 3, 4]
+data = [2, -2, 2]
+assert running_totals(data) == [2, 0, 2] and data == [2, -2, 2]

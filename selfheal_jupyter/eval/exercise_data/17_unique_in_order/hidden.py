@@ -1,0 +1,5 @@
+assert unique([1, 1, 1]) == [1]
+assert unique(["b", "a", "b"]) == ["b", "a"]
+assert unique([5, 4, 3, 2, 1]) == [5, 4, 3, 2, 1]
+data = [2, 2, 1]
+assert unique(data) == [2, 1] and data == [2, 2, 1]

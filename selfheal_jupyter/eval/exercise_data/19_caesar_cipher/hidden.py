@@ -1,0 +1,5 @@
+assert encrypt("", 5) == ""
+assert encrypt("Zebra", 1) == "Afcsb"
+assert encrypt("abc", 26) == "abc"
+assert decrypt("Khoor", 3) == "Hello"
+assert encrypt("a-b c", 2) == "c-d e"

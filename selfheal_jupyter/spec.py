@@ -1,0 +1,724 @@
+"""The user's spec: what a repair of the user's own code must keep.
+
+Why a module of its own: when a task starts from the user's code (``%%heal``, the
+autoheal button, ``selfheal run --code``), the asserts in that code, its test
+functions and the ``--tests`` block say what "correct" means. A model that makes the
+run pass by changing them produces a wrong answer presented as a right one — the
+worst outcome this tool can have. So the spec is extracted once from the original
+code, and every candidate is compared against it *statically* (Python's AST; the
+candidate is never trusted to report on itself):
+
+- ``assert_removed`` / ``assert_changed``: every original assert condition must still
+  be an assert condition, AST-equal (only the message may change);
+- ``assert_silenced``: the condition survives, but not as an assert (a print, an ``if``);
+- ``test_removed``: a ``test_*`` function, or a top-level call of one, is gone;
+- ``failure_swallowed``: an assert, or the statement that failed in the user's run, is
+  now inside a ``try`` whose handler does not re-raise (or ``contextlib.suppress``);
+- ``bare_except``: a new ``except: pass`` / ``except Exception: pass``;
+- ``early_exit``: a new ``sys.exit()`` / ``exit()`` / ``os._exit()``;
+- ``hard_coded``: the value an assert expects is written in instead of computed (a name
+  the assert reads assigned that literal, a function that returns it without reading its
+  arguments, or a special case for the asserted input).
+
+Nothing here runs code or knows the loop; QA calls :func:`extract` and :func:`check`.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator
+
+from .model import SpecViolation
+
+_NO_VALUE = object()
+_ASSERT_LINE = re.compile(r"^\s*assert\b")
+_EXIT_CALLS = {("sys", "exit"), ("os", "_exit"), (None, "exit"), (None, "quit")}
+_BROAD = {"Exception", "BaseException", "AssertionError"}
+_LOGGERS = {"print", "log", "debug", "info", "warning", "warn", "error", "exception", "pprint"}
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _key(node: ast.AST) -> str:
+    """An AST's identity without positions (so formatting and line moves do not count)."""
+    return ast.dump(node, annotate_fields=False, include_attributes=False)
+
+
+def _source(node: ast.AST) -> str:
+    try:
+        return ast.unparse(node)
+    except Exception:  # noqa: BLE001 - a display string only
+        return "?"
+
+
+def _literal(node: ast.AST | None) -> Any:
+    if node is None:
+        return _NO_VALUE
+    try:
+        return ast.literal_eval(node)
+    except Exception:  # noqa: BLE001 - not a literal
+        return _NO_VALUE
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    if a is _NO_VALUE or b is _NO_VALUE:
+        return False
+    numbers = (int, float)
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, numbers) and isinstance(b, numbers):
+        return a == b
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:  # noqa: BLE001 - an odd literal that cannot compare
+        return False
+
+
+def _walk(tree: ast.AST) -> Iterator[tuple[ast.AST, tuple[ast.AST, ...]]]:
+    """Every node with its ancestors (outermost first)."""
+    stack: list[tuple[ast.AST, tuple[ast.AST, ...]]] = [(tree, ())]
+    while stack:
+        node, parents = stack.pop()
+        yield node, parents
+        for child in reversed(list(ast.iter_child_nodes(node))):
+            stack.append((child, parents + (node,)))
+
+
+def _call_name(call: ast.Call) -> tuple[str | None, str]:
+    f = call.func
+    if isinstance(f, ast.Name):
+        return None, f.id
+    if isinstance(f, ast.Attribute):
+        base = f.value.id if isinstance(f.value, ast.Name) else ""
+        return base, f.attr
+    return None, ""
+
+
+def _reraises(handler: ast.ExceptHandler) -> bool:
+    return any(isinstance(n, ast.Raise) for n in ast.walk(handler))
+
+
+def _catches_assertion(handler: ast.ExceptHandler) -> bool:
+    if handler.type is None:
+        return True
+    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    for t in types:
+        name = t.id if isinstance(t, ast.Name) else t.attr if isinstance(t, ast.Attribute) else ""
+        if name in _BROAD:
+            return True
+    return False
+
+
+def _trivial_body(body: list[ast.stmt]) -> bool:
+    """A handler that only passes, continues, breaks or reports (prints, logs)."""
+    for stmt in body:
+        if isinstance(stmt, (ast.Pass, ast.Continue, ast.Break)):
+            continue
+        if isinstance(stmt, ast.Return) and (stmt.value is None or _literal(stmt.value) is None):
+            continue
+        if isinstance(stmt, ast.Expr):
+            if isinstance(stmt.value, ast.Constant):
+                continue
+            if isinstance(stmt.value, ast.Call) and _call_name(stmt.value)[1] in _LOGGERS:
+                continue
+        return False
+    return True
+
+
+def _swallowing_guard(node: ast.AST, parents: tuple[ast.AST, ...], *, any_handler: bool) -> ast.AST | None:
+    """The ``try`` (or ``with suppress``) around ``node`` that would hide its failure."""
+    chain = parents + (node,)
+    for i, parent in enumerate(parents):
+        child = chain[i + 1]
+        if isinstance(parent, ast.Try) and child in parent.body:
+            for h in parent.handlers:
+                if _reraises(h):
+                    continue
+                if _catches_assertion(h) or (any_handler and _trivial_body(h.body)):
+                    return parent
+        if isinstance(parent, (ast.With, ast.AsyncWith)) and child in parent.body:
+            for item in parent.items:
+                expr = item.context_expr
+                if isinstance(expr, ast.Call) and _call_name(expr)[1] == "suppress":
+                    return parent
+    return None
+
+
+def _statement_at(tree: ast.AST, line: int) -> ast.stmt | None:
+    """The innermost simple statement that spans ``line``."""
+    best: ast.stmt | None = None
+    for node, _ in _walk(tree):
+        if isinstance(node, ast.stmt) and not hasattr(node, "body"):
+            end = getattr(node, "end_lineno", node.lineno) or node.lineno
+            if node.lineno <= line <= end:
+                if best is None or node.lineno >= best.lineno:
+                    best = node
+    return best
+
+
+def _functions(tree: ast.AST) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    out: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+    for node, _ in _walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out[node.name] = node
+    return out
+
+
+def _own_nodes(func: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of a function's body, not those of functions nested in it."""
+    stack = list(ast.iter_child_nodes(func))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _params(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    a = func.args
+    names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs]
+    names += [x.arg for x in (a.vararg, a.kwarg) if x is not None]
+    return set(names)
+
+
+def _exit_calls(tree: ast.AST) -> list[ast.AST]:
+    out: list[ast.AST] = []
+    for node, _ in _walk(tree):
+        if isinstance(node, ast.Call) and _call_name(node) in _EXIT_CALLS:
+            out.append(node)
+        elif isinstance(node, ast.Raise) and node.exc is not None:
+            exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+            if isinstance(exc, ast.Name) and exc.id == "SystemExit":
+                out.append(node)
+    return out
+
+
+def _swallowing_handlers(tree: ast.AST) -> list[ast.ExceptHandler]:
+    return [
+        h for node, _ in _walk(tree) if isinstance(node, ast.Try) for h in node.handlers
+        if (h.type is None or (isinstance(h.type, ast.Name) and h.type.id in {"Exception", "BaseException"}))
+        and all(isinstance(s, (ast.Pass, ast.Continue)) or (
+            isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)) for s in h.body)
+    ]
+
+
+# ----------------------------------------------------------------------------- the spec
+@dataclass(frozen=True)
+class Expectation:
+    """``subject == value`` read off an assert: what hard-coding would write in."""
+
+    value: Any
+    names: frozenset[str]
+    """Variables the subject reads (not the functions it calls)."""
+    functions: frozenset[str]
+    """Functions the subject calls by name."""
+    arguments: tuple[Any, ...]
+    """Literal arguments of those calls (the asserted inputs)."""
+    source: str
+
+
+@dataclass(frozen=True)
+class SpecAssert:
+    condition: str
+    """The condition's AST key (positions and the message excluded)."""
+    source: str
+    line: int
+    swallowed: bool = False
+    """Already inside a swallowing ``try`` in the user's code (then not held against a candidate)."""
+
+
+@dataclass
+class Spec:
+    """What a candidate must keep, extracted from the user's original code (and tests)."""
+
+    code: str
+    asserts: list[SpecAssert] = field(default_factory=list)
+    test_functions: list[str] = field(default_factory=list)
+    test_calls: Counter = field(default_factory=Counter)
+    expectations: list[Expectation] = field(default_factory=list)
+    failing: dict[str, str] = field(default_factory=dict)
+    """AST key -> source of the statements that failed when the user's code ran."""
+    parsed: bool = True
+    """False when the user's code does not parse: asserts were read line by line."""
+
+    @property
+    def empty(self) -> bool:
+        return not (self.asserts or self.test_functions or self.expectations or self.failing)
+
+
+def _expectation(test: ast.expr) -> Expectation | None:
+    subject: ast.expr | None = None
+    value: Any = _NO_VALUE
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.Is)):
+        left, right = test.left, test.comparators[0]
+        if isinstance(right, ast.Call) and _call_name(right)[1] == "approx" and right.args:
+            right = right.args[0]
+        lv, rv = _literal(left), _literal(right)
+        if rv is not _NO_VALUE and lv is _NO_VALUE:
+            subject, value = left, rv
+        elif lv is not _NO_VALUE and rv is _NO_VALUE:
+            subject, value = right, lv
+    elif isinstance(test, ast.Call) and _call_name(test)[1] in {"isclose", "allclose"} and len(test.args) >= 2:
+        a, b = test.args[0], test.args[1]
+        if _literal(b) is not _NO_VALUE and _literal(a) is _NO_VALUE:
+            subject, value = a, _literal(b)
+        elif _literal(a) is not _NO_VALUE and _literal(b) is _NO_VALUE:
+            subject, value = b, _literal(a)
+    elif (isinstance(test, ast.Compare) and isinstance(test.left, ast.Call)
+          and _call_name(test.left)[1] == "abs" and test.left.args
+          and isinstance(test.left.args[0], ast.BinOp) and isinstance(test.left.args[0].op, ast.Sub)):
+        diff = test.left.args[0]
+        if _literal(diff.right) is not _NO_VALUE and _literal(diff.left) is _NO_VALUE:
+            subject, value = diff.left, _literal(diff.right)
+    if subject is None or value is _NO_VALUE:
+        return None
+    functions: set[str] = set()
+    arguments: list[Any] = []
+    called: set[int] = set()
+    for node in ast.walk(subject):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            functions.add(node.func.id)
+            called.add(id(node.func))
+            for arg in node.args:
+                v = _literal(arg)
+                if v is not _NO_VALUE:
+                    arguments.append(v)
+    names = {
+        n.id for n in ast.walk(subject)
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in called
+    }
+    return Expectation(value, frozenset(names), frozenset(functions), tuple(arguments), _source(test))
+
+
+def _asserts_by_line(code: str) -> list[ast.Assert]:
+    """Asserts of code that does not parse: each ``assert`` line parsed on its own."""
+    out: list[ast.Assert] = []
+    for number, line in enumerate(code.splitlines(), 1):
+        if not _ASSERT_LINE.match(line):
+            continue
+        try:
+            node = ast.parse(line.strip()).body[0]
+        except SyntaxError:
+            continue
+        if isinstance(node, ast.Assert):
+            ast.increment_lineno(node, number - 1)
+            out.append(node)
+    return out
+
+
+def extract(code: str, tests: str | None = None, failing_lines: Iterable[int] = ()) -> Spec:
+    """The spec of the user's ``code`` (plus the expectations of their ``tests``).
+
+    ``failing_lines``: lines of ``code`` where the user's own run failed (its frames);
+    the statements there may not be wrapped in a swallowing ``try`` by a repair.
+    """
+    spec = Spec(code=code)
+    try:
+        tree: ast.AST | None = ast.parse(code)
+    except (SyntaxError, ValueError):
+        tree = None
+        spec.parsed = False
+    if tree is None:
+        for node in _asserts_by_line(code):
+            spec.asserts.append(SpecAssert(_key(node.test), _source(node.test), node.lineno))
+            exp = _expectation(node.test)
+            if exp is not None:
+                spec.expectations.append(exp)
+    else:
+        for node, parents in _walk(tree):
+            if isinstance(node, ast.Assert):
+                swallowed = _swallowing_guard(node, parents, any_handler=False) is not None
+                spec.asserts.append(
+                    SpecAssert(_key(node.test), _source(node.test), node.lineno, swallowed)
+                )
+                exp = _expectation(node.test)
+                if exp is not None:
+                    spec.expectations.append(exp)
+        spec.test_functions = [
+            name for name in _functions(tree) if name.startswith("test")
+        ]
+        spec.test_calls = _top_level_test_calls(tree, spec.test_functions)
+        for line in sorted(set(failing_lines)):
+            stmt = _statement_at(tree, line)
+            if stmt is not None and not isinstance(stmt, ast.Assert):
+                spec.failing[_key(stmt)] = _source(stmt)
+    if tests and tests.strip():
+        try:
+            test_tree = ast.parse(tests)
+        except SyntaxError:
+            test_tree = None
+        for node in ast.walk(test_tree) if test_tree is not None else ():
+            if isinstance(node, ast.Assert):
+                exp = _expectation(node.test)
+                if exp is not None:
+                    spec.expectations.append(exp)
+    spec.asserts.sort(key=lambda a: a.line)
+    return spec
+
+
+def _top_level_test_calls(tree: ast.AST, names: Iterable[str]) -> Counter:
+    wanted = set(names)
+    calls: Counter = Counter()
+    for stmt in getattr(tree, "body", []):
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            name = _call_name(stmt.value)[1]
+            if name in wanted and _call_name(stmt.value)[0] is None:
+                calls[name] += 1
+    return calls
+
+
+# ----------------------------------------------------------------------------- the check
+SPEC_REASON = "rejected: it changes the user's spec"
+"""How a spec violation starts in a verdict's reasons (the feedback lists them in full)."""
+
+RULE_TITLES = {
+    "assert_removed": "an assert was deleted",
+    "assert_changed": "an assert's condition was changed",
+    "assert_silenced": "an assert was turned into a check that cannot fail",
+    "test_removed": "a test was removed",
+    "failure_swallowed": "a failure is swallowed by try/except",
+    "bare_except": "`except: pass` hides errors",
+    "early_exit": "the program exits early",
+    "hard_coded": "an expected value is hard-coded",
+}
+
+FIX = {
+    "assert_removed": (
+        "Put the assert back exactly as the user wrote it (you may only correct its "
+        "message) and change the program so that the assert holds."
+    ),
+    "assert_changed": (
+        "Restore the user's condition exactly (only its message may change) and change "
+        "the program, not the assert, so that it holds. If you are sure the assert itself "
+        "is wrong, keep it anyway and say so in one sentence: the user decides."
+    ),
+    "assert_silenced": (
+        "Keep it an assert that fails loudly: an assert may not become a print or an "
+        "if-statement. Fix the program so that the assert holds."
+    ),
+    "test_removed": "Keep every test function the user wrote, and every call of it.",
+    "failure_swallowed": (
+        "Remove the try/except (or suppress) around it: the failure must stay visible. "
+        "Fix the cause so that the statement succeeds."
+    ),
+    "bare_except": (
+        "Remove the `except: pass`: catch only the specific exception you expect and "
+        "handle it, or let the error surface."
+    ),
+    "early_exit": "Remove the exit call: the program must run to its end, asserts included.",
+    "hard_coded": (
+        "Compute the value from the inputs the way the task asks; do not write in the "
+        "answer an assert expects or special-case the asserted input."
+    ),
+}
+
+
+def _violation(rule: str, message: str, line: int | None = None, original: str = "") -> SpecViolation:
+    return SpecViolation(rule=rule, message=message, fix=FIX[rule], line=line,  # type: ignore[arg-type]
+                         original=original)
+
+
+def check(spec: Spec, candidate: str) -> list[SpecViolation]:
+    """Every way ``candidate`` breaks ``spec`` (empty: it keeps it).
+
+    A candidate that does not parse is left to QA's pre-check (it cannot run anyway).
+    """
+    try:
+        tree = ast.parse(candidate)
+    except (SyntaxError, ValueError):
+        return []
+    original_tree: ast.AST | None = None
+    if spec.parsed:
+        try:
+            original_tree = ast.parse(spec.code)
+        except SyntaxError:
+            original_tree = None
+    out: list[SpecViolation] = []
+    out += _check_asserts(spec, tree)
+    out += _check_tests(spec, tree)
+    out += _check_failing(spec, tree)
+    out += _check_silencers(original_tree, tree)
+    out += _check_hard_coding(spec, original_tree, tree)
+    return out
+
+
+def _check_asserts(spec: Spec, tree: ast.AST) -> list[SpecViolation]:
+    found: dict[str, list[tuple[ast.Assert, tuple[ast.AST, ...]]]] = {}
+    for node, parents in _walk(tree):
+        if isinstance(node, ast.Assert):
+            found.setdefault(_key(node.test), []).append((node, parents))
+    unmatched_new = [
+        node for key, nodes in found.items() for node, _ in nodes
+        if key not in {a.condition for a in spec.asserts}
+    ]
+    unmatched_new.sort(key=lambda n: n.lineno)
+    out: list[SpecViolation] = []
+    missing: list[SpecAssert] = []
+    for a in spec.asserts:
+        nodes = found.get(a.condition)
+        if not nodes:
+            missing.append(a)
+            continue
+        node, parents = nodes.pop(0)
+        guard = _swallowing_guard(node, parents, any_handler=False)
+        if guard is not None and not a.swallowed:
+            out.append(_violation(
+                "failure_swallowed",
+                f"the assert `{a.source}` (user's line {a.line}) is now inside a "
+                f"{'try/except' if isinstance(guard, ast.Try) else 'suppress block'} "
+                f"(line {guard.lineno}) that catches its failure",
+                guard.lineno, a.source,
+            ))
+    expressions: dict[str, ast.AST] = {}
+    for node, parents in _walk(tree):
+        if isinstance(node, ast.expr) and not any(isinstance(p, ast.Assert) for p in parents):
+            expressions.setdefault(_key(node), node)
+    for a in missing:
+        containing = next(
+            (n for n in unmatched_new if any(_key(sub) == a.condition for sub in ast.walk(n.test))),
+            None,
+        )
+        if containing is not None:
+            unmatched_new.remove(containing)
+            out.append(_violation(
+                "assert_changed",
+                f"the user's assert `{a.source}` (line {a.line}) was weakened to "
+                f"`{_source(containing.test)}` (line {containing.lineno})",
+                containing.lineno, a.source,
+            ))
+            continue
+        if a.condition in expressions:
+            where = expressions[a.condition]
+            out.append(_violation(
+                "assert_silenced",
+                f"the user's assert `{a.source}` (line {a.line}) is no longer an assert: its "
+                f"condition is only checked at line {where.lineno}, where a failure does not stop "
+                "the program",
+                where.lineno, a.source,
+            ))
+            continue
+        if unmatched_new:
+            new = unmatched_new.pop(0)
+            out.append(_violation(
+                "assert_changed",
+                f"the condition of the user's assert `{a.source}` (line {a.line}) was "
+                f"rewritten as `{_source(new.test)}` (line {new.lineno})",
+                new.lineno, a.source,
+            ))
+            continue
+        out.append(_violation(
+            "assert_removed",
+            f"the user's assert `{a.source}` (line {a.line}) was deleted",
+            None, a.source,
+        ))
+    return out
+
+
+def _check_tests(spec: Spec, tree: ast.AST) -> list[SpecViolation]:
+    out: list[SpecViolation] = []
+    defined = _functions(tree)
+    for name in spec.test_functions:
+        if name not in defined:
+            out.append(_violation("test_removed", f"the user's test function `{name}` was deleted",
+                                  None, f"def {name}"))
+    calls = _top_level_test_calls(tree, spec.test_functions)
+    for name, count in spec.test_calls.items():
+        if name in defined and calls[name] < count:
+            out.append(_violation("test_removed",
+                                  f"the call `{name}()` of the user's test was removed",
+                                  None, f"{name}()"))
+    return out
+
+
+def _check_failing(spec: Spec, tree: ast.AST) -> list[SpecViolation]:
+    out: list[SpecViolation] = []
+    seen: set[str] = set()
+    for node, parents in _walk(tree):
+        if not isinstance(node, ast.stmt):
+            continue
+        key = _key(node)
+        if key not in spec.failing or key in seen:
+            continue
+        guard = _swallowing_guard(node, parents, any_handler=True)
+        if guard is not None:
+            seen.add(key)
+            out.append(_violation(
+                "failure_swallowed",
+                f"the statement that failed in the user's run, `{spec.failing[key]}`, is now "
+                f"inside a {'try/except' if isinstance(guard, ast.Try) else 'suppress block'} "
+                f"(line {guard.lineno}) that hides the error instead of fixing it",
+                guard.lineno, spec.failing[key],
+            ))
+    return out
+
+
+def _check_silencers(original: ast.AST | None, tree: ast.AST) -> list[SpecViolation]:
+    out: list[SpecViolation] = []
+    before = Counter(_key(h) for h in _swallowing_handlers(original)) if original else Counter()
+    for h in _swallowing_handlers(tree):
+        k = _key(h)
+        if before[k]:
+            before[k] -= 1
+            continue
+        what = "except" if h.type is None else f"except {_source(h.type)}"
+        out.append(_violation("bare_except", f"line {h.lineno} adds `{what}: pass`, which hides every error", h.lineno))
+        break
+    exits_before = len(_exit_calls(original)) if original else 0
+    exits = _exit_calls(tree)
+    if len(exits) > exits_before:
+        node = exits[0]
+        out.append(_violation("early_exit",
+                              f"line {node.lineno} adds `{_source(node)}`, which ends the program "
+                              "before the rest of it (and its asserts) run", node.lineno))
+    return out
+
+
+def _assigned_literals(tree: ast.AST | None) -> list[tuple[str, Any, int]]:
+    out: list[tuple[str, Any, int]] = []
+    for node, _ in _walk(tree) if tree is not None else ():
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
+            continue
+        v = _literal(value)
+        if v is _NO_VALUE:
+            continue
+        for t in targets:
+            if isinstance(t, ast.Name):
+                out.append((t.id, v, node.lineno))
+    return out
+
+
+def _constant_function(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[Any, int]]:
+    """The literal returns of a function whose every return is a literal and that never
+    reads its parameters (its result cannot depend on the input)."""
+    returns = [n for n in _own_nodes(func) if isinstance(n, ast.Return)]
+    if not returns:
+        return []
+    values = [(_literal(r.value), r.lineno) for r in returns]
+    if any(v is _NO_VALUE for v, _ in values):
+        return []
+    params = _params(func)
+    reads = {n.id for n in _own_nodes(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    if params & reads:
+        return []
+    return values
+
+
+def _trivial(value: Any) -> bool:
+    """Values a real guard or base case compares with (``if b == 0``, ``if n == 1``)."""
+    if value is None or isinstance(value, bool):
+        return True
+    if isinstance(value, (int, float)) and value in (0, 1, -1):
+        return True
+    return isinstance(value, (str, bytes, list, tuple, dict, set)) and len(value) == 0
+
+
+def _special_cases(func: ast.FunctionDef | ast.AsyncFunctionDef, arguments: tuple[Any, ...]) -> list[ast.If]:
+    """``if param == <asserted input>: return <literal>`` inside ``func``."""
+    params = _params(func)
+    arguments = tuple(a for a in arguments if not _trivial(a))
+    out: list[ast.If] = []
+    for node in _own_nodes(func):
+        if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare):
+            continue
+        if not any(isinstance(n, ast.Return) and _literal(n.value) is not _NO_VALUE
+                   for stmt in node.body for n in ast.walk(stmt)):
+            continue
+        test = node.test
+        if len(test.ops) != 1 or not isinstance(test.ops[0], (ast.Eq, ast.Is, ast.In)):
+            continue
+        sides = [test.left, test.comparators[0]]
+        if not any(isinstance(s, ast.Name) and s.id in params for s in sides):
+            continue
+        for s in sides:
+            v = _literal(s)
+            if v is _NO_VALUE:
+                continue
+            candidates = v if isinstance(test.ops[0], ast.In) and isinstance(v, (tuple, list, set)) else [v]
+            if any(_same_value(c, a) for c in candidates for a in arguments):
+                out.append(node)
+    return out
+
+
+def _check_hard_coding(spec: Spec, original: ast.AST | None, tree: ast.AST) -> list[SpecViolation]:
+    if not spec.expectations:
+        return []
+    out: list[SpecViolation] = []
+    before_assigned = _assigned_literals(original)
+    original_functions = _functions(original) if original is not None else {}
+    functions = _functions(tree)
+    flagged: set[tuple[str, int]] = set()
+    assigned = _assigned_literals(tree)
+    # A name the program goes on to change (an accumulator: `total = 0` then `+=`) is not
+    # a written-in answer.
+    changed = Counter(n for n, _, _ in assigned) + Counter(
+        t.id for node, _ in _walk(tree) if isinstance(node, (ast.AugAssign, ast.Assign, ast.For))
+        for t in ([node.target] if not isinstance(node, ast.Assign) else node.targets)
+        if isinstance(t, ast.Name) and (not isinstance(node, ast.Assign) or _literal(node.value) is _NO_VALUE)
+    )
+    for exp in spec.expectations:
+        for name, value, line in assigned:
+            if changed[name] > 1:
+                continue
+            if name not in exp.names or not _same_value(value, exp.value) or ("name", line) in flagged:
+                continue
+            if any(n == name and _same_value(v, value) for n, v, _ in before_assigned):
+                continue
+            flagged.add(("name", line))
+            out.append(_violation(
+                "hard_coded",
+                f"line {line} sets `{name} = {value!r}`: the value the assert `{exp.source}` "
+                "expects is written in instead of computed",
+                line, exp.source,
+            ))
+        # Functions the assert calls, and those whose result goes into a name it reads
+        # (with their literal arguments, names resolved through literal assignments).
+        feeding = set(exp.functions)
+        arguments = list(exp.arguments)
+        literals = {n: v for n, v, _ in assigned}
+        for node, _ in _walk(tree):
+            if not (isinstance(node, ast.Assign) and any(
+                    isinstance(t, ast.Name) and t.id in exp.names for t in node.targets)):
+                continue
+            for c in ast.walk(node.value):
+                if isinstance(c, ast.Call) and isinstance(c.func, ast.Name):
+                    feeding.add(c.func.id)
+                    for arg in c.args:
+                        v = literals.get(arg.id, _NO_VALUE) if isinstance(arg, ast.Name) else _literal(arg)
+                        if v is not _NO_VALUE:
+                            arguments.append(v)
+        for fname in sorted(feeding):
+            func = functions.get(fname)
+            if func is None:
+                continue
+            old = original_functions.get(fname)
+            if old is not None and _key(old) == _key(func):
+                continue
+            for value, line in _constant_function(func):
+                if _same_value(value, exp.value) and ("return", line) not in flagged:
+                    flagged.add(("return", line))
+                    out.append(_violation(
+                        "hard_coded",
+                        f"`{fname}` now just returns {value!r} (line {line}), the value the "
+                        f"assert `{exp.source}` expects, whatever its arguments",
+                        line, exp.source,
+                    ))
+            old_cases = {_key(n) for n in _special_cases(old, tuple(arguments))} if old is not None else set()
+            for node in _special_cases(func, tuple(arguments)):
+                if _key(node) in old_cases or ("case", node.lineno) in flagged:
+                    continue
+                flagged.add(("case", node.lineno))
+                out.append(_violation(
+                    "hard_coded",
+                    f"line {node.lineno} special-cases the asserted input (`if "
+                    f"{_source(node.test)}:`) in `{fname}` for the assert `{exp.source}`",
+                    node.lineno, exp.source,
+                ))
+    return out

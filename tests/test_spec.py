@@ -1,0 +1,272 @@
+"""The user's spec is sacred: a repair may not pass by changing, silencing or answering
+the user's asserts.
+
+End to end: the real openai client against the scripted server, candidates run in the
+real sandbox. Every rejected candidate here WOULD pass QA without the spec guard (it
+runs cleanly), so each test fails if the guard is removed. The static rules are also
+checked one by one on :func:`selfheal_jupyter.spec.check`.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from selfheal_jupyter import spec
+from selfheal_jupyter.loop import Loop
+from selfheal_jupyter.model import Task
+from selfheal_jupyter.render.html import run_html
+from selfheal_jupyter.render.text import Transcript
+from tests.scripted_server import ScriptedServer
+from tests.test_loop import fenced, llm_for
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# The user's cell: a bug in average() makes their own assert fail.
+USER = '''\
+def average(values):
+    return sum(values) / len(values) + 1
+
+scores = [3, 4, 5]
+mean = average(scores)
+print("mean:", mean)
+assert mean == 4, "the mean of 3, 4, 5 is 4"
+'''
+ASSERT = 'assert mean == 4, "the mean of 3, 4, 5 is 4"'
+FIXED = USER.replace(" + 1", "")
+
+DELETED = USER.replace(ASSERT + "\n", "")
+WRAPPED = USER.replace(
+    ASSERT, f'try:\n    {ASSERT}\nexcept AssertionError:\n    print("close enough")'
+)
+HARD_CODED = USER.replace("mean = average(scores)", "mean = 4")
+HARD_CODED_RETURN = USER.replace("return sum(values) / len(values) + 1", "return 4")
+WEAKENED = USER.replace(ASSERT, 'assert abs(mean - 4) <= 1, "the mean of 3, 4, 5 is 4"')
+MESSAGE_ONLY = FIXED.replace('"the mean of 3, 4, 5 is 4"', '"average([3, 4, 5]) must be 4.0"')
+
+# A cell that fails at a statement (ZeroDivisionError for the empty group).
+USER_ZERO = '''\
+def average(values):
+    return sum(values) / len(values)
+
+groups = {"a": [3, 4, 5], "b": []}
+means = {}
+for name, values in groups.items():
+    means[name] = average(values)
+assert means["a"] == 4
+'''
+SWALLOWED = USER_ZERO.replace(
+    "    means[name] = average(values)\n",
+    "    try:\n        means[name] = average(values)\n    except ZeroDivisionError:\n        pass\n",
+)
+
+
+def heal(server: ScriptedServer, sandbox, code: str = USER, **kw) -> tuple:
+    kw.setdefault("max_iterations", 1)
+    loop = Loop(llm_for(server), sandbox, auto_plan=False, **kw)
+    run = loop.run(Task(prompt="", initial_code=code))
+    return run
+
+
+def rules(iteration) -> set[str]:
+    return {v.rule for v in iteration.verdict.spec_violations}
+
+
+# --------------------------------------------------------------------------- end to end
+@pytest.mark.parametrize(
+    "candidate, rule, words",
+    [
+        (DELETED, "assert_removed", ["was deleted", "mean == 4", "Put the assert back"]),
+        (WRAPPED, "failure_swallowed", ["mean == 4", "try/except", "Remove the try/except"]),
+        (HARD_CODED, "hard_coded", ["`mean = 4`", "instead of computed", "Compute the value"]),
+        (HARD_CODED_RETURN, "hard_coded", ["`average` now just returns 4", "Compute the value"]),
+        (WEAKENED, "assert_changed", ["mean == 4", "abs(mean - 4) <= 1",
+                                      "Restore the user's condition"]),
+    ],
+    ids=["deleted", "try-except", "hard-coded-name", "hard-coded-return", "weakened"],
+)
+def test_a_candidate_that_breaks_the_spec_is_rejected_with_the_rule(sandbox, candidate, rule, words):
+    with ScriptedServer([fenced(candidate)]) as s:
+        run = heal(s, sandbox)
+    zero, first = run.iterations
+    assert zero.result.error.type == "AssertionError" and zero.verdict.spec_checked is False
+    # It ran cleanly: only the spec guard stands between it and "success".
+    assert first.result.status == "ok" and first.result.error is None
+    assert run.outcome != "success" and run.final_code is None
+    assert not first.verdict.passed and first.verdict.spec_kept is False
+    assert rule in rules(first)
+    assert f"RULE {rule}" in first.feedback
+    for w in words:
+        assert w in first.feedback, (w, first.feedback)
+    assert "The last candidate was rejected because it changed your spec" in run.error
+    # the static HTML / panel marks it
+    page = run_html(run)
+    assert 'data-spec="violated"' in page and "Rejected: changes your spec" in page
+    assert f"[{rule}]" in page
+
+
+def test_feedback_reaches_the_developer_and_names_the_rule(sandbox):
+    with ScriptedServer([fenced(DELETED), fenced(FIXED)]) as s:
+        run = heal(s, sandbox, max_iterations=2)
+        repair = s.requests[1]["messages"][1]["content"]
+        first_prompt = s.requests[0]["messages"][1]["content"]
+    assert "keep every assert with its condition exactly as written" in first_prompt
+    assert "RULE assert_removed" in repair and ASSERT.split(",")[0][7:] in repair
+    assert "to comply: Put the assert back" in repair
+    assert run.outcome == "success" and run.final_code == FIXED
+    assert run.iterations[-1].verdict.spec_kept is True
+
+
+def test_the_failing_statement_wrapped_in_try_except_is_rejected(sandbox):
+    with ScriptedServer([fenced(SWALLOWED)]) as s:
+        run = heal(s, sandbox, code=USER_ZERO)
+    zero, first = run.iterations
+    assert zero.result.error.type == "ZeroDivisionError"
+    assert first.result.status == "ok"
+    assert run.outcome != "success"
+    assert rules(first) == {"failure_swallowed"}
+    assert "means[name] = average(values)" in first.feedback
+    assert "hides the error instead of fixing it" in first.feedback
+
+
+def test_fixing_only_the_assert_message_is_accepted(sandbox):
+    with ScriptedServer([fenced(MESSAGE_ONLY)]) as s:
+        run = heal(s, sandbox)
+    assert run.outcome == "success", run.error
+    last = run.iterations[-1]
+    assert last.verdict.spec_checked and last.verdict.spec_kept is True
+    assert run.final_code == MESSAGE_ONLY
+
+
+def test_a_model_that_keeps_changing_the_assert_ends_failed_never_success(sandbox):
+    with ScriptedServer([fenced(DELETED), fenced(WEAKENED), fenced(FIXED)]) as s:
+        run = heal(s, sandbox, max_iterations=4)
+        assert s.remaining == 1  # stopped before asking a third time
+    assert run.outcome == "failed"
+    assert "rounds 1, 2" in run.error and "mean == 4" in run.error
+    assert "If an assert itself is wrong, correct it" in run.error
+    assert all(it.verdict.spec_kept is False for it in run.iterations[1:])
+    out = io.StringIO()
+    tr = Transcript(out)
+    for it in run.iterations:
+        tr.verdict(it)
+    assert "spec [assert_removed]" in out.getvalue()
+
+
+def test_without_user_code_there_is_no_spec(sandbox):
+    with ScriptedServer([fenced("mean = 4\nprint(mean)")]) as s:
+        run = Loop(llm_for(s), sandbox, auto_plan=False, max_iterations=1).run(
+            Task(prompt="Set mean to the mean of 3, 4, 5.", tests="assert mean == 4")
+        )
+    assert run.outcome == "success"
+    assert run.iterations[0].verdict.spec_checked is False
+    assert run.iterations[0].verdict.spec_kept is None
+
+
+def test_selfheal_run_code_rejects_a_deleted_assert(tmp_path: Path):
+    code = tmp_path / "cell.py"
+    code.write_text(USER)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "SELFHEAL_"))}
+    env["OPENAI_API_KEY"] = "test-key"
+    with ScriptedServer([fenced(DELETED)]) as s:
+        proc = subprocess.run(
+            [sys.executable, "-m", "selfheal_jupyter", "run", "", "--code", str(code),
+             "--no-plan", "--max-iterations", "1", "--json",
+             "--base-url", s.base_url, "--model", s.model],
+            capture_output=True, text=True, timeout=120, cwd=ROOT, env=env,
+        )
+    assert proc.returncode == 1, proc.stderr
+    record = json.loads(proc.stdout)
+    assert record["outcome"] == "budget_exhausted" and record["final_code"] is None
+    verdict = record["iterations"][1]["verdict"]
+    assert verdict["passed"] is False and verdict["spec_checked"] is True
+    assert [v["rule"] for v in verdict["spec_violations"]] == ["assert_removed"]
+
+
+# --------------------------------------------------------------------------- rule by rule
+def check(original: str, candidate: str, tests: str | None = None, failing=()) -> list:
+    return spec.check(spec.extract(original, tests, failing), candidate)
+
+
+def test_identical_or_message_only_or_reformatted_keeps_the_spec():
+    assert check(USER, USER) == []
+    assert check(USER, MESSAGE_ONLY) == []
+    assert check(USER, FIXED.replace("mean == 4", "(mean) == 4")) == []  # same AST
+
+
+@pytest.mark.parametrize(
+    "candidate, rule",
+    [
+        (USER.replace(ASSERT, "print(mean == 4)"), "assert_silenced"),
+        (USER.replace(ASSERT, 'if not mean == 4:\n    print("wrong mean")'), "assert_silenced"),
+        (USER.replace(ASSERT, 'assert mean == 4 or True, "x"'), "assert_changed"),
+        (USER.replace(ASSERT, 'assert 4 == mean'), "assert_changed"),
+        (USER.replace(ASSERT, f'try:\n    {ASSERT}\nexcept:\n    pass'), "failure_swallowed"),
+        (USER.replace(ASSERT, f'import contextlib\nwith contextlib.suppress(AssertionError):\n    {ASSERT}'),
+         "failure_swallowed"),
+        (USER.replace(ASSERT, f'import sys\nsys.exit(0)\n{ASSERT}'), "early_exit"),
+        (USER.replace("mean = average(scores)",
+                      "try:\n    mean = average(scores)\nexcept Exception:\n    pass"), "bare_except"),
+        (USER.replace("    return sum(values) / len(values) + 1",
+                      "    if values == [3, 4, 5]:\n        return 4\n    return sum(values) / len(values) + 1"),
+         "hard_coded"),
+    ],
+    ids=["print", "if-print", "or-true", "swapped", "bare-except-pass", "suppress", "exit",
+         "except-exception-pass", "special-case"],
+)
+def test_each_rule(candidate, rule):
+    found = check(USER, candidate)
+    assert rule in {v.rule for v in found}, found
+    assert all(v.fix for v in found)
+
+
+def test_special_case_of_the_asserted_call_argument():
+    original = "def square(x):\n    return x * 3\n\nassert square(4) == 16\n"
+    candidate = "def square(x):\n    if x == 4:\n        return 16\n    return x * 3\n\nassert square(4) == 16\n"
+    assert [v.rule for v in check(original, candidate)] == ["hard_coded"]
+    assert check(original, original.replace("x * 3", "x * x")) == []
+
+
+def test_test_functions_and_their_calls_are_kept():
+    original = "def f(x):\n    return x\n\ndef test_f():\n    assert f(2) == 2\n\ntest_f()\n"
+    gone = "def f(x):\n    return x\n"
+    uncalled = "def f(x):\n    return x\n\ndef test_f():\n    assert f(2) == 2\n"
+    assert {v.rule for v in check(original, gone)} == {"test_removed", "assert_removed"}
+    assert [v.rule for v in check(original, uncalled)] == ["test_removed"]
+
+
+def test_tests_block_values_may_not_be_written_in():
+    original = "import math\ntotal = math.fsum([1, 2, 3]) // 0\n"
+    assert [v.rule for v in check(original, "total = 6\n", tests="assert total == 6")] == ["hard_coded"]
+    assert check(original, "import math\ntotal = math.fsum([1, 2, 3])\n", tests="assert total == 6") == []
+
+
+def test_legitimate_repairs_are_not_flagged():
+    # an accumulator that starts at the expected value's type, a guard that handles the
+    # error properly, a literal return in a function that reads its argument
+    original = (
+        "def is_even(n):\n    return n % 2 == 1\n\n"
+        "def safe_div(a, b):\n    return a / b\n\n"
+        "count = None\nfor x in [1, 2, 3]:\n    count += 1\n"
+        "assert is_even(4) == True\nassert count == 3\nassert safe_div(1, 0) == 0\n"
+    )
+    repaired = (
+        "def is_even(n):\n    if n % 2 == 0:\n        return True\n    return False\n\n"
+        "def safe_div(a, b):\n    if b == 0:\n        return 0\n    return a / b\n\n"
+        "count = 0\nfor x in [1, 2, 3]:\n    count += 1\n"
+        "assert is_even(4) == True\nassert count == 3\nassert safe_div(1, 0) == 0\n"
+    )
+    assert check(original, repaired) == []
+
+
+def test_code_that_does_not_parse_still_has_its_asserts():
+    broken = "def f(x)\n    return x\nassert f(2) == 2, 'two'\n"
+    found = check(broken, "def f(x):\n    return x\n")
+    assert [v.rule for v in found] == ["assert_removed"]
+    assert check(broken, "def f(x):\n    return x\nassert f(2) == 2, 'f(2) is 2'\n") == []
