@@ -1,0 +1,7 @@
+class Robot:
+    def __init__(self):
+        self.position = 0
+
+
+r = Robot()
+print(r.positon)

@@ -1,0 +1,8 @@
+def cleanup():
+    raise RuntimeError("cleanup failed too")
+
+
+try:
+    {}["missing"]
+except KeyError:
+    cleanup()

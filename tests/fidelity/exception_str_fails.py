@@ -1,0 +1,6 @@
+class Weird(Exception):
+    def __str__(self):
+        raise RuntimeError("no str for you")
+
+
+raise Weird()

@@ -1,0 +1,2 @@
+print("calling quit(4)")
+quit(4)

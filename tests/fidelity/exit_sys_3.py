@@ -1,0 +1,5 @@
+import sys
+
+print("before exit")
+sys.exit(3)
+print("never")

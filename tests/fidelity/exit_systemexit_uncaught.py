@@ -1,0 +1,8 @@
+def main():
+    try:
+        raise SystemExit(7)
+    finally:
+        print("finally runs")
+
+
+main()

@@ -1,0 +1,3 @@
+import gc
+
+print(gc.isenabled(), gc.get_threshold(), gc.get_freeze_count())

@@ -1,0 +1,4 @@
+try:
+    name = input("Your name? ")
+except EOFError as e:
+    print("\ngot EOFError:", e)

@@ -1,0 +1,7 @@
+def ask():
+    return int(input("How many? "))
+
+
+print("asking")
+n = ask()
+print("never", n)

@@ -1,0 +1,2 @@
+counter = 10
+print(countr + 1)

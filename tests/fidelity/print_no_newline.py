@@ -1,0 +1,2 @@
+print("no newline at the end", end="")
+print(" - still the same line", end="")

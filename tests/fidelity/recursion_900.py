@@ -1,0 +1,8 @@
+import sys
+
+
+def depth(n):
+    return 0 if n == 0 else 1 + depth(n - 1)
+
+
+print(sys.getrecursionlimit(), depth(900))

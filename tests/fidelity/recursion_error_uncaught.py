@@ -1,0 +1,5 @@
+def forever(n):
+    return forever(n + 1)
+
+
+forever(0)
