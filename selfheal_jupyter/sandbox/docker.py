@@ -42,7 +42,7 @@ from docker.utils import parse_bytes
 
 from ..config import DEFAULT_IMAGE
 from ..errors import SandboxError
-from ..model import ErrorInfo, ExecutionResult, Limits, RichOutput, TestOutcome
+from ..model import ErrorInfo, ExecutionResult, Limits
 from . import serialize
 
 LABEL = "selfheal"
@@ -140,7 +140,10 @@ class _Worker:
             return None
         data = bytes(self.frames[FRAME.size : FRAME.size + size])
         del self.frames[: FRAME.size + size]
-        return json.loads(data)
+        try:
+            return json.loads(data)
+        except ValueError as exc:  # not JSON, or not UTF-8: it is not the runner talking
+            raise SandboxCrashed(f"the container sent a frame that is not JSON ({exc})") from exc
 
     def _demux(self) -> None:
         while len(self.stream) >= STREAM_HEADER.size:
@@ -624,8 +627,15 @@ class DockerSandbox:
                 ),
             )
         serialize.clear(worker.input_dir)
-        self._release(worker)
-        result = _to_result(frame)
+        result = ExecutionResult.from_dict(frame)  # validated: never raises
+        dirty = not isinstance(frame, dict) or frame.get("dirty", False) is not False
+        if result.is_malformed or dirty:
+            # Not the runner we know, or it could not clean up: the next candidate gets
+            # a fresh container.
+            self._discard(worker)
+            self._refill(spec)
+        else:
+            self._release(worker)
         result.duration_s = time.monotonic() - started
         return result
 
@@ -671,30 +681,6 @@ class DockerSandbox:
                 "was replaced. The program may have killed it."
             ),
         )
-
-
-def _to_result(frame: dict[str, Any]) -> ExecutionResult:
-    """The runner's JSON → ExecutionResult (no other parsing: the runner built it)."""
-    return ExecutionResult(
-        status=frame.get("status", "error"),
-        exit_code=frame.get("exit_code"),
-        stdout=frame.get("stdout", ""),
-        stderr=frame.get("stderr", ""),
-        error=ErrorInfo.from_dict(frame["error"]) if frame.get("error") else None,
-        outputs=[RichOutput(mime=o["mime"], data=o["data"]) for o in frame.get("outputs") or []],
-        stdout_truncated=bool(frame.get("stdout_truncated")),
-        stderr_truncated=bool(frame.get("stderr_truncated")),
-        tests=[
-            TestOutcome(
-                source=t.get("source", ""),
-                passed=bool(t.get("passed")),
-                message=t.get("message", ""),
-                line=t.get("line"),
-            )
-            for t in frame.get("tests") or []
-        ],
-        message=frame.get("message", ""),
-    )
 
 
 def _shm_dir() -> str | None:
