@@ -66,6 +66,13 @@ class SelfHeal(Configurable):
         config=True
     )
     pool_size = Int(1, help="Warm containers kept ready.").tag(config=True)
+    runtime = Unicode(
+        "",
+        help="Docker runtime of the sandbox containers (docker run --runtime). 'runsc' "
+        "(gVisor, registered by sandbox/setup-engine.sh) puts a second kernel between "
+        "candidates and the host, for untrusted models; each run then costs tens of ms "
+        "more and imports are slower. Empty: the engine's default (runc).",
+    ).tag(config=True)
 
     # --- embedded model -------------------------------------------------------
     local_model = Unicode(

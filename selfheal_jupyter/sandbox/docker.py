@@ -267,8 +267,10 @@ class DockerSandbox:
         pool_size: int = 1,
         client: docker.DockerClient | None = None,
         session: str | None = None,
+        runtime: str = "",
     ) -> None:
         self.image = image
+        self.runtime = runtime  # Docker's --runtime (e.g. "runsc"); "" = the engine's default
         self.limits = limits or Limits()
         self.pool_size = max(0, pool_size)
         self.session = session or uuid.uuid4().hex[:12]
@@ -288,7 +290,8 @@ class DockerSandbox:
     @classmethod
     def from_config(cls, config: Any) -> DockerSandbox:
         """Build from a :class:`~selfheal_jupyter.config.SelfHeal`."""
-        return cls(config.image, limits=config.limits(), pool_size=config.pool_size)
+        return cls(config.image, limits=config.limits(), pool_size=config.pool_size,
+                   runtime=config.runtime)
 
     # -- lifecycle -------------------------------------------------------------
     @property
@@ -399,7 +402,7 @@ class DockerSandbox:
             tmpfs={"/tmp": f"rw,nosuid,nodev,size={spec.tmpfs_size},mode=1777"},
             mem_limit=spec.memory,
             memswap_limit=spec.memory,
-            pids_limit=spec.pids,
+            **_pids_limits(spec.pids, self.runtime),
             nano_cpus=int(spec.cpus * 1e9),
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
@@ -408,6 +411,7 @@ class DockerSandbox:
             binds={str(input_dir): {"bind": INPUTS_MOUNT, "mode": "ro"}},
             auto_remove=True,
             ipc_mode="private",
+            runtime=self.runtime or None,
         )
         config = api.create_container_config(
             self.ref,
@@ -438,8 +442,15 @@ class DockerSandbox:
             ) from exc
         except docker.errors.APIError as exc:
             shutil.rmtree(input_dir, ignore_errors=True)
+            why = str(exc.explanation or exc)
+            if self.runtime and "runtime" in why.lower():
+                raise SandboxError(
+                    f"The Docker engine has no runtime {self.runtime!r} ({why}). Register it "
+                    "with the engine (for runsc, as root: bash sandbox/setup-engine.sh), or set "
+                    "SelfHeal.runtime = '' to use the engine's default."
+                ) from exc
             raise SandboxError(
-                f"The Docker engine refused to create a sandbox container: {exc.explanation or exc}. "
+                f"The Docker engine refused to create a sandbox container: {why}. "
                 "Check `selfheal sandbox doctor`."
             ) from exc
         self._created.add(cid)
@@ -681,6 +692,25 @@ class DockerSandbox:
                 "was replaced. The program may have killed it."
             ),
         )
+
+
+#: Host threads gVisor's own sentry and gofer need beside the candidate's processes.
+GVISOR_THREADS = 512
+
+
+def _pids_limits(pids: int, runtime: str) -> dict[str, Any]:
+    """The process limit as the runtime enforces it.
+
+    runc: the container's pids cgroup counts the candidate's processes. gVisor
+    (``runsc``): candidates' processes live inside its user-space kernel, while the
+    cgroup counts the host threads of gVisor itself (its file proxy dies past ~22 of
+    64), so the candidate is held by RLIMIT_NPROC, which gVisor counts per sandbox, and
+    the cgroup only bounds gVisor's threads.
+    """
+    if runtime.startswith("runsc"):
+        return {"pids_limit": pids + GVISOR_THREADS,
+                "ulimits": [docker.types.Ulimit(name="nproc", soft=pids, hard=pids)]}
+    return {"pids_limit": pids}
 
 
 def _shm_dir() -> str | None:
