@@ -165,7 +165,8 @@ def cmd_doctor(args: argparse.Namespace, out: Callable[[str], None] = print) -> 
         out(f"FAIL  hardened print(1) gave status {first.status!r}, stdout {first.stdout!r}, "
             f"stderr {first.stderr[-300:]!r}. Rebuild the image: selfheal sandbox build --rebuild")
         return 1
-    out(f"ok    hardened print(1) ran ({first.duration_s * 1000:.0f} ms)")
+    runtime = f", runtime {args.runtime}" if args.runtime else ""
+    out(f"ok    hardened print(1) ran ({first.duration_s * 1000:.0f} ms{runtime})")
     try:
         facts = json.loads(probe.stdout)
     except ValueError:
