@@ -289,3 +289,22 @@ def shell_with_server(sandbox_image):
             ip.run_cell("%unload_ext selfheal_jupyter", store_history=False)
             ip.reset()
             close_shared_sandboxes()
+
+
+def test_a_malformed_result_does_not_leave_execute_and_its_container_is_replaced(
+        sandbox_image, docker_client, monkeypatch):
+    """The real runner sends well-formed frames; the host's reaction to one that is not
+    is forced here by standing in for the validation's verdict."""
+    from selfheal_jupyter.sandbox import docker as sandbox_docker
+
+    hostname = "import socket\nprint(socket.gethostname())\n"
+    with sandbox_docker.DockerSandbox(pool_size=1, client=docker_client) as sb:
+        before = sb.execute(hostname)
+        assert sb.execute(hostname).stdout == before.stdout  # the warm container is reused
+        with monkeypatch.context() as patch:
+            patch.setattr(sandbox_docker.ExecutionResult, "from_dict",
+                          staticmethod(lambda frame: ExecutionResult.malformed("forged")))
+            bad = sb.execute(hostname)
+        assert bad.is_malformed and bad.status == "error" and "forged" in bad.message
+        after = sb.execute(hostname)
+        assert after.ok and after.stdout != before.stdout  # a fresh container
