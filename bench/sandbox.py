@@ -22,6 +22,9 @@ skips the rows above): print(1) back to back and the 50 MB DataFrame input on
   podman           Podman's Docker API, started the same way (skipped if not installed)
 The engines this script starts are stopped at the end; their images are built there
 first (a no-op when current).
+Then the runtimes side by side (``--runtimes runc,runsc``; runsc = gVisor, skipped with a
+note when the engine does not offer it): a container's start until its runner is ready,
+print(1) back to back and 50 ms apart, the pandas groupby, each on a pool of 1.
 """
 
 from __future__ import annotations
@@ -35,14 +38,14 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
+from typing import Any, Callable
 
 import docker
 import numpy as np
 import pandas as pd
 
 from selfheal_jupyter.model import Limits
-from selfheal_jupyter.sandbox.docker import CONTAINER_ENV, DockerSandbox
+from selfheal_jupyter.sandbox.docker import CONTAINER_ENV, ContainerSpec, DockerSandbox
 from selfheal_jupyter.sandbox.engine import connect
 from selfheal_jupyter.sandbox.image import ensure_image
 
@@ -52,6 +55,8 @@ GROUPBY = (
     "print(df.groupby('k')['v'].sum().iloc[3])\n"
 )
 CPU_TASK = "print(sum(i * i for i in range(300_000)))\n"
+FORK_WAIT = ("import os, time\nt0 = time.perf_counter()\npid = os.fork()\nif pid == 0:\n"
+             "    os._exit(0)\nos.waitpid(pid, 0)\nprint(time.perf_counter() - t0)\n")
 
 
 def hardened(limits: Limits) -> dict:
@@ -170,6 +175,45 @@ def p(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
 
 
+def per_runtime(client: Any, runtime: str, runs: int) -> dict[str, list[float]]:
+    """The same warm-pool rows under one Docker runtime (pool of 1)."""
+    out: dict[str, list[float]] = {}
+    starts = []
+    with DockerSandbox(pool_size=0, client=client, runtime=runtime) as sb:
+        spec = ContainerSpec.of(sb.limits)
+        for _ in range(3):  # a container's start until its runner says ready
+            t0 = time.perf_counter()
+            worker = sb._create(spec)
+            starts.append(time.perf_counter() - t0)
+            sb._discard(worker)
+    out["container start until ready"] = starts
+    with DockerSandbox(pool_size=1, client=client, runtime=runtime) as sb:
+        def once(code: str = "print(1)") -> None:
+            r = sb.execute(code)
+            assert r.ok, r
+
+        out["print(1), back to back"] = measure(once, max(runs, 30), warmup=3)
+        paced = []
+        for _ in range(max(runs, 30)):
+            time.sleep(0.05)
+            t0 = time.perf_counter()
+            once()
+            paced.append(time.perf_counter() - t0)
+        out["print(1), 50 ms apart"] = paced
+        out["pandas groupby 100k"] = measure(lambda: once(GROUPBY), runs)
+        forks = []
+        for _ in range(runs):  # timed by the candidate itself: the runtime's fork cost
+            r = sb.execute(FORK_WAIT)
+            assert r.ok, r
+            forks.append(float(r.stdout))
+        out["fork + wait, inside the candidate"] = forks
+    label = runtime or "default"
+    for name, samples in out.items():
+        print(f"  measured [{label}] {name}: p50 {statistics.median(samples) * 1000:.1f} ms",
+              file=sys.stderr)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=15)
@@ -179,6 +223,8 @@ def main() -> int:
                     f"{', '.join(ENGINES)} (empty: none)")
     ap.add_argument("--engines-only", action="store_true",
                     help="only the side-by-side table of engines")
+    ap.add_argument("--runtimes", default="runc,runsc",
+                    help="Docker runtimes to compare side by side (default: %(default)s)")
     args = ap.parse_args()
     runs = max(15, args.runs)
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
@@ -297,6 +343,18 @@ def main() -> int:
             f"wall time, {os.cpu_count()} cores")
         pool.shutdown()
 
+    # -- runtimes side by side --------------------------------------------------------------
+    offered = client.info().get("Runtimes") or {}
+    compared: dict[str, dict[str, list[float]]] = {}
+    for runtime in [r.strip() for r in args.runtimes.split(",") if r.strip()]:
+        if runtime not in offered:
+            print(f"  runtime {runtime}: not offered by this engine (sandbox/setup-engine.sh "
+                  "registers runsc); skipped", file=sys.stderr)
+            continue
+        compared[runtime] = per_runtime(client, runtime, runs)
+        for name, samples in compared[runtime].items():
+            rows.append((f"[{runtime}] {name}", samples, ""))
+
     # -- the table ---------------------------------------------------------------------
     width = max(len(name) for name, _, _ in rows)
     print(f"{'measurement':<{width}}  {'n':>3}  {'p50 ms':>8}  {'p90 ms':>8}  note")
@@ -314,6 +372,16 @@ def main() -> int:
           f"{exec_p50 / paced_p50:.1f}x paced (target >= 8x)")
     print(f"8 in parallel vs 8 sequential: "
           f"{med['8 candidates one after another'] / med['8 candidates in parallel (pool 8)']:.2f}x")
+    if compared:
+        print()
+        names = list(next(iter(compared.values())))
+        head = "".join(f"  {rt + ' p50':>11}  {rt + ' p90':>11}" for rt in compared)
+        w = max(len(n) for n in names)
+        print(f"{'runtime comparison (ms)':<{w}}{head}")
+        for name in names:
+            cells = "".join(f"  {statistics.median(c[name]) * 1000:11.1f}  "
+                            f"{p(c[name], 0.9) * 1000:11.1f}" for c in compared.values())
+            print(f"{name:<{w}}{cells}")
     try:
         load = os.getloadavg()
         print(f"load average during the run: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} "

@@ -70,6 +70,13 @@ class SelfHeal(Configurable):
         100 << 20,
         help="Largest notebook variable (pickled size, bytes) copied into the sandbox as "
         "context of %%heal / %%agent; a larger one is not copied and the panel says so.",
+    )
+    runtime = Unicode(
+        "",
+        help="Docker runtime of the sandbox containers (docker run --runtime). 'runsc' "
+        "(gVisor, registered by sandbox/setup-engine.sh) puts a second kernel between "
+        "candidates and the host, for untrusted models; each run then costs tens of ms "
+        "more and imports are slower. Empty: the engine's default (runc).",
     ).tag(config=True)
 
     # --- embedded model -------------------------------------------------------

@@ -13,9 +13,9 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from .model import Iteration, Run
+from .hygiene import clean_text
+from .model import Iteration, Run, safe_outputs
 from .render.html import summary_text
-from .render.sanitize import sanitize_html
 from .render.traceback import traceback_text
 
 
@@ -28,9 +28,8 @@ def _outputs(it: Iteration) -> list:
         outputs.append(new_output("stream", name="stdout", text=result.stdout))
     if result.stderr and result.error is None:
         outputs.append(new_output("stream", name="stderr", text=result.stderr))
-    for rich in result.outputs:
-        data = sanitize_html(rich.data) if rich.mime == "text/html" else rich.data
-        outputs.append(new_output("display_data", data={rich.mime: data}))
+    for rich in safe_outputs(result.outputs):  # nbconvert would run a forged script
+        outputs.append(new_output("display_data", data={rich.mime: rich.data}))
     if result.error is not None:
         lines = traceback_text(result.error, it.candidate.code).splitlines()
         outputs.append(
@@ -79,5 +78,8 @@ def export_run(run: Run, path: str | Path, *, as_json: bool = False) -> Path:
     if as_json:
         target.write_text(json.dumps(run.to_dict(), indent=1), encoding="utf-8")
     else:
-        nbformat.write(run_to_notebook(run), str(target))
+        # Lone surrogates (from a candidate's output or a model's reply) cannot be
+        # written as UTF-8; they become U+FFFD.
+        target.write_text(clean_text(nbformat.writes(run_to_notebook(run))) + "\n",
+                          encoding="utf-8")
     return target

@@ -116,6 +116,7 @@ def _sandbox_key(settings: SelfHeal) -> tuple[Any, ...]:
         limits.output_bytes,
         limits.tmpfs_size,
         settings.pool_size,
+        settings.runtime,
     )
 
 

@@ -169,7 +169,7 @@ def test_html_from_the_sandbox_cannot_run_or_load_anything_in_the_users_browser(
         '<a href="javascript:alert(1)">x</a><style>body{background:url(http://evil.example)}</style>'
     )
     html = result_html(ExecutionResult(status="ok", outputs=[RichOutput("text/html", hostile)]))
-    assert '<table class="dataframe" border="1">' in html
+    assert '<table border="1">' in html  # no class: it could borrow the page's styles
     assert "<td>1</td>" in html
     for bad in ("<script", "onclick", "evil.example", "javascript:", "<style>body", "fetch("):
         assert bad not in html, bad

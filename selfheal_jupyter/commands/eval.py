@@ -53,6 +53,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--no-plan", action="store_true", help="skip the planner in both conditions")
     p.add_argument("--llm-timeout", type=float, metavar="S", help="seconds one LLM request may take")
     p.add_argument("--image", help="sandbox image (default: per benchmark)")
+    p.add_argument("--runtime", help="Docker runtime of the sandbox, e.g. runsc (gVisor)")
     p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
                    help=f"results directory (default {DEFAULT_OUT})")
     p.add_argument("--compare", nargs=2, metavar=("A.jsonl", "B.jsonl"),
@@ -75,6 +76,8 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         traits["llm_timeout_s"] = args.llm_timeout
     if args.image:
         traits["image"] = args.image
+    if args.runtime:
+        traits["runtime"] = args.runtime
     return traits
 
 

@@ -47,6 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--memory", metavar="M", help="memory limit of the sandbox, e.g. 512m")
     p.add_argument("--llm-timeout", type=float, metavar="S", help="seconds one LLM request may take")
     p.add_argument("--image", help="sandbox image")
+    p.add_argument("--runtime", help="Docker runtime of the sandbox, e.g. runsc (gVisor)")
     p.add_argument("--json", action="store_true", help="print the run record as JSON")
     p.set_defaults(handler=handle)
 
@@ -110,6 +111,7 @@ def build_settings(args: argparse.Namespace) -> SelfHeal:
         ("memory", "memory"),
         ("llm_timeout", "llm_timeout_s"),
         ("image", "image"),
+        ("runtime", "runtime"),
     ):
         value = getattr(args, flag)
         if value is not None:

@@ -3,7 +3,9 @@
 ``exec --json`` is the sandbox's black-box interface: one file in, one
 ``ExecutionResult`` out as JSON (``status``, ``exit_code``, ``stdout``, ``stderr``,
 ``duration_s``, ``error`` = ``{type, message, line, frames, locals}`` or null,
-``outputs``, plus ``tests``, truncation flags and ``message``).
+``outputs``, plus ``tests``, truncation flags and ``message``). Several files run in
+order through one warm pool (as the loop's candidates do) and give JSON Lines: one
+compact result per file and line, in order, each with ``file`` added.
 """
 
 from __future__ import annotations
@@ -17,6 +19,10 @@ from typing import Any, Callable
 from ..config import DEFAULT_IMAGE
 from ..errors import BadInput, SelfHealError
 from ..model import ExecutionResult, Limits
+
+
+RUNTIME_HELP = ("Docker runtime of the containers, e.g. runsc (gVisor); default: the "
+                "engine's default (SelfHeal.runtime)")
 
 
 def register(subparsers: Any) -> None:
@@ -58,16 +64,20 @@ def register(subparsers: Any) -> None:
         "Exit code 0 only if all of them hold.",
     )
     doctor.add_argument("--image", default=DEFAULT_IMAGE, help="image name (default: %(default)s)")
+    doctor.add_argument("--runtime", default="", help=RUNTIME_HELP)
     doctor.set_defaults(handler=cmd_doctor)
 
     run = actions.add_parser(
         "exec",
-        help="run one Python file in the sandbox",
+        help="run Python files in the sandbox",
         description="Run FILE in a fresh hardened container and report what happened. "
-        "Exit code: 0 if the program ran without error, 1 if it did not, 2 if the sandbox "
-        "itself could not run it.",
+        "With several files, run them in order through one warm pool of containers "
+        "(each in a process of its own, as the loop runs candidates); with --json, print "
+        "one JSON result per line as each finishes. Exit code: 0 if every program ran "
+        "without error, 1 if one did not, 2 if the sandbox itself could not run them.",
     )
-    run.add_argument("file", type=Path, metavar="FILE", help="the Python file to run")
+    run.add_argument("files", type=Path, nargs="+", metavar="FILE",
+                     help="the Python file(s) to run, in this order")
     run.add_argument(
         "--input",
         action="append",
@@ -76,14 +86,16 @@ def register(subparsers: Any) -> None:
         help="a pickle file whose value becomes the global NAME (repeatable); "
         "copied in as bytes, never unpickled on the host",
     )
-    run.add_argument("--tests", type=Path, metavar="FILE", help="test code run after FILE")
+    run.add_argument("--tests", type=Path, metavar="FILE", help="test code run after each FILE")
     limits = Limits()
     run.add_argument("--timeout", type=float, default=limits.timeout_s, metavar="S",
                      help="wall-clock seconds (default: %(default)s)")
     run.add_argument("--memory", default=limits.memory, metavar="M",
                      help="memory limit, e.g. 512m or 2g (default: %(default)s)")
     run.add_argument("--image", default=DEFAULT_IMAGE, help="image name (default: %(default)s)")
-    run.add_argument("--json", action="store_true", help="print the result as JSON")
+    run.add_argument("--runtime", default="", help=RUNTIME_HELP)
+    run.add_argument("--json", action="store_true",
+                     help="print the result as JSON (several files: one compact result per line)")
     run.set_defaults(handler=cmd_exec)
 
 
@@ -156,7 +168,7 @@ def cmd_doctor(args: argparse.Namespace, out: Callable[[str], None] = print) -> 
         return 1
     out(f"ok    {status.describe()}")
     try:
-        with DockerSandbox(args.image, pool_size=1, client=client) as sb:
+        with DockerSandbox(args.image, pool_size=1, client=client, runtime=args.runtime) as sb:
             first = sb.execute("print(1)")
             probe = sb.execute(PROBE)
     except SelfHealError as exc:
@@ -169,7 +181,8 @@ def cmd_doctor(args: argparse.Namespace, out: Callable[[str], None] = print) -> 
     how = ("frames over a unix socket in a shared directory" if sb.channel == "socket" else
            "frames and inputs over the attach stream: the engine does not share this "
            "machine's files")
-    out(f"ok    hardened print(1) ran ({first.duration_s * 1000:.0f} ms; {how})")
+    runtime = f", runtime {args.runtime}" if args.runtime else ""
+    out(f"ok    hardened print(1) ran ({first.duration_s * 1000:.0f} ms{runtime}; {how})")
     try:
         facts = json.loads(probe.stdout)
     except ValueError:
@@ -211,24 +224,38 @@ def parse_inputs(specs: list[str]) -> dict[str, Any]:
     return inputs
 
 
+def read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"Cannot read {path}: {exc}. Give a UTF-8 Python file.") from exc
+
+
 def cmd_exec(args: argparse.Namespace) -> int:
     from ..sandbox.docker import DockerSandbox
 
-    try:
-        code = args.file.read_text(encoding="utf-8")
-        tests = args.tests.read_text(encoding="utf-8") if args.tests else None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"Cannot read {exc.filename or args.file}: {exc}.") from exc
+    programs = [(path, read_text(path)) for path in args.files]  # all readable before a run
+    tests = read_text(args.tests) if args.tests else None
     inputs = parse_inputs(args.input)
     limits = Limits(timeout_s=args.timeout, memory=args.memory)
-    with DockerSandbox(args.image, limits=limits, pool_size=0) as sb:
-        result = sb.execute(code, inputs=inputs, tests=tests, filename=args.file.name)
-    if args.json:
-        json.dump(result.to_dict(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        sys.stdout.write(summary(result))
-    return 0 if result.ok else 1
+    batch = len(programs) > 1
+    all_ok = True
+    # One file: no container is kept warm for a next run that will not come.
+    with DockerSandbox(args.image, limits=limits, pool_size=1 if batch else 0,
+                       runtime=args.runtime) as sb:
+        for path, code in programs:
+            result = sb.execute(code, inputs=inputs, tests=tests, filename=path.name)
+            all_ok = all_ok and result.ok
+            if args.json and batch:
+                line = {"file": str(path), **result.to_dict()}
+                sys.stdout.write(json.dumps(line) + "\n")
+            elif args.json:
+                json.dump(result.to_dict(), sys.stdout, indent=2)
+                sys.stdout.write("\n")
+            else:
+                sys.stdout.write((f"=== {path}\n" if batch else "") + summary(result))
+            sys.stdout.flush()  # each result as soon as it is known
+    return 0 if all_ok else 1
 
 
 def summary(result: ExecutionResult) -> str:

@@ -67,7 +67,8 @@ SandboxFactory = Callable[[SelfHeal], Sandbox]
 def _docker_sandbox(settings: SelfHeal) -> Sandbox:
     from ..sandbox.docker import DockerSandbox
 
-    box = DockerSandbox(settings.image, limits=settings.limits(), pool_size=1)
+    box = DockerSandbox(settings.image, limits=settings.limits(), pool_size=1,
+                        runtime=settings.runtime)
     box.start()
     return box
 

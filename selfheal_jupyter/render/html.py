@@ -11,10 +11,10 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
-from ..model import ExecutionResult, Iteration, NotebookContext, Plan, Run, Verdict
+from ..hygiene import HTML, PNG, clean_text
+from ..model import ExecutionResult, Iteration, NotebookContext, Plan, Run, Verdict, safe_outputs
 from ..spec import RULE_TITLES, SPEC_REASON
 from .diff import diff_html
-from .sanitize import sanitize_html
 from .style import (
     BORDER,
     BOX,
@@ -37,7 +37,7 @@ _FORMATTER = HtmlFormatter(noclasses=True, nowrap=True, style="default")
 
 def code_html(code: str, *, mark_line: int | None = None) -> str:
     """Syntax-highlighted code with line numbers; ``mark_line`` is marked like IPython's arrow."""
-    body = highlight(code, PythonLexer(stripnl=False, ensurenl=True), _FORMATTER)
+    body = highlight(clean_text(code), PythonLexer(stripnl=False, ensurenl=True), _FORMATTER)
     lines = body.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
@@ -73,17 +73,15 @@ def plan_html(plan: Plan | None) -> str:
 
 def _rich_outputs_html(result: ExecutionResult) -> str:
     parts = []
-    for out in result.outputs:
-        if out.mime == "image/png":
+    # Written by untrusted code: only the kinds and forms hygiene lets through (HTML
+    # sanitised, PNG checked, anything else dropped), whoever built this result.
+    for out in safe_outputs(result.outputs):
+        if out.mime == PNG:
             parts.append(
                 f'<img alt="figure" style="max-width:100%" src="data:image/png;base64,{esc(out.data)}"/>'
             )
-        elif out.mime == "text/html":
-            # HTML that came back from the sandbox (e.g. a DataFrame table) was written by
-            # untrusted code: only its table/text markup is shown.
-            parts.append(
-                f'<div class="selfheal-rich" style="overflow:auto">{sanitize_html(out.data)}</div>'
-            )
+        elif out.mime == HTML:
+            parts.append(f'<div class="selfheal-rich" style="overflow:auto">{out.data}</div>')
         else:
             parts.append(pre(out.data))
     if not parts:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import html
 
+from ..hygiene import clean_text
+
 # IPython-like colours (the "Linux" scheme as JupyterLab shows it).
 RED = "#c23b22"
 GREEN = "#1a7f37"
@@ -37,8 +39,11 @@ OUTCOME_STYLE = {
 
 
 def esc(text: object) -> str:
-    """Escape user or model text for HTML (quotes too: it may land in attributes)."""
-    return html.escape(str(text), quote=True)
+    """Escape user or model text for HTML (quotes too: it may land in attributes).
+
+    Lone surrogates become U+FFFD, so the page can always be encoded as UTF-8.
+    """
+    return html.escape(clean_text(str(text)), quote=True)
 
 
 def heading(text: str, colour: str = "#24292f") -> str:

@@ -55,7 +55,7 @@ from docker.utils import parse_bytes
 
 from ..config import DEFAULT_IMAGE
 from ..errors import SandboxError
-from ..model import ErrorInfo, ExecutionResult, Limits, RichOutput, TestOutcome
+from ..model import ErrorInfo, ExecutionResult, Limits
 from . import serialize
 from .engine import address, describe
 
@@ -182,7 +182,10 @@ class _Worker:
             return None
         data = bytes(self.frames[FRAME.size : FRAME.size + size])
         del self.frames[: FRAME.size + size]
-        return json.loads(data)
+        try:
+            return json.loads(data)
+        except ValueError as exc:  # not JSON, or not UTF-8: it is not the runner talking
+            raise SandboxCrashed(f"the container sent a frame that is not JSON ({exc})") from exc
 
     def _demux(self) -> None:
         while len(self.stream) >= STREAM_HEADER.size:
@@ -318,6 +321,7 @@ class DockerSandbox:
         client: docker.DockerClient | None = None,
         session: str | None = None,
         channel: str = "auto",
+        runtime: str = "",
     ) -> None:
         if channel != "auto" and channel not in CHANNELS:
             raise SandboxError(f"Unknown sandbox channel {channel!r}: use auto, "
@@ -325,6 +329,7 @@ class DockerSandbox:
         self._forced = None if channel == "auto" else channel
         self._channel: str | None = self._forced
         self.image = image
+        self.runtime = runtime  # Docker's --runtime (e.g. "runsc"); "" = the engine's default
         self.limits = limits or Limits()
         self.pool_size = max(0, pool_size)
         self.session = session or uuid.uuid4().hex[:12]
@@ -344,7 +349,8 @@ class DockerSandbox:
     @classmethod
     def from_config(cls, config: Any) -> DockerSandbox:
         """Build from a :class:`~selfheal_jupyter.config.SelfHeal`."""
-        return cls(config.image, limits=config.limits(), pool_size=config.pool_size)
+        return cls(config.image, limits=config.limits(), pool_size=config.pool_size,
+                   runtime=config.runtime)
 
     # -- lifecycle -------------------------------------------------------------
     @property
@@ -500,7 +506,7 @@ class DockerSandbox:
             tmpfs=tmpfs,
             mem_limit=spec.memory,
             memswap_limit=spec.memory,
-            pids_limit=spec.pids,
+            **_pids_limits(spec.pids, self.runtime),
             nano_cpus=int(spec.cpus * 1e9),
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
@@ -509,6 +515,7 @@ class DockerSandbox:
             mounts=mounts,
             auto_remove=True,
             ipc_mode="private",
+            runtime=self.runtime or None,
         )
         config = api.create_container_config(
             self.ref,
@@ -543,6 +550,13 @@ class DockerSandbox:
                 shutil.rmtree(input_dir, ignore_errors=True)
                 if str(input_dir) in explanation:  # the engine cannot see our directory
                     self._no_shared_files(explanation)
+            if self.runtime and "runtime" in explanation.lower():
+                raise SandboxError(
+                    f"{describe(self.client)} has no runtime {self.runtime!r} ({explanation}). "
+                    "Register it with the engine (for runsc, as root: bash "
+                    "sandbox/setup-engine.sh), or set SelfHeal.runtime = '' to use the "
+                    "engine's default."
+                ) from exc
             raise SandboxError(
                 f"{describe(self.client)} refused to create a sandbox container: "
                 f"{explanation}. Check `selfheal sandbox doctor`."
@@ -773,12 +787,15 @@ class DockerSandbox:
             )
         if worker.input_dir is not None:
             serialize.clear(worker.input_dir)
-        if frame.get("dirty"):  # the runner could not wipe what the program left
+        result = ExecutionResult.from_dict(frame)  # validated: never raises
+        dirty = not isinstance(frame, dict) or frame.get("dirty", False) is not False
+        if result.is_malformed or dirty:
+            # Not the runner we know, or it could not clean up: the next candidate gets
+            # a fresh container.
             self._discard(worker)
             self._refill(spec)
         else:
             self._release(worker)
-        result = _to_result(frame)
         result.duration_s = time.monotonic() - started
         return result
 
@@ -840,28 +857,23 @@ class DockerSandbox:
         )
 
 
-def _to_result(frame: dict[str, Any]) -> ExecutionResult:
-    """The runner's JSON → ExecutionResult (no other parsing: the runner built it)."""
-    return ExecutionResult(
-        status=frame.get("status", "error"),
-        exit_code=frame.get("exit_code"),
-        stdout=frame.get("stdout", ""),
-        stderr=frame.get("stderr", ""),
-        error=ErrorInfo.from_dict(frame["error"]) if frame.get("error") else None,
-        outputs=[RichOutput(mime=o["mime"], data=o["data"]) for o in frame.get("outputs") or []],
-        stdout_truncated=bool(frame.get("stdout_truncated")),
-        stderr_truncated=bool(frame.get("stderr_truncated")),
-        tests=[
-            TestOutcome(
-                source=t.get("source", ""),
-                passed=bool(t.get("passed")),
-                message=t.get("message", ""),
-                line=t.get("line"),
-            )
-            for t in frame.get("tests") or []
-        ],
-        message=frame.get("message", ""),
-    )
+#: Host threads gVisor's own sentry and gofer need beside the candidate's processes.
+GVISOR_THREADS = 512
+
+
+def _pids_limits(pids: int, runtime: str) -> dict[str, Any]:
+    """The process limit as the runtime enforces it.
+
+    runc: the container's pids cgroup counts the candidate's processes. gVisor
+    (``runsc``): candidates' processes live inside its user-space kernel, while the
+    cgroup counts the host threads of gVisor itself (its file proxy dies past ~22 of
+    64), so the candidate is held by RLIMIT_NPROC, which gVisor counts per sandbox, and
+    the cgroup only bounds gVisor's threads.
+    """
+    if runtime.startswith("runsc"):
+        return {"pids_limit": pids + GVISOR_THREADS,
+                "ulimits": [docker.types.Ulimit(name="nproc", soft=pids, hard=pids)]}
+    return {"pids_limit": pids}
 
 
 def _fits_in_memory(blobs: Mapping[str, bytes], spec: ContainerSpec) -> None:

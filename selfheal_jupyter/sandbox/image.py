@@ -55,7 +55,7 @@ __all__ = [
 ]
 
 #: Bump when the build steps change in a way the other inputs do not show.
-BUILD_SCRIPT_VERSION = "1"
+BUILD_SCRIPT_VERSION = "2"  # 2: no setuid/setgid bits
 
 #: Shared by every image name: the base depends only on its inputs.
 BASE_REPO = f"{DEFAULT_IMAGE}-base"

@@ -1,4 +1,5 @@
-"""Make the sandbox's root filesystem offline: debootstrap, pip wheels, strip, compile.
+"""Make the sandbox's root filesystem offline: debootstrap, pip wheels, strip, compile,
+no setuid/setgid bits.
 
 The slow half of the image build (:mod:`.image` turns the result into an image).
 Everything comes from the machine's own package sources: the Debian archive its
@@ -15,6 +16,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -190,6 +192,9 @@ def make_rootfs(
     if (site / "matplotlib").is_dir():
         in_root(root, ["python3", "-c", "import matplotlib.font_manager"],
                 "matplotlib font cache", env={"MPLCONFIGDIR": MPL_CACHE_DIR})
+    dropped = drop_setid_bits(root)
+    log(f"      setuid/setgid bits dropped from {len(dropped)} paths ({', '.join(dropped[:4])}"
+        f"{', ...' if len(dropped) > 4 else ''})")
     return root
 
 
@@ -246,6 +251,26 @@ def strip(root: Path, site: Path) -> None:
             shutil.rmtree(tests)
     for cache in list(site.rglob("__pycache__")):
         shutil.rmtree(cache, ignore_errors=True)
+
+
+def drop_setid_bits(root: Path) -> list[str]:
+    """Clear every setuid and setgid bit under ``root`` (files and directories, symlinks
+    left alone); returns the paths changed, relative to ``root``.
+
+    A candidate runs with no-new-privileges and no capabilities, so these bits do not
+    raise it today; without them (su, mount, passwd, chfn...) nothing in the image can
+    raise anyone, whatever flag a future engine or runtime drops.
+    """
+    changed = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in (*dirnames, *filenames):
+            path = os.path.join(dirpath, name)
+            mode = os.lstat(path).st_mode
+            if stat.S_ISLNK(mode) or not mode & (stat.S_ISUID | stat.S_ISGID):
+                continue
+            os.chmod(path, stat.S_IMODE(mode) & ~(stat.S_ISUID | stat.S_ISGID))
+            changed.append("/" + os.path.relpath(path, root))
+    return sorted(changed)
 
 
 # --------------------------------------------------------------------------- processes
