@@ -391,7 +391,7 @@ def collect_figures() -> list:
 # Values cross between the program and the checker as tagged JSON. Only these exact
 # types travel by value and are rebuilt from plain data on the other side; anything
 # else (functions, classes, instances, subclasses of the above) is a reference.
-MAX_ENCODED_ITEMS = 2_000_000
+MAX_ENCODED_ITEMS = 500_000
 _DTYPE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789[], :<>|=/._-+")
 
 
@@ -457,6 +457,10 @@ class Codec:
             return self._enc_numpy(x, b, depth)
         if mod.startswith("pandas"):
             return self._enc_pandas(x, b, depth)
+        if isinstance(x, type):
+            spec = f"{getattr(x, '__module__', '')}:{getattr(x, '__qualname__', '')}"
+            if _local_class(spec) is x:  # a library's class: the other side has it too
+                return {"$": "class", "v": spec}
         try:
             is_exception_class = isinstance(x, type) and issubclass(x, BaseException)
         except Exception:
@@ -527,8 +531,13 @@ class Codec:
             raise ValueError("untagged list")
         tag = v.get("$")
         d = self.decode
-        if tag == "ref":
+        if tag in ("ref", "cref"):
             return self.deref(v)
+        if tag == "class":
+            cls = _local_class(str(v["v"]))
+            if cls is None:
+                raise ValueError(f"class {v['v']} is not importable here")
+            return cls
         if tag == "float":
             return float(v["v"])
         if tag in ("list", "tuple", "set", "frozenset"):
@@ -631,6 +640,10 @@ def exception_class(module: str, name: str, base: str) -> type:
     builtin = getattr(builtins, name, None)
     if module == "builtins" and isinstance(builtin, type) and issubclass(builtin, BaseException):
         return builtin
+    if module != "__main__":
+        known = _local_class(f"{module}:{name}")
+        if known is not None and issubclass(known, BaseException):
+            return known
     key = (module, name)
     if key not in _EXCEPTION_CLASSES:
         parent = getattr(builtins, base, Exception)
@@ -657,6 +670,8 @@ class ProgramObjects:
         self.codec = Codec(self.ref_of, self.deref)
 
     def ref_of(self, obj: Any) -> dict:
+        if isinstance(obj, TestsFunction):
+            return {"$": "cref", "id": obj.ref}
         key = id(obj)
         if key not in self.ids:
             if len(self.objects) >= self.MAX_REFS:
@@ -673,24 +688,49 @@ class ProgramObjects:
                 "repr": text}
 
     def deref(self, v: dict) -> Any:
+        if v.get("$") == "cref":
+            return TestsFunction(self, int(v["id"]))
         return self.objects[int(v["id"])]
 
     def serve(self, rpc_in: int, rpc_out: int) -> None:
-        reader = FrameReader(rpc_in)
+        self.reader = FrameReader(rpc_in)
+        self.out = rpc_out
         while True:
-            req = reader.wait()
+            req = self.reader.wait()
             if req is None or req.get("op") == "done":
                 return
-            try:
-                value = self.handle(req)
-                reply = {"ok": self.ref_of(value.obj) if isinstance(value, _Ref)
-                         else self.codec.encode(value)}
-            except BaseException as exc:  # SystemExit from a called function included
-                reply = {"raise": self.describe(exc)}
-            try:
-                write_frame(rpc_out, reply)
-            except OSError:
+            if not self.answer(req):
                 return
+
+    def answer(self, req: dict) -> bool:
+        try:
+            value = self.handle(req)
+            reply = {"ok": self.ref_of(value.obj) if isinstance(value, _Ref)
+                     else self.codec.encode(value)}
+        except BaseException as exc:  # SystemExit from a called function included
+            reply = {"raise": self.describe(exc)}
+        try:
+            write_frame(self.out, reply)
+        except OSError:
+            return False
+        return True
+
+    def callback(self, ref: int, args: tuple, kwargs: dict) -> Any:
+        """Call a function of the tests' (they passed it to the program)."""
+        write_frame(self.out, {"callback": ref, "args": self.codec.encode(list(args)),
+                               "kwargs": self.codec.encode(dict(kwargs))})
+        while True:
+            frame = self.reader.wait()
+            if frame is None:
+                raise RuntimeError("the tests went away during a callback")
+            if "op" in frame:  # the callback asks the program something first
+                self.answer(frame)
+                continue
+            if "raise" in frame:
+                info = frame["raise"]
+                raise exception_class(str(info.get("module")), str(info.get("name")),
+                                      str(info.get("base")))(str(info.get("message", "")))
+            return self.codec.decode(frame.get("ok"))
 
     def describe(self, exc: BaseException) -> dict:
         cls = type(exc)
@@ -747,6 +787,17 @@ class ProgramObjects:
         raise ValueError(f"unknown request {op!r}")
 
 
+class TestsFunction:
+    """A function of the tests, seen from the program: calling it calls back."""
+
+    def __init__(self, objects: ProgramObjects, ref: int) -> None:
+        self.objects = objects
+        self.ref = ref
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.objects.callback(self.ref, args, kwargs)
+
+
 class _Ref:
     """Forces an object to travel as a reference (the program's module)."""
 
@@ -767,16 +818,22 @@ class ProgramLink:
         self.reader = FrameReader(rpc_in)
         self.remotes: dict = {}
         self.modules: dict = {}
+        self.local: list = []
         self.codec = Codec(self.ref_of, self.remote)
         self.closed = False
 
     def ref_of(self, obj: Any) -> dict:
         if isinstance(obj, Remote):
             return {"$": "ref", "id": object.__getattribute__(obj, "_id")}
+        if callable(obj):  # a function of the tests, called back by the program
+            self.local.append(obj)
+            return {"$": "cref", "id": len(self.local) - 1}
         raise TypeError(f"a {type(obj).__name__} from the tests cannot be passed to the program; "
                         "pass plain data (numbers, strings, lists, dicts, arrays, DataFrames)")
 
-    def remote(self, v: dict) -> "Remote":
+    def remote(self, v: dict) -> Any:
+        if v.get("$") == "cref":
+            return self.local[int(v["id"])]
         key = int(v["id"])
         if key not in self.remotes:
             self.remotes[key] = Remote(self, key, f"{v.get('module', '')}:{v.get('type', '')}",
@@ -798,16 +855,31 @@ class ProgramLink:
         except OSError:
             self.closed = True
             raise RuntimeError("the program's process ended during the tests") from None
-        reply = self.reader.wait()
-        if reply is None:
-            self.closed = True
-            raise RuntimeError("the program's process ended during the tests")
+        while True:
+            reply = self.reader.wait()
+            if reply is None:
+                self.closed = True
+                raise RuntimeError("the program's process ended during the tests")
+            if "callback" not in reply:
+                break
+            self.call_back(reply)
         if "raise" in reply:
             info = reply["raise"]
             cls = exception_class(str(info.get("module")), str(info.get("name")),
                                   str(info.get("base")))
             raise cls(str(info.get("message", "")))
         return self.codec.decode(reply.get("ok"))
+
+    def call_back(self, frame: dict) -> None:
+        try:
+            fn = self.local[int(frame["callback"])]
+            value = fn(*self.codec.decode(frame["args"]), **self.codec.decode(frame["kwargs"]))
+            reply = {"ok": self.encode(value)}
+        except BaseException as exc:
+            cls = type(exc)
+            reply = {"raise": {"module": cls.__module__, "name": cls.__qualname__,
+                               "base": _builtin_base(cls).__name__, "message": safe_str(exc)}}
+        write_frame(self.out, reply)
 
     def program_module(self, name: str) -> Any:
         if name not in self.modules:
@@ -938,9 +1010,12 @@ def _local_class(spec: str) -> "type | None":
     return target if isinstance(target, type) else None
 
 
-#: Modules whose state the program's process owns: a test that seeds ``random`` must
-#: seed the program's generator, so the tests get the program's modules for these.
-PROGRAM_STATE_MODULES = ("random", "numpy.random")
+#: Modules whose state the program's process owns (a test that seeds ``random`` or
+#: closes pyplot's figures means the program's), given to the tests as the program's.
+PROGRAM_STATE_MODULES = ("random", "numpy.random", "matplotlib.pyplot")
+#: Packages the tests import as they are, but with these submodules the program's.
+_VIEWED_PACKAGES = {"numpy": {"random": "numpy.random"},
+                    "matplotlib": {"pyplot": "matplotlib.pyplot"}}
 
 
 def forwarding_import(link: "ProgramLink") -> Callable:
@@ -950,28 +1025,30 @@ def forwarding_import(link: "ProgramLink") -> Callable:
     def _import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (),
                 level: int = 0) -> Any:
         module = real_import(name, globals, locals, fromlist, level)
-        if level or name not in ("random", "numpy", "numpy.random"):
+        if level:
             return module
-        if name == "random":
-            return link.program_module("random")
-        if name == "numpy.random" and fromlist:
-            return link.program_module("numpy.random")
-        return _NumpyView(module, link)  # numpy, or numpy.random imported as numpy
+        if name in PROGRAM_STATE_MODULES and (fromlist or "." not in name):
+            return link.program_module(name)
+        top = name.split(".", 1)[0]
+        if top in _VIEWED_PACKAGES and (not fromlist or name == top):
+            return _PackageView(sys.modules[top], link, _VIEWED_PACKAGES[top])
+        return module
 
     return _import
 
 
-class _NumpyView:
-    """numpy for the tests, with ``random`` being the program's ``numpy.random``."""
+class _PackageView:
+    """A package for the tests, whose stateful submodules are the program's."""
 
-    def __init__(self, numpy: Any, link: "ProgramLink") -> None:
-        self._numpy = numpy
+    def __init__(self, package: Any, link: "ProgramLink", forwarded: dict) -> None:
+        self._package = package
         self._link = link
+        self._forwarded = forwarded
 
     def __getattr__(self, name: str) -> Any:
-        if name == "random":
-            return self._link.program_module("numpy.random")
-        return getattr(self._numpy, name)
+        if name in self._forwarded:
+            return self._link.program_module(self._forwarded[name])
+        return getattr(self._package, name)
 
 
 def _binop(name: str) -> Callable:
@@ -1136,9 +1213,11 @@ class Program:
     def module(self) -> dict:
         mod = types.ModuleType("__main__")
         mod.__dict__.update(__file__=self.path, __builtins__=builtins, __cached__=None,
-                            __loader__=SourceFileLoader("__main__", self.path))
+                            __loader__=SourceFileLoader("__main__", self.path),
+                            __annotations__={})
         sys.modules["__main__"] = mod
         sys.argv = [self.filename]
+        sys.orig_argv = [sys.orig_argv[0], self.filename]
         sys.path[0] = self.workdir
         return mod.__dict__
 
@@ -1153,7 +1232,9 @@ class Program:
         warnings.filters[:] = _STARTUP_WARNING_FILTERS
         warnings._filters_mutated()  # type: ignore[attr-defined]
         warnings.onceregistry.clear()  # type: ignore[attr-defined]
-        sys.setrecursionlimit(DEFAULT_RECURSION_LIMIT + _stack_depth())
+        # The runner's frames below the program count too: raise the limit by as many, so
+        # the program can recurse exactly as deep as under python3.
+        sys.setrecursionlimit(DEFAULT_RECURSION_LIMIT + _stack_depth() + 1)
         try:
             if prelude:
                 exec(compile(str(prelude), NOTEBOOK_FILE, "exec", dont_inherit=True), ns)
@@ -1222,22 +1303,39 @@ class Program:
                 pass
         self.outputs.extend(collect_figures())  # before atexit: pyplot closes them there
         try:
+            write_frame(FD_REPORT, {"error": self.error, "outputs": self.outputs})
+        except BaseException:
+            pass
+        try:
             atexit._run_exitfuncs()
         except BaseException:
             pass
+        _clear_main()
         try:
             sys.stdout.flush()
             sys.stderr.flush()
-        except BaseException:
-            pass
-        try:
-            write_frame(FD_REPORT, {"error": self.error, "outputs": self.outputs})
         except BaseException:
             pass
         if self.interrupted:  # like Python: die from the signal, after reporting
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGINT)
         os._exit(self.exit_code)
+
+
+def _clear_main() -> None:
+    """What Python's shutdown does to ``__main__``: names starting with one underscore
+    first, then the rest but ``__builtins__``; finalizers and ``__del__`` run now."""
+    try:
+        ns = sys.modules["__main__"].__dict__
+        for only_private in (True, False):
+            for name in list(ns):
+                if not isinstance(name, str) or name == "__builtins__":
+                    continue
+                if not only_private or (name.startswith("_") and not name.startswith("__")):
+                    ns[name] = None
+        gc.collect()
+    except BaseException:
+        pass
 
 
 def _is_docstring(stmt: ast.stmt) -> bool:
