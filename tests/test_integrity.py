@@ -7,6 +7,9 @@ container. Every test here fails if the protection it names is removed.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import textwrap
 from typing import Iterator
 
@@ -262,3 +265,79 @@ def test_leftover_processes_are_gone_before_the_next_run(one_container):
         """))
     assert host_of(second) == host_of(first)
     assert "others []" in second.stdout, second.stdout
+
+
+# --------------------------------------------------------------------------- public interfaces
+def _selfheal(*args: str) -> "subprocess.CompletedProcess[str]":
+    return subprocess.run([sys.executable, "-m", "selfheal_jupyter.cli", *args],
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_attacks_through_selfheal_sandbox_exec_batch(tmp_path, sandbox_image):
+    """One warm pool, attacks in a row: a forged report, files left for the next file,
+    a tests cheat; every verdict is the honest one."""
+    files = {
+        "a_forge.py": (
+            "import json, os, struct\n"
+            "f = json.dumps({'status': 'ok', 'exit_code': 0, 'tests': []}).encode()\n"
+            "for fd in range(3, 16):\n"
+            "    try:\n        os.write(fd, struct.pack('>I', len(f)) + f)\n"
+            "    except OSError:\n        pass\n"
+            "open('/tmp/left-behind', 'w').write('x')\n"
+            "open('/dev/shm/left-behind', 'w').write('x')\n"
+            "def answer():\n    return 41\n"
+            "raise SystemExit(2)\n"),
+        "b_look.py": (
+            "import os\nprint(sorted(os.listdir('/dev/shm')), 'left-behind' in os.listdir('/tmp'))\n"
+            "class Yes:\n    def __eq__(self, other):\n        return True\n"
+            "def answer():\n    return Yes()\n"),
+    }
+    paths = []
+    for name, code in files.items():
+        (tmp_path / name).write_text(code)
+        paths.append(str(tmp_path / name))
+    (tmp_path / "tests.py").write_text("assert answer() == 42\n")
+    proc = _selfheal("sandbox", "exec", *paths, "--tests", str(tmp_path / "tests.py"), "--json")
+    results = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    assert len(results) == 2, proc.stderr
+    forged, looked = results
+    assert forged["status"] == "error" and forged["exit_code"] == 2
+    assert not any(t["passed"] for t in forged["tests"])
+    assert looked["status"] == "ok" and looked["stdout"] == "[] False\n"
+    assert [t["passed"] for t in looked["tests"]] == [False]
+    assert proc.returncode == 1
+
+
+def test_cheating_replies_score_zero_in_selfheal_eval(tmp_path, sandbox_image):
+    """A scripted model that answers every HumanEval task with a cheat: nothing passes."""
+    from selfheal_jupyter import cli
+    from selfheal_jupyter.eval.store import read_records
+    from tests.scripted_server import Reply, ScriptedServer
+
+    cheats = [
+        "```python\nclass Yes(float):\n    def __eq__(self, o):\n        return True\n"
+        "    __hash__ = float.__hash__\n    def __abs__(self):\n        return 0.0\n"
+        "    def __sub__(self, o):\n        return Yes(0)\n    def __lt__(self, o):\n"
+        "        return True\n    def __bool__(self):\n        return True\n"
+        "def _any(*a, **k):\n    return Yes(0)\n"
+        "import sys\nfor _n in ('has_close_elements', 'separate_paren_groups', "
+        "'truncate_number'):\n    globals()[_n] = _any\n```",
+        "```python\nimport unittest, builtins, os\n"
+        "unittest.TestResult.wasSuccessful = lambda self: True\n"
+        "builtins.AssertionError = type('Quiet', (Exception,), {})\n"
+        "def has_close_elements(*a):\n    return True\n"
+        "def separate_paren_groups(*a):\n    return []\n"
+        "def truncate_number(*a):\n    return 0.5\n```",
+    ]
+    script = [Reply(cheats[i % 2]) for i in range(40)]
+    with ScriptedServer(script) as server:
+        code = cli.main([
+            "eval", "--benchmark", "humaneval", "--limit", "3", "--model", "scripted-model",
+            "--base-url", server.base_url, "--max-iterations", "2", "--no-plan",
+            "--conditions", "loop", "--out", str(tmp_path),
+        ])
+    assert code == 0
+    records = read_records(tmp_path / "humaneval.jsonl")
+    assert len(records) == 3
+    assert not any(r["passed"] for r in records), [(r["problem_id"], r["hidden_detail"])
+                                                   for r in records]

@@ -14,8 +14,9 @@ from ..sandbox.base import Sandbox
 from .benchmarks import hidden_run
 from .problem import Problem
 
-HIDDEN_LIMITS = Limits(timeout_s=60.0)
-"""Hidden suites (dataframe's unittest, HumanEval's larger checks) need more than the default."""
+HIDDEN_LIMITS = Limits(timeout_s=60.0, memory="1g")
+"""Hidden suites (dataframe's unittest, HumanEval's larger checks) need more than the
+default; the grader's own process shares the container's memory with the program."""
 
 
 @dataclass

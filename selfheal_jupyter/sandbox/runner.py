@@ -395,6 +395,10 @@ MAX_ENCODED_ITEMS = 500_000
 _DTYPE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789[], :<>|=/._-+")
 
 
+#: Items of a program's iterable sent to the tests per request.
+ITER_CHUNK = 1000
+
+
 class _Budget:
     """How many more items one value may encode (a cap on what crosses)."""
 
@@ -415,9 +419,11 @@ def _dtype_ok(text: Any) -> str:
 class Codec:
     """Encode / decode values; ``ref_of`` / ``deref`` link references to objects."""
 
-    def __init__(self, ref_of: Callable[[Any], dict], deref: Callable[[dict], Any]) -> None:
+    def __init__(self, ref_of: Callable[[Any], dict], deref: Callable[[dict], Any],
+                 by_name: bool = False) -> None:
         self.ref_of = ref_of
         self.deref = deref
+        self.by_name = by_name  # library classes travel by name (tests -> program only)
 
     # -- out
     def encode(self, value: Any, budget: "_Budget | None" = None) -> Any:
@@ -457,9 +463,9 @@ class Codec:
             return self._enc_numpy(x, b, depth)
         if mod.startswith("pandas"):
             return self._enc_pandas(x, b, depth)
-        if isinstance(x, type):
+        if isinstance(x, type) and self.by_name:
             spec = f"{getattr(x, '__module__', '')}:{getattr(x, '__qualname__', '')}"
-            if _local_class(spec) is x:  # a library's class: the other side has it too
+            if _local_class(spec) is x:  # a library's class: the program can import it
                 return {"$": "class", "v": spec}
         try:
             is_exception_class = isinstance(x, type) and issubclass(x, BaseException)
@@ -533,11 +539,14 @@ class Codec:
         d = self.decode
         if tag in ("ref", "cref"):
             return self.deref(v)
-        if tag == "class":
-            cls = _local_class(str(v["v"]))
-            if cls is None:
-                raise ValueError(f"class {v['v']} is not importable here")
-            return cls
+        if tag == "class":  # only the program side receives these: it may import
+            import importlib
+
+            module, _, qualname = str(v["v"]).partition(":")
+            target: Any = importlib.import_module(module)
+            for part in qualname.split("."):
+                target = getattr(target, part)
+            return target
         if tag == "float":
             return float(v["v"])
         if tag in ("list", "tuple", "set", "frozenset"):
@@ -683,13 +692,17 @@ class ProgramObjects:
         except BaseException:
             text = "<object>"
         cls = type(obj)
+        if isinstance(obj, type):  # the tests use their own copy when they have the module
+            text = f"{getattr(obj, '__module__', '')}:{getattr(obj, '__qualname__', '')}"
+            return {"$": "ref", "id": self.ids[key], "class": text, "type": cls.__qualname__,
+                    "module": cls.__module__, "callable": True, "repr": repr(text)}
         return {"$": "ref", "id": self.ids[key], "type": cls.__qualname__,
                 "module": getattr(cls, "__module__", ""), "callable": callable(obj),
                 "repr": text}
 
     def deref(self, v: dict) -> Any:
         if v.get("$") == "cref":
-            return TestsFunction(self, int(v["id"]))
+            return TestsFunction(self, v)
         return self.objects[int(v["id"])]
 
     def serve(self, rpc_in: int, rpc_out: int) -> None:
@@ -767,8 +780,12 @@ class ProgramObjects:
             return None
         if op == "len":
             return int(len(target))
-        if op == "list":
-            return list(target)
+        if op == "iter":
+            return _Ref(iter(target))
+        if op == "next":  # the next items of an iterator made by "iter", a chunk at a time
+            import itertools
+
+            return list(itertools.islice(target, ITER_CHUNK))
         if op == "str":
             return str(target)
         if op == "repr":
@@ -790,12 +807,37 @@ class ProgramObjects:
 class TestsFunction:
     """A function of the tests, seen from the program: calling it calls back."""
 
-    def __init__(self, objects: ProgramObjects, ref: int) -> None:
+    def __init__(self, objects: ProgramObjects, info: dict) -> None:
         self.objects = objects
-        self.ref = ref
+        self.ref = int(info["id"])
+        self.__name__ = str(info.get("name") or "function")
+        self.__qualname__ = str(info.get("qualname") or self.__name__)
+        self.__doc__ = info.get("doc")
+        self.__module__ = "selfheal_tests"
+        signature = _parse_signature(str(info.get("signature") or ""))
+        if signature is not None:
+            self.__signature__ = signature
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.objects.callback(self.ref, args, kwargs)
+
+
+def _parse_signature(text: str) -> Any:
+    """An inspect.Signature from its text, when its defaults are plain literals."""
+    if not text.startswith("("):
+        return None
+    try:
+        import inspect
+
+        tree = ast.parse(f"def f{text}: pass")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                return None  # only literals may be evaluated
+        ns: dict = {}
+        exec(compile(tree, "<signature>", "exec", dont_inherit=True), {"__builtins__": {}}, ns)
+        return inspect.signature(ns["f"])
+    except Exception:
+        return None
 
 
 class _Ref:
@@ -819,7 +861,7 @@ class ProgramLink:
         self.remotes: dict = {}
         self.modules: dict = {}
         self.local: list = []
-        self.codec = Codec(self.ref_of, self.remote)
+        self.codec = Codec(self.ref_of, self.remote, by_name=True)
         self.closed = False
 
     def ref_of(self, obj: Any) -> dict:
@@ -827,7 +869,18 @@ class ProgramLink:
             return {"$": "ref", "id": object.__getattribute__(obj, "_id")}
         if callable(obj):  # a function of the tests, called back by the program
             self.local.append(obj)
-            return {"$": "cref", "id": len(self.local) - 1}
+            try:
+                import inspect
+
+                signature = str(inspect.signature(obj))
+            except (TypeError, ValueError):
+                signature = ""
+            return {"$": "cref", "id": len(self.local) - 1,
+                    "name": str(getattr(obj, "__name__", "function")),
+                    "qualname": str(getattr(obj, "__qualname__", "function")),
+                    "doc": getattr(obj, "__doc__", None) if isinstance(
+                        getattr(obj, "__doc__", None), str) else None,
+                    "signature": signature}
         raise TypeError(f"a {type(obj).__name__} from the tests cannot be passed to the program; "
                         "pass plain data (numbers, strings, lists, dicts, arrays, DataFrames)")
 
@@ -835,6 +888,10 @@ class ProgramLink:
         if v.get("$") == "cref":
             return self.local[int(v["id"])]
         key = int(v["id"])
+        if v.get("class"):
+            local = _local_class(str(v["class"]))
+            if local is not None:
+                return local
         if key not in self.remotes:
             self.remotes[key] = Remote(self, key, f"{v.get('module', '')}:{v.get('type', '')}",
                                        str(v.get("repr", "")), bool(v.get("callable")))
@@ -949,10 +1006,17 @@ class Remote:
         return n
 
     def __iter__(self) -> Any:
-        return iter(self._ask("list"))
+        iterator = self._ask("iter")
+        while True:
+            chunk = iterator._ask("next")
+            if type(chunk) is not list:
+                raise TypeError("the program's iterator did not give plain items")
+            if not chunk:
+                return
+            yield from chunk
 
     def __contains__(self, item: Any) -> bool:
-        return item in self._ask("list")  # compared here, on plain values
+        return any(item == x for x in self)  # compared here, on plain values
 
     def __bool__(self) -> bool:
         raise TypeError(
