@@ -188,6 +188,24 @@ def test_tests_see_plain_values_and_real_objects(one_container):
     assert all(t.passed for t in r.tests), [(t.source, t.message) for t in r.tests if not t.passed]
 
 
+def test_tests_call_back_and_see_in_place_changes(one_container):
+    r = run(one_container, """\
+        import inspect
+        def apply(f, xs):
+            xs.append(f(len(xs)))
+            return f.__name__, str(inspect.signature(f))
+        """, tests=textwrap.dedent("""\
+        def twice(n, k=2):
+            return n * k
+        items = [5]
+        assert apply(twice, items) == ("twice", "(n, k=2)")
+        assert items == [5, 2]
+        assert apply(lambda n: -n, items)[0] == "<lambda>" and items[-1] == -2
+        """))
+    assert r.status == "ok", r
+    assert all(t.passed for t in r.tests), [(t.source, t.message) for t in r.tests if not t.passed]
+
+
 def test_a_test_whose_exception_cannot_be_printed_is_reported(one_container):
     r = run(one_container, """\
         class Weird(Exception):

@@ -718,8 +718,11 @@ class ProgramObjects:
     def answer(self, req: dict) -> bool:
         try:
             value = self.handle(req)
-            reply = {"ok": self.ref_of(value.obj) if isinstance(value, _Ref)
-                     else self.codec.encode(value)}
+            if isinstance(value, _Called):  # mutable arguments travel back (in-place changes)
+                reply = {"ok": self.codec.encode(value.result), "after": value.after(self.codec)}
+            else:
+                reply = {"ok": self.ref_of(value.obj) if isinstance(value, _Ref)
+                         else self.codec.encode(value)}
         except BaseException as exc:  # SystemExit from a called function included
             reply = {"raise": self.describe(exc)}
         try:
@@ -764,7 +767,8 @@ class ProgramObjects:
             return _Ref(importlib.import_module(str(req["name"])))
         target = self.objects[int(req["ref"])] if "ref" in req else None
         if op == "call":
-            return target(*dec(req["args"]), **dec(req["kwargs"]))
+            args, kwargs = dec(req["args"]), dec(req["kwargs"])
+            return _Called(target(*args, **kwargs), args, kwargs)
         if op == "getattr":
             return getattr(target, str(req["name"]))
         if op == "setattr":
@@ -840,6 +844,21 @@ def _parse_signature(text: str) -> Any:
         return None
 
 
+_MUTABLE = (list, dict, set, bytearray)
+
+
+class _Called:
+    """A call's result, and its mutable arguments as they are after the call."""
+
+    def __init__(self, result: Any, args: list, kwargs: dict) -> None:
+        self.result, self.args, self.kwargs = result, args, kwargs
+
+    def after(self, codec: "Codec") -> dict:
+        return {"args": [codec.encode(a) if type(a) in _MUTABLE else None for a in self.args],
+                "kwargs": {k: codec.encode(v) for k, v in self.kwargs.items()
+                           if type(v) in _MUTABLE}}
+
+
 class _Ref:
     """Forces an object to travel as a reference (the program's module)."""
 
@@ -861,6 +880,7 @@ class ProgramLink:
         self.remotes: dict = {}
         self.modules: dict = {}
         self.local: list = []
+        self.after: "dict | None" = None
         self.codec = Codec(self.ref_of, self.remote, by_name=True)
         self.closed = False
 
@@ -925,7 +945,30 @@ class ProgramLink:
             cls = exception_class(str(info.get("module")), str(info.get("name")),
                                   str(info.get("base")))
             raise cls(str(info.get("message", "")))
+        self.after = reply.get("after") if isinstance(reply.get("after"), dict) else None
         return self.codec.decode(reply.get("ok"))
+
+    def copy_back(self, args: tuple, kwargs: dict) -> None:
+        """The program changed a list / dict / set it was passed: change the tests' too."""
+        after, self.after = self.after, None
+        if not after:
+            return
+        pairs = list(zip(args, after.get("args") or []))
+        pairs += [(kwargs[k], v) for k, v in (after.get("kwargs") or {}).items() if k in kwargs]
+        for local, new in pairs:
+            if new is None or type(local) not in _MUTABLE:
+                continue
+            value = self.codec.decode(new)
+            if type(value) is not type(local):
+                continue
+            if isinstance(local, dict):
+                local.clear()
+                local.update(value)
+            elif isinstance(local, set):
+                local.clear()
+                local.update(value)
+            else:
+                local[:] = value
 
     def call_back(self, frame: dict) -> None:
         try:
@@ -988,7 +1031,9 @@ class Remote:
         self._ask("setattr", name=name, value=self._enc(value))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._ask("call", args=self._enc(list(args)), kwargs=self._enc(dict(kwargs)))
+        result = self._ask("call", args=self._enc(list(args)), kwargs=self._enc(dict(kwargs)))
+        object.__getattribute__(self, "_link").copy_back(args, kwargs)
+        return result
 
     def __getitem__(self, key: Any) -> Any:
         return self._ask("getitem", key=self._enc(key))
