@@ -49,9 +49,22 @@ def requirements() -> list[str]:
     return [r for r in reqs if r]
 
 
+#: Tasks whose tests need the candidate in their own process: they patch a library the
+#: candidate calls (``unittest.mock.patch`` of ``requests.get``, ``plt.show``,
+#: ``folium.Map``...) or check ``type(ax)`` by name; one draws a pairplot too slow for the
+#: limit with the grader beside it. The grader runs in its own process so that the
+#: candidate cannot touch it, where even the ground truth fails these: they are left out
+#: (tests/test_eval.py checks the ground truth of the others passes).
+NEEDS_IN_PROCESS_GRADER = frozenset({
+    "DFB/B0011", "DFB/B0033", "DFB/B0049", "DFB/B0065", "DFB/B0082", "DFB/B0090", "DFB/B0096",
+})
+
+
 def load() -> list[Problem]:
     problems = []
     for rec in records():
+        if rec["task_id"] in NEEDS_IN_PROCESS_GRADER:
+            continue
         stub = _fill(rec["prompt_parts"].get("stub", ""))
         tests = example_asserts(stub, rec["entry_point"])
         problems.append(

@@ -47,11 +47,36 @@ def tasks_root() -> Path:
     return Path(str(package_dir("mlsys").joinpath("tasks")))
 
 
+#: Tasks whose grader must reach into the candidate's own objects (addresses of array
+#: views, descriptors or metaclasses applied to the grader's classes, line tracing, gc
+#: reachability, RNG state inside a module). The grader calls the candidate across a
+#: process boundary, values only, so that the candidate cannot touch it: there even the
+#: reference solution cannot pass these, and they are left out of the set
+#: (tests/test_eval.py checks that every loaded task's reference passes).
+NEEDS_IN_PROCESS_GRADER = frozenset({
+    "cpu-scatter-with-duplicate-indices-byte-exact-accumulate",
+    "num-fix-out-of-bounds-as-strided",
+    "pyt-find-the-retaining-edge-that-blocks-free",
+    "pyt-fix-a-broken-metatype-so-isinstance-tells-the-truth",
+    "pyt-fix-a-cached-property-that-never-caches",
+    "pyt-fix-a-generator-that-skips-cleanup",
+    "pyt-fix-a-non-data-descriptor-shadowed-by-the-instance-dict",
+    "pyt-fix-a-slots-defeating-subclass",
+    "pyt-fix-coroutine-was-never-awaited",
+    "pyt-fix-tombstone-handling-in-a-scratch-open-addressing-dict",
+    "pyt-reorder-bases-so-cooperative-super-fires-fully",
+    "rwm-fix-a-checkpoint-that-drops-rng-state-dropout-mismatch",
+    "rwq-debug-smoothing-folded-the-same-way-into-both-sides",
+})
+
+
 def task_dirs() -> list[Path]:
-    """The Python debug tasks, sorted by directory name."""
+    """The Python debug tasks that can be graded from outside, sorted by directory name."""
     out = []
     for meta in sorted(tasks_root().glob("*/meta.json")):
         data = json.loads(meta.read_text())
+        if data.get("id", meta.parent.name) in NEEDS_IN_PROCESS_GRADER:
+            continue
         if data.get("genre") == "debug" and (meta.parent / "starter.py").exists():
             out.append(meta.parent)
     return out
