@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadInput
+from . import trait_overrides
 
 DEFAULT_OUT = "eval-results"
 
@@ -75,6 +76,7 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         traits["llm_timeout_s"] = args.llm_timeout
     if args.image:
         traits["image"] = args.image
+    traits.update(trait_overrides(args))
     return traits
 
 

@@ -38,6 +38,21 @@ class LocalSettings:
     stop: tuple[str, ...] = field(default_factory=tuple)
     plan_on_heal: bool = False
     """Whether to ask the planner when the task starts from the user's code."""
+    # --- the server (see bench/local_model.py) ---------------------------------
+    ngram_type: str = "ngram-simple"
+    """What ``SelfHeal.local_speculation = "ngram"`` uses (a key of child.SPECULATION_TYPES)."""
+    ngram_n: int = 0
+    """Lookup n-gram size; 0: llama.cpp's default (12)."""
+    ngram_m: int = 0
+    """Most tokens drafted from one match; 0: llama.cpp's default (48)."""
+    draft_model: str = "qwen2.5-coder-0.5b"
+    """The model that drafts for ``local_speculation = "draft"``."""
+    draft_max: int = 16
+    parallel: int = 2
+    """Slots: two kernels are served at once (one KV cache), and the planner's and
+    the developer's prompts each keep their own cached prefix."""
+    cache_reuse: int = 0
+    """Reuse cached prompt chunks of at least this many tokens after the first change."""
 
 
 EVIDENCE: dict[str, str] = {
