@@ -185,6 +185,10 @@ def test_options_follow_the_settings(cache_home: Path) -> None:
     assert state_path(SPEC, ngram) != state_path(SPEC, off)
     assert state_path(SPEC, ngram) == state_path(SPEC, server_options(
         SelfHeal(local_threads=2, local_batch_threads=3)))  # fmt: skip
+    # threads from the machine: found by what was asked, whatever the load is now
+    auto = server_options(SelfHeal())
+    assert (auto.threads, auto.batch_threads) == (0, 0)
+    assert auto.resolved().threads >= 1 and auto.resolved().batch_threads >= 1
     with pytest.raises(Exception, match="smaller model"):
         server_options(SelfHeal(local_model="qwen2.5-coder-0.5b", local_speculation="draft"))
 

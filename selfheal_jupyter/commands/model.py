@@ -95,7 +95,7 @@ def serve_command(args: argparse.Namespace) -> int:
         settings.local_context = args.context
     if args.threads:
         settings.local_threads = args.threads
-    options = server_options(settings)
+    options = server_options(settings).resolved()
     server = start_server(spec, path, port=args.port, options=options)
     print(f"{spec.alias} ready in {time.monotonic() - started:.1f} s (pid {server.pid}; "
           f"threads {options.threads} generating / {options.batch_threads} reading, "

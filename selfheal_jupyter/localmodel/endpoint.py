@@ -30,7 +30,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -52,7 +52,9 @@ class ServerOptions:
 
     context: int = 8192
     threads: int = 1
+    """Threads generating tokens; 0: from the machine when the server starts."""
     batch_threads: int = 1
+    """Threads reading the prompt; 0: from the machine when the server starts."""
     parallel: int = 1
     cache_reuse: int = 0
     speculation: str = "off"  # a key of child.SPECULATION_TYPES
@@ -64,6 +66,13 @@ class ServerOptions:
     def fingerprint(self, spec: LocalModelSpec) -> str:
         text = json.dumps([spec.key, asdict(self)], sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+    def resolved(self) -> ServerOptions:
+        """These options with threads said as 0 derived from the machine now."""
+        from .threads import resolve_threads
+
+        threads = resolve_threads(self.threads, self.batch_threads)
+        return replace(self, threads=threads.generation, batch_threads=threads.batch)
 
     def child_args(self) -> list[str]:
         args = [
@@ -283,6 +292,7 @@ def start_server(
     if options is None:
         options = ServerOptions(context=context, threads=threads,
                                 batch_threads=batch_threads or threads)  # fmt: skip
+    options = options.resolved()
     shared = idle_s > 0 and state_file is not None
     log_dir().mkdir(parents=True, exist_ok=True)
     _prune_logs()
@@ -399,14 +409,14 @@ def running_server(model: str) -> LocalServer | None:
 
 
 def server_options(settings: SelfHeal, search_path: Sequence[str] | None = None) -> ServerOptions:
-    """The server ``settings`` ask for: threads from the machine where they say 0,
-    speculation as measured (:mod:`.tuning`), the draft model's weights when asked."""
-    from .threads import resolve_threads
+    """The server ``settings`` ask for: speculation as measured (:mod:`.tuning`), the
+    draft model's weights when asked. Threads said as 0 stay 0 here (the shared
+    server is found by what was asked, not by the load of the moment) and are
+    derived from the machine when a server starts (:meth:`ServerOptions.resolved`)."""
     from .tuning import recommended_settings
 
     spec = get_spec(settings.local_model)
     tuned = recommended_settings(spec.key)
-    threads = resolve_threads(settings.local_threads, settings.local_batch_threads)
     kind = settings.local_speculation
     draft = ""
     if kind == "ngram":
@@ -421,8 +431,8 @@ def server_options(settings: SelfHeal, search_path: Sequence[str] | None = None)
         draft = str(ensure_weights(draft_spec, search_path=search_path))
     return ServerOptions(
         context=settings.local_context,
-        threads=threads.generation,
-        batch_threads=threads.batch,
+        threads=settings.local_threads,
+        batch_threads=settings.local_batch_threads,
         parallel=tuned.parallel,
         cache_reuse=tuned.cache_reuse,
         speculation=kind,

@@ -6,16 +6,15 @@ the whole token. So the rule counts the *physical* cores this process may run on
 (hyper-threads share one core's arithmetic units) and subtracts the load that
 other processes already put on them (the 1-minute load average):
 
-- ``free = max(1, physical cores - round(load))``
-- prompt processing (``cpuparams_batch``, compute-bound, short bursts) gets every
+- ``free = max(1, physical cores - round(load))``;
+- prompt processing (``cpuparams_batch``: compute-bound, short bursts) gets every
   free core: ``batch = free``;
-- generation (``cpuparams``, one token at a time, memory-bound, the long part of a
-  reply) leaves one core to the rest of the machine (the kernel, the sandbox,
-  other users) once there are several: ``generation = free - 1`` when
-  ``free >= 3``, else ``free``... except on a machine with at most two physical
-  cores, where one generation thread is the measured optimum whenever anything else
-  runs (2 threads collapsed 3–10x on a shared 2-core box): ``generation = 1``
-  there unless the machine is idle (load < 0.5).
+- generation (``cpuparams``: one token at a time, memory-bound, the long part of a
+  reply) leaves one core to the rest of the machine (the kernel, the sandbox, other
+  users) once three are free: ``generation = free - 1`` then, else ``free``;
+- on a machine of at most two physical cores, generation gets 1 thread unless the
+  machine is idle (load < 0.5): 2 threads there collapsed 3–10x whenever anything
+  else ran (docs/ENVIRONMENT, measured again in bench/local_model.py).
 
 Examples: busy 2-core box → 1 / 1; idle 2-core box → 2 / 2; 8-core laptop with a
 browser (load 1) → 6 / 7; idle 8-core → 7 / 8.
