@@ -149,13 +149,55 @@ def summarise(results: list[Result], names: list[str]) -> str:
     return "\n".join(lines)
 
 
+_KERNEL = """
+import json, sys, time
+t0 = time.monotonic()
+from openai import OpenAI
+from selfheal_jupyter.config import SelfHeal
+from selfheal_jupyter.localmodel import ensure_local_endpoint, running_server
+url, model = ensure_local_endpoint(SelfHeal(local_idle_s=60))
+ready = time.monotonic()
+stream = OpenAI(base_url=url, api_key="x").chat.completions.create(
+    model=model, stream=True, max_tokens=8, temperature=0,
+    messages=[{"role": "user", "content": "Say OK."}])
+for chunk in stream:
+    if chunk.choices and chunk.choices[0].delta.content:
+        first = time.monotonic()
+        break
+print(json.dumps({"endpoint_s": ready - t0, "first_token_s": first - ready,
+                  "started_here": running_server("qwen2.5-coder-1.5b").process is not None}))
+"""
+
+
+def warm_start() -> None:
+    """Two "kernels" one after the other (separate processes, shared server): how long
+    each waits for the endpoint and for its first token."""
+    import subprocess
+
+    for name in ("kernel 1 (cold)", "kernel 2 (warm)"):
+        out = subprocess.run([sys.executable, "-c", _KERNEL], capture_output=True, text=True,
+                             timeout=600, check=True).stdout  # fmt: skip
+        r = json.loads(out)
+        print(f"{name}: endpoint ready after {r['endpoint_s']:.2f} s, first token "
+              f"{r['first_token_s']:.2f} s later (loaded the model here: {r['started_here']})")
+    from selfheal_jupyter.localmodel import ensure_local_endpoint, stop_local_endpoint
+
+    ensure_local_endpoint(SelfHeal(local_idle_s=60))  # attach, then stop it: no 2 GB
+    stop_local_endpoint()  # kept for the idle minute
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--configs", default="today,threads2,ngram,draft,all")
     ap.add_argument("--tasks", default=",".join(TASKS))
     ap.add_argument("--max-iterations", type=int, default=3)
     ap.add_argument("--json", default=None, help="write every result here")
+    ap.add_argument("--warm", action="store_true",
+                    help="only measure a second kernel's start on the shared server")
     args = ap.parse_args()
+    if args.warm:
+        warm_start()
+        return 0
     spec = get_spec("qwen2.5-coder-1.5b")
     path = ensure_weights(spec)
     names = args.configs.split(",")
