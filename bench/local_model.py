@@ -21,6 +21,8 @@ Configurations (one lever each, against ``today``):
   ngram     n-gram speculation (SelfHeal.local_speculation = "ngram")
   draft     the 0.5B model drafts for the 1.5B
   all       the new defaults: auto threads, n-gram speculation, 2 slots
+  reuse     all + n_cache_reuse 32 (reuse cached chunks of the program after the first change)
+  ngram16   all + n-gram drafts of at most 16 tokens (llama.cpp's default: 48)
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ def configs(draft_path: str) -> dict[str, ServerOptions]:
     auto = auto_threads()
     ngram = dict(speculation=tuned.ngram_type, ngram_n=tuned.ngram_n, ngram_m=tuned.ngram_m,
                  draft_max=tuned.draft_max)  # fmt: skip
-    return {
+    table = {
         "today": TODAY,
         "threads2": replace(TODAY, threads=2, batch_threads=2),
         "auto": replace(TODAY, threads=auto.generation, batch_threads=auto.batch),
@@ -65,6 +67,9 @@ def configs(draft_path: str) -> dict[str, ServerOptions]:
         "all": replace(TODAY, threads=auto.generation, batch_threads=auto.batch,
                        parallel=tuned.parallel, cache_reuse=tuned.cache_reuse, **ngram),
     }  # fmt: skip
+    table["reuse"] = replace(table["all"], cache_reuse=32)  # + KV-shifted reuse of program chunks
+    table["ngram16"] = replace(table["all"], ngram_m=16)  # + shorter n-gram drafts
+    return table
 
 
 COUNTERS = {
