@@ -1,10 +1,28 @@
-"""Benchmark of the embedded model's server: load time, peak RSS, prompt and
-generation speed, per model and thread count.
+"""Speed levers of the embedded model, each on and off in the same run, through the
+real loop and sandbox.
 
-    python bench/local_model.py [--models qwen2.5-coder-1.5b,qwen2.5-coder-0.5b] [--threads 1,2]
+    python bench/local_model.py [--configs today,threads2,ngram,draft,all]
+                                [--tasks grades,inventory,textstats,parens,pandas]
+                                [--max-iterations 3] [--json OUT]
 
-Prints a table. Uses the real child process (``start_server``) and llama.cpp's own
-``timings`` from the HTTP reply.
+The fixed set (``bench/local_speed_tasks.py``): three 30–60-line exercises with
+several TODOs and their own asserts, a HumanEval-style function, a pandas repair.
+For each task every configuration runs back to back (its own server, started with
+the real child process), so a change in the machine's load hits all of them alike.
+Per configuration it prints: tasks passed, LLM rounds, median seconds per round,
+completion and prompt tokens per round, the share of prompt tokens served from the
+server's prompt cache, generation tokens/s, and the speculative acceptance rate —
+from llama.cpp's own ``/metrics`` counters, read before and after each run.
+
+Configurations (one lever each, against ``today``):
+  today     1 generation / 1 prompt thread, no speculation, 1 slot (the old settings)
+  threads2  2 / 2 threads
+  auto      threads from localmodel/threads.py (says what it chose)
+  ngram     n-gram speculation (SelfHeal.local_speculation = "ngram")
+  draft     the 0.5B model drafts for the 1.5B
+  all       the new defaults: auto threads, n-gram speculation, 2 slots
+  reuse     all + n_cache_reuse 32 (reuse cached chunks of the program after the first change)
+  ngram16   all + n-gram drafts of at most 16 tokens (llama.cpp's default: 48)
 """
 
 from __future__ import annotations
@@ -12,75 +30,206 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
+import sys
 import time
 import urllib.request
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
-from selfheal_jupyter.localmodel import ensure_weights, get_spec, start_server
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-# About the size of a repair prompt of the loop (~400 tokens): task, program, error.
-PROMPT = (
-    "Task: write a function `median(xs)` that returns the median of a list of numbers, "
-    "raising ValueError on an empty list, and print median([3, 1, 2]).\n\n"
-    "The current program:\n```python\n"
-    + "\n".join(f"def helper_{i}(values):\n    return [v * {i} for v in values if v > {i}]"
-                for i in range(12))
-    + "\n\ndef median(xs):\n    s = sorted(xs)\n    return s[len(s) // 2]\n"
-    "print(median([]))\n```\n\nWhat happened when it ran:\nIndexError: list index out "
-    "of range (line 3, in median: return s[len(s) // 2])\n\nFix the program. Reply with "
-    "ONE fenced ```python block holding the complete corrected program."
-)
+from local_speed_tasks import TASKS  # noqa: E402
 
+from selfheal_jupyter.config import SelfHeal  # noqa: E402
+from selfheal_jupyter.factory import close_shared_sandboxes, shared_sandbox  # noqa: E402
+from selfheal_jupyter.llm import Endpoint, LLMClient  # noqa: E402
+from selfheal_jupyter.localmodel import ensure_weights, get_spec, start_server  # noqa: E402
+from selfheal_jupyter.localmodel.endpoint import ServerOptions  # noqa: E402
+from selfheal_jupyter.localmodel.threads import auto_threads  # noqa: E402
+from selfheal_jupyter.localmodel.tuning import recommended_settings  # noqa: E402
+from selfheal_jupyter.loop import Loop  # noqa: E402
 
-def _vm_hwm_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
+TODAY = ServerOptions(context=8192, threads=1, batch_threads=1, parallel=1, speculation="off")
 
 
-def _chat(url: str, model: str, max_tokens: int) -> dict:
-    body = json.dumps({
-        "model": model, "temperature": 0, "max_tokens": max_tokens,
-        "messages": [{"role": "user", "content": PROMPT}], "cache_prompt": False,
-    }).encode()  # fmt: skip
-    req = urllib.request.Request(url + "/v1/chat/completions", body,
-                                 {"Content-Type": "application/json"})  # fmt: skip
-    with urllib.request.urlopen(req, timeout=600) as resp:
-        return json.loads(resp.read())
+def configs(draft_path: str) -> dict[str, ServerOptions]:
+    tuned = recommended_settings()
+    auto = auto_threads()
+    ngram = dict(speculation=tuned.ngram_type, ngram_n=tuned.ngram_n, ngram_m=tuned.ngram_m,
+                 draft_max=tuned.draft_max)  # fmt: skip
+    table = {
+        "today": TODAY,
+        "threads2": replace(TODAY, threads=2, batch_threads=2),
+        "auto": replace(TODAY, threads=auto.generation, batch_threads=auto.batch),
+        "ngram": replace(TODAY, **ngram),
+        "draft": replace(TODAY, speculation="draft", draft_model=draft_path, draft_max=tuned.draft_max),
+        "all": replace(TODAY, threads=auto.generation, batch_threads=auto.batch,
+                       parallel=tuned.parallel, cache_reuse=tuned.cache_reuse, **ngram),
+    }  # fmt: skip
+    table["reuse"] = replace(table["all"], cache_reuse=32)  # + KV-shifted reuse of program chunks
+    table["ngram16"] = replace(table["all"], ngram_m=16)  # + shorter n-gram drafts
+    return table
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--models", default="qwen2.5-coder-1.5b,qwen2.5-coder-0.5b")
-    ap.add_argument("--threads", default="1/1,1/2,2/2", help="generation/prompt threads")
-    ap.add_argument("--max-tokens", type=int, default=200)
+COUNTERS = {
+    "prompt": "llamacpp:prompt_tokens_total",
+    "cached": "llamacpp:prompt_tokens_cached_total",
+    "predicted": "llamacpp:tokens_predicted_total",
+    "predicted_s": "llamacpp:tokens_predicted_seconds_total",
+    "drafted": "llamacpp:spec_decode_num_draft_tokens_total",
+    "accepted": "llamacpp:spec_decode_num_accepted_tokens_total",
+}
+
+
+def metrics(url: str) -> dict[str, float]:
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    values = {}
+    for line in text.splitlines():
+        name, _, value = line.rpartition(" ")
+        values[name] = value
+    return {k: float(values.get(name, 0) or 0) for k, name in COUNTERS.items()}
+
+
+@dataclass
+class Result:
+    config: str
+    task: str
+    outcome: str
+    rounds: int
+    seconds: float
+    load: float
+    delta: dict[str, float] = field(default_factory=dict)
+    threads: str = ""
+
+
+def run_task(name: str, cfg: str, options: ServerOptions, spec, path, sandbox, max_it: int) -> Result:
+    task = TASKS[name]
+    server = start_server(spec, path, options=options)
+    try:
+        client = LLMClient(Endpoint(server.base_url, "unused", spec.alias, local=True),
+                           temperature=0.2, max_tokens=1024, timeout_s=900, max_retries=0)  # fmt: skip
+        loop = Loop(client, sandbox, max_iterations=max_it, auto_plan=True, plan_on_heal=False,
+                    retry_temperature=0.8, time_budget_s=0, token_budget=0)  # fmt: skip
+        before = metrics(server.url)
+        load = os.getloadavg()[0]
+        started = time.monotonic()
+        run = loop.run(task)
+        seconds = time.monotonic() - started
+        after = metrics(server.url)
+    finally:
+        server.stop()
+    rounds = sum(1 for it in run.iterations if it.candidate is not None and it.usage.completion_tokens)
+    rounds += 1 if run.plan is not None and run.plan.steps else 0
+    delta = {k: after[k] - before[k] for k in COUNTERS}
+    return Result(cfg, name, str(run.outcome), max(rounds, 1), seconds, load, delta,
+                  f"{options.threads}/{options.batch_threads}")  # fmt: skip
+
+
+def summarise(results: list[Result], names: list[str]) -> str:
+    head = (f"{'config':9} {'thr':>4} {'pass':>5} {'rounds':>6} {'s/round':>8} {'x today':>7} "
+            f"{'tok/rnd':>7} {'prompt/rnd':>10} {'cached%':>7} {'gen t/s':>7} {'accept%':>7} {'load':>5}")  # fmt: skip
+    lines = [head, "-" * len(head)]
+    base = None
+    for cfg in names:
+        rs = [r for r in results if r.config == cfg]
+        if not rs:
+            continue
+        per_round = [r.seconds / r.rounds for r in rs]
+        med = statistics.median(per_round)
+        base = med if cfg == "today" else base
+        rounds = sum(r.rounds for r in rs)
+        tot = {k: sum(r.delta[k] for r in rs) for k in COUNTERS}
+        gen = tot["predicted"] / tot["predicted_s"] if tot["predicted_s"] else float("nan")
+        acc = 100 * tot["accepted"] / tot["drafted"] if tot["drafted"] else float("nan")
+        cached = 100 * tot["cached"] / (tot["prompt"] + tot["cached"]) if tot["prompt"] else float("nan")
+        speed = base / med if base else float("nan")
+        lines.append(
+            f"{cfg:9} {rs[0].threads:>4} {sum(r.outcome == 'success' for r in rs):2d}/{len(rs):<2d} "
+            f"{rounds / len(rs):6.1f} {med:8.1f} {speed:7.2f} {tot['predicted'] / rounds:7.0f} "
+            f"{(tot['prompt'] + tot['cached']) / rounds:10.0f} {cached:7.0f} {gen:7.1f} {acc:7.0f} "
+            f"{statistics.mean(r.load for r in rs):5.1f}"
+        )  # fmt: skip
+    return "\n".join(lines)
+
+
+_KERNEL = """
+import json, sys, time
+t0 = time.monotonic()
+from openai import OpenAI
+from selfheal_jupyter.config import SelfHeal
+from selfheal_jupyter.localmodel import ensure_local_endpoint, running_server
+url, model = ensure_local_endpoint(SelfHeal(local_idle_s=60))
+ready = time.monotonic()
+stream = OpenAI(base_url=url, api_key="x").chat.completions.create(
+    model=model, stream=True, max_tokens=8, temperature=0,
+    messages=[{"role": "user", "content": "Say OK."}])
+for chunk in stream:
+    if chunk.choices and chunk.choices[0].delta.content:
+        first = time.monotonic()
+        break
+print(json.dumps({"endpoint_s": ready - t0, "first_token_s": first - ready,
+                  "started_here": running_server("qwen2.5-coder-1.5b").process is not None}))
+"""
+
+
+def warm_start() -> None:
+    """Two "kernels" one after the other (separate processes, shared server): how long
+    each waits for the endpoint and for its first token."""
+    import subprocess
+
+    for name in ("kernel 1 (cold)", "kernel 2 (warm)"):
+        out = subprocess.run([sys.executable, "-c", _KERNEL], capture_output=True, text=True,
+                             timeout=600, check=True).stdout  # fmt: skip
+        r = json.loads(out)
+        print(f"{name}: endpoint ready after {r['endpoint_s']:.2f} s, first token "
+              f"{r['first_token_s']:.2f} s later (loaded the model here: {r['started_here']})")
+    from selfheal_jupyter.localmodel import ensure_local_endpoint, stop_local_endpoint
+
+    ensure_local_endpoint(SelfHeal(local_idle_s=60))  # attach, then stop it: no 2 GB
+    stop_local_endpoint()  # kept for the idle minute
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--configs", default="today,threads2,ngram,draft,all")
+    ap.add_argument("--tasks", default=",".join(TASKS))
+    ap.add_argument("--max-iterations", type=int, default=3)
+    ap.add_argument("--json", default=None, help="write every result here")
+    ap.add_argument("--warm", action="store_true",
+                    help="only measure a second kernel's start on the shared server")
     args = ap.parse_args()
-    print(f"{'model':22} {'thr':>5} {'load s':>7} {'RSS MB':>7} {'prompt t/s':>10} "
-          f"{'gen t/s':>8} {'gen tok':>7} {'wall s':>7}   (load avg {os.getloadavg()[0]:.1f})")  # fmt: skip
-    for key in args.models.split(","):
-        spec = get_spec(key)
-        path = ensure_weights(spec)
-        for combo in args.threads.split(","):
-            gen, _, batch = combo.partition("/")
-            threads, batch_threads = int(gen), int(batch or gen)
-            t0 = time.monotonic()
-            server = start_server(spec, path, threads=threads, batch_threads=batch_threads)
-            load = time.monotonic() - t0
-            try:
-                _chat(server.url, spec.alias, 8)  # warm-up
-                t1 = time.monotonic()
-                reply = _chat(server.url, spec.alias, args.max_tokens)
-                wall = time.monotonic() - t1
-                tm = reply.get("timings", {})
-                pn = tm.get("prompt_n", 0)
-                print(f"{key:22} {combo:>5} {load:7.1f} {_vm_hwm_mb(server.pid):7.0f} "
-                      f"{tm.get('prompt_per_second', float('nan')):10.1f} "
-                      f"{tm.get('predicted_per_second', float('nan')):8.1f} "
-                      f"{tm.get('predicted_n', 0):7d} {wall:7.1f}  prompt_n={pn}", flush=True)  # fmt: skip
-            finally:
-                server.stop()
+    if args.warm:
+        warm_start()
+        return 0
+    spec = get_spec("qwen2.5-coder-1.5b")
+    path = ensure_weights(spec)
+    names = args.configs.split(",")
+    draft_path = str(ensure_weights(get_spec("qwen2.5-coder-0.5b"))) if "draft" in names else ""
+    table = configs(draft_path)
+    print(f"machine: {os.cpu_count()} CPUs, load {os.getloadavg()}, auto threads {auto_threads()}",
+          flush=True)  # fmt: skip
+    sandbox = shared_sandbox(SelfHeal())
+    results: list[Result] = []
+    try:
+        for tname in args.tasks.split(","):
+            for cfg in names:
+                r = run_task(tname, cfg, table[cfg], spec, path, sandbox, args.max_iterations)
+                results.append(r)
+                d = r.delta
+                print(f"{tname:10} {cfg:9} {r.outcome:17} rounds={r.rounds} {r.seconds:6.1f}s "
+                      f"{r.seconds / r.rounds:5.1f}s/round gen={d['predicted']:.0f} "
+                      f"prompt={d['prompt']:.0f}+{d['cached']:.0f}cached "
+                      f"draft={d['accepted']:.0f}/{d['drafted']:.0f} load={r.load:.1f}", flush=True)  # fmt: skip
+    finally:
+        close_shared_sandboxes()
+    print()
+    print(summarise(results, names))
+    if args.json:
+        Path(args.json).write_text(json.dumps([r.__dict__ for r in results], indent=1))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -2,7 +2,9 @@
 
 Each command group lives in ``selfheal_jupyter/commands/<group>.py`` and exposes
 ``register(subparsers)``; this module only assembles them and turns the package's
-own errors into a short message and exit code 2.
+own errors into a short message and exit code 2. Every command accepts any option of
+``SelfHeal`` as ``--SelfHeal.<name>=<value>`` (Jupyter's ``--Class.trait=value``),
+e.g. ``selfheal run "..." --SelfHeal.local_speculation=off``.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import argparse
 import importlib
 import sys
 
+from .config import split_trait_args
 from .errors import SelfHealError
 
 COMMAND_MODULES = ("sandbox", "run", "model", "kernel", "eval")
@@ -20,6 +23,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="selfheal",
         description="Self-healing coding agent: plan, write, run in a Docker sandbox, repair.",
+        epilog="Every command also takes any SelfHeal option as --SelfHeal.<name>=<value> "
+        "(e.g. --SelfHeal.local_speculation=off, --SelfHeal.local_threads=2); it wins over "
+        "the command's own flag for the same option.",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
@@ -30,7 +36,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        rest, traits = split_trait_args(sys.argv[1:] if argv is None else list(argv))
+    except SelfHealError as exc:
+        print(f"selfheal: {exc}", file=sys.stderr)
+        return 2
+    args = parser.parse_args(rest)
+    args.selfheal_traits = traits
     try:
         return int(args.handler(args) or 0)
     except SelfHealError as exc:

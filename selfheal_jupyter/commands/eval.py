@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadInput
+from . import trait_overrides
 
 DEFAULT_OUT = "eval-results"
 
@@ -78,6 +79,7 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         traits["image"] = args.image
     if args.runtime:
         traits["runtime"] = args.runtime
+    traits.update(trait_overrides(args))
     return traits
 
 

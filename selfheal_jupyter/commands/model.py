@@ -17,8 +17,9 @@ import time
 from typing import Any
 
 from ..config import SelfHeal
+from . import trait_overrides
 from ..localmodel import MODELS, ensure_weights, get_spec, running_servers, start_server
-from ..localmodel.endpoint import require_runtime
+from ..localmodel.endpoint import require_runtime, server_options
 from ..localmodel.gguf import describe, read_metadata
 from ..localmodel.weights import Progress, state, xllamacpp_installed
 
@@ -36,7 +37,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     serve.add_argument("--port", type=int, default=0, help="loopback port (default: any free)")
     serve.add_argument("--model", default=None, help=model_help)
     serve.add_argument("--context", type=int, default=None, help="context window in tokens")
-    serve.add_argument("--threads", type=int, default=None, help="CPU threads (default 1)")
+    serve.add_argument("--threads", type=int, default=None,
+                       help="CPU threads generating tokens (default SelfHeal.local_threads)")
     serve.set_defaults(handler=serve_command)
 
     status = sub.add_parser("status", help="which endpoint is configured; state of the model")
@@ -68,7 +70,7 @@ def _progress(label: str) -> Progress:
 
 
 def fetch_command(args: argparse.Namespace) -> int:
-    spec = get_spec(args.model or SelfHeal().local_model)
+    spec = get_spec(args.model or SelfHeal(**trait_overrides(args)).local_model)
     started = time.monotonic()
     path = ensure_weights(spec, progress=_progress(spec.key), force=args.force)
     meta = read_metadata(path)
@@ -84,19 +86,20 @@ def _interrupt(*_: object) -> None:
 
 
 def serve_command(args: argparse.Namespace) -> int:
-    settings = SelfHeal()
+    settings = SelfHeal(**trait_overrides(args))
     spec = get_spec(args.model or settings.local_model)
     require_runtime()
     path = ensure_weights(spec, progress=_progress(spec.key))
     started = time.monotonic()
-    server = start_server(
-        spec,
-        path,
-        port=args.port,
-        context=args.context or settings.local_context,
-        threads=args.threads or settings.local_threads,
-    )
-    print(f"{spec.alias} ready in {time.monotonic() - started:.1f} s (pid {server.pid})")
+    if args.context:
+        settings.local_context = args.context
+    if args.threads:
+        settings.local_threads = args.threads
+    options = server_options(settings).resolved()
+    server = start_server(spec, path, port=args.port, options=options)
+    print(f"{spec.alias} ready in {time.monotonic() - started:.1f} s (pid {server.pid}; "
+          f"threads {options.threads} generating / {options.batch_threads} reading, "
+          f"speculation {options.speculation})")  # fmt: skip
     print(f"base URL: {server.base_url}   model: {spec.alias}")
     print(f"use it:   export OPENAI_BASE_URL={server.base_url} SELFHEAL_MODEL={spec.alias}")
     print("Ctrl-C stops it.", flush=True)
@@ -112,8 +115,8 @@ def serve_command(args: argparse.Namespace) -> int:
     return 1
 
 
-def _status(model: str | None) -> dict[str, Any]:
-    settings = SelfHeal()
+def _status(model: str | None, traits: dict[str, Any] | None = None) -> dict[str, Any]:
+    settings = SelfHeal(**(traits or {}))
     spec = get_spec(model or settings.local_model)
     if settings.base_url:
         source = "$OPENAI_BASE_URL" if os.environ.get("OPENAI_BASE_URL") else "SelfHeal.base_url"
@@ -144,7 +147,7 @@ def _status(model: str | None) -> dict[str, Any]:
 
 
 def status_command(args: argparse.Namespace) -> int:
-    info = _status(args.model)
+    info = _status(args.model, trait_overrides(args))
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -173,6 +176,8 @@ def status_command(args: argparse.Namespace) -> int:
         print("  servers running:       none")
     for s in servers:
         answers = "answers" if s["answers"] else "does NOT answer"
+        idle = float(s.get("idle_s") or 0)  # type: ignore[arg-type]
+        life = f"shared, stops after {idle:.0f} s idle" if idle > 0 else "ends with its starter"
         print(f"  server running:        {s['url']}/v1 model {s['alias']} (pid {s['pid']}, "
-              f"started by pid {s['parent']}, {answers})")  # fmt: skip
+              f"started by pid {s.get('started_by')}, {life}, {answers})")  # fmt: skip
     return 0

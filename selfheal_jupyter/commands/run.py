@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import SelfHeal
+from . import trait_overrides
 from ..errors import BadInput, SelfHealError
 from ..model import Run, Task
 from ..render.text import Progress, Transcript
@@ -116,7 +117,7 @@ def build_settings(args: argparse.Namespace) -> SelfHeal:
         value = getattr(args, flag)
         if value is not None:
             overrides[trait] = value
-    return SelfHeal(**overrides)
+    return SelfHeal(**{**overrides, **trait_overrides(args)})
 
 
 def execute(task: Task, settings: SelfHeal, progress: Progress | None) -> Run:

@@ -2,26 +2,51 @@
 
 Why a separate process: a gigabyte of weights and a native library that may crash
 must never take the Jupyter kernel down with them. This process loads the GGUF into
-xllamacpp's in-process llama.cpp HTTP server on a loopback port, reports
-``{"url": ..., "pid": ...}`` as one JSON line on a private pipe, and lives exactly
-as long as its parent: a parent-death signal (``prctl(PR_SET_PDEATHSIG)``) when
-the parent asks for it, and a watchdog that notices being re-parented. Everything
-the native library prints goes to stderr, which the parent sends to a log file.
+xllamacpp's in-process llama.cpp HTTP server on a loopback port and reports
+``{"url": ..., "pid": ...}`` as one JSON line on a private pipe.
+
+How long it lives depends on ``--idle-s``:
+
+- ``0``: exactly as long as its parent (a parent-death signal, ``prctl(PR_SET_PDEATHSIG)``,
+  when the parent asks for it, and a watchdog that notices being re-parented).
+- ``> 0``: it is the *shared* server of every kernel and CLI run of this user. It
+  writes its own state file (``--state-file``: pid, url, settings) so others find
+  it, outlives the process that started it, and exits after ``idle_s`` seconds in
+  which it neither served a request nor was claimed by a client (a client claims
+  it by touching ``<state-file>.lease``). It removes its state file on the way out.
+
+Everything the native library prints goes to stderr, which the parent sends to a
+log file.
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import fcntl
 import json
 import os
 import signal
 import sys
 import threading
 import time
+import urllib.request
+from pathlib import Path
+from typing import Any
 
 PR_SET_PDEATHSIG = 1
 WATCHDOG_INTERVAL_S = 0.5
+IDLE_POLL_S = 1.0
+
+# What ``--speculation`` may say, and the xllamacpp speculative type each one uses.
+SPECULATION_TYPES = {
+    "off": "COMMON_SPECULATIVE_TYPE_NONE",
+    "draft": "COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE",
+    "ngram-simple": "COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE",
+    "ngram-map-k": "COMMON_SPECULATIVE_TYPE_NGRAM_MAP_K",
+    "ngram-mod": "COMMON_SPECULATIVE_TYPE_NGRAM_MOD",
+    "ngram-cache": "COMMON_SPECULATIVE_TYPE_NGRAM_CACHE",
+}
 
 
 def _set_parent_death_signal() -> None:
@@ -51,26 +76,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=1, help="threads generating tokens")
     p.add_argument("--batch-threads", type=int, default=0,
                    help="threads reading the prompt (0: same as --threads)")
-    p.add_argument("--parent", type=int, required=True, help="pid whose death ends us")
+    p.add_argument("--parallel", type=int, default=1,
+                   help="slots serving requests at once (they share one KV cache)")
+    p.add_argument("--cache-reuse", type=int, default=0,
+                   help="reuse cached prompt chunks of at least N tokens by KV shifting (0: off)")
+    p.add_argument("--speculation", choices=sorted(SPECULATION_TYPES), default="off")
+    p.add_argument("--draft-model", default="", help="GGUF of the draft model (--speculation draft)")
+    p.add_argument("--draft-max", type=int, default=16, help="most tokens drafted at once")
+    p.add_argument("--ngram-n", type=int, default=0, help="lookup n-gram size (0: llama.cpp's)")
+    p.add_argument("--ngram-m", type=int, default=0, help="draft m-gram size (0: llama.cpp's)")
+    p.add_argument("--parent", type=int, default=0, help="pid whose death ends us (0: none)")
     p.add_argument("--pdeathsig", action="store_true", help="also use PR_SET_PDEATHSIG")
+    p.add_argument("--idle-s", type=float, default=0.0,
+                   help="exit after this many idle seconds (0: live as long as --parent)")
+    p.add_argument("--state-file", default="", help="where to announce ourselves (shared mode)")
+    p.add_argument("--settings-json", default="{}", help="recorded in the state file as is")
     p.add_argument("--ready-fd", type=int, default=1, help="fd to report readiness on")
     return p.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    if args.pdeathsig:
-        _set_parent_death_signal()
-    if os.getppid() != args.parent:  # the parent died before prctl took effect
-        return 0
-    threading.Thread(target=_watch_parent, args=(args.parent,), daemon=True).start()
-    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
-
-    # Keep a private handle for the readiness line; anything a library prints on
-    # stdout then lands in the log with stderr instead of filling a pipe.
-    ready = os.fdopen(os.dup(1) if args.ready_fd == 1 else args.ready_fd, "w")
-    os.dup2(2, 1)
-
+def build_params(args: argparse.Namespace) -> Any:
     import xllamacpp  # imported here: only this process pays for it
 
     params = xllamacpp.CommonParams()
@@ -79,18 +104,160 @@ def main(argv: list[str] | None = None) -> int:
     params.hostnames = [args.host]
     params.port = args.port
     params.n_ctx = args.ctx
-    params.n_parallel = 1  # one slot: the whole context for one conversation
+    params.n_parallel = max(1, args.parallel)
+    # One KV cache for all slots: each slot may use the whole context, and a lone
+    # request is not limited to n_ctx / n_parallel.
+    params.kv_unified = True
+    params.cache_prompt = True
+    params.n_cache_reuse = max(0, args.cache_reuse)
+    params.endpoint_metrics = True  # /metrics: how the idle clock sees requests
     params.cpuparams.n_threads = args.threads
     params.cpuparams_batch.n_threads = args.batch_threads or args.threads
     params.verbosity = 0
-    server = xllamacpp.Server(params)  # loads the model; returns once listening
+    spec = params.speculative
+    kind = getattr(xllamacpp.common_speculative_type, SPECULATION_TYPES[args.speculation])
+    if args.speculation == "draft":
+        if not args.draft_model:
+            raise SystemExit("--speculation draft needs --draft-model")
+        spec.draft.mparams.path = args.draft_model
+        spec.draft.n_max = args.draft_max
+        spec.draft.cpuparams.n_threads = args.threads
+        spec.draft.cpuparams_batch.n_threads = args.batch_threads or args.threads
+    elif args.speculation.startswith("ngram-"):
+        for name in ("ngram_simple", "ngram_map_k", "ngram_map_k4v"):
+            ngram = getattr(spec, name)
+            if args.ngram_n:
+                ngram.size_n = args.ngram_n
+            if args.ngram_m:
+                ngram.size_m = args.ngram_m
+        if args.ngram_n:
+            spec.ngram_mod.n_match = args.ngram_n
+        spec.draft.n_max = args.draft_max
+    spec.types = [kind]
+    return params
 
-    ready.write(json.dumps({"url": server.listening_address, "pid": os.getpid()}) + "\n")
-    ready.close()
-    print(f"selfheal local model {args.alias} listening on {server.listening_address}",
-          file=sys.stderr, flush=True)
-    while True:  # the HTTP server runs on its own threads
-        time.sleep(3600)
+
+def _metrics_activity(url: str) -> tuple[float, ...] | None:
+    """Counters that move whenever a request is served, or None if unreadable."""
+    try:
+        with urllib.request.urlopen(url + "/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return None
+    values: list[float] = []
+    busy = 0.0
+    for line in text.splitlines():
+        if line.startswith("#") or " " not in line:
+            continue
+        name, _, value = line.rpartition(" ")
+        if name.endswith(("_total", "requests_processing", "requests_deferred")):
+            try:
+                number = float(value)
+            except ValueError:
+                continue
+            values.append(number)
+            if name.endswith(("requests_processing", "requests_deferred")):
+                busy += number
+    return (busy, *values)
+
+
+def idle_watch(url: str, idle_s: float, lease: Path, poll_s: float = IDLE_POLL_S) -> None:
+    """Return once ``idle_s`` seconds passed without a request or a new lease."""
+    last_seen = _metrics_activity(url)
+    last_active = time.monotonic()
+    while True:
+        time.sleep(poll_s)
+        now = time.monotonic()
+        seen = _metrics_activity(url)
+        if seen is not None and (seen != last_seen or seen[0] > 0):
+            last_active = now
+        last_seen = seen
+        try:  # a client that just found us claims the next idle_s seconds
+            leased_ago = time.time() - lease.stat().st_mtime
+            last_active = max(last_active, now - max(0.0, leased_ago))
+        except OSError:
+            pass
+        if now - last_active >= idle_s:
+            return
+
+
+def _write_state(path: Path, record: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(record))
+    os.replace(tmp, path)  # atomic: a reader sees the old file or the whole new one
+
+
+def _remove_state(path: Path) -> None:
+    """Remove the state file if it still announces this process."""
+    try:
+        if json.loads(path.read_text()).get("pid") == os.getpid():
+            path.unlink(missing_ok=True)
+    except (OSError, ValueError):
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    shared = args.idle_s > 0
+    if args.parent and not shared:
+        if args.pdeathsig:
+            _set_parent_death_signal()
+        if os.getppid() != args.parent:  # the parent died before prctl took effect
+            return 0
+        threading.Thread(target=_watch_parent, args=(args.parent,), daemon=True).start()
+    state = Path(args.state_file) if args.state_file else None
+
+    def _terminate(*_: object) -> None:
+        if state is not None:
+            _remove_state(state)
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, _terminate)
+
+    # Keep a private handle for the readiness line; anything a library prints on
+    # stdout then lands in the log with stderr instead of filling a pipe.
+    ready = os.fdopen(os.dup(1) if args.ready_fd == 1 else args.ready_fd, "w")
+    os.dup2(2, 1)
+
+    import xllamacpp
+
+    server = xllamacpp.Server(build_params(args))  # loads the model; returns once listening
+    url = str(server.listening_address)
+    record = {"pid": os.getpid(), "url": url, "alias": args.alias, "model_file": args.model,
+              "started_by": args.parent, "idle_s": args.idle_s,
+              "settings": json.loads(args.settings_json)}  # fmt: skip
+    if state is not None:
+        _write_state(state, record)
+    try:
+        ready.write(json.dumps({"url": url, "pid": os.getpid()}) + "\n")
+        ready.close()
+    except OSError:  # whoever started us is gone; others can still find us
+        pass
+    print(f"selfheal local model {args.alias} listening on {url}", file=sys.stderr, flush=True)
+    if not shared:
+        while True:  # the HTTP server runs on its own threads
+            time.sleep(3600)
+    assert state is not None
+    lease = Path(str(state) + ".lease")
+    while True:
+        idle_watch(url, args.idle_s, lease)
+        # Clients read the state file and touch the lease under this lock: holding it
+        # while we check the lease once more and withdraw means no client is handed
+        # the url of a server that is about to go.
+        with open(str(state) + ".lock", "a+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not _leased_within(lease, args.idle_s):
+                print(f"idle for {args.idle_s:.0f} s: stopping", file=sys.stderr, flush=True)
+                _remove_state(state)
+                os._exit(0)  # the native server's threads need no orderly goodbye
+
+
+def _leased_within(lease: Path, seconds: float) -> bool:
+    try:
+        return time.time() - lease.stat().st_mtime < seconds
+    except OSError:
+        return False
 
 
 if __name__ == "__main__":

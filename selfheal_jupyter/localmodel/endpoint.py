@@ -2,25 +2,35 @@
 
 ``ensure_local_endpoint(settings)`` is what endpoint resolution calls when no URL is
 configured: the first call assembles/verifies the weights, starts the child process
-(:mod:`.child`) on a free loopback port and waits until it answers; later calls in
-the same process reuse it. The child dies with this process (atexit here; a
-parent-death signal and a watchdog there), so no orphan keeps a gigabyte.
+(:mod:`.child`) on a free loopback port and waits until it answers.
+
+By default (``SelfHeal.local_idle_s > 0``) that server is *shared*: every kernel and
+CLI run of the user finds it through a state file in the cache directory
+(``~/.cache/selfheal-jupyter/run/shared-<model>-<options>.json``), so the 2 GB model
+is loaded once and a second kernel starts generating at once. It outlives the
+process that started it and stops itself after ``local_idle_s`` idle seconds. With
+``local_idle_s = 0`` the server belongs to this process and dies with it (atexit
+here; a parent-death signal and a watchdog there), so no orphan keeps a gigabyte.
 """
 
 from __future__ import annotations
 
 import atexit
+import fcntl
+import hashlib
 import json
 import os
 import selectors
+import signal
 import subprocess
 import sys
 import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,18 +46,66 @@ STOP_TIMEOUT_S = 5.0
 INSTALL_HINT = "pip install 'selfheal-jupyter[local]'"
 
 
+@dataclass(frozen=True)
+class ServerOptions:
+    """How the server process is configured (what makes two servers interchangeable)."""
+
+    context: int = 8192
+    threads: int = 1
+    """Threads generating tokens; 0: from the machine when the server starts."""
+    batch_threads: int = 1
+    """Threads reading the prompt; 0: from the machine when the server starts."""
+    parallel: int = 1
+    cache_reuse: int = 0
+    speculation: str = "off"  # a key of child.SPECULATION_TYPES
+    draft_model: str = ""  # path of the draft GGUF when speculation == "draft"
+    draft_max: int = 16
+    ngram_n: int = 0
+    ngram_m: int = 0
+
+    def fingerprint(self, spec: LocalModelSpec) -> str:
+        text = json.dumps([spec.key, asdict(self)], sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+    def resolved(self) -> ServerOptions:
+        """These options with threads said as 0 derived from the machine now."""
+        from .threads import resolve_threads
+
+        threads = resolve_threads(self.threads, self.batch_threads)
+        return replace(self, threads=threads.generation, batch_threads=threads.batch)
+
+    def child_args(self) -> list[str]:
+        args = [
+            "--ctx", str(self.context), "--threads", str(self.threads),
+            "--batch-threads", str(self.batch_threads or self.threads),
+            "--parallel", str(self.parallel), "--cache-reuse", str(self.cache_reuse),
+            "--speculation", self.speculation, "--draft-max", str(self.draft_max),
+            "--ngram-n", str(self.ngram_n), "--ngram-m", str(self.ngram_m),
+        ]  # fmt: skip
+        if self.draft_model:
+            args += ["--draft-model", self.draft_model]
+        return args
+
+
 @dataclass
 class LocalServer:
-    """A running model server process and where it answers."""
+    """A running model server process and where it answers.
+
+    ``process`` is set when this process started it; a shared server found through
+    its state file has only a pid.
+    """
 
     spec: LocalModelSpec
-    process: subprocess.Popen[bytes]
+    pid: int
     url: str  # http://127.0.0.1:PORT (no /v1)
-    log_path: Path
+    log_path: Path | None = None
+    process: subprocess.Popen[bytes] | None = None
+    state_file: Path | None = None
+    """Set for a shared server: where it announces itself."""
 
     @property
-    def pid(self) -> int:
-        return self.process.pid
+    def shared(self) -> bool:
+        return self.state_file is not None
 
     @property
     def base_url(self) -> str:
@@ -55,22 +113,60 @@ class LocalServer:
         return self.url + "/v1"
 
     def alive(self) -> bool:
-        return self.process.poll() is None
+        if self.process is not None:
+            return self.process.poll() is None
+        return _pid_alive(self.pid)
 
     def healthy(self, timeout: float = 2.0) -> bool:
         return self.alive() and _answers(self.url, timeout)
 
     def stop(self) -> None:
-        """Terminate the process (SIGTERM, then SIGKILL) and drop its log."""
-        if self.alive():
-            self.process.terminate()
-            try:
-                self.process.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(STOP_TIMEOUT_S)
-        self.log_path.unlink(missing_ok=True)
+        """Terminate the process (SIGTERM, then SIGKILL) and drop its records."""
+        if self.process is not None:
+            if self.alive():
+                self.process.terminate()
+                try:
+                    self.process.wait(STOP_TIMEOUT_S)
+                except subprocess.TimeoutExpired:
+                    self.process.kill()
+                    self.process.wait(STOP_TIMEOUT_S)
+        elif _is_our_child_process(self.pid):
+            _terminate_pid(self.pid)
+        if self.state_file is None and self.log_path is not None:
+            self.log_path.unlink(missing_ok=True)
         _record_path(self.pid).unlink(missing_ok=True)
+        if self.state_file is not None:
+            _remove_state_of(self.state_file, self.pid)
+
+
+def _is_our_child_process(pid: int) -> bool:
+    """True when ``pid`` runs our model server (a recycled pid is left alone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"selfheal_jupyter.localmodel.child" in f.read()
+    except OSError:
+        return False
+
+
+def _terminate_pid(pid: int) -> None:
+    for sig, wait in ((signal.SIGTERM, STOP_TIMEOUT_S), (signal.SIGKILL, STOP_TIMEOUT_S)):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if not _pid_alive(pid):
+                return
+            time.sleep(0.05)
+
+
+def _remove_state_of(path: Path, pid: int) -> None:
+    try:
+        if json.loads(path.read_text()).get("pid") == pid:
+            path.unlink(missing_ok=True)
+    except (OSError, ValueError):
+        pass
 
 
 def _answers(url: str, timeout: float) -> bool:
@@ -109,9 +205,14 @@ def _record_path(pid: int) -> Path:
 
 def _write_record(server: LocalServer) -> None:
     _record_dir().mkdir(parents=True, exist_ok=True)
-    record = {"pid": server.pid, "parent": os.getpid(), "url": server.url,
-              "model": server.spec.key, "alias": server.spec.alias}  # fmt: skip
+    record = {"pid": server.pid, "started_by": os.getpid(), "url": server.url,
+              "model": server.spec.key, "alias": server.spec.alias, "idle_s": 0}  # fmt: skip
     _record_path(server.pid).write_text(json.dumps(record))
+
+
+def state_path(spec: LocalModelSpec, options: ServerOptions) -> Path:
+    """Where the shared server of ``spec`` with ``options`` announces itself."""
+    return _record_dir() / f"shared-{spec.key}-{options.fingerprint(spec)}.json"
 
 
 def _pid_alive(pid: int) -> bool:
@@ -151,6 +252,7 @@ def running_servers() -> list[dict[str, object]]:
             alive = False
         if alive:
             record["answers"] = _answers(str(record["url"]), 2.0)
+            record.setdefault("idle_s", 0)
             found.append(record)
         else:
             path.unlink(missing_ok=True)
@@ -174,25 +276,45 @@ def start_server(
     context: int = 8192,
     threads: int = 1,
     batch_threads: int = 0,
+    options: ServerOptions | None = None,
+    idle_s: float = 0.0,
+    state_file: Path | None = None,
     ready_timeout: float = READY_TIMEOUT_S,
 ) -> LocalServer:
-    """Start the child process and return once it answers ``/health``."""
+    """Start the child process and return once it answers ``/health``.
+
+    ``options`` (else ``context``/``threads``/``batch_threads``) configure it. With
+    ``idle_s > 0`` and a ``state_file`` the server is shared: it outlives this
+    process, announces itself in ``state_file`` and stops after ``idle_s`` idle
+    seconds; otherwise it dies with this process.
+    """
     require_runtime()
+    if options is None:
+        options = ServerOptions(context=context, threads=threads,
+                                batch_threads=batch_threads or threads)  # fmt: skip
+    options = options.resolved()
+    shared = idle_s > 0 and state_file is not None
     log_dir().mkdir(parents=True, exist_ok=True)
     _prune_logs()
-    log_path = log_dir() / f"{spec.key}-{os.getpid()}-{time.monotonic_ns()}.log"
+    if shared:
+        assert state_file is not None
+        log_path = log_dir() / f"{state_file.stem}.log"  # one per shared server kind
+    else:
+        log_path = log_dir() / f"{spec.key}-{os.getpid()}-{time.monotonic_ns()}.log"
     read_end, write_end = os.pipe()
     cmd = [
         sys.executable, "-m", "selfheal_jupyter.localmodel.child",
         "--model", str(model_file), "--alias", spec.alias,
-        "--host", host, "--port", str(port),
-        "--ctx", str(context), "--threads", str(threads),
-        "--batch-threads", str(batch_threads or threads),
+        "--host", host, "--port", str(port), *options.child_args(),
         "--parent", str(os.getpid()), "--ready-fd", str(write_end),
     ]  # fmt: skip
-    # PR_SET_PDEATHSIG fires when the *spawning thread* exits; only ask for it
-    # from the main thread (the watchdog covers the other cases).
-    if threading.current_thread() is threading.main_thread():
+    if shared:
+        settings = {"model": spec.key, **asdict(options)}
+        cmd += ["--idle-s", str(idle_s), "--state-file", str(state_file),
+                "--settings-json", json.dumps(settings)]  # fmt: skip
+    elif threading.current_thread() is threading.main_thread():
+        # PR_SET_PDEATHSIG fires when the *spawning thread* exits; only ask for it
+        # from the main thread (the watchdog covers the other cases).
         cmd.append("--pdeathsig")
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
@@ -213,8 +335,12 @@ def start_server(
         raise
     finally:
         os.close(read_end)
-    server = LocalServer(spec, process, url, log_path)
-    _write_record(server)
+    server = LocalServer(spec, process.pid, url, log_path, process, state_file if shared else None)
+    if shared:
+        # It may stop (idle) while we still run: reap it then, so no zombie lingers.
+        threading.Thread(target=process.wait, name="selfheal-reap", daemon=True).start()
+    else:
+        _write_record(server)
     return server
 
 
@@ -253,15 +379,23 @@ def _wait_ready(
     return url
 
 
-# --- the process-wide server ------------------------------------------------------
+# --- the server this process uses -------------------------------------------------
+#
+# Shared (``SelfHeal.local_idle_s > 0``, the default): one server per user, model and
+# options, found through its state file in the cache directory. Reading that file,
+# recovering a stale one, starting the server and claiming it (touching its lease)
+# all happen under an exclusive lock on ``<state>.lock``, so two kernels that start
+# at once load the model once: the second waits and then finds the first's server.
 
 _lock = threading.Lock()
-_servers: dict[str, LocalServer] = {}
+_servers: dict[str, LocalServer] = {}  # key: model key
 
 
 def _stop_all() -> None:
+    """At exit: stop the servers that live only as long as this process."""
     for server in list(_servers.values()):
-        server.stop()
+        if not server.shared:
+            server.stop()
     _servers.clear()
 
 
@@ -269,9 +403,82 @@ atexit.register(_stop_all)
 
 
 def running_server(model: str) -> LocalServer | None:
-    """The server this process started for ``model`` (key or alias), if alive."""
+    """The server this process uses for ``model`` (key or alias), if alive."""
     server = _servers.get(get_spec(model).key)
     return server if server is not None and server.alive() else None
+
+
+def server_options(settings: SelfHeal, search_path: Sequence[str] | None = None) -> ServerOptions:
+    """The server ``settings`` ask for: speculation as measured (:mod:`.tuning`), the
+    draft model's weights when asked. Threads said as 0 stay 0 here (the shared
+    server is found by what was asked, not by the load of the moment) and are
+    derived from the machine when a server starts (:meth:`ServerOptions.resolved`)."""
+    from .tuning import recommended_settings
+
+    spec = get_spec(settings.local_model)
+    tuned = recommended_settings(spec.key)
+    kind = settings.local_speculation
+    draft = ""
+    if kind == "ngram":
+        kind = tuned.ngram_type
+    elif kind == "draft":
+        draft_spec = get_spec(tuned.draft_model)
+        if draft_spec.key == spec.key:
+            raise LocalModelUnavailable(
+                f"SelfHeal.local_speculation = 'draft' needs a smaller model than {spec.key} "
+                "to draft with; use 'ngram' or 'off' for it."
+            )
+        draft = str(ensure_weights(draft_spec, search_path=search_path))
+    return ServerOptions(
+        context=settings.local_context,
+        threads=settings.local_threads,
+        batch_threads=settings.local_batch_threads,
+        parallel=tuned.parallel,
+        cache_reuse=tuned.cache_reuse,
+        speculation=kind,
+        draft_model=draft,
+        draft_max=tuned.draft_max,
+        ngram_n=tuned.ngram_n,
+        ngram_m=tuned.ngram_m,
+    )
+
+
+@contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _touch(path: Path) -> None:
+    path.touch()
+    os.utime(path)
+
+
+def find_shared_server(spec: LocalModelSpec, state: Path) -> LocalServer | None:
+    """The live server announced in ``state`` (call under its lock), or None.
+
+    A state file whose process is gone, or whose process no longer answers, is
+    stale: its process (if it is still ours) is stopped and the file removed.
+    """
+    try:
+        record = json.loads(state.read_text())
+        pid, url = int(record["pid"]), str(record["url"])
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError):
+        state.unlink(missing_ok=True)
+        return None
+    if _pid_alive(pid) and _answers(url, 5.0):
+        return LocalServer(spec, pid, url, log_dir() / f"{state.stem}.log", None, state)
+    if _pid_alive(pid) and _is_our_child_process(pid):
+        _terminate_pid(pid)  # alive but deaf: hung; it will not recover by itself
+    _remove_state_of(state, pid)
+    return None
 
 
 def ensure_local_endpoint(
@@ -288,28 +495,43 @@ def ensure_local_endpoint(
     spec = get_spec(settings.local_model)
     with _lock:
         server = _servers.get(spec.key)
-        if server is not None and server.healthy():
-            return server.base_url, spec.alias
-        if server is not None:  # it died (crash, OOM kill): start a fresh one
-            server.stop()
-            del _servers[spec.key]
         require_runtime()
         model_file = ensure_weights(spec, search_path=search_path, progress=progress)
-        server = start_server(
-            spec,
-            model_file,
-            context=settings.local_context,
-            threads=max(1, settings.local_threads),
-        )
+        options = server_options(settings, search_path=search_path)
+        shared = settings.local_idle_s > 0
+        wanted_state = state_path(spec, options) if shared else None
+        if server is not None and server.state_file == wanted_state and server.healthy():
+            if wanted_state is not None:
+                _touch(Path(str(wanted_state) + ".lease"))
+            return server.base_url, spec.alias
+        if server is not None:
+            if not server.shared:  # ours alone (dead, or other settings): replace it
+                server.stop()
+            del _servers[spec.key]
+        if not shared:
+            server = start_server(spec, model_file, options=options)
+        else:
+            assert wanted_state is not None
+            with _file_lock(Path(str(wanted_state) + ".lock")):
+                server = find_shared_server(spec, wanted_state)
+                if server is None:
+                    server = start_server(spec, model_file, options=options,
+                                          idle_s=settings.local_idle_s, state_file=wanted_state)  # fmt: skip
+                _touch(Path(str(wanted_state) + ".lease"))
         _servers[spec.key] = server
         return server.base_url, spec.alias
 
 
 def stop_local_endpoint(model: str | None = None) -> None:
-    """Stop the server of ``model`` (all when None); the next use starts it again."""
+    """Stop the server this process uses for ``model`` (all when None), a shared one
+    too; the next use starts it again."""
     with _lock:
         keys = [get_spec(model).key] if model else list(_servers)
         for key in keys:
             server = _servers.pop(key, None)
             if server is not None:
-                server.stop()
+                if server.state_file is not None:
+                    with _file_lock(Path(str(server.state_file) + ".lock")):
+                        server.stop()
+                else:
+                    server.stop()

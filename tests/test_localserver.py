@@ -1,0 +1,322 @@
+"""The embedded model's server as the user meets it: shared by kernels and CLI runs,
+its thread counts, speculation and the --SelfHeal.<trait>=<value> flags.
+
+Fast tests run the real code on temp directories (no model). Slow ones start the
+real 1.5B model; they never assert a wall-clock figure: they wait on state they can
+observe (a pid, a state file), with loose upper bounds only to end a broken run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from selfheal_jupyter.agents.developer import Developer, RepairContext
+from selfheal_jupyter.cli import main as cli_main
+from selfheal_jupyter.config import SelfHeal, split_trait_args
+from selfheal_jupyter.errors import BadInput
+from selfheal_jupyter.llm import Endpoint, LLMClient
+from selfheal_jupyter.localmodel.catalog import get_spec
+from selfheal_jupyter.localmodel.endpoint import (
+    ServerOptions,
+    find_shared_server,
+    running_servers,
+    state_path,
+)
+from selfheal_jupyter.localmodel.threads import auto_threads, physical_cores, resolve_threads
+from selfheal_jupyter.localmodel.weights import cache_dir
+
+REPO = Path(__file__).resolve().parents[1]
+SPEC = get_spec("qwen2.5-coder-1.5b")
+
+
+@pytest.fixture()
+def cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home))
+    return home
+
+
+# --- --SelfHeal.<trait>=<value> ---------------------------------------------------
+
+
+def test_trait_flags_are_parsed_by_the_traits_and_removed() -> None:
+    rest, traits = split_trait_args(
+        ["run", "task", "--SelfHeal.local_speculation=off", "--SelfHeal.local_threads=2",
+         "--SelfHeal.auto_plan=False", "--json"]
+    )  # fmt: skip
+    assert rest == ["run", "task", "--json"]
+    assert traits == {"local_speculation": "off", "local_threads": 2, "auto_plan": False}
+    # after "--" nothing is taken
+    rest, traits = split_trait_args(["run", "--", "--SelfHeal.local_threads=2"])
+    assert rest == ["run", "--", "--SelfHeal.local_threads=2"] and traits == {}
+
+
+@pytest.mark.parametrize(
+    "arg, says",
+    [
+        ("--SelfHeal.local_speculation=fast", "'ngram', 'draft', 'off'"),
+        ("--SelfHeal.no_such=1", "has no option 'no_such'"),
+        ("--SelfHeal.local_threads", "give a value"),
+        ("--SelfHeal.local_threads=-2", "0 (from the machine)"),
+        ("--SelfHeal.local_threads=many", "local_threads"),
+    ],
+)
+def test_bad_trait_flags_say_what_is_wrong(arg: str, says: str) -> None:
+    with pytest.raises(BadInput) as err:
+        split_trait_args(["model", "status", arg])
+    assert says in str(err.value) and arg in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["model", "status", "--json"],
+        ["model", "fetch", "--help"],
+        ["run", "--help"],
+        ["eval", "--help"],
+        ["sandbox", "doctor", "--help"],
+        ["kernel", "install", "--help"],
+    ],
+)
+def test_every_command_accepts_the_speculation_flag(argv: list[str], capsys) -> None:
+    """Accepted anywhere on the line; a bad value is refused before any command runs."""
+    try:
+        code = cli_main([*argv, "--SelfHeal.local_speculation=off"])
+    except SystemExit as exc:  # --help
+        code = exc.code
+    assert code == 0, capsys.readouterr().err
+    assert cli_main([*argv[:1], "--SelfHeal.local_speculation=fast", *argv[1:]]) == 2
+    assert "local_speculation" in capsys.readouterr().err
+
+
+def test_run_and_eval_settings_take_the_trait_flags() -> None:
+    from selfheal_jupyter.cli import build_parser
+    from selfheal_jupyter.commands import eval as eval_cmd
+    from selfheal_jupyter.commands.run import build_settings
+
+    args = build_parser().parse_args(["run", "t", "--max-iterations", "2"])
+    args.selfheal_traits = {"local_speculation": "off", "max_iterations": 5}
+    settings = build_settings(args)
+    assert settings.local_speculation == "off"
+    assert settings.max_iterations == 5  # the --SelfHeal form wins over the flag
+    args = build_parser().parse_args(["eval", "--benchmark", "humaneval"])
+    args.selfheal_traits = {"local_idle_s": 0.0}
+    assert eval_cmd.settings_from(args)["local_idle_s"] == 0.0
+
+
+# --- threads ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "cores, load, generation, batch",
+    [
+        (2, 3.0, 1, 1),  # busy 2-core box
+        (2, 1.0, 1, 1),  # one other process: generation keeps to one core
+        (2, 0.2, 2, 2),  # idle 2-core box
+        (8, 1.0, 6, 7),  # laptop with a browser
+        (8, 0.0, 7, 8),
+        (8, 20.0, 1, 1),  # overloaded: never 0
+        (1, 0.0, 1, 1),
+    ],
+)
+def test_thread_rule(cores: int, load: float, generation: int, batch: int) -> None:
+    got = auto_threads(cores=cores, load=load)
+    assert (got.generation, got.batch) == (generation, batch)
+
+
+def test_configured_threads_win_each_on_its_own() -> None:
+    both = resolve_threads(3, 5)
+    assert (both.generation, both.batch) == (3, 5)
+    assert resolve_threads(3, 0).generation == 3 and resolve_threads(3, 0).batch >= 1
+    assert resolve_threads(0, 4).batch == 4 and resolve_threads(0, 4).generation >= 1
+
+
+def test_physical_cores_count_hyperthreads_once(tmp_path: Path) -> None:
+    # 4 logical CPUs: two cores with two hyper-threads each
+    for cpu, core in enumerate([0, 1, 0, 1]):
+        topo = tmp_path / f"cpu{cpu}" / "topology"
+        topo.mkdir(parents=True)
+        (topo / "physical_package_id").write_text("0\n")
+        (topo / "core_id").write_text(f"{core}\n")
+    assert physical_cores({0, 1, 2, 3}, tmp_path) == 2
+    assert physical_cores({0, 2}, tmp_path) == 1  # affinity to one core's siblings
+    assert physical_cores({0, 1, 7}, tmp_path) == 3  # no topology for cpu7: count CPUs
+
+
+# --- speculation and the child's parameters -----------------------------------------
+
+
+def test_child_maps_speculation_to_xllamacpp() -> None:
+    import xllamacpp
+
+    from selfheal_jupyter.localmodel.child import build_params, parse_args
+
+    kinds = xllamacpp.common_speculative_type
+    base = ["--model", "m.gguf", "--alias", "a", "--threads", "1", "--batch-threads", "2"]
+    params = build_params(parse_args([*base, "--speculation", "ngram-simple", "--ngram-n", "6"]))
+    assert list(params.speculative.types) == [kinds.COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE]
+    assert params.speculative.ngram_simple.size_n == 6
+    assert (params.cpuparams.n_threads, params.cpuparams_batch.n_threads) == (1, 2)
+    params = build_params(parse_args([*base, "--speculation", "draft", "--draft-model", "d.gguf"]))
+    assert list(params.speculative.types) == [kinds.COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE]
+    assert params.speculative.draft.mparams.path == "d.gguf"
+    params = build_params(parse_args([*base, "--speculation", "off"]))
+    assert list(params.speculative.types) == [kinds.COMMON_SPECULATIVE_TYPE_NONE]
+
+
+def test_options_follow_the_settings(cache_home: Path) -> None:
+    from selfheal_jupyter.localmodel.endpoint import server_options
+    from selfheal_jupyter.localmodel.tuning import recommended_settings
+
+    tuned = recommended_settings()
+    ngram = server_options(SelfHeal(local_threads=2, local_batch_threads=3))
+    assert (ngram.threads, ngram.batch_threads, ngram.speculation) == (2, 3, tuned.ngram_type)
+    off = server_options(SelfHeal(local_threads=2, local_batch_threads=3, local_speculation="off"))
+    assert off.speculation == "off"
+    # other settings, another server: never handed a server configured otherwise
+    assert state_path(SPEC, ngram) != state_path(SPEC, off)
+    assert state_path(SPEC, ngram) == state_path(SPEC, server_options(
+        SelfHeal(local_threads=2, local_batch_threads=3)))  # fmt: skip
+    # threads from the machine: found by what was asked, whatever the load is now
+    auto = server_options(SelfHeal())
+    assert (auto.threads, auto.batch_threads) == (0, 0)
+    assert auto.resolved().threads >= 1 and auto.resolved().batch_threads >= 1
+    with pytest.raises(Exception, match="smaller model"):
+        server_options(SelfHeal(local_model="qwen2.5-coder-0.5b", local_speculation="draft"))
+
+
+# --- the shared server's state file -------------------------------------------------
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_stale_state_of_a_dead_process_is_recovered(cache_home: Path) -> None:
+    state = state_path(SPEC, ServerOptions())
+    state.parent.mkdir(parents=True)
+    state.write_text(json.dumps({"pid": _dead_pid(), "url": "http://127.0.0.1:9"}))
+    assert find_shared_server(SPEC, state) is None
+    assert not state.exists()
+    assert running_servers() == []
+
+
+def test_state_of_a_live_stranger_is_dropped_but_the_process_spared(cache_home: Path) -> None:
+    """A recycled pid that is not our server (here: this test) is never signalled."""
+    state = state_path(SPEC, ServerOptions())
+    state.parent.mkdir(parents=True)
+    state.write_text(json.dumps({"pid": os.getpid(), "url": "http://127.0.0.1:9"}))
+    assert find_shared_server(SPEC, state) is None
+    assert not state.exists()
+    state.write_text("{not json")
+    assert find_shared_server(SPEC, state) is None and not state.exists()
+
+
+# --- a stable prompt prefix across repair rounds -------------------------------------
+
+
+def test_repair_prompts_share_their_prefix_up_to_the_program() -> None:
+    """The server reuses its prompt cache only up to the first changed token: the
+    system message, the task, the inputs and the checks come first and are the same
+    in every round; only the program and what happened change."""
+    llm = LLMClient(Endpoint("http://127.0.0.1:9/v1", "k", "m", local=True))
+    dev = Developer(llm)
+    one = dev.build_messages("sum the list", None, [], "assert total == 6",
+                             RepairContext(code="total = sum(x)\n", feedback="NameError: x"))
+    two = dev.build_messages("sum the list", None, [], "assert total == 6",
+                             RepairContext(code="x = [1, 2, 3]\ntotal = sum(x) + 1\n",
+                                           feedback="AssertionError", same_failure=True))  # fmt: skip
+    assert one[0] == two[0]
+    a, b = one[1]["content"], two[1]["content"]
+    common = len(os.path.commonprefix([a, b]))
+    assert "assert total == 6" in a[:common] and "sum the list" in a[:common]
+    assert a[:common].rstrip().endswith("```python")  # it diverges inside the program
+
+
+# --- the real model (slow) ----------------------------------------------------------
+
+_KERNEL = textwrap.dedent(
+    """
+    import json, sys
+    from selfheal_jupyter.config import SelfHeal
+    from selfheal_jupyter.localmodel import ensure_local_endpoint, running_server
+    url, model = ensure_local_endpoint(SelfHeal(local_idle_s=float(sys.argv[1]),
+                                                local_threads=1, local_batch_threads=1))
+    server = running_server("qwen2.5-coder-1.5b")
+    print(json.dumps({"url": url, "pid": server.pid, "started_here": server.process is not None}))
+    """
+)
+
+
+def _kernel_env(home: Path) -> dict[str, str]:
+    """A private run directory, the machine's verified weights."""
+    models = home / "selfheal-jupyter" / "models"
+    models.parent.mkdir(parents=True, exist_ok=True)
+    models.symlink_to(cache_dir(), target_is_directory=True)
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_BASE_URL"}
+    env["XDG_CACHE_HOME"] = str(home)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def _wait_for(predicate, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.2)
+    return predicate()
+
+
+@pytest.mark.slow
+def test_two_kernels_share_one_server_that_stops_when_idle(tmp_path: Path) -> None:
+    from openai import OpenAI
+
+    env = _kernel_env(tmp_path / "cache")
+    idle_s = "8"
+    # two "kernels" started at once: the lock lets one load the model, the other finds it
+    kernels = [subprocess.Popen([sys.executable, "-c", _KERNEL, idle_s], env=env, cwd=REPO,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for _ in range(2)]  # fmt: skip
+    found = []
+    for k in kernels:
+        out, err = k.communicate(timeout=300)
+        assert k.returncode == 0, err
+        found.append(json.loads(out))
+    assert found[0]["pid"] == found[1]["pid"] and found[0]["url"] == found[1]["url"]
+    assert sorted(f["started_here"] for f in found) == [False, True]  # loaded once
+    pid = found[0]["pid"]
+    # both kernels have exited; the server did not go with its starter
+    assert not _pid_gone(pid)
+    client = OpenAI(base_url=found[0]["url"], api_key="unused")
+    reply = client.chat.completions.create(
+        model="qwen2.5-coder-1.5b-instruct", max_tokens=4, temperature=0,
+        messages=[{"role": "user", "content": "Say OK."}],
+    )  # fmt: skip
+    assert reply.choices[0].message.content
+    # a third kernel attaches to the same process
+    third = subprocess.run([sys.executable, "-c", _KERNEL, idle_s], env=env, cwd=REPO,
+                           capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert json.loads(third.stdout) == {**found[0], "started_here": False}
+    # then nobody uses it: it stops by itself and withdraws its state file
+    state = tmp_path / "cache" / "selfheal-jupyter" / "run"
+    assert _wait_for(lambda: _pid_gone(pid), timeout=180), "the idle server did not stop"
+    assert not list(state.glob("shared-*.json"))
+
+
+def _pid_gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
