@@ -12,6 +12,7 @@ from typing import Any
 import ipywidgets as widgets
 from IPython.display import display
 
+from .cells import FrontCells
 from .errors import SelfHealError
 from .render.html import message_html
 
@@ -23,7 +24,7 @@ def _failing_source(shell: Any) -> str:
     return raw[-1] if raw else ""
 
 
-def _offer(magics: Any, source: str) -> None:
+def _offer(magics: Any, source: str, cells: FrontCells) -> None:
     button = widgets.Button(description=BUTTON_TEXT, icon="medkit", button_style="warning")
     out = widgets.Output()
 
@@ -32,7 +33,7 @@ def _offer(magics: Any, source: str) -> None:
         with out:
             try:
                 settings, task = magics._heal_job("", source)
-                magics._run_sync(settings, task)
+                magics._run_sync(settings, task, cells)
             except SelfHealError as exc:
                 display({"text/html": message_html(str(exc)), "text/plain": str(exc)}, raw=True)
             except Exception as exc:  # UsageError and friends: a short line, not a traceback
@@ -53,7 +54,7 @@ def enable(magics: Any) -> None:
         source = _failing_source(shell)
         if source.strip() and not source.lstrip().startswith(("%%agent", "%%heal")):
             try:
-                _offer(magics, source)
+                _offer(magics, source, FrontCells(shell))  # the failing cell, for Replace
             except Exception:  # never hide the user's own error behind ours
                 pass
         return None

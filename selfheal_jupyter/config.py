@@ -95,12 +95,6 @@ class SelfHeal(Configurable):
     widget = Bool(True, help="Show the live ipywidgets panel when a front end is attached.").tag(
         config=True
     )
-    choice_timeout_s = Float(
-        300.0,
-        help="With a live front end, how long a successful %%agent cell waits for Insert / "
-        "Run in my kernel / Done before it ends (Insert places the code right below only "
-        "while the cell waits; later it lands below the next cell you run). 0: do not wait.",
-    ).tag(config=True)
 
     def limits(self) -> Limits:
         """The sandbox limits these options describe."""

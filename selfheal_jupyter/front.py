@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
-import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -50,6 +49,8 @@ class CellRun:
         self.renderer = renderer
         self.cancel = threading.Event()
         self.interrupted = False
+        self.cells: Any = None
+        """The front end's cell commands (``cells.FrontCells``) for Insert / Replace."""
         self._started = False
         self._finished = False
         self._run: Run | None = None
@@ -148,17 +149,6 @@ class CellRun:
             if end is not None:
                 getter.cancel()
                 return self._finish(end)
-
-
-async def wait_for_choice(choice: asyncio.Future, timeout_s: float) -> str | None:
-    """Wait for a button press (Insert / Run / Done); None on timeout or interrupt."""
-    deadline = time.monotonic() + timeout_s
-    try:
-        while not choice.done() and time.monotonic() < deadline:
-            await asyncio.wait({choice}, timeout=TICK_S)  # ticks: see CellRun.run_async
-    except (asyncio.CancelledError, KeyboardInterrupt):
-        return None
-    return choice.result() if choice.done() and not choice.cancelled() else None
 
 
 def call_sync(func: Callable[[], Any], cancel: threading.Event) -> Any:

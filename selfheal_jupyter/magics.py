@@ -14,7 +14,6 @@ ends (nbclient / nbconvert save complete outputs).
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from typing import Any
 
@@ -25,14 +24,20 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from . import magic_args
 from .config import SelfHeal
 from .errors import SelfHealError
-from .front import CellRun, call_async, call_sync, wait_for_choice
+from .cells import FrontCells
+from .front import CellRun, call_async, call_sync
+from .codeblocks import code_diff
+from .render.diff import diff_html
+from .render.style import heading
 from .model import Run, Task
-from .render.html import plan_html
+from .render.html import message_html, plan_html
 from .render.inline import PanelRenderer, StaticRenderer, show_html
 
 RESULT_NAME = "agent_result"
 PLAN_NAME = "agent_plan"
 ASYNC_MAGICS = ("agent", "heal")
+HELLO_TIMEOUT_S = 2.0
+"""How long a passing cell waits for the labextension's answer if it is still out."""
 
 
 def _common_options(func: Any) -> Any:
@@ -66,8 +71,6 @@ class SelfHealMagics(Magics):
         super().__init__(shell)
         self.settings = SelfHeal(parent=shell)
         self.last_run: Run | None = None
-        self._choice: asyncio.Future | None = None
-        self._choice_owner: CellRun | None = None
         self._plan_cancel = threading.Event()
         self._autoheal = False
 
@@ -301,8 +304,9 @@ class SelfHealMagics(Magics):
         show_html(plan_html(plan) + hint, f"Plan (stored in {name}):\n{text}")
 
     # ================================================================== running
-    def _cell_run(self, settings: SelfHeal, task: Task) -> CellRun:
+    def _cell_run(self, settings: SelfHeal, task: Task, cells: FrontCells | None = None) -> CellRun:
         cell_run = CellRun(self._loop(settings), task, renderer=None)
+        cell_run.cells = cells if cells is not None else FrontCells(self.shell)
         if settings.widget and getattr(self.shell, "kernel", None) is not None:
             cell_run.renderer = PanelRenderer(
                 max_iterations=settings.max_iterations,
@@ -314,13 +318,11 @@ class SelfHealMagics(Magics):
             cell_run.renderer = StaticRenderer(quiet=settings.quiet)
         return cell_run
 
-    def _run_sync(self, settings: SelfHeal, task: Task) -> Run:
-        cell_run = self._cell_run(settings, task)
+    def _run_sync(self, settings: SelfHeal, task: Task, cells: FrontCells | None = None) -> Run:
+        cell_run = self._cell_run(settings, task, cells)
         run = self._guard(cell_run.run_sync)
         self._record(run, cell_run)
-        panel = getattr(cell_run.renderer, "panel", None)
-        if run.outcome == "success" and panel is not None:
-            panel.offer_actions()  # pressed after the cell ended: see _on_action
+        self._hand_over(run, cell_run, in_cell=cells is None)
         return run
 
     async def _run_async(self, settings: SelfHeal, task: Task) -> Run:
@@ -330,28 +332,40 @@ class SelfHealMagics(Magics):
         except SelfHealError as exc:
             raise UsageError(str(exc)) from None
         self._record(run, cell_run)
-        panel = getattr(cell_run.renderer, "panel", None)
-        if run.outcome != "success" or panel is None:
-            return run
-        for _ in range(10):  # let a pending "view displayed" message from the front end in
-            if panel.has_live_view:
-                break
-            await asyncio.sleep(0.05)
-        if panel.has_live_view and settings.choice_timeout_s > 0 and not cell_run.interrupted:
-            self._choice = asyncio.get_running_loop().create_future()
-            self._choice_owner = cell_run
-            panel.offer_actions("Passed. Insert the code below, run it in your kernel, or press Done.")
-            try:
-                choice = await wait_for_choice(self._choice, settings.choice_timeout_s)
-            finally:
-                self._choice = self._choice_owner = None
-            if choice is not None:
-                self._apply(choice, run, panel, in_cell=True)
-            else:
-                panel.offer_actions("Passed. The buttons still work (Insert lands below the next cell you run).")
-        else:
-            panel.offer_actions()
+        if run.final_code is not None:
+            await cell_run.cells.answered(HELLO_TIMEOUT_S)
+        self._hand_over(run, cell_run, in_cell=True)
         return run
+
+    def _hand_over(self, run: Run, cell_run: CellRun, *, in_cell: bool) -> None:
+        """The run has ended, so does the cell: offer the passing code. With the
+        labextension the panel's buttons edit the notebook later, on a click; without
+        it the code goes out with this cell's reply (``set_next_input``)."""
+        code = run.final_code
+        panel = getattr(cell_run.renderer, "panel", None)
+        if code is None:
+            return
+        heal = run.task.initial_code is not None
+        if cell_run.cells.ready and panel is not None:
+            review = ""
+            if heal:
+                review = heading("Diff to your cell") + diff_html(
+                    code_diff(run.task.initial_code, code, old_name="your cell", new_name="fix"))
+            panel.offer_actions(
+                "Passed. Replace this cell with the fix, insert it below, or run it in your kernel." if heal
+                else "Passed. Insert the code below, or run it in your kernel.",
+                insert=True, replace=heal, review=review,
+            )
+            return
+        if in_cell:
+            self.shell.set_next_input(code, replace=False)
+            note = ("The passing code was handed to the front end as the next cell (set_next_input): "
+                    "this front end cannot insert or replace cells on a click.")
+        else:
+            note = "This front end cannot edit cells on a click: the code is in agent_result.final_code."
+        show_html(message_html(note), f"selfheal: {note}")
+        if panel is not None:
+            panel.offer_actions("Passed.", insert=False, replace=False)
 
     @staticmethod
     def _guard(func: Any) -> Run:
@@ -371,29 +385,28 @@ class SelfHealMagics(Magics):
 
     # ================================================================== buttons
     def _on_action(self, name: str, cell_run: CellRun) -> None:
-        """A button of ``cell_run``'s panel was pressed (on the kernel's main thread)."""
-        if self._choice is not None and self._choice_owner is cell_run and not self._choice.done():
-            self._choice.set_result(name)  # the waiting cell applies it, inside the cell
-            return
+        """A button of ``cell_run``'s panel was pressed (after the cell ended)."""
         panel = getattr(cell_run.renderer, "panel", None)
-        if cell_run.run is not None and panel is not None:
-            self._apply(name, cell_run.run, panel, in_cell=False)
-
-    def _apply(self, name: str, run: Run, panel: Any, *, in_cell: bool) -> None:
+        run = cell_run.run
+        if run is None or panel is None:
+            return
         code = run.final_code
         if code is None:
             panel.settle("No passing code to use.")
             return
-        if name == "insert":
-            self.shell.set_next_input(code, replace=False)
-            panel.settle("Inserted as the next cell." if in_cell
-                         else "The code will appear below the next cell you run.")
+        if name in ("insert", "replace"):
+            done_text = ("Inserted below the cell." if name == "insert"
+                         else "Replaced the cell's code with the fix (it was not run).")
+
+            def done(ok: bool, reason: str) -> None:
+                panel.settle(done_text if ok else f"The front end could not do it: {reason}.")
+
+            if not cell_run.cells.send(name, code, done):
+                self.shell.set_next_input(code, replace=False)
+                panel.settle("The code will appear below the next cell you run.")
         elif name == "run":
-            if in_cell:
+            with panel.output:
                 self.shell.run_cell(code, store_history=False)
-            else:
-                with panel.output:
-                    self.shell.run_cell(code, store_history=False)
             panel.settle("Ran the code in your kernel.")
         else:
             panel.settle("Done: the record stays in agent_result.")
