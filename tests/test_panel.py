@@ -233,3 +233,18 @@ def test_autoheal_offers_a_button_and_heals_on_request(kernel_for):
         kc.execute_interactive("print(sorted(get_ipython().run_line_magic('who_ls', '')))", timeout=30,
                                output_hook=lambda m: out.append(m["content"].get("text", "")))
         assert "".join(out).strip() == "['agent_result', 'values']"
+
+
+def test_in_n_shows_the_cell_as_ipython_writes_it_and_the_line_is_expanded(kernel_for):
+    with ScriptedServer([]) as server:
+        _, kc = kernel_for(server)
+        kc.execute_interactive("bad = 0", timeout=30)
+        errors = []
+        reply = kc.execute_interactive("%%agent --max-iterations $bad\nPrint hi.", timeout=30,
+                                       output_hook=lambda m: errors.append(m["content"]))
+        assert reply["content"]["status"] == "error"
+        # $bad was expanded before parsing (else: "invalid int value: '$bad'")
+        assert any("--max-iterations must be at least 1" in str(e) for e in errors), errors
+        out = []
+        kc.execute_interactive("print(In[-2])", timeout=30, output_hook=lambda m: out.append(m["content"].get("text", "")))
+        assert "".join(out).strip() == "get_ipython().run_cell_magic('agent', '--max-iterations $bad', 'Print hi.\\n')"

@@ -13,7 +13,6 @@ import argparse
 import json
 import pickle
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -131,29 +130,10 @@ def execute(task: Task, settings: SelfHeal, progress: Progress | None) -> Run:
     except SelfHealError as exc:
         run = Run(task=task, outcome="error", error=str(exc))
         return run
-    cancel = threading.Event()
-    done = threading.Event()
-    holder: dict[str, Run] = {}
+    from ..front import run_loop
 
-    def work() -> None:
-        try:
-            holder["run"] = loop.run(task, on_event=on_event, cancel=cancel)
-        finally:
-            done.set()
-
-    threading.Thread(target=work, name="selfheal-run", daemon=True).start()
-    # Wait on an Event, not Thread.join: a Ctrl-C that interrupts join() can leave the
-    # thread looking finished on Python < 3.13.
-    while True:
-        try:
-            while not done.wait(0.1):
-                pass
-            break
-        except KeyboardInterrupt:
-            cancel.set()
-            if progress:
-                progress.status("stopping…")
-    return holder["run"]
+    on_interrupt = (lambda: progress.status("stopping…")) if progress else None
+    return run_loop(loop, task, on_event, on_interrupt=on_interrupt)
 
 
 def handle(args: argparse.Namespace) -> int:
