@@ -163,25 +163,24 @@ def clean_task(text: str) -> str:
 
 # ---------------------------------------------------------------- from parsed arguments to a job
 def settings_for(args: Any, parent: Any, **extra: Any) -> Any:
-    """``SelfHeal`` with the cell's options over the configured ones."""
+    """``SelfHeal`` with the cell's options over the configured ones (``SelfHeal``
+    validates them: a bad value is a :class:`BadInput` saying what to write)."""
+    from traitlets import TraitError
+
     from .config import SelfHeal
 
     overrides: dict[str, Any] = dict(extra)
-    if args.max_iterations is not None:
-        if args.max_iterations < 1:
-            raise BadInput("--max-iterations must be at least 1.")
-        overrides["max_iterations"] = args.max_iterations
-    if args.model:
-        overrides["model"] = args.model
-    if args.timeout is not None:
-        if args.timeout <= 0:
-            raise BadInput("--timeout must be a positive number of seconds.")
-        overrides["timeout_s"] = args.timeout
-    if args.memory:
-        overrides["memory"] = args.memory
+    for option, trait in (("max_iterations", "max_iterations"), ("model", "model"),
+                          ("timeout", "timeout_s"), ("memory", "memory")):
+        value = getattr(args, option)
+        if value is not None and value != "":
+            overrides[trait] = value
     if args.quiet:
         overrides["quiet"] = True
-    return SelfHeal(parent=parent, **overrides)
+    try:
+        return SelfHeal(parent=parent, **overrides)
+    except TraitError as exc:
+        raise BadInput(str(exc)) from None
 
 
 def agent_task(args: Any, cell: str, namespace: Mapping[str, Any], raw_inputs: list[str]) -> Task:

@@ -72,6 +72,8 @@ def test_help_through_pinfo(shell):
         ("%%agent --plan p --plan-only\ndo it", "do not go together"),
         ("%%agent --max-iterations 0\ndo it", "at least 1"),
         ("%%agent --max-iterations many\ndo it", "invalid int value"),
+        ("%%agent --memory 1x\ndo it", "write a size such as 512m or 1g"),
+        ("%%heal --timeout -1\nx = 1", "must be a positive number"),
         ("%%heal\n\n", "%%heal needs code"),
         ("%agent_export /tmp/x.ipynb", "Nothing to export yet"),
         ("%agent_autoheal maybe", "takes on or off"),

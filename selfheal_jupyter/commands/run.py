@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from traitlets import TraitError
+
 from ..config import SelfHeal
 from ..errors import BadInput, SelfHealError
 from ..model import Run, Task
@@ -98,8 +100,6 @@ def build_task(args: argparse.Namespace) -> Task:
 def build_settings(args: argparse.Namespace) -> SelfHeal:
     overrides: dict[str, Any] = {}
     if args.max_iterations is not None:
-        if args.max_iterations < 1:
-            raise BadInput("--max-iterations must be at least 1.")
         overrides["max_iterations"] = args.max_iterations
     if args.no_plan:
         overrides["auto_plan"] = False
@@ -115,7 +115,10 @@ def build_settings(args: argparse.Namespace) -> SelfHeal:
         value = getattr(args, flag)
         if value is not None:
             overrides[trait] = value
-    return SelfHeal(**overrides)
+    try:
+        return SelfHeal(**overrides)
+    except TraitError as exc:  # SelfHeal validates: say what to write, no traceback
+        raise BadInput(str(exc)) from None
 
 
 def execute(task: Task, settings: SelfHeal, progress: Progress | None) -> Run:
