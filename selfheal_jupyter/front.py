@@ -128,7 +128,10 @@ class Pump(Generic[T]):
         """Await on the running loop (comm messages are dispatched meanwhile)."""
         aloop = asyncio.get_running_loop()
         items: asyncio.Queue[Any] = asyncio.Queue()
-        self._start(lambda item: aloop.call_soon_threadsafe(items.put_nowait, item))
+        def put(item: Any) -> None:
+            aloop.call_soon_threadsafe(items.put_nowait, item)
+
+        self._start(put)
         getter = asyncio.ensure_future(items.get())
         while True:
             try:
@@ -301,7 +304,7 @@ def gather_context(shell: Any, settings: SelfHeal, task: Task, *, task_text: str
     from .factory import sandbox_packages
 
     ns = shell.user_ns
-    options = {
+    options: dict[str, Any] = {
         "max_bytes": settings.context_max_bytes,
         "hidden": getattr(shell, "user_ns_hidden", None),
         "image_packages": sandbox_packages(settings),

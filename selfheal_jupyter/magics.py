@@ -80,6 +80,8 @@ def _is_coroutine(func: Callable) -> bool:
 class SelfHealMagics(Magics):
     """The notebook front of selfheal-jupyter."""
 
+    shell: Any  # IPython types it Optional; a registered Magics always has one
+
     def __init__(self, shell: Any) -> None:
         super().__init__(shell)
         self.settings = SelfHeal(parent=shell)
