@@ -50,6 +50,7 @@ class FrontCells:
         """True once the labextension answered: insert / replace will work."""
         self.asking = False
         """True while the hello is out and neither answered nor refused."""
+        self.asked_at = 0.0
         self._comm: Any = None
         self._pending: dict[str, Done] = {}
         self._open()
@@ -65,6 +66,7 @@ class FrontCells:
             self._comm = None
             return
         self.asking = True
+        self.asked_at = time.monotonic()
         self._comm.on_msg(self._on_msg)
         self._comm.on_close(self._on_close)
 
@@ -85,8 +87,10 @@ class FrontCells:
 
     async def answered(self, timeout_s: float) -> bool:
         """Wait (in an awaiting cell, where comm messages are dispatched) until the
-        hello is answered or refused, at most ``timeout_s``; True if it is ready."""
-        deadline = time.monotonic() + timeout_s
+        hello is answered or refused, at most until ``timeout_s`` after it was sent
+        (a front end answers in milliseconds; where none is attached, e.g. nbclient,
+        a run longer than that does not wait at all); True if it is ready."""
+        deadline = self.asked_at + timeout_s
         while self.asking and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
         return self.ready

@@ -49,8 +49,8 @@ T = TypeVar("T")
 TICK_S = 0.1
 """How often a waiting adapter wakes up (bounds how late an interrupt is seen)."""
 
-HELLO_TIMEOUT_S = 2.0
-"""How long a passing cell waits for the labextension's answer if it is still out."""
+HELLO_TIMEOUT_S = 1.0
+"""How long after the run's start a passing cell may wait for the labextension's answer."""
 
 RESULT_NAME = "agent_result"
 CELL_MAGICS = ("agent", "heal")

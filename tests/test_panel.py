@@ -244,7 +244,7 @@ def test_in_n_shows_the_cell_as_ipython_writes_it_and_the_line_is_expanded(kerne
                                        output_hook=lambda m: errors.append(m["content"]))
         assert reply["content"]["status"] == "error"
         # $bad was expanded before parsing (else: "invalid int value: '$bad'")
-        assert any("--max-iterations must be at least 1" in str(e) for e in errors), errors
+        assert any("max_iterations must be at least 1, not 0" in str(e) for e in errors), errors
         out = []
         kc.execute_interactive("print(In[-2])", timeout=30, output_hook=lambda m: out.append(m["content"].get("text", "")))
         assert "".join(out).strip() == "get_ipython().run_cell_magic('agent', '--max-iterations $bad', 'Print hi.\\n')"
