@@ -11,6 +11,7 @@ run (``front.install``), so Stop works while it lasts; the cell ends when it end
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Any, Callable
 
 from IPython.core.error import UsageError
@@ -52,7 +53,7 @@ def _common_options(func: Any) -> Any:
 
 def _user_errors(func: Callable) -> Callable:
     """Our exceptions become IPython's one-line ``UsageError`` (no traceback of ours)."""
-    if _is_coroutine(func):
+    if inspect.iscoroutinefunction(func):
         @functools.wraps(func)
         async def awaited(*args: Any, **kwargs: Any) -> Any:
             try:
@@ -68,12 +69,6 @@ def _user_errors(func: Callable) -> Callable:
         except SelfHealError as exc:
             raise UsageError(str(exc)) from None
     return plain
-
-
-def _is_coroutine(func: Callable) -> bool:
-    import inspect
-
-    return inspect.iscoroutinefunction(func)
 
 
 @magics_class
