@@ -21,4 +21,5 @@ test:
 	$(PYTHON) -m pip install -q --no-deps --ignore-requires-python dataframebench==0.1.1
 	selfheal sandbox build
 	selfheal model fetch
+	$(PYTHON) -m ruff check selfheal_jupyter
 	$(PYTHON) -m pytest -q

@@ -1,17 +1,23 @@
 """``%agent_autoheal on``: an "Ask the agent to fix this" button under a failing cell.
 
-IPython's custom exception hook shows the usual traceback first, then the button.
+IPython's custom exception hook shows the usual traceback first (or the handler that
+was installed before ours, which we chain to and restore on ``off``), then the button.
 Nothing changes by itself: pressing the button runs ``%%heal`` on the failing cell's
-source, with its output (and Insert / Run buttons) inside the button's own area.
+source through the controller (``front.CellRun``), inside the button's own area; on
+success the panel offers **Replace this cell** for the failing cell.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import importlib.util
+import sys
+from typing import Any, Callable
 
 import ipywidgets as widgets
 from IPython.display import display
 
+from . import front
+from .cells import FrontCells
 from .errors import SelfHealError
 from .render.html import message_html
 
@@ -23,43 +29,60 @@ def _failing_source(shell: Any) -> str:
     return raw[-1] if raw else ""
 
 
-def _offer(magics: Any, source: str) -> None:
-    button = widgets.Button(description=BUTTON_TEXT, icon="medkit", button_style="warning")
-    out = widgets.Output()
-
-    def ask(_b: Any) -> None:
-        button.disabled = True
-        with out:
-            try:
-                settings, task = magics._heal_job("", source)
-                magics._run_sync(settings, task)
-            except SelfHealError as exc:
-                display({"text/html": message_html(str(exc)), "text/plain": str(exc)}, raw=True)
-            except Exception as exc:  # UsageError and friends: a short line, not a traceback
-                display({"text/html": message_html(str(exc)), "text/plain": str(exc)}, raw=True)
-
-    button.on_click(ask)
-    box = widgets.VBox([button, out])
-    bundle = box._repr_mimebundle_()
-    bundle["text/plain"] = f"[{BUTTON_TEXT}: %agent_autoheal is on]"
-    display(bundle, raw=True)
+def _let_trio_go_first(shell: Any) -> None:
+    """trio installs its own IPython exception handler when it is first imported, and
+    warns (red, under the next failing cell) if one is installed already. Import it
+    now, while there is none, so it installs its handler and ours chains to it."""
+    if shell.custom_exceptions == () and "trio" not in sys.modules and importlib.util.find_spec("trio"):
+        import trio  # noqa: F401
 
 
-def enable(magics: Any) -> None:
-    shell = magics.shell
+class Autoheal:
+    """The installed hook; :meth:`remove` puts the previous handler back."""
 
-    def handler(shell: Any, etype: type, evalue: BaseException, tb: Any, tb_offset: Any = None) -> Any:
-        shell.showtraceback((etype, evalue, tb), tb_offset=tb_offset)
+    def __init__(self, shell: Any, heal_job: Callable[[str, str], tuple], finished: Callable[[Any], None]) -> None:
+        self.shell = shell
+        self.heal_job = heal_job
+        self.finished = finished
+        _let_trio_go_first(shell)
+        self.previous = (shell.custom_exceptions, shell.CustomTB)
+        handled = tuple(dict.fromkeys((*shell.custom_exceptions, Exception)))
+        shell.set_custom_exc(handled, self._handler)
+        self._installed = shell.CustomTB
+
+    def remove(self) -> None:
+        if self.shell.CustomTB is self._installed:  # nobody replaced us meanwhile
+            self.shell.custom_exceptions, self.shell.CustomTB = self.previous
+
+    def _handler(self, shell: Any, etype: type, evalue: BaseException, tb: Any, tb_offset: Any = None) -> Any:
+        types, previous = self.previous
+        if types and isinstance(evalue, types):
+            previous(etype, evalue, tb, tb_offset=tb_offset)
+        else:
+            shell.showtraceback((etype, evalue, tb), tb_offset=tb_offset)
         source = _failing_source(shell)
-        if source.strip() and not source.lstrip().startswith(("%%agent", "%%heal")):
+        if isinstance(evalue, Exception) and source.strip() and not source.lstrip().startswith(("%%agent", "%%heal")):
             try:
-                _offer(magics, source)
+                self._offer(source, FrontCells(shell))  # the failing cell, for Replace
             except Exception:  # never hide the user's own error behind ours
                 pass
         return None
 
-    shell.set_custom_exc((Exception,), handler)
+    def _offer(self, source: str, cells: FrontCells) -> None:
+        button = widgets.Button(description=BUTTON_TEXT, icon="medkit", button_style="warning")
+        out = widgets.Output()
 
+        def ask(_b: Any) -> None:
+            button.disabled = True
+            with out:
+                try:
+                    settings, task = self.heal_job("", source)
+                    self.finished(front.CellRun(self.shell, settings, task, cells=cells).run_sync())
+                except (SelfHealError, Exception) as exc:  # UsageError too: a short line, not a traceback
+                    display({"text/html": message_html(str(exc)), "text/plain": str(exc)}, raw=True)
 
-def disable(magics: Any) -> None:
-    magics.shell.set_custom_exc((), None)
+        button.on_click(ask)
+        box = widgets.VBox([button, out])
+        bundle = box._repr_mimebundle_()
+        bundle["text/plain"] = f"[{BUTTON_TEXT}: %agent_autoheal is on]"
+        display(bundle, raw=True)

@@ -174,3 +174,17 @@ def extract_code(reply: str) -> str | None:
         return None
     code = _unfenced(text)
     return code.strip("\n") + "\n" if code else None
+
+
+def code_diff(old: str | None, new: str, *, old_name: str = "previous.py", new_name: str = "candidate.py") -> str:
+    """The unified diff text of ``old`` → ``new`` ("" when there is no ``old``).
+
+    Every line ends with a newline in the diff, also the last line of a text typed
+    without one (else ``-last line`` and ``+next line`` would be glued together)."""
+    if old is None:
+        return ""
+
+    def lines(text: str) -> list[str]:
+        return [line if line.endswith("\n") else line + "\n" for line in text.splitlines(keepends=True)]
+
+    return "".join(difflib.unified_diff(lines(old), lines(new), fromfile=old_name, tofile=new_name))

@@ -7,16 +7,28 @@ the same traits. Secrets never live here: the API key is read from ``OPENAI_API_
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
-from traitlets import Bool, Enum, Float, Int, Unicode, default, validate
-from traitlets import TraitError
+from traitlets import Bool, Enum, Float, Int, TraitError, Unicode, default, validate
 from traitlets.config import Configurable
 
 from .errors import BadInput
 from .model import Limits
 
 DEFAULT_IMAGE = "selfheal-sandbox"
+MIN_MEMORY_BYTES = 6 << 20
+"""Docker refuses a smaller memory limit."""
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([bkmg]?)b?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+def size_bytes(text: str) -> int:
+    """``512m`` / ``1g`` / ``1.5g`` / ``1048576`` → bytes; ValueError for anything else."""
+    match = _SIZE.match(text)
+    if not match:
+        raise ValueError(text)
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
 
 
 class SelfHeal(Configurable):
@@ -120,12 +132,38 @@ class SelfHeal(Configurable):
     widget = Bool(True, help="Show the live ipywidgets panel when a front end is attached.").tag(
         config=True
     )
-    choice_timeout_s = Float(
-        300.0,
-        help="With a live front end, how long a successful %%agent cell waits for Insert / "
-        "Run in my kernel / Done before it ends (Insert places the code right below only "
-        "while the cell waits; later it lands below the next cell you run). 0: do not wait.",
-    ).tag(config=True)
+
+    # --- validation (the one place; the layers below take values as given) -----
+    @validate("memory")
+    def _check_memory(self, proposal: dict) -> str:
+        value = proposal["value"]
+        try:
+            size = size_bytes(value)
+        except ValueError:
+            raise TraitError(f"SelfHeal.memory {value!r}: write a size such as 512m or 1g "
+                             "(a number with unit b, k, m or g).") from None
+        if size < MIN_MEMORY_BYTES:
+            raise TraitError(f"SelfHeal.memory {value!r} is below Docker's minimum of 6m: give e.g. 512m.")
+        return value
+
+    @validate("timeout_s", "llm_timeout_s", "cpus")
+    def _check_positive(self, proposal: dict) -> float:
+        if proposal["value"] <= 0:
+            name = proposal["trait"].name
+            raise TraitError(f"SelfHeal.{name} must be a positive number, not {proposal['value']}.")
+        return proposal["value"]
+
+    @validate("max_iterations", "pids_limit", "max_tokens")
+    def _check_at_least_one(self, proposal: dict) -> int:
+        if proposal["value"] < 1:
+            raise TraitError(f"SelfHeal.{proposal['trait'].name} must be at least 1, not {proposal['value']}.")
+        return proposal["value"]
+
+    @validate("token_budget", "time_budget_s", "llm_max_retries", "pool_size")
+    def _check_not_negative(self, proposal: dict) -> float:
+        if proposal["value"] < 0:
+            raise TraitError(f"SelfHeal.{proposal['trait'].name} cannot be negative (0 = no limit).")
+        return proposal["value"]
 
     @validate("local_idle_s")
     def _check_idle(self, proposal: dict) -> float:

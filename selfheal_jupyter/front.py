@@ -1,196 +1,411 @@
-"""Run one loop for a notebook cell without blocking the widgets.
+"""The one controller of a cell run: ``%%agent``, ``%%heal``, the autoheal button and
+``selfheal run`` all go through it.
 
-The loop runs in a worker thread; its events are forwarded to the kernel's main
-thread, where the renderer updates the outputs (comm and display messages need the
-cell's parent header). Two ways to wait:
+* :class:`Pump` runs a blocking call (``loop.run`` / ``loop.plan``) in a worker thread
+  and hands its events to the caller's thread. It is written once; two adapters wait
+  for it: :meth:`Pump.run_sync` (a terminal, an in-process shell, the CLI, a widget
+  callback) and :meth:`Pump.run_async` (a kernel cell, see below). Either way an
+  interrupt (Ctrl-C, a kernel interrupt, the Stop button) sets the cancel event, the
+  loop kills the sandbox run, and the caller still gets the run's record.
+* :class:`CellRun` is one run for a notebook cell: the renderer (the live panel when a
+  front end is attached, else static HTML), Stop, the ``agent_result`` record, and the
+  hand-over of passing code (Insert below / Replace this cell / Run in my kernel, only
+  on a click; see ``cells.py``). The cell ends when the run ends.
+* In a kernel, comm messages (Stop) are only dispatched while a cell *awaits*. The
+  cell is not rewritten for that: :func:`install` adds an AST transformer that turns
+  IPython's own ``get_ipython().run_cell_magic('agent', line, cell)`` into an awaited
+  call of :func:`run_cell_magic_async` (``In[n]`` keeps IPython's text), and tells the
+  kernel such a cell runs asynchronously. The magic line is expanded as
+  ``run_cell_magic`` expands it (``$var`` / ``{var}``).
+  (jupyter-ui-poll, which would process comm messages inside a blocking cell, was
+  tried: under ipykernel 7.4 it delivers nothing — the kernel has no
+  ``do_one_iteration`` any more and the library swallows the error.)
 
-* ``run_async`` (in a kernel: the magic's cell is turned into an awaited call, see
-  ``magics.py``). While the cell awaits, ipykernel (≥ 7) dispatches widget comm
-  messages, so **Stop** and **Insert** work, and a kernel interrupt cancels the
-  awaiting task.
-* ``run_sync`` (terminal IPython, an in-process shell, ``%autoawait off``): the main
-  thread waits on a queue; Ctrl-C / a kernel interrupt raises ``KeyboardInterrupt``
-  there.
-
-Either way an interrupt sets the cancel event, the loop kills the sandbox run, and
-the cell still ends with the run's record and a "stopped" summary.
+This module never imports the magics: the controller is handed the shell, the
+settings and the task.
 """
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import queue
 import threading
-import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Generic, TypeVar
 
+from .cells import FrontCells
+from .codeblocks import code_diff
+from .config import SelfHeal
 from .events import RunFinished, RunStarted
 from .model import Run, Task
+from .render.diff import diff_html
+from .render.html import message_html
+from .render.inline import PanelRenderer, StaticRenderer, show_html
+from .render.style import heading
+
+T = TypeVar("T")
 
 TICK_S = 0.1
-"""How often an awaiting cell wakes up (bounds how late a kernel interrupt is seen)."""
+"""How often a waiting adapter wakes up (bounds how late an interrupt is seen)."""
 
-DRAIN_TIMEOUT_S = 30.0
-"""After a cancel, how long to wait for the loop to wind down before giving up on it."""
+HELLO_TIMEOUT_S = 1.0
+"""How long after the run's start a passing cell may wait for the labextension's answer."""
+
+RESULT_NAME = "agent_result"
+CELL_MAGICS = ("agent", "heal")
 
 
+# ====================================================================== the pump
 @dataclass
 class _Finished:
-    run: Run | None
+    value: Any
     error: BaseException | None
 
 
-class CellRun:
-    """One run of ``loop`` on ``task``, observed by ``renderer``."""
+class Pump(Generic[T]):
+    """``work(emit, cancel)`` in a worker thread; each ``emit(event)`` is delivered to
+    ``on_event`` on the thread that waits (comm and display messages need the cell's
+    parent header, so they must be sent from there)."""
 
-    def __init__(self, loop: Any, task: Task, renderer: Any) -> None:
-        self.loop = loop
-        self.task = task
-        self.renderer = renderer
-        self.cancel = threading.Event()
+    def __init__(self, work: Callable[[Callable[[Any], None], threading.Event], T],
+                 on_event: Callable[[Any], None] | None = None,
+                 cancel: threading.Event | None = None,
+                 on_interrupt: Callable[[], None] | None = None) -> None:
+        self.work = work
+        self.on_event = on_event
+        self.on_interrupt = on_interrupt
+        self.cancel = cancel or threading.Event()
         self.interrupted = False
-        self._started = False
-        self._finished = False
-        self._run: Run | None = None
 
-    # ------------------------------------------------------------------ worker
-    def _start_worker(self, emit: Callable[[Any], None]) -> threading.Thread:
-        def work() -> None:
-            run: Run | None = None
+    def _start(self, put: Callable[[Any], None]) -> None:
+        def target() -> None:
+            value: Any = None
             error: BaseException | None = None
             try:
-                run = self.loop.run(self.task, on_event=emit, cancel=self.cancel)
-            except BaseException as exc:  # surfaced on the main thread
+                value = self.work(put, self.cancel)
+            except BaseException as exc:  # re-raised on the waiting thread
                 error = exc
-            emit(_Finished(run, error))
+            put(_Finished(value, error))
 
-        thread = threading.Thread(target=work, name="selfheal-loop", daemon=True)
-        thread.start()
-        return thread
+        threading.Thread(target=target, name="selfheal-pump", daemon=True).start()
 
     def _deliver(self, item: Any) -> _Finished | None:
-        """Render one event on the main thread; return the end marker when it comes."""
         if isinstance(item, _Finished):
             return item
-        if isinstance(item, RunStarted):
-            self._started = True
-            self.renderer.start(item.run)
-        elif isinstance(item, RunFinished):
-            self._finished = True
-            return None  # rendered once, from the final record, in _finish
-        self.renderer.handle(item)
+        if self.on_event is not None:
+            self.on_event(item)
         return None
 
-    def _finish(self, end: _Finished) -> Run:
+    def _interrupt(self) -> None:
+        self.interrupted = True
+        self.cancel.set()
+        if self.on_interrupt is not None:
+            self.on_interrupt()
+
+    @staticmethod
+    def _result(end: _Finished) -> T:
         if end.error is not None:
             raise end.error
-        assert end.run is not None
-        run = self._run = end.run
-        if not self._started:
-            self.renderer.start(run)
-        self.renderer.finish(run)
-        return run
+        return end.value
 
-    def stop(self) -> None:
-        """Ask the loop to stop (the Stop button, an interrupt)."""
-        self.cancel.set()
-
-    @property
-    def run(self) -> Run | None:
-        """The finished run's record (None while it lasts)."""
-        return self._run
-
-    # ------------------------------------------------------------------ sync
-    def run_sync(self) -> Run:
-        events: queue.Queue[Any] = queue.Queue()
-        thread = self._start_worker(events.put)
+    def run_sync(self) -> T:
+        """Wait on this thread; Ctrl-C / a kernel interrupt cancels and keeps draining."""
+        items: queue.Queue[Any] = queue.Queue()
+        self._start(items.put)
         while True:
             try:
-                end = self._deliver(events.get(timeout=0.1))
+                end = self._deliver(items.get(timeout=TICK_S))
             except queue.Empty:
                 continue
             except KeyboardInterrupt:
-                self.interrupted = True
-                self.stop()
+                self._interrupt()
                 continue
             if end is not None:
-                thread.join(timeout=DRAIN_TIMEOUT_S)
-                return self._finish(end)
+                return self._result(end)
 
-    # ------------------------------------------------------------------ async
-    async def run_async(self) -> Run:
+    async def run_async(self) -> T:
+        """Await on the running loop (comm messages are dispatched meanwhile)."""
         aloop = asyncio.get_running_loop()
-        events: asyncio.Queue[Any] = asyncio.Queue()
+        items: asyncio.Queue[Any] = asyncio.Queue()
+        def put(item: Any) -> None:
+            aloop.call_soon_threadsafe(items.put_nowait, item)
 
-        def emit(item: Any) -> None:
-            aloop.call_soon_threadsafe(events.put_nowait, item)
-
-        self._start_worker(emit)
-        getter = asyncio.ensure_future(events.get())
+        self._start(put)
+        getter = asyncio.ensure_future(items.get())
         while True:
             try:
-                # Wake up every tick: ipykernel's SIGINT handler schedules the cell's
-                # cancellation with a plain call_soon, which only runs once the event
-                # loop wakes up, so a long wait would delay an interrupt.
+                # Wake up every tick: ipykernel schedules an interrupt's cancellation
+                # with a plain call_soon, which runs only once the loop wakes up.
                 done, _ = await asyncio.wait({getter}, timeout=TICK_S)
             except (asyncio.CancelledError, KeyboardInterrupt):
-                # A kernel interrupt cancels the awaiting cell: stop the loop, keep
-                # draining so the record and the "stopped" summary are still shown.
-                self.interrupted = True
-                self.stop()
+                self._interrupt()
                 continue
             if not done:
                 continue
-            item = getter.result()
-            getter = asyncio.ensure_future(events.get())
-            end = self._deliver(item)
+            end = self._deliver(getter.result())
             if end is not None:
-                getter.cancel()
-                return self._finish(end)
+                return self._result(end)
+            getter = asyncio.ensure_future(items.get())
 
 
-async def wait_for_choice(choice: asyncio.Future, timeout_s: float) -> str | None:
-    """Wait for a button press (Insert / Run / Done); None on timeout or interrupt."""
-    deadline = time.monotonic() + timeout_s
+def run_loop(loop: Any, task: Task, on_event: Callable[[Any], None] | None = None, *,
+             on_interrupt: Callable[[], None] | None = None) -> Run:
+    """``loop.run(task)`` from a terminal: events on this thread, Ctrl-C cancels
+    (``selfheal run``)."""
+    pump: Pump[Run] = Pump(lambda emit, stop: loop.run(task, on_event=emit, cancel=stop), on_event,
+                           on_interrupt=on_interrupt)
+    return pump.run_sync()
+
+
+# ====================================================================== a cell's run
+class CellRun:
+    """One run of ``task`` for a notebook cell (see the module docstring)."""
+
+    def __init__(self, shell: Any, settings: SelfHeal, task: Task, *,
+                 cells: FrontCells | None = None) -> None:
+        from .factory import build_loop
+
+        self.shell = shell
+        self.settings = settings
+        self.task = task
+        self.loop = build_loop(settings)
+        self.in_cell = cells is None
+        """False for the autoheal button: its cell has already ended."""
+        self.cells = cells if cells is not None else FrontCells(shell)
+        self.run: Run | None = None
+        self._started = False
+        self.pump: Pump[Run] = Pump(self._work, self._on_event)
+        self.renderer: Any
+        if settings.widget and getattr(shell, "kernel", None) is not None:
+            self.renderer = PanelRenderer(max_iterations=settings.max_iterations, on_stop=self.stop,
+                                          on_action=self.on_action, quiet=settings.quiet)
+        else:
+            self.renderer = StaticRenderer(quiet=settings.quiet)
+
+    @property
+    def panel(self) -> Any:
+        return getattr(self.renderer, "panel", None)
+
+    def stop(self) -> None:
+        """Ask the loop to stop (the Stop button)."""
+        self.pump.cancel.set()
+
+    # ------------------------------------------------------------------ running
+    def _work(self, emit: Callable[[Any], None], cancel: threading.Event) -> Run:
+        return self.loop.run(self.task, on_event=emit, cancel=cancel)
+
+    def _on_event(self, event: Any) -> None:
+        if isinstance(event, RunStarted):
+            self._started = True
+            self.renderer.start(event.run)
+        elif not isinstance(event, RunFinished):  # the end is rendered from the record
+            self.renderer.handle(event)
+
+    def _finish(self, run: Run) -> Run:
+        self.run = run
+        if not self._started:
+            self.renderer.start(run)
+        self.renderer.finish(run)
+        self.record(run)
+        return run
+
+    def run_sync(self) -> Run:
+        run = self._finish(self.pump.run_sync())
+        self.hand_over(run)
+        return run
+
+    async def run_async(self) -> Run:
+        run = self._finish(await self.pump.run_async())
+        if run.final_code is not None:
+            await self.cells.answered(HELLO_TIMEOUT_S)
+        self.hand_over(run)
+        return run
+
+    def record(self, run: Run) -> None:
+        """Store the run where the user can reach it: ``agent_result`` and ``_``."""
+        self.shell.user_ns[RESULT_NAME] = run
+        hook = self.shell.displayhook
+        if getattr(hook, "do_full_cache", False):
+            hook.___, hook.__, hook._ = hook.__, hook._, run
+            self.shell.push({"_": hook._, "__": hook.__, "___": hook.___}, interactive=False)
+
+    # ------------------------------------------------------------------ accept
+    def hand_over(self, run: Run) -> None:
+        """Offer the passing code. With the labextension the panel's buttons edit the
+        notebook later, on a click; without it the code goes out with this cell's
+        reply (``set_next_input``) and the cell says so."""
+        code = run.final_code
+        if code is None:
+            return
+        heal = run.task.initial_code is not None
+        panel = self.panel
+        if self.cells.ready and panel is not None:
+            review = ""
+            if heal:
+                diff = code_diff(run.task.initial_code, code, old_name="your cell", new_name="fix")
+                review = heading("Diff to your cell") + diff_html(diff)
+            panel.offer_actions(
+                "Passed. Replace this cell with the fix, insert it below, or run it in your kernel." if heal
+                else "Passed. Insert the code below, or run it in your kernel.",
+                insert=True, replace=heal, review=review,
+            )
+            return
+        if self.in_cell:
+            self.shell.set_next_input(code, replace=False)
+            note = ("The passing code was handed to the front end as the next cell (set_next_input): "
+                    "this front end cannot insert or replace cells on a click.")
+        else:
+            note = "This front end cannot edit cells on a click: the code is in agent_result.final_code."
+        show_html(message_html(note, kind="note"), f"selfheal: {note}")
+        if panel is not None:
+            panel.offer_actions("Passed.", insert=False, replace=False)
+
+    def on_action(self, name: str) -> None:
+        """A button of the panel was pressed (after the cell ended)."""
+        panel, run = self.panel, self.run
+        if run is None or panel is None:
+            return
+        code = run.final_code
+        if code is None:
+            panel.settle("No passing code to use.")
+            return
+        if name in ("insert", "replace"):
+            done_text = ("Inserted below the cell." if name == "insert"
+                         else "Replaced the cell's code with the fix (it was not run).")
+
+            def done(ok: bool, reason: str) -> None:
+                panel.settle(done_text if ok else f"The front end could not do it: {reason}.")
+
+            if not self.cells.send(name, code, done):
+                self.shell.set_next_input(code, replace=False)
+                panel.settle("The code will appear below the next cell you run.")
+        elif name == "run":
+            with panel.output:
+                self.shell.run_cell(code, store_history=False)
+            panel.settle("Ran the code in your kernel.")
+        else:
+            panel.settle("Done: the record stays in agent_result.")
+
+
+def plan_pump(settings: SelfHeal, task: Task) -> Pump[Any]:
+    """A pump that only plans ``task`` (``--plan-only``)."""
+    from .factory import build_loop
+
+    loop = build_loop(settings)
+    return Pump(lambda _emit, cancel: loop.plan(task, cancel=cancel))
+
+
+def gather_context(shell: Any, settings: SelfHeal, task: Task, *, task_text: str | None = None) -> Any:
+    """What the cell (``%%heal``) or the task's words (``%%agent``) need from the
+    notebook, resolved now: import lines, notebook sources, copies (never the live
+    objects; the namespace is only read)."""
+    from . import context
+    from .factory import sandbox_packages
+
+    ns = shell.user_ns
+    options: dict[str, Any] = {
+        "max_bytes": settings.context_max_bytes,
+        "hidden": getattr(shell, "user_ns_hidden", None),
+        "image_packages": sandbox_packages(settings),
+        "skip": set(task.inputs),
+    }
+    if task_text is not None:
+        return context.for_task(task_text, ns, **options)
+    return context.for_cell(task.initial_code or "", ns, transform=shell.transform_cell, **options)
+
+
+# ====================================================================== awaiting in a kernel
+def kernel_can_await(shell: Any) -> bool:
+    """Only a kernel with an asyncio loop dispatches comms while a cell awaits."""
     try:
-        while not choice.done() and time.monotonic() < deadline:
-            await asyncio.wait({choice}, timeout=TICK_S)  # ticks: see CellRun.run_async
-    except (asyncio.CancelledError, KeyboardInterrupt):
-        return None
-    return choice.result() if choice.done() and not choice.cancelled() else None
+        from IPython.core.async_helpers import _asyncio_runner
+    except ImportError:  # pragma: no cover
+        return False
+    return (
+        getattr(shell, "kernel", None) is not None
+        and bool(getattr(shell, "autoawait", False))
+        and getattr(shell, "loop_runner", None) is _asyncio_runner
+    )
 
 
-def call_sync(func: Callable[[], Any], cancel: threading.Event) -> Any:
-    """``func()`` in a worker thread; Ctrl-C sets ``cancel`` (func must honour it)."""
-    box: dict[str, Any] = {}
-
-    def work() -> None:
-        try:
-            box["value"] = func()
-        except BaseException as exc:  # re-raised on the caller's thread
-            box["error"] = exc
-
-    thread = threading.Thread(target=work, name="selfheal-call", daemon=True)
-    thread.start()
-    while thread.is_alive():
-        try:
-            thread.join(TICK_S)
-        except KeyboardInterrupt:
-            cancel.set()
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
+def _our_magic_call(node: ast.AST) -> bool:
+    """``get_ipython().run_cell_magic('agent' | 'heal', line, cell)`` as IPython writes it."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "run_cell_magic" and isinstance(node.func.value, ast.Call)
+            and isinstance(node.func.value.func, ast.Name) and node.func.value.func.id == "get_ipython"):
+        return False
+    first = node.args[0] if node.args else None
+    return isinstance(first, ast.Constant) and first.value in CELL_MAGICS and len(node.args) == 3
 
 
-async def call_async(func: Callable[[], Any], cancel: threading.Event) -> Any:
-    """The awaited form of :func:`call_sync` (a kernel interrupt sets ``cancel``)."""
-    future = asyncio.get_running_loop().run_in_executor(None, func)
-    while True:
-        try:
-            done, _ = await asyncio.wait({future}, timeout=TICK_S)
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            cancel.set()
-            continue
-        if done:
-            return future.result()
+def _is_our_cell(source: str) -> bool:
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return False
+    return len(body) == 1 and isinstance(body[0], ast.Expr) and _our_magic_call(body[0].value)
+
+
+class AwaitCellMagics(ast.NodeTransformer):
+    """The AST transformer: our cell magic's call becomes an awaited call (kernel only)."""
+
+    def __init__(self, shell: Any) -> None:
+        self.shell = shell
+
+    def visit_Expr(self, node: ast.Expr) -> ast.AST:
+        if not (_our_magic_call(node.value) and kernel_can_await(self.shell)):
+            return node
+        call = node.value
+        assert isinstance(call, ast.Call)
+        target = ast.parse("__import__('selfheal_jupyter.front').front.run_cell_magic_async", mode="eval").body
+        awaited = ast.Await(value=ast.Call(func=target, args=call.args, keywords=[]))
+        return ast.copy_location(ast.Expr(value=awaited), node)
+
+
+class _ShouldRunAsync:
+    """``shell.should_run_async``, plus: our cell magics run asynchronously."""
+
+    def __init__(self, shell: Any, original: Callable[..., bool]) -> None:
+        self.shell = shell
+        self.original = original
+
+    def __call__(self, raw_cell: str, *, transformed_cell: str | None = None,
+                 preprocessing_exc_tuple: Any = None) -> bool:
+        if self.original(raw_cell, transformed_cell=transformed_cell,
+                         preprocessing_exc_tuple=preprocessing_exc_tuple):
+            return True
+        if preprocessing_exc_tuple is not None or transformed_cell is None:
+            return False
+        return kernel_can_await(self.shell) and _is_our_cell(transformed_cell)
+
+
+def install(shell: Any) -> None:
+    """Let ``%%agent`` / ``%%heal`` cells await in a kernel (see the module docstring)."""
+    if getattr(shell, "kernel", None) is None:
+        return
+    if not any(isinstance(t, AwaitCellMagics) for t in shell.ast_transformers):
+        shell.ast_transformers.append(AwaitCellMagics(shell))
+    if not isinstance(shell.should_run_async, _ShouldRunAsync):
+        shell.should_run_async = _ShouldRunAsync(shell, shell.should_run_async)
+
+
+def uninstall(shell: Any) -> None:
+    shell.ast_transformers[:] = [t for t in shell.ast_transformers if not isinstance(t, AwaitCellMagics)]
+    if isinstance(shell.__dict__.get("should_run_async"), _ShouldRunAsync):
+        del shell.should_run_async
+
+
+async def run_cell_magic_async(name: str, line: str, cell: str) -> Any:
+    """What an awaited ``%%agent`` / ``%%heal`` cell calls: the line expanded as
+    IPython's ``run_cell_magic`` expands it, then the magic's coroutine."""
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    magic = shell.find_cell_magic(name)
+    if magic is None:  # the extension was unloaded meanwhile
+        return shell.run_cell_magic(name, line, cell)
+    line = shell.var_expand(line, 1)  # 1: the frame of the cell that awaits us
+    owner = getattr(magic, "__self__", None)
+    with shell.builtin_trap:
+        return await getattr(owner, f"{name}_async")(line, cell)

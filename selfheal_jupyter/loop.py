@@ -10,7 +10,6 @@ knows IPython or HTML.
 
 from __future__ import annotations
 
-import difflib
 import io
 import keyword
 import logging
@@ -36,6 +35,7 @@ from .events import (
     TokensStreamed,
     VerdictReady,
 )
+from .codeblocks import code_diff
 from .context import format_context
 from .feedback import failure_signature, format_feedback
 from .inputs import describe_inputs
@@ -126,20 +126,6 @@ def prepare_inputs(task: Task) -> dict[str, Pickled]:
         for name, data in task.context.values.items():
             prepared.setdefault(name, Pickled(data))
     return prepared
-
-
-def unified_diff(old: str | None, new: str) -> str:
-    """The unified diff from the previous candidate ("" for the first one)."""
-    if old is None:
-        return ""
-    return "".join(
-        difflib.unified_diff(
-            old.splitlines(keepends=True),
-            new.splitlines(keepends=True),
-            fromfile="previous.py",
-            tofile="candidate.py",
-        )
-    )
 
 
 class _StopSignal:
@@ -418,7 +404,7 @@ class Loop:
             feedback = NO_CODE_FEEDBACK
         else:
             state.no_code_in_a_row = 0
-            diff = unified_diff(previous, code)
+            diff = code_diff(previous, code)
             state.emit(CandidateReady(candidate, diff))
             state.emit(ExecutionStarted(index))
             result = self.qa.precheck(code, data_names, defined=ctx.names() if ctx else ())

@@ -10,7 +10,7 @@ import re
 from typing import Any, Mapping
 
 from .errors import BadInput
-from .model import Plan
+from .model import Plan, Task
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _FIELD = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\}")
@@ -159,3 +159,55 @@ def clean_task(text: str) -> str:
             "%%agent\nLoad the numbers 1..10 and print their mean."
         )
     return task
+
+
+# ---------------------------------------------------------------- from parsed arguments to a job
+def settings_for(args: Any, parent: Any, **extra: Any) -> Any:
+    """``SelfHeal`` with the cell's options over the configured ones (``SelfHeal``
+    validates them: a bad value is a :class:`BadInput` saying what to write)."""
+    from traitlets import TraitError
+
+    from .config import SelfHeal
+
+    overrides: dict[str, Any] = dict(extra)
+    for option, trait in (("max_iterations", "max_iterations"), ("model", "model"),
+                          ("timeout", "timeout_s"), ("memory", "memory")):
+        value = getattr(args, option)
+        if value is not None and value != "":
+            overrides[trait] = value
+    if args.quiet:
+        overrides["quiet"] = True
+    try:
+        return SelfHeal(parent=parent, **overrides)
+    except TraitError as exc:
+        raise BadInput(str(exc)) from None
+
+
+def agent_task(args: Any, cell: str, namespace: Mapping[str, Any], raw_inputs: list[str]) -> Task:
+    """The task of an ``%%agent`` cell (the body with ``{name}`` replaced)."""
+    if args.plan and args.plan_only:
+        raise BadInput("--plan and --plan-only do not go together: plan first, then use it.")
+    if args.plan_only and not args.plan_only.isidentifier():
+        raise BadInput(f"--plan-only {args.plan_only!r}: give a variable name to store the plan in.")
+    return Task(
+        prompt=clean_task(interpolate(cell, namespace)),
+        inputs=resolve_inputs(args.inputs, namespace),
+        tests=resolve_tests(args.tests, namespace, raw_inputs),
+        plan=resolve_plan(args.plan, namespace),
+    )
+
+
+def heal_task(args: Any, cell: str, namespace: Mapping[str, Any], raw_inputs: list[str]) -> Task:
+    """The task of a ``%%heal`` cell: make the body (iteration 0) run / pass the tests."""
+    if not cell.strip():
+        raise BadInput("%%heal needs code in the cell body: the code to run and repair.")
+    hint = interpolate(" ".join(args.hint), namespace).strip()
+    tests = resolve_tests(args.tests, namespace, raw_inputs)
+    goals = ["run without errors"]
+    if tests:
+        goals.append("pass the given tests")
+    if hint:
+        goals.append(hint)
+    prompt = ("Make this code " + ", ".join(goals[:-1]) + (" and " if len(goals) > 1 else "")
+              + goals[-1] + ".")
+    return Task(prompt=prompt, inputs=resolve_inputs(args.inputs, namespace), tests=tests, initial_code=cell)

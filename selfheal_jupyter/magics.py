@@ -1,38 +1,31 @@
-"""``%%agent``, ``%%heal``, ``%agent_autoheal`` and ``%agent_export``.
+"""``%%agent``, ``%%heal``, ``%agent_autoheal`` and ``%agent_export``: declarations.
 
-The magic parses the cell (``magic_args.py``), builds the loop through the factory
-(the one place that wires endpoint, sandbox and agents), hands the run to
-``front.CellRun`` and a renderer, and records the result in ``agent_result``. It
-never writes anything else into the user's namespace unless the user presses
-**Insert** / **Run in my kernel** (``--plan-only`` stores the plan it was asked for).
-
-In a kernel, an ``%%agent`` / ``%%heal`` cell is turned into an awaited call (an
-input transformer adds ``await``): while the cell awaits, ipykernel dispatches widget
-messages, so the panel's Stop button works and the cell still blocks until the run
-ends (nbclient / nbconvert save complete outputs).
+Each magic parses its arguments (``magic_args.py`` turns them into settings and a
+task) and hands the run to the controller (``front.CellRun``), which renders it,
+stores the record in ``agent_result`` and offers the passing code. Nothing else in the
+user's namespace changes unless the user presses Insert / Replace / Run in my kernel
+(``--plan-only`` stores the plan it was asked for). In a kernel the cell awaits the
+run (``front.install``), so Stop works while it lasts; the cell ends when it ends.
 """
 
 from __future__ import annotations
 
-import asyncio
-import threading
-from typing import Any
+import functools
+import inspect
+from typing import Any, Callable
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from . import magic_args
+from . import autoheal, front, magic_args
 from .config import SelfHeal
 from .errors import SelfHealError
-from .front import CellRun, call_async, call_sync, wait_for_choice
 from .model import Run, Task
 from .render.html import plan_html
-from .render.inline import PanelRenderer, StaticRenderer, show_html
+from .render.inline import show_html
 
-RESULT_NAME = "agent_result"
 PLAN_NAME = "agent_plan"
-ASYNC_MAGICS = ("agent", "heal")
 
 
 def _common_options(func: Any) -> Any:
@@ -58,18 +51,37 @@ def _common_options(func: Any) -> Any:
     return func
 
 
+def _user_errors(func: Callable) -> Callable:
+    """Our exceptions become IPython's one-line ``UsageError`` (no traceback of ours)."""
+    if inspect.iscoroutinefunction(func):
+        @functools.wraps(func)
+        async def awaited(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await func(*args, **kwargs)
+            except SelfHealError as exc:
+                raise UsageError(str(exc)) from None
+        return awaited
+
+    @functools.wraps(func)
+    def plain(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except SelfHealError as exc:
+            raise UsageError(str(exc)) from None
+    return plain
+
+
 @magics_class
 class SelfHealMagics(Magics):
     """The notebook front of selfheal-jupyter."""
+
+    shell: Any  # IPython types it Optional; a registered Magics always has one
 
     def __init__(self, shell: Any) -> None:
         super().__init__(shell)
         self.settings = SelfHeal(parent=shell)
         self.last_run: Run | None = None
-        self._choice: asyncio.Future | None = None
-        self._choice_owner: CellRun | None = None
-        self._plan_cancel = threading.Event()
-        self._autoheal = False
+        self._autoheal: autoheal.Autoheal | None = None
 
     # ================================================================== %%agent
     @magic_arguments()
@@ -80,6 +92,7 @@ class SelfHealMagics(Magics):
                    f"(default {PLAN_NAME}); edit it, then run %%%%agent --plan VAR.")
     @argument("--plan", metavar="VAR", help="Use the plan in VAR (list of steps or text) as is.")
     @cell_magic
+    @_user_errors
     def agent(self, line: str, cell: str) -> None:
         """Plan, write, run (in a Docker sandbox) and repair code for the task in the cell.
 
@@ -100,58 +113,53 @@ class SelfHealMagics(Magics):
         """
         settings, task, plan_var = self._agent_job(line, cell)
         if plan_var:
-            self._plan_only(settings, task, plan_var, call_sync)
+            self._show_plan(front.plan_pump(settings, task).run_sync(), plan_var)
         else:
-            self._run_sync(settings, task)
-        return None
+            self._finished(front.CellRun(self.shell, settings, task).run_sync())
 
+    @_user_errors
     async def agent_async(self, line: str, cell: str) -> None:
         settings, task, plan_var = self._agent_job(line, cell)
         if plan_var:
-            plan = await call_async(self._planner(settings, task), self._plan_cancel)
-            self._show_plan(plan, plan_var)
+            self._show_plan(await front.plan_pump(settings, task).run_async(), plan_var)
         else:
-            await self._run_async(settings, task)
-        return None
+            self._finished(await front.CellRun(self.shell, settings, task).run_async())
 
     # ================================================================== %%heal
     @magic_arguments()
     @_common_options
     @argument("hint", nargs="*", help="Optional words on what the code should do.")
     @cell_magic
+    @_user_errors
     def heal(self, line: str, cell: str) -> None:
         """Run this cell's code in the sandbox; if it fails, repair it with the agent.
 
         Your code is iteration 0 and its traceback is the first feedback. What the cell
         reads from the notebook travels with it: imports, functions and classes defined
         in the notebook (their source), and copies of the data (never the live objects).
-        Your kernel is not touched: press Insert or Run in my kernel to take the
-        repaired code.
+        Your kernel is not touched: press Replace this cell, Insert below or Run in my
+        kernel to take the repaired code.
         """
-        settings, task = self._heal_job(line, cell)
-        self._run_sync(settings, task)
-        return None
+        self._finished(front.CellRun(self.shell, *self.heal_job(line, cell)).run_sync())
 
+    @_user_errors
     async def heal_async(self, line: str, cell: str) -> None:
-        settings, task = self._heal_job(line, cell)
-        await self._run_async(settings, task)
-        return None
+        self._finished(await front.CellRun(self.shell, *self.heal_job(line, cell)).run_async())
 
     # ================================================================== line magics
     @line_magic
     def agent_autoheal(self, line: str) -> None:
         """``%agent_autoheal on|off``: under a failing cell's traceback, offer an
         "Ask the agent to fix this" button (never an automatic change)."""
-        from .autoheal import disable, enable
-
         word = line.strip().lower()
         if word in ("on", "1", "true", "yes"):
-            enable(self)
-            self._autoheal = True
+            if self._autoheal is None:
+                self._autoheal = autoheal.Autoheal(self.shell, self.heal_job, self._finished)
             print("selfheal: autoheal on — failing cells get an 'Ask the agent to fix this' button.")
         elif word in ("off", "0", "false", "no"):
-            disable(self)
-            self._autoheal = False
+            if self._autoheal is not None:
+                self._autoheal.remove()
+                self._autoheal = None
             print("selfheal: autoheal off.")
         else:
             state = "on" if self._autoheal else "off"
@@ -175,120 +183,26 @@ class SelfHealMagics(Magics):
             raise UsageError(f"Could not write {args.path}: {exc.strerror or exc}.") from None
         print(f"selfheal: wrote {path}")
 
-    # ================================================================== building a run
-    def _settings(self, args: Any, **extra: Any) -> SelfHeal:
-        overrides: dict[str, Any] = dict(extra)
-        if args.max_iterations is not None:
-            if args.max_iterations < 1:
-                raise UsageError("--max-iterations must be at least 1.")
-            overrides["max_iterations"] = args.max_iterations
-        if args.model:
-            overrides["model"] = args.model
-        if args.timeout is not None:
-            if args.timeout <= 0:
-                raise UsageError("--timeout must be a positive number of seconds.")
-            overrides["timeout_s"] = args.timeout
-        if args.memory:
-            overrides["memory"] = args.memory
-        if args.quiet:
-            overrides["quiet"] = True
-        return SelfHeal(parent=self.shell, **overrides)
-
+    # ================================================================== parsing into a job
     def _raw_inputs(self) -> list[str]:
         return list(self.shell.history_manager.input_hist_raw)
 
     def _agent_job(self, line: str, cell: str) -> tuple[SelfHeal, Task, str | None]:
         args = parse_argstring(self.agent, line)
-        ns = self.shell.user_ns
-        try:
-            prompt = magic_args.clean_task(magic_args.interpolate(cell, ns))
-            if args.plan and args.plan_only:
-                raise UsageError("--plan and --plan-only do not go together: plan first, then use it.")
-            extra = {"auto_plan": False} if args.no_plan else {}
-            settings = self._settings(args, **extra)
-            task = Task(
-                prompt=prompt,
-                inputs=magic_args.resolve_inputs(args.inputs, ns),
-                tests=magic_args.resolve_tests(args.tests, ns, self._raw_inputs()),
-                plan=magic_args.resolve_plan(args.plan, ns),
-            )
-            task.context = self._context(settings, task, task_text=cell)
-        except SelfHealError as exc:
-            raise UsageError(str(exc)) from None
-        if args.plan_only and not args.plan_only.isidentifier():
-            raise UsageError(f"--plan-only {args.plan_only!r}: give a variable name to store the plan in.")
+        task = magic_args.agent_task(args, cell, self.shell.user_ns, self._raw_inputs())
+        settings = magic_args.settings_for(args, self.shell, **({"auto_plan": False} if args.no_plan else {}))
+        task.context = front.gather_context(self.shell, settings, task, task_text=cell)
         return settings, task, args.plan_only
 
-    def _heal_job(self, line: str, cell: str) -> tuple[SelfHeal, Task]:
+    def heal_job(self, line: str, cell: str) -> tuple[SelfHeal, Task]:
         args = parse_argstring(self.heal, line)
-        ns = self.shell.user_ns
-        if not cell.strip():
-            raise UsageError("%%heal needs code in the cell body: the code to run and repair.")
-        hint = magic_args.interpolate(" ".join(args.hint), ns).strip()
-        try:
-            settings = self._settings(args, auto_plan=False)
-            tests = magic_args.resolve_tests(args.tests, ns, self._raw_inputs())
-            goals = ["run without errors"]
-            if tests:
-                goals.append("pass the given tests")
-            if hint:
-                goals.append(hint)
-            task = Task(
-                prompt="Make this code " + ", ".join(goals[:-1]) + (" and " if len(goals) > 1 else "")
-                + goals[-1] + ".",
-                inputs=magic_args.resolve_inputs(args.inputs, ns),
-                tests=tests,
-                initial_code=cell,
-            )
-            task.context = self._context(settings, task)
-        except SelfHealError as exc:
-            raise UsageError(str(exc)) from None
+        task = magic_args.heal_task(args, cell, self.shell.user_ns, self._raw_inputs())
+        settings = magic_args.settings_for(args, self.shell, auto_plan=False)
+        task.context = front.gather_context(self.shell, settings, task)
         return settings, task
 
-    def _context(self, settings: SelfHeal, task: Task, *, task_text: str | None = None) -> Any:
-        """What the cell (``%%heal``) or the task's words (``%%agent``) need from the
-        notebook, resolved now: import lines, notebook sources, copies (never the live
-        objects; the namespace is only read)."""
-        from . import context
-        from .factory import sandbox_packages
-
-        ns = self.shell.user_ns
-        options = {
-            "max_bytes": settings.context_max_bytes,
-            "hidden": getattr(self.shell, "user_ns_hidden", None),
-            "image_packages": sandbox_packages(settings),
-            "skip": set(task.inputs),
-        }
-        if task_text is not None:
-            return context.for_task(task_text, ns, **options)
-        return context.for_cell(task.initial_code or "", ns,
-                                transform=self.shell.transform_cell, **options)
-
-    def _loop(self, settings: SelfHeal) -> Any:
-        from .factory import build_loop
-
-        try:
-            return build_loop(settings)
-        except SelfHealError as exc:
-            raise UsageError(str(exc)) from None
-
-    def _planner(self, settings: SelfHeal, task: Task) -> Any:
-        """A call that plans ``task`` (Ctrl-C / interrupt → ``self._plan_cancel``)."""
-        loop = self._loop(settings)
-        self._plan_cancel = threading.Event()
-        cancel = self._plan_cancel
-
-        def plan() -> Any:
-            try:
-                return loop.plan(task, cancel=cancel)
-            except SelfHealError as exc:
-                raise UsageError(str(exc)) from None
-
-        return plan
-
-    def _plan_only(self, settings: SelfHeal, task: Task, name: str, call: Any) -> None:
-        plan_call = self._planner(settings, task)
-        self._show_plan(call(plan_call, self._plan_cancel), name)
+    def _finished(self, run: Run) -> None:
+        self.last_run = run  # for %agent_export
 
     def _show_plan(self, plan: Any, name: str) -> None:
         """Store the steps (a list the user edits) in ``name`` and show them."""
@@ -300,151 +214,6 @@ class SelfHealMagics(Magics):
         text = "\n".join(f"{i}. {s}" for i, s in enumerate(plan.steps, 1))
         show_html(plan_html(plan) + hint, f"Plan (stored in {name}):\n{text}")
 
-    # ================================================================== running
-    def _cell_run(self, settings: SelfHeal, task: Task) -> CellRun:
-        cell_run = CellRun(self._loop(settings), task, renderer=None)
-        if settings.widget and getattr(self.shell, "kernel", None) is not None:
-            cell_run.renderer = PanelRenderer(
-                max_iterations=settings.max_iterations,
-                on_stop=cell_run.stop,
-                on_action=lambda name: self._on_action(name, cell_run),
-                quiet=settings.quiet,
-            )
-        else:
-            cell_run.renderer = StaticRenderer(quiet=settings.quiet)
-        return cell_run
-
-    def _run_sync(self, settings: SelfHeal, task: Task) -> Run:
-        cell_run = self._cell_run(settings, task)
-        run = self._guard(cell_run.run_sync)
-        self._record(run, cell_run)
-        panel = getattr(cell_run.renderer, "panel", None)
-        if run.outcome == "success" and panel is not None:
-            panel.offer_actions()  # pressed after the cell ended: see _on_action
-        return run
-
-    async def _run_async(self, settings: SelfHeal, task: Task) -> Run:
-        cell_run = self._cell_run(settings, task)
-        try:
-            run = await cell_run.run_async()
-        except SelfHealError as exc:
-            raise UsageError(str(exc)) from None
-        self._record(run, cell_run)
-        panel = getattr(cell_run.renderer, "panel", None)
-        if run.outcome != "success" or panel is None:
-            return run
-        for _ in range(10):  # let a pending "view displayed" message from the front end in
-            if panel.has_live_view:
-                break
-            await asyncio.sleep(0.05)
-        if panel.has_live_view and settings.choice_timeout_s > 0 and not cell_run.interrupted:
-            self._choice = asyncio.get_running_loop().create_future()
-            self._choice_owner = cell_run
-            panel.offer_actions("Passed. Insert the code below, run it in your kernel, or press Done.")
-            try:
-                choice = await wait_for_choice(self._choice, settings.choice_timeout_s)
-            finally:
-                self._choice = self._choice_owner = None
-            if choice is not None:
-                self._apply(choice, run, panel, in_cell=True)
-            else:
-                panel.offer_actions("Passed. The buttons still work (Insert lands below the next cell you run).")
-        else:
-            panel.offer_actions()
-        return run
-
-    @staticmethod
-    def _guard(func: Any) -> Run:
-        try:
-            return func()
-        except SelfHealError as exc:
-            raise UsageError(str(exc)) from None
-
-    def _record(self, run: Run, cell_run: CellRun) -> None:
-        """Store the run where the user can reach it: ``agent_result`` and ``_``."""
-        self.last_run = run
-        self.shell.user_ns[RESULT_NAME] = run
-        hook = self.shell.displayhook
-        if getattr(hook, "do_full_cache", False):
-            hook.___, hook.__, hook._ = hook.__, hook._, run
-            self.shell.push({"_": hook._, "__": hook.__, "___": hook.___}, interactive=False)
-
-    # ================================================================== buttons
-    def _on_action(self, name: str, cell_run: CellRun) -> None:
-        """A button of ``cell_run``'s panel was pressed (on the kernel's main thread)."""
-        if self._choice is not None and self._choice_owner is cell_run and not self._choice.done():
-            self._choice.set_result(name)  # the waiting cell applies it, inside the cell
-            return
-        panel = getattr(cell_run.renderer, "panel", None)
-        if cell_run.run is not None and panel is not None:
-            self._apply(name, cell_run.run, panel, in_cell=False)
-
-    def _apply(self, name: str, run: Run, panel: Any, *, in_cell: bool) -> None:
-        code = run.final_code
-        if code is None:
-            panel.settle("No passing code to use.")
-            return
-        if name == "insert":
-            self.shell.set_next_input(code, replace=False)
-            panel.settle("Inserted as the next cell." if in_cell
-                         else "The code will appear below the next cell you run.")
-        elif name == "run":
-            if in_cell:
-                self.shell.run_cell(code, store_history=False)
-            else:
-                with panel.output:
-                    self.shell.run_cell(code, store_history=False)
-            panel.settle("Ran the code in your kernel.")
-        else:
-            panel.settle("Done: the record stays in agent_result.")
-
-
-# ====================================================================== async entry
-def _await_transformer(lines: list[str]) -> list[str]:
-    """``get_ipython().run_cell_magic('agent', ...)`` → an awaited call (kernel only)."""
-    if not lines:
-        return lines
-    first = lines[0]
-    for name in ASYNC_MAGICS:
-        prefix = f"get_ipython().run_cell_magic('{name}', "
-        if first.startswith(prefix):
-            call = f"await __import__('selfheal_jupyter.magics').magics.run_cell_async('{name}', "
-            return [call + first[len(prefix):], *lines[1:]]
-    return lines
-
-
-class _AwaitWhenPossible:
-    """The transformer as registered: only while the shell can await (``%autoawait``)."""
-
-    def __init__(self, shell: Any) -> None:
-        self.shell = shell
-
-    def __call__(self, lines: list[str]) -> list[str]:
-        return _await_transformer(lines) if _kernel_can_await(self.shell) else lines
-
-
-async def run_cell_async(name: str, line: str, cell: str) -> None:
-    """The awaited form of ``%%agent`` / ``%%heal`` (see the module docstring)."""
-    from IPython import get_ipython
-
-    shell = get_ipython()
-    magics = shell.magics_manager.registry["SelfHealMagics"]
-    method = magics.agent_async if name == "agent" else magics.heal_async
-    await method(line, cell)
-
-
-def _kernel_can_await(shell: Any) -> bool:
-    """Only a kernel with an asyncio loop dispatches comms while a cell awaits."""
-    try:
-        from IPython.core.async_helpers import _asyncio_runner
-    except ImportError:  # pragma: no cover
-        return False
-    return (
-        getattr(shell, "kernel", None) is not None
-        and bool(getattr(shell, "autoawait", False))
-        and getattr(shell, "loop_runner", None) is _asyncio_runner
-    )
-
 
 def load(ipython: Any) -> None:
     """Register the magics (``%load_ext selfheal_jupyter``)."""
@@ -452,10 +221,7 @@ def load(ipython: Any) -> None:
     ipython.register_magics(magics)
     if magics.settings not in ipython.configurables:
         ipython.configurables.append(magics.settings)
-    if getattr(ipython, "kernel", None) is not None and not any(
-        isinstance(t, _AwaitWhenPossible) for t in ipython.input_transformers_post
-    ):
-        ipython.input_transformers_post.append(_AwaitWhenPossible(ipython))
+    front.install(ipython)
 
 
 def unload(ipython: Any) -> None:
@@ -465,13 +231,9 @@ def unload(ipython: Any) -> None:
         table = ipython.magics_manager.magics[kind]
         for name in ("agent", "heal", "agent_autoheal", "agent_export"):
             table.pop(name, None)
-    ipython.input_transformers_post[:] = [
-        t for t in ipython.input_transformers_post if not isinstance(t, _AwaitWhenPossible)
-    ]
+    front.uninstall(ipython)
     if magics is not None:
         if magics.settings in ipython.configurables:
             ipython.configurables.remove(magics.settings)
-        if magics._autoheal:
-            from .autoheal import disable
-
-            disable(magics)
+        if magics._autoheal is not None:
+            magics._autoheal.remove()

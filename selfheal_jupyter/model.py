@@ -554,10 +554,6 @@ class Run:
                 return it.candidate.code
         return None
 
-    @property
-    def last_code(self) -> str | None:
-        return self.iterations[-1].candidate.code if self.iterations else None
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "task": self.task.prompt,

@@ -100,7 +100,8 @@ def test_streamed_tokens_end_their_line_before_the_transcript_goes_on(files):
 
 
 def test_ctrl_c_cancels_and_still_prints_the_record(files):
-    slow = Reply(RIGHT, chunk_delay_s=0.2)
+    # streamed slowly, then sleeping in the sandbox: the signal always lands mid-run
+    slow = Reply("```python\nimport time\ntime.sleep(60)\nprint(df)\n```", chunk_delay_s=0.2)
     with ScriptedServer([slow], chunk_size=1) as s:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "SELFHEAL_"))}
         env["OPENAI_API_KEY"] = "k"
@@ -114,7 +115,6 @@ def test_ctrl_c_cancels_and_still_prints_the_record(files):
             while not s.requests and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert s.requests, "the developer was never asked"
-            time.sleep(0.3)
             t0 = time.monotonic()
             proc.send_signal(signal.SIGINT)
             out, err = proc.communicate(timeout=30)
@@ -124,7 +124,7 @@ def test_ctrl_c_cancels_and_still_prints_the_record(files):
                 proc.kill()
     assert proc.returncode == 1, (out, err)
     assert json.loads(out)["outcome"] == "cancelled"
-    assert stopped_in < 5  # includes removing the sandbox's containers at exit
+    assert stopped_in < 30  # a loose bound (the candidate sleeps 60 s); includes removing the containers
     assert "Traceback" not in err
 
 
@@ -158,8 +158,11 @@ def test_sandbox_unavailable_is_a_recorded_error():
         (["t", "--input", "df={missing}"], "cannot read"),
         (["t", "--input", "no-equals-sign"], "NAME=PATH.pkl"),
         (["t", "--max-iterations", "0"], "at least 1"),
+        (["t", "--memory", "1x"], "write a size such as 512m or 1g"),
+        (["t", "--timeout", "0"], "must be a positive number"),
     ],
-    ids=["empty-task", "tests-bad", "not-a-pickle", "missing-file", "bad-spec", "zero-iterations"],
+    ids=["empty-task", "tests-bad", "not-a-pickle", "missing-file", "bad-spec", "zero-iterations", "bad-memory",
+         "zero-timeout"],
 )
 def test_bad_input_exits_2_with_a_clear_message(tmp_path: Path, args, expect):
     bad_tests = tmp_path / "bad_tests.py"

@@ -13,7 +13,7 @@ from IPython.utils.capture import capture_output
 
 from selfheal_jupyter import magic_args
 from selfheal_jupyter.errors import BadInput
-from selfheal_jupyter.magics import SelfHealMagics, _await_transformer
+from selfheal_jupyter.magics import SelfHealMagics
 from selfheal_jupyter.model import Plan
 
 
@@ -72,6 +72,8 @@ def test_help_through_pinfo(shell):
         ("%%agent --plan p --plan-only\ndo it", "do not go together"),
         ("%%agent --max-iterations 0\ndo it", "at least 1"),
         ("%%agent --max-iterations many\ndo it", "invalid int value"),
+        ("%%agent --memory 1x\ndo it", "write a size such as 512m or 1g"),
+        ("%%heal --timeout -1\nx = 1", "must be a positive number"),
         ("%%heal\n\n", "%%heal needs code"),
         ("%agent_export /tmp/x.ipynb", "Nothing to export yet"),
         ("%agent_autoheal maybe", "takes on or off"),
@@ -139,16 +141,29 @@ def test_inputs_are_resolved_by_name():
     assert magic_args.resolve_inputs(None, ns) == {}
 
 
-def test_await_transformer_only_touches_our_cell_magics():
-    cell = ["get_ipython().run_cell_magic('agent', '--quiet', 'do it\\n')\n"]
-    out = _await_transformer(cell)
-    assert out[0].startswith("await __import__('selfheal_jupyter.magics').magics.run_cell_async('agent', ")
-    assert out[0].endswith("'--quiet', 'do it\\n')\n")
-    heal = _await_transformer(["get_ipython().run_cell_magic('heal', '', 'x=1\\n')\n"])
-    assert "run_cell_async('heal', " in heal[0]
-    other = ["get_ipython().run_cell_magic('time', '', 'x=1\\n')\n"]
-    assert _await_transformer(other) == other
-    assert _await_transformer(["x = 1\n"]) == ["x = 1\n"]
+def test_in_a_kernel_our_cell_magics_are_awaited_without_rewriting_the_cell():
+    import ast
+    from types import SimpleNamespace
+
+    from IPython.core.async_helpers import _asyncio_runner
+
+    from selfheal_jupyter.front import AwaitCellMagics, _ShouldRunAsync
+
+    kernel = SimpleNamespace(kernel=object(), autoawait=True, loop_runner=_asyncio_runner)
+    ours = "get_ipython().run_cell_magic('agent', '--quiet', 'do it\\n')\n"
+    tree = AwaitCellMagics(kernel).visit(ast.parse(ours))
+    assert ast.unparse(tree) == (
+        "await __import__('selfheal_jupyter.front').front.run_cell_magic_async('agent', '--quiet', 'do it\\n')")
+    other = "get_ipython().run_cell_magic('time', '', 'x=1\\n')\n"
+    assert ast.unparse(AwaitCellMagics(kernel).visit(ast.parse(other))) == other.strip()
+    terminal = SimpleNamespace(kernel=None, autoawait=True, loop_runner=_asyncio_runner)
+    assert ast.unparse(AwaitCellMagics(terminal).visit(ast.parse(ours))) == ours.strip()
+
+    should = _ShouldRunAsync(kernel, lambda raw, **kw: False)
+    assert should("%%agent --quiet\ndo it\n", transformed_cell=ours)
+    assert not should("%%time\nx=1\n", transformed_cell=other)
+    assert not should("x = 1\n", transformed_cell="x = 1\n")
+    assert not _ShouldRunAsync(terminal, lambda raw, **kw: False)("", transformed_cell=ours)
 
 
 def test_config_reaches_per_call_settings(shell):
@@ -157,10 +172,10 @@ def test_config_reaches_per_call_settings(shell):
     from IPython.core.magic_arguments import parse_argstring
 
     args = parse_argstring(magics.agent, "--timeout 5 --memory 1g")
-    settings = magics._settings(args)
+    settings = magic_args.settings_for(args, shell)
     assert settings.max_iterations == 7 and settings.timeout_s == 5 and settings.memory == "1g"
     args = parse_argstring(magics.agent, "--max-iterations 2 --model m --quiet")
-    settings = magics._settings(args)
+    settings = magic_args.settings_for(args, shell)
     assert settings.max_iterations == 2 and settings.model == "m" and settings.quiet
     with capture_output() as cap:
         shell.run_line_magic("config", "SelfHeal")
@@ -237,3 +252,25 @@ def test_plan_only_then_plan_in_a_plain_shell(shell):
         assert record.outcome == "success"
         # the planner was asked once (for --plan-only); the given plan was used as is
         assert len(server.chat_requests()) == 2
+
+
+def test_autoheal_chains_to_an_existing_handler_and_restores_it(shell):
+    seen = []
+
+    def theirs(ip, etype, evalue, tb, tb_offset=None):
+        seen.append(etype)
+        return ["their traceback"]
+
+    shell.set_custom_exc((KeyError,), theirs)
+    before = (shell.custom_exceptions, shell.CustomTB)
+    try:
+        run(shell, "%agent_autoheal on")
+        assert KeyError in shell.custom_exceptions and Exception in shell.custom_exceptions
+        run(shell, "{}['missing']")
+        assert seen == [KeyError]
+        run(shell, "1 / 0")  # not theirs: IPython's own traceback, then our button
+        assert seen == [KeyError]
+        run(shell, "%agent_autoheal off")
+        assert (shell.custom_exceptions, shell.CustomTB) == before
+    finally:
+        shell.set_custom_exc((), None)

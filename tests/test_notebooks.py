@@ -112,10 +112,16 @@ def test_kernel_interrupt_stops_the_run_cleanly():
             assert kc.execute_interactive("%load_ext selfheal_jupyter", timeout=60)["content"]["status"] == "ok"
             outputs: list[dict] = []
             msg_id = kc.execute("%%agent\nWait a long time, then print done.")
+            # wait for the panel to say the candidate runs (it sleeps 60 s in the sandbox)
             deadline = time.monotonic() + 60
-            while server.remaining and time.monotonic() < deadline:
-                time.sleep(0.1)
-            time.sleep(2.0)  # the candidate is now sleeping inside the sandbox
+            while time.monotonic() < deadline:
+                msg = kc.get_iopub_msg(timeout=60)
+                if msg["parent_header"].get("msg_id") == msg_id:
+                    outputs.append(msg)
+                if "Running iteration 1 in the sandbox" in str(msg["content"].get("data", "")):
+                    break
+            else:
+                raise AssertionError("the candidate never started")
             interrupted = time.monotonic()
             km.interrupt_kernel()
             reply = kc.get_shell_msg(timeout=60)

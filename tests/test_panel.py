@@ -3,9 +3,10 @@ front end's part on the wire (widget comm messages), as JupyterLab would.
 
 * Stop: a click on the Stop button reaches the kernel while the %%agent cell runs
   (the cell awaits, so ipykernel dispatches comm messages) and cancels the run.
-* Insert: once a view of the panel is reported (``_view_count``), a passing cell
-  waits for a choice; Insert puts the code into the cell's own execute reply as a
-  ``set_next_input`` payload, so the front end adds it right below.
+* A passing cell ends at once. Without the labextension answering, the code goes
+  out with the cell's own execute reply (``set_next_input``). With it (the test
+  answers the ``selfheal-jupyter`` comm as the extension would), Insert below /
+  Replace this cell, pressed after the cell ended, send the cell's id and the code.
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ class Wire:
         self.widgets: dict[str, dict] = {}
         self.messages: list[dict] = []
         self.idle = False
+        self.extension = False
+        self.front_comm: str | None = None
+        self.requests: list[dict] = []
 
     def pump(self, timeout: float = 0.2) -> None:
         try:
@@ -55,6 +59,14 @@ class Wire:
         self.messages.append(msg)
         if msg["msg_type"] == "comm_open" and msg["content"].get("target_name") == "jupyter.widget":
             self.widgets[msg["content"]["comm_id"]] = msg["content"]["data"]["state"]
+        elif msg["msg_type"] == "comm_open" and msg["content"].get("target_name") == "selfheal-jupyter":
+            self.front_comm = msg["content"]["comm_id"]
+            if self.extension:  # answer as the labextension does
+                self.send(self.front_comm, {"action": "hello", "ok": True})
+        elif msg["msg_type"] == "comm_msg" and msg["content"]["comm_id"] == self.front_comm:
+            data = msg["content"]["data"]
+            self.requests.append(data)
+            self.send(self.front_comm, {"action": data["action"], "request": data["request"], "ok": True})
         elif msg["msg_type"] == "comm_msg":
             state = msg["content"]["data"].get("state")
             if state and msg["content"]["comm_id"] in self.widgets:
@@ -90,6 +102,19 @@ class Wire:
                        if m["msg_type"] == "display_data")
 
 
+def execute_in_cell(kc, code: str, cell_id: str) -> str:
+    """An execute request as JupyterLab sends it (with the cell's id in the metadata)."""
+    content = {"code": code, "silent": False, "store_history": True, "user_expressions": {},
+               "allow_stdin": False, "stop_on_error": True}
+    msg = kc.session.msg("execute_request", content, metadata={"cellId": cell_id})
+    kc.shell_channel.send(msg)
+    return msg["header"]["msg_id"]
+
+
+def status_text(wire: Wire) -> str:
+    return " ".join(str(s.get("value", "")) for s in wire.widgets.values() if s.get("_model_name") == "HTMLModel")
+
+
 def execute_reply(kc, msg_id: str, timeout: float = 60) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -110,36 +135,30 @@ def test_stop_button_cancels_a_running_cell(kernel_for):
         wire.until(lambda: any("selfheal-tokens" in str(s.get("value", "")) and "Sleeping" in str(s.get("value", ""))
                                for s in wire.widgets.values()), 60, "streamed tokens in the panel")
         wire.until(lambda: server.remaining == 0, 60, "the candidate")
-        time.sleep(1.0)  # it is sleeping in the sandbox now
+        wire.until(lambda: "Running iteration 1 in the sandbox" in status_text(wire), 60, "the candidate to run")
         pressed = time.monotonic()
         wire.click(stop)
         reply = execute_reply(kc, msg_id, timeout=30)
         stop_s = time.monotonic() - pressed
         wire.until(lambda: wire.idle, 10, "the cell to end")
         assert reply["content"]["status"] == "ok"
-        assert stop_s < 5, f"Stop took {stop_s:.1f} s"
+        assert stop_s < 10, f"Stop took {stop_s:.1f} s (the candidate sleeps 60 s)"
         assert 'data-outcome="cancelled"' in wire.html()
 
 
-def test_insert_puts_the_code_below_the_cell(kernel_for):
+def test_without_the_extension_a_passing_cell_ends_and_hands_over_the_code(kernel_for):
     code = "print(sum([1, 2, 3]) / 3)"
     with ScriptedServer([Reply("1. Print the mean."), Reply(f"```python\n{code}\n```")]) as server:
         _, kc = kernel_for(server)
         msg_id = kc.execute("%%agent\nPrint the mean of 1, 2 and 3.")
         wire = Wire(kc, msg_id)
-        panel = wire.until(lambda: next((c for c, s in wire.widgets.items()
-                                         if "selfheal-panel" in s.get("_dom_classes", ())), None),
-                           60, "the panel")
-        wire.send(panel, {"method": "update", "state": {"_view_count": 1}, "buffer_paths": []})
-        insert = wire.until(lambda: wire.find("ButtonModel", description="Insert as next cell"), 60, "Insert")
-        actions = wire.until(lambda: next((c for c, s in wire.widgets.items() if s.get("_model_name") == "LayoutModel"
-                                           and s.get("display") == "flex"), None), 60, "the buttons shown")
-        assert actions
-        wire.click(insert)
-        reply = execute_reply(kc, msg_id, timeout=30)
+        reply = execute_reply(kc, msg_id, timeout=60)  # nobody clicks anything
+        wire.until(lambda: wire.idle, 10, "the cell to end")
         payloads = reply["content"]["payload"]
         assert [p["source"] for p in payloads] == ["set_next_input"]
         assert payloads[0]["text"].strip() == code and payloads[0]["replace"] is False
+        assert "handed to the front end as the next cell" in wire.html()
+        assert wire.find("ButtonModel", description="Run in my kernel")
         # the user's namespace got the record only; the code itself was not run
         out = []
         kc.execute_interactive("print(sorted(get_ipython().run_line_magic('who_ls', '')))", timeout=30,
@@ -147,21 +166,39 @@ def test_insert_puts_the_code_below_the_cell(kernel_for):
         assert "".join(out).strip() == "['agent_result']"
 
 
+def test_insert_after_the_cell_ended_targets_the_agent_cell(kernel_for):
+    code = "print(sum([1, 2, 3]) / 3)"
+    with ScriptedServer([Reply("1. Print the mean."), Reply(f"```python\n{code}\n```")]) as server:
+        _, kc = kernel_for(server)
+        msg_id = execute_in_cell(kc, "%%agent\nPrint the mean of 1, 2 and 3.", "cell-agent")
+        wire = Wire(kc, msg_id)
+        wire.extension = True
+        wire.until(lambda: wire.front_comm, 30, "the hello of the run")
+        reply = execute_reply(kc, msg_id, timeout=60)
+        wire.until(lambda: wire.idle, 10, "the cell to end")
+        assert reply["content"]["payload"] == []  # the extension inserts, on a click only
+        insert = wire.find("ButtonModel", description="Insert below")
+        assert insert and not wire.requests
+        wire.click(insert)
+        request = wire.until(lambda: wire.requests and wire.requests[0], 30, "the insert request")
+        assert request["action"] == "insert" and request["cell_id"] == "cell-agent"
+        assert request["code"].strip() == code
+        wire.until(lambda: "Inserted below the cell." in status_text(wire), 30, "the panel to settle")
+
+
 def test_run_in_my_kernel_runs_the_code_there(kernel_for):
     code = "mean = sum([1, 2, 3]) / 3\nprint('mean is', mean)"
     with ScriptedServer([Reply("1. Compute the mean."), Reply(f"```python\n{code}\n```")]) as server:
         _, kc = kernel_for(server)
-        msg_id = kc.execute("%%agent\nCompute the mean of 1, 2 and 3 as `mean`.")
+        msg_id = execute_in_cell(kc, "%%agent\nCompute the mean of 1, 2 and 3 as `mean`.", "cell-mean")
         wire = Wire(kc, msg_id)
-        panel = wire.until(lambda: next((c for c, s in wire.widgets.items()
-                                         if "selfheal-panel" in s.get("_dom_classes", ())), None),
-                           60, "the panel")
-        wire.send(panel, {"method": "update", "state": {"_view_count": 1}, "buffer_paths": []})
-        run = wire.until(lambda: wire.find("ButtonModel", description="Run in my kernel"), 60, "Run")
-        wire.until(lambda: any(s.get("display") == "flex" for s in wire.widgets.values()), 60, "buttons")
-        wire.click(run)
-        execute_reply(kc, msg_id, timeout=30)
+        wire.extension = True
+        wire.until(lambda: wire.front_comm, 30, "the hello of the run")
+        execute_reply(kc, msg_id, timeout=60)
         wire.until(lambda: wire.idle, 10, "the cell to end")
+        run = wire.find("ButtonModel", description="Run in my kernel")
+        wire.click(run)
+        wire.until(lambda: "Ran the code in your kernel." in status_text(wire), 30, "the panel to settle")
         printed = "".join(m["content"].get("text", "") for m in wire.messages if m["msg_type"] == "stream")
         assert "mean is 2.0" in printed
         out = []
@@ -174,8 +211,9 @@ def test_autoheal_offers_a_button_and_heals_on_request(kernel_for):
     with ScriptedServer([Reply(f"```python\n{fixed}\n```", match="ZeroDivisionError")]) as server:
         _, kc = kernel_for(server)
         assert kc.execute_interactive("%agent_autoheal on", timeout=30)["content"]["status"] == "ok"
-        msg_id = kc.execute("values = []\nprint(sum(values) / len(values))")
+        msg_id = execute_in_cell(kc, "values = []\nprint(sum(values) / len(values))", "cell-failing")
         wire = Wire(kc, msg_id)
+        wire.extension = True
         button = wire.until(lambda: wire.find("ButtonModel", description="Ask the agent to fix this"),
                             30, "the autoheal button")
         wire.until(lambda: wire.idle, 10, "the cell to end")
@@ -185,7 +223,28 @@ def test_autoheal_offers_a_button_and_heals_on_request(kernel_for):
         wire.click(button)
         wire.until(lambda: 'data-outcome="success"' in wire.html(), 60, "the healed record")
         assert server.remaining == 0
+        replace = wire.until(lambda: wire.find("ButtonModel", description="Replace this cell"), 30, "Replace")
+        wire.until(lambda: "Diff to your cell" in status_text(wire), 30, "the diff against the failing cell")
+        wire.click(replace)
+        request = wire.until(lambda: wire.requests and wire.requests[0], 30, "the replace request")
+        assert request["action"] == "replace" and request["cell_id"] == "cell-failing"
+        assert request["code"].strip() == fixed
         out = []
         kc.execute_interactive("print(sorted(get_ipython().run_line_magic('who_ls', '')))", timeout=30,
                                output_hook=lambda m: out.append(m["content"].get("text", "")))
         assert "".join(out).strip() == "['agent_result', 'values']"
+
+
+def test_in_n_shows_the_cell_as_ipython_writes_it_and_the_line_is_expanded(kernel_for):
+    with ScriptedServer([]) as server:
+        _, kc = kernel_for(server)
+        kc.execute_interactive("bad = 0", timeout=30)
+        errors = []
+        reply = kc.execute_interactive("%%agent --max-iterations $bad\nPrint hi.", timeout=30,
+                                       output_hook=lambda m: errors.append(m["content"]))
+        assert reply["content"]["status"] == "error"
+        # $bad was expanded before parsing (else: "invalid int value: '$bad'")
+        assert any("max_iterations must be at least 1, not 0" in str(e) for e in errors), errors
+        out = []
+        kc.execute_interactive("print(In[-2])", timeout=30, output_hook=lambda m: out.append(m["content"].get("text", "")))
+        assert "".join(out).strip() == "get_ipython().run_cell_magic('agent', '--max-iterations $bad', 'Print hi.\\n')"

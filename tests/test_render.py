@@ -20,7 +20,8 @@ from selfheal_jupyter.model import (
     Usage,
     Verdict,
 )
-from selfheal_jupyter.render.diff import diff_html, unified_diff
+from selfheal_jupyter.codeblocks import code_diff
+from selfheal_jupyter.render.diff import diff_html
 from selfheal_jupyter.render.html import code_html, run_html, summary_text
 from selfheal_jupyter.render.traceback import traceback_text
 
@@ -54,7 +55,7 @@ def make_run(prompt: str = "Sum <sales> by region & plot") -> Run:
             tests=[Outcome("assert totals['north'] == 3", True)],
         ),
         verdict=Verdict(True, [], tests_passed=1),
-        diff=unified_diff(BAD, GOOD),
+        diff=code_diff(BAD, GOOD),
         usage=Usage(150, 50),
     )
     return Run(
@@ -100,7 +101,7 @@ def test_user_and_model_text_is_escaped():
 
 
 def test_diff_lines_are_coloured_by_kind():
-    html = diff_html(unified_diff(BAD, GOOD))
+    html = diff_html(code_diff(BAD, GOOD))
     kinds = re.findall(r'data-diff="(\w+)"', html)
     assert kinds.count("add") == 1 and kinds.count("del") == 1
     assert "hunk" in kinds and "meta" in kinds

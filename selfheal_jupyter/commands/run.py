@@ -13,9 +13,10 @@ import argparse
 import json
 import pickle
 import sys
-import threading
 from pathlib import Path
 from typing import Any
+
+from traitlets import TraitError
 
 from ..config import SelfHeal
 from . import trait_overrides
@@ -100,8 +101,6 @@ def build_task(args: argparse.Namespace) -> Task:
 def build_settings(args: argparse.Namespace) -> SelfHeal:
     overrides: dict[str, Any] = {}
     if args.max_iterations is not None:
-        if args.max_iterations < 1:
-            raise BadInput("--max-iterations must be at least 1.")
         overrides["max_iterations"] = args.max_iterations
     if args.no_plan:
         overrides["auto_plan"] = False
@@ -117,7 +116,10 @@ def build_settings(args: argparse.Namespace) -> SelfHeal:
         value = getattr(args, flag)
         if value is not None:
             overrides[trait] = value
-    return SelfHeal(**{**overrides, **trait_overrides(args)})
+    try:
+        return SelfHeal(**{**overrides, **trait_overrides(args)})
+    except TraitError as exc:  # SelfHeal validates: say what to write, no traceback
+        raise BadInput(str(exc)) from None
 
 
 def execute(task: Task, settings: SelfHeal, progress: Progress | None) -> Run:
@@ -132,29 +134,10 @@ def execute(task: Task, settings: SelfHeal, progress: Progress | None) -> Run:
     except SelfHealError as exc:
         run = Run(task=task, outcome="error", error=str(exc))
         return run
-    cancel = threading.Event()
-    done = threading.Event()
-    holder: dict[str, Run] = {}
+    from ..front import run_loop
 
-    def work() -> None:
-        try:
-            holder["run"] = loop.run(task, on_event=on_event, cancel=cancel)
-        finally:
-            done.set()
-
-    threading.Thread(target=work, name="selfheal-run", daemon=True).start()
-    # Wait on an Event, not Thread.join: a Ctrl-C that interrupts join() can leave the
-    # thread looking finished on Python < 3.13.
-    while True:
-        try:
-            while not done.wait(0.1):
-                pass
-            break
-        except KeyboardInterrupt:
-            cancel.set()
-            if progress:
-                progress.status("stopping…")
-    return holder["run"]
+    on_interrupt = (lambda: progress.status("stopping…")) if progress else None
+    return run_loop(loop, task, on_event, on_interrupt=on_interrupt)
 
 
 def handle(args: argparse.Namespace) -> int:

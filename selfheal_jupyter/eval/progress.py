@@ -1,69 +1,55 @@
-"""A progress bar with an ETA on stderr (one line per step when stderr is not a terminal)."""
+"""The evaluation's progress bar: tqdm on stderr (one line per step when stderr is not a
+terminal, so a log keeps every step)."""
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
-import time
 from typing import TextIO
 
+from tqdm import tqdm
 
-def format_duration(seconds: float) -> str:
-    seconds = max(0, int(round(seconds)))
-    h, rest = divmod(seconds, 3600)
-    m, s = divmod(rest, 60)
-    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s" if m else f"{s}s"
+BAR_FORMAT = "{desc} {bar} {n_fmt}/{total_fmt} {percentage:3.0f}%{postfix} | {elapsed} elapsed, ETA {remaining}"
 
 
 class Progress:
-    """Counts finished jobs; the ETA is the mean time per job so far times what is left."""
+    """Counts finished jobs and passes; tqdm computes the rate and the ETA."""
 
-    def __init__(self, total: int, label: str = "", *, stream: TextIO | None = None,
-                 width: int = 24) -> None:
-        self.total = total
-        self.label = label
+    def __init__(self, total: int, label: str = "", *, stream: TextIO | None = None) -> None:
         self.stream = stream if stream is not None else sys.stderr
-        self.width = width
+        self.total = total
         self.done = 0
         self.passed = 0
-        self.started = time.monotonic()
         self._lock = threading.Lock()
         self._tty = bool(getattr(self.stream, "isatty", lambda: False)())
-
-    def eta_s(self) -> float | None:
-        if not self.done:
-            return None
-        per = (time.monotonic() - self.started) / self.done
-        return per * (self.total - self.done)
+        self._sink = None if self._tty else open(os.devnull, "w")  # noqa: SIM115 - closed in finish
+        self.bar = tqdm(total=total, desc=label, unit="job", file=self.stream if self._tty else self._sink,
+                        bar_format=BAR_FORMAT, ascii=not self._tty, mininterval=0, dynamic_ncols=True)
+        self.bar.set_postfix_str("passed 0", refresh=False)
 
     def line(self, note: str = "") -> str:
-        frac = self.done / self.total if self.total else 1.0
-        filled = int(frac * self.width)
-        bar = "#" * filled + "." * (self.width - filled)
-        eta = self.eta_s()
-        eta_text = "ETA --" if eta is None else f"ETA {format_duration(eta)}"
-        elapsed = format_duration(time.monotonic() - self.started)
-        text = (f"{self.label} [{bar}] {self.done}/{self.total} {frac:4.0%} "
-                f"passed {self.passed} | {elapsed} elapsed, {eta_text}")
+        text = str(self.bar)
         return f"{text} | {note}" if note else text
 
     def start(self) -> None:
-        self._write(self.line("starting"))
+        self._log("starting")
 
     def advance(self, *, passed: bool = False, note: str = "") -> None:
         with self._lock:
             self.done += 1
             self.passed += int(passed)
-            self._write(self.line(note))
+            self.bar.set_postfix_str(f"passed {self.passed}", refresh=False)
+            self.bar.update(1)
+            self._log(note)
 
     def finish(self) -> None:
-        if self._tty:
-            self.stream.write("\n")
-            self.stream.flush()
+        self.bar.close()
+        if self._sink is not None:
+            self._sink.close()
 
-    def _write(self, text: str) -> None:
+    def _log(self, note: str) -> None:
         if self._tty:
-            self.stream.write("\r\x1b[2K" + text[:200])
-        else:
-            self.stream.write(text + "\n")
+            return  # tqdm redraws the bar in place
+        self.stream.write(self.line(note) + "\n")
         self.stream.flush()

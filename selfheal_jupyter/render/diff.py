@@ -2,17 +2,7 @@
 
 from __future__ import annotations
 
-import difflib
-
 from .style import BLUE, BLUE_BG, BOX, GREEN_BG, GREY, MONO, RED_BG, esc
-
-
-def unified_diff(old: str, new: str, *, old_name: str = "previous", new_name: str = "this") -> str:
-    """The unified diff text of ``old`` → ``new`` ("" when identical)."""
-    lines = difflib.unified_diff(
-        old.splitlines(), new.splitlines(), fromfile=old_name, tofile=new_name, lineterm=""
-    )
-    return "\n".join(lines)
 
 
 def diff_line_kind(line: str) -> str:

@@ -69,15 +69,20 @@ class Panel:
         self.plan = widgets.HTML("")
         self.accordion = widgets.Accordion(children=[])
         self.summary = widgets.HTML("")
-        wide = widgets.Layout(width="auto")
-        self.insert_button = widgets.Button(description="Insert as next cell", icon="plus",
-                                            button_style="success", layout=wide)
-        self.run_button = widgets.Button(description="Run in my kernel", icon="play", layout=wide)
+        def wide() -> widgets.Layout:  # one Layout each: hiding one button must not hide another
+            return widgets.Layout(width="auto")
+
+        self.insert_button = widgets.Button(description="Insert below", icon="plus", button_style="success",
+                                            tooltip="Add the code as a new cell right below this one", layout=wide())
+        self.replace_button = widgets.Button(description="Replace this cell", icon="check", button_style="success",
+                                             tooltip="Put the fix into the cell (it is not run)", layout=wide())
+        self.run_button = widgets.Button(description="Run in my kernel", icon="play", layout=wide())
         self.done_button = widgets.Button(description="Done", tooltip="Keep the result only in agent_result")
-        for button, name in ((self.insert_button, "insert"), (self.run_button, "run"),
-                             (self.done_button, "done")):
+        for button, name in ((self.insert_button, "insert"), (self.replace_button, "replace"),
+                             (self.run_button, "run"), (self.done_button, "done")):
             button.on_click(lambda _b, name=name: self._action(name))
-        self.actions = widgets.HBox([self.insert_button, self.run_button, self.done_button],
+        self.review = widgets.HTML("")
+        self.actions = widgets.HBox([self.insert_button, self.replace_button, self.run_button, self.done_button],
                                     layout=widgets.Layout(display="none"))
         self.output = widgets.Output()
         self.widget = widgets.VBox(
@@ -89,13 +94,13 @@ class Panel:
                 self.plan,
                 self.accordion,
                 self.summary,
+                self.review,
                 self.actions,
                 self.output,
             ],
             layout=widgets.Layout(border="1px solid #d0d7de", padding="4px 8px"),
         )
         self.widget.add_class("selfheal-panel")
-        self.widget._view_count = 0  # the front end counts its views: 0 = nobody is looking
 
     # ------------------------------------------------------------------ display
     def mimebundle(self) -> dict:
@@ -103,11 +108,6 @@ class Panel:
         bundle = self.widget._repr_mimebundle_()
         bundle["text/plain"] = "selfheal live panel (the run's record is shown below it)"
         return bundle
-
-    @property
-    def has_live_view(self) -> bool:
-        """True once a front end has rendered the panel (so its buttons can be pressed)."""
-        return bool(self.widget._view_count)
 
     # ------------------------------------------------------------------ events
     def handle(self, event: Event) -> None:
@@ -152,7 +152,13 @@ class Panel:
         self.plan.value = ""
         self.accordion.layout.display = "none"
 
-    def offer_actions(self, note: str = "") -> None:
+    def offer_actions(self, note: str = "", *, insert: bool = True, replace: bool = False,
+                      review: str = "") -> None:
+        """Show the buttons for a passing run (``review``: HTML shown above them, e.g.
+        the diff against the cell as typed)."""
+        self.insert_button.layout.display = "" if insert else "none"
+        self.replace_button.layout.display = "" if replace else "none"
+        self.review.value = review
         self.actions.layout.display = "flex"
         if note:
             self.status.value = self._status_html(note)
@@ -160,6 +166,7 @@ class Panel:
     def settle(self, message: str) -> None:
         """After a choice: buttons gone, a note of what happened."""
         self.actions.layout.display = "none"
+        self.review.value = ""
         self.status.value = self._status_html(message)
 
     # ------------------------------------------------------------------ internals

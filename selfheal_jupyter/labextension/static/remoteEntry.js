@@ -1,0 +1,114 @@
+/*
+ * selfheal-jupyter's front-end part (JupyterLab 4 / Notebook 7), written by hand as a
+ * module-federation container so that it needs no build step: `init` receives the
+ * shared-module scope of the page, `get("./extension")` returns the plugin.
+ *
+ * The plugin registers the comm target "selfheal-jupyter" on the kernel of every
+ * notebook. The kernel opens a comm when a cell run starts ({action: "hello"}) and
+ * sends {action: "insert" | "replace", cell_id, code, request} when the user presses
+ * Insert below / Replace this cell in the run's panel. The cell is found by its id
+ * (the id JupyterLab sent with the execute request), so it does not matter which
+ * cell is active. The plugin only edits cell sources; it never runs a cell.
+ */
+(function () {
+  "use strict";
+  var NAME = "selfheal-jupyter";
+  var TARGET = "selfheal-jupyter";
+  var shareScope = null;
+
+  function sharedModule(pkg) {
+    var versions = shareScope && shareScope[pkg];
+    if (!versions) {
+      return Promise.reject(new Error(NAME + ": the page does not share " + pkg));
+    }
+    var keys = Object.keys(versions);
+    var chosen = keys.filter(function (k) { return versions[k].loaded; })[0] || keys[0];
+    return Promise.resolve(versions[chosen].get()).then(function (factory) { return factory(); });
+  }
+
+  function apply(panel, data) {
+    var notebook = panel.content;
+    var cells = notebook.widgets;
+    var index = -1;
+    for (var i = 0; i < cells.length; i++) {
+      if (cells[i].model.id === data.cell_id) { index = i; break; }
+    }
+    if (index < 0) {
+      return { ok: false, reason: "the cell is no longer in this notebook" };
+    }
+    if (data.action === "insert") {
+      notebook.model.sharedModel.insertCell(index + 1, { cell_type: "code", source: data.code });
+      return { ok: true, index: index + 1 };
+    }
+    if (data.action === "replace") {
+      cells[index].model.sharedModel.setSource(data.code);
+      return { ok: true, index: index };
+    }
+    return { ok: false, reason: "unknown action " + data.action };
+  }
+
+  function answer(panel, comm, data) {
+    if (!data || !data.action) { return; }
+    var reply;
+    if (data.action === "hello") {
+      reply = { ok: true };
+    } else {
+      try {
+        reply = apply(panel, data);
+      } catch (err) {
+        reply = { ok: false, reason: String(err) };
+      }
+    }
+    reply.request = data.request;
+    reply.action = data.action;
+    comm.send(reply);
+  }
+
+  function hook(kernel, panel, hooked) {
+    if (!kernel || hooked.has(kernel)) { return; }
+    hooked.add(kernel);
+    kernel.registerCommTarget(TARGET, function (comm, msg) {
+      comm.onMsg = function (m) { answer(panel, comm, m.content.data); };
+      answer(panel, comm, msg.content.data);
+    });
+  }
+
+  function watch(panel, hooked) {
+    var context = panel.sessionContext;
+    var sync = function () {
+      var session = context.session;
+      hook(session ? session.kernel : null, panel, hooked);
+    };
+    context.kernelChanged.connect(sync);
+    context.ready.then(sync);
+    sync();
+  }
+
+  function plugin(tokens) {
+    return {
+      id: NAME + ":cells",
+      description: "Insert below / replace a cell on request of the selfheal-jupyter kernel side.",
+      autoStart: true,
+      requires: [tokens.INotebookTracker],
+      activate: function (app, tracker) {
+        var hooked = new WeakSet();
+        tracker.forEach(function (panel) { watch(panel, hooked); });
+        tracker.widgetAdded.connect(function (_sender, panel) { watch(panel, hooked); });
+      }
+    };
+  }
+
+  window._JUPYTERLAB = window._JUPYTERLAB || {};
+  window._JUPYTERLAB[NAME] = {
+    init: function (scope) { shareScope = scope; },
+    get: function (module) {
+      if (module !== "./extension") {
+        return Promise.reject(new Error(NAME + " has no module " + module));
+      }
+      return sharedModule("@jupyterlab/notebook").then(function (notebook) {
+        var exports = { __esModule: true, default: plugin(notebook) };
+        return function () { return exports; };
+      });
+    }
+  };
+})();
