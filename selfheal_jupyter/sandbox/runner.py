@@ -1495,22 +1495,6 @@ def _child_setup(soft_cap: int, workdir: str) -> None:
     os.chdir(workdir)
 
 
-def _prefault() -> None:
-    """Touch, while idle, the memory every run writes to (copy-on-write faults after the
-    fork), so that the candidate does not pay for them."""
-    try:
-        ns: dict = {"__builtins__": builtins}
-        tree = ast.parse("x = [1, 'a', 2.0]\nx", "<prefault>")
-        tree.body.pop()
-        exec(compile(tree, "<prefault>", "exec", dont_inherit=True), ns)
-        json.loads(json.dumps({"x": ns["x"], "y": None}))
-        plt = sys.modules.get("matplotlib.pyplot")
-        if plt is not None:
-            plt.get_fignums()
-    except Exception:
-        pass
-
-
 def _wipe(root: str) -> None:
     """Remove everything under ``root``, whatever modes the program left."""
     def unlock(func: Any, path: str, _exc: Any) -> None:
@@ -1730,7 +1714,6 @@ def _candidate_entry(soft_cap: int, workdir: str) -> None:
     except OSError:
         pass
     _child_setup(soft_cap, workdir)
-    _prefault()
     candidate_main(workdir)
 
 
