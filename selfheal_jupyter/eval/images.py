@@ -24,11 +24,6 @@ def extra_requirements(benchmark: str) -> list[str]:
     return []
 
 
-def image_for(benchmark: str, default: str = DEFAULT_IMAGE) -> str:
-    """The image name to use for ``benchmark`` (without a tag)."""
-    return DATAFRAME_IMAGE if extra_requirements(benchmark) else default
-
-
 def ensure_benchmark_image(
     benchmark: str, default: str = DEFAULT_IMAGE, *, build: bool = True,
     log: Callable[[str], None] = print,

@@ -97,11 +97,6 @@ def write_blobs(blobs: Mapping[str, bytes], directory: Path) -> dict[str, str]:
     return written
 
 
-def write_inputs(inputs: Mapping[str, Any], directory: Path) -> dict[str, str]:
-    """Pickle and write every input into ``directory``; return ``{name: file name}``."""
-    return write_blobs(dump_all(inputs), directory)
-
-
 def clear(directory: Path) -> None:
     """Remove the inputs of the previous run."""
     try:
