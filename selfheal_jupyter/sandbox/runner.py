@@ -765,7 +765,9 @@ class ProgramObjects:
             import importlib
 
             return _Ref(importlib.import_module(str(req["name"])))
-        target = self.objects[int(req["ref"])] if "ref" in req else None
+        if "ref" not in req:
+            raise ValueError(f"request {op!r} names no object")
+        target: Any = self.objects[int(req["ref"])]
         if op == "call":
             args, kwargs = dec(req["args"]), dec(req["kwargs"])
             return _Called(target(*args, **kwargs), args, kwargs)
@@ -1297,7 +1299,8 @@ def _print_exception(exc: BaseException) -> None:
 
 
 def _stack_depth() -> int:
-    depth, frame = 0, sys._getframe()
+    depth = 0
+    frame: "types.FrameType | None" = sys._getframe()
     while frame is not None:
         depth += 1
         frame = frame.f_back
@@ -1338,7 +1341,7 @@ class Program:
         if prelude:
             lines = [ln + "\n" for ln in str(prelude).splitlines()]
             linecache.cache[NOTEBOOK_FILE] = (len(prelude), None, lines, NOTEBOOK_FILE)
-        warnings.filters[:] = _STARTUP_WARNING_FILTERS
+        warnings.filters[:] = _STARTUP_WARNING_FILTERS  # type: ignore[index]  # a list at run time
         warnings._filters_mutated()  # type: ignore[attr-defined]
         warnings.onceregistry.clear()  # type: ignore[attr-defined]
         # The runner's frames below the program count too: raise the limit by as many, so
@@ -1368,10 +1371,10 @@ class Program:
     def _execute(self, ns: dict) -> None:
         tree = ast.parse(self.code, self.path)
         body = tree.body
-        last = None
+        last: "ast.Expr | None" = None
         if len(body) > 1 or (body and not _is_docstring(body[0])):
             if body and isinstance(body[-1], ast.Expr):
-                last = body.pop()
+                last = body.pop()  # type: ignore[assignment]  # checked just above
         exec(compile(tree, self.path, "exec", dont_inherit=True), ns)
         if last is not None:
             value = eval(compile(ast.Expression(last.value), self.path, "eval",
@@ -1484,7 +1487,8 @@ def _child_setup(soft_cap: int, workdir: str) -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     for stream in (sys.stdout, sys.stderr):
         try:  # what was printed before a timeout or a crash is not lost in a buffer
-            stream.reconfigure(line_buffering=True)
+            if isinstance(stream, io.TextIOWrapper):
+                stream.reconfigure(line_buffering=True)
         except Exception:
             pass
     if soft_cap:
@@ -1552,7 +1556,7 @@ class Template:
         signal.signal(signal.SIGCHLD, lambda *_: None)
         signal.set_wakeup_fd(wake_w)
         while True:
-            ready, _, _ = select.select([self.sock, wake_r], [], [])
+            ready, _, _ = select.select([self.sock.fileno(), wake_r], [], [])
             if wake_r in ready:
                 try:
                     while os.read(wake_r, 512):
@@ -1560,7 +1564,7 @@ class Template:
                 except BlockingIOError:
                     pass
             self._reap()
-            if self.sock in ready:
+            if self.sock.fileno() in ready:
                 data = self.sock.recv(65536)
                 if not data:
                     self._kill_all()
@@ -1839,11 +1843,11 @@ class Server:
             left = end - time.monotonic()
             if left <= 0:
                 return None
-            ready, _, _ = select.select([self.tsock, self.wake_r], [], [], left)
+            ready, _, _ = select.select([self.tsock.fileno(), self.wake_r], [], [], left)
             if self.wake_r in ready:
                 self._drain_wake()
                 self._reap_orphans()
-            if self.tsock in ready:
+            if self.tsock.fileno() in ready:
                 got = self._recv_template()
                 if got is None:
                     return None
