@@ -249,7 +249,7 @@ def _top_level_definition(filename: str, name: str, line: int | None = None) -> 
         tree = ast.parse(text)
     except SyntaxError:
         return None
-    found: ast.stmt | None = None
+    found: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | None = None
     for stmt in tree.body:
         if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
@@ -319,7 +319,7 @@ def _dist_key(name: str) -> str:
 
 
 @lru_cache(maxsize=1)
-def _distributions() -> dict[str, list[str]]:
+def _distributions() -> Mapping[str, list[str]]:
     try:
         return importlib.metadata.packages_distributions()
     except Exception:  # noqa: BLE001 - a broken metadata entry must not break a run

@@ -128,7 +128,9 @@ def _trivial_body(body: list[ast.stmt]) -> bool:
     return True
 
 
-def _swallowing_guard(node: ast.AST, parents: tuple[ast.AST, ...], *, any_handler: bool) -> ast.AST | None:
+def _swallowing_guard(
+    node: ast.AST, parents: tuple[ast.AST, ...], *, any_handler: bool
+) -> ast.Try | ast.With | ast.AsyncWith | None:
     """The ``try`` (or ``with suppress``) around ``node`` that would hide its failure."""
     chain = parents + (node,)
     for i, parent in enumerate(parents):
@@ -185,8 +187,8 @@ def _params(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     return set(names)
 
 
-def _exit_calls(tree: ast.AST) -> list[ast.AST]:
-    out: list[ast.AST] = []
+def _exit_calls(tree: ast.AST) -> list[ast.Call | ast.Raise]:
+    out: list[ast.Call | ast.Raise] = []
     for node, _ in _walk(tree):
         if isinstance(node, ast.Call) and _call_name(node) in _EXIT_CALLS:
             out.append(node)
@@ -323,9 +325,11 @@ def extract(code: str, tests: str | None = None, failing_lines: Iterable[int] = 
         tree = None
         spec.parsed = False
     if tree is None:
-        for node in _asserts_by_line(code):
-            spec.asserts.append(SpecAssert(_key(node.test), _source(node.test), node.lineno))
-            exp = _expectation(node.test)
+        for assert_node in _asserts_by_line(code):
+            spec.asserts.append(
+                SpecAssert(_key(assert_node.test), _source(assert_node.test), assert_node.lineno)
+            )
+            exp = _expectation(assert_node.test)
             if exp is not None:
                 spec.expectations.append(exp)
     else:
@@ -473,7 +477,7 @@ def _check_asserts(spec: Spec, tree: ast.AST) -> list[SpecViolation]:
                 f"(line {guard.lineno}) that catches its failure",
                 guard.lineno, a.source,
             ))
-    expressions: dict[str, ast.AST] = {}
+    expressions: dict[str, ast.expr] = {}
     for node, parents in _walk(tree):
         if isinstance(node, ast.expr) and not any(isinstance(p, ast.Assert) for p in parents):
             expressions.setdefault(_key(node), node)

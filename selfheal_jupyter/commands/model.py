@@ -103,9 +103,11 @@ def serve_command(args: argparse.Namespace) -> int:
     print(f"base URL: {server.base_url}   model: {spec.alias}")
     print(f"use it:   export OPENAI_BASE_URL={server.base_url} SELFHEAL_MODEL={spec.alias}")
     print("Ctrl-C stops it.", flush=True)
+    process = server.process
+    assert process is not None  # start_server's own child (only a found shared server lacks it)
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops it as cleanly as Ctrl-C
     try:
-        code = server.process.wait()
+        code = process.wait()
     except KeyboardInterrupt:
         server.stop()
         print("stopped.", file=sys.stderr)

@@ -100,8 +100,8 @@ def _trim(run_dict: dict[str, Any]) -> dict[str, Any]:
     return run_dict
 
 
-def derive_single_pass(run_dict: dict[str, Any]) -> dict[str, Any] | None:
-    """The run as it would have ended with ``max_iterations=1`` (None if undeterminable).
+def derive_single_pass(run_dict: dict[str, Any]) -> dict[str, Any]:
+    """The run as it would have ended with ``max_iterations=1``.
 
     Keeps round 0 (a given program) and round 1; outcome ``success`` if the last kept
     round passed QA, else ``budget_exhausted`` (or the loop's own outcome when it
@@ -288,7 +288,7 @@ def run_eval(
                                max_iterations=settings.max_iterations, meta=meta)]
             if derive and condition == "loop":
                 single = derive_single_pass(run_dict)
-                same = single is not None and len(single["iterations"]) == len(run_dict["iterations"])
+                same = len(single["iterations"]) == len(run_dict["iterations"])
                 s_hidden = hidden if same else score(sandbox, problem, _code_of(single))
                 s_wall = single["totals"]["duration_s"] + s_hidden.duration_s
                 out.append(make_record(problem, "baseline", single, s_hidden,

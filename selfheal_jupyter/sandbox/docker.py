@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import atexit
 import base64
+import functools
 import json
 import logging
 import os
@@ -55,7 +56,7 @@ from docker.utils import parse_bytes
 
 from ..config import DEFAULT_IMAGE
 from ..errors import SandboxError
-from ..model import ErrorInfo, ExecutionResult, Limits
+from ..model import ErrorInfo, ExecutionResult, Limits, Status
 from . import serialize
 from .engine import address, describe
 
@@ -236,7 +237,9 @@ class _Worker:
         if frame is not None:
             return frame
         end = time.monotonic() + timeout
-        watch = [self.attach_raw] + ([self.control] if self.channel == "socket" else [])
+        watch = [self.attach_raw]
+        if self.channel == "socket" and self.control is not None:  # set with the channel
+            watch.append(self.control)
         while True:
             ready, _, _ = select.select(watch, [], [], max(end - time.monotonic(), 0))
             if self.attach_raw in ready:
@@ -583,8 +586,8 @@ class DockerSandbox:
                 (input_dir / CONTROL_NAME).unlink()  # type: ignore[operator]  # one connection
             if channel == "socket" and worker.channel != "socket":
                 # The runner could not reach the socket and speaks over stdio instead.
-                said = worker.runner_log().splitlines()
-                self._no_shared_files(said[-1] if said else "the runner did not connect")
+                log_lines = worker.runner_log().splitlines()
+                self._no_shared_files(log_lines[-1] if log_lines else "the runner did not connect")
             hello = worker.poll(READY_TIMEOUT_S)
             if not hello or not hello.get("ready"):
                 raise SandboxCrashed("the runner did not report ready in time")
@@ -685,7 +688,7 @@ class DockerSandbox:
             for _ in range(self.pool_size - have):
                 fut = self._executor.submit(self._create, spec)
                 self._pending.setdefault(spec, []).append(fut)
-                fut.add_done_callback(lambda f, s=spec: self._arrived(s, f))
+                fut.add_done_callback(functools.partial(self._arrived, spec))
 
     def _arrived(self, spec: ContainerSpec, fut: Future[_Worker]) -> None:
         with self._lock:
@@ -771,7 +774,7 @@ class DockerSandbox:
             self._refill(spec)
             raise
         if frame is None:  # the backstop or a cancel the runner did not answer
-            status = "killed" if cancel is not None and cancel.is_set() else "timeout"
+            status: Status = "killed" if cancel is not None and cancel.is_set() else "timeout"
             self._discard(worker)
             self._refill(spec)
             return ExecutionResult(
@@ -906,7 +909,7 @@ def _pid_alive(pid: int) -> bool:
 def sweep_stale(client: docker.DockerClient) -> list[str]:
     """Remove ``selfheal`` containers whose owning process (on this host) is gone."""
     host = socket.gethostname()
-    removed = []
+    removed: list[str] = []
     try:
         found = client.api.containers(all=True, filters={"label": LABEL})
     except docker.errors.APIError:
