@@ -1224,11 +1224,12 @@ def run_tests(source: str, ns: dict, skip_reason: str) -> list:
     return results
 
 
-def checker_main() -> None:
+def checker_main(workdir: str) -> None:
     """Run the tests against the program over the RPC link; report outcomes to the server."""
     request = json.loads(read_all(FD_REQUEST) or b"null")
     if not request:
         os._exit(0)
+    _enter(workdir)
     source = str(request.get("tests") or "")
     link = ProgramLink(FD_RPC_OUT, FD_RPC_IN)
     hello = link.reader.wait()
@@ -1459,6 +1460,7 @@ def candidate_main(workdir: str) -> None:
     raw = read_all(FD_REQUEST)
     if not raw:
         os._exit(0)  # the server is going away
+    _enter(workdir)  # made now: another template's wipe may have run since the fork
     req = json.loads(raw)
     program = Program(req, workdir)
     program.run()
@@ -1496,7 +1498,6 @@ def _child_setup(soft_cap: int, workdir: str) -> None:
             resource.setrlimit(resource.RLIMIT_DATA, (soft_cap, soft_cap))
         except (ValueError, OSError):
             pass
-    os.chdir(workdir)
 
 
 def _wipe(root: str) -> None:
@@ -1548,6 +1549,7 @@ class Template:
         self.children: set = set()
         self.rpc_ends: list = []
         self.workdir = WORKDIR_ROOT
+        self.protect: "set[int]" = set()  # the other template and its idle candidate
 
     def serve(self) -> None:
         wake_r, wake_w = os.pipe()
@@ -1570,6 +1572,7 @@ class Template:
                     self._kill_all()
                     os._exit(0)
                 msg = json.loads(data)
+                self.protect = {int(p) for p in msg.get("protect") or ()}
                 if msg["op"] == "checker":
                     self._checker()
                 elif msg["op"] == "sweep":
@@ -1600,11 +1603,11 @@ class Template:
                 self._send({"op": "exit", "pid": pid, "status": status})
 
     def _others(self) -> list:
-        """Live processes other than PID 1 and this one (zombies do not count)."""
-        me = os.getpid()
+        """Live processes but PID 1, this one and the protected (zombies do not count)."""
+        keep = {1, os.getpid(), *self.protect}
         out = []
         for entry in os.listdir("/proc"):
-            if not entry.isdigit() or int(entry) in (1, me):
+            if not entry.isdigit() or int(entry) in keep:
                 continue
             try:
                 with open(f"/proc/{entry}/stat") as f:
@@ -1616,21 +1619,24 @@ class Template:
         return out
 
     def _kill_all(self) -> None:
-        """Every process but the server and this one: the run's, and whatever it left."""
+        """Every process but the server, the templates and the other template's idle
+        candidate: the run's, and whatever it left (a fork bomb included)."""
         if not self.sweep:
             for pid in list(self.children):
                 kill_group(pid)
             self._reap()
             return
         for _ in range(200):
-            try:
-                os.kill(-1, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self._reap()
-            if not self._others():
+            others = self._others()
+            if not others:
                 break
-            time.sleep(0.001)
+            for pid in others:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            self._reap()
+            time.sleep(0.0005)
         self._reap()
 
     def _clean(self) -> str:
@@ -1650,7 +1656,6 @@ class Template:
         self._kill_all()
         dirty = self._clean()
         self.workdir = os.path.join(WORKDIR_ROOT, f"run{msg['runs']}")
-        os.makedirs(self.workdir, exist_ok=True)
         soft_cap = int(msg.get("soft_cap") or 0)
         cand_req, out, err, report = os.pipe(), os.pipe(), os.pipe(), os.pipe()
         to_checker, to_program = os.pipe(), os.pipe()
@@ -1723,7 +1728,12 @@ def _candidate_entry(soft_cap: int, workdir: str) -> None:
 
 def _checker_entry(workdir: str) -> None:
     _child_setup(0, workdir)
-    checker_main()
+    checker_main(workdir)
+
+
+def _enter(workdir: str) -> None:
+    os.makedirs(workdir, exist_ok=True)
+    os.chdir(workdir)
 
 
 def kill_group(pid: int) -> None:
@@ -1781,6 +1791,37 @@ class Prepared:
         self.request_w, self.out_r, self.err_r, self.report_r = fds
 
 
+class TemplateLink:
+    """The server's end of one template: its socket, its pid, its next run's processes."""
+
+    def __init__(self, kind: str, sock: socket.socket, pid: int) -> None:
+        self.kind, self.sock, self.pid = kind, sock, pid
+        self.next: "Prepared | None" = None
+
+
+def needs_libraries(req: dict) -> bool:
+    """Whether a run imports anything beyond the standard library (or loads inputs):
+    then it starts from the template with numpy / pandas / matplotlib preloaded; else
+    from the light one, whose processes fork and exit several times faster."""
+    if req.get("inputs"):
+        return True
+    for key in ("prelude", "code", "tests"):
+        try:
+            tree = ast.parse(str(req.get(key) or ""))
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                continue
+            if any(n.split(".")[0] not in sys.stdlib_module_names for n in names):
+                return True
+    return False
+
+
 class Server:
     def __init__(self, sweep: bool, memory_bytes: int, control: "str | None") -> None:
         self.sweep = sweep and os.getuid() != 0  # never kill(-1) as root (e.g. on a host)
@@ -1806,20 +1847,22 @@ class Server:
         os.set_blocking(self.wake_w, False)
         self.runs = 0
         self.prep_s = 0.0
-        self.next: "Prepared | None" = None
-        self.template_pid = 0
-        self.tsock: "socket.socket | None" = None
+        self.templates: "dict[str, TemplateLink]" = {}
         self.exits: dict = {}
         self.put_dir = ""
         self.put_error = ""
         self.template_lost = False
 
     # -- template ---------------------------------------------------------------
-    def start_template(self) -> None:
+    def start_template(self, kind: str) -> None:
+        """Fork a template from this process as it is now (``light``: before the preload,
+        ``heavy``: after it)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         pid = os.fork()
         if pid == 0:
             ours.close()
+            for link in self.templates.values():
+                link.sock.close()
             for fd in {self.in_fd, self.out_fd, self.wake_r, self.wake_w} - {0, 1, 2}:
                 try:
                     os.close(fd)
@@ -1830,34 +1873,50 @@ class Server:
             finally:
                 os._exit(0)
         theirs.close()
-        self.tsock = ours
-        self.template_pid = pid
+        self.templates[kind] = TemplateLink(kind, ours, pid)
         signal.signal(signal.SIGCHLD, lambda *_: None)
         signal.set_wakeup_fd(self.wake_w)
 
-    def _template_message(self, want: str, timeout: float = 30.0) -> "tuple[dict, list] | None":
-        """Messages from the template until one of kind ``want`` (exits are recorded)."""
-        assert self.tsock is not None
+    def _protect(self, link: "TemplateLink") -> list:
+        """The other templates and their idle candidates: a sweep must not touch them."""
+        out = []
+        for other in self.templates.values():
+            if other is not link:
+                out.append(other.pid)
+                if other.next is not None:
+                    out.append(other.next.candidate)
+        return out
+
+    def _tell(self, link: "TemplateLink", msg: dict) -> bool:
+        try:
+            link.sock.sendall(json.dumps({**msg, "protect": self._protect(link)}).encode())
+            return True
+        except OSError:
+            self.template_lost = True
+            return False
+
+    def _template_message(self, link: "TemplateLink", want: str,
+                          timeout: float = 30.0) -> "tuple[dict, list] | None":
+        """Messages from a template until one of kind ``want`` (exits are recorded)."""
         end = time.monotonic() + timeout
         while True:
             left = end - time.monotonic()
             if left <= 0:
                 return None
-            ready, _, _ = select.select([self.tsock.fileno(), self.wake_r], [], [], left)
+            ready, _, _ = select.select([link.sock.fileno(), self.wake_r], [], [], left)
             if self.wake_r in ready:
                 self._drain_wake()
                 self._reap_orphans()
-            if self.tsock.fileno() in ready:
-                got = self._recv_template()
+            if link.sock.fileno() in ready:
+                got = self._recv_template(link)
                 if got is None:
                     return None
                 if got[0].get("op") == want:
                     return got
 
-    def _recv_template(self) -> "tuple[dict, list] | None":
-        assert self.tsock is not None
+    def _recv_template(self, link: "TemplateLink") -> "tuple[dict, list] | None":
         try:
-            data, fds, _flags, _addr = socket.recv_fds(self.tsock, 65536, 16)
+            data, fds, _flags, _addr = socket.recv_fds(link.sock, 65536, 16)
         except OSError:
             data, fds = b"", []
         if not data:
@@ -1868,31 +1927,22 @@ class Server:
             self.exits[int(msg["pid"])] = int(msg["status"])
         return msg, fds
 
-    def prepare(self) -> None:
+    def prepare(self, link: "TemplateLink") -> None:
         self.runs += 1
         self.exits.clear()
-        assert self.tsock is not None
-        try:
-            self.tsock.sendall(json.dumps({"op": "prepare", "runs": self.runs,
-                                           "soft_cap": self._soft_cap()}).encode())
-        except OSError:
-            self.template_lost = True
-            self.next = None
+        link.next = None
+        if not self._tell(link, {"op": "prepare", "runs": self.runs,
+                                 "soft_cap": self._soft_cap(link)}):
             return
-        got = self._template_message("prepared")
-        self.next = Prepared(*got) if got is not None and len(got[1]) == 4 else None
+        got = self._template_message(link, "prepared")
+        link.next = Prepared(*got) if got is not None and len(got[1]) == 4 else None
 
-    def sweep_run(self) -> None:
-        assert self.tsock is not None
-        try:
-            self.tsock.sendall(b'{"op": "sweep"}')
-        except OSError:
-            self.template_lost = True
-            return
-        self._template_message("swept")
+    def sweep_run(self, link: "TemplateLink") -> None:
+        if self._tell(link, {"op": "sweep"}):
+            self._template_message(link, "swept")
 
     def _reap_orphans(self) -> None:
-        """Processes reparented to PID 1 (us) when their parent died; and the template."""
+        """Processes reparented to PID 1 (us) when their parent died; and the templates."""
         while True:
             try:
                 pid, _status = os.waitpid(-1, os.WNOHANG)
@@ -1900,7 +1950,7 @@ class Server:
                 return
             if pid == 0:
                 return
-            if pid == self.template_pid:
+            if any(pid == link.pid for link in self.templates.values()):
                 self.template_lost = True
 
     def _drain_wake(self) -> None:
@@ -1910,18 +1960,19 @@ class Server:
         except BlockingIOError:
             pass
 
-    def _soft_cap(self) -> int:
+    def _soft_cap(self, link: "TemplateLink") -> int:
         """RLIMIT_DATA for a run: the template's data plus what the container has left."""
         if not self.memory_bytes:
             return 0
-        status = _read_kv(f"/proc/{self.template_pid}/status") if self.template_pid else {}
+        status = _read_kv(f"/proc/{link.pid}/status")
         vm_data = status.get("VmData", 0) * 1024
         rss = status.get("VmRSS", 0) * 1024
         return vm_data + max(self.memory_bytes - rss - (32 << 20), 16 << 20)
 
     # -- lifecycle --------------------------------------------------------------
     def serve(self, hello: dict) -> None:
-        self.prepare()
+        for link in self.templates.values():
+            self.prepare(link)
         write_frame(self.out_fd, {"ready": True, "protocol": RUNNER_PROTOCOL, "pid": os.getpid(),
                                   "python": sys.version.split()[0], "channel": self.channel,
                                   **hello})
@@ -1932,7 +1983,8 @@ class Server:
             op = req.get("op")
             if op == "run":
                 t0 = time.monotonic()
-                result = self.run(req)
+                link = self.templates["heavy" if needs_libraries(req) else "light"]
+                result = self.run(req, link)
                 result["server_s"] = round(time.monotonic() - t0, 6)
                 result["prep_s"] = self.prep_s
                 try:
@@ -1940,7 +1992,7 @@ class Server:
                 except OSError:
                     break  # the host went away mid-run: nobody to answer
                 t0 = time.monotonic()
-                self.prepare()
+                self.prepare(link)
                 self.prep_s = round(time.monotonic() - t0, 6)
             elif op == "put":
                 self.put(req)
@@ -1948,8 +2000,8 @@ class Server:
                 continue  # arrived after its run had finished
             else:
                 write_frame(self.out_fd, {"status": "error", "message": f"unknown op {op!r}"})
-        if self.tsock is not None:
-            self.tsock.close()
+        for link in self.templates.values():
+            link.sock.close()
 
     def put(self, req: dict) -> None:
         """A chunk of an input file sent over the frames (no directory shared with the host):
@@ -1969,13 +2021,13 @@ class Server:
                               f"({getattr(exc, 'strerror', None) or exc})")
 
     # -- one run ----------------------------------------------------------------
-    def run(self, req: dict) -> dict:
+    def run(self, req: dict, link: "TemplateLink") -> dict:
         cap = int(req.get("output_bytes") or (1 << 20))
         timeout = float(req.get("timeout_s") or 30.0)
-        if self.next is None and not self.template_lost:
-            self.prepare()
-        p = self.next
-        self.next = None
+        if link.next is None and not self.template_lost:
+            self.prepare(link)
+        p = link.next
+        link.next = None
         if p is None or p.candidate < 0:
             return self._failed("the sandbox could not start the program (its process limit "
                                  "is full, or its supervisor died)")
@@ -1996,7 +2048,7 @@ class Server:
         pipes = {p.out_r: out, p.err_r: err, p.report_r: report}
         pids = [p.candidate]
         if tests:
-            checker = self.start_checker()
+            checker = self.start_checker(link)
             if checker is not None:
                 pid, (chk_req, chk_report, chk_out, chk_err) = checker
                 pids.append(pid)
@@ -2017,20 +2069,19 @@ class Server:
                 for pid in pids:
                     kill_group(pid)
 
-        assert self.tsock is not None
         while not set(pids) <= set(self.exits) and not self.template_lost:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 stop("timeout")
-            watch = list(pipes) + [self.wake_r, self.tsock] + (
+            watch = list(pipes) + [self.wake_r, link.sock.fileno()] + (
                 [] if self.host.eof else [self.in_fd])
             ready, _, _ = select.select(watch, [], [], 0.05 if reason else max(remaining, 0.001))
             for fd in ready:
                 if fd == self.wake_r:
                     self._drain_wake()
                     self._reap_orphans()
-                elif fd == self.tsock:
-                    self._recv_template()
+                elif fd == link.sock.fileno():
+                    self._recv_template(link)
                 elif fd == self.in_fd:
                     self.host.feed()
                     while (frame := self.host.next()) is not None:
@@ -2048,7 +2099,7 @@ class Server:
             while fd in pipes and self._read(fd, pipes) is not None:
                 pass
         if pipes:  # something the program started still holds a pipe: end it first
-            self.sweep_run()
+            self.sweep_run(link)
             for fd in list(pipes):
                 for _ in range(4096):
                     if fd not in pipes or self._read(fd, pipes, block=True) is None:
@@ -2062,14 +2113,10 @@ class Server:
             result["dirty"] = True
         return result
 
-    def start_checker(self) -> "tuple[int, list] | None":
-        assert self.tsock is not None
-        try:
-            self.tsock.sendall(b'{"op": "checker"}')
-        except OSError:
-            self.template_lost = True
+    def start_checker(self, link: "TemplateLink") -> "tuple[int, list] | None":
+        if not self._tell(link, {"op": "checker"}):
             return None
-        got = self._template_message("checker_ready")
+        got = self._template_message(link, "checker_ready")
         if got is None or int(got[0].get("pid", -1)) < 0 or len(got[1]) != 4:
             return None
         return int(got[0]["pid"]), got[1]
@@ -2195,11 +2242,16 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # PID 1 gets no signal it does not handle
     set_dumpable(False)  # no ptrace, no /proc/<pid>/mem of the runner by the program
     refused = install_seccomp()
+    server = Server(sweep=sweep, memory_bytes=memory_bytes, control=control)
+    os.environ["MPLBACKEND"] = "Agg"
+    os.environ["MPLCONFIGDIR"] = MPL_CONFIG_DIR
+    gc.collect()
+    gc.freeze()
+    server.start_template("light")  # the standard library only: small, quick to fork and end
     loaded = preload()
     gc.collect()
     gc.freeze()  # children then never touch (copy) the preloaded objects' pages
-    server = Server(sweep=sweep, memory_bytes=memory_bytes, control=control)
-    server.start_template()
+    server.start_template("heavy")
     server.serve({"preloaded": loaded, "preload_s": round(time.monotonic() - t0, 3),
                   "seccomp": not refused, "seccomp_error": refused})
 
