@@ -284,6 +284,23 @@ def test_derived_single_pass_keeps_round_one_only() -> None:
     assert single["totals"]["prompt_tokens"] == 100 and single["totals"]["iterations"] == 2
     already = _run("success", [(1, True, "ok")])
     assert derive_single_pass(already)["outcome"] == "success"
+    # round 0 passed but failed generated checks; the soft round 1 did not replace it
+    soft = _run("success", [(0, True, "ok"), (1, False, "error"), (2, True, "ok")])
+    soft["iterations"][0]["code"] = "round zero"
+    single = derive_single_pass(soft)
+    assert single["outcome"] == "success" and single["final_code"] == "round zero"
+
+
+def test_eval_set_takes_typed_selfheal_options() -> None:
+    from selfheal_jupyter.commands.eval import parse_options
+    from selfheal_jupyter.errors import BadInput
+
+    assert parse_options(["candidates=3", "SelfHeal.explain_first=True", "restart_after=2"]) == {
+        "candidates": 3, "explain_first": True, "restart_after": 2}
+    with pytest.raises(BadInput, match="one of the SelfHeal options"):
+        parse_options(["candidate=3"])
+    with pytest.raises(BadInput, match="--set 'candidates=many'"):
+        parse_options(["candidates=many"])
 
 
 def test_store_keeps_the_last_record_and_retries_errors(tmp_path: Path) -> None:

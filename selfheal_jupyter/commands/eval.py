@@ -51,6 +51,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--temperature", type=float, default=0.0,
                    help="sampling temperature (default 0: greedy, reproducible)")
     p.add_argument("--no-plan", action="store_true", help="skip the planner in both conditions")
+    p.add_argument("--set", dest="options", action="append", default=[], metavar="NAME=VALUE",
+                   help="any SelfHeal option for both conditions, e.g. --set candidates=3 "
+                   "--set explain_first=True (repeatable)")
     p.add_argument("--llm-timeout", type=float, metavar="S", help="seconds one LLM request may take")
     p.add_argument("--image", help="sandbox image (default: per benchmark)")
     p.add_argument("--runtime", help="Docker runtime of the sandbox, e.g. runsc (gVisor)")
@@ -78,7 +81,29 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         traits["image"] = args.image
     if args.runtime:
         traits["runtime"] = args.runtime
+    traits.update(parse_options(getattr(args, "options", None) or []))
     return traits
+
+
+def parse_options(items: list[str]) -> dict[str, Any]:
+    """``NAME=VALUE`` pairs as typed ``SelfHeal`` traits; BadInput names what is wrong."""
+    from ..config import SelfHeal
+
+    traits = SelfHeal.class_traits(config=True)
+    out: dict[str, Any] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        name = name.strip().removeprefix("SelfHeal.")
+        if not sep or name not in traits:
+            raise BadInput(
+                f"--set {item!r}: give NAME=VALUE with NAME one of the SelfHeal options "
+                f"({', '.join(sorted(traits))}), e.g. --set candidates=3."
+            )
+        try:
+            out[name] = traits[name].from_string(text.strip())
+        except Exception as exc:  # noqa: BLE001 - traitlets raises several kinds
+            raise BadInput(f"--set {item!r}: {exc}") from None
+    return out
 
 
 def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
