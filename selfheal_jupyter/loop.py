@@ -384,6 +384,7 @@ class Loop:
         )
         state.run.checks = checks
         state.tokens += checks.usage.total_tokens
+        state.llm_s += checks.llm_s
         state.run.planning_usage = state.run.planning_usage + checks.usage
 
     def _iterate(self, task: Task, inputs: list[InputDescription], state: _RunState) -> None:
@@ -444,8 +445,9 @@ class Loop:
             if st.restart_after > 0 and state.failed_repairs >= st.restart_after:
                 repair, restarted = state.origin, True
                 state.failed_repairs = 0
-            if (st.explain_first and not restarted and repair is not None
-                    and repair.code is not None and repair.feedback and not repair.no_code):
+            if (st.explain_first and not restarted and state.soft_from is None
+                    and repair is not None and repair.code is not None and repair.feedback
+                    and not repair.no_code):
                 diagnosis, used, secs = self.developer.explain(
                     task.prompt, repair,
                     on_token=lambda t: state.emit(TokensStreamed("developer", index, t)),

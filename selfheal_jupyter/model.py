@@ -495,6 +495,7 @@ class GeneratedChecks:
     """Top-level statements (asserts), run after a candidate like tests, one outcome each."""
     reply: str = ""
     usage: Usage = field(default_factory=Usage)
+    llm_s: float = 0.0
 
     @property
     def source(self) -> str:

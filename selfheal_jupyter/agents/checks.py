@@ -155,4 +155,5 @@ class CheckDesigner:
             statements=parse_checks(reply.text, count=count, user_tests=user_tests),
             reply=reply.text,
             usage=reply.usage,
+            llm_s=reply.duration_s,
         )
