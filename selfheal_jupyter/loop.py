@@ -547,12 +547,17 @@ class Loop:
         )
         run.iterations.append(iteration)
         state.emit(VerdictReady(iteration))
-        if verdict.passed and not soft:
+        if state.soft_from is not None:
+            # The round after a pass with failing generated checks ends the run with
+            # success: a new pass replaces the earlier one only if it passes more of the
+            # generated checks; otherwise (no code, an explanation, a worse program) the
+            # earlier pass stands.
+            earlier = next(it for it in run.iterations if it.index == state.soft_from)
+            better = verdict.passed and _passed(checks) > _passed(earlier.checks)
+            run.final_index = index if better else state.soft_from
             run.outcome = "success"
             return True
-        if state.soft_from is not None:
-            # The round after a pass with failing generated checks: a new pass replaced it
-            # above; otherwise (no code, an explanation, a worse program) the pass stands.
+        if verdict.passed and not soft:
             run.outcome = "success"
             return True
         if result is not None and result.status == "killed" and state.stop.event.is_set():
@@ -721,6 +726,10 @@ class Loop:
         totals.completion_tokens = usage.completion_tokens
         totals.duration_s = time.monotonic() - state.started
         run.totals = totals
+
+
+def _passed(outcomes: list[TestOutcome]) -> int:
+    return sum(1 for t in outcomes if t.passed)
 
 
 @dataclass

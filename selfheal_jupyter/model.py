@@ -600,9 +600,16 @@ class Run:
     started_at: float = 0.0
     totals: Totals = field(default_factory=Totals)
 
+    final_index: int | None = None
+    """The iteration chosen as the result when it is not simply the last passing one (a
+    pass followed by the soft round of the generated checks)."""
+
     @property
     def final_code(self) -> str | None:
-        """The passing candidate's code, or None."""
+        """The passing candidate's code (the chosen one, else the last that passed), or None."""
+        for it in self.iterations:
+            if it.index == self.final_index and it.verdict.passed:
+                return it.candidate.code
         for it in reversed(self.iterations):
             if it.verdict.passed:
                 return it.candidate.code
@@ -622,6 +629,7 @@ class Run:
             "outcome": self.outcome,
             "error": self.error,
             "final_code": self.final_code,
+            "final_index": self.final_index,
             "model": self.model,
             "base_url": self.base_url,
             "planning_usage": asdict(self.planning_usage),

@@ -77,6 +77,14 @@ def test_generated_checks_never_decide_the_verdict(sandbox):
             Task(prompt=IS_EVEN_TASK, tests=USER_TESTS))
     assert run.outcome == "success" and run.final_code.strip() == ALWAYS_TRUE
     assert len(run.iterations) == 2 and run.iterations[1].candidate.code == ""
+    # A new pass that fixes none of the failing checks does not replace the earlier one.
+    also_true = "def is_even(n):\n    return n == n"
+    with ScriptedServer([CHECKS, fenced(ALWAYS_TRUE), fenced(also_true)]) as s:
+        run = loop(s, sandbox, generated_checks=2, max_iterations=3).run(
+            Task(prompt=IS_EVEN_TASK, tests=USER_TESTS))
+    assert [it.verdict.passed for it in run.iterations] == [True, True]
+    assert run.outcome == "success" and run.final_code.strip() == ALWAYS_TRUE
+    assert run.final_index == 1
     # No round left: a pass with failing generated checks is a success at once.
     with ScriptedServer([CHECKS, fenced(ALWAYS_TRUE)]) as s:
         run = loop(s, sandbox, generated_checks=2, max_iterations=1).run(

@@ -121,6 +121,8 @@ def derive_single_pass(run_dict: dict[str, Any]) -> dict[str, Any] | None:
     # A pass is kept even when a later kept round failed: that round was the one soft
     # round after a pass with failing generated checks, which never undoes the pass.
     passing = [it for it in kept if (it.get("verdict") or {}).get("passed")]
+    chosen = [it for it in passing if it.get("index") == run_dict.get("final_index")]
+    passing = passing[:passing.index(chosen[0]) + 1] if chosen else passing
     passed = bool(passing)
     derived["outcome"] = "success" if passed else "budget_exhausted"
     derived["error"] = "" if passed else "No candidate passed within max_iterations=1."
