@@ -17,10 +17,8 @@ import logging
 import pickle
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
-
-from dataclasses import replace
 
 from .agents.checks import CheckDesigner
 from .agents.developer import Developer, RepairContext
