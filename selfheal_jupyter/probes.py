@@ -36,9 +36,14 @@ def _failing_statement(tree: ast.Module, result: ExecutionResult) -> ast.stmt | 
     return None
 
 
-def _expressions(stmt: ast.stmt) -> list[str]:
+_NO_VALUE_CALLS = frozenset({"print", "display"})
+"""Calls whose result says nothing (None); their arguments are still probed."""
+
+
+def _expressions(stmt: ast.stmt, known: set[str] = frozenset()) -> list[str]:
     """Sub-expressions worth a value: call results and their arguments, compared operands,
-    subscripted containers — outermost first, no constants, no duplicates."""
+    subscripted containers — outermost first, no constants, no duplicates, no plain name
+    whose value the failing frame's locals already show (``known``)."""
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import,
                          ast.ImportFrom)):
         return []
@@ -57,7 +62,8 @@ def _expressions(stmt: ast.stmt) -> list[str]:
             for c in node.comparators:
                 add(c)
         elif isinstance(node, ast.Call):
-            add(node)
+            if not (isinstance(node.func, ast.Name) and node.func.id in _NO_VALUE_CALLS):
+                add(node)
             for a in node.args:
                 add(a)
             for k in node.keywords:
@@ -68,8 +74,7 @@ def _expressions(stmt: ast.stmt) -> list[str]:
         elif isinstance(node, ast.BinOp):
             add(node.left)
             add(node.right)
-    # Names alone are already in the failing frame's locals when it is the module.
-    return [e for e in out if not e.isidentifier()][:MAX_PROBES]
+    return [e for e in out if e not in known][:MAX_PROBES]
 
 
 def plan_probes(code: str, result: ExecutionResult | None) -> tuple[str, list[str]] | None:
@@ -88,7 +93,7 @@ def plan_probes(code: str, result: ExecutionResult | None) -> tuple[str, list[st
     stmt = _failing_statement(tree, result)
     if stmt is None:
         return None
-    exprs = _expressions(stmt)
+    exprs = _expressions(stmt, set(result.error.locals))
     if not exprs:
         return None
     lines = code.splitlines()

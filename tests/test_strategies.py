@@ -188,12 +188,35 @@ def test_plan_probes_runs_the_program_up_to_the_failing_statement():
     code = "x = [1, 2]\ny = 0\nprint(x[y + 5], len(x))\nprint('after')\n"
     result = ExecutionResult(status="error", exit_code=1, error=ErrorInfo(
         "IndexError", "list index out of range", 3,
-        [Frame("candidate.py", 3, "<module>", "print(x[y + 5], len(x))")]))
+        [Frame("candidate.py", 3, "<module>", "print(x[y + 5], len(x))")],
+        locals={"x": "[1, 2]", "y": "0"}))
     prefix, probes = plan_probes(code, result)
     assert prefix == "x = [1, 2]\ny = 0\n"
-    assert [p.split("repr(", 1)[1].rsplit(")[:", 1)[0] for p in probes] == [
-        "print(x[y + 5], len(x))", "x[y + 5]", "len(x)", "y + 5"]
+    # print's own value (None) is not probed; names the locals already show are not either
+    assert [_expr(p) for p in probes] == ["x[y + 5]", "len(x)", "y + 5"]
     assert plan_probes(code, ExecutionResult(status="ok", exit_code=0)) is None
+
+
+def test_a_failure_inside_a_function_probes_the_callers_values(sandbox):
+    code = ('def average(values):\n    return sum(values) / len(values)\n\n'
+            'groups = {"a": [3, 4, 5], "b": []}\nprint("class B:", average(groups["b"]))\n')
+    fixed = code.replace("sum(values) / len(values)", "sum(values) / len(values) if values else 0.0")
+    with ScriptedServer([fenced(fixed)]) as s:
+        run = loop(s, sandbox, runtime_values=True, max_iterations=1).run(
+            Task(prompt="", initial_code=code))
+        repair = developer_prompts(s)[0]
+    zero = run.iterations[0]
+    assert zero.result.error.locals == {"values": "[]"}  # the failing frame: not the caller's
+    shown = {v.source: (v.passed, v.message) for v in zero.runtime_values}
+    assert shown["groups['b']"] == (True, "[]")
+    assert shown["groups"] == (True, "{'a': [3, 4, 5], 'b': []}")
+    assert shown["average(groups['b'])"][0] is False
+    assert "ZeroDivisionError" in shown["average(groups['b'])"][1]
+    assert "groups['b'] = []" in repair and run.outcome == "success"
+
+
+def _expr(probe: str) -> str:
+    return probe.split("repr(", 1)[1].rsplit(")[:", 1)[0]
 
 
 # --------------------------------------------------------------------------- explain first
