@@ -272,7 +272,7 @@ def test_options_reach_the_loop_and_are_validated(sandbox):
         built = build_loop(settings, sandbox=sandbox, llm=llm_for(s))
         defaults = build_loop(SelfHeal(), sandbox=sandbox, llm=llm_for(s)).strategies
     assert built.strategies == Strategies(2, 3, True, True, 2)
-    assert defaults == Strategies()
+    assert defaults == Strategies(runtime_values=True)  # measured: on by default
     for name, bad in (("candidates", 0), ("generated_checks", -1), ("restart_after", -2)):
         with pytest.raises(TraitError, match=f"SelfHeal.{name} must be at least"):
             SelfHeal(**{name: bad})
