@@ -22,4 +22,5 @@ test:
 	selfheal sandbox build
 	selfheal model fetch
 	$(PYTHON) -m ruff check selfheal_jupyter
+	$(PYTHON) -m mypy
 	$(PYTHON) -m pytest -q

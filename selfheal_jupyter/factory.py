@@ -20,7 +20,7 @@ from typing import Any
 from .config import SelfHeal
 from .errors import LLMError, SelfHealError
 from .llm import Endpoint, LLMClient
-from .loop import Loop
+from .loop import Loop, Strategies
 from .sandbox.base import Sandbox
 
 KEYLESS = "sk-no-key-required"
@@ -196,4 +196,11 @@ def build_loop(
         limits=settings.limits(),
         retry_temperature=retry_temperature,
         plan_on_heal=plan_on_heal,
+        strategies=Strategies(
+            generated_checks=settings.generated_checks,
+            candidates=settings.candidates,
+            runtime_values=settings.runtime_values,
+            explain_first=settings.explain_first,
+            restart_after=settings.restart_after,
+        ),
     )

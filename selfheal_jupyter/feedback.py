@@ -211,3 +211,39 @@ def failure_signature(result: ExecutionResult | None) -> tuple[str, ...]:
         sig += (result.error.type, result.error.message[:200], str(result.error.line))
     sig += tuple(sorted(t.source for t in result.tests if not t.passed))
     return sig
+
+
+GENERATED_HEADER = (
+    "{failed} of {total} GENERATED checks failed (written by QA from the task alone, not by "
+    "the user; they may be wrong):"
+)
+
+
+def check_lines(checks: list[TestOutcome], *, passed: bool = False) -> list[str]:
+    """QA's generated checks that failed, labelled apart from the user's tests.
+
+    ``passed``: the program passed the user's tests and ran cleanly (the checks are then
+    the only thing left to look at)."""
+    failed = [t for t in checks if not t.passed and not t.message.startswith("not run")]
+    if not failed:
+        return []
+    out = []
+    if passed:
+        out.append("The program ran cleanly and passed the user's own checks.")
+    out.append(GENERATED_HEADER.format(failed=len(failed), total=len(checks)))
+    for t in failed[:MAX_TESTS]:
+        out.append(f"  GENERATED {_clip(t.source, 160)}")
+        if t.message:
+            out.append(f"    → {_clip(t.message, 240)}")
+    return out
+
+
+def runtime_value_lines(values: list[TestOutcome]) -> list[str]:
+    """Values of the failing statement's sub-expressions (see :mod:`selfheal_jupyter.probes`)."""
+    if not values:
+        return []
+    out = ["Values at the failing statement (evaluated where it failed):"]
+    for v in values:
+        shown = v.message if v.passed else f"raises {v.message}"
+        out.append(f"  {_clip(v.source, 120)} = {_clip(shown, 200)}")
+    return out

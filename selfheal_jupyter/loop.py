@@ -16,9 +16,10 @@ import logging
 import pickle
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
+from .agents.checks import CheckDesigner
 from .agents.developer import Developer, RepairContext
 from .agents.planner import Planner
 from .agents.qa import QA, check_tests, strip_input_overwrites
@@ -37,7 +38,9 @@ from .events import (
 )
 from .codeblocks import code_diff
 from .context import format_context
-from .feedback import failure_signature, format_feedback
+from .choice import Sample, Trial, choose
+from .feedback import check_lines, failure_signature, format_feedback, runtime_value_lines
+from .probes import plan_probes, probe_values
 from .inputs import describe_inputs
 from .llm import LLMClient
 from .model import (
@@ -50,6 +53,7 @@ from .model import (
     Plan,
     Run,
     Task,
+    TestOutcome,
     Timings,
     Totals,
     Usage,
@@ -184,6 +188,22 @@ class LoopLimits:
     """0 = no limit."""
 
 
+@dataclass
+class Strategies:
+    """What the loop does beyond write → run → repair (the defaults live in ``SelfHeal``)."""
+
+    generated_checks: int = 0
+    """How many soft checks QA writes from the task before any code (0 = none)."""
+    candidates: int = 1
+    """Programs sampled per round; one is chosen by execution (:mod:`~selfheal_jupyter.choice`)."""
+    runtime_values: bool = False
+    """Show the values of the failing statement's sub-expressions (:mod:`~selfheal_jupyter.probes`)."""
+    explain_first: bool = False
+    """Ask the model to explain the bug before each repair."""
+    restart_after: int = 0
+    """Start over after this many failed repairs in a row (0 = never)."""
+
+
 class Loop:
     """Runs tasks through planner → developer → QA until a candidate passes or a bound hits."""
 
@@ -200,6 +220,7 @@ class Loop:
         libraries: tuple[str, ...] | None = None,
         retry_temperature: float = 0.8,
         plan_on_heal: bool = True,
+        strategies: Strategies | None = None,
     ) -> None:
         if max_iterations < 1:
             raise BadInput(
@@ -216,6 +237,13 @@ class Loop:
         self.planner = Planner(llm, libraries=libraries)
         self.developer = Developer(llm, libraries=libraries, retry_temperature=retry_temperature)
         self.qa = QA(sandbox, self.limits)
+        self.strategies = strategies or Strategies()
+        if self.strategies.candidates < 1:
+            raise BadInput(
+                f"candidates must be at least 1 (got {self.strategies.candidates}); "
+                "set `%config SelfHeal.candidates`."
+            )
+        self.designer = CheckDesigner(llm)
 
     @property
     def max_iterations(self) -> int:
@@ -273,6 +301,7 @@ class Loop:
             inputs = describe_inputs(task.inputs)
             state.sandbox_inputs = prepare_inputs(task)
             self._plan_step(task, inputs, state)
+            self._design_checks(task, inputs, state)
             self._iterate(task, inputs, state)
         except _Stop as s:
             run.outcome = s.outcome  # type: ignore[assignment]
@@ -295,6 +324,9 @@ class Loop:
             )
         finally:
             stop.close()
+        if state.soft_from is not None and run.outcome in ("budget_exhausted", "failed", "error"):
+            # A candidate had passed the user's tests; only the soft round after it failed.
+            run.outcome, run.error = "success", ""
         self._finish(state)
         emit(RunFinished(run))
         return run
@@ -321,6 +353,23 @@ class Loop:
         else:
             run.plan = Plan([], source="none")
         state.emit(PlanReady(run.plan))
+
+    def _design_checks(
+        self, task: Task, inputs: list[InputDescription], state: _RunState
+    ) -> None:
+        """QA's soft checks, from the task alone (and a repair's comments/docstrings)."""
+        count = self.strategies.generated_checks
+        if count <= 0:
+            return
+        self._check_bounds(state, before="writing the generated checks")
+        checks = self.designer.design(
+            task.prompt, inputs, count=count, initial_code=task.initial_code,
+            user_tests=task.tests, cancel=state.stop.event,
+        )
+        state.run.checks = checks
+        state.tokens += checks.usage.total_tokens
+        state.llm_s += checks.llm_s
+        state.run.planning_usage = state.run.planning_usage + checks.usage
 
     def _iterate(self, task: Task, inputs: list[InputDescription], state: _RunState) -> None:
         run = state.run
@@ -360,72 +409,108 @@ class Loop:
         index: int,
         given: str | None = None,
     ) -> bool:
-        """One developer → QA round; True when it passed."""
+        """One developer → QA round; True when the run ends with success."""
         run = state.run
         t0 = time.monotonic()
         usage = Usage()
         llm_s = 0.0
-        reply = ""
-        finish = None
         ctx = task.context
         # The user's data (inputs and copied notebook values) must never be replaced.
         data_names = dict.fromkeys([*task.inputs, *(ctx.data_names() if ctx else ())])
+        repair = state.repair
+        restarted = False
+        diagnosis = ""
+        proposals: list[tuple[str | None, str, str | None]] = []  # (code, reply, finish)
         if given is not None:
-            code: str | None = given
+            proposals.append((given, "", None))
         else:
             self._check_bounds(state, before=f"iteration {index}")
-            proposal = self.developer.propose(
-                task.prompt,
-                run.plan,
-                inputs,
-                task.tests,
-                state.repair,
-                previous_codes=[it.candidate.code for it in run.iterations if it.candidate.code],
-                keep_spec=state.spec is not None and not state.spec.empty,
-                on_token=lambda t: state.emit(TokensStreamed("developer", index, t)),
-                cancel=state.stop.event,
-                context=format_context(task.context),
-            )
-            code, reply, usage, llm_s = (
-                proposal.code, proposal.reply, proposal.usage, proposal.llm_s
-            )
-            if code is not None and data_names:
-                code, _ = strip_input_overwrites(code, data_names)
-            finish = proposal.finish_reason
-            state.tokens += usage.total_tokens
+            st = self.strategies
+            if st.restart_after > 0 and state.failed_repairs >= st.restart_after:
+                repair, restarted = state.origin, True
+                state.failed_repairs = 0
+            if (st.explain_first and not restarted and state.soft_from is None
+                    and repair is not None and repair.code is not None and repair.feedback
+                    and not repair.no_code):
+                diagnosis, used, secs = self.developer.explain(
+                    task.prompt, repair,
+                    on_token=lambda t: state.emit(TokensStreamed("developer", index, t)),
+                    cancel=state.stop.event,
+                )
+                repair = replace(repair, diagnosis=diagnosis)
+                usage, llm_s = usage + used, llm_s + secs
+                state.tokens += used.total_tokens
+            for k in range(st.candidates):
+                if k and (state.stop.event.is_set() or (
+                        self.bounds.token_budget > 0 and state.tokens >= self.bounds.token_budget)):
+                    break
+                if k:
+                    state.emit(TokensStreamed(
+                        "developer", index, f"\n\n[sample {k + 1} of {st.candidates}]\n\n"))
+                proposal = self.developer.propose(
+                    task.prompt,
+                    run.plan,
+                    inputs,
+                    task.tests,
+                    repair,
+                    previous_codes=[it.candidate.code for it in run.iterations if it.candidate.code],
+                    keep_spec=state.spec is not None and not state.spec.empty,
+                    on_token=lambda t: state.emit(TokensStreamed("developer", index, t)),
+                    cancel=state.stop.event,
+                    context=format_context(task.context),
+                    restart=restarted,
+                    temperature=self.developer.retry_temperature if k else None,
+                )
+                code = proposal.code
+                if code is not None and data_names:
+                    code, _ = strip_input_overwrites(code, data_names)
+                proposals.append((code, proposal.reply, proposal.finish_reason))
+                usage, llm_s = usage + proposal.usage, llm_s + proposal.llm_s
+                state.tokens += proposal.usage.total_tokens
         previous = state.last_code
-        candidate = Candidate(code=code or "", iteration=index, reply=reply)
-        result: ExecutionResult | None = None
+        single = len(proposals) == 1
+        trials: list[Trial] = []
         sandbox_s = 0.0
-        diff = ""
+        for code, reply, _ in proposals:
+            trial, secs = self._evaluate(
+                task, state, index, code, data_names, given=given is not None,
+                announce=previous if single else None, show=single,
+            )
+            trials.append(trial)
+            sandbox_s += secs
+        samples: list[Sample] = []
+        best = 0
+        if not single:
+            best, samples = choose(trials)
+        trial = trials[best]
+        code, reply, finish = proposals[best]
+        result, verdict, checks = trial.result, trial.verdict, trial.checks
+        candidate = Candidate(code=code or "", iteration=index, reply=reply)
+        diff = "" if code is None else code_diff(previous, code)
+        if not single and code is not None:
+            state.emit(CandidateReady(candidate, diff))
+            state.emit(ExecutionStarted(index))
+            if result is not None:
+                state.emit(ExecutionDone(index, result))
+        values: list[TestOutcome] = []
         if code is None:
             state.no_code_in_a_row += 1
-            verdict = Verdict(False, ["the reply contained no program"])
             feedback = NO_CODE_FEEDBACK
         else:
             state.no_code_in_a_row = 0
-            diff = code_diff(previous, code)
-            state.emit(CandidateReady(candidate, diff))
-            state.emit(ExecutionStarted(index))
-            result = self.qa.precheck(code, data_names, defined=ctx.names() if ctx else ())
-            if result is None:
-                if state.stop.event.is_set():
-                    raise Cancelled("Stopped before the sandbox run.")
-                s0 = time.monotonic()
-                result = self.qa.run(
-                    code, state.sandbox_inputs, task.tests, cancel=state.stop.event,
-                    prelude=ctx.prelude if ctx else None,
-                )
-                sandbox_s = time.monotonic() - s0
-            state.emit(ExecutionDone(index, result))
-            if given is not None:
-                # The user's own code is the spec, not a candidate against it.
-                state.spec = self.qa.spec_for(task, result)
-                violations = None
-            else:
-                violations = self.qa.check_spec(state.spec, code)
-            verdict = self.qa.judge(result, task.tests, violations)
             feedback = format_feedback(result, verdict, limits=self.limits)
+            if not verdict.passed and self.strategies.runtime_values:
+                s0 = time.monotonic()
+                values = self._runtime_values(code, result, task, state)
+                sandbox_s += time.monotonic() - s0
+                feedback = "\n".join([feedback, *runtime_value_lines(values)])
+        failing_checks = check_lines(checks, passed=verdict.passed)
+        if failing_checks and not verdict.passed:
+            feedback = "\n".join([feedback, *failing_checks])
+        soft = bool(failing_checks) and verdict.passed and state.soft_from is None and (
+            index < self.bounds.max_iterations)
+        if soft:
+            feedback = "\n".join(failing_checks)
         total_s = time.monotonic() - t0
         iteration = Iteration(
             index=index,
@@ -433,15 +518,30 @@ class Loop:
             result=result,
             verdict=verdict,
             diff=diff,
-            feedback=feedback,
+            feedback=feedback if (soft or not verdict.passed) else "",
             usage=usage,
             timings=Timings(
                 llm_s=llm_s, sandbox_s=sandbox_s, overhead_s=max(0.0, total_s - llm_s - sandbox_s)
             ),
+            checks=checks,
+            runtime_values=values,
+            samples=samples,
+            diagnosis=diagnosis,
+            restarted=restarted,
         )
         run.iterations.append(iteration)
         state.emit(VerdictReady(iteration))
-        if verdict.passed:
+        if state.soft_from is not None:
+            # The round after a pass with failing generated checks ends the run with
+            # success: a new pass replaces the earlier one only if it passes more of the
+            # generated checks; otherwise (no code, an explanation, a worse program) the
+            # earlier pass stands.
+            earlier = next(it for it in run.iterations if it.index == state.soft_from)
+            better = verdict.passed and _passed(checks) > _passed(earlier.checks)
+            run.final_index = index if better else state.soft_from
+            run.outcome = "success"
+            return True
+        if verdict.passed and not soft:
             run.outcome = "success"
             return True
         if result is not None and result.status == "killed" and state.stop.event.is_set():
@@ -459,18 +559,98 @@ class Loop:
                 feedback=state.repair.feedback if state.repair else "",
                 no_code=True,
                 truncated=finish == "length",
+                soft_checks=state.repair.soft_checks if state.repair else False,
             )
             return False
+        if soft:
+            state.soft_from = index
+        elif given is None and repair is not None and repair.code is not None and not restarted:
+            state.failed_repairs += 1
         signature = failure_signature(result)
         state.last_code = code
         state.repair = RepairContext(
             code=state.last_code,
             feedback=feedback,
-            same_failure=signature == state.last_signature,
+            same_failure=signature == state.last_signature and not soft,
             truncated=finish == "length",
+            soft_checks=bool(failing_checks),
         )
+        if given is not None:
+            state.origin = state.repair
         state.last_signature = signature
         return False
+
+    def _evaluate(
+        self,
+        task: Task,
+        state: _RunState,
+        index: int,
+        code: str | None,
+        data_names: dict[str, None],
+        *,
+        given: bool,
+        announce: str | None,
+        show: bool,
+    ) -> tuple[Trial, float]:
+        """Pre-check, run, spec-check and judge one program, then run the generated checks.
+
+        ``show``: emit the candidate and execution events (the single program of a round)."""
+        if code is None:
+            return Trial(None, None, Verdict(False, ["the reply contained no program"])), 0.0
+        ctx = task.context
+        if show:
+            state.emit(CandidateReady(Candidate(code=code, iteration=index),
+                                      code_diff(announce, code)))
+            state.emit(ExecutionStarted(index))
+        sandbox_s = 0.0
+        result = self.qa.precheck(code, data_names, defined=ctx.names() if ctx else ())
+        if result is None:
+            if state.stop.event.is_set():
+                raise Cancelled("Stopped before the sandbox run.")
+            s0 = time.monotonic()
+            result = self.qa.run(
+                code, state.sandbox_inputs, task.tests, cancel=state.stop.event,
+                prelude=ctx.prelude if ctx else None,
+            )
+            sandbox_s = time.monotonic() - s0
+        if show:
+            state.emit(ExecutionDone(index, result))
+        if given:
+            # The user's own code is the spec, not a candidate against it.
+            state.spec = self.qa.spec_for(task, result)
+            violations = None
+        else:
+            violations = self.qa.check_spec(state.spec, code)
+        verdict = self.qa.judge(result, task.tests, violations)
+        checks: list[TestOutcome] = []
+        generated = state.run.checks
+        if generated is not None and generated.statements and result.status == "ok" \
+                and result.error is None and not state.stop.event.is_set():
+            s0 = time.monotonic()
+            checked = self.qa.run(
+                code, state.sandbox_inputs, generated.source, cancel=state.stop.event,
+                prelude=ctx.prelude if ctx else None,
+            )
+            sandbox_s += time.monotonic() - s0
+            checks = list(checked.tests)
+        return Trial(code, result, verdict, checks), sandbox_s
+
+    def _runtime_values(
+        self, code: str, result: ExecutionResult | None, task: Task, state: _RunState
+    ) -> list[TestOutcome]:
+        """The failing statement's sub-expression values (see :mod:`selfheal_jupyter.probes`)."""
+        planned = plan_probes(code, result)
+        if planned is None or state.stop.event.is_set():
+            return []
+        prefix, probes = planned
+        ctx = task.context
+        probed = self.qa.run(
+            prefix, state.sandbox_inputs, "\n".join(probes), cancel=state.stop.event,
+            prelude=ctx.prelude if ctx else None,
+        )
+        if probed.status != "ok":
+            return []
+        return probe_values(probed.tests)
 
     @staticmethod
     def _assert_change_message(state: _RunState) -> str:
@@ -532,6 +712,10 @@ class Loop:
         run.totals = totals
 
 
+def _passed(outcomes: list[TestOutcome]) -> int:
+    return sum(1 for t in outcomes if t.passed)
+
+
 @dataclass
 class _RunState:
     run: Run
@@ -549,6 +733,12 @@ class _RunState:
     assert_changes: list[tuple[int, str]] = field(default_factory=list)
     """(round, the user's assert) for every round whose candidate changed an assert/test."""
     sandbox_inputs: dict[str, Pickled] = field(default_factory=dict)
+    soft_from: int | None = None
+    """The round that passed the user's tests but failed generated checks (one soft round)."""
+    failed_repairs: int = 0
+    """Failed repairs in a row since the start or the last restart."""
+    origin: RepairContext | None = None
+    """Where a restart begins: the user's code and its feedback (None: from the task)."""
 
 
 class _Emitter:

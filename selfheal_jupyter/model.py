@@ -483,6 +483,42 @@ class Verdict:
 
 
 @dataclass
+class GeneratedChecks:
+    """Checks QA wrote from the task alone, before any code (AgentCoder's test designer).
+
+    They are SOFT: their outcomes are shown to the developer (fix the program or say why
+    the check is wrong) and help choose among sampled candidates, but they never count as
+    the user's tests and never decide pass/fail.
+    """
+
+    statements: list[str] = field(default_factory=list)
+    """Top-level statements (asserts), run after a candidate like tests, one outcome each."""
+    reply: str = ""
+    usage: Usage = field(default_factory=Usage)
+    llm_s: float = 0.0
+
+    @property
+    def source(self) -> str:
+        return "\n".join(self.statements)
+
+
+@dataclass
+class Sample:
+    """One of the N programs sampled in a round (``SelfHeal.candidates``), as QA saw it."""
+
+    code: str
+    status: str
+    """The run's status ("none" when the reply had no program)."""
+    passed: bool
+    """The verdict (the user's tests + a clean run + the spec)."""
+    tests_passed: int = 0
+    checks_passed: int = 0
+    agreement: int = 0
+    """CodeT dual agreement: samples with the same generated-check outcomes × checks passed."""
+    chosen: bool = False
+
+
+@dataclass
 class Timings:
     llm_s: float = 0.0
     sandbox_s: float = 0.0
@@ -503,6 +539,17 @@ class Iteration:
     """The feedback text this iteration produced for the next one."""
     usage: Usage = field(default_factory=Usage)
     timings: Timings = field(default_factory=Timings)
+    checks: list[TestOutcome] = field(default_factory=list)
+    """Outcomes of QA's generated checks (soft; never part of ``result.tests``/the verdict)."""
+    runtime_values: list[TestOutcome] = field(default_factory=list)
+    """Values along the failing path (``SelfHeal.runtime_values``): one probe per
+    sub-expression of the failing statement, evaluated where it failed."""
+    samples: list[Sample] = field(default_factory=list)
+    """With ``SelfHeal.candidates`` > 1: every program sampled this round (one is chosen)."""
+    diagnosis: str = ""
+    """The model's explanation of the bug before this repair (``SelfHeal.explain_first``)."""
+    restarted: bool = False
+    """This round started over (``SelfHeal.restart_after``) instead of repairing the last one."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -515,6 +562,11 @@ class Iteration:
             "feedback": self.feedback,
             "usage": asdict(self.usage),
             "timings": asdict(self.timings),
+            "checks": [asdict(t) for t in self.checks],
+            "runtime_values": [asdict(t) for t in self.runtime_values],
+            "samples": [asdict(x) for x in self.samples],
+            "diagnosis": self.diagnosis,
+            "restarted": self.restarted,
         }
 
 
@@ -543,12 +595,21 @@ class Run:
     model: str = ""
     base_url: str = ""
     planning_usage: Usage = field(default_factory=Usage)
+    checks: GeneratedChecks | None = None
+    """QA's generated checks (soft feedback), None when none were asked for."""
     started_at: float = 0.0
     totals: Totals = field(default_factory=Totals)
 
+    final_index: int | None = None
+    """The iteration chosen as the result when it is not simply the last passing one (a
+    pass followed by the soft round of the generated checks)."""
+
     @property
     def final_code(self) -> str | None:
-        """The passing candidate's code, or None."""
+        """The passing candidate's code (the chosen one, else the last that passed), or None."""
+        for it in self.iterations:
+            if it.index == self.final_index and it.verdict.passed:
+                return it.candidate.code
         for it in reversed(self.iterations):
             if it.verdict.passed:
                 return it.candidate.code
@@ -564,9 +625,11 @@ class Run:
             "outcome": self.outcome,
             "error": self.error,
             "final_code": self.final_code,
+            "final_index": self.final_index,
             "model": self.model,
             "base_url": self.base_url,
             "planning_usage": asdict(self.planning_usage),
+            "generated_checks": self.checks.statements if self.checks else [],
             "started_at": self.started_at,
             "totals": asdict(self.totals),
         }

@@ -297,6 +297,11 @@ def test_derived_single_pass_keeps_round_one_only() -> None:
     assert single["totals"]["prompt_tokens"] == 100 and single["totals"]["iterations"] == 2
     already = _run("success", [(1, True, "ok")])
     assert derive_single_pass(already)["outcome"] == "success"
+    # round 0 passed but failed generated checks; the soft round 1 did not replace it
+    soft = _run("success", [(0, True, "ok"), (1, False, "error"), (2, True, "ok")])
+    soft["iterations"][0]["code"] = "round zero"
+    single = derive_single_pass(soft)
+    assert single["outcome"] == "success" and single["final_code"] == "round zero"
 
 
 def test_store_keeps_the_last_record_and_retries_errors(tmp_path: Path) -> None:

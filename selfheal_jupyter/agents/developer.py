@@ -13,6 +13,7 @@ fix, the prompt says the previous fix did not work and asks for another approach
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -51,6 +52,19 @@ SPEC_NOTE = (
     "message), never wrap them or a failing line in try/except, and never write in the "
     "values they expect. Change the rest of the program so that they hold."
 )
+RESTART_NOTE = (
+    "IMPORTANT: several repairs of this program in a row did not work. Start over: "
+    "write the program again from the task, with a different approach."
+)
+CHECKS_NOTE = (
+    "The checks above marked GENERATED were written by QA from the task alone and may be "
+    "wrong. For each failing one, either fix the program, or, if you are sure the check is "
+    "wrong, say why in one sentence before the code block and keep the program's behaviour."
+)
+EXPLAIN_SYSTEM = """You are an expert Python debugger. Explain why the program fails, before anyone fixes it.
+Reply in at most 5 short sentences, no code: which line or function is wrong, what \
+value it produces and what it should produce instead, and what the fix must change."""
+MAX_DIAGNOSIS = 1200
 TRUNCATED_NOTE = (
     "Your previous reply was cut off because it was too long: write a shorter program "
     "without long comments."
@@ -72,6 +86,10 @@ class RepairContext:
     same_failure: bool = False
     no_code: bool = False
     truncated: bool = False
+    diagnosis: str = ""
+    """The model's own explanation of the bug (``SelfHeal.explain_first``)."""
+    soft_checks: bool = False
+    """The feedback holds failing GENERATED checks (fix the program or say why they are wrong)."""
 
 
 @dataclass
@@ -112,6 +130,7 @@ class Developer:
         extra_note: str = "",
         keep_spec: bool = False,
         context: str = "",
+        restart: bool = False,
     ) -> list[dict[str, str]]:
         system = SYSTEM.format(environment=environment_text(self.libraries))
         parts = [f"Task:\n{prompt.strip() or 'Make the program below run correctly.'}"]
@@ -135,6 +154,8 @@ class Developer:
                 f"{'it' if len(inputs) == 1 else 'them'}."
             )
         if repair is None:
+            if restart:
+                parts.append(RESTART_NOTE)
             parts.append("Write the complete program.")
         else:
             if repair.code is not None:
@@ -143,10 +164,16 @@ class Developer:
                 parts.append(NO_CODE_NOTE)
             if repair.feedback:
                 parts.append(f"What happened when it ran:\n{repair.feedback.strip()}")
+            if repair.soft_checks:
+                parts.append(CHECKS_NOTE)
+            if repair.diagnosis:
+                parts.append(f"Diagnosis of the bug:\n{repair.diagnosis.strip()}")
             if repair.truncated:
                 parts.append(TRUNCATED_NOTE)
             if repair.same_failure:
                 parts.append(SAME_FAILURE_NOTE)
+            if restart:
+                parts.append(RESTART_NOTE)
             if keep_spec:
                 parts.append(SPEC_NOTE)
             parts.append(
@@ -174,12 +201,19 @@ class Developer:
         on_token: Callable[[str], None] | None = None,
         cancel: threading.Event | None = None,
         context: str = "",
+        restart: bool = False,
+        temperature: float | None = None,
     ) -> Proposal:
-        """Ask for a program; ask once more if it repeats one that already failed."""
+        """Ask for a program; ask once more if it repeats one that already failed.
+
+        ``restart``: start over (the repair context, if any, is the original program);
+        ``temperature``: this call's sampling (default: the client's, or the retry
+        temperature after the same failure)."""
         started = time.monotonic()
-        temperature = self.retry_temperature if repair and repair.same_failure else None
+        if temperature is None and (restart or (repair and repair.same_failure)):
+            temperature = self.retry_temperature
         messages = self.build_messages(prompt, plan, inputs, tests, repair, keep_spec=keep_spec,
-                                       context=context)
+                                       context=context, restart=restart)
         reply = self.llm.chat(messages, on_token=on_token, cancel=cancel, temperature=temperature)
         usage = reply.usage
         prompt_chars = sum(len(m["content"]) for m in messages)
@@ -189,12 +223,13 @@ class Developer:
         if repeated:
             messages = self.build_messages(
                 prompt, plan, inputs, tests, repair, extra_note=REPEAT_NOTE, keep_spec=keep_spec,
-                context=context,
+                context=context, restart=restart,
             )
             if on_token is not None:
                 on_token("\n\n[the program repeated an earlier one; asking for another approach]\n\n")
             reply = self.llm.chat(
-                messages, on_token=on_token, cancel=cancel, temperature=self.retry_temperature
+                messages, on_token=on_token, cancel=cancel,
+                temperature=max(self.retry_temperature, temperature or 0.0),
             )
             usage = usage + reply.usage
             prompt_chars += sum(len(m["content"]) for m in messages)
@@ -208,3 +243,30 @@ class Developer:
             repeated=repeated,
             prompt_chars=prompt_chars,
         )
+
+    # ------------------------------------------------------------------ explain
+    def explain(
+        self,
+        prompt: str,
+        repair: RepairContext,
+        *,
+        on_token: Callable[[str], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> tuple[str, Usage, float]:
+        """"Explain the bug first": the model's diagnosis of the failing program, no code.
+
+        Returns (diagnosis, usage, seconds). Any code block in the reply is dropped."""
+        started = time.monotonic()
+        parts = [f"Task:\n{prompt.strip() or 'Make the program below run correctly.'}"]
+        if repair.code is not None:
+            parts.append(f"The program:\n```python\n{repair.code.rstrip()}\n```")
+        parts.append(f"What happened when it ran:\n{repair.feedback.strip()}")
+        parts.append("Explain the bug. No code.")
+        reply = self.llm.chat(
+            [{"role": "system", "content": EXPLAIN_SYSTEM},
+             {"role": "user", "content": "\n\n".join(parts)}],
+            on_token=on_token, cancel=cancel,
+        )
+        text = re.sub(r"```.*?(```|\Z)", "", reply.text, flags=re.S)
+        text = re.sub(r"<think>.*?(</think>|\Z)", "", text, flags=re.S | re.I).strip()
+        return text[:MAX_DIAGNOSIS], reply.usage, time.monotonic() - started

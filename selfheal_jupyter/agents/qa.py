@@ -154,7 +154,7 @@ def precheck(
 ) -> ExecutionResult | None:
     """A ``blocked`` result when the code cannot run (or would ignore an input), else None."""
     try:
-        tree = compile(code, FILENAME, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        tree = ast.parse(code, FILENAME)
         compile(tree, FILENAME, "exec", dont_inherit=True)
     except SyntaxError as exc:
         etype = type(exc).__name__  # SyntaxError, IndentationError, TabError

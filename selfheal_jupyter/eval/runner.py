@@ -83,6 +83,11 @@ def _weights_sha256(key: str) -> str | None:
         return None
 
 
+STRATEGY_OPTIONS = ("generated_checks", "candidates", "runtime_values", "explain_first",
+                    "restart_after")
+"""The ``SelfHeal`` options of the loop's strategies, recorded with every result."""
+
+
 def condition_settings(base: dict[str, Any], condition: str) -> SelfHeal:
     traits = dict(base)
     if condition == "baseline":
@@ -113,11 +118,15 @@ def derive_single_pass(run_dict: dict[str, Any]) -> dict[str, Any]:
     derived["iterations"] = kept
     if len(kept) == len(its):
         return derived  # the loop never went past round 1: identical
-    last = kept[-1] if kept else None
-    passed = bool(last and (last.get("verdict") or {}).get("passed"))
+    # A pass is kept even when a later kept round failed: that round was the one soft
+    # round after a pass with failing generated checks, which never undoes the pass.
+    passing = [it for it in kept if (it.get("verdict") or {}).get("passed")]
+    chosen = [it for it in passing if it.get("index") == run_dict.get("final_index")]
+    passing = passing[:passing.index(chosen[0]) + 1] if chosen else passing
+    passed = bool(passing)
     derived["outcome"] = "success" if passed else "budget_exhausted"
     derived["error"] = "" if passed else "No candidate passed within max_iterations=1."
-    derived["final_code"] = last.get("code") if passed and last else None
+    derived["final_code"] = passing[-1].get("code") if passed else None
     totals = dict(run_dict.get("totals") or {})
     plan_usage = run_dict.get("planning_usage") or {}
     llm_all = sum((it.get("timings") or {}).get("llm_s", 0.0) for it in its)
@@ -266,6 +275,7 @@ def run_eval(
         "local_weights_sha256": _weights_sha256(probe.local_model) if endpoint.local else None,
         "temperature": probe.temperature,
         "auto_plan": probe.auto_plan,
+        "strategies": {name: getattr(probe, name) for name in STRATEGY_OPTIONS},
         "image": image,
         "versions": benchmarks.versions(),
     }

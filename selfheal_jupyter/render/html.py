@@ -16,6 +16,7 @@ from ..model import ExecutionResult, Iteration, NotebookContext, Plan, Run, Verd
 from ..spec import RULE_TITLES, SPEC_REASON
 from .diff import diff_html
 from .style import (
+    BLUE,
     BORDER,
     BOX,
     CODE_BG,
@@ -154,6 +155,47 @@ def verdict_html(verdict: Verdict) -> str:
     )
 
 
+def strategies_html(it: Iteration) -> str:
+    """What the repair strategies added to this round, each apart from the user's tests:
+    QA's generated checks (soft), the values at the failing statement, the diagnosis, the
+    sampled programs, a restart."""
+    parts = []
+    if it.restarted:
+        parts.append(f'<div class="selfheal-restart" style="color:{GREY}">Started over after '
+                     "repeated failed repairs.</div>")
+    if it.diagnosis:
+        parts.append(heading("Diagnosis (the model's explanation before fixing)")
+                     + pre(it.diagnosis))
+    if it.samples:
+        rows = "".join(
+            f'<div style="{MONO}">{"➜" if x.chosen else "&nbsp;"} sample {i}: {esc(x.status)}, '
+            f'{"passed" if x.passed else "failed"}, tests {x.tests_passed}, generated checks '
+            f"{x.checks_passed}, agreement {x.agreement}</div>"
+            for i, x in enumerate(it.samples, 1)
+        )
+        parts.append(f'<div class="selfheal-samples">{heading("Sampled programs (chosen by execution)")}'
+                     f"{rows}</div>")
+    if it.checks:
+        check_rows: list[str] = []
+        for t in it.checks:
+            mark = (f'<span style="color:{GREEN}">✔</span>' if t.passed
+                    else f'<span style="color:{BLUE}">?</span>')
+            msg = f' <span style="color:{GREY}">{esc(t.message)}</span>' if t.message else ""
+            check_rows.append(f'<div style="{MONO}">{mark} {esc(t.source)}{msg}</div>')
+        parts.append(
+            '<div class="selfheal-generated" data-soft="true">'
+            + heading("Generated checks (written by QA from the task; soft, not your tests)")
+            + "".join(check_rows) + "</div>"
+        )
+    if it.runtime_values:
+        rows = "".join(
+            f'<div style="{MONO}">{esc(v.source)} = {esc(v.message if v.passed else "raises " + v.message)}</div>'
+            for v in it.runtime_values
+        )
+        parts.append(f'<div class="selfheal-values">{heading("Values at the failing statement")}{rows}</div>')
+    return "".join(parts)
+
+
 def iteration_title(it: Iteration) -> str:
     """One line: 'Iteration 2 · ✘ KeyError' (plain text, used by the widget too)."""
     mark = "✔" if it.verdict.passed else "✘"
@@ -183,6 +225,7 @@ def iteration_body_html(it: Iteration) -> str:
         parts.append(f'<div class="selfheal-same" style="color:{GREY};margin:2px 0">'
                      "Same code as the previous attempt.</div>")
     parts.append(result_html(it.result, code))
+    parts.append(strategies_html(it))
     parts.append(verdict_html(it.verdict))
     return "".join(parts)
 

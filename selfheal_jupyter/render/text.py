@@ -73,11 +73,20 @@ class Transcript:
             mark = "✓" if t.passed else "✗"
             msg = f" — {t.message}" if t.message and not t.passed else ""
             self._w(f"  {mark} {t.source}{msg}")
+        for t in it.checks:
+            mark = "✓" if t.passed else "?"
+            msg = f" — {t.message}" if t.message and not t.passed else ""
+            self._w(f"  {mark} generated check (soft): {t.source}{msg}")
+        for v in it.runtime_values:
+            self._w(f"  value: {v.source} = {v.message if v.passed else 'raises ' + v.message}")
+        if it.samples:
+            chosen = next(i for i, x in enumerate(it.samples, 1) if x.chosen)
+            self._w(f"  sampled {len(it.samples)} programs, chose #{chosen}")
         state = "PASSED" if it.verdict.passed else "failed"
         self._w(f"verdict: {state} ({'; '.join(it.verdict.reasons)})")
-        for v in it.verdict.spec_violations:
-            self._w(f"  ✗ spec [{v.rule}]: {v.message}")
-            self._w(f"    to comply: {v.fix}")
+        for violation in it.verdict.spec_violations:
+            self._w(f"  ✗ spec [{violation.rule}]: {violation.message}")
+            self._w(f"    to comply: {violation.fix}")
 
     def finish(self, run: Run) -> None:
         t = run.totals

@@ -1,0 +1,76 @@
+"""Pick one of N sampled programs by execution (``SelfHeal.candidates``).
+
+Order of preference: the verdict (the user's tests + a clean run + the spec), then the
+number of the user's tests passed, then a clean run, then CodeT's dual agreement on
+QA's generated checks: samples are grouped by which checks they pass, and a sample's
+score is (size of its group) × (checks it passes) — a program that many independent
+samples agree with, on checks that many programs pass, is more likely right than one
+that passes a check alone. With no generated checks, samples agree when their clean
+runs printed the same output (execution-based agreement). Ties go to the earlier sample.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .model import ExecutionResult, Sample, TestOutcome, Verdict
+
+
+@dataclass
+class Trial:
+    """One sampled program and what QA found (what :func:`choose` compares)."""
+
+    code: str | None
+    result: ExecutionResult | None
+    verdict: Verdict
+    checks: list[TestOutcome] = field(default_factory=list)
+
+
+def _behaviour(trial: Trial) -> tuple:
+    if trial.checks:
+        return tuple(t.passed for t in trial.checks)
+    if trial.result is not None and trial.result.status == "ok":
+        return ("stdout", trial.result.stdout)
+    return ("failed", id(trial))
+
+
+def agreement(trials: list[Trial]) -> list[int]:
+    """CodeT's dual-agreement score of each trial (0 for one that produced no run)."""
+    groups: dict[tuple, int] = {}
+    for t in trials:
+        if t.result is not None:
+            groups[_behaviour(t)] = groups.get(_behaviour(t), 0) + 1
+    scores = []
+    for t in trials:
+        if t.result is None:
+            scores.append(0)
+            continue
+        weight = sum(c.passed for c in t.checks) if t.checks else (
+            1 if t.result.status == "ok" else 0)
+        scores.append(groups[_behaviour(t)] * weight)
+    return scores
+
+
+def choose(trials: list[Trial]) -> tuple[int, list[Sample]]:
+    """The index of the chosen trial and every trial summarised as a :class:`Sample`."""
+    scores = agreement(trials)
+
+    def key(i: int) -> tuple:
+        t = trials[i]
+        clean = t.result is not None and t.result.status == "ok" and t.result.error is None
+        return (t.verdict.passed, t.verdict.tests_passed, clean, scores[i], -i)
+
+    best = max(range(len(trials)), key=key)
+    samples = [
+        Sample(
+            code=t.code or "",
+            status=t.result.status if t.result is not None else "none",
+            passed=t.verdict.passed,
+            tests_passed=t.verdict.tests_passed,
+            checks_passed=sum(c.passed for c in t.checks),
+            agreement=scores[i],
+            chosen=i == best,
+        )
+        for i, t in enumerate(trials)
+    ]
+    return best, samples

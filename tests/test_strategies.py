@@ -1,0 +1,278 @@
+"""The loop's strategies beyond write → run → repair, end to end: the real openai client
+against the scripted server, candidates in the real Docker sandbox.
+
+- QA's generated checks (AgentCoder's test designer): soft feedback, never the user's tests;
+- N candidates per round, chosen by execution (the user's tests, then CodeT dual agreement);
+- runtime values at the failing statement (LDB-style);
+- "explain the bug first, then fix";
+- restarting after failed repairs.
+
+Each end-to-end test is built so that the run goes differently without its mechanism.
+"""
+
+from __future__ import annotations
+
+import pytest
+from traitlets import TraitError
+
+from selfheal_jupyter.agents.checks import build_messages, outline, parse_checks
+from selfheal_jupyter.agents.developer import CHECKS_NOTE, RESTART_NOTE
+from selfheal_jupyter.config import SelfHeal
+from selfheal_jupyter.factory import build_loop
+from selfheal_jupyter.loop import Loop, Strategies
+from selfheal_jupyter.model import ErrorInfo, ExecutionResult, Frame, Task
+from selfheal_jupyter.probes import plan_probes
+from selfheal_jupyter.render.html import run_html
+from tests.scripted_server import Reply, ScriptedServer
+from tests.test_loop import fenced, llm_for
+
+IS_EVEN_TASK = "Write is_even(n): True when the integer n is even, False otherwise."
+USER_TESTS = "assert is_even(2)"
+CHECKS = Reply("```python\nassert is_even(3) is False\nassert is_even(0) is True\n```",
+               match="test designer")
+ALWAYS_TRUE = "def is_even(n):\n    return True"
+RIGHT = "def is_even(n):\n    return n % 2 == 0"
+
+
+def loop(server: ScriptedServer, sandbox, **strategies) -> Loop:
+    kw = {k: strategies.pop(k) for k in ("max_iterations",) if k in strategies}
+    return Loop(llm_for(server), sandbox, auto_plan=False, strategies=Strategies(**strategies),
+                **kw)
+
+
+def developer_prompts(server: ScriptedServer) -> list[str]:
+    return [r["messages"][1]["content"] for r in server.chat_requests()
+            if "expert Python developer" in r["messages"][0]["content"]]
+
+
+# --------------------------------------------------------------------------- generated checks
+def test_a_failing_generated_check_is_soft_feedback_that_leads_to_a_fix(sandbox):
+    with ScriptedServer([CHECKS, fenced(ALWAYS_TRUE), fenced(RIGHT)]) as s:
+        run = loop(s, sandbox, generated_checks=2, max_iterations=3).run(
+            Task(prompt=IS_EVEN_TASK, tests=USER_TESTS))
+        prompts = developer_prompts(s)
+        designer = s.chat_requests()[0]["messages"]
+    assert "test designer" in designer[0]["content"] and IS_EVEN_TASK in designer[1]["content"]
+    assert run.checks.statements == ["assert is_even(3) is False", "assert is_even(0) is True"]
+    first, second = run.iterations
+    # the user's verdict passed; the generated checks are apart from the user's tests
+    assert first.verdict.passed and first.verdict.tests_passed == 1
+    assert [t.source for t in first.result.tests] == [USER_TESTS]
+    assert [t.passed for t in first.checks] == [False, True]
+    assert "GENERATED assert is_even(3) is False" in first.feedback
+    assert "not by the user; they may be wrong" in first.feedback
+    assert "GENERATED" in prompts[1] and CHECKS_NOTE in prompts[1]
+    assert run.outcome == "success" and run.final_code.strip() == RIGHT
+    assert all(t.passed for t in second.checks)
+    page = run_html(run)
+    assert 'data-soft="true"' in page and "soft, not your tests" in page
+    assert run.to_dict()["generated_checks"] == run.checks.statements
+
+
+def test_generated_checks_never_decide_the_verdict(sandbox):
+    # The developer says the check is wrong (no program): the earlier pass stands.
+    explanation = "The check is wrong: the task wants True for every number."
+    with ScriptedServer([CHECKS, fenced(ALWAYS_TRUE), explanation]) as s:
+        run = loop(s, sandbox, generated_checks=2, max_iterations=3).run(
+            Task(prompt=IS_EVEN_TASK, tests=USER_TESTS))
+    assert run.outcome == "success" and run.final_code.strip() == ALWAYS_TRUE
+    assert len(run.iterations) == 2 and run.iterations[1].candidate.code == ""
+    # A new pass that fixes none of the failing checks does not replace the earlier one.
+    also_true = "def is_even(n):\n    return n == n"
+    with ScriptedServer([CHECKS, fenced(ALWAYS_TRUE), fenced(also_true)]) as s:
+        run = loop(s, sandbox, generated_checks=2, max_iterations=3).run(
+            Task(prompt=IS_EVEN_TASK, tests=USER_TESTS))
+    assert [it.verdict.passed for it in run.iterations] == [True, True]
+    assert run.outcome == "success" and run.final_code.strip() == ALWAYS_TRUE
+    assert run.final_index == 1
+    # No round left: a pass with failing generated checks is a success at once.
+    with ScriptedServer([CHECKS, fenced(ALWAYS_TRUE)]) as s:
+        run = loop(s, sandbox, generated_checks=2, max_iterations=1).run(
+            Task(prompt=IS_EVEN_TASK, tests=USER_TESTS))
+        assert s.remaining == 0
+    assert run.outcome == "success" and len(run.iterations) == 1
+    assert not all(t.passed for t in run.iterations[0].checks)
+
+
+def test_a_repairs_checks_come_from_the_task_comments_and_docstrings_not_the_bodies(sandbox):
+    user = (
+        "def is_even(n):\n"
+        '    """True when n is even."""\n'
+        "    # the remainder of n divided by 2 tells\n"
+        "    return n % 2 == 1\n\n"
+        "print(is_even(4))\n"
+    )
+    with ScriptedServer([CHECKS, fenced(RIGHT + "\n\nprint(is_even(4))")]) as s:
+        run = loop(s, sandbox, generated_checks=2, max_iterations=2).run(
+            Task(prompt="Fix is_even.", initial_code=user))
+        designer = s.chat_requests()[0]["messages"][1]["content"]
+    assert "True when n is even." in designer and "# the remainder of n divided by 2" in designer
+    assert "def is_even(n):" in designer and "n % 2 == 1" not in designer
+    # the user's code ran cleanly and printed False: only the generated check saw the bug
+    zero, one = run.iterations
+    assert zero.verdict.passed and not all(t.passed for t in zero.checks)
+    assert run.outcome == "success" and run.final_code.startswith(RIGHT)
+
+
+def test_parse_checks_keeps_only_new_top_level_asserts():
+    text = ("```python\nimport os\nassert f(1) == 2\ndef g():\n    assert False\n"
+            "assert f(1) == 2\nassert user()\nprint(3)\nassert f(2) == 3\nassert f(3) == 4\n```")
+    assert parse_checks(text, count=2, user_tests="assert user()") == [
+        "assert f(1) == 2", "assert f(2) == 3"]
+    assert parse_checks("no code here", count=3) == []
+
+
+def test_outline_drops_bodies():
+    code = 'def f(x):\n    """Doubles x."""\n    y = x * 3  # triple?\n    return y\n'
+    text = outline(code)
+    assert "def f(x):" in text and "Doubles x." in text and "# triple?" in text
+    assert "return y" not in text and "x * 3" not in text
+    assert "x * 3" not in build_messages("t", [], initial_code=code)[1]["content"]
+
+
+# --------------------------------------------------------------------------- N candidates
+def test_n_candidates_the_one_passing_the_users_tests_is_chosen(sandbox):
+    with ScriptedServer([fenced("total = 5"), fenced("total = 6"), fenced("total = 7")]) as s:
+        run = loop(s, sandbox, candidates=3, max_iterations=1).run(
+            Task(prompt="Set total to six.", tests="assert total == 6"))
+        temps = [r.get("temperature") for r in s.chat_requests()]
+    assert run.outcome == "success" and run.final_code.strip() == "total = 6"
+    (it,) = run.iterations
+    assert [x.chosen for x in it.samples] == [False, True, False]
+    assert [x.passed for x in it.samples] == [False, True, False]
+    assert temps[1] == temps[2] == 0.8 and temps[0] != 0.8
+    assert "Sampled programs" in run_html(run)
+
+
+def test_n_candidates_without_a_deciding_test_go_by_dual_agreement(sandbox):
+    checks = Reply("```python\nassert square(2) == 4\nassert square(3) == 9\n```",
+                   match="test designer")
+    doubled = "def square(x):\n    return x * 2"
+    power = "def square(x):\n    return x ** 2"
+    times = "def square(x):\n    return x * x"
+    with ScriptedServer([checks, fenced(doubled), fenced(power), fenced(times)]) as s:
+        run = loop(s, sandbox, candidates=3, generated_checks=2, max_iterations=1).run(
+            Task(prompt="Write square(x)."))
+    (it,) = run.iterations
+    assert [x.passed for x in it.samples] == [True, True, True]  # no user tests: all pass
+    assert [x.checks_passed for x in it.samples] == [1, 2, 2]
+    assert [x.agreement for x in it.samples] == [1, 4, 4]
+    assert run.final_code.strip() == power and run.outcome == "success"
+
+
+# --------------------------------------------------------------------------- runtime values
+AVERAGE = '''\
+def average(values):
+    return sum(values) / (len(values) + 1)
+
+scores = [3, 4, 5]
+assert average(scores) == 4, "the mean of 3, 4, 5 is 4"
+'''
+
+
+def test_runtime_values_at_the_failing_statement_reach_the_developer(sandbox):
+    fixed = AVERAGE.replace("(len(values) + 1)", "len(values)")
+    with ScriptedServer([fenced(fixed)]) as s:
+        run = loop(s, sandbox, runtime_values=True, max_iterations=1).run(
+            Task(prompt="", initial_code=AVERAGE))
+        repair = developer_prompts(s)[0]
+    zero = run.iterations[0]
+    assert zero.result.error.type == "AssertionError"
+    assert [(v.source, v.message) for v in zero.runtime_values] == [("average(scores)", "3.0")]
+    assert "Values at the failing statement" in repair and "average(scores) = 3.0" in repair
+    assert run.outcome == "success"
+    assert "Values at the failing statement" in run_html(run)
+
+
+def test_plan_probes_runs_the_program_up_to_the_failing_statement():
+    code = "x = [1, 2]\ny = 0\nprint(x[y + 5], len(x))\nprint('after')\n"
+    result = ExecutionResult(status="error", exit_code=1, error=ErrorInfo(
+        "IndexError", "list index out of range", 3,
+        [Frame("candidate.py", 3, "<module>", "print(x[y + 5], len(x))")],
+        locals={"x": "[1, 2]", "y": "0"}))
+    prefix, probes = plan_probes(code, result)
+    assert prefix == "x = [1, 2]\ny = 0\n"
+    # print's own value (None) is not probed; names the locals already show are not either
+    assert [_expr(p) for p in probes] == ["x[y + 5]", "len(x)", "y + 5"]
+    assert plan_probes(code, ExecutionResult(status="ok", exit_code=0)) is None
+
+
+def test_a_failure_inside_a_function_probes_the_callers_values(sandbox):
+    code = ('def average(values):\n    return sum(values) / len(values)\n\n'
+            'groups = {"a": [3, 4, 5], "b": []}\nprint("class B:", average(groups["b"]))\n')
+    fixed = code.replace("sum(values) / len(values)", "sum(values) / len(values) if values else 0.0")
+    with ScriptedServer([fenced(fixed)]) as s:
+        run = loop(s, sandbox, runtime_values=True, max_iterations=1).run(
+            Task(prompt="", initial_code=code))
+        repair = developer_prompts(s)[0]
+    zero = run.iterations[0]
+    assert zero.result.error.locals == {"values": "[]"}  # the failing frame: not the caller's
+    shown = {v.source: (v.passed, v.message) for v in zero.runtime_values}
+    assert shown["groups['b']"] == (True, "[]")
+    assert shown["groups"] == (True, "{'a': [3, 4, 5], 'b': []}")
+    assert shown["average(groups['b'])"][0] is False
+    assert "ZeroDivisionError" in shown["average(groups['b'])"][1]
+    assert "groups['b'] = []" in repair and run.outcome == "success"
+
+
+def _expr(probe: str) -> str:
+    return probe.split("repr(", 1)[1].rsplit(")[:", 1)[0]
+
+
+# --------------------------------------------------------------------------- explain first
+USER = AVERAGE.replace("(len(values) + 1)", "len(values) + 1")
+FIXED = AVERAGE.replace("(len(values) + 1)", "len(values)")
+
+
+def test_explain_first_puts_the_diagnosis_in_the_repair_prompt(sandbox):
+    diagnosis = "average divides by one more than the number of values; divide by len(values)."
+    with ScriptedServer([Reply(diagnosis, match="expert Python debugger"), fenced(FIXED)]) as s:
+        run = loop(s, sandbox, explain_first=True, max_iterations=1).run(
+            Task(prompt="", initial_code=USER))
+        requests = s.chat_requests()
+    assert "Explain why the program fails" in requests[0]["messages"][0]["content"]
+    assert "AssertionError" in requests[0]["messages"][1]["content"]
+    assert f"Diagnosis of the bug:\n{diagnosis}" in requests[1]["messages"][1]["content"]
+    assert run.iterations[1].diagnosis == diagnosis
+    assert run.outcome == "success"
+    assert "Diagnosis (the model" in run_html(run)
+
+
+# --------------------------------------------------------------------------- restart
+def test_restart_after_two_failed_repairs_writes_the_program_again(sandbox):
+    script = [fenced(f"total = {n}") for n in (1, 2, 3)] + [fenced("total = 6")]
+    with ScriptedServer(script) as s:
+        run = loop(s, sandbox, restart_after=2, max_iterations=4).run(
+            Task(prompt="Set total to six.", tests="assert total == 6"))
+        prompts = developer_prompts(s)
+        temps = [r.get("temperature") for r in s.chat_requests()]
+    assert [it.restarted for it in run.iterations] == [False, False, False, True]
+    assert RESTART_NOTE not in "".join(prompts[:3])
+    assert RESTART_NOTE in prompts[3] and "total = 3" not in prompts[3]
+    assert "The current program" not in prompts[3] and temps[3] == 0.8
+    assert run.outcome == "success"
+
+
+def test_restart_of_a_heal_starts_again_from_the_users_code(sandbox):
+    worse = [USER.replace("+ 1", f"+ {n}") for n in (2, 3)]
+    with ScriptedServer([fenced(worse[0]), fenced(worse[1]), fenced(FIXED)]) as s:
+        run = loop(s, sandbox, restart_after=2, max_iterations=3).run(
+            Task(prompt="", initial_code=USER))
+        prompts = developer_prompts(s)
+    assert RESTART_NOTE in prompts[2]
+    assert "len(values) + 1" in prompts[2] and "len(values) + 3" not in prompts[2]
+    assert run.iterations[-1].restarted and run.outcome == "success"
+
+
+# --------------------------------------------------------------------------- configuration
+def test_options_reach_the_loop_and_are_validated(sandbox):
+    with ScriptedServer([]) as s:
+        settings = SelfHeal(candidates=3, generated_checks=2, runtime_values=True,
+                            explain_first=True, restart_after=2)
+        built = build_loop(settings, sandbox=sandbox, llm=llm_for(s))
+        defaults = build_loop(SelfHeal(), sandbox=sandbox, llm=llm_for(s)).strategies
+    assert built.strategies == Strategies(2, 3, True, True, 2)
+    assert defaults == Strategies(runtime_values=True)  # measured: on by default
+    for name, bad in (("candidates", 0), ("generated_checks", -1), ("restart_after", -2)):
+        with pytest.raises(TraitError, match=f"SelfHeal.{name} must be at least"):
+            SelfHeal(**{name: bad})
