@@ -376,7 +376,9 @@ def test_embedded_model_repairs_a_missing_import(sandbox, monkeypatch) -> None:
     assert first.candidate.code == buggy and first.result.error.type == "NameError"
     assert run.outcome == "success", (run.error, [it.feedback for it in run.iterations])
     final = run.iterations[-1]
-    assert "import math" in final.candidate.code and final.result.stdout.strip() == "4.0"
+    # the fix may import math or use numpy's sqrt: what matters is the user's test and output
+    assert "import " in final.candidate.code and final.result.stdout.strip() == "4.0"
+    assert final.result.tests and all(t.passed for t in final.result.tests)
 
 
 def test_pyproject_extras_pin_the_catalog() -> None:
