@@ -219,9 +219,6 @@ def install_seccomp() -> str:
 # --------------------------------------------------------------------------- preload
 def preload() -> list:
     """Import the common libraries once, so every run gets them for free."""
-    os.environ["MPLBACKEND"] = "Agg"
-    os.environ["MPLCONFIGDIR"] = MPL_CONFIG_DIR
-    fresh_matplotlib_dir()
     loaded = []
     for name in ("numpy", "pandas"):
         try:
@@ -241,7 +238,11 @@ def preload() -> list:
     return loaded
 
 
-def fresh_matplotlib_dir() -> None:
+def matplotlib_environment() -> None:
+    """Agg, and a config directory holding the font cache made when the image was built
+    (for both templates: a light run may import matplotlib itself)."""
+    os.environ["MPLBACKEND"] = "Agg"
+    os.environ["MPLCONFIGDIR"] = MPL_CONFIG_DIR
     if os.path.isdir(MPL_CACHE_DIR):
         shutil.copytree(MPL_CACHE_DIR, MPL_CONFIG_DIR, dirs_exist_ok=True)
     else:
@@ -644,6 +645,19 @@ def _builtin_base(cls: type) -> type:
 _EXCEPTION_CLASSES: dict = {}
 
 
+def describe_exception(exc: BaseException) -> dict:
+    """An exception as it crosses the RPC (either way)."""
+    cls = type(exc)
+    return {"module": cls.__module__, "name": cls.__qualname__,
+            "base": _builtin_base(cls).__name__, "message": safe_str(exc)}
+
+
+def raise_described(info: dict) -> None:
+    """Raise on this side the exception ``describe_exception`` gave on the other."""
+    raise exception_class(str(info.get("module")), str(info.get("name")),
+                          str(info.get("base")))(str(info.get("message", "")))
+
+
 def exception_class(module: str, name: str, base: str) -> type:
     """A local stand-in for an exception class the program defined (one per name)."""
     builtin = getattr(builtins, name, None)
@@ -724,7 +738,7 @@ class ProgramObjects:
                 reply = {"ok": self.ref_of(value.obj) if isinstance(value, _Ref)
                          else self.codec.encode(value)}
         except BaseException as exc:  # SystemExit from a called function included
-            reply = {"raise": self.describe(exc)}
+            reply = {"raise": describe_exception(exc)}
         try:
             write_frame(self.out, reply)
         except OSError:
@@ -743,15 +757,8 @@ class ProgramObjects:
                 self.answer(frame)
                 continue
             if "raise" in frame:
-                info = frame["raise"]
-                raise exception_class(str(info.get("module")), str(info.get("name")),
-                                      str(info.get("base")))(str(info.get("message", "")))
+                raise_described(frame["raise"])
             return self.codec.decode(frame.get("ok"))
-
-    def describe(self, exc: BaseException) -> dict:
-        cls = type(exc)
-        return {"module": cls.__module__, "name": cls.__qualname__,
-                "base": _builtin_base(cls).__name__, "message": safe_str(exc)}
 
     def handle(self, req: dict) -> Any:
         op = req.get("op")
@@ -943,10 +950,7 @@ class ProgramLink:
                 break
             self.call_back(reply)
         if "raise" in reply:
-            info = reply["raise"]
-            cls = exception_class(str(info.get("module")), str(info.get("name")),
-                                  str(info.get("base")))
-            raise cls(str(info.get("message", "")))
+            raise_described(reply["raise"])
         self.after = reply.get("after") if isinstance(reply.get("after"), dict) else None
         return self.codec.decode(reply.get("ok"))
 
@@ -978,9 +982,7 @@ class ProgramLink:
             value = fn(*self.codec.decode(frame["args"]), **self.codec.decode(frame["kwargs"]))
             reply = {"ok": self.encode(value)}
         except BaseException as exc:
-            cls = type(exc)
-            reply = {"raise": {"module": cls.__module__, "name": cls.__qualname__,
-                               "base": _builtin_base(cls).__name__, "message": safe_str(exc)}}
+            reply = {"raise": describe_exception(exc)}
         write_frame(self.out, reply)
 
     def program_module(self, name: str) -> Any:
@@ -1481,7 +1483,7 @@ def _move_fds(mapping: dict) -> None:
     os.closerange(top, limit if limit != resource.RLIM_INFINITY else 65536)
 
 
-def _child_setup(soft_cap: int, workdir: str) -> None:
+def _child_setup(soft_cap: int) -> None:
     os.setpgid(0, 0)
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -1722,12 +1724,12 @@ def _candidate_entry(soft_cap: int, workdir: str) -> None:
             f.write("1000")  # the kernel OOM killer picks the program, not the runner
     except OSError:
         pass
-    _child_setup(soft_cap, workdir)
+    _child_setup(soft_cap)
     candidate_main(workdir)
 
 
 def _checker_entry(workdir: str) -> None:
-    _child_setup(0, workdir)
+    _child_setup(0)
     checker_main(workdir)
 
 
@@ -1827,7 +1829,7 @@ class Server:
         self.sweep = sweep and os.getuid() != 0  # never kill(-1) as root (e.g. on a host)
         self.memory_bytes = memory_bytes
         self.channel = "stdio"
-        self.in_fd, self.out_fd = 0, os.dup(1)
+        self.in_fd, self.out_fd = 0, 1
         if control:
             # A unix socket the host listens on, in a directory it shares with us: frames
             # then go host <-> runner directly, without the engine in between.
@@ -1840,6 +1842,8 @@ class Server:
             except OSError as exc:
                 sys.stderr.write(f"selfheal runner: control socket {control} unreachable "
                                  f"({exc.strerror or exc}); using stdin/stdout\n")
+        if self.channel == "stdio":
+            self.out_fd = os.dup(1)
         os.dup2(2, 1)  # a stray print in the server can never corrupt the frame stream
         self.host = FrameReader(self.in_fd)
         self.wake_r, self.wake_w = os.pipe()
@@ -2243,8 +2247,7 @@ def main() -> None:
     set_dumpable(False)  # no ptrace, no /proc/<pid>/mem of the runner by the program
     refused = install_seccomp()
     server = Server(sweep=sweep, memory_bytes=memory_bytes, control=control)
-    os.environ["MPLBACKEND"] = "Agg"
-    os.environ["MPLCONFIGDIR"] = MPL_CONFIG_DIR
+    matplotlib_environment()
     gc.collect()
     gc.freeze()
     server.start_template("light")  # the standard library only: small, quick to fork and end
