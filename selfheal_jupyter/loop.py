@@ -22,7 +22,7 @@ from typing import Callable
 from .agents.checks import CheckDesigner
 from .agents.developer import Developer, RepairContext
 from .agents.planner import Planner
-from .agents.qa import QA, check_tests, strip_input_overwrites
+from .agents.qa import QA, check_tests, hold_known_wrong, strip_input_overwrites
 from .errors import BadInput, Cancelled, LLMError, SandboxError, SelfHealError
 from .events import (
     CandidateReady,
@@ -621,7 +621,8 @@ class Loop:
             violations = None
         else:
             violations = self.qa.check_spec(state.spec, code)
-        verdict = self.qa.judge(result, task.tests, violations)
+        verdict = hold_known_wrong(self.qa.judge(result, task.tests, violations), task, code,
+                                   given=given)
         checks: list[TestOutcome] = []
         generated = state.run.checks
         if generated is not None and generated.statements and result.status == "ok" \

@@ -210,4 +210,6 @@ def heal_task(args: Any, cell: str, namespace: Mapping[str, Any], raw_inputs: li
         goals.append(hint)
     prompt = ("Make this code " + ", ".join(goals[:-1]) + (" and " if len(goals) > 1 else "")
               + goals[-1] + ".")
-    return Task(prompt=prompt, inputs=resolve_inputs(args.inputs, namespace), tests=tests, initial_code=cell)
+    # A hint says what the cell does wrong or still lacks: running is then not enough.
+    return Task(prompt=prompt, inputs=resolve_inputs(args.inputs, namespace), tests=tests,
+                initial_code=cell, given_is_wrong=bool(hint))

@@ -375,6 +375,10 @@ class Task:
     language: str = "python"
     initial_code: str | None = None
     """For ``%%heal``: the user's code is iteration 0."""
+    given_is_wrong: bool = False
+    """The task says ``initial_code`` does not yet do what it asks (``%%heal`` with a hint, a
+    repair benchmark's "this program has a bug"), even if it runs: round 0 passing its
+    checks is then no success, and a candidate that leaves it unchanged is no fix."""
     plan: Plan | None = None
     """A plan the user gave or edited; used as is."""
     context: NotebookContext | None = None
@@ -387,6 +391,7 @@ class Task:
             "tests": self.tests,
             "language": self.language,
             "initial_code": self.initial_code,
+            "given_is_wrong": self.given_is_wrong,
             "context": self.context.to_dict() if self.context else [],
         }
 

@@ -254,6 +254,24 @@ def test_heal_repairs_a_cell_that_uses_the_notebook(shell):
     assert json.dumps(run.task.to_dict())  # the record names the context, without values
 
 
+def test_heal_with_a_hint_repairs_a_cell_that_runs_but_is_wrong(shell):
+    """`%%heal the total should include tax`: the cell runs, so only the hint says it is
+    wrong; the loop repairs it instead of handing the cell back as "success"."""
+    from tests.scripted_server import Reply
+
+    cell = "total = acct.balance\nprint(total)\n"
+    fixed = "total = acct.balance * 1.2\nprint(total)\n"
+    result, cap, _, server = _heal(shell, [Reply(f"```python\n{fixed}```")],
+                                   "%%heal the total should include 20% tax\n" + cell, NOTEBOOK)
+    assert result.success, cap.stderr
+    run = shell.user_ns["agent_result"]
+    assert run.task.given_is_wrong
+    assert run.iterations[0].result.status == "ok" and not run.iterations[0].verdict.passed
+    assert "include 20% tax" in json.dumps(server.chat_requests()[0]["messages"])
+    assert run.outcome == "success" and run.final_code == fixed
+    assert run.iterations[-1].result.stdout.strip() == "120.0"
+
+
 def test_a_failure_inside_a_notebook_function_is_shown_in_that_function(shell):
     from tests.scripted_server import Reply
 

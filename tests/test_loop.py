@@ -211,6 +211,28 @@ def test_initial_code_that_passes_needs_no_model(sandbox):
     assert run.outcome == "success" and len(run.iterations) == 1
 
 
+def test_code_the_task_calls_wrong_is_no_success_even_when_it_runs(sandbox):
+    """`%%heal the mean is off by one`: the cell runs, its checks cannot see the bug; the
+    loop must not hand the same cell back as the fix, also when the model resends it."""
+    given = "values = [3, 4, 5]\nmean = sum(values) / len(values) + 1\nprint(mean)\n"
+    fixed = given.replace(" + 1", "")
+    wrong = Task(prompt="The mean is off by one.", initial_code=given, given_is_wrong=True)
+    with ScriptedServer([fenced("# same program\n" + given), fenced(fixed)]) as s:
+        run = make_loop(s, sandbox, auto_plan=False).run(wrong)
+        first_prompt = s.requests[0]["messages"][1]["content"]
+    zero, resent, last = run.iterations
+    assert zero.result.status == "ok" and not zero.verdict.passed
+    assert "the task says this program is wrong" in zero.feedback
+    assert "the task says this program is wrong" in first_prompt
+    assert resent.result.status == "ok" and not resent.verdict.passed
+    assert "unchanged" in resent.verdict.reasons[0]
+    assert run.outcome == "success" and run.final_code == fixed
+    # Without the statement that it is wrong, running is all a heal asks.
+    with ScriptedServer([]) as s:
+        run = make_loop(s, sandbox).run(Task(prompt="", initial_code=given))
+    assert run.outcome == "success" and run.final_code == given
+
+
 def test_no_tests_a_clean_run_passes(sandbox):
     with ScriptedServer([fenced("print(df.shape)")]) as s:
         run = make_loop(s, sandbox, auto_plan=False).run(task(tests=None))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import builtins
 import threading
+from dataclasses import replace
 from typing import Any, Iterable, Mapping
 
 from pyflakes import checker as pyflakes_checker
@@ -254,6 +255,40 @@ def judge(
             else "ran cleanly (no tests given)"
         )
     return Verdict(passed, reasons, passed_tests, failed_tests, checked, violations)
+
+
+GIVEN_IS_WRONG = (
+    "it runs{tests}, but the task says this program is wrong: compare what it does with "
+    "what the task asks, find the difference and fix it"
+)
+UNCHANGED = (
+    "it is the program the task says is wrong, unchanged: find the code that does not do "
+    "what the task asks and change it"
+)
+
+
+def same_program(a: str, b: str) -> bool:
+    """The same program up to layout and comments."""
+    try:
+        return ast.dump(ast.parse(a)) == ast.dump(ast.parse(b))
+    except SyntaxError:
+        return a.strip() == b.strip()
+
+
+def hold_known_wrong(verdict: Verdict, task: Task, code: str | None, *, given: bool) -> Verdict:
+    """A pass is no success when the task says the given program is wrong and the passing
+    program is that program (round 0, or a candidate that left it unchanged): its checks
+    are too weak to see the bug the user reported."""
+    if not (verdict.passed and task.given_is_wrong and task.initial_code is not None):
+        return verdict
+    if given:
+        reason = GIVEN_IS_WRONG.format(
+            tests=" and passes the tests" if verdict.tests_passed else " without an error")
+    elif code is not None and same_program(code, task.initial_code):
+        reason = UNCHANGED
+    else:
+        return verdict
+    return replace(verdict, passed=False, reasons=[reason])
 
 
 class QA:

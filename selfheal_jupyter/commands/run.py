@@ -40,7 +40,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="a pickled value the program sees as the global NAME (repeatable)",
     )
     p.add_argument("--tests", metavar="FILE", help="Python file of asserts the program must pass")
-    p.add_argument("--code", metavar="FILE", help="start from this program (iteration 0) and repair it")
+    p.add_argument(
+        "--code", metavar="FILE",
+        help="start from this program (iteration 0) and repair it; TASK then says what it "
+        "does wrong (the program is no answer even if it runs), or is \"\" to only make "
+        "it run and pass --tests",
+    )
     p.add_argument("--max-iterations", type=int, metavar="N", help="most developer → QA rounds")
     p.add_argument("--no-plan", action="store_true", help="skip the planner")
     p.add_argument("--model", help="model name at the endpoint")
@@ -86,11 +91,15 @@ def _read_text(path: str, what: str) -> str:
 
 def build_task(args: argparse.Namespace) -> Task:
     """The task the arguments describe; raises BadInput for anything unusable."""
+    prompt = (args.task or "").strip()
+    code = _read_text(args.code, "--code") if getattr(args, "code", None) else None
     task = Task(
-        prompt=(args.task or "").strip(),
+        prompt=prompt,
         inputs=load_inputs(args.input),
         tests=_read_text(args.tests, "--tests") if args.tests else None,
-        initial_code=_read_text(args.code, "--code") if getattr(args, "code", None) else None,
+        initial_code=code,
+        # With --code, a task text says what the program does wrong or still lacks.
+        given_is_wrong=code is not None and bool(prompt),
     )
     from ..loop import validate_task  # imports openai: only when a task runs
 

@@ -42,6 +42,9 @@ class Problem:
             prompt=self.prompt,
             tests=self.visible_tests,
             initial_code=self.initial_code,
+            # A repair's or exercise's starter is wrong by construction ("has a bug",
+            # TODOs), even where its visible checks cannot tell.
+            given_is_wrong=self.initial_code is not None,
         )
 
 
