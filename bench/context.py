@@ -29,6 +29,7 @@ import pandas as pd
 from IPython.core.interactiveshell import InteractiveShell
 
 from selfheal_jupyter import context
+from selfheal_jupyter.config import SelfHeal
 from selfheal_jupyter.sandbox.docker import DockerSandbox
 from selfheal_jupyter.sandbox.serialize import Pickled
 
@@ -97,8 +98,7 @@ def main() -> None:
 
     prepared = {"big": Pickled(big.values["big"])}
     raw = {"big": ip.user_ns["big"]}
-    with DockerSandbox(pool_size=1, limits=None) as sb:
-        sb.limits.memory = "1g"
+    with DockerSandbox.from_config(SelfHeal(memory="1g")) as sb:
         rows.append(row("sandbox: print(1)", timed(lambda: sb.execute("print(1)"), args.runs)))
 
         def run(inputs: dict) -> None:

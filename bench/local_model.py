@@ -42,15 +42,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from local_speed_tasks import TASKS  # noqa: E402
 
 from selfheal_jupyter.config import SelfHeal  # noqa: E402
-from selfheal_jupyter.factory import close_shared_sandboxes, shared_sandbox  # noqa: E402
-from selfheal_jupyter.llm import Endpoint, LLMClient  # noqa: E402
+from selfheal_jupyter.factory import (  # noqa: E402
+    build_llm,
+    build_loop,
+    close_shared_sandboxes,
+    shared_sandbox,
+)
+from selfheal_jupyter.llm import Endpoint  # noqa: E402
 from selfheal_jupyter.localmodel import ensure_weights, get_spec, start_server  # noqa: E402
 from selfheal_jupyter.localmodel.endpoint import ServerOptions  # noqa: E402
 from selfheal_jupyter.localmodel.threads import auto_threads  # noqa: E402
 from selfheal_jupyter.localmodel.tuning import recommended_settings  # noqa: E402
-from selfheal_jupyter.loop import Loop  # noqa: E402
 
-TODAY = ServerOptions(context=8192, threads=1, batch_threads=1, parallel=1, speculation="off")
+TODAY = ServerOptions(context=8192, threads=1, batch_threads=1, parallel=1, cache_reuse=0,
+                      speculation="off", draft_model="", draft_max=16, ngram_n=0, ngram_m=0)
+"""The server before issue 11, spelled out: the fixed reference every lever is compared to."""
 
 
 def configs(draft_path: str) -> dict[str, ServerOptions]:
@@ -108,10 +114,10 @@ def run_task(name: str, cfg: str, options: ServerOptions, spec, path, sandbox, m
     task = TASKS[name]
     server = start_server(spec, path, options=options)
     try:
-        client = LLMClient(Endpoint(server.base_url, "unused", spec.alias, local=True),
-                           temperature=0.2, max_tokens=1024, timeout_s=900, max_retries=0)  # fmt: skip
-        loop = Loop(client, sandbox, max_iterations=max_it, auto_plan=True, plan_on_heal=False,
-                    retry_temperature=0.8, time_budget_s=0, token_budget=0)  # fmt: skip
+        settings = SelfHeal(max_iterations=max_it, llm_timeout_s=900, llm_max_retries=0,
+                            time_budget_s=0, token_budget=0)
+        client = build_llm(settings, Endpoint(server.base_url, "unused", spec.alias, local=True))
+        loop = build_loop(settings, llm=client, sandbox=sandbox)
         before = metrics(server.url)
         load = os.getloadavg()[0]
         started = time.monotonic()

@@ -24,34 +24,32 @@ from typing import Any
 
 from selfheal_jupyter.llm import ChatReply, Endpoint, LLMClient
 from selfheal_jupyter.localmodel import ensure_weights, get_spec, start_server
+from selfheal_jupyter.localmodel.endpoint import server_options
 from selfheal_jupyter.loop import Loop
 from selfheal_jupyter.model import Task
 from selfheal_jupyter.config import SelfHeal
-from selfheal_jupyter.factory import close_shared_sandboxes, shared_sandbox
+from selfheal_jupyter.factory import build_loop, close_shared_sandboxes, shared_sandbox
 
 
 @dataclass(frozen=True)
 class Config:
     name: str
-    temperature: float = 0.2
-    max_tokens: int = 1024
-    retry_temperature: float = 0.8
+    options: dict[str, Any] = field(default_factory=dict)
+    """The ``SelfHeal`` options this configuration changes (the rest are the defaults)."""
     stop: tuple[str, ...] = ()
-    context: int = 8192
-    auto_plan: bool = True
 
 
 CONFIGS = {
     c.name: c
     for c in (
         Config("base"),
-        Config("greedy", temperature=0.0),
-        Config("warm", temperature=0.5),
-        Config("short", max_tokens=512),
+        Config("greedy", {"temperature": 0.0}),
+        Config("warm", {"temperature": 0.5}),
+        Config("short", {"max_tokens": 512}),
         Config("stopfence", stop=("\n```\n",)),
-        Config("noplan", auto_plan=False),
-        Config("hotretry", retry_temperature=1.0),
-        Config("ctx4k", context=4096),
+        Config("noplan", {"auto_plan": False}),
+        Config("hotretry", {"retry_temperature": 1.0}),
+        Config("ctx4k", {"local_context": 4096}),
     )
 }
 
@@ -198,16 +196,17 @@ def main() -> int:
     try:
         for cname in args.configs.split(","):
             cfg = CONFIGS[cname]
-            server = start_server(spec, path, context=cfg.context)
+            settings = SelfHeal(max_iterations=args.max_iterations, llm_timeout_s=600,
+                                time_budget_s=0, token_budget=0, **cfg.options)
+            server = start_server(spec, path, options=server_options(settings))
             try:
                 client = StopClient(
                     Endpoint(server.base_url, "unused", spec.alias, local=True),
-                    stop=cfg.stop, temperature=cfg.temperature, max_tokens=cfg.max_tokens,
-                    timeout_s=600,
+                    stop=cfg.stop, temperature=settings.temperature,
+                    max_tokens=settings.max_tokens, timeout_s=settings.llm_timeout_s,
+                    max_retries=settings.llm_max_retries,
                 )  # fmt: skip
-                loop = Loop(client, sandbox, max_iterations=args.max_iterations,
-                            auto_plan=cfg.auto_plan, retry_temperature=cfg.retry_temperature,
-                            time_budget_s=0, token_budget=0)  # fmt: skip
+                loop = build_loop(settings, llm=client, sandbox=sandbox)
                 for _ in range(args.repeat):
                     for tname in args.tasks.split(","):
                         outcome, its, toks, secs, err, codes = run_one(loop, TASKS[tname])

@@ -34,7 +34,8 @@ import pandas as pd  # noqa: E402
 from selfheal_jupyter.agents.developer import Developer, Proposal, RepairContext  # noqa: E402
 from selfheal_jupyter.codeblocks import extract_code  # noqa: E402
 from selfheal_jupyter.llm import Endpoint, LLMClient  # noqa: E402
-from selfheal_jupyter.loop import Loop  # noqa: E402
+from selfheal_jupyter.config import SelfHeal  # noqa: E402
+from selfheal_jupyter.factory import build_llm, build_loop  # noqa: E402
 from selfheal_jupyter.model import InputDescription, Plan, Run, Task  # noqa: E402
 from selfheal_jupyter.sandbox.docker import DockerSandbox  # noqa: E402
 from tests.scripted_server import Reply, ScriptedServer  # noqa: E402
@@ -116,7 +117,7 @@ class ReplayingDeveloper(Developer):
     """The baseline: a developer that replays the whole conversation every round."""
 
     def __init__(self, llm: LLMClient) -> None:
-        super().__init__(llm)
+        super().__init__(llm, retry_temperature=SelfHeal().retry_temperature)
         self.history: list[dict[str, str]] = []
         self.last_reply = ""
 
@@ -157,10 +158,9 @@ class ReplayingDeveloper(Developer):
 
 def one_run(sandbox: DockerSandbox, *, replay: bool) -> Run:
     with ScriptedServer([PLAN, *CANDIDATES]) as server:
-        llm = LLMClient(
-            Endpoint(server.base_url, "bench", server.model), timeout_s=10, max_retries=0
-        )
-        loop = Loop(llm, sandbox, max_iterations=4)
+        settings = SelfHeal(max_iterations=4, llm_timeout_s=10, llm_max_retries=0)
+        llm = build_llm(settings, Endpoint(server.base_url, "bench", server.model))
+        loop = build_loop(settings, llm=llm, sandbox=sandbox)
         if replay:
             loop.developer = ReplayingDeveloper(llm)
         run = loop.run(Task(TASK, inputs={"sales": SALES}, tests=TESTS))
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="OUT")
     args = parser.parse_args(argv)
 
-    with DockerSandbox(pool_size=1) as sandbox:
+    with DockerSandbox.from_config(SelfHeal()) as sandbox:
         sandbox.execute("import pandas")  # warm
         ours = [one_run(sandbox, replay=False) for _ in range(args.runs)]
         replays = [one_run(sandbox, replay=True) for _ in range(max(1, args.runs // 2))]

@@ -44,6 +44,7 @@ import docker
 import numpy as np
 import pandas as pd
 
+from selfheal_jupyter.config import SelfHeal
 from selfheal_jupyter.model import Limits
 from selfheal_jupyter.sandbox.docker import CONTAINER_ENV, ContainerSpec, DockerSandbox
 from selfheal_jupyter.sandbox.engine import connect
@@ -109,7 +110,7 @@ def start_engine(kind: str) -> str:
 
 def engine_samples(client, channel: str, runs: int, big: pd.DataFrame) -> dict[str, list[float]]:
     """print(1) back to back and the 50 MB input on one engine (pool of 1)."""
-    with DockerSandbox(pool_size=1, client=client, channel=channel) as sb:
+    with DockerSandbox.from_config(SelfHeal(pool_size=1), client=client, channel=channel) as sb:
         def once() -> None:
             r = sb.execute("print(1)")
             assert r.ok and r.stdout == "1\n", r
@@ -179,7 +180,7 @@ def per_runtime(client: Any, runtime: str, runs: int) -> dict[str, list[float]]:
     """The same warm-pool rows under one Docker runtime (pool of 1)."""
     out: dict[str, list[float]] = {}
     starts = []
-    with DockerSandbox(pool_size=0, client=client, runtime=runtime) as sb:
+    with DockerSandbox.from_config(SelfHeal(pool_size=0, runtime=runtime), client=client) as sb:
         spec = ContainerSpec.of(sb.limits)
         for _ in range(3):  # a container's start until its runner says ready
             t0 = time.perf_counter()
@@ -187,7 +188,7 @@ def per_runtime(client: Any, runtime: str, runs: int) -> dict[str, list[float]]:
             starts.append(time.perf_counter() - t0)
             sb._discard(worker)
     out["container start until ready"] = starts
-    with DockerSandbox(pool_size=1, client=client, runtime=runtime) as sb:
+    with DockerSandbox.from_config(SelfHeal(pool_size=1, runtime=runtime), client=client) as sb:
         def once(code: str = "print(1)") -> None:
             r = sb.execute(code)
             assert r.ok, r
@@ -236,7 +237,7 @@ def main() -> int:
         return 0
     client = connect()
     ref = ensure_image(client)
-    limits = Limits()
+    limits = SelfHeal().limits()
     rows: list[tuple[str, list[float], str]] = []
 
     def row(name: str, samples: list[float], note: str = "") -> None:
@@ -272,7 +273,7 @@ def main() -> int:
         warm.remove(force=True)
 
     # -- this sandbox ------------------------------------------------------------------
-    with DockerSandbox(pool_size=1, client=client) as sb:
+    with DockerSandbox.from_config(SelfHeal(pool_size=1), client=client) as sb:
         def sandbox_print() -> None:
             r = sb.execute("print(1)")
             assert r.ok and r.stdout == "1\n", r
@@ -311,7 +312,7 @@ def main() -> int:
         row(f"sandbox {mb:.0f} MB DataFrame input", measure(transfer, runs),
             "pickle -> /dev/shm -> read-only bind -> unpickle")
 
-    with DockerSandbox(pool_size=2, client=client) as sb:
+    with DockerSandbox.from_config(SelfHeal(pool_size=2), client=client) as sb:
         wait_pool(sb, 2)
 
         def sandbox_print2() -> None:
@@ -321,7 +322,7 @@ def main() -> int:
         row("sandbox print(1), back to back, pool 2", measure(sandbox_print2, max(runs, 30),
             warmup=3), "runs alternate between 2 warm containers")
 
-    with DockerSandbox(pool_size=8, client=client) as sb:
+    with DockerSandbox.from_config(SelfHeal(pool_size=8), client=client) as sb:
         wait_pool(sb, 8)
 
         def one() -> None:

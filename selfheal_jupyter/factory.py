@@ -20,7 +20,7 @@ from typing import Any
 from .config import SelfHeal
 from .errors import LLMError, SelfHealError
 from .llm import Endpoint, LLMClient
-from .loop import Loop, Strategies
+from .loop import Loop, LoopLimits, Strategies
 from .sandbox.base import Sandbox
 
 KEYLESS = "sk-no-key-required"
@@ -47,7 +47,9 @@ def resolve_endpoint(settings: SelfHeal) -> Endpoint:
 
 
 def _first_model(endpoint: Endpoint, settings: SelfHeal) -> str:
-    client = LLMClient(endpoint, timeout_s=min(settings.llm_timeout_s, 30.0), max_retries=1)
+    # A listing is small: a shorter timeout and one retry, whatever the chat settings.
+    client = LLMClient(endpoint, timeout_s=min(settings.llm_timeout_s, 30.0), max_retries=1,
+                       temperature=settings.temperature, max_tokens=settings.max_tokens)
     try:
         models = client.list_models()
     finally:
@@ -61,43 +63,32 @@ def _first_model(endpoint: Endpoint, settings: SelfHeal) -> str:
 
 
 def build_llm(settings: SelfHeal, endpoint: Endpoint | None = None) -> LLMClient:
-    """An LLM client with the configured timeout, retries and sampling.
-
-    For the embedded model, the sampling the local-model engineer measured as best
-    for it is used where the user kept the defaults.
-    """
+    """An LLM client with the configured timeout, retries and sampling."""
     endpoint = endpoint or resolve_endpoint(settings)
-    temperature, max_tokens = settings.temperature, settings.max_tokens
-    if endpoint.local:
-        tuned = _local_tuning(settings)
-        if tuned is not None:
-            if not _is_set(settings, "temperature"):
-                temperature = tuned.temperature
-            if not _is_set(settings, "max_tokens"):
-                max_tokens = tuned.max_tokens
+    settings = tuned_settings(settings, endpoint)
     return LLMClient(
         endpoint,
         timeout_s=settings.llm_timeout_s,
         max_retries=settings.llm_max_retries,
-        temperature=temperature,
-        max_tokens=max_tokens,
+        temperature=settings.temperature,
+        max_tokens=settings.max_tokens,
     )
 
 
-def _local_tuning(settings: SelfHeal) -> Any:
+def tuned_settings(settings: SelfHeal, endpoint: Endpoint) -> SelfHeal:
+    """For the embedded model, the options measured as best for it
+    (:mod:`~selfheal_jupyter.localmodel.tuning`) where the user kept the defaults; any
+    other endpoint keeps the user's settings as they are."""
+    if not endpoint.local:
+        return settings
     try:
         from .localmodel.tuning import recommended_settings
-    except ImportError:
-        return None
-    try:
-        return recommended_settings(settings.local_model)
+
+        tuned = recommended_settings(settings.local_model).options
     except Exception:  # noqa: BLE001 - tuning is an optimisation, never a failure
-        return None
-
-
-def _is_set(settings: SelfHeal, name: str) -> bool:
-    """True when the user moved the trait away from its default."""
-    return getattr(settings, name) != settings.traits()[name].default_value
+        return settings
+    values = {name: value for name, value in tuned.items() if not settings.is_set(name)}
+    return settings.with_values(**values) if values else settings
 
 
 # ---------------------------------------------------------------------- sandbox
@@ -179,23 +170,15 @@ def build_loop(
     """
     llm = llm or build_llm(settings)
     sandbox = sandbox or shared_sandbox(settings)
-    retry_temperature = 0.8
-    plan_on_heal = True
-    if llm.endpoint.local:
-        tuned = _local_tuning(settings)
-        if tuned is not None:
-            retry_temperature = tuned.retry_temperature
-            plan_on_heal = tuned.plan_on_heal
+    settings = tuned_settings(settings, llm.endpoint)
     return Loop(
         llm,
         sandbox,
-        max_iterations=settings.max_iterations,
-        token_budget=settings.token_budget,
-        time_budget_s=settings.time_budget_s,
+        bounds=LoopLimits(settings.max_iterations, settings.token_budget, settings.time_budget_s),
         auto_plan=settings.auto_plan,
+        plan_on_heal=settings.plan_on_heal,
         limits=settings.limits(),
-        retry_temperature=retry_temperature,
-        plan_on_heal=plan_on_heal,
+        retry_temperature=settings.retry_temperature,
         strategies=Strategies(
             generated_checks=settings.generated_checks,
             candidates=settings.candidates,

@@ -73,10 +73,10 @@ class LLMClient:
         self,
         endpoint: Endpoint,
         *,
-        timeout_s: float = 120.0,
-        max_retries: int = 2,
-        temperature: float = 0.2,
-        max_tokens: int = 1024,
+        timeout_s: float,
+        max_retries: int,
+        temperature: float,
+        max_tokens: int,
     ) -> None:
         self.endpoint = endpoint
         self.timeout_s = timeout_s

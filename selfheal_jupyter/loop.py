@@ -181,10 +181,10 @@ class _Stop(Exception):
 
 @dataclass
 class LoopLimits:
-    max_iterations: int = 4
-    token_budget: int = 60_000
+    max_iterations: int
+    token_budget: int
     """0 = no limit."""
-    time_budget_s: float = 900.0
+    time_budget_s: float
     """0 = no limit."""
 
 
@@ -192,57 +192,48 @@ class LoopLimits:
 class Strategies:
     """What the loop does beyond write → run → repair (the defaults live in ``SelfHeal``)."""
 
-    generated_checks: int = 0
+    generated_checks: int
     """How many soft checks QA writes from the task before any code (0 = none)."""
-    candidates: int = 1
+    candidates: int
     """Programs sampled per round; one is chosen by execution (:mod:`~selfheal_jupyter.choice`)."""
-    runtime_values: bool = False
+    runtime_values: bool
     """Show the values of the failing statement's sub-expressions (:mod:`~selfheal_jupyter.probes`)."""
-    explain_first: bool = False
+    explain_first: bool
     """Ask the model to explain the bug before each repair."""
-    restart_after: int = 0
+    restart_after: int
     """Start over after this many failed repairs in a row (0 = never)."""
 
 
 class Loop:
-    """Runs tasks through planner → developer → QA until a candidate passes or a bound hits."""
+    """Runs tasks through planner → developer → QA until a candidate passes or a bound hits.
+
+    Every value comes from the caller (``factory.build_loop`` turns ``SelfHeal`` into
+    them); ``libraries`` None means the sandbox image's usual ones."""
 
     def __init__(
         self,
         llm: LLMClient,
         sandbox: Sandbox,
         *,
-        max_iterations: int = 4,
-        token_budget: int = 60_000,
-        time_budget_s: float = 900.0,
-        auto_plan: bool = True,
-        limits: Limits | None = None,
+        bounds: LoopLimits,
+        auto_plan: bool,
+        plan_on_heal: bool,
+        limits: Limits,
+        retry_temperature: float,
+        strategies: Strategies,
         libraries: tuple[str, ...] | None = None,
-        retry_temperature: float = 0.8,
-        plan_on_heal: bool = True,
-        strategies: Strategies | None = None,
     ) -> None:
-        if max_iterations < 1:
-            raise BadInput(
-                f"max_iterations must be at least 1 (got {max_iterations}); "
-                "set `%config SelfHeal.max_iterations` or --max-iterations."
-            )
         self.llm = llm
         self.sandbox = sandbox
-        self.bounds = LoopLimits(max_iterations, token_budget, time_budget_s)
+        self.bounds = bounds
         self.auto_plan = auto_plan
         self.plan_on_heal = plan_on_heal
         """Whether to ask the planner when the task starts from the user's code."""
-        self.limits = limits or Limits()
+        self.limits = limits
         self.planner = Planner(llm, libraries=libraries)
         self.developer = Developer(llm, libraries=libraries, retry_temperature=retry_temperature)
         self.qa = QA(sandbox, self.limits)
-        self.strategies = strategies or Strategies()
-        if self.strategies.candidates < 1:
-            raise BadInput(
-                f"candidates must be at least 1 (got {self.strategies.candidates}); "
-                "set `%config SelfHeal.candidates`."
-            )
+        self.strategies = strategies
         self.designer = CheckDesigner(llm)
 
     @property
@@ -500,9 +491,8 @@ class Loop:
             state.no_code_in_a_row = 0
             feedback = format_feedback(result, verdict, limits=self.limits)
             if not verdict.passed and self.strategies.runtime_values:
-                s0 = time.monotonic()
-                values = self._runtime_values(code, result, task, state)
-                sandbox_s += time.monotonic() - s0
+                values, probe_s = self._runtime_values(code, result, task, state)
+                sandbox_s += probe_s
                 feedback = "\n".join([feedback, *runtime_value_lines(values)])
         failing_checks = check_lines(checks, passed=verdict.passed)
         if failing_checks and not verdict.passed:
@@ -638,20 +628,21 @@ class Loop:
 
     def _runtime_values(
         self, code: str, result: ExecutionResult | None, task: Task, state: _RunState
-    ) -> list[TestOutcome]:
-        """The failing statement's sub-expression values (see :mod:`selfheal_jupyter.probes`)."""
+    ) -> tuple[list[TestOutcome], float]:
+        """The failing statement's sub-expression values (see :mod:`selfheal_jupyter.probes`)
+        and the seconds of the sandbox run that found them (0 when nothing was run)."""
         planned = plan_probes(code, result)
         if planned is None or state.stop.event.is_set():
-            return []
+            return [], 0.0
         prefix, probes = planned
         ctx = task.context
+        s0 = time.monotonic()
         probed = self.qa.run(
             prefix, state.sandbox_inputs, "\n".join(probes), cancel=state.stop.event,
             prelude=ctx.prelude if ctx else None,
         )
-        if probed.status != "ok":
-            return []
-        return probe_values(probed.tests)
+        seconds = time.monotonic() - s0
+        return (probe_values(probed.tests) if probed.status == "ok" else []), seconds
 
     @staticmethod
     def _assert_change_message(state: _RunState) -> str:

@@ -35,14 +35,14 @@ without code). ``cancelled``: the user stopped it. ``error``: infrastructure fai
 
 @dataclass
 class Limits:
-    """Resource limits for one sandbox run; defaults are the hardened defaults."""
+    """Resource limits for one sandbox run (``SelfHeal.limits()`` holds the defaults)."""
 
-    timeout_s: float = 30.0
-    memory: str = "512m"
-    pids: int = 64
-    cpus: float = 1.0
-    output_bytes: int = 1 << 20
-    tmpfs_size: str = "64m"
+    timeout_s: float
+    memory: str
+    pids: int
+    cpus: float
+    output_bytes: int
+    tmpfs_size: str
 
 
 @dataclass

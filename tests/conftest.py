@@ -16,6 +16,7 @@ import pytest
 
 from selfheal_jupyter.errors import EngineUnavailable, ImageMissing
 from selfheal_jupyter.sandbox.docker import LABEL, LABEL_PID, DockerSandbox
+from selfheal_jupyter.config import SelfHeal
 
 
 def own_containers(client: docker.DockerClient, pid: int | None = None) -> list[dict]:
@@ -60,7 +61,7 @@ def sandbox_image(docker_client: docker.DockerClient) -> str:
 @pytest.fixture(scope="session")
 def sandbox(sandbox_image: str, docker_client: docker.DockerClient) -> Iterator[DockerSandbox]:
     """One warm, hardened sandbox shared by the whole test session."""
-    sb = DockerSandbox(pool_size=2, client=docker_client)
+    sb = DockerSandbox.from_config(SelfHeal(pool_size=2), client=docker_client)
     sb.start()
     try:
         yield sb

@@ -12,7 +12,9 @@ from selfheal_jupyter.agents.planner import build_messages, drop_harmful_steps, 
 from selfheal_jupyter.agents.qa import check_tests, judge, precheck, strip_input_overwrites
 from selfheal_jupyter.errors import BadInput
 from selfheal_jupyter.inputs import describe_inputs, format_inputs
-from selfheal_jupyter.llm import Endpoint, LLMClient
+from selfheal_jupyter.config import SelfHeal
+from selfheal_jupyter.factory import build_llm
+from selfheal_jupyter.llm import Endpoint
 from selfheal_jupyter.model import ErrorInfo, ExecutionResult, Plan
 from selfheal_jupyter.model import TestOutcome as Outcome
 
@@ -160,7 +162,9 @@ def test_verdict_rules():
 
 # --------------------------------------------------------------------------- developer
 def test_developer_prompts():
-    dev = Developer(LLMClient(Endpoint("http://127.0.0.1:9/v1", "k", "m")))
+    settings = SelfHeal()
+    dev = Developer(build_llm(settings, Endpoint("http://127.0.0.1:9/v1", "k", "m")),
+                    retry_temperature=settings.retry_temperature)
     plan = Plan(["Load", "Print"])
     first = dev.build_messages("sum x", plan, [], "assert total == 6")
     system, user = first[0]["content"], first[1]["content"]

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from selfheal_jupyter.config import SelfHeal
 from selfheal_jupyter.errors import SandboxError
 from selfheal_jupyter.sandbox.docker import DockerSandbox
 from selfheal_jupyter.sandbox.image import ensure_image
@@ -122,7 +123,7 @@ def sandbox_image(docker_client: docker.DockerClient) -> str:
 
 @pytest.fixture(scope="module")
 def sandbox(sandbox_image: str, docker_client: docker.DockerClient) -> Iterator[DockerSandbox]:
-    sb = DockerSandbox(pool_size=2, client=docker_client)
+    sb = DockerSandbox.from_config(SelfHeal(pool_size=2), client=docker_client)
     sb.start()
     try:
         yield sb
@@ -148,7 +149,8 @@ def no_stray_container_after_the_test(request, sandbox, docker_client):
 def test_frames_and_inputs_take_the_attach_stream(sandbox, docker_client):
     assert sandbox.channel == "attach"
     with pytest.raises(SandboxError, match="could not reach its control channel.*tcp://127"):
-        with DockerSandbox(pool_size=1, client=docker_client, channel="socket"):
+        with DockerSandbox.from_config(SelfHeal(pool_size=1), client=docker_client,
+                                       channel="socket"):
             pass
 
 

@@ -19,9 +19,17 @@ from selfheal_jupyter.eval import aggregate, benchmarks, humaneval, repair
 from selfheal_jupyter.eval.examples import example_asserts
 from selfheal_jupyter.eval.progress import Progress
 from selfheal_jupyter.eval.runner import EvalConfig, derive_single_pass, run_eval
-from selfheal_jupyter.eval.scoring import score
+from selfheal_jupyter.config import SelfHeal
+from selfheal_jupyter.eval import scoring
 from selfheal_jupyter.eval.store import ResultStore, read_records
 from tests.scripted_server import Reply, ScriptedServer
+
+HIDDEN_LIMITS = SelfHeal(**scoring.HIDDEN_OPTIONS).limits()
+
+
+def score(sandbox, problem, code):
+    """The hidden grader, with the limits ``selfheal eval`` gives it by default."""
+    return scoring.score(sandbox, problem, code, limits=HIDDEN_LIMITS)
 
 HE = {rec["task_id"]: rec for rec in humaneval.records()}
 
@@ -429,7 +437,7 @@ def test_dataframe_hidden_tests_run_in_the_image_variant(docker_client) -> None:
         pytest.skip(f"dataframebench is not installed: {exc}")
     ref = ensure_benchmark_image("dataframe", log=lambda m: None)
     records = {r["task_id"]: r for r in dataframe.records()}
-    with DockerSandbox(ref, pool_size=1, client=docker_client) as box:
+    with DockerSandbox.from_config(SelfHeal(image=ref, pool_size=1), client=docker_client) as box:
         box.start()
         for p in problems[:3]:
             truth = records[p.id]["ground_truth"]["pandas"]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from selfheal_jupyter.agents.qa import judge
 from selfheal_jupyter.feedback import failure_signature, format_feedback, tail
-from selfheal_jupyter.model import ErrorInfo, ExecutionResult, Frame, Limits, Verdict
+from selfheal_jupyter.model import ErrorInfo, ExecutionResult, Frame, Verdict
 from selfheal_jupyter.model import TestOutcome as Outcome
+from selfheal_jupyter.config import SelfHeal
 
 
 def error_result(**kw) -> ExecutionResult:
@@ -72,7 +73,7 @@ def test_tests_not_run_because_the_program_failed_are_one_line():
 
 
 def test_resource_statuses_are_explained():
-    limits = Limits(timeout_s=2, memory="256m")
+    limits = SelfHeal(timeout_s=2, memory="256m").limits()
     timeout = format_feedback(ExecutionResult(status="timeout"), limits=limits)
     assert "time limit of 2 s" in timeout and "infinite loop" in timeout
     oom = format_feedback(ExecutionResult(status="oom", exit_code=137), limits=limits)

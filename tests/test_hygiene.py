@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import pytest
 
+from selfheal_jupyter.config import SelfHeal
 from selfheal_jupyter.hygiene import clean_output, is_png_base64, sanitize_html
 from selfheal_jupyter.model import (
     MALFORMED,
@@ -298,7 +299,7 @@ def test_a_malformed_result_does_not_leave_execute_and_its_container_is_replaced
     from selfheal_jupyter.sandbox import docker as sandbox_docker
 
     hostname = "import socket\nprint(socket.gethostname())\n"
-    with sandbox_docker.DockerSandbox(pool_size=1, client=docker_client) as sb:
+    with sandbox_docker.DockerSandbox.from_config(SelfHeal(pool_size=1), client=docker_client) as sb:
         before = sb.execute(hostname)
         assert sb.execute(hostname).stdout == before.stdout  # the warm container is reused
         with monkeypatch.context() as patch:

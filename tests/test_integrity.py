@@ -17,6 +17,7 @@ import pytest
 
 from selfheal_jupyter.model import ExecutionResult
 from selfheal_jupyter.sandbox.docker import DockerSandbox
+from selfheal_jupyter.config import SelfHeal
 
 HOSTNAME = "import socket\nprint('host=' + socket.gethostname())\n"
 
@@ -24,7 +25,7 @@ HOSTNAME = "import socket\nprint('host=' + socket.gethostname())\n"
 @pytest.fixture(scope="module")
 def one_container(sandbox_image: str, docker_client) -> Iterator[DockerSandbox]:
     """A pool of ONE warm container: consecutive runs share it (checked by hostname)."""
-    sb = DockerSandbox(pool_size=1, client=docker_client)
+    sb = DockerSandbox.from_config(SelfHeal(pool_size=1), client=docker_client)
     sb.start()
     try:
         yield sb

@@ -17,17 +17,20 @@ from selfheal_jupyter.errors import (
     LLMUnreachable,
     ModelNotFound,
 )
+from selfheal_jupyter.config import SelfHeal
+from selfheal_jupyter.factory import build_llm
 from selfheal_jupyter.llm import Endpoint, LLMClient, extract_code
 from tests.scripted_server import Fault, Reply, ScriptedServer
 
 MSG = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "write code"}]
 
 
-def make(server: ScriptedServer, **kw) -> LLMClient:
-    kw.setdefault("timeout_s", 5.0)
-    kw.setdefault("max_retries", 0)
-    model = kw.pop("model", server.model)
-    return LLMClient(Endpoint(server.base_url, kw.pop("api_key", "k"), model), **kw)
+def make(server: ScriptedServer, api_key: str = "k", **options) -> LLMClient:
+    """The client the factory builds for these ``SelfHeal`` options (quick to give up)."""
+    options.setdefault("llm_timeout_s", 5.0)
+    options.setdefault("llm_max_retries", 0)
+    model = options.pop("model", server.model)
+    return build_llm(SelfHeal(**options), Endpoint(server.base_url, api_key, model))
 
 
 def free_port() -> int:
@@ -61,8 +64,8 @@ def test_estimates_usage_when_server_reports_none():
 
 
 def test_unreachable_endpoint():
-    client = LLMClient(Endpoint(f"http://127.0.0.1:{free_port()}/v1", "k", "m"),
-                       timeout_s=2, max_retries=0)
+    client = build_llm(SelfHeal(llm_timeout_s=2, llm_max_retries=0),
+                       Endpoint(f"http://127.0.0.1:{free_port()}/v1", "k", "m"))
     with pytest.raises(LLMUnreachable, match="OPENAI_BASE_URL"):
         client.chat(MSG)
 
@@ -82,21 +85,21 @@ def test_unknown_model():
 
 def test_rate_limited_then_ok_uses_sdk_retry():
     with ScriptedServer([Fault("status", status=429), "```python\nprint(1)\n```"]) as s:
-        out = make(s, max_retries=2).chat(MSG)
+        out = make(s, llm_max_retries=2).chat(MSG)
         assert "print(1)" in out.text and len(s.requests) == 2
 
 
 def test_rate_limited_beyond_retries():
     with ScriptedServer([Fault("status", status=429, times=3)]) as s:
         with pytest.raises(LLMRateLimited, match="429"):
-            make(s, max_retries=2).chat(MSG)
+            make(s, llm_max_retries=2).chat(MSG)
         assert len(s.requests) == 3
 
 
 def test_server_error_is_retried_then_reported():
     with ScriptedServer([Fault("status", status=500, times=2)]) as s:
         with pytest.raises(LLMError, match="HTTP 500"):
-            make(s, max_retries=1).chat(MSG)
+            make(s, llm_max_retries=1).chat(MSG)
         assert len(s.requests) == 2
 
 
@@ -104,7 +107,7 @@ def test_hang_past_timeout():
     with ScriptedServer([Fault("hang", seconds=20)]) as s:
         t0 = time.monotonic()
         with pytest.raises(LLMTimeout, match="llm_timeout_s"):
-            make(s, timeout_s=0.5).chat(MSG)
+            make(s, llm_timeout_s=0.5).chat(MSG)
         assert time.monotonic() - t0 < 3
 
 
@@ -133,7 +136,7 @@ def test_cancel_before_first_token():
         threading.Timer(0.2, cancel.set).start()
         t0 = time.monotonic()
         with pytest.raises(Cancelled):
-            make(s, timeout_s=30).chat(MSG, cancel=cancel)
+            make(s, llm_timeout_s=30).chat(MSG, cancel=cancel)
         assert time.monotonic() - t0 < 1.2
 
 

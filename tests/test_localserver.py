@@ -22,12 +22,13 @@ from selfheal_jupyter.agents.developer import Developer, RepairContext
 from selfheal_jupyter.cli import main as cli_main
 from selfheal_jupyter.config import SelfHeal, split_trait_args
 from selfheal_jupyter.errors import BadInput
-from selfheal_jupyter.llm import Endpoint, LLMClient
+from selfheal_jupyter.factory import build_llm
+from selfheal_jupyter.llm import Endpoint
 from selfheal_jupyter.localmodel.catalog import get_spec
 from selfheal_jupyter.localmodel.endpoint import (
-    ServerOptions,
     find_shared_server,
     running_servers,
+    server_options,
     state_path,
 )
 from selfheal_jupyter.localmodel.threads import auto_threads, physical_cores, resolve_threads
@@ -160,7 +161,9 @@ def test_child_maps_speculation_to_xllamacpp() -> None:
     from selfheal_jupyter.localmodel.child import build_params, parse_args
 
     kinds = xllamacpp.common_speculative_type
-    base = ["--model", "m.gguf", "--alias", "a", "--threads", "1", "--batch-threads", "2"]
+    base = ["--model", "m.gguf", "--alias", "a", "--threads", "1", "--batch-threads", "2",
+            "--ctx", "512", "--parallel", "1", "--cache-reuse", "0", "--draft-max", "16",
+            "--ngram-m", "0", "--ngram-n", "0"]
     params = build_params(parse_args([*base, "--speculation", "ngram-simple", "--ngram-n", "6"]))
     assert list(params.speculative.types) == [kinds.COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE]
     assert params.speculative.ngram_simple.size_n == 6
@@ -173,7 +176,6 @@ def test_child_maps_speculation_to_xllamacpp() -> None:
 
 
 def test_options_follow_the_settings(cache_home: Path) -> None:
-    from selfheal_jupyter.localmodel.endpoint import server_options
     from selfheal_jupyter.localmodel.tuning import recommended_settings
 
     tuned = recommended_settings()
@@ -203,7 +205,7 @@ def _dead_pid() -> int:
 
 
 def test_stale_state_of_a_dead_process_is_recovered(cache_home: Path) -> None:
-    state = state_path(SPEC, ServerOptions())
+    state = state_path(SPEC, server_options(SelfHeal()))
     state.parent.mkdir(parents=True)
     state.write_text(json.dumps({"pid": _dead_pid(), "url": "http://127.0.0.1:9"}))
     assert find_shared_server(SPEC, state) is None
@@ -213,7 +215,7 @@ def test_stale_state_of_a_dead_process_is_recovered(cache_home: Path) -> None:
 
 def test_state_of_a_live_stranger_is_dropped_but_the_process_spared(cache_home: Path) -> None:
     """A recycled pid that is not our server (here: this test) is never signalled."""
-    state = state_path(SPEC, ServerOptions())
+    state = state_path(SPEC, server_options(SelfHeal()))
     state.parent.mkdir(parents=True)
     state.write_text(json.dumps({"pid": os.getpid(), "url": "http://127.0.0.1:9"}))
     assert find_shared_server(SPEC, state) is None
@@ -229,8 +231,8 @@ def test_repair_prompts_share_their_prefix_up_to_the_program() -> None:
     """The server reuses its prompt cache only up to the first changed token: the
     system message, the task, the inputs and the checks come first and are the same
     in every round; only the program and what happened change."""
-    llm = LLMClient(Endpoint("http://127.0.0.1:9/v1", "k", "m", local=True))
-    dev = Developer(llm)
+    llm = build_llm(SelfHeal(), Endpoint("http://127.0.0.1:9/v1", "k", "m", local=True))
+    dev = Developer(llm, retry_temperature=SelfHeal().retry_temperature)
     one = dev.build_messages("sum the list", None, [], "assert total == 6",
                              RepairContext(code="total = sum(x)\n", feedback="NameError: x"))
     two = dev.build_messages("sum the list", None, [], "assert total == 6",

@@ -21,9 +21,11 @@ from selfheal_jupyter.events import (
     TokensStreamed,
     VerdictReady,
 )
-from selfheal_jupyter.llm import Endpoint, LLMClient
+from selfheal_jupyter.config import SelfHeal
+from selfheal_jupyter.factory import build_llm, build_loop
+from selfheal_jupyter.llm import LLMClient
 from selfheal_jupyter.loop import Loop
-from selfheal_jupyter.model import Limits, Plan, Task
+from selfheal_jupyter.model import Plan, Task
 from selfheal_jupyter.sandbox.docker import DockerSandbox
 from tests.scripted_server import Fault, Reply, ScriptedServer
 
@@ -48,15 +50,22 @@ def fenced(code: str) -> str:
     return f"```python\n{code}\n```"
 
 
-def llm_for(server: ScriptedServer, **kw) -> LLMClient:
-    kw.setdefault("timeout_s", 5.0)
-    kw.setdefault("max_retries", 0)
-    return LLMClient(Endpoint(server.base_url, "test-key", kw.pop("model", server.model)), **kw)
+def server_settings(server: ScriptedServer, **options) -> SelfHeal:
+    """``SelfHeal`` options (by their names) pointing at the scripted server; quick to
+    give up on it unless a test says otherwise."""
+    options.setdefault("model", server.model)
+    options.setdefault("llm_timeout_s", 5.0)
+    options.setdefault("llm_max_retries", 0)
+    return SelfHeal(base_url=server.base_url, **options)
 
 
-def make_loop(server: ScriptedServer, sandbox, **kw) -> Loop:
-    llm_kw = {k: kw.pop(k) for k in ("timeout_s", "max_retries", "model") if k in kw}
-    return Loop(llm_for(server, **llm_kw), sandbox, **kw)
+def llm_for(server: ScriptedServer, **options) -> LLMClient:
+    return build_llm(server_settings(server, **options))
+
+
+def make_loop(server: ScriptedServer, sandbox, **options) -> Loop:
+    """The loop the factory builds for these ``SelfHeal`` options, on ``sandbox``."""
+    return build_loop(server_settings(server, **options), sandbox=sandbox)
 
 
 def task(**kw) -> Task:
@@ -326,9 +335,9 @@ def test_model_that_keeps_replying_without_code_fails(sandbox):
     "script, kw, expect",
     [
         ([Fault("status", status=401)], {}, "OPENAI_API_KEY"),
-        ([Fault("status", status=429, times=3)], {"max_retries": 2}, "429"),
-        ([Fault("status", status=500, times=2)], {"max_retries": 1}, "HTTP 500"),
-        ([Fault("hang", seconds=30)], {"timeout_s": 0.5}, "did not answer within 0.5 s"),
+        ([Fault("status", status=429, times=3)], {"llm_max_retries": 2}, "429"),
+        ([Fault("status", status=500, times=2)], {"llm_max_retries": 1}, "HTTP 500"),
+        ([Fault("hang", seconds=30)], {"llm_timeout_s": 0.5}, "did not answer within 0.5 s"),
         ([Fault("truncated")], {}, "cut in the middle of a reply"),
         (["never used"], {"model": "no-such-model"}, "does not know the model 'no-such-model'"),
     ],
@@ -345,15 +354,15 @@ def test_endpoint_faults_are_recorded_as_error(sandbox, script, kw, expect):
 
 def test_rate_limited_then_ok_succeeds(sandbox):
     with ScriptedServer([Fault("status", status=429), RIGHT]) as s:
-        run = make_loop(s, sandbox, auto_plan=False, max_retries=2).run(task())
+        run = make_loop(s, sandbox, auto_plan=False, llm_max_retries=2).run(task())
         assert len(s.requests) == 2
     assert run.outcome == "success"
 
 
 def test_unreachable_endpoint_is_recorded(sandbox):
-    llm = LLMClient(Endpoint(f"http://127.0.0.1:{free_port()}/v1", "k", "m"), timeout_s=2,
-                    max_retries=0)
-    run = Loop(llm, sandbox).run(task())
+    settings = SelfHeal(base_url=f"http://127.0.0.1:{free_port()}/v1", model="m",
+                        llm_timeout_s=2, llm_max_retries=0)
+    run = build_loop(settings, sandbox=sandbox).run(task())
     assert run.outcome == "error" and "OPENAI_BASE_URL" in run.error
     assert run.iterations == []
 
@@ -382,7 +391,7 @@ def test_bad_input_is_recorded_before_any_model_call(sandbox, bad, expect):
 
 
 def test_missing_image_is_recorded():
-    box = DockerSandbox("selfheal-no-such-image")
+    box = DockerSandbox.from_config(SelfHeal(image="selfheal-no-such-image"))
     try:
         with ScriptedServer([RIGHT]) as s:
             run = make_loop(s, box, auto_plan=False).run(task())
@@ -394,7 +403,7 @@ def test_missing_image_is_recorded():
 
 def test_unreachable_docker_engine_is_recorded(monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent.sock")
-    box = DockerSandbox()
+    box = DockerSandbox.from_config(SelfHeal())
     try:
         with ScriptedServer([RIGHT]) as s:
             run = make_loop(s, box, auto_plan=False).run(task())
@@ -406,7 +415,7 @@ def test_unreachable_docker_engine_is_recorded(monkeypatch):
 def test_sandbox_timeout_is_feedback(sandbox):
     slow = fenced("import time\ntime.sleep(10)\ntotal = 6")
     with ScriptedServer([slow, RIGHT]) as s:
-        run = make_loop(s, sandbox, auto_plan=False, limits=Limits(timeout_s=1.0)).run(task())
+        run = make_loop(s, sandbox, auto_plan=False, timeout_s=1.0).run(task())
     assert run.outcome == "success"
     first = run.iterations[0]
     assert first.result.status == "timeout"

@@ -20,6 +20,7 @@ import time
 import pandas as pd
 import pytest
 
+from selfheal_jupyter.config import SelfHeal
 from selfheal_jupyter.errors import BadInput, SandboxError
 from selfheal_jupyter.model import Limits
 from selfheal_jupyter.sandbox.base import Sandbox
@@ -40,6 +41,15 @@ def no_stray_container_after_the_test(request, sandbox, docker_client):
             break
         time.sleep(0.1)
     assert not stray, f"containers left by {request.node.name}: {[c['Id'][:12] for c in stray]}"
+
+
+def make_limits(**options) -> Limits:
+    """Limits from ``SelfHeal`` options (the one place of their defaults)."""
+    return SelfHeal(**options).limits()
+
+
+def make_sandbox(*, client=None, channel: str = "auto", **options) -> DockerSandbox:
+    return DockerSandbox.from_config(SelfHeal(**options), client=client, channel=channel)
 
 
 def run(sandbox, code: str, **kw):
@@ -158,7 +168,7 @@ def test_kernel_oom_kill_is_reported_as_oom(sandbox):
 def test_timeout(sandbox):
     t0 = time.monotonic()
     r = run(sandbox, "print('start')\nwhile True:\n    pass\n",
-            limits=Limits(timeout_s=1.0))
+            limits=make_limits(timeout_s=1.0))
     elapsed = time.monotonic() - t0
     assert r.status == "timeout" and "1 s" in r.message
     assert r.stdout == "start\n"
@@ -169,7 +179,7 @@ def test_timeout(sandbox):
 def test_output_capped_fast(sandbox):
     t0 = time.monotonic()
     r = run(sandbox, "import sys\nsys.stdout.write('x' * 100_000_000)\n",
-            limits=Limits(timeout_s=30))
+            limits=make_limits(timeout_s=30))
     elapsed = time.monotonic() - t0
     assert r.status == "output_limit" and r.stdout_truncated
     assert elapsed < 5, elapsed
@@ -180,7 +190,7 @@ def test_output_capped_fast(sandbox):
 
 def test_stderr_capped_and_marked(sandbox):
     r = run(sandbox, "import sys\nfor _ in range(2000):\n    sys.stderr.write('e' * 1000)\n",
-            limits=Limits(output_bytes=10_000))
+            limits=make_limits(output_limit_bytes=10_000))
     assert r.status == "output_limit" and r.stderr_truncated and not r.stdout_truncated
     assert len(r.stderr) < 10_200 and "truncated" in r.stderr
 
@@ -297,7 +307,7 @@ def test_fork_bomb_is_contained_by_the_pids_limit(sandbox):
                 n += 1
         except OSError as exc:
             print(n, exc.errno)
-        """, limits=Limits(timeout_s=10))
+        """, limits=make_limits(timeout_s=10))
     assert r.status == "ok", r
     forks, errno = map(int, r.stdout.split())
     assert 0 < forks < 64 and errno == 11  # EAGAIN: the pids cgroup said no
@@ -308,7 +318,7 @@ def test_fork_bomb_is_contained_by_the_pids_limit(sandbox):
                 os.fork()
             except OSError:
                 pass
-        """, limits=Limits(timeout_s=2))
+        """, limits=make_limits(timeout_s=2))
     assert bomb.status == "timeout"
     assert run(sandbox, "print('alive')").stdout == "alive\n"  # the sweep killed them all
 
@@ -385,7 +395,7 @@ def test_host_environment_is_invisible(sandbox, monkeypatch):
             print(open("/proc/1/environ", "rb").read().decode(errors="replace"))
         except PermissionError:
             print("PID 1 environ: permission denied")
-        """, limits=Limits(memory="384m"))
+        """, limits=make_limits(memory="384m"))
     assert r.status == "ok", r
     assert secret not in r.stdout and "OPENAI_API_KEY" not in r.stdout
     assert "PATH" in r.stdout
@@ -411,13 +421,13 @@ def test_host_backstop_kills_a_stuck_container(sandbox, monkeypatch):
     t0 = time.monotonic()
     # Freezing the runner itself: only the host can end this.
     r = sandbox.execute("import os, signal\nos.kill(os.getppid(), signal.SIGSTOP)\n"
-                        "import time\ntime.sleep(60)\n", limits=Limits(timeout_s=1))
+                        "import time\ntime.sleep(60)\n", limits=make_limits(timeout_s=1))
     assert r.status == "timeout" and time.monotonic() - t0 < 5
     assert sandbox.execute("print('fresh')").stdout == "fresh\n"
 
 
 def test_close_removes_every_container(sandbox_image, docker_client):
-    sb = DockerSandbox(pool_size=1, client=docker_client)
+    sb = make_sandbox(pool_size=1, client=docker_client)
     sb.start()
     assert sb.execute("print(1)").ok
     ours = docker_client.api.containers(all=True, filters={"label": f"selfheal={sb.session}"})
@@ -429,7 +439,7 @@ def test_close_removes_every_container(sandbox_image, docker_client):
 
 
 def test_keyboard_interrupt_mid_run_removes_the_container(sandbox_image, docker_client):
-    sb = DockerSandbox(pool_size=0, client=docker_client)
+    sb = make_sandbox(pool_size=0, client=docker_client)
     main = threading.main_thread().ident
     threading.Timer(1.5, lambda: signal.pthread_kill(main, signal.SIGINT)).start()
     try:
@@ -444,8 +454,9 @@ def test_keyboard_interrupt_mid_run_removes_the_container(sandbox_image, docker_
 def test_sigint_to_a_process_mid_run_leaves_no_container(sandbox_image, docker_client):
     script = textwrap.dedent("""\
         import sys
-        from selfheal_jupyter.sandbox.docker import DockerSandbox, sweep_stale
-        sb = DockerSandbox(pool_size=1)
+        from selfheal_jupyter.config import SelfHeal
+        from selfheal_jupyter.sandbox.docker import DockerSandbox
+        sb = DockerSandbox.from_config(SelfHeal(pool_size=1))
         sb.start()
         print("running", flush=True)
         sb.execute("import time\\ntime.sleep(60)\\n")
@@ -468,8 +479,9 @@ def test_sigint_to_a_process_mid_run_leaves_no_container(sandbox_image, docker_c
 def test_container_of_a_process_that_died_abruptly_goes_away(sandbox_image, docker_client):
     proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""\
         import os
-        from selfheal_jupyter.sandbox.docker import DockerSandbox, sweep_stale
-        sb = DockerSandbox(pool_size=1)
+        from selfheal_jupyter.config import SelfHeal
+        from selfheal_jupyter.sandbox.docker import DockerSandbox
+        sb = DockerSandbox.from_config(SelfHeal(pool_size=1))
         sb.start()
         print("up", flush=True)
         os._exit(0)  # no atexit, no close
@@ -511,7 +523,7 @@ def test_the_local_engine_uses_the_socket_channel(sandbox):
 
 def test_attach_channel_runs_inputs_timeout_and_cancel(sandbox_image, docker_client):
     """Frames and inputs over the attach stream, as on an engine without shared files."""
-    with DockerSandbox(pool_size=1, client=docker_client, channel="attach") as sb:
+    with make_sandbox(pool_size=1, client=docker_client, channel="attach") as sb:
         assert sb.channel == "attach"
         big = pd.DataFrame({"x": range(1_000_000)})  # 8 MB: several put frames
         r = run(sb, """\
@@ -521,7 +533,7 @@ def test_attach_channel_runs_inputs_timeout_and_cancel(sandbox_image, docker_cli
         assert r.status == "ok", r
         assert r.stdout == f"{sum(range(1_000_000))} {{'k': 1}} 2\n"
         assert run(sb, "import os\nprint(os.listdir('/inputs'))").stdout == "[]\n"
-        r = run(sb, "while True:\n    pass\n", limits=Limits(timeout_s=1))
+        r = run(sb, "while True:\n    pass\n", limits=make_limits(timeout_s=1))
         assert r.status == "timeout"
         cancel = threading.Event()
         threading.Timer(0.3, cancel.set).start()
@@ -529,7 +541,7 @@ def test_attach_channel_runs_inputs_timeout_and_cancel(sandbox_image, docker_cli
         assert run(sb, "print('after')").stdout == "after\n"
         with pytest.raises(SandboxError, match="do not fit this sandbox"):  # file + value
             sb.execute("print(1)", inputs={"blob": b"x" * (140 << 20)},
-                       limits=Limits(memory="256m"))
+                       limits=make_limits(memory="256m"))
 
 
 def test_runner_that_cannot_reach_the_socket_switches_to_the_attach_stream(
@@ -539,12 +551,12 @@ def test_runner_that_cannot_reach_the_socket_switches_to_the_attach_stream(
 
     monkeypatch.setattr(backend, "_PROBED", {})  # forget what this process learned
     monkeypatch.setattr(backend, "CONTROL_SOCKET", "/inputs/nobody-listens-here.sock")
-    with DockerSandbox(pool_size=1, client=docker_client) as sb:
+    with make_sandbox(pool_size=1, client=docker_client) as sb:
         assert sb.channel == "attach"
         r = run(sb, "print(sum(v))", inputs={"v": [1, 2, 3]})
         assert r.status == "ok" and r.stdout == "6\n", r
     with pytest.raises(SandboxError, match=r"could not reach its control channel.*unix://"):
-        with DockerSandbox(pool_size=1, client=docker_client, channel="socket") as sb:
+        with make_sandbox(pool_size=1, client=docker_client, channel="socket") as sb:
             pass
 
 

@@ -72,3 +72,16 @@ def test_one_file_keeps_its_single_document_and_exit_codes(tmp_path, sandbox_ima
     assert ok.stdout.startswith("{\n  ") and "file" not in json.loads(ok.stdout)
     failed = selfheal("sandbox", "exec", write(tmp_path, "bad.py", "raise SystemExit(3)\n"), "--json")
     assert failed.returncode == 1 and json.loads(failed.stdout)["exit_code"] == 3
+
+
+def test_exec_takes_selfheal_options_and_refuses_a_bad_value(tmp_path, sandbox_image):
+    """`--SelfHeal.<name>=<value>` reaches `sandbox exec` too, validated by SelfHeal."""
+    loop = write(tmp_path, "loop.py", "while True:\n    pass\n")
+    proc = selfheal("sandbox", "exec", loop, "--json", "--SelfHeal.timeout_s=1")
+    assert proc.returncode == 1, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["status"] == "timeout" and result["duration_s"] < 10  # 1 s, not the 30 s default
+    bad = selfheal("sandbox", "exec", loop, "--memory", "1x")
+    assert bad.returncode == 2
+    assert "SelfHeal.memory '1x': write a size such as 512m" in bad.stderr
+    assert "Traceback" not in bad.stderr

@@ -19,12 +19,11 @@ from pathlib import Path
 import pytest
 
 from selfheal_jupyter import spec
-from selfheal_jupyter.loop import Loop
 from selfheal_jupyter.model import Task
 from selfheal_jupyter.render.html import run_html
 from selfheal_jupyter.render.text import Transcript
 from tests.scripted_server import ScriptedServer
-from tests.test_loop import fenced, llm_for
+from tests.test_loop import fenced, make_loop
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -69,7 +68,7 @@ SWALLOWED = USER_ZERO.replace(
 
 def heal(server: ScriptedServer, sandbox, code: str = USER, **kw) -> tuple:
     kw.setdefault("max_iterations", 1)
-    loop = Loop(llm_for(server), sandbox, auto_plan=False, **kw)
+    loop = make_loop(server, sandbox, auto_plan=False, **kw)
     run = loop.run(Task(prompt="", initial_code=code))
     return run
 
@@ -161,7 +160,7 @@ def test_a_model_that_keeps_changing_the_assert_ends_failed_never_success(sandbo
 
 def test_without_user_code_there_is_no_spec(sandbox):
     with ScriptedServer([fenced("mean = 4\nprint(mean)")]) as s:
-        run = Loop(llm_for(s), sandbox, auto_plan=False, max_iterations=1).run(
+        run = make_loop(s, sandbox, auto_plan=False, max_iterations=1).run(
             Task(prompt="Set mean to the mean of 3, 4, 5.", tests="assert mean == 4")
         )
     assert run.outcome == "success"

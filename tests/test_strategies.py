@@ -24,7 +24,7 @@ from selfheal_jupyter.model import ErrorInfo, ExecutionResult, Frame, Task
 from selfheal_jupyter.probes import plan_probes
 from selfheal_jupyter.render.html import run_html
 from tests.scripted_server import Reply, ScriptedServer
-from tests.test_loop import fenced, llm_for
+from tests.test_loop import fenced, llm_for, make_loop
 
 IS_EVEN_TASK = "Write is_even(n): True when the integer n is even, False otherwise."
 USER_TESTS = "assert is_even(2)"
@@ -34,10 +34,11 @@ ALWAYS_TRUE = "def is_even(n):\n    return True"
 RIGHT = "def is_even(n):\n    return n % 2 == 0"
 
 
-def loop(server: ScriptedServer, sandbox, **strategies) -> Loop:
-    kw = {k: strategies.pop(k) for k in ("max_iterations",) if k in strategies}
-    return Loop(llm_for(server), sandbox, auto_plan=False, strategies=Strategies(**strategies),
-                **kw)
+def loop(server: ScriptedServer, sandbox, **options) -> Loop:
+    """Strategies off unless named: each test measures the one mechanism it names."""
+    off = {"generated_checks": 0, "candidates": 1, "runtime_values": False,
+           "explain_first": False, "restart_after": 0}
+    return make_loop(server, sandbox, auto_plan=False, **{**off, **options})
 
 
 def developer_prompts(server: ScriptedServer) -> list[str]:
@@ -272,7 +273,9 @@ def test_options_reach_the_loop_and_are_validated(sandbox):
         built = build_loop(settings, sandbox=sandbox, llm=llm_for(s))
         defaults = build_loop(SelfHeal(), sandbox=sandbox, llm=llm_for(s)).strategies
     assert built.strategies == Strategies(2, 3, True, True, 2)
-    assert defaults == Strategies(runtime_values=True)  # measured: on by default
+    # measured: runtime values on by default, the others off
+    assert defaults == Strategies(generated_checks=0, candidates=1, runtime_values=True,
+                                  explain_first=False, restart_after=0)
     for name, bad in (("candidates", 0), ("generated_checks", -1), ("restart_after", -2)):
         with pytest.raises(TraitError, match=f"SelfHeal.{name} must be at least"):
             SelfHeal(**{name: bad})

@@ -111,8 +111,8 @@ class Developer:
         self,
         llm: LLMClient,
         *,
+        retry_temperature: float,
         libraries: tuple[str, ...] | None = None,
-        retry_temperature: float = 0.8,
     ) -> None:
         self.llm = llm
         self.libraries = libraries

@@ -294,9 +294,9 @@ def hold_known_wrong(verdict: Verdict, task: Task, code: str | None, *, given: b
 class QA:
     """Checks and runs candidates in one sandbox with one set of limits."""
 
-    def __init__(self, sandbox: Sandbox, limits: Limits | None = None) -> None:
+    def __init__(self, sandbox: Sandbox, limits: Limits) -> None:
         self.sandbox = sandbox
-        self.limits = limits or Limits()
+        self.limits = limits
 
     @staticmethod
     def defined_names(inputs: Mapping[str, Any]) -> set[str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadInput
-from . import trait_overrides
+from . import trait_overrides, validated
 
 DEFAULT_OUT = "eval-results"
 
@@ -80,6 +80,7 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
     if args.runtime:
         traits["runtime"] = args.runtime
     traits.update(trait_overrides(args))
+    validated(traits)  # a bad value is refused before any model or sandbox starts
     return traits
 
 

@@ -16,10 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from traitlets import TraitError
-
 from ..config import SelfHeal
-from . import trait_overrides
+from . import command_settings
 from ..errors import BadInput, SelfHealError
 from ..model import Run, Task
 from ..render.text import Progress, Transcript
@@ -107,28 +105,20 @@ def build_task(args: argparse.Namespace) -> Task:
     return task
 
 
+RUN_FLAGS = {
+    "max_iterations": "max_iterations",
+    "model": "model",
+    "base_url": "base_url",
+    "timeout": "timeout_s",
+    "memory": "memory",
+    "llm_timeout": "llm_timeout_s",
+    "image": "image",
+    "runtime": "runtime",
+}
+
+
 def build_settings(args: argparse.Namespace) -> SelfHeal:
-    overrides: dict[str, Any] = {}
-    if args.max_iterations is not None:
-        overrides["max_iterations"] = args.max_iterations
-    if args.no_plan:
-        overrides["auto_plan"] = False
-    for flag, trait in (
-        ("model", "model"),
-        ("base_url", "base_url"),
-        ("timeout", "timeout_s"),
-        ("memory", "memory"),
-        ("llm_timeout", "llm_timeout_s"),
-        ("image", "image"),
-        ("runtime", "runtime"),
-    ):
-        value = getattr(args, flag)
-        if value is not None:
-            overrides[trait] = value
-    try:
-        return SelfHeal(**{**overrides, **trait_overrides(args)})
-    except TraitError as exc:  # SelfHeal validates: say what to write, no traceback
-        raise BadInput(str(exc)) from None
+    return command_settings(args, RUN_FLAGS, **({"auto_plan": False} if args.no_plan else {}))
 
 
 def execute(task: Task, settings: SelfHeal, progress: Progress | None) -> Run:

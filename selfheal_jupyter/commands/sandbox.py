@@ -16,13 +16,18 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from ..config import DEFAULT_IMAGE
+from ..config import SelfHeal
 from ..errors import BadInput, SelfHealError
-from ..model import ExecutionResult, Limits
+from ..model import ExecutionResult
+from . import command_settings
 
 
 RUNTIME_HELP = ("Docker runtime of the containers, e.g. runsc (gVisor); default: the "
                 "engine's default (SelfHeal.runtime)")
+DEFAULTS = SelfHeal()
+"""Shown in the help only; the values come from :func:`command_settings`."""
+SANDBOX_FLAGS = {"image": "image", "runtime": "runtime", "timeout": "timeout_s",
+                 "memory": "memory"}
 
 
 def register(subparsers: Any) -> None:
@@ -40,7 +45,7 @@ def register(subparsers: Any) -> None:
         "nothing is pulled from a registry. Idempotent: a current image is left alone.",
     )
     build.add_argument("--rebuild", action="store_true", help="build again even if current")
-    build.add_argument("--image", default=DEFAULT_IMAGE, help="image name (default: %(default)s)")
+    build.add_argument("--image", help=f"image name (default: {DEFAULTS.image})")
     build.add_argument(
         "--requirements",
         type=Path,
@@ -63,8 +68,8 @@ def register(subparsers: Any) -> None:
         description="Checks the Docker engine, the image, and runs a hardened print(1). "
         "Exit code 0 only if all of them hold.",
     )
-    doctor.add_argument("--image", default=DEFAULT_IMAGE, help="image name (default: %(default)s)")
-    doctor.add_argument("--runtime", default="", help=RUNTIME_HELP)
+    doctor.add_argument("--image", help=f"image name (default: {DEFAULTS.image})")
+    doctor.add_argument("--runtime", help=RUNTIME_HELP)
     doctor.set_defaults(handler=cmd_doctor)
 
     run = actions.add_parser(
@@ -87,13 +92,12 @@ def register(subparsers: Any) -> None:
         "copied in as bytes, never unpickled on the host",
     )
     run.add_argument("--tests", type=Path, metavar="FILE", help="test code run after each FILE")
-    limits = Limits()
-    run.add_argument("--timeout", type=float, default=limits.timeout_s, metavar="S",
-                     help="wall-clock seconds (default: %(default)s)")
-    run.add_argument("--memory", default=limits.memory, metavar="M",
-                     help="memory limit, e.g. 512m or 2g (default: %(default)s)")
-    run.add_argument("--image", default=DEFAULT_IMAGE, help="image name (default: %(default)s)")
-    run.add_argument("--runtime", default="", help=RUNTIME_HELP)
+    run.add_argument("--timeout", type=float, metavar="S",
+                     help=f"wall-clock seconds (default: {DEFAULTS.timeout_s:g})")
+    run.add_argument("--memory", metavar="M",
+                     help=f"memory limit, e.g. 512m or 2g (default: {DEFAULTS.memory})")
+    run.add_argument("--image", help=f"image name (default: {DEFAULTS.image})")
+    run.add_argument("--runtime", help=RUNTIME_HELP)
     run.add_argument("--json", action="store_true",
                      help="print the result as JSON (several files: one compact result per line)")
     run.set_defaults(handler=cmd_exec)
@@ -115,8 +119,9 @@ def cmd_build(args: argparse.Namespace) -> int:
                 f"Cannot read the requirements file {args.requirements} ({exc.strerror}). "
                 "Give a pip requirements file, one requirement per line."
             ) from exc
+    name = command_settings(args, SANDBOX_FLAGS).image
     status = image.build_image(
-        connect(), args.image, rebuild=args.rebuild, extra_requirements=extras,
+        connect(), name, rebuild=args.rebuild, extra_requirements=extras,
         log=lambda line: print(line, flush=True),
     )  # build_image logs its outcome on every path ("nothing to do" / "built ...")
     if extras:
@@ -124,7 +129,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     if args.with_packages:
         if extras:
             raise BadInput("--with adds to the standard image; build --requirements apart.")
-        image.build_with_layer(connect(), args.image, args.with_packages,
+        image.build_with_layer(connect(), name, args.with_packages,
                                log=lambda line: print(line, flush=True))
     return 0
 
@@ -162,13 +167,14 @@ def cmd_doctor(args: argparse.Namespace, out: Callable[[str], None] = print) -> 
     except SelfHealError as exc:
         out(f"FAIL  Docker engine: {exc}")
         return 1
-    status = image.image_status(client, args.image)
+    settings = command_settings(args, SANDBOX_FLAGS)
+    status = image.image_status(client, settings.image)
     if not status.current:
         out(f"FAIL  image: {status.describe()}")
         return 1
     out(f"ok    {status.describe()}")
     try:
-        with DockerSandbox(args.image, pool_size=1, client=client, runtime=args.runtime) as sb:
+        with DockerSandbox.from_config(settings, pool_size=1, client=client) as sb:
             first = sb.execute("print(1)")
             probe = sb.execute(PROBE)
     except SelfHealError as exc:
@@ -181,7 +187,7 @@ def cmd_doctor(args: argparse.Namespace, out: Callable[[str], None] = print) -> 
     how = ("frames over a unix socket in a shared directory" if sb.channel == "socket" else
            "frames and inputs over the attach stream: the engine does not share this "
            "machine's files")
-    runtime = f", runtime {args.runtime}" if args.runtime else ""
+    runtime = f", runtime {settings.runtime}" if settings.runtime else ""
     out(f"ok    hardened print(1) ran ({first.duration_s * 1000:.0f} ms{runtime}; {how})")
     try:
         facts = json.loads(probe.stdout)
@@ -237,12 +243,11 @@ def cmd_exec(args: argparse.Namespace) -> int:
     programs = [(path, read_text(path)) for path in args.files]  # all readable before a run
     tests = read_text(args.tests) if args.tests else None
     inputs = parse_inputs(args.input)
-    limits = Limits(timeout_s=args.timeout, memory=args.memory)
+    settings = command_settings(args, SANDBOX_FLAGS)
     batch = len(programs) > 1
     all_ok = True
     # One file: no container is kept warm for a next run that will not come.
-    with DockerSandbox(args.image, limits=limits, pool_size=1 if batch else 0,
-                       runtime=args.runtime) as sb:
+    with DockerSandbox.from_config(settings, pool_size=1 if batch else 0) as sb:
         for path, code in programs:
             result = sb.execute(code, inputs=inputs, tests=tests, filename=path.name)
             all_ok = all_ok and result.ok

@@ -36,7 +36,7 @@ from .aggregate import run_spec_kept
 from .images import ensure_benchmark_image
 from .problem import Problem
 from .progress import Progress
-from .scoring import Score, score
+from .scoring import HIDDEN_OPTIONS, Score, score
 from .store import ResultStore
 
 CONDITIONS = ("loop", "baseline")
@@ -67,8 +67,7 @@ SandboxFactory = Callable[[SelfHeal], Sandbox]
 def _docker_sandbox(settings: SelfHeal) -> Sandbox:
     from ..sandbox.docker import DockerSandbox
 
-    box = DockerSandbox(settings.image, limits=settings.limits(), pool_size=1,
-                        runtime=settings.runtime)
+    box = DockerSandbox.from_config(settings, pool_size=1)
     box.start()
     return box
 
@@ -279,6 +278,7 @@ def run_eval(
         "image": image,
         "versions": benchmarks.versions(),
     }
+    hidden_limits = probe.with_values(**HIDDEN_OPTIONS).limits()
     workers = _Workers(sandbox_factory or _docker_sandbox, probe)
     progress = Progress(len(jobs), config.benchmark, stream=progress_stream)
     progress.start()
@@ -292,14 +292,15 @@ def run_eval(
             t0 = time.monotonic()
             run: Run = loop.run(problem.task())
             run_dict = _trim(run.to_dict())
-            hidden = score(sandbox, problem, _code_of(run_dict))
+            hidden = score(sandbox, problem, _code_of(run_dict), limits=hidden_limits)
             wall = time.monotonic() - t0
             out = [make_record(problem, condition, run_dict, hidden, wall,
                                max_iterations=settings.max_iterations, meta=meta)]
             if derive and condition == "loop":
                 single = derive_single_pass(run_dict)
                 same = len(single["iterations"]) == len(run_dict["iterations"])
-                s_hidden = hidden if same else score(sandbox, problem, _code_of(single))
+                s_hidden = hidden if same else score(
+                    sandbox, problem, _code_of(single), limits=hidden_limits)
                 s_wall = single["totals"]["duration_s"] + s_hidden.duration_s
                 out.append(make_record(problem, "baseline", single, s_hidden,
                                        wall if same else s_wall, max_iterations=1, meta=meta,

@@ -14,8 +14,8 @@ from ..sandbox.base import Sandbox
 from .benchmarks import hidden_run
 from .problem import Problem
 
-HIDDEN_LIMITS = Limits(timeout_s=60.0, memory="1g")
-"""Hidden suites (dataframe's unittest, HumanEval's larger checks) need more than the
+HIDDEN_OPTIONS = {"timeout_s": 60.0, "memory": "1g"}
+"""``SelfHeal`` options of the hidden run (the rest are the run's own). Hidden suites (dataframe's unittest, HumanEval's larger checks) need more than the
 default; the grader's own process shares the container's memory with the program."""
 
 
@@ -41,16 +41,14 @@ def _detail(result: ExecutionResult) -> str:
     return tail[-1][:300] if tail else ""
 
 
-def score(
-    sandbox: Sandbox, problem: Problem, code: str | None, *, limits: Limits | None = None
-) -> Score:
+def score(sandbox: Sandbox, problem: Problem, code: str | None, *, limits: Limits) -> Score:
     """Run ``code`` against ``problem``'s hidden tests; no code scores as a failure."""
     if not code or not code.strip():
         return Score(False, "no_code", "the run produced no program")
     hidden = hidden_run(problem)
     result = sandbox.execute(code, prelude=hidden.prelude or None, tests=hidden.tests,
                              inputs=problem.hidden_inputs or None,
-                             limits=limits or HIDDEN_LIMITS)
+                             limits=limits)
     lines = result.stdout.splitlines()
     passed = result.status == "ok" and bool(result.tests) and all(t.passed for t in result.tests)
     detail = "" if passed else _detail(result)

@@ -72,19 +72,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--alias", required=True, help="model name the endpoint answers to")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=0, help="0: any free port")
-    p.add_argument("--ctx", type=int, default=8192)
-    p.add_argument("--threads", type=int, default=1, help="threads generating tokens")
-    p.add_argument("--batch-threads", type=int, default=0,
+    # How the server is shaped: always given by ServerOptions.child_args (no defaults here).
+    p.add_argument("--ctx", type=int, required=True)
+    p.add_argument("--threads", type=int, required=True, help="threads generating tokens")
+    p.add_argument("--batch-threads", type=int, required=True,
                    help="threads reading the prompt (0: same as --threads)")
-    p.add_argument("--parallel", type=int, default=1,
+    p.add_argument("--parallel", type=int, required=True,
                    help="slots serving requests at once (they share one KV cache)")
-    p.add_argument("--cache-reuse", type=int, default=0,
+    p.add_argument("--cache-reuse", type=int, required=True,
                    help="reuse cached prompt chunks of at least N tokens by KV shifting (0: off)")
-    p.add_argument("--speculation", choices=sorted(SPECULATION_TYPES), default="off")
+    p.add_argument("--speculation", choices=sorted(SPECULATION_TYPES), required=True)
     p.add_argument("--draft-model", default="", help="GGUF of the draft model (--speculation draft)")
-    p.add_argument("--draft-max", type=int, default=16, help="most tokens drafted at once")
-    p.add_argument("--ngram-n", type=int, default=0, help="lookup n-gram size (0: llama.cpp's)")
-    p.add_argument("--ngram-m", type=int, default=0, help="draft m-gram size (0: llama.cpp's)")
+    p.add_argument("--draft-max", type=int, required=True, help="most tokens drafted at once")
+    p.add_argument("--ngram-n", type=int, required=True, help="lookup n-gram size (0: llama.cpp's)")
+    p.add_argument("--ngram-m", type=int, required=True, help="draft m-gram size (0: llama.cpp's)")
     p.add_argument("--parent", type=int, default=0, help="pid whose death ends us (0: none)")
     p.add_argument("--pdeathsig", action="store_true", help="also use PR_SET_PDEATHSIG")
     p.add_argument("--idle-s", type=float, default=0.0,

@@ -48,20 +48,22 @@ INSTALL_HINT = "pip install 'selfheal-jupyter[local]'"
 
 @dataclass(frozen=True)
 class ServerOptions:
-    """How the server process is configured (what makes two servers interchangeable)."""
+    """How the server process is configured (what makes two servers interchangeable).
 
-    context: int = 8192
-    threads: int = 1
+    Built by :func:`server_options` from ``SelfHeal`` and :mod:`.tuning`."""
+
+    context: int
+    threads: int
     """Threads generating tokens; 0: from the machine when the server starts."""
-    batch_threads: int = 1
+    batch_threads: int
     """Threads reading the prompt; 0: from the machine when the server starts."""
-    parallel: int = 1
-    cache_reuse: int = 0
-    speculation: str = "off"  # a key of child.SPECULATION_TYPES
-    draft_model: str = ""  # path of the draft GGUF when speculation == "draft"
-    draft_max: int = 16
-    ngram_n: int = 0
-    ngram_m: int = 0
+    parallel: int
+    cache_reuse: int
+    speculation: str  # a key of child.SPECULATION_TYPES
+    draft_model: str  # path of the draft GGUF when speculation == "draft", else ""
+    draft_max: int
+    ngram_n: int
+    ngram_m: int
 
     def fingerprint(self, spec: LocalModelSpec) -> str:
         text = json.dumps([spec.key, asdict(self)], sort_keys=True)
@@ -271,27 +273,21 @@ def start_server(
     spec: LocalModelSpec,
     model_file: Path,
     *,
+    options: ServerOptions,
     port: int = 0,
     host: str = "127.0.0.1",
-    context: int = 8192,
-    threads: int = 1,
-    batch_threads: int = 0,
-    options: ServerOptions | None = None,
     idle_s: float = 0.0,
     state_file: Path | None = None,
     ready_timeout: float = READY_TIMEOUT_S,
 ) -> LocalServer:
     """Start the child process and return once it answers ``/health``.
 
-    ``options`` (else ``context``/``threads``/``batch_threads``) configure it. With
+    ``options`` configure it (port 0: any free one). With
     ``idle_s > 0`` and a ``state_file`` the server is shared: it outlives this
     process, announces itself in ``state_file`` and stops after ``idle_s`` idle
     seconds; otherwise it dies with this process.
     """
     require_runtime()
-    if options is None:
-        options = ServerOptions(context=context, threads=threads,
-                                batch_threads=batch_threads or threads)  # fmt: skip
     options = options.resolved()
     shared = idle_s > 0 and state_file is not None
     log_dir().mkdir(parents=True, exist_ok=True)

@@ -38,8 +38,8 @@ class Sandbox(Protocol):
         ``tests``: the user's test code, run after the candidate in its namespace, one
         top-level statement at a time, each reported in ``ExecutionResult.tests``.
         ``cancel``: when set during the run, the run is killed and the result is
-        ``killed``. ``prelude``: code run first in the same ``__main__`` namespace
-        (the notebook's imports and definitions), reported as file ``<notebook>``. Never raises for anything the candidate does; raises
+        ``killed``. ``limits``: None = the sandbox's own. Never raises for anything the
+        candidate does; raises
         :class:`~selfheal_jupyter.errors.SandboxError` when the sandbox itself fails.
         """
 

@@ -54,7 +54,6 @@ import docker
 import docker.errors
 from docker.utils import parse_bytes
 
-from ..config import DEFAULT_IMAGE
 from ..errors import SandboxError
 from ..model import ErrorInfo, ExecutionResult, Limits, Status
 from . import serialize
@@ -317,23 +316,25 @@ class DockerSandbox:
 
     def __init__(
         self,
-        image: str = DEFAULT_IMAGE,
+        image: str,
         *,
-        limits: Limits | None = None,
-        pool_size: int = 1,
+        limits: Limits,
+        pool_size: int,
+        runtime: str,
         client: docker.DockerClient | None = None,
         session: str | None = None,
         channel: str = "auto",
-        runtime: str = "",
     ) -> None:
+        """``runtime``: Docker's --runtime ("" = the engine's default); ``client``: an
+        engine other than the environment's; ``channel``: "auto" probes, else forced."""
         if channel != "auto" and channel not in CHANNELS:
             raise SandboxError(f"Unknown sandbox channel {channel!r}: use auto, "
                                + " or ".join(CHANNELS) + ".")
         self._forced = None if channel == "auto" else channel
         self._channel: str | None = self._forced
         self.image = image
-        self.runtime = runtime  # Docker's --runtime (e.g. "runsc"); "" = the engine's default
-        self.limits = limits or Limits()
+        self.runtime = runtime
+        self.limits = limits
         self.pool_size = max(0, pool_size)
         self.session = session or uuid.uuid4().hex[:12]
         self._client = client
@@ -350,10 +351,11 @@ class DockerSandbox:
         self.backstop_grace_s = BACKSTOP_GRACE_S
 
     @classmethod
-    def from_config(cls, config: Any) -> DockerSandbox:
-        """Build from a :class:`~selfheal_jupyter.config.SelfHeal`."""
-        return cls(config.image, limits=config.limits(), pool_size=config.pool_size,
-                   runtime=config.runtime)
+    def from_config(cls, config: Any, **given: Any) -> DockerSandbox:
+        """Build from a :class:`~selfheal_jupyter.config.SelfHeal`; ``given`` replaces or
+        adds constructor arguments (``client``, ``channel``, a fixed ``pool_size``)."""
+        return cls(config.image, **{"limits": config.limits(), "pool_size": config.pool_size,
+                                    "runtime": config.runtime, **given})
 
     # -- lifecycle -------------------------------------------------------------
     @property
