@@ -50,11 +50,17 @@ def _expressions(stmt: ast.stmt, known: "set[str] | frozenset[str]" = frozenset(
     out: list[str] = []
 
     def add(node: ast.AST) -> None:
-        if isinstance(node, (ast.Constant, ast.Lambda)) or not isinstance(node, ast.expr):
+        # A slice (``5:`` of ``values[5:]``) is an ast.expr but no expression of its own.
+        if isinstance(node, (ast.Constant, ast.Lambda, ast.Slice)) or not isinstance(node, ast.expr):
             return
         text = ast.unparse(node)
-        if text not in out and len(text) <= 120:
-            out.append(text)
+        if text in out or len(text) > 120:
+            return
+        try:
+            compile(text, "<probe>", "eval")
+        except SyntaxError:  # e.g. a tuple of slices (``a[1:, 0]``)
+            return
+        out.append(text)
 
     for node in ast.walk(stmt):
         if isinstance(node, ast.Compare):

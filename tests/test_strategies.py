@@ -198,6 +198,20 @@ def test_plan_probes_runs_the_program_up_to_the_failing_statement():
     assert plan_probes(code, ExecutionResult(status="ok", exit_code=0)) is None
 
 
+def test_a_slice_is_no_probe_of_its_own():
+    """`values[5:]`: the sliced list is probed, never `5:` (not an expression: a probe of
+    it would make every probe of the run unparsable)."""
+    code = "values = [1, 2, 3]\nprint(sum(values) / len(values[5:]))\n"
+    result = ExecutionResult(status="error", exit_code=1, error=ErrorInfo(
+        "ZeroDivisionError", "division by zero", 2,
+        [Frame("candidate.py", 2, "<module>", "print(sum(values) / len(values[5:]))")],
+        locals={"values": "[1, 2, 3]"}))
+    _, probes = plan_probes(code, result)
+    shown = [_expr(p) for p in probes]
+    assert "values[5:]" in shown and "len(values[5:])" in shown and "5:" not in shown
+    compile("\n".join(probes), "probes", "exec")
+
+
 def test_a_failure_inside_a_function_probes_the_callers_values(sandbox):
     code = ('def average(values):\n    return sum(values) / len(values)\n\n'
             'groups = {"a": [3, 4, 5], "b": []}\nprint("class B:", average(groups["b"]))\n')
