@@ -1,4 +1,4 @@
-"""The live panel in a real JupyterLab, driven in Debian's Chromium by Playwright.
+"""The live panel in a real JupyterLab and Notebook 7, driven in Debian's Chromium by Playwright.
 
 JupyterLab (from PyPI) serves notebooks in a temp dir with the package's labextension
 (found through ``JUPYTER_PATH``); its kernels reach the scripted server through
@@ -7,7 +7,9 @@ the panel's Stop button; a passing run ends its cell at once and **Insert below*
 pressed afterwards, puts the code right below it; %%heal's **Replace this cell**
 changes that cell's source; with autoheal on a failing cell shows no foreign warning
 and Stop stops the autoheal run; Run All over three %%agent cells finishes with no
-click. Screenshots go to ``test-output/browser/``. Playwright only drives
+click. Notebook 7 (``jupyter notebook``) serves the same labextension: there too a
+passing run ends its cell, and Insert below, Replace this cell and Run in my kernel work
+afterwards. Screenshots go to ``test-output/browser/``. Playwright only drives
 ``/usr/bin/chromium``; nothing downloads a browser.
 """
 
@@ -20,6 +22,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import nbformat
@@ -41,6 +44,8 @@ HEAL_BUGGY = "prices = {'tea': 2}\nprint(prices['coffee'])"  # typed without a f
 HEAL_FIXED = "prices = {'tea': 2}\nprint(prices.get('coffee', 0))"
 AUTO_FAILING = "numbers = []\nprint(max(numbers))"
 RUN_ALL = ["Print one.", "Print two.", "Print three."]
+KERNEL_TASK = "Set answer to six times seven and print it."
+KERNEL_CODE = "answer = 6 * 7\nprint(answer)"
 EXTENSION = Path(__file__).resolve().parent.parent / "selfheal_jupyter" / "labextension"
 
 
@@ -69,40 +74,24 @@ def wait_until(predicate, timeout: float, what: str, interval: float = 0.2):
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
-@pytest.fixture()
-def lab(tmp_path):
+def _kernelspec_notebook(cells: list[str]) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in cells])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return nb
+
+
+@contextmanager
+def _jupyter(app: str, tmp_path: Path, replies: list, notebooks: dict[str, list[str]]):
+    """Serve ``notebooks`` (name -> cell sources) from a temp dir with ``python -m app``
+    (``jupyterlab`` or ``notebook``): the package's labextension on ``JUPYTER_PATH``,
+    no news pop-up, kernels talking to a scripted server. Yields (base URL, server)."""
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
     pytest.importorskip("playwright.sync_api")
-    replies = [
-        Reply("1. Wait for a long time.\n2. Print done.", match="Wait a long time"),
-        Reply(fence(SLOW_CODE), match="Wait a long time"),
-        Reply("1. Put the numbers in a list.\n2. Print their mean.", match="mean of the numbers"),
-        Reply(fence(BUGGY), match="mean of the numbers"),
-        Reply("Divide by the length of the whole list.\n\n" + fence(FIXED), match="ZeroDivisionError"),
-        Reply("Use a default.\n\n" + fence(HEAL_FIXED), match="KeyError"),
-        Reply(fence(SLOW_CODE), match="ValueError"),
-        *[Reply(fence(f"print({task.split()[1][:-1]!r})"), match=task) for task in RUN_ALL],
-    ]
     root = tmp_path / "work"
     root.mkdir()
-    nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell("%load_ext selfheal_jupyter"),
-        nbformat.v4.new_code_cell(f"%%agent\n{SLOW_TASK}"),
-        nbformat.v4.new_code_cell(f"%%agent\n{FAST_TASK}"),
-        nbformat.v4.new_code_cell(f"%%heal\n{HEAL_BUGGY}"),
-        nbformat.v4.new_code_cell("%agent_autoheal on"),
-        nbformat.v4.new_code_cell(AUTO_FAILING),
-    ])
-    kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.metadata["kernelspec"] = kernelspec
-    nbformat.write(nb, root / "panel.ipynb")
-    run_all = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell("%load_ext selfheal_jupyter"),
-        *[nbformat.v4.new_code_cell(f"%%agent --no-plan\n{task}") for task in RUN_ALL],
-    ])
-    run_all.metadata["kernelspec"] = kernelspec
-    nbformat.write(run_all, root / "runall.ipynb")
+    for name, cells in notebooks.items():
+        nbformat.write(_kernelspec_notebook(cells), root / name)
     shared = tmp_path / "jupyter" / "labextensions"
     shared.mkdir(parents=True)
     (shared / "selfheal-jupyter").symlink_to(EXTENSION)
@@ -122,9 +111,9 @@ def lab(tmp_path):
             JUPYTER_PATH=str(tmp_path / "jupyter"),
         )
         env.pop("SELFHEAL_MODEL", None)
-        log = open(tmp_path / "lab.log", "w")
+        log = open(tmp_path / f"{app}.log", "w")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root",
+            [sys.executable, "-m", app, "--no-browser", "--allow-root",
              f"--port={port}", "--ServerApp.ip=127.0.0.1", "--IdentityProvider.token=",
              "--ServerApp.password=", f"--ServerApp.root_dir={root}",
              "--ServerApp.disable_check_xsrf=True"],
@@ -132,8 +121,8 @@ def lab(tmp_path):
         )
         base = f"http://127.0.0.1:{port}"
         try:
-            wait_until(lambda: _answers(f"{base}/api/status"), 60, "JupyterLab to answer")
-            yield base, server, tmp_path
+            wait_until(lambda: _answers(f"{base}/api/status"), 60, f"{app} to answer")
+            yield base, server
         finally:
             proc.terminate()
             try:
@@ -141,6 +130,49 @@ def lab(tmp_path):
             except subprocess.TimeoutExpired:
                 proc.kill()
             log.close()
+
+
+@pytest.fixture()
+def lab(tmp_path):
+    replies = [
+        Reply("1. Wait for a long time.\n2. Print done.", match="Wait a long time"),
+        Reply(fence(SLOW_CODE), match="Wait a long time"),
+        Reply("1. Put the numbers in a list.\n2. Print their mean.", match="mean of the numbers"),
+        Reply(fence(BUGGY), match="mean of the numbers"),
+        Reply("Divide by the length of the whole list.\n\n" + fence(FIXED), match="ZeroDivisionError"),
+        Reply("Use a default.\n\n" + fence(HEAL_FIXED), match="KeyError"),
+        Reply(fence(SLOW_CODE), match="ValueError"),
+        *[Reply(fence(f"print({task.split()[1][:-1]!r})"), match=task) for task in RUN_ALL],
+    ]
+    notebooks = {
+        "panel.ipynb": ["%load_ext selfheal_jupyter", f"%%agent\n{SLOW_TASK}", f"%%agent\n{FAST_TASK}",
+                        f"%%heal\n{HEAL_BUGGY}", "%agent_autoheal on", AUTO_FAILING],
+        "runall.ipynb": ["%load_ext selfheal_jupyter", *[f"%%agent --no-plan\n{task}" for task in RUN_ALL]],
+    }
+    with _jupyter("jupyterlab", tmp_path, replies, notebooks) as (base, server):
+        yield base, server, tmp_path
+
+
+@pytest.fixture()
+def notebook7(tmp_path):
+    """Notebook 7 (``jupyter notebook``, built from JupyterLab's components) with the
+    same labextension and scripted server."""
+    pytest.importorskip("notebook")
+    from notebook import __version__
+
+    if int(__version__.split(".")[0]) < 7:
+        pytest.fail(f"notebook {__version__} is not Notebook 7: pip install 'notebook>=7,<8'")
+    replies = [
+        Reply("1. Put the numbers in a list.\n2. Print their mean.", match="mean of the numbers"),
+        Reply(fence(BUGGY), match="mean of the numbers"),
+        Reply("Divide by the length of the whole list.\n\n" + fence(FIXED), match="ZeroDivisionError"),
+        Reply("Use a default.\n\n" + fence(HEAL_FIXED), match="KeyError"),
+        Reply(fence(KERNEL_CODE), match=KERNEL_TASK),
+    ]
+    notebooks = {"nb7.ipynb": ["%load_ext selfheal_jupyter", f"%%agent\n{FAST_TASK}", f"%%heal\n{HEAL_BUGGY}",
+                               f"%%agent --no-plan\n{KERNEL_TASK}", "print(answer + 1)"]}
+    with _jupyter("notebook", tmp_path, replies, notebooks) as (base, server):
+        yield base, server
 
 
 def _answers(url: str) -> bool:
@@ -269,5 +301,69 @@ def test_run_all_over_three_agent_cells_needs_no_click(lab):
             assert [cells.nth(i).locator(".jp-InputPrompt").inner_text().strip() for i in (1, 2, 3)] == \
                 ["[2]:", "[3]:", "[4]:"]
             expect(cells).to_have_count(4)  # nothing was inserted without a click
+        finally:
+            browser.close()
+
+
+def test_notebook7_panel_inserts_replaces_and_runs_after_the_cell_ended(notebook7):
+    """The same hand-over in Notebook 7: the labextension must load there too (the
+    buttons are only offered once it answered; "Inserted below the cell." is only
+    said on its reply, never on the ``set_next_input`` fallback)."""
+    from playwright.sync_api import expect, sync_playwright
+
+    base, server = notebook7
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    expect.set_options(timeout=60_000)
+    with sync_playwright() as p:
+        browser, page = _launch(p)
+        try:
+            page.goto(f"{base}/notebooks/nb7.ipynb")
+            wait_until(lambda: _kernel_idle(base, "nb7.ipynb"), 90, "the kernel to start")
+            cells = page.locator(".jp-Notebook .jp-Cell")
+            expect(cells).to_have_count(5)
+            _run_in_place(page, cells.nth(0))  # %load_ext
+
+            # --- a passing run ends its cell; Insert below works afterwards ---------
+            fast = cells.nth(1)
+            _run_in_place(page, fast)
+            expect(fast.locator('[data-outcome="success"]').first).to_be_visible(timeout=90_000)
+            expect(fast.locator(".jp-InputPrompt")).not_to_contain_text("*", timeout=2_000)
+            insert = fast.get_by_role("button", name="Insert below")
+            expect(insert).to_be_visible()
+            expect(fast.locator(".selfheal-traceback").last).to_contain_text("ZeroDivisionError")
+            fast.locator(".selfheal-panel").screenshot(path=str(OUTPUT / "notebook7-panel.png"))
+            cells.nth(4).locator(".cm-content").click()  # another cell is active when Insert is pressed
+            insert.click()
+            expect(fast.get_by_text("Inserted below the cell.")).to_be_visible()
+            expect(cells).to_have_count(6)
+            expect(cells.nth(2).locator(".cm-content")).to_contain_text("sum(values) / len(values)")
+            assert "set_next_input" not in fast.locator(".jp-Cell-outputArea").inner_text()
+
+            # --- %%heal: Replace this cell puts the fix into that cell, unrun -------
+            heal = cells.nth(3)
+            _run_in_place(page, heal)
+            replace = heal.get_by_role("button", name="Replace this cell")
+            expect(replace).to_be_visible(timeout=90_000)
+            expect(heal.get_by_text("Diff to your cell")).to_be_visible()
+            expect(heal.locator(".jp-InputPrompt")).not_to_contain_text("*")
+            prompt = heal.locator(".jp-InputPrompt").inner_text()
+            replace.click()
+            expect(heal.get_by_text("Replaced the cell's code with the fix")).to_be_visible()
+            expect(heal.locator(".cm-content")).to_contain_text("prices.get('coffee', 0)")
+            assert heal.locator(".jp-InputPrompt").inner_text() == prompt  # not run again
+            assert "%%heal" not in heal.locator(".cm-content").inner_text()
+
+            # --- Run in my kernel, after the cell ended: the code's names are there -
+            agent = cells.nth(4)
+            _run_in_place(page, agent)
+            run = agent.get_by_role("button", name="Run in my kernel")
+            expect(run).to_be_visible(timeout=90_000)
+            expect(agent.locator(".jp-InputPrompt")).not_to_contain_text("*")
+            run.click()
+            expect(agent.get_by_text("Ran the code in your kernel.")).to_be_visible()
+            after = cells.nth(5)
+            _run_in_place(page, after)  # print(answer + 1): `answer` exists only if the code ran here
+            expect(after.locator(".jp-Cell-outputArea")).to_contain_text("43")
+            page.screenshot(path=str(OUTPUT / "notebook7-page.png"), full_page=True)
         finally:
             browser.close()
