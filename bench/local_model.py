@@ -1,7 +1,7 @@
 """Speed levers of the embedded model, each on and off in the same run, through the
 real loop and sandbox.
 
-    python bench/local_model.py [--configs today,threads2,ngram,draft,all]
+    python bench/local_model.py [--configs today,threads2,ngram,draft,all,edit]
                                 [--tasks grades,inventory,textstats,parens,pandas]
                                 [--max-iterations 3] [--json OUT]
 
@@ -12,7 +12,8 @@ the real child process), so a change in the machine's load hits all of them alik
 Per configuration it prints: tasks passed, LLM rounds, median seconds per round,
 completion and prompt tokens per round, the share of prompt tokens served from the
 server's prompt cache, generation tokens/s, and the speculative acceptance rate —
-from llama.cpp's own ``/metrics`` counters, read before and after each run.
+from llama.cpp's own ``/metrics`` counters, read before and after each run — and the
+rounds whose program came from SEARCH/REPLACE edits / whose edits did not apply.
 
 Configurations (one lever each, against ``today``):
   today     1 generation / 1 prompt thread, no speculation, 1 slot (the old settings)
@@ -23,6 +24,8 @@ Configurations (one lever each, against ``today``):
   all       the new defaults: auto threads, n-gram speculation, 2 slots
   reuse     all + n_cache_reuse 32 (reuse cached chunks of the program after the first change)
   ngram16   all + n-gram drafts of at most 16 tokens (llama.cpp's default: 48)
+  edit      all + SelfHeal.repair_format = "edit" (repairs answer with SEARCH/REPLACE
+            blocks; compare with ``all``: --configs all,edit)
 """
 
 from __future__ import annotations
@@ -75,7 +78,12 @@ def configs(draft_path: str) -> dict[str, ServerOptions]:
     }  # fmt: skip
     table["reuse"] = replace(table["all"], cache_reuse=32)  # + KV-shifted reuse of program chunks
     table["ngram16"] = replace(table["all"], ngram_m=16)  # + shorter n-gram drafts
+    table["edit"] = table["all"]  # the same server; the loop asks for edits (LOOP_OPTIONS)
     return table
+
+
+LOOP_OPTIONS: dict[str, dict[str, object]] = {"edit": {"repair_format": "edit"}}
+"""``SelfHeal`` options of a configuration beyond the server's (none: the defaults)."""
 
 
 COUNTERS = {
@@ -108,6 +116,10 @@ class Result:
     load: float
     delta: dict[str, float] = field(default_factory=dict)
     threads: str = ""
+    edited: int = 0
+    """Rounds whose program came from SEARCH/REPLACE blocks."""
+    edit_failed: int = 0
+    """Rounds whose SEARCH/REPLACE blocks did not apply."""
 
 
 def run_task(name: str, cfg: str, options: ServerOptions, spec, path, sandbox, max_it: int) -> Result:
@@ -115,7 +127,7 @@ def run_task(name: str, cfg: str, options: ServerOptions, spec, path, sandbox, m
     server = start_server(spec, path, options=options)
     try:
         settings = SelfHeal(max_iterations=max_it, llm_timeout_s=900, llm_max_retries=0,
-                            time_budget_s=0, token_budget=0)
+                            time_budget_s=0, token_budget=0, **LOOP_OPTIONS.get(cfg, {}))
         client = build_llm(settings, Endpoint(server.base_url, "unused", spec.alias, local=True))
         loop = build_loop(settings, llm=client, sandbox=sandbox)
         before = metrics(server.url)
@@ -130,12 +142,15 @@ def run_task(name: str, cfg: str, options: ServerOptions, spec, path, sandbox, m
     rounds += 1 if run.plan is not None and run.plan.steps else 0
     delta = {k: after[k] - before[k] for k in COUNTERS}
     return Result(cfg, name, str(run.outcome), max(rounds, 1), seconds, load, delta,
-                  f"{options.threads}/{options.batch_threads}")  # fmt: skip
+                  f"{options.threads}/{options.batch_threads}",
+                  edited=sum(it.edited for it in run.iterations),
+                  edit_failed=sum(bool(it.edit_failure) for it in run.iterations))  # fmt: skip
 
 
 def summarise(results: list[Result], names: list[str]) -> str:
     head = (f"{'config':9} {'thr':>4} {'pass':>5} {'rounds':>6} {'s/round':>8} {'x today':>7} "
-            f"{'tok/rnd':>7} {'prompt/rnd':>10} {'cached%':>7} {'gen t/s':>7} {'accept%':>7} {'load':>5}")  # fmt: skip
+            f"{'tok/rnd':>7} {'prompt/rnd':>10} {'cached%':>7} {'gen t/s':>7} {'accept%':>7} {'load':>5} "
+            f"{'edits ok/failed':>15}")  # fmt: skip
     lines = [head, "-" * len(head)]
     base = None
     for cfg in names:
@@ -155,7 +170,8 @@ def summarise(results: list[Result], names: list[str]) -> str:
             f"{cfg:9} {rs[0].threads:>4} {sum(r.outcome == 'success' for r in rs):2d}/{len(rs):<2d} "
             f"{rounds / len(rs):6.1f} {med:8.1f} {speed:7.2f} {tot['predicted'] / rounds:7.0f} "
             f"{(tot['prompt'] + tot['cached']) / rounds:10.0f} {cached:7.0f} {gen:7.1f} {acc:7.0f} "
-            f"{statistics.mean(r.load for r in rs):5.1f}"
+            f"{statistics.mean(r.load for r in rs):5.1f} "
+            f"{sum(r.edited for r in rs):>9d}/{sum(r.edit_failed for r in rs):<5d}"
         )  # fmt: skip
     return "\n".join(lines)
 
@@ -227,7 +243,8 @@ def main() -> int:
                 print(f"{tname:10} {cfg:9} {r.outcome:17} rounds={r.rounds} {r.seconds:6.1f}s "
                       f"{r.seconds / r.rounds:5.1f}s/round gen={d['predicted']:.0f} "
                       f"prompt={d['prompt']:.0f}+{d['cached']:.0f}cached "
-                      f"draft={d['accepted']:.0f}/{d['drafted']:.0f} load={r.load:.1f}", flush=True)  # fmt: skip
+                      f"draft={d['accepted']:.0f}/{d['drafted']:.0f} load={r.load:.1f} "
+                      f"edits={r.edited}/{r.edit_failed}failed", flush=True)  # fmt: skip
     finally:
         close_shared_sandboxes()
     print()

@@ -117,7 +117,8 @@ class ReplayingDeveloper(Developer):
     """The baseline: a developer that replays the whole conversation every round."""
 
     def __init__(self, llm: LLMClient) -> None:
-        super().__init__(llm, retry_temperature=SelfHeal().retry_temperature)
+        super().__init__(llm, retry_temperature=SelfHeal().retry_temperature,
+                         repair_format=SelfHeal().repair_format)
         self.history: list[dict[str, str]] = []
         self.last_reply = ""
 

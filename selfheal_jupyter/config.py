@@ -109,6 +109,14 @@ class SelfHeal(Configurable):
         "task (for %%heal: from your original code) instead of repairing the last program. "
         "0 = never.",
     ).tag(config=True)
+    repair_format = Enum(
+        ["whole", "edit"],
+        default_value="whole",
+        help="What a repair reply holds: 'whole' the complete program again; 'edit' only "
+        "the changes, as SEARCH/REPLACE blocks that the loop applies to the program (fewer "
+        "tokens to generate). A reply with a whole program is still taken; blocks that do "
+        "not apply make the next round ask for the whole program.",
+    ).tag(config=True)
 
     @validate("generated_checks", "candidates", "restart_after")
     def _non_negative(self, proposal):  # noqa: ANN001 - traitlets API

@@ -179,6 +179,7 @@ def build_loop(
         plan_on_heal=settings.plan_on_heal,
         limits=settings.limits(),
         retry_temperature=settings.retry_temperature,
+        repair_format=settings.repair_format,
         strategies=Strategies(
             generated_checks=settings.generated_checks,
             candidates=settings.candidates,

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from .agents.checks import CheckDesigner
-from .agents.developer import Developer, RepairContext
+from .agents.developer import Developer, Proposal, RepairContext
 from .agents.planner import Planner
 from .agents.qa import QA, check_tests, hold_known_wrong, strip_input_overwrites
 from .errors import BadInput, Cancelled, LLMError, SandboxError, SelfHealError
@@ -68,6 +68,11 @@ log = logging.getLogger(__name__)
 NO_CODE_FEEDBACK = (
     "Your reply contained no program. Reply with exactly one fenced ```python block "
     "holding the complete program."
+)
+EDIT_FAILED_FEEDBACK = (
+    "Your reply's SEARCH/REPLACE blocks could not be applied to the current program: "
+    "{failure}. The program was not changed and not run. Reply with the whole corrected "
+    "program in one fenced ```python block."
 )
 MAX_NO_CODE_IN_A_ROW = 2
 MAX_ASSERT_CHANGES = 2
@@ -220,6 +225,7 @@ class Loop:
         plan_on_heal: bool,
         limits: Limits,
         retry_temperature: float,
+        repair_format: str,
         strategies: Strategies,
         libraries: tuple[str, ...] | None = None,
     ) -> None:
@@ -231,7 +237,8 @@ class Loop:
         """Whether to ask the planner when the task starts from the user's code."""
         self.limits = limits
         self.planner = Planner(llm, libraries=libraries)
-        self.developer = Developer(llm, libraries=libraries, retry_temperature=retry_temperature)
+        self.developer = Developer(llm, libraries=libraries, retry_temperature=retry_temperature,
+                                   repair_format=repair_format)
         self.qa = QA(sandbox, self.limits)
         self.strategies = strategies
         self.designer = CheckDesigner(llm)
@@ -411,9 +418,9 @@ class Loop:
         repair = state.repair
         restarted = False
         diagnosis = ""
-        proposals: list[tuple[str | None, str, str | None]] = []  # (code, reply, finish)
+        proposals: list[Proposal] = []
         if given is not None:
-            proposals.append((given, "", None))
+            proposals.append(Proposal(code=given, reply=""))
         else:
             self._check_bounds(state, before=f"iteration {index}")
             st = self.strategies
@@ -455,18 +462,22 @@ class Loop:
                 code = proposal.code
                 if code is not None and data_names:
                     code, _ = strip_input_overwrites(code, data_names)
-                proposals.append((code, proposal.reply, proposal.finish_reason))
+                proposals.append(replace(proposal, code=code))
                 usage, llm_s = usage + proposal.usage, llm_s + proposal.llm_s
                 state.tokens += proposal.usage.total_tokens
         previous = state.last_code
         single = len(proposals) == 1
         trials: list[Trial] = []
         sandbox_s = 0.0
-        for code, reply, _ in proposals:
+        for proposal in proposals:
             trial, secs = self._evaluate(
-                task, state, index, code, data_names, given=given is not None,
+                task, state, index, proposal.code, data_names, given=given is not None,
                 announce=previous if single else None, show=single,
             )
+            if proposal.code is None and proposal.edit_failure:
+                trial = replace(trial, verdict=Verdict(
+                    False, [f"the reply's SEARCH/REPLACE blocks did not apply: "
+                            f"{proposal.edit_failure}"]))
             trials.append(trial)
             sandbox_s += secs
         samples: list[Sample] = []
@@ -474,7 +485,8 @@ class Loop:
         if not single:
             best, samples = choose(trials)
         trial = trials[best]
-        code, reply, finish = proposals[best]
+        chosen = proposals[best]
+        code, reply, finish = chosen.code, chosen.reply, chosen.finish_reason
         result, verdict, checks = trial.result, trial.verdict, trial.checks
         candidate = Candidate(code=code or "", iteration=index, reply=reply)
         diff = "" if code is None else code_diff(previous, code)
@@ -484,7 +496,10 @@ class Loop:
             if result is not None:
                 state.emit(ExecutionDone(index, result))
         values: list[TestOutcome] = []
-        if code is None:
+        if code is None and chosen.edit_failure:
+            state.no_code_in_a_row = 0
+            feedback = EDIT_FAILED_FEEDBACK.format(failure=chosen.edit_failure)
+        elif code is None:
             state.no_code_in_a_row += 1
             feedback = NO_CODE_FEEDBACK
         else:
@@ -518,6 +533,8 @@ class Loop:
             samples=samples,
             diagnosis=diagnosis,
             restarted=restarted,
+            edited=chosen.edited,
+            edit_failure=chosen.edit_failure,
         )
         run.iterations.append(iteration)
         state.emit(VerdictReady(iteration))
@@ -543,11 +560,13 @@ class Loop:
                 raise _Stop("failed", self._assert_change_message(state))
         # What the next round is told: the program as it stands and what went wrong.
         if code is None:
-            # The program as it stands did not change: keep its feedback, ask for code.
+            # The program as it stands did not change: keep its feedback, ask for code
+            # (the whole program, saying which block failed, when the edits did not apply).
             state.repair = RepairContext(
                 code=state.last_code,
                 feedback=state.repair.feedback if state.repair else "",
-                no_code=True,
+                no_code=not chosen.edit_failure,
+                edit_failure=chosen.edit_failure,
                 truncated=finish == "length",
                 soft_checks=state.repair.soft_checks if state.repair else False,
             )

@@ -555,6 +555,12 @@ class Iteration:
     """The model's explanation of the bug before this repair (``SelfHeal.explain_first``)."""
     restarted: bool = False
     """This round started over (``SelfHeal.restart_after``) instead of repairing the last one."""
+    edited: bool = False
+    """The candidate is the previous program with the reply's SEARCH/REPLACE blocks applied
+    (``SelfHeal.repair_format = "edit"``); ``candidate.code`` is always the whole program."""
+    edit_failure: str = ""
+    """The reply's SEARCH/REPLACE blocks could not be applied: which block and why (the
+    round then has no program, and the next one asks for the whole program)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -572,6 +578,8 @@ class Iteration:
             "samples": [asdict(x) for x in self.samples],
             "diagnosis": self.diagnosis,
             "restarted": self.restarted,
+            "edited": self.edited,
+            "edit_failure": self.edit_failure,
         }
 
 

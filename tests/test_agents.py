@@ -164,7 +164,8 @@ def test_verdict_rules():
 def test_developer_prompts():
     settings = SelfHeal()
     dev = Developer(build_llm(settings, Endpoint("http://127.0.0.1:9/v1", "k", "m")),
-                    retry_temperature=settings.retry_temperature)
+                    retry_temperature=settings.retry_temperature,
+                    repair_format=settings.repair_format)
     plan = Plan(["Load", "Print"])
     first = dev.build_messages("sum x", plan, [], "assert total == 6")
     system, user = first[0]["content"], first[1]["content"]

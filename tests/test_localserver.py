@@ -232,7 +232,8 @@ def test_repair_prompts_share_their_prefix_up_to_the_program() -> None:
     system message, the task, the inputs and the checks come first and are the same
     in every round; only the program and what happened change."""
     llm = build_llm(SelfHeal(), Endpoint("http://127.0.0.1:9/v1", "k", "m", local=True))
-    dev = Developer(llm, retry_temperature=SelfHeal().retry_temperature)
+    dev = Developer(llm, retry_temperature=SelfHeal().retry_temperature,
+                    repair_format=SelfHeal().repair_format)
     one = dev.build_messages("sum the list", None, [], "assert total == 6",
                              RepairContext(code="total = sum(x)\n", feedback="NameError: x"))
     two = dev.build_messages("sum the list", None, [], "assert total == 6",

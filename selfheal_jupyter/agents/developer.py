@@ -9,6 +9,11 @@ Small models often resend the very program that just failed. When the reply repe
 an earlier candidate, the developer asks once more, at a higher temperature, saying
 plainly that this program already failed; when the same failure comes back after a
 fix, the prompt says the previous fix did not work and asks for another approach.
+
+With ``repair_format="edit"`` a repair of a program asks for SEARCH/REPLACE blocks
+instead of the whole program again (:mod:`~selfheal_jupyter.edits` applies them); a
+reply that holds a whole program is taken as it is. When the blocks do not apply, the
+proposal has no program and says why; the next round asks for the whole program.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..codeblocks import extract_code
+from ..edits import apply_edits
 from ..inputs import INPUTS_HEADER, format_inputs
 from ..llm import LLMClient
 from ..model import InputDescription, Plan, Usage
@@ -61,6 +67,26 @@ CHECKS_NOTE = (
     "wrong. For each failing one, either fix the program, or, if you are sure the check is "
     "wrong, say why in one sentence before the code block and keep the program's behaviour."
 )
+WHOLE_INSTRUCTION = (
+    "Fix the program. Reply with ONE fenced ```python block holding the "
+    "complete corrected program."
+)
+EDIT_INSTRUCTION = """\
+Fix the program by editing it; do not write the whole program again. Reply with ONE \
+fenced ```python block holding only SEARCH/REPLACE blocks, one per change. SEARCH copies \
+lines of the current program exactly (enough of them to match one place only); \
+REPLACE gives the lines that take their place. Example:
+```python
+<<<<<<< SEARCH
+    return total / (len(values) + 1)
+=======
+    return total / len(values)
+>>>>>>> REPLACE
+```"""
+EDIT_FAILED_NOTE = (
+    "Your previous reply's SEARCH/REPLACE blocks could not be applied to the current "
+    "program: {failure}. This time write the whole program."
+)
 EXPLAIN_SYSTEM = """You are an expert Python debugger. Explain why the program fails, before anyone fixes it.
 Reply in at most 5 short sentences, no code: which line or function is wrong, what \
 value it produces and what it should produce instead, and what the fix must change."""
@@ -90,6 +116,9 @@ class RepairContext:
     """The model's own explanation of the bug (``SelfHeal.explain_first``)."""
     soft_checks: bool = False
     """The feedback holds failing GENERATED checks (fix the program or say why they are wrong)."""
+    edit_failure: str = ""
+    """The last reply's SEARCH/REPLACE blocks did not apply (which block, why): this round
+    asks for the whole program."""
 
 
 @dataclass
@@ -104,6 +133,10 @@ class Proposal:
     repeated: bool = False
     """True when the first reply repeated an earlier candidate and was asked again."""
     prompt_chars: int = 0
+    edited: bool = False
+    """``code`` is the repaired program with the reply's SEARCH/REPLACE blocks applied."""
+    edit_failure: str = ""
+    """The reply's SEARCH/REPLACE blocks did not apply (``code`` is None): which and why."""
 
 
 class Developer:
@@ -112,11 +145,21 @@ class Developer:
         llm: LLMClient,
         *,
         retry_temperature: float,
+        repair_format: str,
         libraries: tuple[str, ...] | None = None,
     ) -> None:
         self.llm = llm
         self.libraries = libraries
         self.retry_temperature = retry_temperature
+        self.repair_format = repair_format
+        """"whole": every reply is a whole program; "edit": repairs ask for SEARCH/REPLACE blocks."""
+
+    def asks_for_edits(self, repair: RepairContext | None, restart: bool = False) -> bool:
+        """True when this turn asks for SEARCH/REPLACE blocks: edit mode, a program to
+        repair, and not a restart, a turn after a reply without code, or the turn after
+        blocks that did not apply."""
+        return (self.repair_format == "edit" and repair is not None and repair.code is not None
+                and not restart and not repair.no_code and not repair.edit_failure)
 
     # ------------------------------------------------------------------ prompts
     def build_messages(
@@ -164,6 +207,8 @@ class Developer:
                 parts.append(NO_CODE_NOTE)
             if repair.feedback:
                 parts.append(f"What happened when it ran:\n{repair.feedback.strip()}")
+            if repair.edit_failure:
+                parts.append(EDIT_FAILED_NOTE.format(failure=repair.edit_failure))
             if repair.soft_checks:
                 parts.append(CHECKS_NOTE)
             if repair.diagnosis:
@@ -176,10 +221,8 @@ class Developer:
                 parts.append(RESTART_NOTE)
             if keep_spec:
                 parts.append(SPEC_NOTE)
-            parts.append(
-                "Fix the program. Reply with ONE fenced ```python block holding the "
-                "complete corrected program."
-            )
+            parts.append(EDIT_INSTRUCTION if self.asks_for_edits(repair, restart)
+                         else WHOLE_INSTRUCTION)
         if extra_note:
             parts.append(extra_note)
         return [
@@ -217,7 +260,10 @@ class Developer:
         reply = self.llm.chat(messages, on_token=on_token, cancel=cancel, temperature=temperature)
         usage = reply.usage
         prompt_chars = sum(len(m["content"]) for m in messages)
-        code = extract_code(reply.text)
+        # Blocks are read whenever edits are on, also from a turn that asked for the whole
+        # program: applied, they beat running a program made of conflict markers.
+        editable = repair if self.repair_format == "edit" else None
+        code, edited, failure = self.read_reply(reply.text, editable)
         seen = {normalise(c) for c in previous_codes}
         repeated = code is not None and normalise(code) in seen
         if repeated:
@@ -233,7 +279,9 @@ class Developer:
             )
             usage = usage + reply.usage
             prompt_chars += sum(len(m["content"]) for m in messages)
-            code = extract_code(reply.text) or code
+            again, again_edited, again_failure = self.read_reply(reply.text, editable)
+            if again is not None:
+                code, edited, failure = again, again_edited, again_failure
         return Proposal(
             code=code,
             reply=reply.text,
@@ -242,7 +290,23 @@ class Developer:
             finish_reason=reply.finish_reason,
             repeated=repeated,
             prompt_chars=prompt_chars,
+            edited=edited,
+            edit_failure=failure,
         )
+
+    @staticmethod
+    def read_reply(text: str, repair: RepairContext | None) -> tuple[str | None, bool, str]:
+        """(program, came from edits, why the edits did not apply) of a reply.
+
+        ``repair``: the program being repaired when edits are on (None: only a whole
+        program is read). A reply with blocks gives that program with the blocks applied
+        (or, when one does not apply, no program and why); a reply without them, the
+        program it holds."""
+        if repair is not None and repair.code is not None:
+            outcome = apply_edits(repair.code, text)
+            if outcome is not None:
+                return outcome.code, outcome.ok, outcome.failure
+        return extract_code(text), False, ""
 
     # ------------------------------------------------------------------ explain
     def explain(

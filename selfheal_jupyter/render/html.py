@@ -158,11 +158,14 @@ def verdict_html(verdict: Verdict) -> str:
 def strategies_html(it: Iteration) -> str:
     """What the repair strategies added to this round, each apart from the user's tests:
     QA's generated checks (soft), the values at the failing statement, the diagnosis, the
-    sampled programs, a restart."""
+    sampled programs, a restart, an edit reply."""
     parts = []
     if it.restarted:
         parts.append(f'<div class="selfheal-restart" style="color:{GREY}">Started over after '
                      "repeated failed repairs.</div>")
+    if it.edited:
+        parts.append(f'<div class="selfheal-edited" style="color:{GREY}">The reply edited the '
+                     "previous program (SEARCH/REPLACE blocks); the code is the whole result.</div>")
     if it.diagnosis:
         parts.append(heading("Diagnosis (the model's explanation before fixing)")
                      + pre(it.diagnosis))
