@@ -26,6 +26,7 @@ Configurations (one lever each, against ``today``):
   ngram16   all + n-gram drafts of at most 16 tokens (llama.cpp's default: 48)
   edit      all + SelfHeal.repair_format = "edit" (repairs answer with SEARCH/REPLACE
             blocks; compare with ``all``: --configs all,edit)
+  editreuse edit + n_cache_reuse 32 (the applied program is mostly chunks already cached)
 """
 
 from __future__ import annotations
@@ -79,10 +80,14 @@ def configs(draft_path: str) -> dict[str, ServerOptions]:
     table["reuse"] = replace(table["all"], cache_reuse=32)  # + KV-shifted reuse of program chunks
     table["ngram16"] = replace(table["all"], ngram_m=16)  # + shorter n-gram drafts
     table["edit"] = table["all"]  # the same server; the loop asks for edits (LOOP_OPTIONS)
+    table["editreuse"] = table["reuse"]  # edits, and the edited program's chunks reused
     return table
 
 
-LOOP_OPTIONS: dict[str, dict[str, object]] = {"edit": {"repair_format": "edit"}}
+LOOP_OPTIONS: dict[str, dict[str, object]] = {
+    "edit": {"repair_format": "edit"},
+    "editreuse": {"repair_format": "edit"},
+}
 """``SelfHeal`` options of a configuration beyond the server's (none: the defaults)."""
 
 
