@@ -265,7 +265,8 @@ def test_fake_spec_shape_matches_real_one() -> None:
 def test_server_answers_through_the_openai_client() -> None:
     from openai import OpenAI
 
-    settings = SelfHeal(local_model="qwen2.5-coder-1.5b")
+    # Its own server (not shared): the user's shared one, if any, is never touched.
+    settings = SelfHeal(local_model="qwen2.5-coder-1.5b", local_idle_s=0)
     try:
         base_url, model = ensure_local_endpoint(settings)
         assert base_url.startswith("http://127.0.0.1:") and base_url.endswith("/v1")

@@ -252,11 +252,14 @@ _KERNEL = textwrap.dedent(
     """
     import json, sys
     from selfheal_jupyter.config import SelfHeal
-    from selfheal_jupyter.localmodel import ensure_local_endpoint, running_server
+    from selfheal_jupyter.localmodel import (ensure_local_endpoint, running_server,
+                                             stop_local_endpoint)
     url, model = ensure_local_endpoint(SelfHeal(local_idle_s=float(sys.argv[1]),
                                                 local_threads=1, local_batch_threads=1))
     server = running_server("qwen2.5-coder-1.5b")
     print(json.dumps({"url": url, "pid": server.pid, "started_here": server.process is not None}))
+    if sys.argv[2:] == ["stop"]:
+        stop_local_endpoint()  # lets go of it: a shared server it only found keeps serving
     """
 )
 
@@ -307,10 +310,11 @@ def test_two_kernels_share_one_server_that_stops_when_idle(tmp_path: Path) -> No
         messages=[{"role": "user", "content": "Say OK."}],
     )  # fmt: skip
     assert reply.choices[0].message.content
-    # a third kernel attaches to the same process
-    third = subprocess.run([sys.executable, "-c", _KERNEL, idle_s], env=env, cwd=REPO,
+    # a third kernel attaches to the same process, and letting go of it does not stop it
+    third = subprocess.run([sys.executable, "-c", _KERNEL, idle_s, "stop"], env=env, cwd=REPO,
                            capture_output=True, text=True, timeout=120)  # fmt: skip
     assert json.loads(third.stdout) == {**found[0], "started_here": False}
+    assert not _pid_gone(pid), "a kernel that only found the shared server stopped it"
     # then nobody uses it: it stops by itself and withdraws its state file
     state = tmp_path / "cache" / "selfheal-jupyter" / "run"
     assert _wait_for(lambda: _pid_gone(pid), timeout=180), "the idle server did not stop"

@@ -519,13 +519,14 @@ def ensure_local_endpoint(
 
 
 def stop_local_endpoint(model: str | None = None) -> None:
-    """Stop the server this process uses for ``model`` (all when None), a shared one
-    too; the next use starts it again."""
+    """Let go of the server this process uses for ``model`` (all when None): stop it if
+    this process started it; a shared server it only found keeps serving the others
+    that use it (it stops by itself when idle). The next use starts or finds one again."""
     with _lock:
         keys = [get_spec(model).key] if model else list(_servers)
         for key in keys:
             server = _servers.pop(key, None)
-            if server is not None:
+            if server is not None and server.process is not None:
                 if server.state_file is not None:
                     with _file_lock(Path(str(server.state_file) + ".lock")):
                         server.stop()
