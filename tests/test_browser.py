@@ -230,34 +230,10 @@ def test_panel_stops_inserts_replaces_and_autoheals(lab):
             (OUTPUT / "stop-seconds.txt").write_text(f"{time.monotonic() - pressed:.2f}\n")
 
             # --- a passing run ends its cell at once; Insert below works afterwards -
-            fast = cells.nth(2)
-            _run_in_place(page, fast)
-            expect(fast.locator('[data-outcome="success"]').first).to_be_visible(timeout=90_000)
-            expect(fast.locator(".jp-InputPrompt")).not_to_contain_text("*", timeout=2_000)
-            insert = fast.get_by_role("button", name="Insert below")
-            expect(insert).to_be_visible()
-            expect(fast.locator(".selfheal-traceback").last).to_contain_text("ZeroDivisionError")
-            fast.locator(".selfheal-panel").screenshot(path=str(OUTPUT / "panel.png"))
-            cells.nth(5).locator(".cm-content").click()  # another cell is active when Insert is pressed
-            insert.click()
-            expect(cells).to_have_count(7)
-            expect(cells.nth(3).locator(".cm-content")).to_contain_text("sum(values) / len(values)")
-            expect(fast.get_by_text("Inserted below the cell.")).to_be_visible()
+            _passing_run_ends_and_inserts_below(page, cells, 2, elsewhere=5, shot="panel.png")
 
             # --- %%heal: Replace this cell puts the fix into that cell, unrun -------
-            heal = cells.nth(4)
-            _run_in_place(page, heal)
-            replace = heal.get_by_role("button", name="Replace this cell")
-            expect(replace).to_be_visible(timeout=90_000)
-            expect(heal.get_by_text("Diff to your cell")).to_be_visible()
-            expect(heal.locator(".jp-InputPrompt")).not_to_contain_text("*")
-            prompt = heal.locator(".jp-InputPrompt").inner_text()
-            heal.locator(".selfheal-panel").screenshot(path=str(OUTPUT / "heal-review.png"))
-            replace.click()
-            expect(heal.locator(".cm-content")).to_contain_text("prices.get('coffee', 0)")
-            expect(heal.get_by_text("Replaced the cell's code with the fix")).to_be_visible()
-            assert heal.locator(".jp-InputPrompt").inner_text() == prompt  # not run again
-            assert "%%heal" not in heal.locator(".cm-content").inner_text()
+            _heal_replaces_the_cell(page, cells.nth(4), shot="heal-review.png")
 
             # --- autoheal: no foreign warning; Stop stops the autoheal run ----------
             _run_in_place(page, cells.nth(5))
@@ -324,34 +300,11 @@ def test_notebook7_panel_inserts_replaces_and_runs_after_the_cell_ended(notebook
             _run_in_place(page, cells.nth(0))  # %load_ext
 
             # --- a passing run ends its cell; Insert below works afterwards ---------
-            fast = cells.nth(1)
-            _run_in_place(page, fast)
-            expect(fast.locator('[data-outcome="success"]').first).to_be_visible(timeout=90_000)
-            expect(fast.locator(".jp-InputPrompt")).not_to_contain_text("*", timeout=2_000)
-            insert = fast.get_by_role("button", name="Insert below")
-            expect(insert).to_be_visible()
-            expect(fast.locator(".selfheal-traceback").last).to_contain_text("ZeroDivisionError")
-            fast.locator(".selfheal-panel").screenshot(path=str(OUTPUT / "notebook7-panel.png"))
-            cells.nth(4).locator(".cm-content").click()  # another cell is active when Insert is pressed
-            insert.click()
-            expect(fast.get_by_text("Inserted below the cell.")).to_be_visible()
-            expect(cells).to_have_count(6)
-            expect(cells.nth(2).locator(".cm-content")).to_contain_text("sum(values) / len(values)")
-            assert "set_next_input" not in fast.locator(".jp-Cell-outputArea").inner_text()
+            _passing_run_ends_and_inserts_below(page, cells, 1, elsewhere=4,
+                                                shot="notebook7-panel.png")
 
             # --- %%heal: Replace this cell puts the fix into that cell, unrun -------
-            heal = cells.nth(3)
-            _run_in_place(page, heal)
-            replace = heal.get_by_role("button", name="Replace this cell")
-            expect(replace).to_be_visible(timeout=90_000)
-            expect(heal.get_by_text("Diff to your cell")).to_be_visible()
-            expect(heal.locator(".jp-InputPrompt")).not_to_contain_text("*")
-            prompt = heal.locator(".jp-InputPrompt").inner_text()
-            replace.click()
-            expect(heal.get_by_text("Replaced the cell's code with the fix")).to_be_visible()
-            expect(heal.locator(".cm-content")).to_contain_text("prices.get('coffee', 0)")
-            assert heal.locator(".jp-InputPrompt").inner_text() == prompt  # not run again
-            assert "%%heal" not in heal.locator(".cm-content").inner_text()
+            _heal_replaces_the_cell(page, cells.nth(3), shot="notebook7-heal.png")
 
             # --- Run in my kernel, after the cell ended: the code's names are there -
             agent = cells.nth(4)
@@ -367,3 +320,46 @@ def test_notebook7_panel_inserts_replaces_and_runs_after_the_cell_ended(notebook
             page.screenshot(path=str(OUTPUT / "notebook7-page.png"), full_page=True)
         finally:
             browser.close()
+
+
+def _passing_run_ends_and_inserts_below(page, cells, index: int, *, elsewhere: int,
+                                        shot: str) -> None:
+    """A passing %%agent cell ends at once; Insert below, pressed afterwards while another
+    cell is active, puts the code right below it through the labextension (not the
+    set_next_input fallback)."""
+    from playwright.sync_api import expect
+
+    fast = cells.nth(index)
+    count = cells.count()
+    _run_in_place(page, fast)
+    expect(fast.locator('[data-outcome="success"]').first).to_be_visible(timeout=90_000)
+    expect(fast.locator(".jp-InputPrompt")).not_to_contain_text("*", timeout=2_000)
+    insert = fast.get_by_role("button", name="Insert below")
+    expect(insert).to_be_visible()
+    expect(fast.locator(".selfheal-traceback").last).to_contain_text("ZeroDivisionError")
+    fast.locator(".selfheal-panel").screenshot(path=str(OUTPUT / shot))
+    cells.nth(elsewhere).locator(".cm-content").click()  # another cell is active
+    insert.click()
+    expect(fast.get_by_text("Inserted below the cell.")).to_be_visible()
+    expect(cells).to_have_count(count + 1)
+    expect(cells.nth(index + 1).locator(".cm-content")).to_contain_text("sum(values) / len(values)")
+    assert "set_next_input" not in fast.locator(".jp-Cell-outputArea").inner_text()
+
+
+def _heal_replaces_the_cell(page, heal, *, shot: str) -> None:
+    """%%heal ends its cell offering Replace this cell with a diff; pressing it puts the
+    fix into that cell, which is not run again."""
+    from playwright.sync_api import expect
+
+    _run_in_place(page, heal)
+    replace = heal.get_by_role("button", name="Replace this cell")
+    expect(replace).to_be_visible(timeout=90_000)
+    expect(heal.get_by_text("Diff to your cell")).to_be_visible()
+    expect(heal.locator(".jp-InputPrompt")).not_to_contain_text("*")
+    prompt = heal.locator(".jp-InputPrompt").inner_text()
+    heal.locator(".selfheal-panel").screenshot(path=str(OUTPUT / shot))
+    replace.click()
+    expect(heal.get_by_text("Replaced the cell's code with the fix")).to_be_visible()
+    expect(heal.locator(".cm-content")).to_contain_text("prices.get('coffee', 0)")
+    assert heal.locator(".jp-InputPrompt").inner_text() == prompt  # not run again
+    assert "%%heal" not in heal.locator(".cm-content").inner_text()
