@@ -21,7 +21,10 @@ pytestmark = pytest.mark.slow
 def local_settings(monkeypatch):
     for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "SELFHEAL_MODEL"):
         monkeypatch.delenv(name, raising=False)
-    settings = SelfHeal(local_model="qwen2.5-coder-0.5b", max_iterations=3, local_threads=1)
+    # Greedy first attempts (reproducible) and no request timeout: the test is about
+    # the repair, and on a loaded 2-core machine a reply may take minutes.
+    settings = SelfHeal(local_model="qwen2.5-coder-0.5b", max_iterations=4, local_threads=1,
+                        temperature=0.0, llm_timeout_s=1800, time_budget_s=0)
     yield settings
     stop_local_endpoint(settings.local_model)
 
