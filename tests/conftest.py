@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from typing import Iterator
 
 import docker
@@ -84,3 +85,20 @@ def no_container_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
         for c in left:
             client.api.remove_container(c["Id"], force=True)
         pytest.fail(f"selfheal containers were left behind by the tests: {names}", pytrace=False)
+
+
+@pytest.fixture()
+def cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private ``XDG_CACHE_HOME``: the test's model cache and run files, not the user's."""
+    home = tmp_path / "cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home))
+    return home
+
+
+def pid_gone(pid: int) -> bool:
+    """True when ``pid`` has exited (gone, or a zombie nobody reaped yet)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True

