@@ -156,6 +156,8 @@ class ScriptedServer:
         self.chunk_size = chunk_size
         self.chunk_delay_s = chunk_delay_s
         self.requests: list[dict[str, Any]] = []
+        self.asked = threading.Event()
+        """Set when the first request arrives: wait on it instead of polling ``requests``."""
         self._script: list[Reply | Fault] = [_normalise(r) for r in replies]
         self._fault_uses: dict[int, int] = {}
         self._lock = threading.Lock()
@@ -318,6 +320,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(400, "request body is not JSON")
             return
         srv.requests.append(body)
+        srv.asked.set()
         if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
             self._send_error(404, f"no route {self.path}", code="not_found")
             return

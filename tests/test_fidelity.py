@@ -46,7 +46,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sysconfig
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path

@@ -220,6 +220,14 @@ def _cmdline(pid: str) -> list[str]:
         return []
 
 
+def _working_in(dirs: set[Path]) -> list[str]:
+    """Pids of processes whose command line names one of ``dirs`` (debootstrap, chroot...)."""
+    return [
+        pid for pid in os.listdir("/proc")
+        if pid.isdigit() and any(str(d) in " ".join(_cmdline(pid)) for d in dirs)
+    ]
+
+
 # --------------------------------------------------------------------------- engine
 
 
@@ -288,10 +296,10 @@ def test_the_built_image_is_present_and_current(client):
 
 def test_build_is_a_fast_no_op_when_current(client):
     lines: list[str] = []
-    started = time.monotonic()
+    before = client.images.get(f"{image.DEFAULT_IMAGE}:latest").id
     status = image.build_image(client, log=lines.append)
-    assert time.monotonic() - started < 1.0
     assert status.current and "nothing to do" in lines[-1]
+    assert client.images.get(f"{image.DEFAULT_IMAGE}:latest").id == before
 
 
 def test_image_runs_hardened_as_nobody_with_pinned_libraries(client):
@@ -370,12 +378,11 @@ def test_stale_runner_is_detected_and_only_the_runner_layer_is_rebuilt(client, m
     with pytest.raises(ImageMissing, match="out of date"):
         image.ensure_image(client, TEST_REPO)
 
-    started = time.monotonic()
+    base_id = client.images.get(base_ref).id
     status = image.build_image(client, TEST_REPO, log=lines.append)
-    elapsed = time.monotonic() - started
     assert status.current and status.ref == f"{TEST_REPO}:{image.IMAGE_VERSION}"
     assert any("reusing the base image" in line for line in lines)
-    assert elapsed < 20, f"runner-layer rebuild took {elapsed:.1f} s"
+    assert client.images.get(base_ref).id == base_id  # the base was not rebuilt
     assert image.ensure_image(client, TEST_REPO) == status.ref
     tags = {tag for img in client.images.list(name=TEST_REPO) for tag in img.tags}
     assert f"{TEST_REPO}:old" not in tags  # the stale image was pruned
@@ -442,16 +449,15 @@ def test_a_build_stopped_by_sigterm_leaves_no_scratch_dir_nor_process(client):
             break
         time.sleep(0.1)
     assert scratch, "the build never started debootstrap"
-    time.sleep(1.0)  # mid-debootstrap
+    # mid-debootstrap: a process working in the scratch dir is running
+    while time.monotonic() < deadline and build.poll() is None and not _working_in(scratch):
+        time.sleep(0.1)
+    assert _working_in(scratch), "no process ever worked in the scratch dir"
     build.send_signal(signal.SIGTERM)
     out, _ = build.communicate(timeout=30)
     assert build.returncode != 0
     assert not any(p.exists() for p in scratch), out
-    leftovers = [
-        pid for pid in os.listdir("/proc")
-        if pid.isdigit() and any(str(p) in " ".join(_cmdline(pid)) for p in scratch)
-    ]
-    assert leftovers == [], out
+    assert _working_in(scratch) == [], out
     assert image.image_status(client).current  # the real image was not touched
 
 

@@ -432,17 +432,17 @@ def test_token_budget(sandbox):
 
 
 def test_wall_clock_budget_stops_a_slow_reply(sandbox):
-    slow = Reply(RIGHT, chunk_delay_s=0.2)
+    slow = Reply(RIGHT, chunk_delay_s=1.0)  # 30 chunks: the whole reply takes 30 s
     with ScriptedServer([slow], chunk_size=2) as s:
         t0 = time.monotonic()
-        run = make_loop(s, sandbox, auto_plan=False, time_budget_s=0.6).run(task())
+        run = make_loop(s, sandbox, auto_plan=False, time_budget_s=1).run(task())
         elapsed = time.monotonic() - t0
     assert run.outcome == "budget_exhausted" and "wall-clock budget" in run.error
-    assert elapsed < 1.8
+    assert elapsed < 10  # stopped mid-reply, not at its end
 
 
-def test_cancel_during_streaming_stops_within_a_second(sandbox):
-    slow = Reply(RIGHT, chunk_delay_s=0.1)
+def test_cancel_during_streaming_stops_the_reply(sandbox):
+    slow = Reply(RIGHT, chunk_delay_s=1.0)  # 60 chunks: the whole reply takes 60 s
     cancel = threading.Event()
     with ScriptedServer([PLAN, slow], chunk_size=1) as s:
         loop = make_loop(s, sandbox)
@@ -462,32 +462,41 @@ def test_cancel_during_streaming_stops_within_a_second(sandbox):
         stopped_in = time.monotonic() - t0
     assert not worker.is_alive()
     assert result["run"].outcome == "cancelled"
-    assert stopped_in < 1.0, stopped_in
+    assert stopped_in < 10, stopped_in
 
 
-def test_cancel_during_sandbox_run_stops_within_a_second(sandbox):
+class EnteredSandbox:
+    """The real sandbox, saying when the loop has handed it a program."""
+
+    def __init__(self, sandbox) -> None:
+        self.sandbox = sandbox
+        self.entered = threading.Event()
+
+    def execute(self, code, **kw):
+        self.entered.set()
+        return self.sandbox.execute(code, **kw)
+
+    def __getattr__(self, name):
+        return getattr(self.sandbox, name)
+
+
+def test_cancel_during_sandbox_run_stops_the_program(sandbox):
     cancel = threading.Event()
-    with ScriptedServer([fenced("import time\ntime.sleep(20)\ntotal = 6")]) as s:
-        loop = make_loop(s, sandbox, auto_plan=False)
-        started = threading.Event()
+    box = EnteredSandbox(sandbox)
+    with ScriptedServer([fenced("import time\ntime.sleep(60)\ntotal = 6")]) as s:
+        loop = make_loop(s, box, auto_plan=False)
         result = {}
-
-        def on_event(e):
-            if isinstance(e, ExecutionStarted):
-                started.set()
-
-        worker = threading.Thread(target=lambda: result.update(run=loop.run(task(), on_event=on_event, cancel=cancel)))
+        worker = threading.Thread(target=lambda: result.update(run=loop.run(task(), cancel=cancel)))
         worker.start()
-        assert started.wait(10)
-        time.sleep(0.3)
+        assert box.entered.wait(30)
         t0 = time.monotonic()
         cancel.set()
-        worker.join(5)
+        worker.join(30)
         stopped_in = time.monotonic() - t0
     run = result["run"]
     assert run.outcome == "cancelled"
     assert run.iterations[0].result.status == "killed"
-    assert stopped_in < 1.0, stopped_in
+    assert stopped_in < 10, stopped_in  # the program sleeps 60 s
 
 
 def test_an_observer_that_raises_does_not_steer_the_loop(sandbox):
