@@ -21,8 +21,10 @@ Configurations (one lever each, against ``today``):
   auto      threads from localmodel/threads.py (says what it chose)
   ngram     n-gram speculation (SelfHeal.local_speculation = "ngram")
   draft     the 0.5B model drafts for the 1.5B
-  all       the new defaults: auto threads, n-gram speculation, 2 slots
-  reuse     all + n_cache_reuse 32 (reuse cached chunks of the program after the first change)
+  all       the defaults (localmodel/tuning.py): auto threads, n-gram speculation, 2 slots,
+            n_cache_reuse 32
+  reuse     all with n_cache_reuse pinned to 32 (reuse cached chunks of the program after
+            the first change; measured before it became the default)
   ngram16   all + n-gram drafts of at most 16 tokens (llama.cpp's default: 48)
   edit      all + SelfHeal.repair_format = "edit" (repairs answer with SEARCH/REPLACE
             blocks; compare with ``all``: --configs all,edit)
