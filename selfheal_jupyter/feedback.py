@@ -10,6 +10,8 @@ the user's tests failed and why. Every part is capped.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from .model import ExecutionResult, Limits, SpecViolation, TestOutcome, Verdict
 from .spec import RULE_TITLES, SPEC_REASON
 
@@ -238,12 +240,16 @@ def check_lines(checks: list[TestOutcome], *, passed: bool = False) -> list[str]
     return out
 
 
-def runtime_value_lines(values: list[TestOutcome]) -> list[str]:
-    """Values of the failing statement's sub-expressions (see :mod:`selfheal_jupyter.probes`)."""
-    if not values:
-        return []
-    out = ["Values at the failing statement (evaluated where it failed):"]
+def runtime_value_lines(values: list[TestOutcome], differences: Sequence[str] = ()) -> list[str]:
+    """Values of the failing statement's sub-expressions and, for a failing ``==``, what
+    differs (see :mod:`selfheal_jupyter.probes`)."""
+    out = []
+    if values:
+        out.append("Values at the failing statement (evaluated where it failed):")
     for v in values:
         shown = v.message if v.passed else f"raises {v.message}"
         out.append(f"  {_clip(v.source, 120)} = {_clip(shown, 200)}")
+    if differences:
+        out.append("What differs (change the program so that these hold; never the assert):")
+        out += [f"  {_clip(d, 400)}" for d in differences]
     return out

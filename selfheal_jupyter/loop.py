@@ -40,7 +40,7 @@ from .codeblocks import code_diff
 from .context import format_context
 from .choice import Sample, Trial, choose
 from .feedback import check_lines, failure_signature, format_feedback, runtime_value_lines
-from .probes import plan_probes, probe_values
+from .probes import differences, plan_probes, probe_values
 from .inputs import describe_inputs
 from .llm import LLMClient
 from .model import (
@@ -508,7 +508,8 @@ class Loop:
             if not verdict.passed and self.strategies.runtime_values:
                 values, probe_s = self._runtime_values(code, result, task, state)
                 sandbox_s += probe_s
-                feedback = "\n".join([feedback, *runtime_value_lines(values)])
+                feedback = "\n".join([feedback, *runtime_value_lines(
+                    values, differences(code, result, values))])
         failing_checks = check_lines(checks, passed=verdict.passed)
         if failing_checks and not verdict.passed:
             feedback = "\n".join([feedback, *failing_checks])

@@ -8,6 +8,11 @@ top-level statement that failed, then one probe per sub-expression of that state
 run like tests in the checker process (``assert False, repr(<expr>)``: the probe's
 outcome message carries the value, or the exception evaluating it raised). Nothing is
 traced or patched inside the candidate; a probe that raises is just another outcome.
+
+For a failing ``==`` whose two sides are plain values (dicts, lists, tuples, sets,
+strings, numbers), :func:`differences` says what differs, as pytest's assertion
+messages do: a small model sees two long reprs as equal, but acts on "has the key
+'book' that the other side lacks".
 """
 
 from __future__ import annotations
@@ -53,6 +58,8 @@ def _expressions(stmt: ast.stmt, known: "set[str] | frozenset[str]" = frozenset(
         # A slice (``5:`` of ``values[5:]``) is an ast.expr but no expression of its own.
         if isinstance(node, (ast.Constant, ast.Lambda, ast.Slice)) or not isinstance(node, ast.expr):
             return
+        if _literal(node) is not _NOT_LITERAL:  # ``{"pen": [1.5, 15]}``: its value is its text
+            return
         text = ast.unparse(node)
         if text in out or len(text) > 120:
             return
@@ -81,6 +88,16 @@ def _expressions(stmt: ast.stmt, known: "set[str] | frozenset[str]" = frozenset(
             add(node.left)
             add(node.right)
     return [e for e in out if e not in known][:MAX_PROBES]
+
+
+_NOT_LITERAL = object()
+
+
+def _literal(node: ast.expr) -> object:
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return _NOT_LITERAL
 
 
 def plan_probes(code: str, result: ExecutionResult | None) -> tuple[str, list[str]] | None:
@@ -126,3 +143,112 @@ def probe_values(outcomes: list[TestOutcome]) -> list[TestOutcome]:
         else:
             out.append(TestOutcome(expr, False, msg, t.line))
     return out
+
+
+MAX_DIFFERENCES = 4
+"""Differences named per comparison: enough to point at the bug, short enough to read."""
+
+
+def differences(code: str, result: ExecutionResult | None, values: list[TestOutcome]) -> list[str]:
+    """What differs between the two sides of each ``==`` in the failing statement.
+
+    A side's value is its own text when it is a literal, else its probed value
+    (``values``) or, for a plain name, the failing frame's local, when that repr is a
+    literal too; a side with neither (an object, a
+    DataFrame, a clipped repr) is not compared.
+    """
+    if result is None or result.status != "error" or result.error is None:
+        return []
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    stmt = _failing_statement(tree, result)
+    if stmt is None:
+        return []
+    probed = {**result.error.locals, **{v.source: v.message for v in values if v.passed}}
+    out: list[str] = []
+    for node in ast.walk(stmt):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        for op, left, right in zip(node.ops, sides, sides[1:]):
+            if not isinstance(op, ast.Eq):
+                continue
+            lv, rv = _value(left, probed), _value(right, probed)
+            if lv is _NOT_LITERAL or rv is _NOT_LITERAL or lv == rv:
+                continue
+            # the expected side: a literal, or else the right one (``assert got == want``)
+            swap = _literal(left) is not _NOT_LITERAL and _literal(right) is _NOT_LITERAL
+            actual, expected, name = (rv, lv, right) if swap else (lv, rv, left)
+            named = describe_difference(actual, expected, ast.unparse(name))
+            if named:
+                out.append(f"`{_short(ast.unparse(left))} == {_short(ast.unparse(right))}` "
+                           f"is False: {'; '.join(named)}")
+    return out
+
+
+def _value(node: ast.expr, probed: dict[str, str]) -> object:
+    value = _literal(node)
+    if value is not _NOT_LITERAL:
+        return value
+    text = probed.get(ast.unparse(node))
+    if text is None or len(text) >= REPR_CHARS:  # clipped: not the whole value
+        return _NOT_LITERAL
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return _NOT_LITERAL
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _r(value: object) -> str:
+    return _short(repr(value), 80)
+
+
+def describe_difference(actual: object, expected: object, name: str) -> list[str]:
+    """Short sentences saying how ``actual`` (the value of ``name``) must change to equal
+    ``expected`` (at most MAX_DIFFERENCES)."""
+    name = _short(name, 40)
+    numbers = (int, float, complex)
+    if isinstance(actual, bool) or isinstance(expected, bool) or not (
+        isinstance(actual, numbers) and isinstance(expected, numbers)
+    ):
+        if type(actual) is not type(expected):
+            return [f"{name} should be a {type(expected).__name__} ({_r(expected)}), not a "
+                    f"{type(actual).__name__} ({_r(actual)})"]
+    out: list[str] = []
+    if isinstance(actual, dict) and isinstance(expected, dict):
+        for key in [k for k in actual if k not in expected]:
+            out.append(f"{name} should not have the key {_r(key)} (it has {_r(actual[key])})")
+        for key in [k for k in expected if k not in actual]:
+            out.append(f"{name} should have the key {_r(key)} = {_r(expected[key])}")
+        for key in [k for k in actual if k in expected and actual[k] != expected[k]]:
+            out.append(f"{name}[{_r(key)}] should be {_r(expected[key])}, not {_r(actual[key])}")
+    elif isinstance(actual, (list, tuple)) and isinstance(expected, (list, tuple)):
+        for i, (a, b) in enumerate(zip(actual, expected)):
+            if a != b:
+                out.append(f"{name}[{i}] should be {_r(b)}, not {_r(a)}")
+                break
+        if len(actual) > len(expected):
+            out.append(f"{name} should have {len(expected)} items, not {len(actual)} "
+                       f"(first extra: {_r(actual[len(expected)])})")
+        elif len(actual) < len(expected):
+            out.append(f"{name} should have {len(expected)} items, not {len(actual)} "
+                       f"(first missing: {_r(expected[len(actual)])})")
+    elif isinstance(actual, (set, frozenset)) and isinstance(expected, (set, frozenset)):
+        if actual - expected:
+            out.append(f"{name} should not contain {_r(sorted(actual - expected, key=repr))}")
+        if expected - actual:
+            out.append(f"{name} should also contain {_r(sorted(expected - actual, key=repr))}")
+    elif isinstance(actual, str) and isinstance(expected, str):
+        i = next((i for i, (a, b) in enumerate(zip(actual, expected)) if a != b),
+                 min(len(actual), len(expected)))
+        out.append(f"{name} differs from position {i}: it should go on "
+                   f"{_r(expected[i:i + 30])}, not {_r(actual[i:i + 30])}")
+    elif isinstance(actual, numbers) and isinstance(expected, numbers):
+        out.append(f"{name} should be {_r(expected)}, not {_r(actual)} (off by {_r(actual - expected)})")
+    return out[:MAX_DIFFERENCES]

@@ -20,8 +20,8 @@ from selfheal_jupyter.agents.developer import CHECKS_NOTE, RESTART_NOTE
 from selfheal_jupyter.config import SelfHeal
 from selfheal_jupyter.factory import build_loop
 from selfheal_jupyter.loop import Loop, Strategies
-from selfheal_jupyter.model import ErrorInfo, ExecutionResult, Frame, Task
-from selfheal_jupyter.probes import plan_probes
+from selfheal_jupyter.model import ErrorInfo, ExecutionResult, Frame, Task, TestOutcome
+from selfheal_jupyter.probes import describe_difference, differences, plan_probes
 from selfheal_jupyter.render.html import run_html
 from tests.scripted_server import Reply, ScriptedServer
 from tests.test_loop import fenced, llm_for, make_loop
@@ -293,3 +293,71 @@ def test_options_reach_the_loop_and_are_validated(sandbox):
     for name, bad in (("candidates", 0), ("generated_checks", -1), ("restart_after", -2)):
         with pytest.raises(TraitError, match=f"SelfHeal.{name} must be at least"):
             SelfHeal(**{name: bad})
+
+
+def _failed_at(line: int, source: str, **locals_: str) -> ExecutionResult:
+    return ExecutionResult(status="error", exit_code=1, error=ErrorInfo(
+        "AssertionError", "", line, [Frame("candidate.py", line, "<module>", source)],
+        locals=dict(locals_)))
+
+
+def test_a_failing_equality_says_what_differs():
+    code = "items = {'pen': [1.5, 15], 'book': [12.0, 0]}\nassert items == {'pen': [1.5, 15]}\n"
+    said = differences(code, _failed_at(2, "assert items == {'pen': [1.5, 15]}",
+                                        items="{'pen': [1.5, 15], 'book': [12.0, 0]}"), [])
+    assert said == ["`items == {'pen': [1.5, 15]}` is False: items should not have the key "
+                    "'book' (it has [12.0, 0])"]
+    # a literal on the left is the expected side
+    said = differences("n = 3\nassert 4 == n\n", _failed_at(2, "assert 4 == n", n="3"), [])
+    assert said == ["`4 == n` is False: n should be 4, not 3 (off by -1)"]
+    # the literal side is its own value: it is not probed
+    _, probes = plan_probes("x = 1\nassert f(x) == {'a': 1}\n",
+                            _failed_at(2, "assert f(x) == {'a': 1}", x="1"))
+    assert [_expr(p) for p in probes] == ["f(x)"]
+
+
+@pytest.mark.parametrize("actual, expected, said", [
+    ([1, 2, 3], [1, 5, 3], "got[1] should be 5, not 2"),
+    ([1, 2], [1, 2, 3], "got should have 3 items, not 2 (first missing: 3)"),
+    (("the", 4), ("the", 3), "got[1] should be 3, not 4"),
+    ({1, 2}, {2, 3}, "got should not contain [1]; got should also contain [3]"),
+    ("Hi. Bye", "Hi, Bye", "got differs from position 2: it should go on ', Bye', not '. Bye'"),
+    (54.6, 54.7, "got should be 54.7, not 54.6 (off by"),
+    ({"a": 1}, {"a": 2, "b": 3}, "got should have the key 'b' = 3; got['a'] should be 2, not 1"),
+    ([1], (1,), "got should be a tuple ((1,)), not a list ([1])"),
+])
+def test_differences_say_how_the_value_must_change(actual, expected, said):
+    assert said in "; ".join(describe_difference(actual, expected, "got"))
+
+
+def test_sides_that_are_no_plain_values_are_not_compared():
+    code = "import pandas as pd\ndf = pd.DataFrame()\nassert df == 3\n"
+    assert differences(code, _failed_at(3, "assert df == 3", df="Empty DataFrame"), []) == []
+    clipped = "[" + "1, " * 100  # a repr cut at REPR_CHARS is not the whole value
+    values = [TestOutcome("f()", True, clipped[:200])]
+    assert differences("assert f() == [1]\n", _failed_at(1, "assert f() == [1]"), values) == []
+
+
+INVENTORY = '''\
+items = {}
+def add(name, price, quantity):
+    items[name] = [price, quantity]
+def remove(name, quantity):
+    items[name][1] -= quantity  # should drop the item at 0
+add("pen", 1.5, 15)
+add("book", 12.0, 2)
+remove("book", 2)
+assert items == {"pen": [1.5, 15]}
+'''
+
+
+def test_what_differs_reaches_the_developer(sandbox):
+    fixed = INVENTORY.replace("  # should drop the item at 0",
+                              "\n    if items[name][1] == 0:\n        del items[name]")
+    with ScriptedServer([fenced(fixed)]) as s:
+        run = loop(s, sandbox, runtime_values=True, max_iterations=1).run(
+            Task(prompt="", initial_code=INVENTORY))
+        repair = developer_prompts(s)[0]
+    assert "What differs" in repair
+    assert "items should not have the key 'book' (it has [12.0, 0])" in repair
+    assert run.outcome == "success"
