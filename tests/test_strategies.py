@@ -20,7 +20,8 @@ from selfheal_jupyter.agents.developer import CHECKS_NOTE, RESTART_NOTE
 from selfheal_jupyter.config import SelfHeal
 from selfheal_jupyter.factory import build_loop
 from selfheal_jupyter.loop import Loop, Strategies
-from selfheal_jupyter.model import ErrorInfo, ExecutionResult, Frame, Task, TestOutcome
+from selfheal_jupyter.model import ErrorInfo, ExecutionResult, Frame, Task
+from selfheal_jupyter.model import TestOutcome as Outcome  # not collected as a test class
 from selfheal_jupyter.probes import describe_difference, differences, plan_probes
 from selfheal_jupyter.render.html import run_html
 from tests.scripted_server import Reply, ScriptedServer
@@ -334,7 +335,7 @@ def test_sides_that_are_no_plain_values_are_not_compared():
     code = "import pandas as pd\ndf = pd.DataFrame()\nassert df == 3\n"
     assert differences(code, _failed_at(3, "assert df == 3", df="Empty DataFrame"), []) == []
     clipped = "[" + "1, " * 100  # a repr cut at REPR_CHARS is not the whole value
-    values = [TestOutcome("f()", True, clipped[:200])]
+    values = [Outcome("f()", True, clipped[:200])]
     assert differences("assert f() == [1]\n", _failed_at(1, "assert f() == [1]"), values) == []
 
 
