@@ -25,7 +25,8 @@ MAX_FIELD = 300
 _TRACEBACK_HEAD = "Traceback (most recent call last):"
 
 
-def _clip(text: str, limit: int = MAX_FIELD) -> str:
+def clip(text: str, limit: int = MAX_FIELD) -> str:
+    """``text`` stripped, cut to ``limit`` characters with an ellipsis."""
     text = text.strip()
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -47,7 +48,7 @@ def _headline(result: ExecutionResult, limits: Limits | None) -> str:
     error = result.error
     status = result.status
     if status == "blocked":
-        what = f"{error.type}: {_clip(error.message)}" if error else _clip(result.message)
+        what = f"{error.type}: {clip(error.message)}" if error else clip(result.message)
         return f"The program was NOT run: the static pre-check found {what}"
     if status == "timeout":
         secs = f" of {limits.timeout_s:g} s" if limits else ""
@@ -70,7 +71,7 @@ def _headline(result: ExecutionResult, limits: Limits | None) -> str:
     if status == "killed":
         return "The run was killed before it finished."
     if error is not None:
-        return f"The program raised {error.type}: {_clip(error.message)}"
+        return f"The program raised {error.type}: {clip(error.message)}"
     if result.exit_code not in (0, None):
         return f"The program exited with code {result.exit_code}."
     return "The program ran without raising an error."
@@ -104,7 +105,7 @@ def _location(result: ExecutionResult) -> list[str]:
         items = list(error.locals.items())
         out.append("Local variables of the failing frame:")
         for name, summary in items[:MAX_LOCALS]:
-            out.append(f"  {name} = {_clip(summary, 160)}")
+            out.append(f"  {name} = {clip(summary, 160)}")
         if len(items) > MAX_LOCALS:
             out.append(f"  … {len(items) - MAX_LOCALS} more")
     return out
@@ -146,9 +147,9 @@ def _tests(tests: list[TestOutcome]) -> list[str]:
     ]
     for t in failed[:MAX_TESTS]:
         where = f"line {t.line}: " if t.line else ""
-        out.append(f"  FAILED {where}{_clip(t.source, 160)}")
+        out.append(f"  FAILED {where}{clip(t.source, 160)}")
         if t.message:
-            out.append(f"    → {_clip(t.message, 240)}")
+            out.append(f"    → {clip(t.message, 240)}")
     if len(failed) > MAX_TESTS:
         out.append(f"  … {len(failed) - MAX_TESTS} more failed")
     return out
@@ -166,7 +167,7 @@ def spec_lines(violations: list[SpecViolation]) -> list[str]:
         return []
     out = [SPEC_HEADER]
     for v in violations[:MAX_TESTS]:
-        out.append(f"  RULE {v.rule} ({RULE_TITLES.get(v.rule, v.rule)}): {_clip(v.message, 300)}")
+        out.append(f"  RULE {v.rule} ({RULE_TITLES.get(v.rule, v.rule)}): {clip(v.message, 300)}")
         out.append(f"    → to comply: {v.fix}")
     if len(violations) > MAX_TESTS:
         out.append(f"  … {len(violations) - MAX_TESTS} more")
@@ -191,7 +192,7 @@ def format_feedback(
         parts.append("When it ran:")
     parts.append(_headline(result, limits))
     if result.message and result.status not in ("ok", "error", "blocked"):
-        parts.append(_clip(result.message, 400))
+        parts.append(clip(result.message, 400))
     parts += _location(result)
     parts += _streams(result)
     parts += _tests(result.tests)
@@ -234,9 +235,9 @@ def check_lines(checks: list[TestOutcome], *, passed: bool = False) -> list[str]
         out.append("The program ran cleanly and passed the user's own checks.")
     out.append(GENERATED_HEADER.format(failed=len(failed), total=len(checks)))
     for t in failed[:MAX_TESTS]:
-        out.append(f"  GENERATED {_clip(t.source, 160)}")
+        out.append(f"  GENERATED {clip(t.source, 160)}")
         if t.message:
-            out.append(f"    → {_clip(t.message, 240)}")
+            out.append(f"    → {clip(t.message, 240)}")
     return out
 
 
@@ -248,8 +249,8 @@ def runtime_value_lines(values: list[TestOutcome], differences: Sequence[str] = 
         out.append("Values at the failing statement (evaluated where it failed):")
     for v in values:
         shown = v.message if v.passed else f"raises {v.message}"
-        out.append(f"  {_clip(v.source, 120)} = {_clip(shown, 200)}")
+        out.append(f"  {clip(v.source, 120)} = {clip(shown, 200)}")
     if differences:
         out.append("What differs (change the program so that these hold; never the assert):")
-        out += [f"  {_clip(d, 400)}" for d in differences]
+        out += [f"  {clip(d, 400)}" for d in differences]
     return out

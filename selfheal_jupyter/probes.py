@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 
+from .feedback import clip
 from .model import ExecutionResult, TestOutcome
 
 MAX_PROBES = 6
@@ -26,11 +27,17 @@ PROBE_PREFIX = "assert False, repr("
 REPR_CHARS = 200
 
 
-def _failing_statement(tree: ast.Module, result: ExecutionResult) -> ast.stmt | None:
-    """The top-level statement the run failed in (its ``<module>`` frame's line)."""
-    error = result.error
-    if error is None:
+def _failing_statement(code: str, result: ExecutionResult | None) -> ast.stmt | None:
+    """The top-level statement a runtime error inside the program was raised in (its
+    ``<module>`` frame's line); None for any other result (a pre-check refusal, a
+    timeout, a failed user test) or a program that does not parse."""
+    if result is None or result.status != "error" or result.error is None:
         return None
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    error = result.error
     lines = [f.line for f in error.frames if f.function == "<module>" and f.file == "candidate.py"]
     line = lines[-1] if lines else error.line
     if not line:
@@ -93,7 +100,8 @@ def _expressions(stmt: ast.stmt, known: "set[str] | frozenset[str]" = frozenset(
 _NOT_LITERAL = object()
 
 
-def _literal(node: ast.expr) -> object:
+def _literal(node: ast.expr | str) -> object:
+    """The value of a literal (an expression node, or a repr's text); else _NOT_LITERAL."""
     try:
         return ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
@@ -107,14 +115,8 @@ def plan_probes(code: str, result: ExecutionResult | None) -> tuple[str, list[st
     probes see the state the failing statement saw. Only for a runtime error raised
     inside the program (not a pre-check refusal, timeout or failed user test).
     """
-    if result is None or result.status != "error" or result.error is None:
-        return None
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return None
-    stmt = _failing_statement(tree, result)
-    if stmt is None:
+    stmt = _failing_statement(code, result)
+    if stmt is None or result is None or result.error is None:
         return None
     exprs = _expressions(stmt, set(result.error.locals))
     if not exprs:
@@ -154,17 +156,11 @@ def differences(code: str, result: ExecutionResult | None, values: list[TestOutc
 
     A side's value is its own text when it is a literal, else its probed value
     (``values``) or, for a plain name, the failing frame's local, when that repr is a
-    literal too; a side with neither (an object, a
-    DataFrame, a clipped repr) is not compared.
+    literal too; a side with neither (an object, a DataFrame, a clipped repr) is not
+    compared.
     """
-    if result is None or result.status != "error" or result.error is None:
-        return []
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return []
-    stmt = _failing_statement(tree, result)
-    if stmt is None:
+    stmt = _failing_statement(code, result)
+    if stmt is None or result is None or result.error is None:
         return []
     probed = {**result.error.locals, **{v.source: v.message for v in values if v.passed}}
     out: list[str] = []
@@ -183,7 +179,7 @@ def differences(code: str, result: ExecutionResult | None, values: list[TestOutc
             actual, expected, name = (rv, lv, right) if swap else (lv, rv, left)
             named = describe_difference(actual, expected, ast.unparse(name))
             if named:
-                out.append(f"`{_short(ast.unparse(left))} == {_short(ast.unparse(right))}` "
+                out.append(f"`{clip(ast.unparse(left), 60)} == {clip(ast.unparse(right), 60)}` "
                            f"is False: {'; '.join(named)}")
     return out
 
@@ -195,24 +191,17 @@ def _value(node: ast.expr, probed: dict[str, str]) -> object:
     text = probed.get(ast.unparse(node))
     if text is None or len(text) >= REPR_CHARS:  # clipped: not the whole value
         return _NOT_LITERAL
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return _NOT_LITERAL
-
-
-def _short(text: str, limit: int = 60) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return _literal(text)
 
 
 def _r(value: object) -> str:
-    return _short(repr(value), 80)
+    return clip(repr(value), 80)
 
 
 def describe_difference(actual: object, expected: object, name: str) -> list[str]:
     """Short sentences saying how ``actual`` (the value of ``name``) must change to equal
     ``expected`` (at most MAX_DIFFERENCES)."""
-    name = _short(name, 40)
+    name = clip(name, 40)
     numbers = (int, float, complex)
     if isinstance(actual, bool) or isinstance(expected, bool) or not (
         isinstance(actual, numbers) and isinstance(expected, numbers)
