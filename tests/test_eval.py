@@ -16,7 +16,7 @@ import pytest
 
 from selfheal_jupyter import cli
 from selfheal_jupyter.eval import aggregate, benchmarks, humaneval, repair
-from selfheal_jupyter.eval.examples import example_asserts
+from selfheal_jupyter.eval.examples import example_asserts, with_stated_values
 from selfheal_jupyter.eval.progress import Progress
 from selfheal_jupyter.eval.runner import EvalConfig, derive_single_pass, run_eval
 from selfheal_jupyter.config import SelfHeal
@@ -122,6 +122,93 @@ def add(a, b):
     assert arrow is not None and len(arrow.splitlines()) == 2
 
 
+STATED = """\
+import numpy as np
+x = [-1000.0, -1001.0]
+y = log_softmax(x)
+# Correct: approximately [-0.3133, -1.3133]
+# Bug:     [-inf, -inf]
+x = [1.0, 2.0]
+y = log_softmax(x)
+print(y)  # [-1.3133, -0.3133]
+scale, q = quantize([1.0, 0.5])
+# scale -> [[7.874e-03]]   one scale per ROW
+# q     -> [127 64]
+tokens = split("lower")
+# ["low", "er"]
+print(np.zeros((2, 3)).shape)
+pairs = [[1, 2], [3]]  # [[1, 2], [3]]
+Z = np.zeros((3, 1))
+# Z has shape (3, 1)
+# The first column is the projection.
+"""
+
+
+def _stated_namespace(**overrides) -> dict:
+    import math
+
+    def log_softmax(x):
+        m = max(x)
+        s = math.log(sum(math.exp(v - m) for v in x))
+        return [v - m - s for v in x]
+
+    namespace = {
+        "log_softmax": log_softmax,
+        "quantize": lambda w: ([[1.0 / 127]], [127, 64]),
+        "split": lambda word: ["low", "er"],
+    }
+    namespace.update(overrides)
+    return namespace
+
+
+def test_stated_values_become_asserts_where_the_example_states_them() -> None:
+    code = with_stated_values(STATED)
+    assert code is not None
+    lines = code.splitlines()
+    # each assert right after its statement: the second `y` is checked after its own line
+    first = lines.index("y = log_softmax(x)")
+    assert lines[first + 1].startswith("assert _np.shape(y) == _np.shape([-0.3133, -1.3133])")
+    asserts = [line for line in lines if line.startswith("assert ")]
+    assert not any("inf" in line for line in asserts)  # a "Bug:" line states the wrong value
+    assert "[-1.3133, -0.3133]" in code and "np.zeros((2, 3)).shape" in code
+    assert "[[0.007874]]" in code and "[127, 64]" in code  # named, numpy print repaired
+    assert "tokens == ['low', 'er']" in code and "pairs == [[1, 2], [3]]" in code
+    assert "_np.shape(Z) == (3, 1)" in code
+    exec(compile(code, "example", "exec"), _stated_namespace())  # a correct program passes
+
+
+def test_a_quiet_wrong_value_fails_the_stated_value() -> None:
+    import math
+
+    def naive(x):  # underflows to -inf for large negative inputs
+        total = sum(math.exp(v) for v in x)
+        return [math.log(math.exp(v) / total) if math.exp(v) else -math.inf for v in x]
+
+    code = with_stated_values(STATED)
+    assert code is not None
+    with pytest.raises(AssertionError, match=r"y should be \[-0.3133, -1.3133\] .*it is \[-inf"):
+        exec(compile(code, "example", "exec"), _stated_namespace(log_softmax=naive))
+    off = _stated_namespace(quantize=lambda w: ([[1.0 / 127]], [127, 0]))
+    with pytest.raises(AssertionError, match=r"q should be \[127, 64\]"):
+        exec(compile(code, "example", "exec"), off)
+
+
+def test_an_example_that_states_no_value_gets_no_asserts() -> None:
+    assert with_stated_values("y = f(2)\n# y is the answer.\nprint(y)  # e.g. 0.7\n") is None
+    assert with_stated_values("def f(:\n") is None
+
+
+def test_repair_tasks_get_their_stated_values_except_the_known_wrong() -> None:
+    problems = {p.id: p for p in repair.load()}
+    log_softmax = problems["llm-debug-naive-log-softmax-underflow"]
+    assert log_softmax.visible_tests and "y should be [-0.4076, -1.4076, -2.4076]" in \
+        log_softmax.visible_tests
+    assert log_softmax.feedback == repair.FEEDBACK
+    assert all(problems[i].visible_tests is None for i in repair.BROKEN_EXAMPLES)
+    assert all("_np." not in (problems[i].visible_tests or "")
+               for i in repair.WRONG_STATED_VALUES)
+
+
 # ------------------------------------------------------------------ scoring (real sandbox)
 
 
@@ -190,6 +277,31 @@ def test_every_loaded_repair_task_is_gradable(sandbox) -> None:
         if not result.passed:
             failing.append((p.id, result.detail))
     assert not failing
+
+
+@pytest.mark.slow
+def test_repair_examples_and_stated_values_agree_with_the_references(sandbox) -> None:
+    """Every reference solution passes its task's visible tests; the two sets of
+    exceptions are exactly the tasks whose example or stated values it does not."""
+    broken, wrong = set(), set()
+    for p in repair.load():
+        task_md = (Path(p.hidden["dir"]) / "task.md").read_text()
+        reference = (Path(p.hidden["dir"]) / "solution_ref.py").read_text()
+        example = repair.example_code(task_md)
+        if example is None:
+            continue
+        ran = sandbox.execute(reference, tests=example)
+        if not (ran.ok and all(t.passed for t in ran.tests)):
+            broken.add(p.id)
+            continue
+        stated = with_stated_values(example)
+        if stated is None:
+            continue
+        ran = sandbox.execute(reference, tests=stated)
+        if not (ran.ok and all(t.passed for t in ran.tests)):
+            wrong.add(p.id)
+    assert broken == repair.BROKEN_EXAMPLES
+    assert wrong == repair.WRONG_STATED_VALUES
 
 
 def test_repair_grader_runs_in_the_sandbox(sandbox) -> None:
