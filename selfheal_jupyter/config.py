@@ -87,8 +87,9 @@ class SelfHeal(Configurable):
     ).tag(config=True)
     candidates = Int(
         1,
-        help="Programs sampled per round; the one QA picks by execution is kept (your tests "
-        "first, then agreement on the generated checks, CodeT-style). Each costs a model call.",
+        help="Programs sampled per repair round, from round 2 on (the first program is one "
+        "greedy reply); the one QA picks by execution is kept (your tests first, then "
+        "agreement on the generated checks, CodeT-style). Each costs a model call.",
     ).tag(config=True)
     runtime_values = Bool(
         True,

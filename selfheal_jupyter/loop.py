@@ -200,7 +200,8 @@ class Strategies:
     generated_checks: int
     """How many soft checks QA writes from the task before any code (0 = none)."""
     candidates: int
-    """Programs sampled per round; one is chosen by execution (:mod:`~selfheal_jupyter.choice`)."""
+    """Programs sampled per repair round (round 2 on); one is chosen by execution
+    (:mod:`~selfheal_jupyter.choice`)."""
     runtime_values: bool
     """Show the values of the failing statement's sub-expressions (:mod:`~selfheal_jupyter.probes`)."""
     explain_first: bool
@@ -438,13 +439,16 @@ class Loop:
                 repair = replace(repair, diagnosis=diagnosis)
                 usage, llm_s = usage + used, llm_s + secs
                 state.tokens += used.total_tokens
-            for k in range(st.candidates):
+            # The first program is one greedy reply: most tasks pass there, and it is the
+            # single pass the eval compares against. Samples are spent once it failed.
+            sampled = st.candidates if index >= 2 else 1
+            for k in range(sampled):
                 if k and (state.stop.event.is_set() or (
                         self.bounds.token_budget > 0 and state.tokens >= self.bounds.token_budget)):
                     break
                 if k:
                     state.emit(TokensStreamed(
-                        "developer", index, f"\n\n[sample {k + 1} of {st.candidates}]\n\n"))
+                        "developer", index, f"\n\n[sample {k + 1} of {sampled}]\n\n"))
                 proposal = self.developer.propose(
                     task.prompt,
                     run.plan,

@@ -134,28 +134,33 @@ def test_outline_drops_bodies():
 
 # --------------------------------------------------------------------------- N candidates
 def test_n_candidates_the_one_passing_the_users_tests_is_chosen(sandbox):
-    with ScriptedServer([fenced("total = 5"), fenced("total = 6"), fenced("total = 7")]) as s:
-        run = loop(s, sandbox, candidates=3, max_iterations=1).run(
+    replies = [fenced("total = 4"), fenced("total = 5"), fenced("total = 6"), fenced("total = 7")]
+    with ScriptedServer(replies) as s:
+        run = loop(s, sandbox, candidates=3, max_iterations=2).run(
             Task(prompt="Set total to six.", tests="assert total == 6"))
         temps = [r.get("temperature") for r in s.chat_requests()]
     assert run.outcome == "success" and run.final_code.strip() == "total = 6"
-    (it,) = run.iterations
-    assert [x.chosen for x in it.samples] == [False, True, False]
-    assert [x.passed for x in it.samples] == [False, True, False]
-    assert temps[1] == temps[2] == 0.8 and temps[0] != 0.8
+    first, second = run.iterations
+    # the first program is one greedy reply; the repair round samples three
+    assert first.samples == [] and first.candidate.code.strip() == "total = 4"
+    assert [x.chosen for x in second.samples] == [False, True, False]
+    assert [x.passed for x in second.samples] == [False, True, False]
+    assert len(temps) == 4 and temps[2] == temps[3] == 0.8 and 0.8 not in temps[:2]
     assert "Sampled programs" in run_html(run)
 
 
 def test_n_candidates_without_a_deciding_test_go_by_dual_agreement(sandbox):
     checks = Reply("```python\nassert square(2) == 4\nassert square(3) == 9\n```",
                    match="test designer")
+    unfinished = "def square(x):\n    raise NotImplementedError\n\nsquare(1)"
     doubled = "def square(x):\n    return x * 2"
     power = "def square(x):\n    return x ** 2"
     times = "def square(x):\n    return x * x"
-    with ScriptedServer([checks, fenced(doubled), fenced(power), fenced(times)]) as s:
-        run = loop(s, sandbox, candidates=3, generated_checks=2, max_iterations=1).run(
+    replies = [checks, fenced(unfinished), fenced(doubled), fenced(power), fenced(times)]
+    with ScriptedServer(replies) as s:
+        run = loop(s, sandbox, candidates=3, generated_checks=2, max_iterations=2).run(
             Task(prompt="Write square(x)."))
-    (it,) = run.iterations
+    _, it = run.iterations
     assert [x.passed for x in it.samples] == [True, True, True]  # no user tests: all pass
     assert [x.checks_passed for x in it.samples] == [1, 2, 2]
     assert [x.agreement for x in it.samples] == [1, 4, 4]
