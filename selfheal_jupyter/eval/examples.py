@@ -134,6 +134,7 @@ def _leading_literal(text: str) -> str | None:
     (``array([1., 0.])`` → ``[1., 0.]``; ``[[1. 0.] [0. 1.]]`` gets its commas)."""
     text = re.sub(r"\barray\(", "(", text.strip())
     text = re.sub(r",\s*dtype=\w+", "", text)
+    # (the pattern may match nothing, so it always matches)
     lines = [_VALUE_CHARS.match(line).group(0) for line in text.splitlines()]  # type: ignore[union-attr]
     # a value spans lines only while its brackets are open
     kept, depth = [], 0
@@ -146,13 +147,7 @@ def _leading_literal(text: str) -> str | None:
     text = re.sub(r"(?<=[\d.\]])\s+(?=[-\d\[.])", ", ", text)  # numpy's print has no commas
     for end in range(len(text), 0, -1):
         candidate = text[:end].strip().rstrip(",")
-        if not candidate or candidate[-1] not in "])'\"0123456789.eEeTrueFalse":
-            continue
-        try:
-            value = ast.literal_eval(candidate)
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            continue
-        if isinstance(value, (int, float, bool, str, list, tuple)) and candidate:
+        if candidate and _literal(candidate) and not isinstance(ast.literal_eval(candidate), dict):
             return candidate
     return None
 
