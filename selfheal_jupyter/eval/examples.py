@@ -129,9 +129,10 @@ def _place(number: str) -> float:
     return float(f"{max(floor, 0.5 * 10.0 ** (int(exponent or 0) - decimals)):.2g}")
 
 
-def _leading_literal(text: str) -> str | None:
-    """The longest start of ``text`` that is a Python literal, numpy's print repaired
-    (``array([1., 0.])`` → ``[1., 0.]``; ``[[1. 0.] [0. 1.]]`` gets its commas)."""
+def _leading_literal(text: str) -> tuple[str, object] | None:
+    """The longest start of ``text`` that is a Python literal, with its value, numpy's
+    print repaired (``array([1., 0.])`` → ``[1., 0.]``; ``[[1. 0.] [0. 1.]]`` gets its
+    commas)."""
     text = re.sub(r"\barray\(", "(", text.strip())
     text = re.sub(r",\s*dtype=\w+", "", text)
     # (the pattern may match nothing, so it always matches)
@@ -147,8 +148,14 @@ def _leading_literal(text: str) -> str | None:
     text = re.sub(r"(?<=[\d.\]])\s+(?=[-\d\[.])", ", ", text)  # numpy's print has no commas
     for end in range(len(text), 0, -1):
         candidate = text[:end].strip().rstrip(",")
-        if candidate and _literal(candidate) and not isinstance(ast.literal_eval(candidate), dict):
-            return candidate
+        if not candidate:
+            continue
+        try:
+            value = ast.literal_eval(candidate)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+        if not isinstance(value, dict):
+            return candidate, value
     return None
 
 
@@ -164,8 +171,7 @@ def _numeric(value: object) -> bool:
     return len(shapes) == 1
 
 
-def _assert(subject: str, want: str, *, shape: bool = False) -> str:
-    value = ast.literal_eval(want)
+def _assert(subject: str, want: str, value: object, *, shape: bool = False) -> str:
     tolerance = ast.unparse(ast.parse(_NUMBER.sub(lambda m: repr(_place(m.group(0))), want)))
     want = ast.unparse(ast.parse(want, mode="eval"))
     said = f"{subject} should be {want}" if not shape else f"{subject} should have shape {want}"
@@ -275,10 +281,11 @@ def with_stated_values(code: str) -> str | None:
         if subject is None or not _expression(subject):
             continue
         text = "\n".join([first, *rest]) if first.strip() else "\n".join(rest)
-        want = _leading_literal(text)
-        if want is None or (how == "has shape" and not isinstance(ast.literal_eval(want), tuple)):
+        stated = _leading_literal(text)
+        if stated is None or (how == "has shape" and not isinstance(stated[1], tuple)):
             continue
-        after.setdefault(_end(owner[0]), []).append(_assert(subject, want, shape=how == "has shape"))
+        after.setdefault(_end(owner[0]), []).append(
+            _assert(subject, *stated, shape=how == "has shape"))
     if not after:
         return None
     out = ["import numpy as _np"]

@@ -5,7 +5,8 @@ grader ``check.py`` (``grade(solver_module, fixtures) -> {metric: value}``) and 
 thresholds in ``meta.json`` (``gates``, AND-ed, as ``mlsys.runner.grade`` does). The
 loop starts from the starter (iteration 0, like ``%%heal``). The learner-facing
 ``task.md`` is the prompt; its example code is the only test the loop's QA gets, run
-with asserts of the values its comments state (:func:`visible_tests`). ``check.py`` stays hidden and runs in the sandbox.
+with asserts of the values its comments state (:func:`visible_tests`). ``check.py``
+stays hidden and runs in the sandbox.
 """
 
 from __future__ import annotations
