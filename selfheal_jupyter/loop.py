@@ -22,7 +22,14 @@ from typing import Callable
 from .agents.checks import CheckDesigner
 from .agents.developer import Developer, Proposal, RepairContext
 from .agents.planner import Planner
-from .agents.qa import QA, check_tests, hold_known_wrong, strip_input_overwrites
+from .agents.qa import (
+    QA,
+    check_tests,
+    hold_known_wrong,
+    hold_same_behaviour,
+    strip_input_overwrites,
+)
+from .behaviour import Observation
 from .errors import BadInput, Cancelled, LLMError, SandboxError, SelfHealError
 from .events import (
     CandidateReady,
@@ -637,6 +644,17 @@ class Loop:
             violations = self.qa.check_spec(state.spec, code)
         verdict = hold_known_wrong(self.qa.judge(result, task.tests, violations), task, code,
                                    given=given)
+        # What the given program, known wrong yet passing its checks, shows on them; a
+        # candidate that shows the same fixed nothing they can see.
+        if (given and verdict.held == "given") or (verdict.passed and state.given_seen is not None):
+            s0 = time.monotonic()
+            seen = self.qa.observe(code, state.sandbox_inputs, task.tests,
+                                   cancel=state.stop.event, prelude=ctx.prelude if ctx else None)
+            sandbox_s += time.monotonic() - s0
+            if given:
+                state.given_seen = seen
+            else:
+                verdict = hold_same_behaviour(verdict, seen, state.given_seen)
         checks: list[TestOutcome] = []
         generated = state.run.checks
         if generated is not None and generated.statements and result.status == "ok" \
@@ -755,6 +773,9 @@ class _RunState:
     """Failed repairs in a row since the start or the last restart."""
     origin: RepairContext | None = None
     """Where a restart begins: the user's code and its feedback (None: from the task)."""
+    given_seen: Observation | None = None
+    """What the given program showed on its checks, when the task says it is wrong and it
+    passed them anyway (None: nothing to compare a candidate with)."""
 
 
 class _Emitter:

@@ -480,6 +480,11 @@ class Verdict:
     """True when the candidate was compared against the user's spec (a task from user code)."""
     spec_violations: list[SpecViolation] = field(default_factory=list)
     """Why the candidate was rejected for changing the spec (empty: it kept it)."""
+    held: str = ""
+    """Why a program that passed its checks is still no success, the task saying the given
+    program is wrong: "given" (it is that program), "unchanged" (a candidate that left its
+    code as it was), "same_behaviour" (a candidate that shows exactly what it showed,
+    :mod:`selfheal_jupyter.behaviour`); "" for every other verdict."""
 
     @property
     def spec_kept(self) -> bool | None:
@@ -628,7 +633,30 @@ class Run:
                 return it.candidate.code
         return None
 
+    @property
+    def best_attempt(self) -> Iteration | None:
+        """When no candidate passed: the model's program that came closest, the one to
+        review first (and what an evaluation scores): it ran cleanly, then it passed the
+        most of the user's tests; the earliest of equals. Never the given program (round
+        0, or a candidate that left its code unchanged), never one that changed the
+        user's spec. None when a candidate passed or none qualifies."""
+        if self.final_code is not None:
+            return None
+        tried = [
+            it for it in self.iterations
+            if it.index >= 1 and it.candidate.code and it.result is not None
+            and not it.verdict.spec_violations and it.verdict.held != "unchanged"
+        ]
+
+        def closeness(it: Iteration) -> tuple[bool, int]:
+            r = it.result
+            clean = r is not None and r.status == "ok" and r.error is None and r.exit_code in (0, None)
+            return clean, it.verdict.tests_passed
+
+        return max(tried, key=closeness) if tried else None  # max keeps the earliest of equals
+
     def to_dict(self) -> dict[str, Any]:
+        best = self.best_attempt
         return {
             "task": self.task.prompt,
             "task_detail": self.task.to_dict(),
@@ -639,6 +667,7 @@ class Run:
             "error": self.error,
             "final_code": self.final_code,
             "final_index": self.final_index,
+            "best_index": best.index if best is not None else None,
             "model": self.model,
             "base_url": self.base_url,
             "planning_usage": asdict(self.planning_usage),

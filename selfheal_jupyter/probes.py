@@ -123,8 +123,14 @@ def plan_probes(code: str, result: ExecutionResult | None) -> tuple[str, list[st
         return None
     lines = code.splitlines()
     prefix = "\n".join(lines[: stmt.lineno - 1])
-    probes = [f"{PROBE_PREFIX}{e})[:{REPR_CHARS}]" for e in exprs]
+    probes = [probe_statement(e) for e in exprs]
     return prefix + "\n", probes
+
+
+def probe_statement(expr: str, chars: int = REPR_CHARS) -> str:
+    """A test statement whose outcome message is the value of ``expr`` (its repr, clipped
+    to ``chars``), or the exception evaluating it raised; :func:`probe_values` reads it."""
+    return f"{PROBE_PREFIX}{expr})[:{chars}]"
 
 
 def probe_values(outcomes: list[TestOutcome]) -> list[TestOutcome]:

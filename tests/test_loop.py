@@ -22,6 +22,7 @@ from selfheal_jupyter.events import (
     VerdictReady,
 )
 from selfheal_jupyter.config import SelfHeal
+from selfheal_jupyter.eval.runner import code_of, derive_single_pass
 from selfheal_jupyter.factory import build_llm, build_loop
 from selfheal_jupyter.llm import LLMClient
 from selfheal_jupyter.loop import Loop
@@ -240,6 +241,71 @@ def test_code_the_task_calls_wrong_is_no_success_even_when_it_runs(sandbox):
     with ScriptedServer([]) as s:
         run = make_loop(s, sandbox).run(Task(prompt="", initial_code=given))
     assert run.outcome == "success" and run.final_code == given
+
+
+MEAN_OFF_BY_ONE = "def mean(v):\n    return sum(v) / len(v) + 1\n"
+
+
+@pytest.mark.parametrize(
+    "given, cosmetic, tests",
+    [
+        # what it prints
+        ("values = [3, 4, 5]\nmean = sum(values) / len(values) + 1\nprint(mean)\n",
+         "values = [3, 4, 5]\nmean = (sum(values) + len(values)) / len(values)\nprint(mean)\n",
+         None),
+        # the values its tests compute (it prints nothing)
+        (MEAN_OFF_BY_ONE,
+         "def mean(v):\n    total = sum(v) + len(v)\n    return total / len(v)\n",
+         "m = mean([3, 4, 5])\nassert m > 0"),
+    ],
+)
+def test_a_candidate_that_shows_what_the_wrong_program_showed_is_no_success(
+    sandbox, given, cosmetic, tests
+):
+    """`%%heal the mean is off by one`: a candidate that rewrites the code but prints and
+    computes exactly what the wrong cell did has fixed nothing its checks can see."""
+    fixed = given.replace(" + 1", "")
+    wrong = Task(prompt="The mean is off by one.", initial_code=given, tests=tests,
+                 given_is_wrong=True)
+    with ScriptedServer([fenced(cosmetic), fenced(fixed)]) as s:
+        run = make_loop(s, sandbox, auto_plan=False).run(wrong)
+        repair_prompt = s.requests[1]["messages"][1]["content"]
+    zero, same, last = run.iterations
+    assert zero.verdict.held == "given"
+    assert same.result.status == "ok" and same.verdict.tests_failed == 0
+    assert not same.verdict.passed and same.verdict.held == "same_behaviour"
+    assert "shows exactly what the program the task says is wrong showed" in repair_prompt
+    assert "5.0" in repair_prompt  # what it showed: the value the task calls wrong
+    assert run.outcome == "success" and run.final_code == fixed
+    assert last.verdict.held == ""
+
+
+def test_a_wrong_program_that_shows_nothing_holds_no_candidate(sandbox):
+    """With nothing to compare (no output, no values), a changed program that runs is
+    judged as before: the behaviour rule must not hold every candidate."""
+    wrong = Task(prompt="The mean is off by one.", initial_code=MEAN_OFF_BY_ONE,
+                 given_is_wrong=True)
+    fixed = MEAN_OFF_BY_ONE.replace(" + 1", "")
+    with ScriptedServer([fenced(fixed)]) as s:
+        run = make_loop(s, sandbox, auto_plan=False).run(wrong)
+    assert run.outcome == "success" and run.final_code == fixed
+
+
+def test_a_run_that_ends_without_a_pass_names_its_best_attempt(sandbox):
+    """The attempt to review first: a clean run passing the most tests, the earliest of
+    equals; an attempt that crashed, or came later with no more tests passed, is not it."""
+    tests = "assert total > 0\nassert total == 6"
+    replies = [fenced("total = 5"), fenced("total = int('x')"), fenced("total = -1"),
+               fenced("total = 7")]
+    with ScriptedServer(replies) as s:
+        run = make_loop(s, sandbox, auto_plan=False, max_iterations=4).run(task(tests=tests))
+    assert run.outcome == "budget_exhausted" and run.final_code is None
+    assert [it.verdict.tests_passed for it in run.iterations] == [1, 0, 0, 1]
+    assert run.best_attempt is run.iterations[0]
+    record = run.to_dict()
+    assert record["best_index"] == 1
+    assert code_of(record).strip() == "total = 5"  # what the evaluation scores
+    assert code_of(derive_single_pass(record)).strip() == "total = 5"
 
 
 def test_no_tests_a_clean_run_passes(sandbox):

@@ -24,6 +24,7 @@ from pyflakes import checker as pyflakes_checker
 from pyflakes import messages as pyflakes_messages
 
 from .. import spec as spec_mod
+from ..behaviour import Observation, observation, observing_tests
 from ..errors import BadInput
 from ..model import ErrorInfo, ExecutionResult, Frame, Limits, SpecViolation, Task, Verdict
 from ..sandbox.base import Sandbox
@@ -282,13 +283,33 @@ def hold_known_wrong(verdict: Verdict, task: Task, code: str | None, *, given: b
     if not (verdict.passed and task.given_is_wrong and task.initial_code is not None):
         return verdict
     if given:
-        reason = GIVEN_IS_WRONG.format(
-            tests=" and passes the tests" if verdict.tests_passed else " without an error")
+        reason, held = GIVEN_IS_WRONG.format(
+            tests=" and passes the tests" if verdict.tests_passed else " without an error"), "given"
     elif code is not None and same_program(code, task.initial_code):
-        reason = UNCHANGED
+        reason, held = UNCHANGED, "unchanged"
     else:
         return verdict
-    return replace(verdict, passed=False, reasons=[reason])
+    return replace(verdict, passed=False, reasons=[reason], held=held)
+
+
+SAME_BEHAVIOUR = (
+    "it shows exactly what the program the task says is wrong showed: the same output and "
+    "the same values ({seen}). So the bug is still there, or your change does not reach "
+    "what the checks run: find the code that does not do what the task asks and change "
+    "what it computes"
+)
+
+
+def hold_same_behaviour(
+    verdict: Verdict, seen: Observation | None, given_seen: Observation | None
+) -> Verdict:
+    """A pass is no success when the task says the given program is wrong and this
+    candidate shows exactly what that program showed (:mod:`selfheal_jupyter.behaviour`):
+    nothing its checks can see was fixed."""
+    if not verdict.passed or given_seen is None or seen != given_seen:
+        return verdict
+    return replace(verdict, passed=False, held="same_behaviour",
+                   reasons=[SAME_BEHAVIOUR.format(seen=given_seen.summary())])
 
 
 class QA:
@@ -323,6 +344,20 @@ class QA:
             code, inputs=dict(inputs), limits=self.limits, tests=tests or None, cancel=cancel,
             **extra,
         )
+
+    def observe(
+        self,
+        code: str,
+        inputs: Mapping[str, Any],
+        tests: str | None,
+        cancel: threading.Event | None = None,
+        prelude: str | None = None,
+    ) -> Observation | None:
+        """What ``code`` shows on ``tests`` (a second, ordinary sandbox run); None when
+        it shows nothing to compare or did not run cleanly."""
+        result = self.run(code, inputs, observing_tests(tests), cancel=cancel, prelude=prelude)
+        seen = observation(result, tests)
+        return None if seen is None or seen.empty else seen
 
     @staticmethod
     def spec_for(task: Task, first: ExecutionResult | None) -> spec_mod.Spec | None:

@@ -126,6 +126,7 @@ def derive_single_pass(run_dict: dict[str, Any]) -> dict[str, Any]:
     derived["outcome"] = "success" if passed else "budget_exhausted"
     derived["error"] = "" if passed else "No candidate passed within max_iterations=1."
     derived["final_code"] = passing[-1].get("code") if passed else None
+    derived["best_index"] = None  # one attempt: the last program is the best one
     totals = dict(run_dict.get("totals") or {})
     plan_usage = run_dict.get("planning_usage") or {}
     llm_all = sum((it.get("timings") or {}).get("llm_s", 0.0) for it in its)
@@ -143,12 +144,14 @@ def derive_single_pass(run_dict: dict[str, Any]) -> dict[str, Any]:
     return derived
 
 
-def _code_of(run_dict: dict[str, Any]) -> str | None:
-    """What the user ends up with: the passing candidate, else the last one."""
+def code_of(run_dict: dict[str, Any]) -> str | None:
+    """What the user ends up with: the passing candidate, else the run's best attempt
+    (``Run.best_attempt``), else the last program."""
     if run_dict.get("final_code"):
         return run_dict["final_code"]
     its = [it for it in run_dict.get("iterations") or [] if it.get("code")]
-    return its[-1]["code"] if its else None
+    best = [it for it in its if it.get("index") == run_dict.get("best_index")]
+    return (best or its or [{"code": None}])[-1]["code"]
 
 
 def make_record(
@@ -292,7 +295,7 @@ def run_eval(
             t0 = time.monotonic()
             run: Run = loop.run(problem.task())
             run_dict = _trim(run.to_dict())
-            hidden = score(sandbox, problem, _code_of(run_dict), limits=hidden_limits)
+            hidden = score(sandbox, problem, code_of(run_dict), limits=hidden_limits)
             wall = time.monotonic() - t0
             out = [make_record(problem, condition, run_dict, hidden, wall,
                                max_iterations=settings.max_iterations, meta=meta)]
@@ -300,7 +303,7 @@ def run_eval(
                 single = derive_single_pass(run_dict)
                 same = len(single["iterations"]) == len(run_dict["iterations"])
                 s_hidden = hidden if same else score(
-                    sandbox, problem, _code_of(single), limits=hidden_limits)
+                    sandbox, problem, code_of(single), limits=hidden_limits)
                 s_wall = single["totals"]["duration_s"] + s_hidden.duration_s
                 out.append(make_record(problem, "baseline", single, s_hidden,
                                        wall if same else s_wall, max_iterations=1, meta=meta,

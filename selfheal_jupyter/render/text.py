@@ -98,10 +98,16 @@ class Transcript:
         )
         if run.error and run.outcome != "success":
             self._w(run.error)
+        best = run.best_attempt
         if run.final_code:
             self._w(RULE)
             self._w("final program:")
             self._w(run.final_code.rstrip("\n"))
+        elif best is not None:
+            self._w(RULE)
+            self._w(f"best attempt (round {best.index}, did not pass: "
+                    f"{'; '.join(best.verdict.reasons)}):")
+            self._w(best.candidate.code.rstrip("\n"))
 
 
 class Progress:
