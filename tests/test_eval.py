@@ -16,7 +16,11 @@ import pytest
 
 from selfheal_jupyter import cli
 from selfheal_jupyter.eval import aggregate, benchmarks, humaneval, repair
-from selfheal_jupyter.eval.examples import example_asserts, with_stated_values
+from selfheal_jupyter.eval.examples import (
+    example_asserts,
+    with_declared_types,
+    with_stated_values,
+)
 from selfheal_jupyter.eval.progress import Progress
 from selfheal_jupyter.eval.runner import EvalConfig, derive_single_pass, run_eval
 from selfheal_jupyter.config import SelfHeal
@@ -281,9 +285,10 @@ def test_every_loaded_repair_task_is_gradable(sandbox) -> None:
 
 @pytest.mark.slow
 def test_repair_examples_and_stated_values_agree_with_the_references(sandbox) -> None:
-    """Every reference solution passes its task's visible tests; the two sets of
-    exceptions are exactly the tasks whose example or stated values it does not."""
-    broken, wrong = set(), set()
+    """Every reference solution passes its task's visible tests (the declared classes
+    included); the two sets of exceptions are exactly the tasks whose example or stated
+    values it does not."""
+    broken, wrong, failing = set(), set(), []
     for p in repair.load():
         task_md = (Path(p.hidden["dir"]) / "task.md").read_text()
         reference = (Path(p.hidden["dir"]) / "solution_ref.py").read_text()
@@ -295,13 +300,16 @@ def test_repair_examples_and_stated_values_agree_with_the_references(sandbox) ->
             broken.add(p.id)
             continue
         stated = with_stated_values(example)
-        if stated is None:
-            continue
-        ran = sandbox.execute(reference, tests=stated)
+        if stated is not None:
+            ran = sandbox.execute(reference, tests=stated)
+            if not (ran.ok and all(t.passed for t in ran.tests)):
+                wrong.add(p.id)
+        ran = sandbox.execute(reference, tests=p.visible_tests)
         if not (ran.ok and all(t.passed for t in ran.tests)):
-            wrong.add(p.id)
+            failing.append(p.id)
     assert broken == repair.BROKEN_EXAMPLES
     assert wrong == repair.WRONG_STATED_VALUES
+    assert failing == []
 
 
 def test_repair_grader_runs_in_the_sandbox(sandbox) -> None:
@@ -377,6 +385,30 @@ def test_metrics_on_hand_made_runs() -> None:
     assert s["err"] == pytest.approx((3 - 1) / 3)
     assert s["tokens_per_solved"] == pytest.approx((100 + 200 + 300 + 200) / 2)
     assert s["wall_s_per_problem"] == 2.0
+
+
+def test_the_starters_declared_return_classes_become_asserts(sandbox) -> None:
+    """``-> list[list[float]]`` in the starter: an array returned instead fails with a
+    message naming the signature (mlsys-lab's graders refuse it too); a scalar's class is
+    not checked, nor a call whose result is not kept."""
+    starter = ("import numpy as np\nfrom typing import List\n"
+               "def rows(x: list) -> list[list[float]]: ...\n"
+               "def pair(x) -> typing.Tuple[int, int]: ...\n"
+               "def arr(x) -> np.ndarray: ...\ndef mean(x) -> float: ...\n")
+    example = "a = rows([1])\nb = pair(2)\nc = arr(3)\nd = mean(4)\nrows(5)\n"
+    typed = with_declared_types(example, starter)
+    assert typed is not None and typed.count("assert isinstance(") == 3
+    assert "assert isinstance(a, list)" in typed and "assert isinstance(c, _np.ndarray)" in typed
+    assert with_declared_types("d = mean(4)\n", starter) is None
+    as_array = "import numpy as np\ndef rows(x):\n    return np.zeros((1, 2))\n"
+    ran = sandbox.execute(as_array, tests=with_declared_types("a = rows([1])", starter))
+    assert [t.passed for t in ran.tests] == [True, False]
+    assert ran.tests[-1].message.endswith(
+        "rows() should return a list (its signature says -> list[list[float]]); "
+        "it returned a ndarray")
+    ran = sandbox.execute(as_array.replace("np.zeros((1, 2))", "[[0.0, 0.0]]"),
+                          tests=with_declared_types("a = rows([1])", starter))
+    assert all(t.passed for t in ran.tests)
 
 
 def test_spec_kept_and_false_success_from_the_records() -> None:

@@ -249,6 +249,10 @@ def _end(statement: ast.stmt) -> int:
     return statement.end_lineno or statement.lineno
 
 
+_NUMPY = "import numpy as _np"
+"""The import the generated asserts use (a name the example cannot clash with)."""
+
+
 def with_stated_values(code: str) -> str | None:
     """The example with an assert after each statement whose comment states its value
     (where the reader would compare it: a later line may reassign the name); None when
@@ -288,8 +292,67 @@ def with_stated_values(code: str) -> str | None:
             _assert(subject, *stated, shape=how == "has shape"))
     if not after:
         return None
-    out = ["import numpy as _np"]
+    out = [_NUMPY]
     for number, source in enumerate(code.splitlines(), 1):
         out.append(source)
         out.extend(dict.fromkeys(after.get(number, [])))
+    return "\n".join(out)
+
+
+_DECLARED_CLASSES = {"list": "list", "List": "list", "tuple": "tuple", "Tuple": "tuple",
+                     "dict": "dict", "Dict": "dict", "np.ndarray": "_np.ndarray",
+                     "numpy.ndarray": "_np.ndarray", "ndarray": "_np.ndarray"}
+"""Return annotations whose class is checked (``typing.`` prefix dropped); a scalar's
+is not (a numpy float is no ``float`` to ``isinstance`` yet fine to every reader)."""
+
+
+def declared_return_types(program: str) -> dict[str, tuple[str, str]]:
+    """``function -> (class expression, annotation)`` for the top-level functions of
+    ``program`` whose return annotation names a container class."""
+    try:
+        tree = ast.parse(program)
+    except SyntaxError:
+        return {}
+    out = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.returns is not None:
+            base = node.returns.value if isinstance(node.returns, ast.Subscript) else node.returns
+            cls = _DECLARED_CLASSES.get(ast.unparse(base).removeprefix("typing."))
+            if cls:
+                out[node.name] = (cls, ast.unparse(node.returns))
+    return out
+
+
+def with_declared_types(code: str, program: str) -> str | None:
+    """The example with an assert after each ``name = f(...)`` whose ``f`` the given
+    program declares to return a container (``-> list[list[float]]``): the reader of
+    the signature expects that class, and a caller may insist on it (``.tolist()``
+    forgotten, an array where a list was declared). None when there is none to add."""
+    declared = declared_return_types(program)
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    after: dict[int, str] = {}
+    for stmt in tree.body:
+        call = stmt.value if isinstance(stmt, ast.Assign) else None
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                and call.func.id in declared and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name)):
+            continue
+        name = stmt.targets[0].id
+        cls, annotation = declared[call.func.id]
+        kind = cls.removeprefix("_np.")
+        said = (f"{call.func.id}() should return {'an' if kind[0] in 'aeiou' else 'a'} {kind} "
+                f"(its signature says -> {annotation}); it returned a ")
+        after[_end(stmt)] = f"assert isinstance({name}, {cls}), {said!r} + type({name}).__name__"
+    if not after:
+        return None
+    lines = code.splitlines()
+    numpy = any("_np." in line for line in after.values()) and _NUMPY not in lines
+    out = [_NUMPY] if numpy else []
+    for number, source in enumerate(lines, 1):
+        out.append(source)
+        if number in after:
+            out.append(after[number])
     return "\n".join(out)

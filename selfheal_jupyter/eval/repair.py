@@ -5,8 +5,9 @@ grader ``check.py`` (``grade(solver_module, fixtures) -> {metric: value}``) and 
 thresholds in ``meta.json`` (``gates``, AND-ed, as ``mlsys.runner.grade`` does). The
 loop starts from the starter (iteration 0, like ``%%heal``). The learner-facing
 ``task.md`` is the prompt; its example code is the only test the loop's QA gets, run
-with asserts of the values its comments state (:func:`visible_tests`). ``check.py``
-stays hidden and runs in the sandbox.
+with asserts of the values its comments state and of the classes the starter's
+signatures declare (:func:`visible_tests`). ``check.py`` stays hidden and runs in the
+sandbox.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from . import harness
-from .examples import with_stated_values
+from .examples import with_declared_types, with_stated_values
 from .problem import Problem, package_dir
 
 NAME = "repair"
@@ -139,16 +140,17 @@ WRONG_STATED_VALUES = frozenset({
 })
 
 
-def visible_tests(task_id: str, task_md: str) -> str | None:
+def visible_tests(task_id: str, task_md: str, starter: str) -> str | None:
     """The example code, with an assert of each value its comments state (to the
-    digits shown): a reader of the task would compare them, and a smoke run alone
+    digits shown) and of the class the starter's signature declares for each result
+    (``-> list[...]``): a reader of the task would compare them, and a smoke run alone
     passes a wrong-but-quiet program."""
     code = example_code(task_md)
     if code is None or task_id in BROKEN_EXAMPLES:
         return None
-    if task_id in WRONG_STATED_VALUES:
-        return code
-    return with_stated_values(code) or code
+    if task_id not in WRONG_STATED_VALUES:
+        code = with_stated_values(code) or code
+    return with_declared_types(code, starter) or code
 
 
 def _fixtures(path: Path, meta: dict[str, Any]) -> dict[str, Any]:
@@ -169,7 +171,7 @@ def load() -> list[Problem]:
         task_md = (path / "task.md").read_text()
         starter = (path / "starter.py").read_text()
         provides = meta.get("provides") or []
-        tests = visible_tests(meta.get("id", path.name), task_md)
+        tests = visible_tests(meta.get("id", path.name), task_md, starter)
         problems.append(
             Problem(
                 benchmark=NAME,
