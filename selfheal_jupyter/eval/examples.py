@@ -335,15 +335,16 @@ def with_declared_types(code: str, program: str) -> str | None:
         return None
     after: dict[int, str] = {}
     for stmt in tree.body:
-        call = stmt.value if isinstance(stmt, ast.Assign) else None
-        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
-                and call.func.id in declared and len(stmt.targets) == 1
-                and isinstance(stmt.targets[0], ast.Name)):
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
             continue
-        name = stmt.targets[0].id
-        cls, annotation = declared[call.func.id]
+        target, call = stmt.targets[0], stmt.value
+        if not (isinstance(target, ast.Name) and isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Name) and call.func.id in declared):
+            continue
+        name, function = target.id, call.func.id
+        cls, annotation = declared[function]
         kind = cls.removeprefix("_np.")
-        said = (f"{call.func.id}() should return {'an' if kind[0] in 'aeiou' else 'a'} {kind} "
+        said = (f"{function}() should return {'an' if kind[0] in 'aeiou' else 'a'} {kind} "
                 f"(its signature says -> {annotation}); it returned a ")
         after[_end(stmt)] = f"assert isinstance({name}, {cls}), {said!r} + type({name}).__name__"
     if not after:
