@@ -209,7 +209,7 @@ def test_repair_tasks_get_their_stated_values_except_the_known_wrong() -> None:
         log_softmax.visible_tests
     assert log_softmax.feedback == repair.FEEDBACK
     assert all(problems[i].visible_tests is None for i in repair.BROKEN_EXAMPLES)
-    assert all("_np." not in (problems[i].visible_tests or "")
+    assert all("(the task example states it)" not in (problems[i].visible_tests or "")
                for i in repair.WRONG_STATED_VALUES)
 
 
