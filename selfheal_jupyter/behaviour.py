@@ -35,8 +35,8 @@ from .model import ExecutionResult
 from .probes import probe_statement, probe_values
 
 OBSERVED_CHARS = 4000
-"""How much of each value's repr is compared (a value longer than this is compared by
-its first OBSERVED_CHARS characters and its length)."""
+"""How much of each value's repr is compared (of a longer value, only its first
+OBSERVED_CHARS characters)."""
 
 
 @dataclass(frozen=True)

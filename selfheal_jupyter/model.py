@@ -109,6 +109,11 @@ class ExecutionResult:
     def ok(self) -> bool:
         return self.status == "ok"
 
+    @property
+    def clean(self) -> bool:
+        """Ran to the end without an error and exited 0 (QA's condition for a pass)."""
+        return self.status == "ok" and self.error is None and self.exit_code in (0, None)
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape; rich outputs are held to :mod:`~selfheal_jupyter.hygiene` again."""
         data = asdict(self)
@@ -649,9 +654,7 @@ class Run:
         ]
 
         def closeness(it: Iteration) -> tuple[bool, int]:
-            r = it.result
-            clean = r is not None and r.status == "ok" and r.error is None and r.exit_code in (0, None)
-            return clean, it.verdict.tests_passed
+            return it.result is not None and it.result.clean, it.verdict.tests_passed
 
         return max(tried, key=closeness) if tried else None  # max keeps the earliest of equals
 

@@ -224,7 +224,7 @@ def judge(
     passed_tests = sum(1 for t in result.tests if t.passed)
     failed_tests = len(result.tests) - passed_tests
     reasons: list[str] = []
-    clean = result.status == "ok" and result.error is None and result.exit_code in (0, None)
+    clean = result.clean
     if result.status == "blocked":
         what = f"{result.error.type}: {result.error.message}" if result.error else result.message
         reasons.append(f"static pre-check: {what}")
