@@ -10,7 +10,8 @@
 * :class:`CellRun` is one run for a notebook cell: the renderer (the live panel when a
   front end is attached, else static HTML), Stop, the ``agent_result`` record, and the
   hand-over of passing code (Insert below / Replace this cell / Run in my kernel, only
-  on a click; see ``cells.py``). The cell ends when the run ends.
+  on a click; see ``cells.py``), or of the best attempt of a run that did not pass
+  (Insert best attempt below, only). The cell ends when the run ends.
 * In a kernel, comm messages (Stop) are only dispatched while a cell *awaits*. The
   cell is not rewritten for that: :func:`install` adds an AST transformer that turns
   IPython's own ``get_ipython().run_cell_magic('agent', line, cell)`` into an awaited
@@ -217,7 +218,7 @@ class CellRun:
 
     async def run_async(self) -> Run:
         run = self._finish(await self.pump.run_async())
-        if run.final_code is not None:
+        if handed_code(run) is not None:
             await self.cells.answered(HELLO_TIMEOUT_S)
         self.hand_over(run)
         return run
@@ -237,6 +238,7 @@ class CellRun:
         reply (``set_next_input``) and the cell says so."""
         code = run.final_code
         if code is None:
+            self.offer_best_attempt(run)
             return
         heal = run.task.initial_code is not None
         panel = self.panel
@@ -261,13 +263,37 @@ class CellRun:
         if panel is not None:
             panel.offer_actions("Passed.", insert=False, replace=False)
 
+    def offer_best_attempt(self, run: Run) -> None:
+        """No candidate passed: the attempt that came closest is offered for review,
+        to insert below only (it failed, so it never replaces the cell or runs in the
+        user's kernel). Without the labextension it stays in ``agent_result``."""
+        best = run.best_attempt
+        if best is None:
+            return
+        why = "; ".join(best.verdict.reasons) or "it did not pass"
+        panel = self.panel
+        if self.cells.ready and panel is not None:
+            initial = run.task.initial_code
+            diff = (code_diff(initial, best.candidate.code, old_name="your cell", new_name=f"round {best.index}")
+                    if initial is not None else "")
+            review = heading(f"Best attempt: round {best.index} (did not pass)") + (diff_html(diff) if diff else "")
+            panel.offer_actions(
+                f"No candidate passed. Round {best.index} came closest ({why}); "
+                "insert it below to work on it, or keep your cell as it is.",
+                insert=True, replace=False, run=False, insert_label="Insert best attempt below", review=review,
+            )
+            return
+        note = (f"No candidate passed. The one that came closest, round {best.index}, "
+                "is in agent_result.best_attempt.candidate.code.")
+        show_html(message_html(note, kind="note"), f"selfheal: {note}")
+
     def on_action(self, name: str) -> None:
         """A button of the panel was pressed (after the cell ended)."""
         panel, run = self.panel, self.run
         if run is None or panel is None:
             return
-        code = run.final_code
-        if code is None:
+        code = handed_code(run)
+        if code is None or (run.final_code is None and name in ("replace", "run")):
             panel.settle("No passing code to use.")
             return
         if name in ("insert", "replace"):
@@ -286,6 +312,14 @@ class CellRun:
             panel.settle("Ran the code in your kernel.")
         else:
             panel.settle("Done: the record stays in agent_result.")
+
+
+def handed_code(run: Run) -> str | None:
+    """The code a cell run hands over: the passing program, else the best attempt."""
+    if run.final_code is not None:
+        return run.final_code
+    best = run.best_attempt
+    return best.candidate.code if best is not None else None
 
 
 def plan_pump(settings: SelfHeal, task: Task) -> Pump[Any]:

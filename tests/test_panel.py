@@ -206,6 +206,33 @@ def test_run_in_my_kernel_runs_the_code_there(kernel_for):
         assert "".join(out).strip() == "2.0"
 
 
+def test_a_run_without_a_pass_offers_its_best_attempt_to_insert_only(kernel_for):
+    crash, closest = "total = int('x')", "total = 5"
+    with ScriptedServer([Reply(f"```python\n{crash}\n```"), Reply(f"```python\n{closest}\n```")]) as server:
+        _, kc = kernel_for(server)
+        kc.execute_interactive("checks = 'assert total > 0\\nassert total == 6'", timeout=30)
+        msg_id = execute_in_cell(kc, "%%agent --no-plan --max-iterations 2 --tests checks\nSet total to six.",
+                                 "cell-total")
+        wire = Wire(kc, msg_id)
+        wire.extension = True
+        wire.until(lambda: wire.front_comm, 30, "the hello of the run")
+        reply = execute_reply(kc, msg_id, timeout=60)
+        wire.until(lambda: wire.idle, 10, "the cell to end")
+        assert reply["content"]["payload"] == []  # a failed program never goes out by itself
+        assert 'data-outcome="budget_exhausted"' in wire.html()
+        insert = wire.until(lambda: wire.find("ButtonModel", description="Insert best attempt below"),
+                            30, "the best attempt's button")
+        assert "Round 2 came closest" in status_text(wire)
+        run_layout = wire.find("ButtonModel", description="Run in my kernel")
+        layout_of = wire.widgets[run_layout]["layout"].removeprefix("IPY_MODEL_")
+        assert wire.widgets[layout_of].get("display") == "none"  # it failed: never run in the user's kernel
+        wire.click(insert)
+        request = wire.until(lambda: wire.requests and wire.requests[0], 30, "the insert request")
+        assert request["action"] == "insert" and request["cell_id"] == "cell-total"
+        assert request["code"].strip() == closest  # the clean run that passed one check, not the crash
+        wire.until(lambda: "Inserted below the cell." in status_text(wire), 30, "the panel to settle")
+
+
 def test_autoheal_offers_a_button_and_heals_on_request(kernel_for):
     fixed = "values = []\nprint(sum(values) / len(values) if values else 0.0)"
     with ScriptedServer([Reply(f"```python\n{fixed}\n```", match="ZeroDivisionError")]) as server:

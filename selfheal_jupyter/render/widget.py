@@ -153,11 +153,14 @@ class Panel:
         self.accordion.layout.display = "none"
 
     def offer_actions(self, note: str = "", *, insert: bool = True, replace: bool = False,
-                      review: str = "") -> None:
-        """Show the buttons for a passing run (``review``: HTML shown above them, e.g.
-        the diff against the cell as typed)."""
+                      run: bool = True, insert_label: str = "Insert below", review: str = "") -> None:
+        """Show the buttons for a run's code (``review``: HTML shown above them, e.g.
+        the diff against the cell as typed). A run that did not pass offers its best
+        attempt to insert only, under its own label."""
+        self.insert_button.description = insert_label
         self.insert_button.layout.display = "" if insert else "none"
         self.replace_button.layout.display = "" if replace else "none"
+        self.run_button.layout.display = "" if run else "none"
         self.review.value = review
         self.actions.layout.display = "flex"
         if note:
