@@ -232,6 +232,22 @@ def test_a_run_in_a_plain_shell_renders_inline_and_records_only_agent_result(she
         assert "✔ success · 2 iterations" in text
 
 
+def test_a_failed_run_in_a_plain_shell_names_its_best_attempt_and_hands_nothing_over(shell):
+    from tests.scripted_server import Reply, ScriptedServer
+
+    with ScriptedServer([Reply("```python\ntotal = 5\n```")]) as server:
+        shell.run_cell(f"%config SelfHeal.base_url = '{server.base_url}'", store_history=False)
+        shell.run_cell("checks = 'assert total > 0\\nassert total == 6'", store_history=True)
+        before = user_names(shell)
+        result, cap = run(shell, "%%agent --no-plan --tests checks --max-iterations 1\nSet total to six.")
+        assert result.success, cap.stderr
+        assert user_names(shell) - before == {"agent_result"}  # the failed program was not run here
+        assert shell.user_ns["agent_result"].best_attempt.candidate.code.strip() == "total = 5"
+        text = "".join(o.data.get("text/plain", "") for o in cap.outputs)
+        assert "round 1, is in agent_result.best_attempt.candidate.code" in text
+        assert not shell.payload_manager.read_payload()  # no set_next_input of a failed program
+
+
 def test_plan_only_then_plan_in_a_plain_shell(shell):
     from tests.scripted_server import Reply, ScriptedServer
 
