@@ -24,6 +24,7 @@ class Trial:
     result: ExecutionResult | None
     verdict: Verdict
     checks: list[TestOutcome] = field(default_factory=list)
+    fresh: bool = False
 
 
 def _behaviour(trial: Trial) -> tuple:
@@ -70,6 +71,7 @@ def choose(trials: list[Trial]) -> tuple[int, list[Sample]]:
             checks_passed=sum(c.passed for c in t.checks),
             agreement=scores[i],
             chosen=i == best,
+            fresh=t.fresh,
         )
         for i, t in enumerate(trials)
     ]

@@ -531,6 +531,9 @@ class Sample:
     agreement: int = 0
     """CodeT dual agreement: samples with the same generated-check outcomes × checks passed."""
     chosen: bool = False
+    fresh: bool = False
+    """It started over from the task (or the user's code) instead of repairing the last
+    program (see ``loop.FRESH_FROM_SAMPLE``)."""
 
 
 @dataclass

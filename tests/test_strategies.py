@@ -149,6 +149,36 @@ def test_n_candidates_the_one_passing_the_users_tests_is_chosen(sandbox):
     assert "Sampled programs" in run_html(run)
 
 
+def test_the_third_sample_of_a_round_starts_over_instead_of_copying_the_failing_program(sandbox):
+    replies = [fenced("total = 4"), fenced("total = 5"), fenced("total = 7"), fenced("total = 6")]
+    with ScriptedServer(replies) as s:
+        run = loop(s, sandbox, candidates=3, max_iterations=2).run(
+            Task(prompt="Set total to six.", tests="assert total == 6"))
+        prompts = developer_prompts(s)
+        temps = [r.get("temperature") for r in s.chat_requests()]
+    # samples 1 and 2 repair round 1's program; sample 3 writes it again from the task
+    assert all("total = 4" in p and RESTART_NOTE not in p for p in prompts[1:3])
+    assert RESTART_NOTE in prompts[3] and "total = 4" not in prompts[3]
+    assert "The current program" not in prompts[3] and temps[3] == 0.8
+    second = run.iterations[1]
+    assert [x.fresh for x in second.samples] == [False, False, True]
+    assert second.samples[2].chosen and run.final_code.strip() == "total = 6"
+    assert "sample 3 (started over)" in run_html(run)
+
+
+def test_a_heals_fresh_sample_starts_over_from_the_users_code(sandbox):
+    worse = USER.replace("+ 1", "+ 2")
+    replies = [fenced(worse), fenced(USER.replace("+ 1", "+ 3")), fenced(USER.replace("+ 1", "+ 4")),
+               fenced(FIXED)]
+    with ScriptedServer(replies) as s:
+        run = loop(s, sandbox, candidates=3, max_iterations=2).run(Task(prompt="", initial_code=USER))
+        prompts = developer_prompts(s)
+    assert "len(values) + 2" in prompts[1] and "len(values) + 2" in prompts[2]
+    assert RESTART_NOTE in prompts[3] and "len(values) + 1" in prompts[3]
+    assert "len(values) + 2" not in prompts[3]
+    assert run.outcome == "success" and run.iterations[-1].samples[2].fresh
+
+
 def test_n_candidates_without_a_deciding_test_go_by_dual_agreement(sandbox):
     checks = Reply("```python\nassert square(2) == 4\nassert square(3) == 9\n```",
                    match="test designer")

@@ -59,8 +59,8 @@ SPEC_NOTE = (
     "values they expect. Change the rest of the program so that they hold."
 )
 RESTART_NOTE = (
-    "IMPORTANT: several repairs of this program in a row did not work. Start over: "
-    "write the program again from the task, with a different approach."
+    "IMPORTANT: repairing the program did not work. Start over: write the program "
+    "again from the task, with a different approach."
 )
 CHECKS_NOTE = (
     "The checks above marked GENERATED were written by QA from the task alone and may be "

@@ -171,7 +171,8 @@ def strategies_html(it: Iteration) -> str:
                      + pre(it.diagnosis))
     if it.samples:
         rows = "".join(
-            f'<div style="{MONO}">{"➜" if x.chosen else "&nbsp;"} sample {i}: {esc(x.status)}, '
+            f'<div style="{MONO}">{"➜" if x.chosen else "&nbsp;"} sample {i}'
+            f'{" (started over)" if x.fresh else ""}: {esc(x.status)}, '
             f'{"passed" if x.passed else "failed"}, tests {x.tests_passed}, generated checks '
             f"{x.checks_passed}, agreement {x.agreement}</div>"
             for i, x in enumerate(it.samples, 1)

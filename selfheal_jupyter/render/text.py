@@ -81,7 +81,9 @@ class Transcript:
             self._w(f"  value: {v.source} = {v.message if v.passed else 'raises ' + v.message}")
         if it.samples:
             chosen = next(i for i, x in enumerate(it.samples, 1) if x.chosen)
-            self._w(f"  sampled {len(it.samples)} programs, chose #{chosen}")
+            fresh = [i for i, x in enumerate(it.samples, 1) if x.fresh]
+            over = f" (#{', #'.join(map(str, fresh))} started over)" if fresh else ""
+            self._w(f"  sampled {len(it.samples)} programs{over}, chose #{chosen}")
         state = "PASSED" if it.verdict.passed else "failed"
         self._w(f"verdict: {state} ({'; '.join(it.verdict.reasons)})")
         for violation in it.verdict.spec_violations:
