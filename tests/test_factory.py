@@ -98,3 +98,23 @@ def test_every_option_is_in_the_readme_table():
     missing = [name for name in SelfHeal.class_traits(config=True)
                if not any(f"`{name}`" in cell for cell in named)]
     assert not missing, f"README.md's Options table lacks {missing}"
+
+
+def test_the_embedded_model_gets_its_measured_options_unless_the_user_gave_them():
+    from traitlets.config import Config
+
+    from selfheal_jupyter.factory import tuned_settings
+    from selfheal_jupyter.llm import Endpoint
+
+    embedded, hosted = Endpoint("http://x/v1", "k", "m", local=True), Endpoint("http://x/v1", "k", "m")
+    tuned = tuned_settings(SelfHeal(), embedded)
+    assert (tuned.candidates, tuned.plan_on_heal) == (3, False)
+    assert (tuned_settings(SelfHeal(), hosted).candidates, SelfHeal().candidates) == (1, 1)
+    # given on purpose, even at the default value: by keyword, by %config, per call
+    assert tuned_settings(SelfHeal(candidates=1), embedded).candidates == 1
+    config = Config()
+    config.SelfHeal.candidates = 1
+    assert tuned_settings(SelfHeal(config=config), embedded).candidates == 1
+    per_call = SelfHeal().with_values(candidates=1, plan_on_heal=True)
+    assert (tuned_settings(per_call, embedded).candidates, tuned_settings(per_call, embedded).plan_on_heal) == (1, True)
+    assert tuned_settings(SelfHeal().with_values(quiet=True), embedded).candidates == 3

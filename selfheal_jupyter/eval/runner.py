@@ -237,7 +237,7 @@ def run_eval(
     log: Callable[[str], None] = print,
 ) -> Path:
     """Run what is not finished yet; returns the JSONL path. Raises the package's errors."""
-    from ..factory import build_llm, build_loop, resolve_endpoint
+    from ..factory import build_llm, build_loop, resolve_endpoint, tuned_settings
 
     unknown = set(config.conditions) - set(CONDITIONS)
     if unknown or not config.conditions:
@@ -268,8 +268,8 @@ def run_eval(
     image = ensure_benchmark_image(config.benchmark, base.get("image") or SelfHeal().image,
                                    build=config.build_image, log=log)
     base["image"] = image
-    probe = SelfHeal(**base)
-    endpoint = resolve_endpoint(probe)
+    endpoint = resolve_endpoint(SelfHeal(**base))
+    probe = tuned_settings(SelfHeal(**base), endpoint)  # what the loop will run with
     meta = {
         "model": endpoint.model,
         "base_url": endpoint.base_url,
