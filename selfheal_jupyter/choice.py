@@ -1,7 +1,9 @@
 """Pick one of N sampled programs by execution (``SelfHeal.candidates``).
 
-Order of preference: the verdict (the user's tests + a clean run + the spec), then the
-number of the user's tests passed, then a clean run, then CodeT's dual agreement on
+Order of preference: the verdict (the user's tests + a clean run + the spec), then
+keeping the user's spec (a program that deleted a failing assert runs clean and would
+otherwise win over one that kept it and still fails), then the number of the user's
+tests passed, then a clean run, then CodeT's dual agreement on
 QA's generated checks: samples are grouped by which checks they pass, and a sample's
 score is (size of its group) × (checks it passes) — a program that many independent
 samples agree with, on checks that many programs pass, is more likely right than one
@@ -59,7 +61,8 @@ def choose(trials: list[Trial]) -> tuple[int, list[Sample]]:
     def key(i: int) -> tuple:
         t = trials[i]
         clean = t.result is not None and t.result.status == "ok" and t.result.error is None
-        return (t.verdict.passed, t.verdict.tests_passed, clean, scores[i], -i)
+        return (t.verdict.passed, not t.verdict.spec_violations, t.verdict.tests_passed, clean,
+                scores[i], -i)
 
     best = max(range(len(trials)), key=key)
     samples = [

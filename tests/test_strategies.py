@@ -179,6 +179,19 @@ def test_a_heals_fresh_sample_starts_over_from_the_users_code(sandbox):
     assert run.outcome == "success" and run.iterations[-1].samples[2].fresh
 
 
+def test_a_sample_that_keeps_the_users_asserts_is_chosen_over_one_that_runs_by_deleting_them(
+        sandbox):
+    deleted = "\n".join(line for line in USER.splitlines() if not line.startswith("assert"))
+    replies = [fenced(USER.replace("+ 1", "+ 2")), fenced(deleted), fenced(deleted),
+               fenced(USER.replace("+ 1", "+ 3"))]
+    with ScriptedServer(replies) as s:
+        run = loop(s, sandbox, candidates=3, max_iterations=2).run(Task(prompt="", initial_code=USER))
+    it = run.iterations[-1]
+    assert [x.status for x in it.samples] == ["ok", "ok", "error"]  # deleting the assert runs
+    assert [x.chosen for x in it.samples] == [False, False, True]
+    assert not it.verdict.spec_violations and "len(values) + 3" in it.candidate.code
+
+
 def test_n_candidates_without_a_deciding_test_go_by_dual_agreement(sandbox):
     checks = Reply("```python\nassert square(2) == 4\nassert square(3) == 9\n```",
                    match="test designer")
