@@ -243,10 +243,8 @@ class CellRun:
         heal = run.task.initial_code is not None
         panel = self.panel
         if self.cells.ready and panel is not None:
-            review = ""
-            if heal:
-                diff = code_diff(run.task.initial_code, code, old_name="your cell", new_name="fix")
-                review = heading("Diff to your cell") + diff_html(diff)
+            review = (diff_review(run.task.initial_code, code, title="Diff to your cell", new_name="fix")
+                      if heal else "")
             panel.offer_actions(
                 "Passed. Replace this cell with the fix, insert it below, or run it in your kernel." if heal
                 else "Passed. Insert the code below, or run it in your kernel.",
@@ -273,10 +271,8 @@ class CellRun:
         why = "; ".join(best.verdict.reasons) or "it did not pass"
         panel = self.panel
         if self.cells.ready and panel is not None:
-            initial = run.task.initial_code
-            diff = (code_diff(initial, best.candidate.code, old_name="your cell", new_name=f"round {best.index}")
-                    if initial is not None else "")
-            review = heading(f"Best attempt: round {best.index} (did not pass)") + (diff_html(diff) if diff else "")
+            review = diff_review(run.task.initial_code, best.candidate.code, new_name=f"round {best.index}",
+                                 title=f"Best attempt: round {best.index} (did not pass)")
             panel.offer_actions(
                 f"No candidate passed. Round {best.index} came closest ({why}); "
                 "insert it below to work on it, or keep your cell as it is.",
@@ -312,6 +308,12 @@ class CellRun:
             panel.settle("Ran the code in your kernel.")
         else:
             panel.settle("Done: the record stays in agent_result.")
+
+
+def diff_review(initial: str | None, code: str, *, title: str, new_name: str) -> str:
+    """The review shown above the buttons: ``title`` and the diff from the user's cell
+    (``initial``; no diff when the task did not start from a cell) to ``code``."""
+    return heading(title) + diff_html(code_diff(initial, code, old_name="your cell", new_name=new_name))
 
 
 def handed_code(run: Run) -> str | None:

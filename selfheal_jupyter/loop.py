@@ -434,10 +434,13 @@ class Loop:
         restarted = False
         diagnosis = ""
         proposals: list[Proposal] = []
-        fresh_samples: list[bool] = []
+
+        def starts_over(k: int) -> bool:
+            """Sample ``k`` (from 0) writes the program again rather than repairing it."""
+            return given is None and not restarted and k + 1 >= FRESH_FROM_SAMPLE
+
         if given is not None:
             proposals.append(Proposal(code=given, reply=""))
-            fresh_samples.append(False)
         else:
             self._check_bounds(state, before=f"iteration {index}")
             st = self.strategies
@@ -459,7 +462,7 @@ class Loop:
             # single pass the eval compares against. Samples are spent once it failed.
             sampled = st.candidates if index >= 2 else 1
             for k in range(sampled):
-                fresh = not restarted and k + 1 >= FRESH_FROM_SAMPLE
+                fresh = starts_over(k)
                 if k and (state.stop.event.is_set() or (
                         self.bounds.token_budget > 0 and state.tokens >= self.bounds.token_budget)):
                     break
@@ -484,7 +487,6 @@ class Loop:
                 if code is not None and data_names:
                     code, _ = strip_input_overwrites(code, data_names)
                 proposals.append(replace(proposal, code=code))
-                fresh_samples.append(fresh)
                 usage, llm_s = usage + proposal.usage, llm_s + proposal.llm_s
                 state.tokens += proposal.usage.total_tokens
         previous = state.last_code
@@ -500,7 +502,7 @@ class Loop:
                 trial = replace(trial, verdict=Verdict(
                     False, [f"the reply's SEARCH/REPLACE blocks did not apply: "
                             f"{proposal.edit_failure}"]))
-            trials.append(replace(trial, fresh=fresh_samples[i]))
+            trials.append(replace(trial, fresh=starts_over(i)))
             sandbox_s += secs
         samples: list[Sample] = []
         best = 0

@@ -268,8 +268,9 @@ def run_eval(
     image = ensure_benchmark_image(config.benchmark, base.get("image") or SelfHeal().image,
                                    build=config.build_image, log=log)
     base["image"] = image
-    endpoint = resolve_endpoint(SelfHeal(**base))
-    probe = tuned_settings(SelfHeal(**base), endpoint)  # what the loop will run with
+    given = SelfHeal(**base)
+    endpoint = resolve_endpoint(given)
+    probe = tuned_settings(given, endpoint)  # what the loop will run with
     meta = {
         "model": endpoint.model,
         "base_url": endpoint.base_url,
