@@ -1,7 +1,9 @@
 """The live panel in a real JupyterLab and Notebook 7, driven in Debian's Chromium by Playwright.
 
 JupyterLab (from PyPI) serves notebooks in a temp dir with the package's labextension
-(found through ``JUPYTER_PATH``); its kernels reach the scripted server through
+exactly as the install put it (no ``JUPYTER_PATH`` or copy of the test's own: the test
+fails when ``jupyter labextension list`` does not show it enabled); its kernels reach
+the scripted server through
 ``OPENAI_BASE_URL``. The test types like a user: a slow %%agent run is stopped with
 the panel's Stop button; a passing run ends its cell at once and **Insert below**,
 pressed afterwards, puts the code right below it; %%heal's **Replace this cell**
@@ -29,6 +31,7 @@ import nbformat
 import pytest
 
 from tests.scripted_server import Reply, ScriptedServer
+from tests.test_install import assert_extension_installed
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -46,7 +49,6 @@ AUTO_FAILING = "numbers = []\nprint(max(numbers))"
 RUN_ALL = ["Print one.", "Print two.", "Print three."]
 KERNEL_TASK = "Set answer to six times seven and print it."
 KERNEL_CODE = "answer = 6 * 7\nprint(answer)"
-EXTENSION = Path(__file__).resolve().parent.parent / "selfheal_jupyter" / "labextension"
 
 
 def fence(code: str) -> str:
@@ -83,8 +85,9 @@ def _kernelspec_notebook(cells: list[str]) -> nbformat.NotebookNode:
 @contextmanager
 def _jupyter(app: str, tmp_path: Path, replies: list, notebooks: dict[str, list[str]]):
     """Serve ``notebooks`` (name -> cell sources) from a temp dir with ``python -m app``
-    (``jupyterlab`` or ``notebook``): the package's labextension on ``JUPYTER_PATH``,
-    no news pop-up, kernels talking to a scripted server. Yields (base URL, server)."""
+    (``jupyterlab`` or ``notebook``) with the labextension the install put where
+    Jupyter looks, no news pop-up, kernels talking to a scripted server. Yields (base
+    URL, server)."""
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
     pytest.importorskip("playwright.sync_api")
@@ -92,9 +95,7 @@ def _jupyter(app: str, tmp_path: Path, replies: list, notebooks: dict[str, list[
     root.mkdir()
     for name, cells in notebooks.items():
         nbformat.write(_kernelspec_notebook(cells), root / name)
-    shared = tmp_path / "jupyter" / "labextensions"
-    shared.mkdir(parents=True)
-    (shared / "selfheal-jupyter").symlink_to(EXTENSION)
+    assert_extension_installed()
     settings = tmp_path / "settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)
     (settings / "notification.jupyterlab-settings").write_text(
@@ -108,9 +109,9 @@ def _jupyter(app: str, tmp_path: Path, replies: list, notebooks: dict[str, list[
             OPENAI_API_KEY="test-key",
             JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "settings"),
             JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "workspaces"),
-            JUPYTER_PATH=str(tmp_path / "jupyter"),
         )
         env.pop("SELFHEAL_MODEL", None)
+        env.pop("JUPYTER_PATH", None)
         log = open(tmp_path / f"{app}.log", "w")
         proc = subprocess.Popen(
             [sys.executable, "-m", app, "--no-browser", "--allow-root",
