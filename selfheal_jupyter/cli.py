@@ -10,11 +10,15 @@ e.g. ``selfheal run "..." --SelfHeal.local_speculation=off``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
+import signal
 import sys
 
 from .config import split_trait_args
 from .errors import SelfHealError
+from .render.terminal import printable
 
 COMMAND_MODULES = ("sandbox", "run", "model", "kernel", "eval")
 
@@ -46,11 +50,27 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.handler(args) or 0)
     except SelfHealError as exc:
-        print(f"selfheal: {exc}", file=sys.stderr)
+        print(printable(f"selfheal: {exc}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("selfheal: interrupted.", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return reader_gone()
+
+
+SIGPIPE_STATUS = 128 + signal.SIGPIPE
+"""What a shell reports for a tool ended by a closed pipe (``cat big | head``: 141)."""
+
+
+def reader_gone() -> int:
+    """The reader of stdout closed it (``| head``, ``less`` quit): end quietly, as Unix
+    tools do. Point stdout at /dev/null so the interpreter's last flush does not print
+    a second error."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return SIGPIPE_STATUS
 
 
 if __name__ == "__main__":

@@ -151,11 +151,12 @@ class Pump(Generic[T]):
 
 
 def run_loop(loop: Any, task: Task, on_event: Callable[[Any], None] | None = None, *,
-             on_interrupt: Callable[[], None] | None = None) -> Run:
-    """``loop.run(task)`` from a terminal: events on this thread, Ctrl-C cancels
-    (``selfheal run``)."""
+             on_interrupt: Callable[[], None] | None = None,
+             cancel: threading.Event | None = None) -> Run:
+    """``loop.run(task)`` from a terminal: events on this thread, Ctrl-C or ``cancel``
+    stops it (``selfheal run``)."""
     pump: Pump[Run] = Pump(lambda emit, stop: loop.run(task, on_event=emit, cancel=stop), on_event,
-                           on_interrupt=on_interrupt)
+                           cancel=cancel, on_interrupt=on_interrupt)
     return pump.run_sync()
 
 

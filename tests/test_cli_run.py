@@ -83,22 +83,6 @@ def test_transcript_and_exit_code_1_when_it_never_passes(files):
     assert "Traceback" not in proc.stderr
 
 
-def test_streamed_tokens_end_their_line_before_the_transcript_goes_on(files):
-    """In a terminal stdout and stderr share the screen: a streamed plan must not run into
-    the next transcript line."""
-    with ScriptedServer([PLAN, RIGHT]) as s:
-        proc = subprocess.run(
-            [sys.executable, "-m", "selfheal_jupyter", "run", "Sum column x of df into total",
-             "--input", f"df={files['df']}", "--base-url", s.base_url, "--model", s.model],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120, cwd=ROOT,
-            env={**os.environ, "OPENAI_API_KEY": "test-key"},
-        )
-    assert proc.returncode == 0, proc.stdout
-    lines = proc.stdout.splitlines()
-    assert "Plan (planner):" in lines, proc.stdout
-    assert "[plan] 1. Sum x." in lines and "2. Print it." in lines, proc.stdout
-
-
 def test_ctrl_c_cancels_and_still_prints_the_record(files):
     # streamed slowly, then sleeping in the sandbox: the signal always lands mid-run
     slow = Reply("```python\nimport time\ntime.sleep(60)\nprint(df)\n```", chunk_delay_s=0.2)

@@ -13,6 +13,7 @@ import argparse
 import json
 import pickle
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -121,8 +122,10 @@ def build_settings(args: argparse.Namespace) -> SelfHeal:
     return command_settings(args, RUN_FLAGS, **({"auto_plan": False} if args.no_plan else {}))
 
 
-def execute(task: Task, settings: SelfHeal, progress: Progress | None) -> Run:
-    """Build the loop and run the task; Ctrl-C cancels. Failures become a recorded run."""
+def execute(task: Task, settings: SelfHeal, progress: Progress | None,
+            cancel: threading.Event | None = None) -> Run:
+    """Build the loop and run the task; Ctrl-C or ``cancel`` stops it. Failures become a
+    recorded run."""
     from ..factory import build_loop
 
     on_event = progress.on_event if progress else None
@@ -136,18 +139,20 @@ def execute(task: Task, settings: SelfHeal, progress: Progress | None) -> Run:
     from ..front import run_loop
 
     on_interrupt = (lambda: progress.status("stopping…")) if progress else None
-    return run_loop(loop, task, on_event, on_interrupt=on_interrupt)
+    return run_loop(loop, task, on_event, on_interrupt=on_interrupt, cancel=cancel)
 
 
 def handle(args: argparse.Namespace) -> int:
     task = build_task(args)
     settings = build_settings(args)
-    progress = Progress(sys.stderr, stream_tokens=not args.json)
-    transcript = None if args.json else Transcript(sys.stdout)
+    progress = Progress(sys.stderr)
+    # A reader that has gone (`| head`) stops the run: nobody will read the rest.
+    cancel = threading.Event()
+    transcript = None if args.json else Transcript(sys.stdout, on_closed=cancel.set)
     if transcript is not None:
         progress.transcript = transcript
     try:
-        run = execute(task, settings, progress)
+        run = execute(task, settings, progress, cancel)
     finally:
         progress.clear()
     if args.json:
@@ -156,4 +161,6 @@ def handle(args: argparse.Namespace) -> int:
     else:
         assert transcript is not None
         transcript.finish(run)
+        if transcript.closed:
+            raise BrokenPipeError
     return 0 if run.outcome == "success" else 1

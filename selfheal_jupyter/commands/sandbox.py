@@ -19,7 +19,10 @@ from typing import Any, Callable
 from ..config import SelfHeal
 from ..errors import BadInput, SelfHealError
 from ..model import ExecutionResult
+from ..render.terminal import MAX_CHARS, MAX_LINES, clip, printable
 from . import command_settings
+
+FULL_RESULT = "the full result: the same command with --json"
 
 
 RUNTIME_HELP = ("Docker runtime of the containers, e.g. runsc (gVisor); default: the "
@@ -258,21 +261,22 @@ def cmd_exec(args: argparse.Namespace) -> int:
                 json.dump(result.to_dict(), sys.stdout, indent=2)
                 sys.stdout.write("\n")
             else:
-                sys.stdout.write((f"=== {path}\n" if batch else "") + summary(result))
+                sys.stdout.write(printable((f"=== {path}\n" if batch else "") + summary(result)))
             sys.stdout.flush()  # each result as soon as it is known
     return 0 if all_ok else 1
 
 
 def summary(result: ExecutionResult) -> str:
-    """A readable account of one run for a terminal."""
+    """A readable account of one run for a terminal (the caller escapes its control
+    characters: stdout, messages and names come from the candidate)."""
     lines = [f"status: {result.status} (exit code {result.exit_code}, "
              f"{result.duration_s:.3f} s)"]
     if result.message:
         lines.append(result.message)
     if result.stdout:
-        lines += ["--- stdout ---", result.stdout.rstrip("\n")]
+        lines += ["--- stdout ---", clip(result.stdout.rstrip("\n"), MAX_LINES, MAX_CHARS, FULL_RESULT)]
     if result.stderr:
-        lines += ["--- stderr ---", result.stderr.rstrip("\n")]
+        lines += ["--- stderr ---", clip(result.stderr.rstrip("\n"), MAX_LINES, MAX_CHARS, FULL_RESULT)]
     if result.error:
         e = result.error
         lines.append(f"--- error: {e.type}: {e.message}" + (f" (line {e.line})" if e.line else ""))

@@ -1,15 +1,16 @@
 """Plain-text rendering of a run for terminals (``selfheal run`` without ``--json``).
 
 Two observers of the loop's events: :class:`Progress` (stderr: a spinner line on a
-terminal, streamed tokens or stage lines otherwise) and :class:`Transcript` (stdout:
+terminal, stage lines otherwise) and :class:`Transcript` (stdout:
 the plan, each candidate or its diff, what happened, the verdict, the summary).
 """
 
 from __future__ import annotations
 
 import itertools
+import textwrap
 import threading
-from typing import TextIO
+from typing import Callable, TextIO
 
 from ..events import (
     CandidateReady,
@@ -24,26 +25,60 @@ from ..events import (
 )
 from ..feedback import tail
 from ..model import Iteration, Plan, Run
+from .terminal import MAX_CHARS, MAX_LINES, clip, printable
 
 RULE = "─" * 60
+WIDTH = 80
+"""Prose is folded to fit a terminal of 80 columns (code is never folded)."""
+FULL_RECORD = "the full record: selfheal run ... --json"
 
 
 class Transcript:
-    """The readable record, written as the run goes."""
+    """The readable record, written as the run goes: the plan once, each program once
+    (in full the first time, then as changes), what it did, and at the end the final
+    program only where it differs from the one last shown in full.
 
-    def __init__(self, out: TextIO) -> None:
+    Every line passes :func:`printable` (model and candidate text is never obeyed by
+    the terminal); programs, diffs and outputs are cut at :data:`MAX_LINES` lines with a
+    pointer to ``--json``. Once the reader has gone (a closed pipe: ``| head``), nothing
+    more is written and ``on_closed`` is called, once.
+    """
+
+    def __init__(self, out: TextIO, on_closed: Callable[[], None] | None = None) -> None:
         self.out = out
+        self.on_closed = on_closed
+        self.closed = False
+        self._shown: str | None = None
+        """The program last printed in full (None: the last one was shown as changes)."""
+        self._shown_label = ""
 
     def _w(self, text: str = "") -> None:
-        self.out.write(text + "\n")
-        self.out.flush()
+        if self.closed:
+            return
+        try:
+            self.out.write(printable(text) + "\n")
+            self.out.flush()
+        except BrokenPipeError:
+            self.closed = True
+            if self.on_closed is not None:
+                self.on_closed()
+
+    def _wrapped(self, text: str, indent: str = "") -> None:
+        """Prose (verdicts, reasons, messages) folded to the terminal's width."""
+        for paragraph in text.split("\n"):
+            self._w(textwrap.fill(paragraph, WIDTH, initial_indent=indent,
+                                  subsequent_indent=indent + "  ", break_on_hyphens=False)
+                    if len(indent + paragraph) > WIDTH else indent + paragraph)
+
+    def _block(self, text: str) -> None:
+        self._w(clip(text.rstrip("\n"), MAX_LINES, MAX_CHARS, FULL_RECORD))
 
     def plan(self, plan: Plan) -> None:
         if not plan.steps:
             return
         self._w(f"Plan ({plan.source}):")
         for i, step in enumerate(plan.steps, 1):
-            self._w(f"  {i}. {step}")
+            self._wrapped(f"{i}. {step}", indent="  ")
         self._w()
 
     def candidate(self, index: int, code: str, diff: str) -> None:
@@ -51,10 +86,12 @@ class Transcript:
         self._w(RULE)
         if diff:
             self._w(f"{label}: changes to the previous program")
-            self._w(diff.rstrip("\n"))
+            self._block(diff)
+            self._shown = None
         else:
             self._w(f"{label}: program")
-            self._w(code.rstrip("\n"))
+            self._block(code)
+            self._shown, self._shown_label = code, label
 
     def verdict(self, it: Iteration) -> None:
         result = it.result
@@ -63,7 +100,7 @@ class Transcript:
             self._w(f"iteration {it.index}: the reply contained no program")
         elif result.error is not None:
             where = f" (line {result.error.line})" if result.error.line else ""
-            self._w(f"→ {result.status}: {result.error.type}: {result.error.message}{where}")
+            self._wrapped(f"→ {result.status}: {result.error.type}: {result.error.message}{where}")
         else:
             self._w(f"→ {result.status} in {result.duration_s:.2f} s")
         if result is not None and result.stdout.strip():
@@ -72,60 +109,67 @@ class Transcript:
         for t in result.tests if result else []:
             mark = "✓" if t.passed else "✗"
             msg = f" — {t.message}" if t.message and not t.passed else ""
-            self._w(f"  {mark} {t.source}{msg}")
+            self._wrapped(f"{mark} {t.source}{msg}", indent="  ")
         for t in it.checks:
             mark = "✓" if t.passed else "?"
             msg = f" — {t.message}" if t.message and not t.passed else ""
-            self._w(f"  {mark} generated check (soft): {t.source}{msg}")
+            self._wrapped(f"{mark} generated check (soft): {t.source}{msg}", indent="  ")
         for v in it.runtime_values:
-            self._w(f"  value: {v.source} = {v.message if v.passed else 'raises ' + v.message}")
+            self._wrapped(f"value: {v.source} = {v.message if v.passed else 'raises ' + v.message}", indent="  ")
         if it.samples:
             chosen = next(i for i, x in enumerate(it.samples, 1) if x.chosen)
             fresh = [i for i, x in enumerate(it.samples, 1) if x.fresh]
             over = f" (#{', #'.join(map(str, fresh))} started over)" if fresh else ""
             self._w(f"  sampled {len(it.samples)} programs{over}, chose #{chosen}")
         state = "PASSED" if it.verdict.passed else "failed"
-        self._w(f"verdict: {state} ({'; '.join(it.verdict.reasons)})")
+        self._wrapped(f"verdict: {state} ({'; '.join(it.verdict.reasons)})")
         for violation in it.verdict.spec_violations:
-            self._w(f"  ✗ spec [{violation.rule}]: {violation.message}")
-            self._w(f"    to comply: {violation.fix}")
+            self._wrapped(f"✗ spec [{violation.rule}]: {violation.message}", indent="  ")
+            self._wrapped(f"to comply: {violation.fix}", indent="    ")
+
+    def _program(self, heading: str, code: str) -> None:
+        """``code`` under ``heading``, or one line pointing to where it was just shown."""
+        self._w(RULE)
+        if code == self._shown:
+            self._wrapped(f"{heading} the program shown under {self._shown_label} above "
+                          "(the record: --json).")
+        else:
+            self._w(f"{heading}")
+            self._block(code)
 
     def finish(self, run: Run) -> None:
         t = run.totals
         self._w(RULE)
-        self._w(
+        self._wrapped(
             f"outcome: {run.outcome} after {t.iterations} iteration(s), "
             f"{t.prompt_tokens}+{t.completion_tokens} tokens, {t.duration_s:.1f} s "
             f"(model {t.llm_s:.1f} s, sandbox {t.sandbox_s:.1f} s)"
         )
         if run.error and run.outcome != "success":
-            self._w(run.error)
+            self._wrapped(run.error)
         best = run.best_attempt
         if run.final_code:
-            self._w(RULE)
-            self._w("final program:")
-            self._w(run.final_code.rstrip("\n"))
+            self._program("final program:", run.final_code)
         elif best is not None:
-            self._w(RULE)
-            self._w(f"best attempt (round {best.index}, did not pass: "
-                    f"{'; '.join(best.verdict.reasons)}):")
-            self._w(best.candidate.code.rstrip("\n"))
+            self._program(f"best attempt (round {best.index}, did not pass: "
+                          f"{'; '.join(best.verdict.reasons)}):", best.candidate.code)
 
 
 class Progress:
-    """What the run is doing right now, on stderr; forwards events to a transcript."""
+    """What the run is doing right now, on stderr; forwards events to a transcript.
+
+    On a terminal, one spinner line that counts the reply's chunks as the model writes;
+    otherwise one line per stage. The model's raw reply is not echoed: the transcript
+    shows the plan and each program once, when they are complete."""
 
     FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
-    def __init__(self, err: TextIO, *, stream_tokens: bool = True) -> None:
+    def __init__(self, err: TextIO) -> None:
         self.err = err
         self.tty = bool(getattr(err, "isatty", lambda: False)())
-        self.stream_tokens = stream_tokens and not self.tty
         self.transcript: Transcript | None = None
         self._text = ""
         self._tokens = 0
-        self._stage: tuple[str, int] | None = None
-        self._mid_stream = False  # streamed tokens written without their closing newline
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._spinner: threading.Thread | None = None
@@ -140,37 +184,32 @@ class Progress:
             with self._lock:
                 if self._text:
                     extra = f" ({self._tokens} chunks)" if self._tokens else ""
-                    self.err.write(f"\r\033[K{frame} {self._text}{extra}")
-                    self.err.flush()
+                    self._write(f"\r\033[K{frame} {self._text}{extra}")
+
+    def _write(self, text: str) -> None:
+        try:
+            self.err.write(text)
+            self.err.flush()
+        except (BrokenPipeError, ValueError):  # stderr gone: progress is not worth a failure
+            pass
 
     def status(self, text: str) -> None:
         with self._lock:
             self._text, self._tokens = text, 0
-            if not self.tty and not self.stream_tokens:
-                self.err.write(text + "\n")
-                self.err.flush()
+            if not self.tty and text:
+                self._write(text + "\n")
 
     def clear(self) -> None:
         self._stop.set()
         if self._spinner is not None:
             self._spinner.join(timeout=1)
         if self.tty:
-            self.err.write("\r\033[K")
-            self.err.flush()
+            self._write("\r\033[K")
 
-    def _end_stream(self) -> None:
-        """Close a line of streamed tokens, so what follows starts on its own line."""
-        if self._mid_stream:
-            self.err.write("\n")
-            self.err.flush()
-            self._mid_stream = False
-
-    def _print_above(self, fn) -> None:  # noqa: ANN001 - a transcript method
+    def _print_above(self, fn: Callable[[], None]) -> None:
         with self._lock:
-            self._end_stream()
             if self.tty:
-                self.err.write("\r\033[K")
-                self.err.flush()
+                self._write("\r\033[K")
             fn()
 
     def on_event(self, event: Event) -> None:
@@ -184,18 +223,7 @@ class Progress:
         elif isinstance(event, TokensStreamed):
             with self._lock:
                 self._tokens += 1
-                if self.stream_tokens:
-                    stage = (event.stage, event.iteration)
-                    if stage != self._stage:
-                        label = "plan" if event.stage == "planner" else f"iteration {event.iteration}"
-                        self.err.write(f"\n[{label}] ")
-                        self._stage = stage
-                    self.err.write(event.text)
-                    self.err.flush()
-                    self._mid_stream = True
         elif isinstance(event, CandidateReady):
-            with self._lock:
-                self._end_stream()
             if tr:
                 c = event.candidate
                 self._print_above(lambda: tr.candidate(c.iteration, c.code, event.diff))
