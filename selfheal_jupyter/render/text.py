@@ -63,11 +63,12 @@ class Transcript:
             if self.on_closed is not None:
                 self.on_closed()
 
-    def _wrapped(self, text: str, indent: str = "") -> None:
-        """Prose (verdicts, reasons, messages) folded to the terminal's width."""
+    def _wrapped(self, text: str, indent: str = "", hang: int = 2) -> None:
+        """Prose (verdicts, reasons, messages) folded to the terminal's width; folded
+        lines are indented ``hang`` more."""
         for paragraph in text.split("\n"):
             self._w(textwrap.fill(paragraph, WIDTH, initial_indent=indent,
-                                  subsequent_indent=indent + "  ", break_on_hyphens=False)
+                                  subsequent_indent=indent + " " * hang, break_on_hyphens=False)
                     if len(indent + paragraph) > WIDTH else indent + paragraph)
 
     def _block(self, text: str) -> None:
@@ -78,7 +79,7 @@ class Transcript:
             return
         self._w(f"Plan ({plan.source}):")
         for i, step in enumerate(plan.steps, 1):
-            self._wrapped(f"{i}. {step}", indent="  ")
+            self._wrapped(f"{i}. {step}", indent="  ", hang=len(f"{i}. "))
         self._w()
 
     def candidate(self, index: int, code: str, diff: str) -> None:
