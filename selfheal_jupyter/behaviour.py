@@ -16,12 +16,9 @@ so nothing is traced or patched inside the candidate. Values are compared as the
 reprs, exactly: a change that moves a float in its last digit counts as a change, so
 that the rule holds only programs that compute the very same thing.
 
-Measured on the repair set (mlsys-lab, the 136 tasks with an example): 43 buggy starters
-pass their example. For 26 of them the reference solution's observation differs from
-the starter's (the example shows the bug; a candidate that looks like the starter is
-still wrong). For 17 the example cannot show the bug, so a correct fix is held too;
-the run's best attempt (:attr:`~selfheal_jupyter.model.Run.best_attempt`, the earliest
-of equals) then still hands it over.
+Where the checks cannot show the bug, a correct fix is held too; the run's best attempt
+(:attr:`~selfheal_jupyter.model.Run.best_attempt`) then still hands it over. How often
+each case occurs on the repair set: docs/measurements.md.
 """
 
 from __future__ import annotations

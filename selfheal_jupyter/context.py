@@ -47,9 +47,6 @@ from .inputs import _summary as _structure
 from .inputs import _type_name
 from .model import ContextEntry, NotebookContext
 
-PRELUDE_FILENAME = "<notebook>"
-"""The file name the prelude runs under in the sandbox (its frames show it)."""
-
 BUILTIN_NAMES = frozenset(dir(builtins))
 MAX_DEPTH = 20
 """How deep definitions that read other definitions are followed."""

@@ -42,7 +42,7 @@ from .events import RunFinished, RunStarted
 from .model import Run, Task
 from .render.diff import diff_html
 from .render.html import message_html
-from .render.inline import PanelRenderer, StaticRenderer, show_html
+from .render.inline import PanelRenderer, Renderer, StaticRenderer, show_html
 from .render.style import heading
 
 T = TypeVar("T")
@@ -178,7 +178,7 @@ class CellRun:
         self.run: Run | None = None
         self._started = False
         self.pump: Pump[Run] = Pump(self._work, self._on_event)
-        self.renderer: Any
+        self.renderer: Renderer
         if settings.widget and getattr(shell, "kernel", None) is not None:
             self.renderer = PanelRenderer(max_iterations=settings.max_iterations, on_stop=self.stop,
                                           on_action=self.on_action, quiet=settings.quiet)

@@ -27,8 +27,6 @@ import nh3
 TEXT = "text/plain"
 HTML = "text/html"
 PNG = "image/png"
-KEPT_MIMES = (TEXT, HTML, PNG)
-"""The only rich output types that leave the sandbox."""
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

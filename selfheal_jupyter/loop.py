@@ -90,10 +90,8 @@ STOP_POLL_S = 0.05
 FRESH_FROM_SAMPLE = 3
 """From this sample of a repair round on (``SelfHeal.candidates`` ≥ 3), a sample starts
 over from the task (for a heal: from the user's code) instead of repairing the last
-program. Measured with the embedded model and 3 samples per round: asked to repair, it
-often copies the failing program, also at the retry temperature (half of all samples of
-rounds 2-4 kept an earlier round's functions unchanged: 31 of 60 on HumanEval 0-59, 74 of
-159 on the first 40 repair tasks; all 9 of HumanEval/26's)."""
+program: asked to repair, a small model often copies the failing program, also at the
+retry temperature (figures: docs/measurements.md)."""
 
 
 def validate_task(task: Task) -> None:

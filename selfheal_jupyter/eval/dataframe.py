@@ -18,7 +18,6 @@ from .harness import HiddenRun, grader
 from .problem import Problem, package_dir
 
 NAME = "dataframe"
-PACKAGE = "dataframebench"
 LIBRARY = "pandas"
 
 _CHECK = '''

@@ -22,7 +22,6 @@ from .harness import HiddenRun, grader
 from .problem import Problem
 
 NAME = "exercises"
-PACKAGE = "selfheal-jupyter"
 
 PROMPT = (
     "This is a beginner's exercise from a class notebook. Complete the TODOs and fix the "

