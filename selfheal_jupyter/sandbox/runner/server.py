@@ -91,6 +91,8 @@ _short.maxlist = _short.maxtuple = _short.maxset = _short.maxdict = 8
 _short.maxstring = 80
 _short.maxother = 120
 _STARTUP_WARNING_FILTERS = list(warnings.filters)
+#: The runner package's name where it runs (``selfheal_runner`` in the image).
+_PACKAGE = __package__ or ""
 
 
 # --------------------------------------------------------------------------- frames
@@ -1331,6 +1333,9 @@ class Program:
                             __loader__=SourceFileLoader("__main__", self.path),
                             __annotations__={})
         sys.modules["__main__"] = mod
+        # The runner's own modules are no program's to import (under python3 there are none).
+        for name in [n for n in sys.modules if n == _PACKAGE or n.startswith(f"{_PACKAGE}.")]:
+            del sys.modules[name]
         sys.argv = [self.filename]
         sys.orig_argv = [sys.orig_argv[0], self.filename]
         sys.path[0] = self.workdir
@@ -2257,7 +2262,3 @@ def main() -> None:
     server.start_template("heavy")
     server.serve({"preloaded": loaded, "preload_s": round(time.monotonic() - t0, 3),
                   "seccomp": not refused, "seccomp_error": refused})
-
-
-if __name__ == "__main__":
-    main()
