@@ -417,6 +417,29 @@ def test_stale_runner_is_detected_and_only_the_runner_layer_is_rebuilt(client, m
     assert client.images.get(image.image_ref())
 
 
+def test_an_image_whose_runner_cannot_start_says_to_rebuild(client, monkeypatch):
+    """A runner that dies at start-up with a traceback in its own files blames the image."""
+    from selfheal_jupyter.config import SelfHeal
+    from selfheal_jupyter.errors import SandboxError
+    from selfheal_jupyter.sandbox.docker import DockerSandbox
+
+    shipped = image.runner_files()
+    assert shipped is not None
+    broken = {**shipped, "server.py": b"raise ImportError('a runner that cannot start')\n"}
+    monkeypatch.setattr(image, "runner_files", lambda *_: broken)  # the image is "current"
+    ref = f"{TEST_REPO}:{image.image_version()}"
+    base_ref = f"{image.BASE_REPO}:{image.base_version()}"
+    image._build_runner_layer(client, base_ref, ref, broken, [], lambda _: None)
+    sandbox = DockerSandbox.from_config(SelfHeal(image=ref), pool_size=1, client=client)
+    try:
+        with pytest.raises(SandboxError, match="cannot run its runner") as info:
+            sandbox.start()
+    finally:
+        sandbox.close()
+    assert "selfheal sandbox build --rebuild" in str(info.value)
+    assert "a runner that cannot start" in str(info.value)
+
+
 def test_a_young_stale_image_is_kept_for_another_installed_version(client):
     """Two versions of the package on one machine must not untag each other's image."""
     base_ref = f"{image.BASE_REPO}:{image.base_version()}"

@@ -58,7 +58,7 @@ from ..errors import SandboxError
 from ..model import ErrorInfo, ExecutionResult, Limits, Status
 from . import serialize
 from .engine import address, describe
-from .image import RUNNER_COMMAND
+from .image import RUNNER_COMMAND, RUNNER_DIR
 
 LABEL = "selfheal"
 LABEL_PID = "selfheal.pid"
@@ -637,7 +637,7 @@ class DockerSandbox:
         engine = describe(self.client)
         told = f" Its runner said: {said[-600:]}" if said else ""
         text = f"{exc} {said}"
-        if "runner.py" in said and "Traceback" in said or any(
+        if RUNNER_DIR in said and "Traceback" in said or any(
             sign in text for sign in ("executable file not found", "exec format error",
                                       "can't open file", "python3: not found")
         ):
