@@ -130,11 +130,33 @@ def test_version_covers_requirements_extras_and_runner_but_not_their_order():
         "numpy==2.4.6",
         "x>=1",
     ]
-    runner = image.RUNNER_FILE.read_bytes()
+    runner = image.runner_files()
+    assert runner is not None and "__main__.py" in runner and "server.py" in runner
+    assert list(runner) == sorted(runner)
     assert image.image_version(runner=runner) == image.IMAGE_VERSION
-    assert image.image_version(runner=runner + b"\n# changed\n") != image.IMAGE_VERSION
+    assert image.image_version(runner=dict(reversed(runner.items()))) == image.IMAGE_VERSION
+    for name in runner:  # any byte of any file of the folder counts
+        changed = {**runner, name: runner[name] + b"\n# changed\n"}
+        assert image.image_version(runner=changed) != image.IMAGE_VERSION, name
+    assert image.image_version(runner={**runner, "extra.py": b""}) != image.IMAGE_VERSION
+    renamed = {("moved.py" if k == "server.py" else k): v for k, v in runner.items()}
+    assert image.image_version(runner=renamed) != image.IMAGE_VERSION
     assert image.image_version(["scipy==1.17.1"], runner=runner) != image.IMAGE_VERSION
     assert len(image.IMAGE_VERSION) == 12
+
+
+def test_runner_files_are_every_python_file_of_the_folder(tmp_path):
+    (tmp_path / "__main__.py").write_bytes(b"main")
+    (tmp_path / "b.py").write_bytes(b"b")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "a.py").write_bytes(b"a")
+    (tmp_path / "__pycache__").mkdir()
+    (tmp_path / "__pycache__" / "b.cpython-311.pyc").write_bytes(b"cache")
+    (tmp_path / "notes.txt").write_bytes(b"not shipped")
+    assert image.runner_files(tmp_path) == {"__main__.py": b"main", "b.py": b"b", "sub/a.py": b"a"}
+    (tmp_path / "__main__.py").unlink()
+    assert image.runner_files(tmp_path) is None  # nothing could start it
+    assert image.runner_files(tmp_path / "absent") is None
 
 
 def test_image_ref_uses_the_version_unless_a_tag_is_given():
@@ -318,14 +340,15 @@ print(json.dumps({
     "versions": {m.__name__: m.__version__ for m in (numpy, pandas, matplotlib)},
     "backend": matplotlib.get_backend(), "png": buf.getvalue()[:4].hex(),
     "pyc": os.path.exists(importlib.util.cache_from_source(pandas.core.frame.__file__)),
-    "runner": hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest(),
+    "runner": {name: hashlib.sha256(open(os.path.join(sys.argv[1], name), "rb").read()).hexdigest()
+               for name in os.listdir(sys.argv[1])},
     "fontcache": os.listdir(sys.argv[2]),
     "import_s": time.monotonic() - t,
 }))
 """
     container = client.containers.create(
         ref,
-        ["python3", "-c", probe, image.RUNNER_PATH, image.MPL_CACHE_DIR],
+        ["python3", "-c", probe, image.RUNNER_DIR, image.MPL_CACHE_DIR],
         labels={"selfheal": "test-image"},
         network_mode="none",
         read_only=True,
@@ -350,7 +373,9 @@ print(json.dumps({
     pins = dict(line.split("==", 1) for line in image.read_requirements() if "==" in line)
     assert report["versions"] == {k: pins[k] for k in ("numpy", "pandas", "matplotlib")}
     assert report["pyc"], "library bytecode was not compiled at build time"
-    assert report["runner"] == hashlib.sha256(image.RUNNER_FILE.read_bytes()).hexdigest()
+    shipped = image.runner_files()
+    assert shipped is not None
+    assert report["runner"] == {name: hashlib.sha256(data).hexdigest() for name, data in shipped.items()}
     assert any(name.startswith("fontlist") for name in report["fontcache"])
 
 
@@ -372,7 +397,7 @@ def test_stale_runner_is_detected_and_only_the_runner_layer_is_rebuilt(client, m
     assert client.images.get(base_ref)  # built by `selfheal sandbox build`
     lines: list[str] = []
     image._build_runner_layer(
-        client, base_ref, f"{TEST_REPO}:old", b"# an older runner\n", [], lines.append
+        client, base_ref, f"{TEST_REPO}:old", {"__main__.py": b"# an older runner\n"}, [], lines.append
     )
     client.api.tag(f"{TEST_REPO}:old", TEST_REPO, "latest", force=True)
 
@@ -395,11 +420,34 @@ def test_stale_runner_is_detected_and_only_the_runner_layer_is_rebuilt(client, m
     assert client.images.get(image.image_ref())
 
 
+def test_an_image_whose_runner_cannot_start_says_to_rebuild(client, monkeypatch):
+    """A runner that dies at start-up with a traceback in its own files blames the image."""
+    from selfheal_jupyter.config import SelfHeal
+    from selfheal_jupyter.errors import SandboxError
+    from selfheal_jupyter.sandbox.docker import DockerSandbox
+
+    shipped = image.runner_files()
+    assert shipped is not None
+    broken = {**shipped, "server.py": b"raise ImportError('a runner that cannot start')\n"}
+    monkeypatch.setattr(image, "runner_files", lambda *_: broken)  # the image is "current"
+    ref = f"{TEST_REPO}:{image.image_version()}"
+    base_ref = f"{image.BASE_REPO}:{image.base_version()}"
+    image._build_runner_layer(client, base_ref, ref, broken, [], lambda _: None)
+    sandbox = DockerSandbox.from_config(SelfHeal(image=ref), pool_size=1, client=client)
+    try:
+        with pytest.raises(SandboxError, match="cannot run its runner") as info:
+            sandbox.start()
+    finally:
+        sandbox.close()
+    assert "selfheal sandbox build --rebuild" in str(info.value)
+    assert "a runner that cannot start" in str(info.value)
+
+
 def test_a_young_stale_image_is_kept_for_another_installed_version(client):
     """Two versions of the package on one machine must not untag each other's image."""
     base_ref = f"{image.BASE_REPO}:{image.base_version()}"
     image._build_runner_layer(
-        client, base_ref, f"{TEST_REPO}:other", b"# another version's runner\n", [],
+        client, base_ref, f"{TEST_REPO}:other", {"__main__.py": b"# another version's runner\n"}, [],
         lambda _: None,
     )
     image._prune(client, TEST_REPO, keep=f"{TEST_REPO}:none", log=lambda _: None)
@@ -411,7 +459,8 @@ def test_a_young_stale_image_is_kept_for_another_installed_version(client):
 def test_an_explicit_ref_is_judged_by_the_extras_in_its_labels(client):
     base_ref = f"{image.BASE_REPO}:{image.base_version()}"
     extras = ["example-extra==1.0"]
-    runner = image.RUNNER_FILE.read_bytes()
+    runner = image.runner_files()
+    assert runner is not None
     version = image.image_version(extras, runner=runner)
     image._build_runner_layer(
         client, base_ref, f"{TEST_REPO}:{version}", runner, extras, lambda _: None

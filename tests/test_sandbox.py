@@ -338,7 +338,7 @@ def test_root_is_read_only_and_tmp_writable(sandbox):
     # is the tmpfs the runner receives inputs into (emptied after every run).
     r = run(sandbox, """\
         import os
-        for path in ("/x", "/etc/passwd", "/opt/selfheal/runner.py", "/inputs/x"):
+        for path in ("/x", "/etc/passwd", "/opt/selfheal/selfheal_runner/__main__.py", "/inputs/x"):
             if path == "/inputs/x" and CHANNEL == "attach":
                 print("refused (attach channel)")
                 continue

@@ -3,8 +3,8 @@
 Each container is hardened (no network, read-only root, a small tmpfs, memory =
 memory+swap, pids, CPUs, no capabilities, no-new-privileges, an unprivileged user,
 an init, no logging, an environment that owns nothing of the host's) and runs the
-fork server of ``runner.py``. A warm pool keeps containers ready, so a candidate
-costs a fork, not a container start. Nothing that comes out is unpickled.
+fork server of the runner package (``runner/``). A warm pool keeps containers ready,
+so a candidate costs a fork, not a container start. Nothing that comes out is unpickled.
 
 Two channels carry the runner's length-prefixed JSON frames, chosen by a probe when
 the first container starts (:data:`CHANNELS`):
@@ -58,14 +58,14 @@ from ..errors import SandboxError
 from ..model import ErrorInfo, ExecutionResult, Limits, Status
 from . import serialize
 from .engine import address, describe
+from .image import RUNNER_COMMAND, RUNNER_DIR
 
 LABEL = "selfheal"
 LABEL_PID = "selfheal.pid"
 LABEL_HOST = "selfheal.host"
-RUNNER_PATH = "/opt/selfheal/runner.py"
 INPUTS_MOUNT = "/inputs"
 CONTROL_NAME = "control.sock"
-#: The frame protocol of runner.py that this host side speaks.
+#: The frame protocol of the runner (``runner/``) that this host side speaks.
 RUNNER_PROTOCOL = 2
 #: Where the runner finds the control socket inside the container.
 CONTROL_SOCKET = f"{INPUTS_MOUNT}/{CONTROL_NAME}"
@@ -487,8 +487,7 @@ class DockerSandbox:
         """One container whose runner talks over ``channel``; raises :class:`_NoSharedFiles`
         when the socket channel cannot work on this engine (and the channel was not forced)."""
         api = self.client.api
-        command = ["python3", "-B", RUNNER_PATH, "--sweep", "--memory-bytes",
-                   str(spec.memory_bytes)]
+        command = [*RUNNER_COMMAND, "--sweep", "--memory-bytes", str(spec.memory_bytes)]
         tmpfs = {"/tmp": f"rw,nosuid,nodev,size={spec.tmpfs_size},mode=1777"}
         mounts = []
         input_dir: Path | None = None
@@ -638,7 +637,7 @@ class DockerSandbox:
         engine = describe(self.client)
         told = f" Its runner said: {said[-600:]}" if said else ""
         text = f"{exc} {said}"
-        if "runner.py" in said and "Traceback" in said or any(
+        if RUNNER_DIR in said and "Traceback" in said or any(
             sign in text for sign in ("executable file not found", "exec format error",
                                       "can't open file", "python3: not found")
         ):

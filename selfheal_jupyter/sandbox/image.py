@@ -12,11 +12,12 @@ stages so that changing the runner costs a second, not a minute and a half:
    read-only container cannot write it later) and matplotlib's font cache is made;
    ``tar | docker import``. Reused while its inputs are unchanged.
 2. **runner layer** (``selfheal-sandbox:<IMAGE_VERSION>`` and ``:latest``): a tiny
-   ``docker build`` ``FROM`` the local base that adds ``runner.py`` at
-   :data:`RUNNER_PATH`. Works offline: the base is local, nothing is pulled.
+   ``docker build`` ``FROM`` the local base that adds the runner package (every file of
+   ``runner/``) at :data:`RUNNER_DIR`. Works offline: the base is local, nothing is pulled.
 
 :data:`IMAGE_VERSION` hashes every input (requirements, apt packages, image
-environment, this build's version, the runner's source) and is carried as the label
+environment, this build's version, the name and bytes of every file of the runner
+package) and is carried as the label
 ``selfheal.version``: an image whose label differs is stale and gets rebuilt.
 """
 
@@ -50,7 +51,8 @@ from .rootfs import APT_PACKAGES, MPL_CACHE_DIR, apt_mirror, os_codename
 
 __all__ = [
     "IMAGE_VERSION", "ImageStatus", "image_ref", "image_status", "build_image",
-    "ensure_image", "image_version", "base_version", "RUNNER_PATH", "MPL_CACHE_DIR",
+    "ensure_image", "image_version", "base_version", "RUNNER_DIR", "RUNNER_PATH",
+    "RUNNER_COMMAND", "runner_files", "MPL_CACHE_DIR",
     "apt_mirror", "os_codename",
 ]
 
@@ -60,8 +62,14 @@ BUILD_SCRIPT_VERSION = "2"  # 2: no setuid/setgid bits
 #: Shared by every image name: the base depends only on its inputs.
 BASE_REPO = f"{DEFAULT_IMAGE}-base"
 
-#: Where the runner lives inside the image.
-RUNNER_PATH = "/opt/selfheal/runner.py"
+#: Where the runner package lives inside the image. Its name is the one its modules
+#: load under there (``selfheal_runner.server``...): a name no program imports.
+RUNNER_DIR = "/opt/selfheal/selfheal_runner"
+#: The file ``python3`` runs to start the runner (see the runner's ``__main__.py``).
+RUNNER_PATH = f"{RUNNER_DIR}/__main__.py"
+#: How a container starts its runner (options follow). By its path, with no ``-I`` or
+#: ``-m``: the candidate then sees the flags and ``sys.path`` of ``python3 FILE``.
+RUNNER_COMMAND = ("python3", "-B", RUNNER_PATH)
 
 LABEL_VERSION = "selfheal.version"
 LABEL_BASE = "selfheal.base"
@@ -80,13 +88,14 @@ IMAGE_ENV: dict[str, str] = {
 
 _HERE = Path(__file__).resolve().parent
 REQUIREMENTS_FILE = _HERE / "requirements.txt"
-RUNNER_FILE = _HERE / "runner.py"
+#: The runner package on this side: the folder the image ships as RUNNER_DIR.
+RUNNER_SOURCE_DIR = _HERE / "runner"
 
 #: The runner layer; its text is part of the version hash. No RUN step: building it
-#: starts no container (and the runner is run as a script, so bytecode would not help).
+#: starts no container (and ``-B`` with a read-only root: bytecode would not be kept).
 _RUNNER_DOCKERFILE = """\
 FROM {base_ref}
-COPY runner.py {runner_path}
+COPY runner/ {runner_dir}/
 USER 65534:65534
 """
 
@@ -114,11 +123,26 @@ def normalise_requirements(lines: Iterable[str]) -> list[str]:
     return sorted(out)
 
 
-def _runner_source() -> bytes | None:
+def runner_files(root: Path = RUNNER_SOURCE_DIR) -> dict[str, bytes] | None:
+    """Every ``.py`` file of the runner package ({relative POSIX path: bytes}, sorted by
+    path), or None when the folder or its ``__main__.py`` is missing."""
     try:
-        return RUNNER_FILE.read_bytes()
+        files = {
+            path.relative_to(root).as_posix(): path.read_bytes()
+            for path in root.rglob("*.py")
+            if path.is_file() and "__pycache__" not in path.parts
+        }
     except OSError:
         return None
+    if "__main__.py" not in files:
+        return None
+    return dict(sorted(files.items()))
+
+
+def _runner_digest(files: dict[str, bytes]) -> str:
+    """One hash of the names and bytes of the runner's files: any change gives a new one."""
+    listing = sorted((name, hashlib.sha256(data).hexdigest()) for name, data in files.items())
+    return hashlib.sha256(json.dumps(listing).encode()).hexdigest()
 
 
 def _digest(payload: object) -> str:
@@ -143,17 +167,17 @@ def base_version(extra_requirements: Iterable[str] | None = None) -> str:
 
 
 def image_version(
-    extra_requirements: Iterable[str] | None = None, *, runner: bytes | None = None
+    extra_requirements: Iterable[str] | None = None, *, runner: dict[str, bytes] | None = None
 ) -> str:
-    """Hash of every input of the final image: the base's and the runner's source.
+    """Hash of every input of the final image: the base's and the runner package's files.
 
-    ``runner`` defaults to the package's ``runner.py`` (read now).
+    ``runner`` defaults to the files of the package's ``runner/`` (read now).
     """
-    source = _runner_source() if runner is None else runner
+    files = runner_files() if runner is None else runner
     return _digest(
         {
             "base": base_version(extra_requirements),
-            "runner": hashlib.sha256(source).hexdigest() if source is not None else "missing",
+            "runner": _runner_digest(files) if files is not None else "missing",
             "dockerfile": _RUNNER_DOCKERFILE,
         }
     )
@@ -354,10 +378,10 @@ def build_image(
             status.ref = wanted
         log(f"{status.describe()}; nothing to do.")
         return status
-    runner = _runner_source()
+    runner = runner_files()
     if runner is None:
         raise ImageBuildError(
-            f"The sandbox runner {RUNNER_FILE} is missing, so the image cannot be finished. "
+            f"The sandbox runner {RUNNER_SOURCE_DIR} is missing, so the image cannot be finished. "
             "Reinstall selfheal-jupyter (or restore the file), then run "
             "`selfheal sandbox build` again."
         )
@@ -381,7 +405,7 @@ def build_image(
         status = image_status(client, ref)
         log(f"built {ref} ({status.size_mb or 0:.0f} MB) in {time.monotonic() - started:.1f} s")
     if not status.current:
-        log(f"note: {RUNNER_FILE.name} or the requirements changed during the build; "
+        log("note: the runner or the requirements changed during the build; "
             "run `selfheal sandbox build` again")
     return status
 
@@ -466,16 +490,21 @@ def _build_runner_layer(
     client: docker.DockerClient,
     base_ref: str,
     ref: str,
-    runner: bytes,
+    runner: dict[str, bytes],
     extras: list[str],
     log: Log,
 ) -> None:
-    """``FROM base`` + the runner: the cheap stage (about a second)."""
-    log(f"[5/5] runner layer {ref} (FROM {base_ref}, {RUNNER_PATH})")
-    dockerfile = _RUNNER_DOCKERFILE.format(base_ref=base_ref, runner_path=RUNNER_PATH)
+    """``FROM base`` + the runner package: the cheap stage (about a second)."""
+    log(f"[5/5] runner layer {ref} (FROM {base_ref}, {RUNNER_DIR})")
+    dockerfile = _RUNNER_DOCKERFILE.format(base_ref=base_ref, runner_dir=RUNNER_DIR)
     context = io.BytesIO()
+    files = [("Dockerfile", dockerfile.encode())]
+    files += [(f"runner/{name}", data) for name, data in sorted(runner.items())]
     with tarfile.open(fileobj=context, mode="w") as tar:
-        for filename, data in (("Dockerfile", dockerfile.encode()), ("runner.py", runner)):
+        folder = tarfile.TarInfo("runner")
+        folder.type, folder.mode, folder.mtime = tarfile.DIRTYPE, 0o755, int(time.time())
+        tar.addfile(folder)
+        for filename, data in files:
             info = tarfile.TarInfo(filename)
             info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
             tar.addfile(info, io.BytesIO(data))

@@ -1,0 +1,57 @@
+"""The runner: the fork server that runs inside each sandbox container, as its PID 1.
+
+Why a fork server: starting Python and importing pandas costs ~0.5 s and a container
+~0.4 s more. This process pays both once; every candidate then starts as a fork.
+
+Three kinds of process, and why each exists (the candidate is hostile):
+
+* **server** (PID 1): talks to the host and decides the verdict. As PID 1 it gets no
+  signal it has no handler for, it is not dumpable (no ``ptrace``, no
+  ``/proc/1/mem``) and a seccomp filter denies ``ptrace`` and ``process_vm_*`` to
+  every process in the container. It has seen every request, so nothing is ever
+  forked from it after the start.
+* **template**: forked once, right after the preload, before any request exists. It
+  forks the processes of every run, so each starts from a state that never held
+  another run's code, data or output. It reaps them and reports their real exit
+  status to the server; between runs it kills every leftover process and wipes
+  ``/tmp`` and ``/dev/shm``.
+* per run, the **candidate** (runs the program as the real ``__main__``, with
+  Python's own exit, thread and ``atexit`` semantics) and, when there are tests, the
+  **checker**: a separate, non-dumpable process that runs the tests. Names the tests
+  read from the program reach it over a JSON RPC (plain values by value, other
+  objects as remote references), so no ``__eq__`` trick, patched ``unittest`` or
+  forged frame can change a test's outcome.
+
+Status and exit code come from the candidate's wait status as the template saw it;
+what the candidate itself reports (error details, figures) is description only.
+
+Protocol with the host: frames of a 4-byte big-endian length and UTF-8 JSON, over the
+unix socket ``--control PATH`` when it can be reached (a local engine), else over
+stdin/stdout, i.e. the container's attach stream (any Docker-API engine). The server
+sends ``{"ready": true, ...}``, then one result frame per ``{"op": "run"}``;
+``{"op": "put"}`` frames carry input files when there is no shared directory;
+``{"op": "cancel"}`` stops a run; EOF ends the server. Nothing is pickled on the way
+out. Standard library only; numpy / pandas / matplotlib are preloaded when present.
+
+The image ships this folder as ``/opt/selfheal/selfheal_runner/`` and starts it by the
+path of ``__main__.py``. Its modules, each with one job:
+
+* ``server``: PID 1; the host's frames in and out, the templates, one run, ``main``.
+* ``template``: the templates: fork each run's candidate and checker, reap, sweep.
+* ``candidate``: the program as ``python3 FILE`` runs it, then its report.
+* ``checker``: the tests, one statement at a time, against the program's names.
+* ``program_rpc`` / ``checker_rpc``: the two ends of the RPC between them.
+* ``codec``: values and exceptions as tagged JSON across that RPC.
+* ``frames``: the length-prefixed JSON frames every channel carries.
+* ``outcome``: a run's result from what the server observed.
+* ``describe``: what a candidate says about itself (errors, values, figures).
+* ``sweep``: ending leftover processes and wiping ``/tmp`` between runs.
+* ``hardening``: non-dumpable processes and the seccomp filter.
+* ``libraries``: the preload, matplotlib's environment, which template a run needs.
+* ``memory``: /proc and cgroup memory counters. ``layout``: paths and descriptors.
+
+Nothing of the host package is imported: the folder is copied alone into the image,
+under another name. Its modules import each other relatively and only at the top, so
+all of them are loaded at start-up: once a candidate has taken ``sys.path[0]`` and
+dropped them from ``sys.modules``, no runner module could be found again.
+"""

@@ -1,0 +1,242 @@
+"""The candidate: one program run as ``python3 FILE`` would run it, in a fresh process."""
+
+import ast
+import atexit
+import builtins
+import gc
+import json
+import linecache
+import os
+import pickle
+import signal
+import sys
+import threading
+import traceback
+import types
+import warnings
+from importlib.machinery import SourceFileLoader
+from typing import Any
+
+from .describe import NOTEBOOK_FILE, collect_figures, error_info, rich_value, safe_str
+from .frames import read_all, write_frame
+from .layout import FD_REPORT, FD_REQUEST, FD_RPC_IN, FD_RPC_OUT, enter_workdir
+from .program_rpc import ProgramObjects
+
+#: Python's default recursion limit, which the candidate must see as its own.
+DEFAULT_RECURSION_LIMIT = 1000
+_STARTUP_WARNING_FILTERS = list(warnings.filters)
+#: The runner package's name and folder where it runs (``selfheal_runner`` in the image).
+_PACKAGE = __package__ or ""
+_RUNNER_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def load_inputs(req: dict, ns: dict) -> None:
+    directory = req.get("inputs_dir") or os.environ.get("SELFHEAL_PUT_DIR", "")
+    for name, fname in (req.get("inputs") or {}).items():
+        try:
+            with open(os.path.join(directory, os.path.basename(fname)), "rb") as f:
+                ns[name] = pickle.load(f)
+        except Exception as exc:
+            hint = ""
+            if "__main__" in str(exc):
+                hint = (" (a class or function defined in the notebook itself cannot be sent "
+                        "into the sandbox: pass plain data such as a dict, list or DataFrame)")
+            raise InputError(
+                f"input {name!r} could not be loaded inside the sandbox: "
+                f"{type(exc).__name__}: {exc}{hint}"
+            ) from None
+
+
+class InputError(Exception):
+    pass
+
+
+def _runner_frames_to_skip(tb: Any) -> Any:
+    """The traceback from the program's first frame on (the runner's own are not shown)."""
+    while tb is not None and os.path.dirname(tb.tb_frame.f_code.co_filename) == _RUNNER_DIR:
+        tb = tb.tb_next
+    return tb
+
+
+def _print_exception(exc: BaseException) -> None:
+    """What ``python3 FILE`` prints for an uncaught exception (through sys.excepthook)."""
+    tb = None if isinstance(exc, SyntaxError) else _runner_frames_to_skip(exc.__traceback__)
+    exc.__traceback__ = tb  # the hook prints the exception's own traceback
+    try:
+        sys.excepthook(type(exc), exc, tb)
+    except BaseException:
+        try:
+            traceback.print_exception(type(exc), exc, tb)
+        except BaseException:
+            pass
+
+
+def _stack_depth() -> int:
+    depth = 0
+    frame: "types.FrameType | None" = sys._getframe()
+    while frame is not None:
+        depth += 1
+        frame = frame.f_back
+    return depth
+
+
+class Program:
+    """One candidate, run as ``python3 FILE`` would run it, in this (fresh) process."""
+
+    def __init__(self, req: dict, workdir: str) -> None:
+        self.req = req
+        self.filename = os.path.basename(str(req.get("filename") or "candidate.py")) or "candidate.py"
+        self.path = os.path.join(workdir, self.filename)
+        self.workdir = workdir
+        self.code = str(req.get("code") or "")
+        self.error: "dict | None" = None
+        self.outputs: list = []
+        self.exit_code = 0
+        self.interrupted = False
+        self.failure = ""
+
+    def module(self) -> dict:
+        mod = types.ModuleType("__main__")
+        mod.__dict__.update(__file__=self.path, __builtins__=builtins, __cached__=None,
+                            __loader__=SourceFileLoader("__main__", self.path),
+                            __annotations__={})
+        sys.modules["__main__"] = mod
+        # The runner's own modules are no program's to import (under python3 there are none).
+        for name in [n for n in sys.modules if n == _PACKAGE or n.startswith(f"{_PACKAGE}.")]:
+            del sys.modules[name]
+        sys.argv = [self.filename]
+        sys.orig_argv = [sys.orig_argv[0], self.filename]
+        sys.path[0] = self.workdir
+        return mod.__dict__
+
+    def run(self) -> None:
+        with open(self.path, "w", encoding="utf-8", errors="surrogatepass") as f:
+            f.write(self.code)
+        ns = self.module()
+        prelude = self.req.get("prelude")
+        if prelude:
+            lines = [ln + "\n" for ln in str(prelude).splitlines()]
+            linecache.cache[NOTEBOOK_FILE] = (len(prelude), None, lines, NOTEBOOK_FILE)
+        warnings.filters[:] = _STARTUP_WARNING_FILTERS  # type: ignore[index]  # a list at run time
+        warnings._filters_mutated()  # type: ignore[attr-defined]
+        warnings.onceregistry.clear()  # type: ignore[attr-defined]
+        # The runner's frames below the program count too: raise the limit by as many, so
+        # the program can recurse exactly as deep as under python3.
+        sys.setrecursionlimit(DEFAULT_RECURSION_LIMIT + _stack_depth() + 1)
+        try:
+            if prelude:
+                exec(compile(str(prelude), NOTEBOOK_FILE, "exec", dont_inherit=True), ns)
+            load_inputs(self.req, ns)
+            self._execute(ns)
+        except InputError as exc:
+            self.error = {"type": "InputError", "message": str(exc), "line": None, "frames": [],
+                          "locals": {}}
+            self.exit_code = 1
+            self.failure = "an input could not be loaded"
+            sys.stderr.write(f"{exc}\n")
+        except SystemExit as exc:
+            self._exit(exc)
+        except BaseException as exc:
+            self.error = error_info(exc, (self.path, NOTEBOOK_FILE), self.filename)
+            self.exit_code = 1
+            self.interrupted = isinstance(exc, KeyboardInterrupt)
+            self.failure = f"the program raised {type(exc).__name__}"
+            _print_exception(exc)
+            del exc
+
+    def _execute(self, ns: dict) -> None:
+        tree = ast.parse(self.code, self.path)
+        body = tree.body
+        last: "ast.Expr | None" = None
+        if len(body) > 1 or (body and not _is_docstring(body[0])):
+            if body and isinstance(body[-1], ast.Expr):
+                last = body.pop()  # type: ignore[assignment]  # checked just above
+        exec(compile(tree, self.path, "exec", dont_inherit=True), ns)
+        if last is not None:
+            value = eval(compile(ast.Expression(last.value), self.path, "eval",
+                                 dont_inherit=True), ns)
+            if value is not None:
+                self.outputs.extend(rich_value(value))
+
+    def _exit(self, exc: SystemExit) -> None:
+        code = exc.code
+        if code is None:
+            self.exit_code = 0
+        elif isinstance(code, int):
+            self.exit_code = code & 0xFF
+        else:
+            try:
+                sys.stderr.write(f"{code}\n")
+            except BaseException:
+                pass
+            self.exit_code = 1
+        if self.exit_code:
+            self.error = error_info(exc, (self.path, NOTEBOOK_FILE), self.filename)
+            self.error["message"] = safe_str(exc)
+            self.failure = f"the program exited with SystemExit({code!r})"
+
+    def finish(self, tests: bool) -> None:
+        """Threads, the tests, atexit, the report; then exit as Python would. Never returns."""
+        try:
+            threading._shutdown()  # type: ignore[attr-defined]  # join non-daemon threads
+        except BaseException:
+            pass
+        if tests:
+            ready = not self.failure and not self.interrupted
+            try:
+                write_frame(FD_RPC_OUT, {"ready": ready, "reason": self.failure})
+                if ready:
+                    ProgramObjects(sys.modules["__main__"].__dict__).serve(FD_RPC_IN, FD_RPC_OUT)
+            except BaseException:
+                pass
+        self.outputs.extend(collect_figures())  # before atexit: pyplot closes them there
+        try:
+            write_frame(FD_REPORT, {"error": self.error, "outputs": self.outputs})
+        except BaseException:
+            pass
+        try:
+            atexit._run_exitfuncs()
+        except BaseException:
+            pass
+        _clear_main()
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except BaseException:
+            pass
+        if self.interrupted:  # like Python: die from the signal, after reporting
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
+        os._exit(self.exit_code)
+
+
+def _clear_main() -> None:
+    """What Python's shutdown does to ``__main__``: names starting with one underscore
+    first, then the rest but ``__builtins__``; finalizers and ``__del__`` run now."""
+    try:
+        ns = sys.modules["__main__"].__dict__
+        for only_private in (True, False):
+            for name in list(ns):
+                if not isinstance(name, str) or name == "__builtins__":
+                    continue
+                if not only_private or (name.startswith("_") and not name.startswith("__")):
+                    ns[name] = None
+        gc.collect()
+    except BaseException:
+        pass
+
+
+def _is_docstring(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(
+        stmt.value.value, str)
+
+
+def candidate_main(workdir: str) -> None:
+    raw = read_all(FD_REQUEST)
+    if not raw:
+        os._exit(0)  # the server is going away
+    enter_workdir(workdir)  # made now: another template's wipe may have run since the fork
+    req = json.loads(raw)
+    program = Program(req, workdir)
+    program.run()
+    program.finish(bool(req.get("tests")))

@@ -1,0 +1,19 @@
+"""Where things are inside the container, and the descriptors of a run's processes."""
+
+import os
+
+WORKDIR_ROOT = "/tmp"
+SHM_ROOT = "/dev/shm"
+MPL_CACHE_DIR = "/opt/selfheal/matplotlib"  # a font cache made when the image was built
+MPL_CONFIG_DIR = os.path.join(WORKDIR_ROOT, ".matplotlib")
+#: Where put frames land: a tmpfs the host mounts when inputs travel as frames (in
+#: socket mode it is the read-only bind mount, and no put arrives).
+PUT_DIR = "/inputs"
+PUT_FALLBACK_DIR = os.path.join(WORKDIR_ROOT, ".inputs")
+#: Descriptors of a run's processes after the set-up (0-2 are stdin/stdout/stderr).
+FD_REQUEST, FD_REPORT, FD_RPC_OUT, FD_RPC_IN = 3, 4, 5, 6
+
+
+def enter_workdir(workdir: str) -> None:
+    os.makedirs(workdir, exist_ok=True)
+    os.chdir(workdir)

@@ -1,0 +1,393 @@
+"""The server: PID 1 of the container. It reads the host's frames, starts the two
+templates, has each run forked, watches it (output caps, timeout, cancel) and answers
+with its result. Protocol and principals: see the package's docstring."""
+
+import base64
+import gc
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import time
+from typing import Any
+
+from .frames import MAX_RESULT_BYTES, FrameReader, write_frame
+from .hardening import install_seccomp, set_dumpable
+from .layout import PUT_DIR, PUT_FALLBACK_DIR
+from .libraries import matplotlib_environment, needs_libraries, preload
+from .memory import oom_kills, read_kv
+from .outcome import Capture, describe_result, failed_result
+from .sweep import kill_group
+from .template import Template
+
+RUNNER_PROTOCOL = 2
+
+
+class Prepared:
+    """The processes of the next run (forked by the template) and the server's pipe ends."""
+
+    def __init__(self, msg: dict, fds: list) -> None:
+        self.candidate = int(msg["candidate"])
+        self.dirty = str(msg.get("dirty") or "")
+        self.request_w, self.out_r, self.err_r, self.report_r = fds
+
+
+class TemplateLink:
+    """The server's end of one template: its socket, its pid, its next run's processes."""
+
+    def __init__(self, kind: str, sock: socket.socket, pid: int) -> None:
+        self.kind, self.sock, self.pid = kind, sock, pid
+        self.next: "Prepared | None" = None
+
+
+class Server:
+    """PID 1: the host's channel, the templates, and one run at a time."""
+
+    def __init__(self, sweep: bool, memory_bytes: int, control: "str | None") -> None:
+        self.sweep = sweep and os.getuid() != 0  # never kill(-1) as root (e.g. on a host)
+        self.memory_bytes = memory_bytes
+        self.channel = "stdio"
+        self.in_fd, self.out_fd = 0, 1
+        if control:
+            # A unix socket the host listens on, in a directory it shares with us: frames
+            # then go host <-> runner directly, without the engine in between.
+            try:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                sock.connect(control)
+                self._sock = sock  # keep the object alive: it owns the descriptor
+                self.in_fd = self.out_fd = sock.fileno()
+                self.channel = "socket"
+            except OSError as exc:
+                sys.stderr.write(f"selfheal runner: control socket {control} unreachable "
+                                 f"({exc.strerror or exc}); using stdin/stdout\n")
+        if self.channel == "stdio":
+            self.out_fd = os.dup(1)
+        os.dup2(2, 1)  # a stray print in the server can never corrupt the frame stream
+        self.host = FrameReader(self.in_fd)
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_r, False)
+        os.set_blocking(self.wake_w, False)
+        self.runs = 0
+        self.prep_s = 0.0
+        self.templates: "dict[str, TemplateLink]" = {}
+        self.exits: dict = {}
+        self.put_dir = ""
+        self.put_error = ""
+        self.template_lost = False
+
+    # -- template ---------------------------------------------------------------
+    def start_template(self, kind: str) -> None:
+        """Fork a template from this process as it is now (``light``: before the preload,
+        ``heavy``: after it)."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        pid = os.fork()
+        if pid == 0:
+            ours.close()
+            for link in self.templates.values():
+                link.sock.close()
+            for fd in {self.in_fd, self.out_fd, self.wake_r, self.wake_w} - {0, 1, 2}:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            try:
+                Template(theirs, self.sweep).serve()
+            finally:
+                os._exit(0)
+        theirs.close()
+        self.templates[kind] = TemplateLink(kind, ours, pid)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.set_wakeup_fd(self.wake_w)
+
+    def _protect(self, link: "TemplateLink") -> list:
+        """The other templates and their idle candidates: a sweep must not touch them."""
+        out = []
+        for other in self.templates.values():
+            if other is not link:
+                out.append(other.pid)
+                if other.next is not None:
+                    out.append(other.next.candidate)
+        return out
+
+    def _tell(self, link: "TemplateLink", msg: dict) -> bool:
+        try:
+            link.sock.sendall(json.dumps({**msg, "protect": self._protect(link)}).encode())
+            return True
+        except OSError:
+            self.template_lost = True
+            return False
+
+    def _template_message(self, link: "TemplateLink", want: str,
+                          timeout: float = 30.0) -> "tuple[dict, list] | None":
+        """Messages from a template until one of kind ``want`` (exits are recorded)."""
+        end = time.monotonic() + timeout
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                return None
+            ready, _, _ = select.select([link.sock.fileno(), self.wake_r], [], [], left)
+            if self.wake_r in ready:
+                self._drain_wake()
+                self._reap_orphans()
+            if link.sock.fileno() in ready:
+                got = self._recv_template(link)
+                if got is None:
+                    return None
+                if got[0].get("op") == want:
+                    return got
+
+    def _recv_template(self, link: "TemplateLink") -> "tuple[dict, list] | None":
+        try:
+            data, fds, _flags, _addr = socket.recv_fds(link.sock, 65536, 16)
+        except OSError:
+            data, fds = b"", []
+        if not data:
+            self.template_lost = True
+            return None
+        msg = json.loads(data)
+        if msg.get("op") == "exit":
+            self.exits[int(msg["pid"])] = int(msg["status"])
+        return msg, fds
+
+    def prepare(self, link: "TemplateLink") -> None:
+        self.runs += 1
+        self.exits.clear()
+        link.next = None
+        if not self._tell(link, {"op": "prepare", "runs": self.runs,
+                                 "soft_cap": self._soft_cap(link)}):
+            return
+        got = self._template_message(link, "prepared")
+        link.next = Prepared(*got) if got is not None and len(got[1]) == 4 else None
+
+    def sweep_run(self, link: "TemplateLink") -> None:
+        if self._tell(link, {"op": "sweep"}):
+            self._template_message(link, "swept")
+
+    def _reap_orphans(self) -> None:
+        """Processes reparented to PID 1 (us) when their parent died; and the templates."""
+        while True:
+            try:
+                pid, _status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if any(pid == link.pid for link in self.templates.values()):
+                self.template_lost = True
+
+    def _drain_wake(self) -> None:
+        try:
+            while os.read(self.wake_r, 512):
+                pass
+        except BlockingIOError:
+            pass
+
+    def _soft_cap(self, link: "TemplateLink") -> int:
+        """RLIMIT_DATA for a run: the template's data plus what the container has left."""
+        if not self.memory_bytes:
+            return 0
+        status = read_kv(f"/proc/{link.pid}/status")
+        vm_data = status.get("VmData", 0) * 1024
+        rss = status.get("VmRSS", 0) * 1024
+        return vm_data + max(self.memory_bytes - rss - (32 << 20), 16 << 20)
+
+    # -- lifecycle --------------------------------------------------------------
+    def serve(self, hello: dict) -> None:
+        for link in self.templates.values():
+            self.prepare(link)
+        write_frame(self.out_fd, {"ready": True, "protocol": RUNNER_PROTOCOL, "pid": os.getpid(),
+                                  "python": sys.version.split()[0], "channel": self.channel,
+                                  **hello})
+        while True:
+            req = self.host.wait()
+            if req is None:
+                break
+            op = req.get("op")
+            if op == "run":
+                t0 = time.monotonic()
+                link = self.templates["heavy" if needs_libraries(req) else "light"]
+                result = self.run(req, link)
+                result["server_s"] = round(time.monotonic() - t0, 6)
+                result["prep_s"] = self.prep_s
+                try:
+                    write_frame(self.out_fd, result)
+                except OSError:
+                    break  # the host went away mid-run: nobody to answer
+                t0 = time.monotonic()
+                self.prepare(link)
+                self.prep_s = round(time.monotonic() - t0, 6)
+            elif op == "put":
+                self.put(req)
+            elif op == "cancel":
+                continue  # arrived after its run had finished
+            else:
+                write_frame(self.out_fd, {"status": "error", "message": f"unknown op {op!r}"})
+        for link in self.templates.values():
+            link.sock.close()
+
+    def put(self, req: dict) -> None:
+        """A chunk of an input file sent over the frames (no directory shared with the host):
+        appended to the file in PUT_DIR (a tmpfs the host mounts then) for the next run."""
+        name = os.path.basename(str(req.get("name") or ""))
+        if not name or self.put_error:
+            return
+        try:
+            data = base64.b64decode(str(req.get("data") or ""), validate=True)
+            directory = PUT_DIR if os.access(PUT_DIR, os.W_OK) else PUT_FALLBACK_DIR
+            os.makedirs(directory, exist_ok=True)
+            with open(os.path.join(directory, name), "ab") as f:
+                f.write(data)
+            self.put_dir = directory
+        except (OSError, ValueError) as exc:
+            self.put_error = (f"input file {name!r} could not be received in the sandbox "
+                              f"({getattr(exc, 'strerror', None) or exc})")
+
+    # -- one run ----------------------------------------------------------------
+    def run(self, req: dict, link: "TemplateLink") -> dict:
+        cap = int(req.get("output_bytes") or (1 << 20))
+        timeout = float(req.get("timeout_s") or 30.0)
+        if link.next is None and not self.template_lost:
+            self.prepare(link)
+        p = link.next
+        link.next = None
+        if p is None or p.candidate < 0:
+            return failed_result("the sandbox could not start the program (its process limit "
+                                 "is full, or its supervisor died)")
+        tests = str(req.get("tests") or "")
+        put_dir, put_error, self.put_dir, self.put_error = self.put_dir, self.put_error, "", ""
+        if put_error:
+            result = failed_result(put_error)
+            result["error"]["type"] = "InputError"
+            result["message"] = (f"The inputs did not reach the sandbox: {put_error}. Pass "
+                                 "smaller inputs or raise the memory limit.")
+            return result
+        request = {k: req.get(k) for k in ("code", "filename", "prelude", "inputs", "inputs_dir")}
+        request["tests"] = bool(tests)
+        if not req.get("inputs_dir"):
+            request["inputs_dir"] = put_dir or PUT_DIR
+        out, err = Capture(cap), Capture(cap)
+        report, checker_report = Capture(MAX_RESULT_BYTES), Capture(MAX_RESULT_BYTES)
+        pipes = {p.out_r: out, p.err_r: err, p.report_r: report}
+        pids = [p.candidate]
+        if tests:
+            checker = self.start_checker(link)
+            if checker is not None:
+                pid, (chk_req, chk_report, chk_out, chk_err) = checker
+                pids.append(pid)
+                pipes.update({chk_report: checker_report, chk_out: out, chk_err: err})
+                self._send_request(chk_req, {"tests": tests})
+        for fd in pipes:
+            os.set_blocking(fd, False)
+        oom_before = oom_kills()
+        t0 = time.monotonic()
+        self._send_request(p.request_w, request)
+        deadline = t0 + timeout
+        reason = ""
+
+        def stop(why: str) -> None:
+            nonlocal reason
+            if not reason:
+                reason = why
+                for pid in pids:
+                    kill_group(pid)
+
+        while not set(pids) <= set(self.exits) and not self.template_lost:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                stop("timeout")
+            watch = list(pipes) + [self.wake_r, link.sock.fileno()] + (
+                [] if self.host.eof else [self.in_fd])
+            ready, _, _ = select.select(watch, [], [], 0.05 if reason else max(remaining, 0.001))
+            for fd in ready:
+                if fd == self.wake_r:
+                    self._drain_wake()
+                    self._reap_orphans()
+                elif fd == link.sock.fileno():
+                    self._recv_template(link)
+                elif fd == self.in_fd:
+                    self.host.feed()
+                    while (frame := self.host.next()) is not None:
+                        if frame.get("op") == "cancel":
+                            stop("killed")
+                    if self.host.eof:
+                        stop("killed")
+                elif fd in pipes:
+                    over = self._read(fd, pipes)
+                    if over and pipes.get(fd) in (out, err):
+                        stop("output_limit")
+        duration = time.monotonic() - t0
+        status_word = self.exits.get(p.candidate)
+        for fd in list(pipes):  # usually every writer is gone already
+            while fd in pipes and self._read(fd, pipes) is not None:
+                pass
+        if pipes:  # something the program started still holds a pipe: end it first
+            self.sweep_run(link)
+            for fd in list(pipes):
+                for _ in range(4096):
+                    if fd not in pipes or self._read(fd, pipes, block=True) is None:
+                        break
+        for fd in list(pipes):
+            os.close(fd)
+        result = describe_result(status_word, reason, out, err, report.frame(),
+                                 checker_report.frame() if tests else None, tests, oom_before,
+                                 duration, cap, timeout, self.memory_bytes)
+        if p.dirty or self.template_lost:
+            result["dirty"] = True
+        return result
+
+    def start_checker(self, link: "TemplateLink") -> "tuple[int, list] | None":
+        if not self._tell(link, {"op": "checker"}):
+            return None
+        got = self._template_message(link, "checker_ready")
+        if got is None or int(got[0].get("pid", -1)) < 0 or len(got[1]) != 4:
+            return None
+        return int(got[0]["pid"]), got[1]
+
+    def _send_request(self, fd: int, obj: Any) -> None:
+        try:
+            if obj is not None:
+                data = json.dumps(obj).encode("utf-8", errors="surrogatepass")
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+        except OSError:
+            pass  # the process died before reading; its exit status tells why
+        os.close(fd)
+
+    def _read(self, fd: int, pipes: dict, block: bool = False) -> "bool | None":
+        """Read what is there; None when nothing is left (EOF, or would block)."""
+        if block:
+            select.select([fd], [], [], 1.0)
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return None
+        if not chunk:
+            os.close(fd)
+            del pipes[fd]
+            return None
+        return pipes[fd].add(chunk)
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    sweep = "--sweep" in args
+    memory_bytes = int(args[args.index("--memory-bytes") + 1]) if "--memory-bytes" in args else 0
+    control = args[args.index("--control") + 1] if "--control" in args else None
+    t0 = time.monotonic()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # PID 1 gets no signal it does not handle
+    set_dumpable(False)  # no ptrace, no /proc/<pid>/mem of the runner by the program
+    refused = install_seccomp()
+    server = Server(sweep=sweep, memory_bytes=memory_bytes, control=control)
+    matplotlib_environment()
+    gc.collect()
+    gc.freeze()
+    server.start_template("light")  # the standard library only: small, quick to fork and end
+    loaded = preload()
+    gc.collect()
+    gc.freeze()  # children then never touch (copy) the preloaded objects' pages
+    server.start_template("heavy")
+    server.serve({"preloaded": loaded, "preload_s": round(time.monotonic() - t0, 3),
+                  "seccomp": not refused, "seccomp_error": refused})
