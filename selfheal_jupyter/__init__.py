@@ -7,12 +7,12 @@ __version__ = "0.1.0"
 
 
 def load_ipython_extension(ipython):  # pragma: no cover - exercised through IPython
-    from .magics import load
+    from .notebook.magics import load
 
     load(ipython)
 
 
 def unload_ipython_extension(ipython):  # pragma: no cover
-    from .magics import unload
+    from .notebook.magics import unload
 
     unload(ipython)

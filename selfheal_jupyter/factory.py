@@ -20,7 +20,7 @@ from typing import Any
 from .config import SelfHeal
 from .errors import LLMError, SelfHealError
 from .llm import Endpoint, LLMClient
-from .loop import Loop, LoopLimits, Strategies
+from .loop.orchestrator import Loop, LoopLimits, Strategies
 from .sandbox.base import Sandbox
 
 KEYLESS = "sk-no-key-required"

@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 
 import openai
 
-from .codeblocks import extract_code
+from .loop.codeblocks import extract_code
 from .errors import (
     Cancelled,
     LLMAuthError,

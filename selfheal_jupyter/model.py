@@ -448,7 +448,7 @@ SpecRule = Literal[
     "early_exit",
     "hard_coded",
 ]
-"""Which part of the user's spec a candidate broke (see :mod:`selfheal_jupyter.spec`).
+"""Which part of the user's spec a candidate broke (see :mod:`selfheal_jupyter.loop.spec`).
 
 The first four change an assert or test itself; the rest make a failure invisible
 (silencing) or pass by knowing the expected answer (hard-coding).
@@ -489,7 +489,7 @@ class Verdict:
     """Why a program that passed its checks is still no success, the task saying the given
     program is wrong: "given" (it is that program), "unchanged" (a candidate that left its
     code as it was), "same_behaviour" (a candidate that shows exactly what it showed,
-    :mod:`selfheal_jupyter.behaviour`); "" for every other verdict."""
+    :mod:`selfheal_jupyter.loop.behaviour`); "" for every other verdict."""
 
     @property
     def spec_kept(self) -> bool | None:

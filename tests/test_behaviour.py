@@ -1,8 +1,8 @@
-"""What a program shows on its checks (selfheal_jupyter.behaviour), in the real sandbox."""
+"""What a program shows on its checks (selfheal_jupyter.loop.behaviour), in the real sandbox."""
 
 from __future__ import annotations
 
-from selfheal_jupyter.behaviour import assigned_names, observation, observing_tests
+from selfheal_jupyter.loop.behaviour import assigned_names, observation, observing_tests
 from selfheal_jupyter.model import ExecutionResult
 
 

@@ -14,8 +14,9 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
-from selfheal_jupyter import context
-from selfheal_jupyter.context import format_context, names_read
+from selfheal_jupyter.notebook import context
+from selfheal_jupyter.loop.inputs import format_context
+from selfheal_jupyter.notebook.context import names_read
 from selfheal_jupyter.render.html import context_lines
 
 NOTEBOOK = '''

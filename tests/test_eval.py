@@ -596,7 +596,7 @@ def test_dataframe_hidden_tests_run_in_the_image_variant(docker_client) -> None:
 
 
 def test_exercises_are_class_notebook_cells_with_a_spec() -> None:
-    from selfheal_jupyter import spec
+    from selfheal_jupyter.loop import spec
     from selfheal_jupyter.eval import exercises
 
     problems = benchmarks.load("exercises")

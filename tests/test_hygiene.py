@@ -207,7 +207,7 @@ def test_export_notebook_nbconvert_page_and_json_keep_no_forged_output(tmp_path)
     import nbformat
     from nbconvert import HTMLExporter
 
-    from selfheal_jupyter.export import export_run
+    from selfheal_jupyter.notebook.export import export_run
 
     run = hand_made_run(FORGED_OUTPUTS)
     nb = nbformat.read(export_run(run, tmp_path / "run.ipynb"), as_version=4)

@@ -11,9 +11,9 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
-from selfheal_jupyter import magic_args
+from selfheal_jupyter.notebook import arguments as magic_args
 from selfheal_jupyter.errors import BadInput
-from selfheal_jupyter.magics import SelfHealMagics
+from selfheal_jupyter.notebook.magics import SelfHealMagics
 from selfheal_jupyter.model import Plan
 
 
@@ -147,13 +147,14 @@ def test_in_a_kernel_our_cell_magics_are_awaited_without_rewriting_the_cell():
 
     from IPython.core.async_helpers import _asyncio_runner
 
-    from selfheal_jupyter.front import AwaitCellMagics, _ShouldRunAsync
+    from selfheal_jupyter.notebook.controller import AwaitCellMagics, _ShouldRunAsync
 
     kernel = SimpleNamespace(kernel=object(), autoawait=True, loop_runner=_asyncio_runner)
     ours = "get_ipython().run_cell_magic('agent', '--quiet', 'do it\\n')\n"
     tree = AwaitCellMagics(kernel).visit(ast.parse(ours))
     assert ast.unparse(tree) == (
-        "await __import__('selfheal_jupyter.front').front.run_cell_magic_async('agent', '--quiet', 'do it\\n')")
+        "await __import__('selfheal_jupyter.notebook.controller', fromlist=['_'])"
+        ".run_cell_magic_async('agent', '--quiet', 'do it\\n')")
     other = "get_ipython().run_cell_magic('time', '', 'x=1\\n')\n"
     assert ast.unparse(AwaitCellMagics(kernel).visit(ast.parse(other))) == other.strip()
     terminal = SimpleNamespace(kernel=None, autoawait=True, loop_runner=_asyncio_runner)

@@ -19,10 +19,10 @@ from selfheal_jupyter.agents.checks import build_messages, outline, parse_checks
 from selfheal_jupyter.agents.developer import CHECKS_NOTE, RESTART_NOTE
 from selfheal_jupyter.config import SelfHeal
 from selfheal_jupyter.factory import build_loop
-from selfheal_jupyter.loop import Loop, Strategies
+from selfheal_jupyter.loop.orchestrator import Loop, Strategies
 from selfheal_jupyter.model import ErrorInfo, ExecutionResult, Frame, Task
 from selfheal_jupyter.model import TestOutcome as Outcome  # not collected as a test class
-from selfheal_jupyter.probes import describe_difference, differences, plan_probes
+from selfheal_jupyter.loop.probes import describe_difference, differences, plan_probes
 from selfheal_jupyter.render.html import run_html
 from tests.scripted_server import Reply, ScriptedServer
 from tests.test_loop import fenced, llm_for, make_loop

@@ -8,7 +8,7 @@ docstrings and signatures — not its bodies, whose bugs the checks would copy.
 
 They are soft: a model can write a wrong check, so a failing one is shown to the
 developer to fix the program OR explain why the check is wrong, and the loop never
-counts them as the user's tests (see :mod:`selfheal_jupyter.loop`).
+counts them as the user's tests (see :mod:`selfheal_jupyter.loop.orchestrator`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import threading
 import tokenize
 from typing import Callable
 
-from ..codeblocks import extract_code
-from ..inputs import INPUTS_HEADER, format_inputs
+from ..loop.codeblocks import extract_code
+from ..loop.inputs import INPUTS_HEADER, format_inputs
 from ..llm import LLMClient
 from ..model import GeneratedChecks, InputDescription
 

@@ -11,7 +11,7 @@ import re
 import threading
 from typing import Callable, Iterable
 
-from ..inputs import INPUTS_HEADER, format_inputs
+from ..loop.inputs import INPUTS_HEADER, format_inputs
 from ..llm import ChatReply, LLMClient
 from ..model import InputDescription, Plan
 from .environment import environment_text

@@ -7,7 +7,7 @@ error would be, so the feedback reads the same either way.
 
 The verdict is strict and simple: passed when the program exits cleanly AND every
 one of the user's tests passed AND — when the task started from the user's code — the
-candidate kept the user's spec (:mod:`selfheal_jupyter.spec`: their asserts, test
+candidate kept the user's spec (:mod:`selfheal_jupyter.loop.spec`: their asserts, test
 functions and tests, neither changed, silenced nor answered by a written-in value);
 with no tests, a clean run passes.
 """
@@ -23,8 +23,8 @@ from typing import Any, Iterable, Mapping
 from pyflakes import checker as pyflakes_checker
 from pyflakes import messages as pyflakes_messages
 
-from .. import spec as spec_mod
-from ..behaviour import Observation, observation, observing_tests
+from ..loop import spec as spec_mod
+from ..loop.behaviour import Observation, observation, observing_tests
 from ..errors import BadInput
 from ..model import ErrorInfo, ExecutionResult, Frame, Limits, SpecViolation, Task, Verdict
 from ..sandbox.base import Sandbox
@@ -213,7 +213,7 @@ def judge(
     """Passed = clean exit AND every user test passed AND the spec was kept.
 
     ``violations``: None when there is no spec to keep (a task that did not start from
-    the user's code); else the result of :func:`selfheal_jupyter.spec.check` (a list,
+    the user's code); else the result of :func:`selfheal_jupyter.loop.spec.check` (a list,
     possibly empty).
     """
     checked = violations is not None
@@ -304,7 +304,7 @@ def hold_same_behaviour(
     verdict: Verdict, seen: Observation | None, given_seen: Observation | None
 ) -> Verdict:
     """A pass is no success when the task says the given program is wrong and this
-    candidate shows exactly what that program showed (:mod:`selfheal_jupyter.behaviour`):
+    candidate shows exactly what that program showed (:mod:`selfheal_jupyter.loop.behaviour`):
     nothing its checks can see was fixed."""
     if not verdict.passed or given_seen is None or seen != given_seen:
         return verdict

@@ -100,7 +100,7 @@ def build_task(args: argparse.Namespace) -> Task:
         # With --code, a task text says what the program does wrong or still lacks.
         given_is_wrong=code is not None and bool(prompt),
     )
-    from ..loop import validate_task  # imports openai: only when a task runs
+    from ..loop.orchestrator import validate_task  # imports openai: only when a task runs
 
     validate_task(task)
     return task
@@ -136,7 +136,7 @@ def execute(task: Task, settings: SelfHeal, progress: Progress | None,
     except SelfHealError as exc:
         run = Run(task=task, outcome="error", error=str(exc))
         return run
-    from ..front import run_loop
+    from ..notebook.controller import run_loop
 
     on_interrupt = (lambda: progress.status("stopping…")) if progress else None
     return run_loop(loop, task, on_event, on_interrupt=on_interrupt, cancel=cancel)

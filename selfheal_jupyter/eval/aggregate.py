@@ -14,7 +14,7 @@ from collections import Counter
 from typing import Any, Iterable
 
 from .. import metrics
-from .. import spec as spec_mod
+from ..loop import spec as spec_mod
 from .store import latest
 
 ORDER = ("loop", "baseline")
@@ -37,7 +37,7 @@ def run_spec_kept(run_dict: dict[str, Any] | None) -> bool | None:
     """Did a successful run's final program keep every assert/test of the user's code?
 
     None when the run did not succeed or did not start from user code. Decided here
-    from the stored record by :func:`selfheal_jupyter.spec.check`, independently of
+    from the stored record by :func:`selfheal_jupyter.loop.spec.check`, independently of
     what the loop's QA said, so it also measures runs made without the guard.
     """
     if not run_dict or run_dict.get("outcome") != "success" or not run_dict.get("final_code"):

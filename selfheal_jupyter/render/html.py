@@ -13,7 +13,7 @@ from pygments.lexers import PythonLexer
 
 from ..hygiene import HTML, PNG, clean_text
 from ..model import ExecutionResult, Iteration, NotebookContext, Plan, Run, Verdict, safe_outputs
-from ..spec import RULE_TITLES, SPEC_REASON
+from ..loop.spec import RULE_TITLES, SPEC_REASON
 from .diff import diff_html
 from .style import (
     BLUE,

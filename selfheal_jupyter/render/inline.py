@@ -11,7 +11,7 @@ from typing import Callable, Protocol
 
 from IPython.display import display
 
-from ..events import Event, PlanReady, VerdictReady
+from ..loop.events import Event, PlanReady, VerdictReady
 from ..model import Run
 from .html import (
     context_html,

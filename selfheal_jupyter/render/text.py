@@ -12,7 +12,7 @@ import textwrap
 import threading
 from typing import Callable, TextIO
 
-from ..events import (
+from ..loop.events import (
     CandidateReady,
     Event,
     ExecutionDone,
@@ -23,7 +23,7 @@ from ..events import (
     TokensStreamed,
     VerdictReady,
 )
-from ..feedback import tail
+from ..loop.feedback import tail
 from ..model import Iteration, Plan, Run
 from .terminal import MAX_CHARS, MAX_LINES, clip, printable
 

@@ -14,7 +14,7 @@ from typing import Callable
 
 import ipywidgets as widgets
 
-from ..events import (
+from ..loop.events import (
     CandidateReady,
     Event,
     ExecutionDone,

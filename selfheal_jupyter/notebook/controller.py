@@ -36,14 +36,14 @@ from dataclasses import dataclass
 from typing import Any, Callable, Generic, TypeVar
 
 from .cells import FrontCells
-from .codeblocks import code_diff
-from .config import SelfHeal
-from .events import RunFinished, RunStarted
-from .model import Run, Task
-from .render.diff import diff_html
-from .render.html import message_html
-from .render.inline import PanelRenderer, Renderer, StaticRenderer, show_html
-from .render.style import heading
+from ..loop.codeblocks import code_diff
+from ..config import SelfHeal
+from ..loop.events import RunFinished, RunStarted
+from ..model import Run, Task
+from ..render.diff import diff_html
+from ..render.html import message_html
+from ..render.inline import PanelRenderer, Renderer, StaticRenderer, show_html
+from ..render.style import heading
 
 T = TypeVar("T")
 
@@ -166,7 +166,7 @@ class CellRun:
 
     def __init__(self, shell: Any, settings: SelfHeal, task: Task, *,
                  cells: FrontCells | None = None) -> None:
-        from .factory import build_loop
+        from ..factory import build_loop
 
         self.shell = shell
         self.settings = settings
@@ -327,7 +327,7 @@ def handed_code(run: Run) -> str | None:
 
 def plan_pump(settings: SelfHeal, task: Task) -> Pump[Any]:
     """A pump that only plans ``task`` (``--plan-only``)."""
-    from .factory import build_loop
+    from ..factory import build_loop
 
     loop = build_loop(settings)
     return Pump(lambda _emit, cancel: loop.plan(task, cancel=cancel))
@@ -338,7 +338,7 @@ def gather_context(shell: Any, settings: SelfHeal, task: Task, *, task_text: str
     notebook, resolved now: import lines, notebook sources, copies (never the live
     objects; the namespace is only read)."""
     from . import context
-    from .factory import sandbox_packages
+    from ..factory import sandbox_packages
 
     ns = shell.user_ns
     options: dict[str, Any] = {
@@ -395,7 +395,8 @@ class AwaitCellMagics(ast.NodeTransformer):
             return node
         call = node.value
         assert isinstance(call, ast.Call)
-        target = ast.parse("__import__('selfheal_jupyter.front').front.run_cell_magic_async", mode="eval").body
+        # The user's namespace may hold anything: the call names this module absolutely.
+        target = ast.parse(f"__import__({__name__!r}, fromlist=['_']).run_cell_magic_async", mode="eval").body
         awaited = ast.Await(value=ast.Call(func=target, args=call.args, keywords=[]))
         return ast.copy_location(ast.Expr(value=awaited), node)
 

@@ -19,10 +19,10 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from .agents.checks import CheckDesigner
-from .agents.developer import Developer, Proposal, RepairContext
-from .agents.planner import Planner
-from .agents.qa import (
+from ..agents.checks import CheckDesigner
+from ..agents.developer import Developer, Proposal, RepairContext
+from ..agents.planner import Planner
+from ..agents.qa import (
     QA,
     check_tests,
     hold_known_wrong,
@@ -30,7 +30,7 @@ from .agents.qa import (
     strip_input_overwrites,
 )
 from .behaviour import Observation
-from .errors import BadInput, Cancelled, LLMError, SandboxError, SelfHealError
+from ..errors import BadInput, Cancelled, LLMError, SandboxError, SelfHealError
 from .events import (
     CandidateReady,
     Event,
@@ -44,13 +44,12 @@ from .events import (
     VerdictReady,
 )
 from .codeblocks import code_diff
-from .context import format_context
 from .choice import Sample, Trial, choose
 from .feedback import check_lines, failure_signature, format_feedback, runtime_value_lines
 from .probes import differences, plan_probes, probe_values
-from .inputs import describe_inputs
-from .llm import LLMClient
-from .model import (
+from .inputs import describe_inputs, format_context
+from ..llm import LLMClient
+from ..model import (
     Candidate,
     ExecutionResult,
     InputDescription,
@@ -66,9 +65,9 @@ from .model import (
     Usage,
     Verdict,
 )
-from .sandbox.base import Sandbox
+from ..sandbox.base import Sandbox
 from .spec import Spec
-from .sandbox.serialize import Pickled
+from ..sandbox.serialize import Pickled
 
 log = logging.getLogger(__name__)
 
@@ -213,9 +212,9 @@ class Strategies:
     """How many soft checks QA writes from the task before any code (0 = none)."""
     candidates: int
     """Programs sampled per repair round (round 2 on); one is chosen by execution
-    (:mod:`~selfheal_jupyter.choice`)."""
+    (:mod:`~selfheal_jupyter.loop.choice`)."""
     runtime_values: bool
-    """Show the values of the failing statement's sub-expressions (:mod:`~selfheal_jupyter.probes`)."""
+    """Show the values of the failing statement's sub-expressions (:mod:`~selfheal_jupyter.loop.probes`)."""
     explain_first: bool
     """Ask the model to explain the bug before each repair."""
     restart_after: int
@@ -682,7 +681,7 @@ class Loop:
     def _runtime_values(
         self, code: str, result: ExecutionResult | None, task: Task, state: _RunState
     ) -> tuple[list[TestOutcome], float]:
-        """The failing statement's sub-expression values (see :mod:`selfheal_jupyter.probes`)
+        """The failing statement's sub-expression values (see :mod:`selfheal_jupyter.loop.probes`)
         and the seconds of the sandbox run that found them (0 when nothing was run)."""
         planned = plan_probes(code, result)
         if planned is None or state.stop.event.is_set():

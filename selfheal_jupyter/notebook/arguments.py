@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from .errors import BadInput
-from .model import Plan, Task
+from ..errors import BadInput
+from ..model import Plan, Task
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _FIELD = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\}")
@@ -167,7 +167,7 @@ def settings_for(args: Any, parent: Any, **extra: Any) -> Any:
     validates them: a bad value is a :class:`BadInput` saying what to write)."""
     from traitlets import TraitError
 
-    from .config import SelfHeal
+    from ..config import SelfHeal
 
     overrides: dict[str, Any] = dict(extra)
     for option, trait in (("max_iterations", "max_iterations"), ("model", "model"),

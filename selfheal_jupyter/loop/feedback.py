@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .model import ExecutionResult, Limits, SpecViolation, TestOutcome, Verdict
+from ..model import ExecutionResult, Limits, SpecViolation, TestOutcome, Verdict
 from .spec import RULE_TITLES, SPEC_REASON
 
 MAX_FRAMES = 6
@@ -243,7 +243,7 @@ def check_lines(checks: list[TestOutcome], *, passed: bool = False) -> list[str]
 
 def runtime_value_lines(values: list[TestOutcome], differences: Sequence[str] = ()) -> list[str]:
     """Values of the failing statement's sub-expressions and, for a failing ``==``, what
-    differs (see :mod:`selfheal_jupyter.probes`)."""
+    differs (see :mod:`selfheal_jupyter.loop.probes`)."""
     out = []
     if values:
         out.append("Values at the failing statement (evaluated where it failed):")

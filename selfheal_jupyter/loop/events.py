@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Literal, Union
 
-from .model import Candidate, ExecutionResult, Iteration, Plan, Run
+from ..model import Candidate, ExecutionResult, Iteration, Plan, Run
 
 
 @dataclass

@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 
 from .feedback import clip
-from .model import ExecutionResult, TestOutcome
+from ..model import ExecutionResult, TestOutcome
 
 MAX_PROBES = 6
 PROBE_PREFIX = "assert False, repr("

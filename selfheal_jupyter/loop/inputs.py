@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from .model import InputDescription
+from ..model import InputDescription, NotebookContext
 
 MAX_COLUMNS = 30
 MAX_KEYS = 15
@@ -86,3 +86,37 @@ def format_inputs(descriptions: list[InputDescription]) -> str:
         detail = f" — {d.summary}" if d.summary else ""
         lines.append(f"- `{d.name}`: {d.type}{detail}")
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- notebook context
+DATA_HEADER = (
+    "From the user's notebook: data already defined when the program starts, holding the "
+    "user's real values (use them as they are; never replace them, re-create them or make "
+    "up example data for them):"
+)
+CODE_HEADER = (
+    "From the user's notebook: imports and definitions already made when the program "
+    "starts (use them; do not re-import or redefine them, except to fix a bug inside one "
+    "of the user's functions):"
+)
+UNAVAILABLE_HEADER = (
+    "Named in the notebook but NOT available in the sandbox (do not use them and do "
+    "not make up stand-ins; if the task cannot be done without one, print why):"
+)
+
+
+def format_context(ctx: NotebookContext | None) -> str:
+    """The prompt text for a context: kinds, types, shapes, signatures; never values."""
+    if ctx is None or not ctx.entries:
+        return ""
+    data = [f"- `{e.name}`: {e.summary or e.type}" for e in ctx.available if e.kind == "value"]
+    code = [f"- `{e.name}`: {e.summary or e.type}" for e in ctx.available if e.kind != "value"]
+    out = []
+    if data:
+        out.append(DATA_HEADER + "\n" + "\n".join(data))
+    if code:
+        out.append(CODE_HEADER + "\n" + "\n".join(code))
+    if ctx.unavailable:
+        out.append(UNAVAILABLE_HEADER + "\n" + "\n".join(
+            f"- `{e.name}`" + (f" ({e.type})" if e.type else "") for e in ctx.unavailable))
+    return "\n\n".join(out)

@@ -31,7 +31,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
-from .model import SpecViolation
+from ..model import SpecViolation
 
 _NO_VALUE = object()
 _ASSERT_LINE = re.compile(r"^\s*assert\b")

@@ -43,9 +43,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable, Iterable, Mapping
 
-from .inputs import _summary as _structure
-from .inputs import _type_name
-from .model import ContextEntry, NotebookContext
+from ..loop.inputs import _summary as _structure
+from ..loop.inputs import _type_name
+from ..model import ContextEntry, NotebookContext
 
 BUILTIN_NAMES = frozenset(dir(builtins))
 MAX_DEPTH = 20
@@ -799,36 +799,3 @@ def for_task(
 
 
 # --------------------------------------------------------------------------- telling
-
-
-DATA_HEADER = (
-    "From the user's notebook: data already defined when the program starts, holding the "
-    "user's real values (use them as they are; never replace them, re-create them or make "
-    "up example data for them):"
-)
-CODE_HEADER = (
-    "From the user's notebook: imports and definitions already made when the program "
-    "starts (use them; do not re-import or redefine them, except to fix a bug inside one "
-    "of the user's functions):"
-)
-UNAVAILABLE_HEADER = (
-    "Named in the notebook but NOT available in the sandbox (do not use them and do "
-    "not make up stand-ins; if the task cannot be done without one, print why):"
-)
-
-
-def format_context(ctx: NotebookContext | None) -> str:
-    """The prompt text for a context: kinds, types, shapes, signatures; never values."""
-    if ctx is None or not ctx.entries:
-        return ""
-    data = [f"- `{e.name}`: {e.summary or e.type}" for e in ctx.available if e.kind == "value"]
-    code = [f"- `{e.name}`: {e.summary or e.type}" for e in ctx.available if e.kind != "value"]
-    out = []
-    if data:
-        out.append(DATA_HEADER + "\n" + "\n".join(data))
-    if code:
-        out.append(CODE_HEADER + "\n" + "\n".join(code))
-    if ctx.unavailable:
-        out.append(UNAVAILABLE_HEADER + "\n" + "\n".join(
-            f"- `{e.name}`" + (f" ({e.type})" if e.type else "") for e in ctx.unavailable))
-    return "\n\n".join(out)

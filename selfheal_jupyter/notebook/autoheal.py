@@ -3,7 +3,7 @@
 IPython's custom exception hook shows the usual traceback first (or the handler that
 was installed before ours, which we chain to and restore on ``off``), then the button.
 Nothing changes by itself: pressing the button runs ``%%heal`` on the failing cell's
-source through the controller (``front.CellRun``), inside the button's own area; on
+source through the controller (``controller.CellRun``), inside the button's own area; on
 success the panel offers **Replace this cell** for the failing cell.
 """
 
@@ -16,10 +16,10 @@ from typing import Any, Callable
 import ipywidgets as widgets
 from IPython.display import display
 
-from . import front
+from . import controller
 from .cells import FrontCells
-from .errors import SelfHealError
-from .render.html import message_html
+from ..errors import SelfHealError
+from ..render.html import message_html
 
 BUTTON_TEXT = "Ask the agent to fix this"
 
@@ -77,7 +77,7 @@ class Autoheal:
             with out:
                 try:
                     settings, task = self.heal_job("", source)
-                    self.finished(front.CellRun(self.shell, settings, task, cells=cells).run_sync())
+                    self.finished(controller.CellRun(self.shell, settings, task, cells=cells).run_sync())
                 except (SelfHealError, Exception) as exc:  # UsageError too: a short line, not a traceback
                     display({"text/html": message_html(str(exc)), "text/plain": str(exc)}, raw=True)
 

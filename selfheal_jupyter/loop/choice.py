@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .model import ExecutionResult, Sample, TestOutcome, Verdict
+from ..model import ExecutionResult, Sample, TestOutcome, Verdict
 
 
 @dataclass

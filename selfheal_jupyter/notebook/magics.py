@@ -1,11 +1,11 @@
 """``%%agent``, ``%%heal``, ``%agent_autoheal`` and ``%agent_export``: declarations.
 
-Each magic parses its arguments (``magic_args.py`` turns them into settings and a
-task) and hands the run to the controller (``front.CellRun``), which renders it,
+Each magic parses its arguments (``arguments.py`` turns them into settings and a
+task) and hands the run to the controller (``controller.CellRun``), which renders it,
 stores the record in ``agent_result`` and offers the passing code. Nothing else in the
 user's namespace changes unless the user presses Insert / Replace / Run in my kernel
 (``--plan-only`` stores the plan it was asked for). In a kernel the cell awaits the
-run (``front.install``), so Stop works while it lasts; the cell ends when it ends.
+run (``controller.install``), so Stop works while it lasts; the cell ends when it ends.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from . import autoheal, front, magic_args
-from .config import SelfHeal
-from .errors import SelfHealError
-from .model import Run, Task
-from .render.html import plan_html
-from .render.inline import show_html
+from . import arguments, autoheal, controller
+from ..config import SelfHeal
+from ..errors import SelfHealError
+from ..model import Run, Task
+from ..render.html import plan_html
+from ..render.inline import show_html
 
 PLAN_NAME = "agent_plan"
 
@@ -113,17 +113,17 @@ class SelfHealMagics(Magics):
         """
         settings, task, plan_var = self._agent_job(line, cell)
         if plan_var:
-            self._show_plan(front.plan_pump(settings, task).run_sync(), plan_var)
+            self._show_plan(controller.plan_pump(settings, task).run_sync(), plan_var)
         else:
-            self._finished(front.CellRun(self.shell, settings, task).run_sync())
+            self._finished(controller.CellRun(self.shell, settings, task).run_sync())
 
     @_user_errors
     async def agent_async(self, line: str, cell: str) -> None:
         settings, task, plan_var = self._agent_job(line, cell)
         if plan_var:
-            self._show_plan(await front.plan_pump(settings, task).run_async(), plan_var)
+            self._show_plan(await controller.plan_pump(settings, task).run_async(), plan_var)
         else:
-            self._finished(await front.CellRun(self.shell, settings, task).run_async())
+            self._finished(await controller.CellRun(self.shell, settings, task).run_async())
 
     # ================================================================== %%heal
     @magic_arguments()
@@ -140,11 +140,11 @@ class SelfHealMagics(Magics):
         Your kernel is not touched: press Replace this cell, Insert below or Run in my
         kernel to take the repaired code.
         """
-        self._finished(front.CellRun(self.shell, *self.heal_job(line, cell)).run_sync())
+        self._finished(controller.CellRun(self.shell, *self.heal_job(line, cell)).run_sync())
 
     @_user_errors
     async def heal_async(self, line: str, cell: str) -> None:
-        self._finished(await front.CellRun(self.shell, *self.heal_job(line, cell)).run_async())
+        self._finished(await controller.CellRun(self.shell, *self.heal_job(line, cell)).run_async())
 
     # ================================================================== line magics
     @line_magic
@@ -189,16 +189,16 @@ class SelfHealMagics(Magics):
 
     def _agent_job(self, line: str, cell: str) -> tuple[SelfHeal, Task, str | None]:
         args = parse_argstring(self.agent, line)
-        task = magic_args.agent_task(args, cell, self.shell.user_ns, self._raw_inputs())
-        settings = magic_args.settings_for(args, self.shell, **({"auto_plan": False} if args.no_plan else {}))
-        task.context = front.gather_context(self.shell, settings, task, task_text=cell)
+        task = arguments.agent_task(args, cell, self.shell.user_ns, self._raw_inputs())
+        settings = arguments.settings_for(args, self.shell, **({"auto_plan": False} if args.no_plan else {}))
+        task.context = controller.gather_context(self.shell, settings, task, task_text=cell)
         return settings, task, args.plan_only
 
     def heal_job(self, line: str, cell: str) -> tuple[SelfHeal, Task]:
         args = parse_argstring(self.heal, line)
-        task = magic_args.heal_task(args, cell, self.shell.user_ns, self._raw_inputs())
-        settings = magic_args.settings_for(args, self.shell, auto_plan=False)
-        task.context = front.gather_context(self.shell, settings, task)
+        task = arguments.heal_task(args, cell, self.shell.user_ns, self._raw_inputs())
+        settings = arguments.settings_for(args, self.shell, auto_plan=False)
+        task.context = controller.gather_context(self.shell, settings, task)
         return settings, task
 
     def _finished(self, run: Run) -> None:
@@ -221,7 +221,7 @@ def load(ipython: Any) -> None:
     ipython.register_magics(magics)
     if magics.settings not in ipython.configurables:
         ipython.configurables.append(magics.settings)
-    front.install(ipython)
+    controller.install(ipython)
 
 
 def unload(ipython: Any) -> None:
@@ -231,7 +231,7 @@ def unload(ipython: Any) -> None:
         table = ipython.magics_manager.magics[kind]
         for name in ("agent", "heal", "agent_autoheal", "agent_export"):
             table.pop(name, None)
-    front.uninstall(ipython)
+    controller.uninstall(ipython)
     if magics is not None:
         if magics.settings in ipython.configurables:
             ipython.configurables.remove(magics.settings)

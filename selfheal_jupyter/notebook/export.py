@@ -13,10 +13,10 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from .hygiene import clean_text
-from .model import Iteration, Run, safe_outputs
-from .render.html import summary_text
-from .render.traceback import traceback_text
+from ..hygiene import clean_text
+from ..model import Iteration, Run, safe_outputs
+from ..render.html import summary_text
+from ..render.traceback import traceback_text
 
 
 def _outputs(it: Iteration) -> list:
