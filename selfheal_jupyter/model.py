@@ -10,6 +10,8 @@ JSON shapes that the CLI prints (``selfheal sandbox exec --json``,
 
 from __future__ import annotations
 
+import ast
+
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
@@ -607,6 +609,15 @@ class Totals:
     overhead_s: float = 0.0
 
 
+def has_assert(code: str) -> bool:
+    """The code holds an ``assert`` statement (False when it does not parse)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return False
+    return any(isinstance(node, ast.Assert) for node in ast.walk(tree))
+
+
 @dataclass
 class Run:
     """The record of one task through the loop."""
@@ -631,15 +642,47 @@ class Run:
     pass followed by the soft round of the generated checks)."""
 
     @property
-    def final_code(self) -> str | None:
-        """The passing candidate's code (the chosen one, else the last that passed), or None."""
+    def final_iteration(self) -> Iteration | None:
+        """The passing iteration chosen as the result (the chosen one, else the last that
+        passed), or None."""
         for it in self.iterations:
             if it.index == self.final_index and it.verdict.passed:
-                return it.candidate.code
+                return it
         for it in reversed(self.iterations):
             if it.verdict.passed:
-                return it.candidate.code
+                return it
         return None
+
+    @property
+    def final_code(self) -> str | None:
+        """The passing candidate's code (see :attr:`final_iteration`), or None."""
+        it = self.final_iteration
+        return it.candidate.code if it is not None else None
+
+    @property
+    def verified_by(self) -> list[str]:
+        """What checked the passing program's output, beyond its running without an error:
+        "your tests" (``--tests``: they ran and all passed), "your asserts" (the asserts of
+        the user's own code, kept by the spec guard, in a program that ran to its end),
+        "generated checks" (QA's checks from the task, all passed). Empty when no
+        candidate passed, or when it passed only by running: nothing checked what it
+        printed or computed."""
+        it = self.final_iteration
+        if it is None:
+            return []
+        found = []
+        if it.verdict.tests_passed and not it.verdict.tests_failed:
+            found.append("your tests")
+        if it.verdict.spec_kept and self.task.initial_code and has_assert(self.task.initial_code):
+            found.append("your asserts")
+        if it.checks and all(check.passed for check in it.checks):
+            found.append("generated checks")
+        return found
+
+    @property
+    def verified(self) -> bool:
+        """A candidate passed and something checked its output (:attr:`verified_by`)."""
+        return bool(self.verified_by)
 
     @property
     def best_attempt(self) -> Iteration | None:
@@ -673,6 +716,8 @@ class Run:
             "error": self.error,
             "final_code": self.final_code,
             "final_index": self.final_index,
+            "verified": self.verified,
+            "verified_by": self.verified_by,
             "best_index": best.index if best is not None else None,
             "model": self.model,
             "base_url": self.base_url,

@@ -65,6 +65,29 @@ def test_json_run_record(files):
     assert "total is 6" in second["result"]["stdout"]
     assert record["final_code"].startswith("total = int(df['x'].sum())")
     assert record["totals"]["iterations"] == 2
+    assert record["verified"] is True and record["verified_by"] == ["your tests"]
+
+
+def test_a_heal_is_verified_by_the_users_asserts_and_a_run_without_checks_is_not(tmp_path):
+    cell = tmp_path / "cell.py"
+    cell.write_text("values = [1, 2, 3]\nmean = sum(values) / len(values[5:])\nassert mean == 2\n")
+    fixed = "```python\nvalues = [1, 2, 3]\nmean = sum(values) / len(values)\nassert mean == 2\n```"
+    with ScriptedServer([fixed]) as s:
+        proc = selfheal("", "--code", str(cell), "--base-url", s.base_url, "--model", s.model, "--json")
+    record = json.loads(proc.stdout)
+    assert record["outcome"] == "success", proc.stderr
+    assert record["verified_by"] == ["your asserts"]
+    with ScriptedServer([PLAN, RIGHT.replace("total = int", "x = 1\ntotal = int")]) as s:
+        proc = selfheal("Sum column x of df into total", "--input", f"df={files_df(tmp_path)}",
+                        "--base-url", s.base_url, "--model", s.model)
+    assert proc.returncode == 0, proc.stderr
+    assert "not verified: it runs, but nothing checked its output" in proc.stdout
+
+
+def files_df(tmp_path: Path) -> str:
+    path = tmp_path / "df.pkl"
+    pd.DataFrame({"x": [1, 2, 3]}).to_pickle(path)
+    return str(path)
 
 
 def test_transcript_and_exit_code_1_when_it_never_passes(files):

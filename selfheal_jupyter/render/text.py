@@ -146,6 +146,9 @@ class Transcript:
             f"{t.prompt_tokens}+{t.completion_tokens} tokens, {t.duration_s:.1f} s "
             f"(model {t.llm_s:.1f} s, sandbox {t.sandbox_s:.1f} s)"
         )
+        if run.outcome == "success":
+            self._wrapped(f"verified by {' and '.join(run.verified_by)}" if run.verified
+                          else "not verified: it runs, but nothing checked its output (no tests or asserts)")
         if run.error and run.outcome != "success":
             self._wrapped(run.error)
         best = run.best_attempt
