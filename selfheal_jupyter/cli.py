@@ -13,6 +13,7 @@ import argparse
 import importlib
 import sys
 
+from .commands import for_terminal
 from .config import split_trait_args
 from .errors import SelfHealError
 
@@ -46,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.handler(args) or 0)
     except SelfHealError as exc:
-        print(f"selfheal: {exc}", file=sys.stderr)
+        print(f"selfheal: {for_terminal(str(exc), getattr(args, 'flags', {}))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("selfheal: interrupted.", file=sys.stderr)

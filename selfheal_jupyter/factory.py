@@ -57,7 +57,7 @@ def _first_model(endpoint: Endpoint, settings: SelfHeal) -> str:
     if not models:
         raise LLMError(
             f"The endpoint {endpoint.base_url} lists no models. Name one with "
-            "`%config SelfHeal.model = 'NAME'` (CLI --model, or SELFHEAL_MODEL)."
+            "`%config SelfHeal.model = 'NAME'` (or SELFHEAL_MODEL)."
         )
     return models[0]
 

@@ -231,7 +231,7 @@ class LLMClient:
             return LLMTimeout(
                 f"{where} did not answer within {self.timeout_s:g} s "
                 f"(tried {self.max_retries + 1} times). A slow or overloaded server: raise "
-                "`%config SelfHeal.llm_timeout_s` (CLI: --timeout), pick a smaller model, "
+                "`%config SelfHeal.llm_timeout_s`, pick a smaller model, "
                 "or check that the server is not stuck."
             )
         if isinstance(exc, openai.APIConnectionError):
@@ -243,8 +243,8 @@ class LLMClient:
                 )
             return LLMUnreachable(
                 f"Cannot connect to {where}. Is the server running and is the URL "
-                "right? Set OPENAI_BASE_URL (or `%config SelfHeal.base_url`, CLI "
-                "--base-url) to an OpenAI-compatible endpoint ending in /v1, or leave it "
+                "right? Set OPENAI_BASE_URL (or `%config SelfHeal.base_url`) to an "
+                "OpenAI-compatible endpoint ending in /v1, or leave it "
                 "empty to use the embedded local model."
             )
         if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
@@ -257,7 +257,7 @@ class LLMClient:
             return ModelNotFound(
                 f"{where} does not know the model {model!r} (HTTP 404: "
                 f"{_api_message(exc)}). Set the model with `%config SelfHeal.model = "
-                "'NAME'` (CLI --model, or SELFHEAL_MODEL) to one the server lists at "
+                "'NAME'` (or SELFHEAL_MODEL) to one the server lists at "
                 "/v1/models, and check that the base URL ends in /v1."
             )
         if isinstance(exc, openai.RateLimitError):

@@ -403,7 +403,7 @@ class Loop:
         run.outcome = "budget_exhausted"
         run.error = (
             f"No candidate passed within max_iterations={self.bounds.max_iterations}. "
-            "Raise `%config SelfHeal.max_iterations` (CLI --max-iterations), add detail "
+            "Raise `%config SelfHeal.max_iterations`, add detail "
             "to the task, or fix the last program by hand."
         )
         last = run.iterations[-1].verdict if run.iterations else None

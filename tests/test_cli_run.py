@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.scripted_server import Reply, ScriptedServer
+from tests.scripted_server import Fault, Reply, ScriptedServer
 
 ROOT = Path(__file__).resolve().parent.parent
 PLAN = Reply("1. Sum x.\n2. Print it.", match="planner")
@@ -134,6 +134,33 @@ def test_endpoint_failure_is_a_recorded_error(files):
     record = json.loads(proc.stdout)
     assert record["outcome"] == "error" and "Cannot connect" in record["error"]
     assert "Traceback" not in proc.stderr
+
+
+def test_a_hung_endpoint_names_this_command_s_flag(files):
+    with ScriptedServer([Fault("hang", seconds=60)]) as s:
+        proc = selfheal("Sum column x of df into total", "--input", f"df={files['df']}",
+                        "--base-url", s.base_url, "--model", s.model, "--no-plan", "--json",
+                        "--llm-timeout", "1", "--SelfHeal.llm_max_retries=0")
+    assert proc.returncode == 1, proc.stderr
+    error = json.loads(proc.stdout)["error"]
+    assert "did not answer within 1 s" in error and "raise `--llm-timeout`" in error, error
+    assert "--timeout" not in error.replace("--llm-timeout", "")
+    assert "%config" not in error and "Traceback" not in proc.stderr
+    with ScriptedServer([RIGHT]) as s:  # the next run works
+        proc = selfheal("Sum column x of df into total", "--input", f"df={files['df']}",
+                        "--base-url", s.base_url, "--model", s.model, "--no-plan", "--json")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["outcome"] == "success"
+
+
+def test_messages_name_the_flag_of_the_command_they_are_shown_by():
+    from selfheal_jupyter.commands import for_terminal
+    from selfheal_jupyter.commands.run import RUN_FLAGS
+
+    text = ("Raise `%config SelfHeal.llm_timeout_s`; set `%config SelfHeal.model = 'NAME'`; "
+            "or raise `%config SelfHeal.token_budget` (0 = no limit).")
+    assert for_terminal(text, RUN_FLAGS) == (
+        "Raise `--llm-timeout`; set `--model NAME`; or raise "
+        "`--SelfHeal.token_budget=VALUE` (0 = no limit).")
 
 
 def test_sandbox_unavailable_is_a_recorded_error():

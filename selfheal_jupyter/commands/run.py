@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import SelfHeal
-from . import command_settings
+from . import command_settings, for_terminal
 from ..errors import BadInput, SelfHealError
 from ..model import Run, Task
 from ..render.text import Progress, Transcript
@@ -54,7 +54,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--image", help="sandbox image")
     p.add_argument("--runtime", help="Docker runtime of the sandbox, e.g. runsc (gVisor)")
     p.add_argument("--json", action="store_true", help="print the run record as JSON")
-    p.set_defaults(handler=handle)
+    p.set_defaults(handler=handle, flags=RUN_FLAGS)
 
 
 def load_inputs(specs: list[str]) -> dict[str, Any]:
@@ -150,6 +150,7 @@ def handle(args: argparse.Namespace) -> int:
         run = execute(task, settings, progress)
     finally:
         progress.clear()
+    run.error = for_terminal(run.error, RUN_FLAGS)
     if args.json:
         json.dump(run.to_dict(), sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")

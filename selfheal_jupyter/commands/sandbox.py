@@ -60,7 +60,7 @@ def register(subparsers: Any) -> None:
         help="add packages (at this Python's versions, or PKG==VERSION) as a cached layer "
         "on the current image, e.g. --with scikit-learn seaborn; the base is not rebuilt",
     )
-    build.set_defaults(handler=cmd_build)
+    build.set_defaults(handler=cmd_build, flags=SANDBOX_FLAGS)
 
     doctor = actions.add_parser(
         "doctor",
@@ -70,7 +70,7 @@ def register(subparsers: Any) -> None:
     )
     doctor.add_argument("--image", help=f"image name (default: {DEFAULTS.image})")
     doctor.add_argument("--runtime", help=RUNTIME_HELP)
-    doctor.set_defaults(handler=cmd_doctor)
+    doctor.set_defaults(handler=cmd_doctor, flags=SANDBOX_FLAGS)
 
     run = actions.add_parser(
         "exec",
@@ -100,7 +100,7 @@ def register(subparsers: Any) -> None:
     run.add_argument("--runtime", help=RUNTIME_HELP)
     run.add_argument("--json", action="store_true",
                      help="print the result as JSON (several files: one compact result per line)")
-    run.set_defaults(handler=cmd_exec)
+    run.set_defaults(handler=cmd_exec, flags=SANDBOX_FLAGS)
 
 
 # --------------------------------------------------------------------------- build

@@ -889,7 +889,7 @@ def _fits_in_memory(blobs: Mapping[str, bytes], spec: ContainerSpec) -> None:
             f"The inputs ({size / 1e6:.0f} MB pickled) do not fit this sandbox: on an engine "
             "that does not share this machine's files they are copied into the container's "
             f"memory (limit {spec.memory}) and loaded there, so they may use at most half "
-            "of it. Raise the memory limit (SelfHeal.memory) or pass smaller inputs."
+            "of it. Raise the memory limit (`%config SelfHeal.memory`) or pass smaller inputs."
         )
 
 
