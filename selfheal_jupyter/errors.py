@@ -22,6 +22,10 @@ class EngineUnavailable(SandboxError):
     """No Docker engine answers."""
 
 
+class EngineLost(EngineUnavailable):
+    """The Docker engine stopped answering while a run (or a build) was using it."""
+
+
 class ImageMissing(SandboxError):
     """The sandbox image is absent or stale."""
 

@@ -317,16 +317,19 @@ class Loop:
             self._design_checks(task, inputs, state)
             self._iterate(task, inputs, state)
         except _Stop as s:
+            self._keep_round(state, s)
             run.outcome = s.outcome  # type: ignore[assignment]
             run.error = s.message
         except Cancelled:
             self._stopped(state)
         except (LLMError, SandboxError, BadInput) as exc:
+            self._keep_round(state, exc)
             if stop.event.is_set():
                 self._stopped(state)
             else:
                 run.outcome, run.error = "error", str(exc)
         except SelfHealError as exc:
+            self._keep_round(state, exc)
             run.outcome, run.error = "error", str(exc)
         except Exception as exc:  # noqa: BLE001 - a bug must not kill the caller's kernel
             log.exception("selfheal loop failed")
@@ -434,6 +437,7 @@ class Loop:
         restarted = False
         diagnosis = ""
         proposals: list[Proposal] = []
+        so_far = state.round = _RoundSoFar(index, code=given)
 
         def starts_over(k: int) -> bool:
             """Sample ``k`` (from 0) writes the program again rather than repairing it."""
@@ -457,6 +461,7 @@ class Loop:
                 )
                 repair = replace(repair, diagnosis=diagnosis)
                 usage, llm_s = usage + used, llm_s + secs
+                so_far.usage, so_far.llm_s = usage, llm_s
                 state.tokens += used.total_tokens
             # The first program is one greedy reply: most tasks pass there, and it is the
             # single pass the eval compares against. Samples are spent once it failed.
@@ -488,6 +493,9 @@ class Loop:
                     code, _ = strip_input_overwrites(code, data_names)
                 proposals.append(replace(proposal, code=code))
                 usage, llm_s = usage + proposal.usage, llm_s + proposal.llm_s
+                so_far.usage, so_far.llm_s = usage, llm_s
+                if so_far.code is None:
+                    so_far.code, so_far.reply = code, proposal.reply
                 state.tokens += proposal.usage.total_tokens
         previous = state.last_code
         single = len(proposals) == 1
@@ -562,6 +570,7 @@ class Loop:
             edit_failure=chosen.edit_failure,
         )
         run.iterations.append(iteration)
+        state.round = None
         state.emit(VerdictReady(iteration))
         if state.soft_from is not None:
             # The round after a pass with failing generated checks ends the run with
@@ -729,6 +738,28 @@ class Loop:
                 f"before {before}. Raise `%config SelfHeal.token_budget` (0 = no limit).",
             )
 
+    @staticmethod
+    def _keep_round(state: _RunState, exc: Exception) -> None:
+        """A failure ended the run in the middle of a round: what that round wrote and
+        spent is kept in the record (an iteration without a sandbox result), and the
+        tokens of a request that failed (a reply stopped at its cap) are counted."""
+        spent = getattr(exc, "usage", None) or Usage()
+        so_far, state.round = state.round, None
+        if so_far is None:  # the planner's or the check designer's request
+            state.run.planning_usage = state.run.planning_usage + spent
+            return
+        usage = so_far.usage + spent
+        if not usage.total_tokens and so_far.code is None:
+            return
+        state.run.iterations.append(Iteration(
+            index=so_far.index,
+            candidate=Candidate(code=so_far.code or "", iteration=so_far.index, reply=so_far.reply),
+            result=None,
+            verdict=Verdict(False, ["not finished: the run ended during this round"]),
+            usage=usage,
+            timings=Timings(llm_s=so_far.llm_s),
+        ))
+
     def _stopped(self, state: _RunState) -> None:
         """Record why the stop signal fired: the user, or the wall-clock budget."""
         run = state.run
@@ -764,6 +795,17 @@ def _passed(outcomes: list[TestOutcome]) -> int:
 
 
 @dataclass
+class _RoundSoFar:
+    """The round in progress: what it spent and the first program it got."""
+
+    index: int
+    code: str | None = None
+    reply: str = ""
+    usage: Usage = field(default_factory=Usage)
+    llm_s: float = 0.0
+
+
+@dataclass
 class _RunState:
     run: Run
     stop: _StopSignal
@@ -789,6 +831,8 @@ class _RunState:
     given_seen: Observation | None = None
     """What the given program showed on its checks, when the task says it is wrong and it
     passed them anyway (None: nothing to compare a candidate with)."""
+    round: _RoundSoFar | None = None
+    """The round in progress (None between rounds)."""
 
 
 class _Emitter:

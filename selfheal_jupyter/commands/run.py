@@ -150,6 +150,9 @@ def handle(args: argparse.Namespace) -> int:
         run = execute(task, settings, progress)
     finally:
         progress.clear()
+    from ..front import note_kept
+
+    note_kept(run, "this record's iterations" if args.json else "the transcript above")
     run.error = for_terminal(run.error, RUN_FLAGS)
     if args.json:
         json.dump(run.to_dict(), sys.stdout, indent=2, default=str)
