@@ -44,7 +44,11 @@ class SelfHeal(Configurable):
         help="Model name sent to the endpoint. Empty: $SELFHEAL_MODEL, else the "
         "endpoint's first listed model."
     ).tag(config=True)
-    llm_timeout_s = Float(120.0, help="Seconds before one LLM request times out.").tag(config=True)
+    llm_timeout_s = Float(
+        120.0,
+        help="Seconds one LLM request may wait for the server (per read), and most seconds "
+        "a reply may stream once it began.",
+    ).tag(config=True)
     llm_max_retries = Int(
         2, help="Retries (by the openai SDK, with backoff) on 429 / 5xx / timeouts."
     ).tag(config=True)
@@ -54,7 +58,11 @@ class SelfHeal(Configurable):
         help="Sampling temperature after a repeated failure (and of a round's further "
         "samples), so the model stops resending the same program.",
     ).tag(config=True)
-    max_tokens = Int(1024, help="Most tokens one reply may have.").tag(config=True)
+    max_tokens = Int(
+        1024,
+        help="Most tokens one reply may have (sent with each request; a server that "
+        "streams past it is stopped).",
+    ).tag(config=True)
 
     @default("base_url")
     def _default_base_url(self) -> str:

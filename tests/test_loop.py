@@ -497,6 +497,19 @@ def test_token_budget(sandbox):
     assert 1 <= len(run.iterations) < 4
 
 
+def test_a_runaway_reply_ends_the_run_and_its_tokens_are_counted(sandbox):
+    endless = Fault("endless", content="total = 1\n", seconds=20)
+    with ScriptedServer([endless, RIGHT], chunk_size=5) as s:
+        loop = make_loop(s, sandbox, auto_plan=False, max_tokens=64)
+        run = loop.run(task())
+        assert run.outcome == "error" and "limit of 64 tokens" in run.error
+        assert "`%config SelfHeal.max_tokens`" in run.error
+        assert run.totals.completion_tokens > 64 and run.totals.prompt_tokens > 0
+        (kept,) = run.iterations  # the round it ended: its tokens, no sandbox result
+        assert kept.index == 1 and kept.result is None and kept.usage.completion_tokens > 64
+        assert loop.run(task()).outcome == "success"
+
+
 def test_wall_clock_budget_stops_a_slow_reply(sandbox):
     slow = Reply(RIGHT, chunk_delay_s=1.0)  # 30 chunks: the whole reply takes 30 s
     with ScriptedServer([slow], chunk_size=2) as s:
