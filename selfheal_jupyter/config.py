@@ -80,6 +80,12 @@ class SelfHeal(Configurable):
     time_budget_s = Float(
         900.0, help="Most wall-clock seconds one run may take; 0 = no limit."
     ).tag(config=True)
+    max_code_bytes = Int(
+        200_000,
+        help="Largest program to repair, task text or tests (bytes, UTF-8) a run takes; a "
+        "larger one is refused before the model is asked (200 KB is about 50,000 tokens, "
+        "most of the default token budget, in every request); 0 = no limit.",
+    ).tag(config=True)
     auto_plan = Bool(True, help="Ask the planner for steps before writing code.").tag(config=True)
     plan_on_heal = Bool(
         True,
@@ -237,7 +243,7 @@ class SelfHeal(Configurable):
             raise TraitError(f"SelfHeal.{proposal['trait'].name} must be at least 1, not {proposal['value']}.")
         return proposal["value"]
 
-    @validate("token_budget", "time_budget_s", "llm_max_retries", "pool_size")
+    @validate("token_budget", "time_budget_s", "llm_max_retries", "pool_size", "max_code_bytes")
     def _check_not_negative(self, proposal: dict) -> float:
         if proposal["value"] < 0:
             raise TraitError(f"SelfHeal.{proposal['trait'].name} cannot be negative (0 = no limit).")

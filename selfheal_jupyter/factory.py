@@ -176,7 +176,8 @@ def build_loop(
     return Loop(
         llm,
         sandbox,
-        bounds=LoopLimits(settings.max_iterations, settings.token_budget, settings.time_budget_s),
+        bounds=LoopLimits(settings.max_iterations, settings.token_budget, settings.time_budget_s,
+                          settings.max_code_bytes),
         auto_plan=settings.auto_plan,
         plan_on_heal=settings.plan_on_heal,
         limits=settings.limits(),

@@ -97,6 +97,9 @@ class LLMClient:
             timeout=timeout_s,
             max_retries=max_retries,
         )
+        self.admit: Callable[[int], None] | None = None
+        """Called with a request's estimated prompt tokens before it is sent; raises to
+        refuse it (the loop's token budget, checked before anything is spent)."""
 
     def close(self) -> None:
         self._client.close()
@@ -122,6 +125,8 @@ class LLMClient:
         """
         if cancel is not None and cancel.is_set():
             raise Cancelled("Stopped before the model was asked.")
+        if self.admit is not None:
+            self.admit(_estimate_prompt(messages))
         params: dict[str, Any] = {
             "model": self.endpoint.model,
             "messages": list(messages),

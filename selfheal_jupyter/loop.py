@@ -10,6 +10,7 @@ knows IPython or HTML.
 
 from __future__ import annotations
 
+import functools
 import io
 import keyword
 import logging
@@ -96,8 +97,21 @@ rounds 2-4 kept an earlier round's functions unchanged: 31 of 60 on HumanEval 0-
 159 on the first 40 repair tasks; all 9 of HumanEval/26's)."""
 
 
-def validate_task(task: Task) -> None:
-    """Raise :class:`BadInput` for a task the loop cannot work on."""
+def validate_task(task: Task, *, max_code_bytes: int = 0) -> None:
+    """Raise :class:`BadInput` for a task the loop cannot work on (``max_code_bytes``:
+    the largest program, task text or tests it takes; 0 = any)."""
+    if max_code_bytes > 0:
+        for what, text in (("program to repair", task.initial_code), ("task text", task.prompt),
+                           ("tests", task.tests)):
+            size = len((text or "").encode("utf-8"))
+            if size > max_code_bytes:
+                raise BadInput(
+                    f"The {what} is {_size(size)}, more than a run takes "
+                    f"({_size(max_code_bytes)}): each request to the model would carry "
+                    f"about {size // 4:,} tokens of it. Give "
+                    "a smaller part (the function that fails, a few tests), or raise "
+                    "`%config SelfHeal.max_code_bytes`."
+                )
     if not (task.prompt and task.prompt.strip()) and not (
         task.initial_code and task.initial_code.strip()
     ):
@@ -114,6 +128,10 @@ def validate_task(task: Task) -> None:
             )
         check_serialisable(name, value)
     check_tests(task.tests)
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 1_000_000 else f"{n / 1e3:.0f} KB" if n >= 1000 else f"{n} bytes"
 
 
 class _Discard(io.RawIOBase):
@@ -205,6 +223,8 @@ class LoopLimits:
     """0 = no limit."""
     time_budget_s: float
     """0 = no limit."""
+    max_code_bytes: int = 0
+    """The largest program, task text or tests a run takes; 0 = any."""
 
 
 @dataclass
@@ -309,8 +329,9 @@ class Loop:
         stop = _StopSignal(cancel, deadline)
         state = _RunState(run=run, stop=stop, emit=emit, started=started)
         emit(RunStarted(run))
+        self.llm.admit = functools.partial(self._admit, state)
         try:
-            validate_task(task)
+            validate_task(task, max_code_bytes=self.bounds.max_code_bytes)
             inputs = describe_inputs(task.inputs)
             state.sandbox_inputs = prepare_inputs(task)
             self._plan_step(task, inputs, state)
@@ -340,6 +361,7 @@ class Loop:
             )
         finally:
             stop.close()
+            self.llm.admit = None
         if state.soft_from is not None and run.outcome in ("budget_exhausted", "failed", "error"):
             # A candidate had passed the user's tests; only the soft round after it failed.
             run.outcome, run.error = "success", ""
@@ -759,6 +781,20 @@ class Loop:
             usage=usage,
             timings=Timings(llm_s=so_far.llm_s),
         ))
+
+    def _admit(self, state: _RunState, size: int) -> None:
+        """Before each request: one whose prompt cannot fit in what is left of the token
+        budget ends the run, before it is sent."""
+        budget = self.bounds.token_budget
+        if budget > 0 and state.tokens + size > budget:
+            raise _Stop(
+                "budget_exhausted",
+                f"The next request to the model is about {size:,} tokens (estimated from its "
+                f"size) and only {max(budget - state.tokens, 0):,} of the token budget of "
+                f"{budget:,} are left, so it was not sent. Raise `%config "
+                "SelfHeal.token_budget` (0 = no limit), or give a smaller program, task or "
+                "tests.",
+            )
 
     def _stopped(self, state: _RunState) -> None:
         """Record why the stop signal fired: the user, or the wall-clock budget."""

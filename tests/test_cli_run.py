@@ -152,6 +152,28 @@ def test_a_hung_endpoint_names_this_command_s_flag(files):
     assert proc.returncode == 0 and json.loads(proc.stdout)["outcome"] == "success"
 
 
+def test_an_oversized_code_file_is_refused_before_the_model_is_asked(files):
+    big = Path(files["dir"]) / "big.py"
+    big.write_text("x = 1  # padding to make the program larger than a sane cell\n" * 5000)
+    small = Path(files["dir"]) / "small.py"
+    small.write_text("total = int(df['x'].sum()) + undefined_thing\n")
+    with ScriptedServer([RIGHT]) as s:
+        proc = selfheal("", "--code", str(big), "--input", f"df={files['df']}",
+                        "--base-url", s.base_url, "--model", s.model, "--no-plan")
+        assert s.requests == []
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith("selfheal: The program to repair is 305 KB, more than a run "
+                                  "takes (200 KB)"), proc.stderr
+    assert "raise `--SelfHeal.max_code_bytes=VALUE`" in proc.stderr
+    assert len(proc.stderr.splitlines()) == 1
+    with ScriptedServer([RIGHT]) as s:  # a program of a sane size is repaired
+        proc = selfheal("", "--code", str(small), "--input", f"df={files['df']}",
+                        "--tests", files["tests"], "--base-url", s.base_url, "--model", s.model,
+                        "--no-plan", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["outcome"] == "success"
+
+
 def test_messages_name_the_flag_of_the_command_they_are_shown_by():
     from selfheal_jupyter.commands import for_terminal
     from selfheal_jupyter.commands.run import RUN_FLAGS

@@ -87,8 +87,9 @@ def _read_text(path: str, what: str) -> str:
         raise BadInput(f"{what} {path}: cannot be read ({exc}).") from None
 
 
-def build_task(args: argparse.Namespace) -> Task:
-    """The task the arguments describe; raises BadInput for anything unusable."""
+def build_task(args: argparse.Namespace, *, max_code_bytes: int = 0) -> Task:
+    """The task the arguments describe; raises BadInput for anything unusable (also a
+    program, task or tests larger than ``max_code_bytes``)."""
     prompt = (args.task or "").strip()
     code = _read_text(args.code, "--code") if getattr(args, "code", None) else None
     task = Task(
@@ -101,7 +102,7 @@ def build_task(args: argparse.Namespace) -> Task:
     )
     from ..loop import validate_task  # imports openai: only when a task runs
 
-    validate_task(task)
+    validate_task(task, max_code_bytes=max_code_bytes)
     return task
 
 
@@ -140,8 +141,8 @@ def execute(task: Task, settings: SelfHeal, progress: Progress | None) -> Run:
 
 
 def handle(args: argparse.Namespace) -> int:
-    task = build_task(args)
     settings = build_settings(args)
+    task = build_task(args, max_code_bytes=settings.max_code_bytes)
     progress = Progress(sys.stderr, stream_tokens=not args.json)
     transcript = None if args.json else Transcript(sys.stdout)
     if transcript is not None:
