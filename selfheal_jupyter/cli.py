@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 
+from .commands import for_terminal
 from .config import split_trait_args
 from .errors import SelfHealError
 from .render.terminal import printable
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.handler(args) or 0)
     except SelfHealError as exc:
-        print(printable(f"selfheal: {exc}"), file=sys.stderr)
+        print(printable(f"selfheal: {for_terminal(str(exc), getattr(args, 'flags', {}))}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("selfheal: interrupted.", file=sys.stderr)

@@ -44,7 +44,11 @@ class SelfHeal(Configurable):
         help="Model name sent to the endpoint. Empty: $SELFHEAL_MODEL, else the "
         "endpoint's first listed model."
     ).tag(config=True)
-    llm_timeout_s = Float(120.0, help="Seconds before one LLM request times out.").tag(config=True)
+    llm_timeout_s = Float(
+        120.0,
+        help="Seconds one LLM request may wait for the server (per read), and most seconds "
+        "a reply may stream once it began.",
+    ).tag(config=True)
     llm_max_retries = Int(
         2, help="Retries (by the openai SDK, with backoff) on 429 / 5xx / timeouts."
     ).tag(config=True)
@@ -54,7 +58,11 @@ class SelfHeal(Configurable):
         help="Sampling temperature after a repeated failure (and of a round's further "
         "samples), so the model stops resending the same program.",
     ).tag(config=True)
-    max_tokens = Int(1024, help="Most tokens one reply may have.").tag(config=True)
+    max_tokens = Int(
+        1024,
+        help="Most tokens one reply may have (sent with each request; a server that "
+        "streams past it is stopped).",
+    ).tag(config=True)
 
     @default("base_url")
     def _default_base_url(self) -> str:
@@ -71,6 +79,12 @@ class SelfHeal(Configurable):
     ).tag(config=True)
     time_budget_s = Float(
         900.0, help="Most wall-clock seconds one run may take; 0 = no limit."
+    ).tag(config=True)
+    max_code_bytes = Int(
+        200_000,
+        help="Largest program to repair, task text or tests (bytes, UTF-8) a run takes; a "
+        "larger one is refused before the model is asked (200 KB is about 50,000 tokens, "
+        "most of the default token budget, in every request); 0 = no limit.",
     ).tag(config=True)
     auto_plan = Bool(True, help="Ask the planner for steps before writing code.").tag(config=True)
     plan_on_heal = Bool(
@@ -227,7 +241,7 @@ class SelfHeal(Configurable):
             raise TraitError(f"SelfHeal.{proposal['trait'].name} must be at least 1, not {proposal['value']}.")
         return proposal["value"]
 
-    @validate("token_budget", "time_budget_s", "llm_max_retries", "pool_size")
+    @validate("token_budget", "time_budget_s", "llm_max_retries", "pool_size", "max_code_bytes")
     def _check_not_negative(self, proposal: dict) -> float:
         if proposal["value"] < 0:
             raise TraitError(f"SelfHeal.{proposal['trait'].name} cannot be negative (0 = no limit).")

@@ -5,6 +5,8 @@ Each one carries a message a user can act on (what happened, what to do). Fronts
 internals.
 """
 
+from typing import Any
+
 
 class SelfHealError(Exception):
     """Base of every error a user can meet."""
@@ -22,6 +24,10 @@ class EngineUnavailable(SandboxError):
     """No Docker engine answers."""
 
 
+class EngineLost(EngineUnavailable):
+    """The Docker engine stopped answering while a run (or a build) was using it."""
+
+
 class ImageMissing(SandboxError):
     """The sandbox image is absent or stale."""
 
@@ -32,6 +38,9 @@ class ImageBuildError(SandboxError):
 
 class LLMError(SelfHealError):
     """The model endpoint failed."""
+
+    usage: Any = None
+    """The tokens of a reply received in part before the request failed (a ``Usage``)."""
 
 
 class LLMUnreachable(LLMError):

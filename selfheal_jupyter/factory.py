@@ -15,6 +15,7 @@ from __future__ import annotations
 import atexit
 import os
 import threading
+from dataclasses import replace
 from typing import Any
 
 from .config import SelfHeal
@@ -35,14 +36,15 @@ def resolve_endpoint(settings: SelfHeal) -> Endpoint:
     if base_url:
         endpoint = Endpoint(base_url.rstrip("/"), api_key or KEYLESS, model, local=False)
     else:
-        from .localmodel import ensure_local_endpoint
+        from .localmodel import ensure_local_endpoint, running_server
 
         local_url, local_model = ensure_local_endpoint(settings)
-        endpoint = Endpoint(local_url.rstrip("/"), KEYLESS, model or local_model, local=True)
+        server = running_server(settings.local_model)
+        log = str(server.log_path) if server is not None and server.log_path else ""
+        endpoint = Endpoint(local_url.rstrip("/"), KEYLESS, model or local_model, local=True,
+                            log=log)
     if not endpoint.model:
-        endpoint = Endpoint(
-            endpoint.base_url, endpoint.api_key, _first_model(endpoint, settings), endpoint.local
-        )
+        endpoint = replace(endpoint, model=_first_model(endpoint, settings))
     return endpoint
 
 
@@ -57,7 +59,7 @@ def _first_model(endpoint: Endpoint, settings: SelfHeal) -> str:
     if not models:
         raise LLMError(
             f"The endpoint {endpoint.base_url} lists no models. Name one with "
-            "`%config SelfHeal.model = 'NAME'` (CLI --model, or SELFHEAL_MODEL)."
+            "`%config SelfHeal.model = 'NAME'` (or SELFHEAL_MODEL)."
         )
     return models[0]
 
@@ -174,7 +176,8 @@ def build_loop(
     return Loop(
         llm,
         sandbox,
-        bounds=LoopLimits(settings.max_iterations, settings.token_budget, settings.time_budget_s),
+        bounds=LoopLimits(settings.max_iterations, settings.token_budget, settings.time_budget_s,
+                          settings.max_code_bytes),
         auto_plan=settings.auto_plan,
         plan_on_heal=settings.plan_on_heal,
         limits=settings.limits(),

@@ -12,6 +12,7 @@ model: they are all an :class:`Endpoint`.
 
 from __future__ import annotations
 
+import json
 import queue
 import threading
 import time
@@ -36,6 +37,11 @@ __all__ = ["ChatReply", "Endpoint", "LLMClient", "estimate_tokens", "extract_cod
 
 Message = dict[str, str]
 CANCEL_POLL_S = 0.05
+MAX_CHARS_PER_TOKEN = 16
+"""No tokenizer's tokens average more characters: a reply longer than this many
+characters per requested token is past its ``max_tokens`` whatever the server counts."""
+WHOLE_ANSWER_BYTES = 1 << 20
+"""How much of an answer that is not an event stream is read to tell what it is."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,8 @@ class Endpoint:
     api_key: str
     model: str
     local: bool = False
+    log: str = ""
+    """The embedded model's server log (its messages name it when the server dies)."""
 
 
 @dataclass
@@ -89,6 +97,9 @@ class LLMClient:
             timeout=timeout_s,
             max_retries=max_retries,
         )
+        self.admit: Callable[[int], None] | None = None
+        """Called with a request's estimated prompt tokens before it is sent; raises to
+        refuse it (the loop's token budget, checked before anything is spent)."""
 
     def close(self) -> None:
         self._client.close()
@@ -107,10 +118,15 @@ class LLMClient:
 
         Raises :class:`~selfheal_jupyter.errors.Cancelled` within ``CANCEL_POLL_S`` of
         ``cancel`` being set, and an :class:`~selfheal_jupyter.errors.LLMError`
-        subclass when the endpoint fails.
+        subclass when the endpoint fails — also when the reply runs past its
+        ``max_tokens`` (counted from the stream: a server that ignores the cap) or
+        streams for longer than ``timeout_s``; such an error carries the ``usage``
+        of what was received.
         """
         if cancel is not None and cancel.is_set():
             raise Cancelled("Stopped before the model was asked.")
+        if self.admit is not None:
+            self.admit(_estimate_prompt(messages))
         params: dict[str, Any] = {
             "model": self.endpoint.model,
             "messages": list(messages),
@@ -132,8 +148,11 @@ class LLMClient:
         )
         worker.start()
         parts: list[str] = []
+        chars = chunks = 0
         usage: Usage | None = None
         finish: str | None = None
+        deadline: float | None = None  # timeout_s after the first token (the wait for
+        # it is bounded by the client's own read timeout, also timeout_s)
         try:
             while True:
                 try:
@@ -141,17 +160,28 @@ class LLMClient:
                 except queue.Empty:
                     if cancel is not None and cancel.is_set():
                         raise Cancelled("Stopped while the model was answering.") from None
+                    if deadline is not None and time.monotonic() > deadline:
+                        raise self._cut("timeout", messages, "".join(parts), chunks) from None
                     continue
                 if kind == "delta":
+                    if deadline is None:
+                        deadline = time.monotonic() + self.timeout_s
                     parts.append(value)
+                    chars, chunks = chars + len(value), chunks + 1
                     if on_token is not None:
                         on_token(value)
                     if cancel is not None and cancel.is_set():
                         raise Cancelled("Stopped while the model was answering.")
+                    if chunks > self.max_tokens or chars > self.max_tokens * MAX_CHARS_PER_TOKEN:
+                        raise self._cut("max_tokens", messages, "".join(parts), chunks)
+                    if deadline is not None and time.monotonic() > deadline:
+                        raise self._cut("timeout", messages, "".join(parts), chunks)
                 elif kind == "finish":
                     finish = value
                 elif kind == "usage":
                     usage = value
+                elif kind == "foreign":
+                    raise LLMError(self._foreign(value))
                 elif kind == "error":
                     raise self._map_error(value, received="".join(parts)) from value
                 elif kind == "end":
@@ -161,13 +191,45 @@ class LLMClient:
         text = "".join(parts)
         if finish is None:
             raise LLMError(
-                f"The model endpoint {self.endpoint.base_url} ended its reply early "
-                f"(after {len(text)} characters, with no finish reason). The server may "
-                "have crashed or cut the connection: check its logs, then run again."
+                f"{self._who()} ended its reply without "
+                f"saying it was complete (no finish reason, after {len(text)} characters), "
+                "so the reply may be cut. Check the server's log, then run again."
             )
         if usage is None:
             usage = Usage(_estimate_prompt(messages), estimate_tokens(text), estimated=True)
         return ChatReply(text, usage, finish, time.monotonic() - started)
+
+    def _cut(self, why: str, messages: Sequence[Message], text: str, chunks: int) -> LLMError:
+        """The reply was stopped by this side: past ``max_tokens``, or streaming for longer
+        than ``timeout_s``. The error carries the usage of what was received."""
+        received = max(chunks, estimate_tokens(text))
+        if why == "max_tokens":
+            error: LLMError = LLMError(
+                f"{self._who()} kept writing past the "
+                f"reply's limit of {self.max_tokens} tokens (max_tokens; about {received} "
+                "received), so the reply was stopped. The server ignores max_tokens: check "
+                "its settings; a longer reply needs a higher `%config SelfHeal.max_tokens`."
+            )
+        else:
+            error = LLMTimeout(
+                f"{self._who()} was still writing its reply "
+                f"after {self.timeout_s:g} s (about {received} tokens received), so it was "
+                "stopped. A slow server: raise `%config SelfHeal.llm_timeout_s`, or pick a "
+                "smaller model."
+            )
+        error.usage = Usage(_estimate_prompt(messages), received, estimated=True)
+        return error
+
+    def _who(self) -> str:
+        """The endpoint as the subject of a message."""
+        if self.endpoint.local:
+            return "The embedded local model"
+        return f"The model endpoint {self.endpoint.base_url}"
+
+    def _foreign(self, body: str) -> str:
+        return (f"{self._who()} answered with something "
+                f"that is not an OpenAI-compatible reply: {_excerpt(body)}. Check that the "
+                "base URL is the API's (it usually ends in /v1), then run again.")
 
     def _stream_worker(
         self, params: dict[str, Any], events: queue.Queue, abandon: threading.Event
@@ -175,6 +237,9 @@ class LLMClient:
         try:
             stream = self._client.chat.completions.create(**params)
             try:
+                if "text/event-stream" not in stream.response.headers.get("content-type", ""):
+                    self._whole_answer(stream.response, events)
+                    return
                 for chunk in stream:
                     if abandon.is_set():
                         break  # closing the stream tells the server to stop generating
@@ -201,6 +266,31 @@ class LLMClient:
             events.put(("end", None))
         except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
             events.put(("error", exc))
+
+    @staticmethod
+    def _whole_answer(response: Any, events: queue.Queue) -> None:
+        """An answer that is not an event stream: a whole chat completion (a server that
+        does not stream) is taken as the reply; anything else is reported as it is."""
+        body = b""
+        for block in response.iter_bytes():
+            body += block
+            if len(body) > WHOLE_ANSWER_BYTES:
+                break
+        try:
+            data = json.loads(body)
+            choice = data["choices"][0]
+            content = choice["message"]["content"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            content = None
+        if not isinstance(content, str):
+            events.put(("foreign", body.decode("utf-8", errors="replace")))
+            return
+        events.put(("delta", content))
+        events.put(("finish", choice.get("finish_reason") or "stop"))
+        if isinstance(data.get("usage"), dict):
+            events.put(("usage", Usage(int(data["usage"].get("prompt_tokens") or 0),
+                                       int(data["usage"].get("completion_tokens") or 0))))
+        events.put(("end", None))
 
     # ------------------------------------------------------------------ models
     def list_models(self) -> list[str]:
@@ -231,8 +321,19 @@ class LLMClient:
             return LLMTimeout(
                 f"{where} did not answer within {self.timeout_s:g} s "
                 f"(tried {self.max_retries + 1} times). A slow or overloaded server: raise "
-                "`%config SelfHeal.llm_timeout_s` (CLI: --timeout), pick a smaller model, "
+                "`%config SelfHeal.llm_timeout_s`, pick a smaller model, "
                 "or check that the server is not stuck."
+            )
+        if isinstance(exc, json.JSONDecodeError):  # an event whose data is not JSON
+            return LLMError(self._foreign(exc.doc))
+        if isinstance(exc, openai.APIConnectionError) and self.endpoint.local:
+            log = (f" Its log (until the next run replaces it) is {self.endpoint.log}."
+                   if self.endpoint.log else "")
+            when = (f"in the middle of a reply (after {len(received)} characters)" if received
+                    else "before it answered")
+            return LLMUnreachable(
+                f"The embedded model's server stopped {when}.{log} The next run starts it "
+                "again: run again."
             )
         if isinstance(exc, openai.APIConnectionError):
             if received:
@@ -243,8 +344,8 @@ class LLMClient:
                 )
             return LLMUnreachable(
                 f"Cannot connect to {where}. Is the server running and is the URL "
-                "right? Set OPENAI_BASE_URL (or `%config SelfHeal.base_url`, CLI "
-                "--base-url) to an OpenAI-compatible endpoint ending in /v1, or leave it "
+                "right? Set OPENAI_BASE_URL (or `%config SelfHeal.base_url`) to an "
+                "OpenAI-compatible endpoint ending in /v1, or leave it "
                 "empty to use the embedded local model."
             )
         if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
@@ -257,7 +358,7 @@ class LLMClient:
             return ModelNotFound(
                 f"{where} does not know the model {model!r} (HTTP 404: "
                 f"{_api_message(exc)}). Set the model with `%config SelfHeal.model = "
-                "'NAME'` (CLI --model, or SELFHEAL_MODEL) to one the server lists at "
+                "'NAME'` (or SELFHEAL_MODEL) to one the server lists at "
                 "/v1/models, and check that the base URL ends in /v1."
             )
         if isinstance(exc, openai.RateLimitError):
@@ -278,6 +379,12 @@ class LLMClient:
             f"Talking to {where} failed unexpectedly ({type(exc).__name__}: {exc}). "
             "Check the endpoint configuration, then run again."
         )
+
+
+def _excerpt(text: str, size: int = 80) -> str:
+    """The first ``size`` characters of an untrusted text, control characters escaped."""
+    head = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text.strip()[:size])
+    return head + ("…" if len(text.strip()) > size else "")
 
 
 def _api_message(exc: openai.APIStatusError) -> str:

@@ -20,7 +20,8 @@ As a process (for notebooks and the browser test)::
 prints ``READY <base_url>`` on stdout and serves until killed. The JSON script is a
 list whose items are strings, ``{"content": ..., "match": ...}`` or
 ``{"fault": "status", "status": 429, "times": 1}`` / ``{"fault": "hang", "seconds": 5}``
-/ ``{"fault": "truncated", "content": "..."}``.
+/ ``{"fault": "truncated", "content": "..."}`` / ``{"fault": "endless"}`` /
+``{"fault": "not_json", "content": "<html>..."}`` / ``{"fault": "garbled", "content": "..."}``.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterable, Literal, Union
 
@@ -66,6 +67,9 @@ class Reply:
     """Pause between streamed chunks (to test cancel during streaming)."""
     finish_reason: str = "stop"
     """``length`` pretends the reply hit ``max_tokens``."""
+    whole: bool = False
+    """Answer a streaming request with one whole chat completion (a server that does
+    not stream)."""
 
 
 @dataclass
@@ -76,10 +80,16 @@ class Fault:
     ``hang``: say nothing for ``seconds`` (longer than the client's timeout).
     ``truncated``: stream part of ``content`` then cut the connection (no final
     chunk, no ``[DONE]``); for a non-streaming request, a body shorter than announced.
+    ``endless``: stream ``content`` chunk after chunk, never finishing, until the client
+    hangs up (a server that ignores ``max_tokens``); ``chunk_delay_s`` between chunks;
+    ``seconds``: then cut the connection anyway, so that a client without a cap fails
+    instead of reading for ever.
+    ``not_json``: a complete HTTP 200 whose body is ``content`` as ``text/html``.
+    ``garbled``: an event stream whose one event's data is ``content`` (not JSON).
     ``times``: how many requests in a row this fault answers before it is consumed.
     """
 
-    kind: Literal["status", "hang", "truncated"]
+    kind: Literal["status", "hang", "truncated", "endless", "not_json", "garbled"]
     status: int = 500
     times: int = 1
     seconds: float = 60.0
@@ -88,6 +98,12 @@ class Fault:
     match: str | None = None
     retry_after_s: float | None = 0.05
     """Sent as ``retry-after-ms`` with a status fault, so the SDK's own retry is quick."""
+    chunk_delay_s: float = 0.0
+    """``endless``: pause between chunks."""
+    chunks_sent: int = 0
+    """``endless``: how many chunks went out before the client hung up."""
+    hung_up: threading.Event = field(default_factory=threading.Event)
+    """``endless``: set when the client stopped reading."""
 
 
 ScriptItem = Union[str, Reply, Fault]
@@ -340,7 +356,7 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(item, Fault):
             self._fault(item, body, stream)
             return
-        if stream:
+        if stream and not item.whole:
             self._stream(item.content, body, item.chunk_delay_s, item.finish_reason)
         else:
             self._complete(item.content, body, item.finish_reason)
@@ -462,6 +478,36 @@ class _Handler(BaseHTTPRequestHandler):
                 self.connection.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+        elif fault.kind == "endless":
+            cid = _completion_id()
+            self._start_stream()
+            try:
+                end = time.monotonic() + fault.seconds
+                while not srv._stopping.is_set() and time.monotonic() < end:
+                    for piece in self._stream_pieces(fault.content):
+                        self._sse(self._chunk(cid, {"content": piece}))
+                        fault.chunks_sent += 1
+                    if fault.chunk_delay_s:
+                        srv._stopping.wait(fault.chunk_delay_s)
+            except OSError:  # the client hung up: what a cap must do
+                fault.hung_up.set()
+            self.close_connection = True
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        elif fault.kind == "not_json":
+            data = fault.content.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        elif fault.kind == "garbled":
+            self._start_stream()
+            self._sse(fault.content)
+            self._sse("[DONE]")
+            self._write_chunk(b"")
         else:  # pragma: no cover - guarded by the dataclass type
             self._send_error(500, f"unknown fault kind {fault.kind!r}")
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.scripted_server import Reply, ScriptedServer
+from tests.scripted_server import Fault, Reply, ScriptedServer
 
 ROOT = Path(__file__).resolve().parent.parent
 PLAN = Reply("1. Sum x.\n2. Print it.", match="planner")
@@ -141,6 +141,55 @@ def test_endpoint_failure_is_a_recorded_error(files):
     record = json.loads(proc.stdout)
     assert record["outcome"] == "error" and "Cannot connect" in record["error"]
     assert "Traceback" not in proc.stderr
+
+
+def test_a_hung_endpoint_names_this_command_s_flag(files):
+    with ScriptedServer([Fault("hang", seconds=60)]) as s:
+        proc = selfheal("Sum column x of df into total", "--input", f"df={files['df']}",
+                        "--base-url", s.base_url, "--model", s.model, "--no-plan", "--json",
+                        "--llm-timeout", "1", "--SelfHeal.llm_max_retries=0")
+    assert proc.returncode == 1, proc.stderr
+    error = json.loads(proc.stdout)["error"]
+    assert "did not answer within 1 s" in error and "raise `--llm-timeout`" in error, error
+    assert "--timeout" not in error.replace("--llm-timeout", "")
+    assert "%config" not in error and "Traceback" not in proc.stderr
+    with ScriptedServer([RIGHT]) as s:  # the next run works
+        proc = selfheal("Sum column x of df into total", "--input", f"df={files['df']}",
+                        "--base-url", s.base_url, "--model", s.model, "--no-plan", "--json")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["outcome"] == "success"
+
+
+def test_an_oversized_code_file_is_refused_before_the_model_is_asked(files):
+    big = Path(files["dir"]) / "big.py"
+    big.write_text("x = 1  # padding to make the program larger than a sane cell\n" * 5000)
+    small = Path(files["dir"]) / "small.py"
+    small.write_text("total = int(df['x'].sum()) + undefined_thing\n")
+    with ScriptedServer([RIGHT]) as s:
+        proc = selfheal("", "--code", str(big), "--input", f"df={files['df']}",
+                        "--base-url", s.base_url, "--model", s.model, "--no-plan")
+        assert s.requests == []
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith("selfheal: The program to repair is 305 KB, more than a run "
+                                  "takes (200 KB)"), proc.stderr
+    assert "raise `--SelfHeal.max_code_bytes=VALUE`" in proc.stderr
+    assert len(proc.stderr.splitlines()) == 1
+    with ScriptedServer([RIGHT]) as s:  # a program of a sane size is repaired
+        proc = selfheal("", "--code", str(small), "--input", f"df={files['df']}",
+                        "--tests", files["tests"], "--base-url", s.base_url, "--model", s.model,
+                        "--no-plan", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["outcome"] == "success"
+
+
+def test_messages_name_the_flag_of_the_command_they_are_shown_by():
+    from selfheal_jupyter.commands import for_terminal
+    from selfheal_jupyter.commands.run import RUN_FLAGS
+
+    text = ("Raise `%config SelfHeal.llm_timeout_s`; set `%config SelfHeal.model = 'NAME'`; "
+            "or raise `%config SelfHeal.token_budget` (0 = no limit).")
+    assert for_terminal(text, RUN_FLAGS) == (
+        "Raise `--llm-timeout`; set `--model NAME`; or raise "
+        "`--SelfHeal.token_budget=VALUE` (0 = no limit).")
 
 
 def test_sandbox_unavailable_is_a_recorded_error():

@@ -117,6 +117,74 @@ def test_truncated_stream():
             make(s).chat(MSG)
 
 
+NEXT = "```python\nprint('next')\n```"
+
+
+def test_endless_stream_is_stopped_past_max_tokens_and_its_tokens_counted():
+    endless = Fault("endless", content="x = 1\n", seconds=20)
+    with ScriptedServer([endless, NEXT], chunk_size=3) as s:
+        client = make(s, max_tokens=50)
+        with pytest.raises(LLMError, match=r"past the reply's limit of 50 tokens.*"
+                                           r"`%config SelfHeal.max_tokens`") as caught:
+            client.chat(MSG)
+        assert not isinstance(caught.value, LLMTimeout)
+        assert caught.value.usage.completion_tokens > 50 and caught.value.usage.prompt_tokens > 0
+        assert endless.hung_up.wait(30)  # the server saw the client stop reading
+        assert "print('next')" in client.chat(MSG).text  # the next request works
+
+
+def test_a_reply_streaming_longer_than_llm_timeout_s_is_stopped():
+    slow = Fault("endless", content="x = 1\n", chunk_delay_s=0.05, seconds=20)
+    with ScriptedServer([slow, NEXT], chunk_size=3) as s:
+        client = make(s, llm_timeout_s=1, max_tokens=100_000)
+        with pytest.raises(LLMTimeout, match=r"still writing its reply after 1 s.*"
+                                             r"`%config SelfHeal.llm_timeout_s`") as caught:
+            client.chat(MSG)
+        assert caught.value.usage.completion_tokens > 0
+        assert slow.hung_up.wait(30)
+        assert "print('next')" in client.chat(MSG).text
+
+
+def test_a_200_that_is_not_an_api_reply_says_what_came():
+    page = "<html><head><title>Login</title></head>\n<body>Sign in to continue</body></html>"
+    with ScriptedServer([Fault("not_json", content=page), NEXT]) as s:
+        client = make(s)
+        with pytest.raises(LLMError) as caught:
+            client.chat(MSG)
+        said = str(caught.value)
+        assert ("is not an OpenAI-compatible reply: <html><head><title>Login</title></head>"
+                "\\n<body>Sign in") in said, said
+        assert "crash" not in said and "early" not in said
+        assert "print('next')" in client.chat(MSG).text
+
+
+def test_an_event_whose_data_is_not_json_says_what_came():
+    with ScriptedServer([Fault("garbled", content="{'reply': oops"), NEXT]) as s:
+        client = make(s)
+        with pytest.raises(LLMError, match=r"is not an OpenAI-compatible reply: \{'reply': oops"):
+            client.chat(MSG)
+        assert "print('next')" in client.chat(MSG).text
+
+
+def test_a_whole_completion_to_a_streaming_request_is_taken():
+    with ScriptedServer([Reply("```python\nprint(2)\n```", whole=True)]) as s:
+        out = make(s).chat(MSG)
+        assert out.text == "```python\nprint(2)\n```" and out.finish_reason == "stop"
+        assert not out.usage.estimated and out.usage.completion_tokens > 0
+
+
+def test_embedded_server_cut_names_its_log_and_the_restart():
+    with ScriptedServer([Fault("truncated"), NEXT]) as s:
+        client = build_llm(SelfHeal(llm_timeout_s=5, llm_max_retries=0),
+                           Endpoint(s.base_url, "k", s.model, local=True, log="/tmp/m-1.log"))
+        with pytest.raises(LLMUnreachable) as caught:
+            client.chat(MSG)
+        said = str(caught.value)
+        assert said.startswith("The embedded model's server stopped in the middle of a reply")
+        assert "/tmp/m-1.log" in said and "next run starts it again" in said
+        assert "network" not in said and "OPENAI_BASE_URL" not in said
+
+
 def test_cancel_during_streaming_stops_the_reply():
     slow = Reply("```python\n" + "x = 1\n" * 200 + "```", chunk_delay_s=0.2)  # 60 s in all
     with ScriptedServer([slow], chunk_size=4) as s:

@@ -287,6 +287,39 @@ def test_server_answers_through_the_openai_client() -> None:
     assert running_server(settings.local_model) is None
 
 
+@pytest.mark.slow
+def test_a_server_killed_mid_reply_names_its_log_and_the_next_run_starts_it_again() -> None:
+    import signal
+
+    from selfheal_jupyter.errors import LLMUnreachable
+    from selfheal_jupyter.factory import build_llm
+
+    settings = SelfHeal(local_idle_s=0, llm_max_retries=0)  # its own server, not the user's
+    long_reply = [{"role": "user", "content": "Count from 1 to 300, one number per line."}]
+    try:
+        client = build_llm(settings)
+        server = running_server(settings.local_model)
+        assert server is not None and server.log_path is not None
+
+        def kill_the_server(_text: str) -> None:
+            if not pid_gone(server.pid):
+                os.kill(server.pid, signal.SIGKILL)
+
+        with pytest.raises(LLMUnreachable) as caught:
+            client.chat(long_reply, on_token=kill_the_server)
+        said = str(caught.value)
+        assert said.startswith("The embedded model's server stopped in the middle of a reply")
+        assert str(server.log_path) in said and "The next run starts it again" in said
+        assert "network" not in said
+
+        again = build_llm(settings)  # what the next run does
+        assert running_server(settings.local_model).pid != server.pid
+        answer = again.chat([{"role": "user", "content": "What is 2 + 3? Answer with one number."}])
+        assert "5" in answer.text
+    finally:
+        stop_local_endpoint()
+
+
 # A "kernel" with an unshared server (local_idle_s = 0): starts the endpoint, prints
 # the server pid, then exits or waits. (The shared server: tests/test_localserver.py.)
 _KERNEL = """

@@ -492,9 +492,57 @@ def test_sandbox_timeout_is_feedback(sandbox):
 def test_token_budget(sandbox):
     wrong = [fenced(f"total = {n}") for n in range(1, 5)]
     with ScriptedServer([PLAN, *wrong]) as s:
-        run = make_loop(s, sandbox, token_budget=600).run(task())
+        # The planner spends ~360 tokens and each developer request ~400-500: one round
+        # fits, the request of a later one does not and is never sent.
+        run = make_loop(s, sandbox, token_budget=900).run(task())
     assert run.outcome == "budget_exhausted" and "token budget" in run.error
     assert 1 <= len(run.iterations) < 4
+    assert run.totals.prompt_tokens + run.totals.completion_tokens <= 900
+
+
+def big_failing_program(kilobytes: int) -> str:
+    """A program of about ``kilobytes`` KB that fails on its last line."""
+    lines = [f"value_{i} = {i} * 2  # padding line number {i:06d}" for i in range(kilobytes * 20)]
+    return "\n".join([*lines, "total = value_1 + missing_name", ""])
+
+
+def test_a_request_that_cannot_fit_the_token_budget_is_never_sent(sandbox):
+    code = big_failing_program(30)  # about 7,500 tokens in every repair request
+    with ScriptedServer([RIGHT, RIGHT]) as s:
+        loop = make_loop(s, sandbox, auto_plan=False, token_budget=3000)
+        run = loop.run(task(initial_code=code))
+        assert s.requests == []  # refused before anything was sent
+        assert run.outcome == "budget_exhausted"
+        assert "The next request to the model is about" in run.error
+        assert "token budget of 3,000" in run.error and "`%config SelfHeal.token_budget`" in run.error
+        assert [it.index for it in run.iterations] == [0]  # the given program's run is kept
+        assert loop.run(task()).outcome == "success"  # the next run works
+
+
+def test_an_oversized_program_is_refused_before_anything_runs(sandbox):
+    code = big_failing_program(300)
+    with ScriptedServer([RIGHT]) as s:
+        loop = make_loop(s, sandbox, auto_plan=False)
+        run = loop.run(task(initial_code=code))
+        assert s.requests == []
+        assert run.outcome == "error" and run.iterations == []
+        assert run.error.startswith("The program to repair is ")
+        assert "more than a run takes (200 KB)" in run.error
+        assert "raise `%config SelfHeal.max_code_bytes`" in run.error
+        assert loop.run(task()).outcome == "success"
+
+
+def test_a_runaway_reply_ends_the_run_and_its_tokens_are_counted(sandbox):
+    endless = Fault("endless", content="total = 1\n", seconds=20)
+    with ScriptedServer([endless, RIGHT], chunk_size=5) as s:
+        loop = make_loop(s, sandbox, auto_plan=False, max_tokens=64)
+        run = loop.run(task())
+        assert run.outcome == "error" and "limit of 64 tokens" in run.error
+        assert "`%config SelfHeal.max_tokens`" in run.error
+        assert run.totals.completion_tokens > 64 and run.totals.prompt_tokens > 0
+        (kept,) = run.iterations  # the round it ended: its tokens, no sandbox result
+        assert kept.index == 1 and kept.result is None and kept.usage.completion_tokens > 64
+        assert loop.run(task()).outcome == "success"
 
 
 def test_wall_clock_budget_stops_a_slow_reply(sandbox):

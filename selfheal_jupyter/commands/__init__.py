@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from typing import TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:
@@ -39,3 +40,22 @@ def validated(values: Mapping[str, Any]) -> SelfHeal:
         return SelfHeal(**values)
     except TraitError as exc:
         raise BadInput(str(exc)) from None
+
+
+_OPTION = re.compile(r"`%config SelfHeal\.(\w+)(?: = ([^`]*))?`")
+
+
+def for_terminal(text: str, flags: Mapping[str, str]) -> str:
+    """A message written for the notebook (`` `%config SelfHeal.x` ``) as the user of a
+    command writes the option: the command's own flag (``flags`` maps flag dest →
+    option name, e.g. ``--llm-timeout``), else ``--SelfHeal.x=VALUE``."""
+    dests = {option: dest for dest, option in flags.items()}
+
+    def flag(match: re.Match[str]) -> str:
+        name, value = match.group(1), (match.group(2) or "").strip().strip("'\"")
+        dest = dests.get(name)
+        if dest is not None:
+            return f"`--{dest.replace('_', '-')}{' ' + value if value else ''}`"
+        return f"`--SelfHeal.{name}={value or 'VALUE'}`"
+
+    return _OPTION.sub(flag, text)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import SelfHeal
-from . import command_settings
+from . import command_settings, for_terminal
 from ..errors import BadInput, SelfHealError
 from ..model import Run, Task
 from ..render.text import Progress, Transcript
@@ -55,7 +55,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--image", help="sandbox image")
     p.add_argument("--runtime", help="Docker runtime of the sandbox, e.g. runsc (gVisor)")
     p.add_argument("--json", action="store_true", help="print the run record as JSON")
-    p.set_defaults(handler=handle)
+    p.set_defaults(handler=handle, flags=RUN_FLAGS)
 
 
 def load_inputs(specs: list[str]) -> dict[str, Any]:
@@ -88,8 +88,9 @@ def _read_text(path: str, what: str) -> str:
         raise BadInput(f"{what} {path}: cannot be read ({exc}).") from None
 
 
-def build_task(args: argparse.Namespace) -> Task:
-    """The task the arguments describe; raises BadInput for anything unusable."""
+def build_task(args: argparse.Namespace, *, max_code_bytes: int = 0) -> Task:
+    """The task the arguments describe; raises BadInput for anything unusable (also a
+    program, task or tests larger than ``max_code_bytes``)."""
     prompt = (args.task or "").strip()
     code = _read_text(args.code, "--code") if getattr(args, "code", None) else None
     task = Task(
@@ -102,7 +103,7 @@ def build_task(args: argparse.Namespace) -> Task:
     )
     from ..loop.orchestrator import validate_task  # imports openai: only when a task runs
 
-    validate_task(task)
+    validate_task(task, max_code_bytes=max_code_bytes)
     return task
 
 
@@ -143,8 +144,8 @@ def execute(task: Task, settings: SelfHeal, progress: Progress | None,
 
 
 def handle(args: argparse.Namespace) -> int:
-    task = build_task(args)
     settings = build_settings(args)
+    task = build_task(args, max_code_bytes=settings.max_code_bytes)
     progress = Progress(sys.stderr)
     # A reader that has gone (`| head`) stops the run: nobody will read the rest.
     cancel = threading.Event()
@@ -155,6 +156,10 @@ def handle(args: argparse.Namespace) -> int:
         run = execute(task, settings, progress, cancel)
     finally:
         progress.clear()
+    from ..notebook.controller import note_kept
+
+    note_kept(run, "this record's iterations" if args.json else "the transcript above")
+    run.error = for_terminal(run.error, RUN_FLAGS)
     if args.json:
         json.dump(run.to_dict(), sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..config import SelfHeal
-from ..errors import BadInput, SelfHealError
-from ..model import ExecutionResult
+from ..errors import BadInput, SandboxError, SelfHealError
+from ..model import ErrorInfo, ExecutionResult
 from ..render.terminal import MAX_CHARS, MAX_LINES, clip, printable
-from . import command_settings
+from . import command_settings, for_terminal
 
 FULL_RESULT = "the full result: the same command with --json"
 
@@ -63,7 +63,7 @@ def register(subparsers: Any) -> None:
         help="add packages (at this Python's versions, or PKG==VERSION) as a cached layer "
         "on the current image, e.g. --with scikit-learn seaborn; the base is not rebuilt",
     )
-    build.set_defaults(handler=cmd_build)
+    build.set_defaults(handler=cmd_build, flags=SANDBOX_FLAGS)
 
     doctor = actions.add_parser(
         "doctor",
@@ -73,7 +73,7 @@ def register(subparsers: Any) -> None:
     )
     doctor.add_argument("--image", help=f"image name (default: {DEFAULTS.image})")
     doctor.add_argument("--runtime", help=RUNTIME_HELP)
-    doctor.set_defaults(handler=cmd_doctor)
+    doctor.set_defaults(handler=cmd_doctor, flags=SANDBOX_FLAGS)
 
     run = actions.add_parser(
         "exec",
@@ -103,13 +103,13 @@ def register(subparsers: Any) -> None:
     run.add_argument("--runtime", help=RUNTIME_HELP)
     run.add_argument("--json", action="store_true",
                      help="print the result as JSON (several files: one compact result per line)")
-    run.set_defaults(handler=cmd_exec)
+    run.set_defaults(handler=cmd_exec, flags=SANDBOX_FLAGS)
 
 
 # --------------------------------------------------------------------------- build
 def cmd_build(args: argparse.Namespace) -> int:
     from ..sandbox import image
-    from ..sandbox.engine import connect
+    from ..sandbox.engine import connect, gone, lost
 
     extras = None
     if args.requirements is not None:
@@ -123,17 +123,24 @@ def cmd_build(args: argparse.Namespace) -> int:
                 "Give a pip requirements file, one requirement per line."
             ) from exc
     name = command_settings(args, SANDBOX_FLAGS).image
-    status = image.build_image(
-        connect(), name, rebuild=args.rebuild, extra_requirements=extras,
-        log=lambda line: print(line, flush=True),
-    )  # build_image logs its outcome on every path ("nothing to do" / "built ...")
-    if extras:
-        print(f"run it with: --image {status.ref}")
-    if args.with_packages:
+    if args.with_packages and extras:
+        raise BadInput("--with adds to the standard image; build --requirements apart.")
+    client = connect()
+    try:
+        status = image.build_image(
+            client, name, rebuild=args.rebuild, extra_requirements=extras,
+            log=lambda line: print(line, flush=True),
+        )  # build_image logs its outcome on every path ("nothing to do" / "built ...")
         if extras:
-            raise BadInput("--with adds to the standard image; build --requirements apart.")
-        image.build_with_layer(connect(), name, args.with_packages,
-                               log=lambda line: print(line, flush=True))
+            print(f"run it with: --image {status.ref}")
+        if args.with_packages:
+            image.build_with_layer(client, name, args.with_packages,
+                                   log=lambda line: print(line, flush=True))
+    except Exception as exc:
+        if gone(exc):  # the engine stopped answering in the middle of the build
+            raise lost(client, exc, during="the image build",
+                       again="run `selfheal sandbox build` again") from exc
+        raise
     return 0
 
 
@@ -249,10 +256,19 @@ def cmd_exec(args: argparse.Namespace) -> int:
     settings = command_settings(args, SANDBOX_FLAGS)
     batch = len(programs) > 1
     all_ok = True
+    failure: SandboxError | None = None
     # One file: no container is kept warm for a next run that will not come.
     with DockerSandbox.from_config(settings, pool_size=1 if batch else 0) as sb:
         for path, code in programs:
-            result = sb.execute(code, inputs=inputs, tests=tests, filename=path.name)
+            if failure is None:
+                try:
+                    result = sb.execute(code, inputs=inputs, tests=tests, filename=path.name)
+                except SandboxError as exc:  # the sandbox itself failed, e.g. its engine stopped
+                    failure = exc
+                    print(f"selfheal: {for_terminal(str(exc), SANDBOX_FLAGS)}", file=sys.stderr)
+                    result = sandbox_failed(exc, ran=True)
+            else:
+                result = sandbox_failed(failure, ran=False)
             all_ok = all_ok and result.ok
             if args.json and batch:
                 line = {"file": str(path), **result.to_dict()}
@@ -263,7 +279,18 @@ def cmd_exec(args: argparse.Namespace) -> int:
             else:
                 sys.stdout.write(printable((f"=== {path}\n" if batch else "") + summary(result)))
             sys.stdout.flush()  # each result as soon as it is known
+    if failure is not None:
+        return 2
     return 0 if all_ok else 1
+
+
+def sandbox_failed(exc: SandboxError, *, ran: bool) -> ExecutionResult:
+    """The result of a file the sandbox could not run to its end (``ran``: it was running)
+    or could not start, because the sandbox itself failed: status ``error``, the reason."""
+    reason = for_terminal(str(exc), SANDBOX_FLAGS)
+    said = reason if ran else f"Not run: the sandbox failed on an earlier file. {reason}"
+    return ExecutionResult(status="error", error=ErrorInfo(type=type(exc).__name__, message=said),
+                           message=said)
 
 
 def summary(result: ExecutionResult) -> str:

@@ -10,6 +10,7 @@ knows IPython or HTML.
 
 from __future__ import annotations
 
+import functools
 import io
 import keyword
 import logging
@@ -93,8 +94,21 @@ program: asked to repair, a small model often copies the failing program, also a
 retry temperature (figures: docs/measurements.md)."""
 
 
-def validate_task(task: Task) -> None:
-    """Raise :class:`BadInput` for a task the loop cannot work on."""
+def validate_task(task: Task, *, max_code_bytes: int = 0) -> None:
+    """Raise :class:`BadInput` for a task the loop cannot work on (``max_code_bytes``:
+    the largest program, task text or tests it takes; 0 = any)."""
+    if max_code_bytes > 0:
+        for what, text in (("program to repair", task.initial_code), ("task text", task.prompt),
+                           ("tests", task.tests)):
+            size = len((text or "").encode("utf-8"))
+            if size > max_code_bytes:
+                raise BadInput(
+                    f"The {what} is {_size(size)}, more than a run takes "
+                    f"({_size(max_code_bytes)}): each request to the model would carry "
+                    f"about {size // 4:,} tokens of it. Give "
+                    "a smaller part (the function that fails, a few tests), or raise "
+                    "`%config SelfHeal.max_code_bytes`."
+                )
     if not (task.prompt and task.prompt.strip()) and not (
         task.initial_code and task.initial_code.strip()
     ):
@@ -111,6 +125,10 @@ def validate_task(task: Task) -> None:
             )
         check_serialisable(name, value)
     check_tests(task.tests)
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 1_000_000 else f"{n / 1e3:.0f} KB" if n >= 1000 else f"{n} bytes"
 
 
 class _Discard(io.RawIOBase):
@@ -202,6 +220,8 @@ class LoopLimits:
     """0 = no limit."""
     time_budget_s: float
     """0 = no limit."""
+    max_code_bytes: int = 0
+    """The largest program, task text or tests a run takes; 0 = any."""
 
 
 @dataclass
@@ -306,24 +326,28 @@ class Loop:
         stop = _StopSignal(cancel, deadline)
         state = _RunState(run=run, stop=stop, emit=emit, started=started)
         emit(RunStarted(run))
+        self.llm.admit = functools.partial(self._admit, state)
         try:
-            validate_task(task)
+            validate_task(task, max_code_bytes=self.bounds.max_code_bytes)
             inputs = describe_inputs(task.inputs)
             state.sandbox_inputs = prepare_inputs(task)
             self._plan_step(task, inputs, state)
             self._design_checks(task, inputs, state)
             self._iterate(task, inputs, state)
         except _Stop as s:
+            self._keep_round(state, s)
             run.outcome = s.outcome  # type: ignore[assignment]
             run.error = s.message
         except Cancelled:
             self._stopped(state)
         except (LLMError, SandboxError, BadInput) as exc:
+            self._keep_round(state, exc)
             if stop.event.is_set():
                 self._stopped(state)
             else:
                 run.outcome, run.error = "error", str(exc)
         except SelfHealError as exc:
+            self._keep_round(state, exc)
             run.outcome, run.error = "error", str(exc)
         except Exception as exc:  # noqa: BLE001 - a bug must not kill the caller's kernel
             log.exception("selfheal loop failed")
@@ -334,6 +358,7 @@ class Loop:
             )
         finally:
             stop.close()
+            self.llm.admit = None
         if state.soft_from is not None and run.outcome in ("budget_exhausted", "failed", "error"):
             # A candidate had passed the user's tests; only the soft round after it failed.
             run.outcome, run.error = "success", ""
@@ -400,7 +425,7 @@ class Loop:
         run.outcome = "budget_exhausted"
         run.error = (
             f"No candidate passed within max_iterations={self.bounds.max_iterations}. "
-            "Raise `%config SelfHeal.max_iterations` (CLI --max-iterations), add detail "
+            "Raise `%config SelfHeal.max_iterations`, add detail "
             "to the task, or fix the last program by hand."
         )
         last = run.iterations[-1].verdict if run.iterations else None
@@ -431,6 +456,7 @@ class Loop:
         restarted = False
         diagnosis = ""
         proposals: list[Proposal] = []
+        so_far = state.round = _RoundSoFar(index, code=given)
 
         def starts_over(k: int) -> bool:
             """Sample ``k`` (from 0) writes the program again rather than repairing it."""
@@ -454,6 +480,7 @@ class Loop:
                 )
                 repair = replace(repair, diagnosis=diagnosis)
                 usage, llm_s = usage + used, llm_s + secs
+                so_far.usage, so_far.llm_s = usage, llm_s
                 state.tokens += used.total_tokens
             # The first program is one greedy reply: most tasks pass there, and it is the
             # single pass the eval compares against. Samples are spent once it failed.
@@ -485,6 +512,9 @@ class Loop:
                     code, _ = strip_input_overwrites(code, data_names)
                 proposals.append(replace(proposal, code=code))
                 usage, llm_s = usage + proposal.usage, llm_s + proposal.llm_s
+                so_far.usage, so_far.llm_s = usage, llm_s
+                if so_far.code is None:
+                    so_far.code, so_far.reply = code, proposal.reply
                 state.tokens += proposal.usage.total_tokens
         previous = state.last_code
         single = len(proposals) == 1
@@ -559,6 +589,7 @@ class Loop:
             edit_failure=chosen.edit_failure,
         )
         run.iterations.append(iteration)
+        state.round = None
         state.emit(VerdictReady(iteration))
         if state.soft_from is not None:
             # The round after a pass with failing generated checks ends the run with
@@ -726,6 +757,42 @@ class Loop:
                 f"before {before}. Raise `%config SelfHeal.token_budget` (0 = no limit).",
             )
 
+    @staticmethod
+    def _keep_round(state: _RunState, exc: Exception) -> None:
+        """A failure ended the run in the middle of a round: what that round wrote and
+        spent is kept in the record (an iteration without a sandbox result), and the
+        tokens of a request that failed (a reply stopped at its cap) are counted."""
+        spent = getattr(exc, "usage", None) or Usage()
+        so_far, state.round = state.round, None
+        if so_far is None:  # the planner's or the check designer's request
+            state.run.planning_usage = state.run.planning_usage + spent
+            return
+        usage = so_far.usage + spent
+        if not usage.total_tokens and so_far.code is None:
+            return
+        state.run.iterations.append(Iteration(
+            index=so_far.index,
+            candidate=Candidate(code=so_far.code or "", iteration=so_far.index, reply=so_far.reply),
+            result=None,
+            verdict=Verdict(False, ["not finished: the run ended during this round"]),
+            usage=usage,
+            timings=Timings(llm_s=so_far.llm_s),
+        ))
+
+    def _admit(self, state: _RunState, size: int) -> None:
+        """Before each request: one whose prompt cannot fit in what is left of the token
+        budget ends the run, before it is sent."""
+        budget = self.bounds.token_budget
+        if budget > 0 and state.tokens + size > budget:
+            raise _Stop(
+                "budget_exhausted",
+                f"The next request to the model is about {size:,} tokens (estimated from its "
+                f"size) and only {max(budget - state.tokens, 0):,} of the token budget of "
+                f"{budget:,} are left, so it was not sent. Raise `%config "
+                "SelfHeal.token_budget` (0 = no limit), or give a smaller program, task or "
+                "tests.",
+            )
+
     def _stopped(self, state: _RunState) -> None:
         """Record why the stop signal fired: the user, or the wall-clock budget."""
         run = state.run
@@ -761,6 +828,17 @@ def _passed(outcomes: list[TestOutcome]) -> int:
 
 
 @dataclass
+class _RoundSoFar:
+    """The round in progress: what it spent and the first program it got."""
+
+    index: int
+    code: str | None = None
+    reply: str = ""
+    usage: Usage = field(default_factory=Usage)
+    llm_s: float = 0.0
+
+
+@dataclass
 class _RunState:
     run: Run
     stop: _StopSignal
@@ -786,6 +864,8 @@ class _RunState:
     given_seen: Observation | None = None
     """What the given program showed on its checks, when the task says it is wrong and it
     passed them anyway (None: nothing to compare a candidate with)."""
+    round: _RoundSoFar | None = None
+    """The round in progress (None between rounds)."""
 
 
 class _Emitter:

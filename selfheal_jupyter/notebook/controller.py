@@ -150,6 +150,14 @@ class Pump(Generic[T]):
             getter = asyncio.ensure_future(items.get())
 
 
+def note_kept(run: Run, where: str) -> None:
+    """A run that an error ended after some rounds: its message says where they are."""
+    if run.outcome == "error" and run.iterations:
+        rounds = len(run.iterations)
+        run.error += (f" What was done before it ({rounds} round{'s' if rounds != 1 else ''}) "
+                      f"is kept in {where}.")
+
+
 def run_loop(loop: Any, task: Task, on_event: Callable[[Any], None] | None = None, *,
              on_interrupt: Callable[[], None] | None = None,
              cancel: threading.Event | None = None) -> Run:
@@ -205,6 +213,7 @@ class CellRun:
             self.renderer.handle(event)
 
     def _finish(self, run: Run) -> Run:
+        note_kept(run, RESULT_NAME)
         self.run = run
         if not self._started:
             self.renderer.start(run)

@@ -54,10 +54,10 @@ import docker
 import docker.errors
 from docker.utils import parse_bytes
 
-from ..errors import SandboxError
+from ..errors import EngineLost, SandboxError
 from ..model import ErrorInfo, ExecutionResult, Limits, Status
 from . import serialize
-from .engine import address, describe
+from .engine import address, describe, gone, lost
 from .image import RUNNER_COMMAND, RUNNER_DIR
 
 LABEL = "selfheal"
@@ -261,6 +261,16 @@ class _Worker:
     def runner_log(self) -> str:
         return self.log.decode("utf-8", errors="replace").strip()
 
+    def alive(self) -> bool:
+        """False when the container went away while it was idle (its engine stopped or
+        restarted): its attach socket reads end-of-file. Costs one ``select``."""
+        try:
+            while select.select([self.attach_raw], [], [], 0)[0]:
+                self._read_attach()
+        except (SandboxCrashed, OSError, ValueError):
+            return False
+        return True
+
     def state(self) -> dict[str, Any]:
         try:
             return self.client.api.inspect_container(self.id).get("State", {})
@@ -296,6 +306,28 @@ def _remove_container(client: docker.DockerClient, container_id: str) -> None:
 
 
 # --------------------------------------------------------------------------- the sandbox
+def _engine_calls(method: Callable[..., Any]) -> Callable[..., Any]:
+    """An engine that stops answering (refused, reset, timed out) at any step of
+    ``method`` — inspect, create, attach, start, kill, remove — becomes one
+    :class:`~selfheal_jupyter.errors.EngineLost` message, and the pool is dropped so
+    that the next run after the engine is back starts new containers."""
+
+    @functools.wraps(method)
+    def call(self: DockerSandbox, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except EngineLost:
+            self._drop_pool()
+            raise
+        except Exception as exc:
+            if not gone(exc):
+                raise
+            self._drop_pool()
+            raise lost(self.client, exc) from exc
+
+    return call
+
+
 _LIVE: weakref.WeakSet[DockerSandbox] = weakref.WeakSet()
 #: The channel each engine (by address) was found to need, so that one probe per
 #: engine and process is enough.
@@ -375,6 +407,7 @@ class DockerSandbox:
             self._ref = ensure_image(self.client, self.image)
         return self._ref
 
+    @_engine_calls
     def start(self) -> None:
         """Check the engine and image, remove stale containers, warm the pool."""
         with self._lock:
@@ -605,10 +638,15 @@ class DockerSandbox:
                 worker.kill()
             else:
                 said = ""
-                _remove_container(self.client, cid)
                 if input_dir is not None:
                     shutil.rmtree(input_dir, ignore_errors=True)
+                try:
+                    _remove_container(self.client, cid)
+                except Exception:  # the engine is gone: the error that matters is exc
+                    pass
             self._created.discard(cid)
+            if isinstance(exc, SandboxCrashed):
+                self.client.ping()  # a container that stopped while starting: is it the engine?
             if isinstance(exc, (SandboxCrashed, docker.errors.APIError)):
                 raise SandboxError(self._start_failure(exc, said)) from exc
             raise
@@ -650,6 +688,16 @@ class DockerSandbox:
                     "overloaded; check `selfheal sandbox doctor`.")
         return (f"A sandbox container from {self.ref} did not start on {engine}: {exc}.{told} "
                 "Check `selfheal sandbox doctor`.")
+
+    def _drop_pool(self) -> None:
+        """The engine went away and its containers with it: forget every one (their
+        removal is tried in the background and again by :meth:`close`)."""
+        with self._lock:
+            workers = list(self._all)
+            self._all.clear()
+            self._idle.clear()
+        for worker in workers:
+            threading.Thread(target=worker.kill, daemon=True, name="selfheal-kill").start()
 
     def _discard(self, worker: _Worker) -> None:
         with self._lock:
@@ -705,10 +753,14 @@ class DockerSandbox:
         """An idle container, else one being started, else a new one (all of ``spec``)."""
         with self._lock:
             idle = self._idle.get(spec)
-            if idle:
+            while idle:
                 # The longest idle first: the one that just ran is still forking its next
                 # child, so with a pool of 2, back-to-back runs alternate and never wait.
-                return idle.pop(0)
+                worker = idle.pop(0)
+                if worker.alive():
+                    return worker
+                self._all.discard(worker)  # its container went away while idle
+                threading.Thread(target=worker.kill, daemon=True, name="selfheal-kill").start()
             pending = self._pending.get(spec)
             fut = pending.pop(0) if pending else None
         if fut is not None:
@@ -719,6 +771,7 @@ class DockerSandbox:
         return self._create(spec)
 
     # -- running ---------------------------------------------------------------
+    @_engine_calls
     def execute(
         self,
         code: str,
@@ -839,6 +892,10 @@ class DockerSandbox:
     def _crashed(self, worker: _Worker, exc: SandboxCrashed, limits: Limits) -> ExecutionResult:
         """The container died under the candidate: OOM-killed, or the runner crashed."""
         state = worker.state()
+        if state.get("ExitCode") == 137 and not state.get("OOMKilled"):
+            # A SIGKILL of the runner (PID 1, which nothing inside can signal) that was
+            # not the memory limit: the engine or a docker command stopped it.
+            raise lost(self.client)
         if state.get("OOMKilled"):
             return ExecutionResult(
                 status="oom",
@@ -888,7 +945,7 @@ def _fits_in_memory(blobs: Mapping[str, bytes], spec: ContainerSpec) -> None:
             f"The inputs ({size / 1e6:.0f} MB pickled) do not fit this sandbox: on an engine "
             "that does not share this machine's files they are copied into the container's "
             f"memory (limit {spec.memory}) and loaded there, so they may use at most half "
-            "of it. Raise the memory limit (SelfHeal.memory) or pass smaller inputs."
+            "of it. Raise the memory limit (`%config SelfHeal.memory`) or pass smaller inputs."
         )
 
 

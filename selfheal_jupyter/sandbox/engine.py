@@ -12,8 +12,9 @@ import shutil
 
 import docker
 import docker.errors
+import requests.exceptions
 
-from ..errors import EngineUnavailable
+from ..errors import EngineLost, EngineUnavailable
 
 #: Seconds one API call may take once connected (docker-py's own default).
 OPERATION_TIMEOUT_S = 60.0
@@ -65,9 +66,37 @@ def explain(exc: BaseException) -> str:
         )
     return (
         f"The Docker engine is installed but does not answer at {DEFAULT_SOCKET} ({detail}). "
-        "Start it as root: systemctl start docker, or where there is no systemd: "
-        "setsid dockerd >/var/log/dockerd.log 2>&1 </dev/null & — then check with "
-        "docker info."
+        f"{START_LOCAL} — then check with docker info."
+    )
+
+
+START_LOCAL = ("Start it as root: systemctl start docker, or where there is no systemd: "
+               "setsid dockerd >/var/log/dockerd.log 2>&1 </dev/null &")
+
+
+def gone(exc: BaseException) -> bool:
+    """True when ``exc`` says the engine did not answer at all (refused, reset, timed
+    out) — not an answer that refused the request (docker-py's ``APIError``, which is a
+    ``requests`` error too)."""
+    return isinstance(exc, requests.exceptions.RequestException) and not isinstance(
+        exc, docker.errors.APIError
+    )
+
+
+def lost(client: docker.DockerClient, exc: BaseException | None = None, *,
+         during: str = "the run",
+         again: str = "run again: new sandbox containers are started by themselves") -> EngineLost:
+    """The engine stopped answering (``exc``), or stopped our container from outside
+    (``exc`` None), while it was in use: what happened and what to do."""
+    where = address(client)
+    local = where in (f"unix://{DEFAULT_SOCKET}", f"unix:{DEFAULT_SOCKET}")
+    start = START_LOCAL if local else "Start the engine at that address again"
+    what = (f"stopped answering during {during} ({_root_cause(exc)})" if exc is not None
+            else f"stopped the sandbox container during {during} (it was killed from "
+            "outside: the engine is shutting down or restarting, or a docker command "
+            "stopped it)")
+    return EngineLost(
+        f"The Docker engine at {where} {what}. {start} if it is not running, then {again}."
     )
 
 
