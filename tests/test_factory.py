@@ -109,6 +109,9 @@ def test_the_embedded_model_gets_its_measured_options_unless_the_user_gave_them(
     embedded, hosted = Endpoint("http://x/v1", "k", "m", local=True), Endpoint("http://x/v1", "k", "m")
     tuned = tuned_settings(SelfHeal(), embedded)
     assert (tuned.candidates, tuned.plan_on_heal) == (3, False)
+    # a slow local writer may stream for minutes; a hosted model keeps the default
+    assert tuned.llm_timeout_s > SelfHeal().llm_timeout_s == tuned_settings(SelfHeal(), hosted).llm_timeout_s
+    assert tuned_settings(SelfHeal(llm_timeout_s=30), embedded).llm_timeout_s == 30
     assert (tuned_settings(SelfHeal(), hosted).candidates, SelfHeal().candidates) == (1, 1)
     # given on purpose, even at the default value: by keyword, by %config, per call
     assert tuned_settings(SelfHeal(candidates=1), embedded).candidates == 1
