@@ -12,7 +12,6 @@ model.
 
 from __future__ import annotations
 
-import atexit
 import os
 import threading
 from dataclasses import replace
@@ -144,7 +143,8 @@ def sandbox_packages(settings: SelfHeal) -> dict[str, str] | None:
 
 
 def close_shared_sandboxes() -> None:
-    """Close every shared sandbox (every container is removed)."""
+    """Close every shared sandbox now (every container is removed); at exit the
+    sandbox layer's one hook closes whatever is still open."""
     with _sandbox_lock:
         boxes = list(_sandboxes.values())
         _sandboxes.clear()
@@ -154,8 +154,6 @@ def close_shared_sandboxes() -> None:
         except SelfHealError:
             pass
 
-
-atexit.register(close_shared_sandboxes)
 
 
 # ---------------------------------------------------------------------- loop

@@ -47,9 +47,16 @@ class Limits:
     tmpfs_size: str
 
 
+CANDIDATE_FILE = "candidate.py"
+"""The file name a candidate runs under unless given another (its frames show it)."""
+NOTEBOOK_FILE = "<notebook>"
+"""The file name the notebook's prelude (imports and definitions) runs under."""
+
+
 @dataclass
 class Frame:
-    """One stack frame of the candidate's own code."""
+    """One stack frame of the candidate's own code (``file``: the candidate's file name,
+    or :data:`NOTEBOOK_FILE` for a function the notebook defined)."""
 
     file: str
     line: int

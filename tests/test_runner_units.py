@@ -309,3 +309,12 @@ def test_pandas_objects_are_rebuilt_from_data():
     duplicated = pd.DataFrame([[1, 2]], columns=["a", "a"])
     encoded, _ = _through_json(duplicated)
     assert encoded["$"] == "ref"  # columns that are not unique cannot be rebuilt: a reference
+
+
+def test_the_runner_and_the_host_name_frames_alike():
+    """The runner is a separate program: the two file names its frames carry are pinned
+    to the host's (a frame of the notebook's prelude, the candidate's default name)."""
+    from selfheal_jupyter import model
+    from selfheal_jupyter.sandbox.runner import layout
+
+    assert (layout.CANDIDATE_FILE, layout.NOTEBOOK_FILE) == (model.CANDIDATE_FILE, model.NOTEBOOK_FILE)

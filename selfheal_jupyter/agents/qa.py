@@ -26,10 +26,10 @@ from pyflakes import messages as pyflakes_messages
 from ..loop import spec as spec_mod
 from ..loop.behaviour import Observation, observation, observing_tests
 from ..errors import BadInput
-from ..model import ErrorInfo, ExecutionResult, Frame, Limits, SpecViolation, Task, Verdict
+from ..model import CANDIDATE_FILE, ErrorInfo, ExecutionResult, Frame, Limits, SpecViolation, Task, Verdict
 from ..sandbox.base import Sandbox
 
-FILENAME = "candidate.py"
+FILENAME = CANDIDATE_FILE
 """The file name candidates run under in the sandbox (frames refer to it)."""
 
 

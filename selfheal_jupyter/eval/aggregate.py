@@ -15,6 +15,7 @@ from typing import Any, Iterable
 
 from .. import metrics
 from ..loop import spec as spec_mod
+from ..model import CANDIDATE_FILE
 from .store import latest
 
 ORDER = ("loop", "baseline")
@@ -29,7 +30,7 @@ def _group(records: Iterable[dict[str, Any]]) -> dict[tuple[str, str], list[dict
 
 def _failing_lines(iteration: dict[str, Any] | None) -> list[int]:
     error = ((iteration or {}).get("result") or {}).get("error") or {}
-    lines = [f.get("line") for f in error.get("frames") or [] if f.get("file") == "candidate.py"]
+    lines = [f.get("line") for f in error.get("frames") or [] if f.get("file") == CANDIDATE_FILE]
     return sorted({ln for ln in [*lines, error.get("line")] if ln})
 
 

@@ -24,6 +24,8 @@ import difflib
 import re
 from dataclasses import dataclass
 
+from ..model import CANDIDATE_FILE
+
 _PY_TAGS = {"python", "py", "python3", "py3", "ipython", "ipython3", "pycon", "sage"}
 _FENCE_RE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})[ \t]*([\w+#.-]*)[^\n]*$", re.MULTILINE)
 _THINK_RE = re.compile(r"<think>.*?(</think>|\Z)", re.DOTALL | re.IGNORECASE)
@@ -176,7 +178,7 @@ def extract_code(reply: str) -> str | None:
     return code.strip("\n") + "\n" if code else None
 
 
-def code_diff(old: str | None, new: str, *, old_name: str = "previous.py", new_name: str = "candidate.py") -> str:
+def code_diff(old: str | None, new: str, *, old_name: str = "previous.py", new_name: str = CANDIDATE_FILE) -> str:
     """The unified diff text of ``old`` → ``new`` ("" when there is no ``old``).
 
     Every line ends with a newline in the diff, also the last line of a text typed

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..model import ExecutionResult, Limits, SpecViolation, TestOutcome, Verdict
+from ..model import NOTEBOOK_FILE, ExecutionResult, Limits, SpecViolation, TestOutcome, Verdict
 from .spec import RULE_TITLES, SPEC_REASON
 
 MAX_FRAMES = 6
@@ -84,7 +84,7 @@ def _location(result: ExecutionResult) -> list[str]:
     out: list[str] = []
     frames = error.frames[-MAX_FRAMES:]
     failing = frames[-1] if frames else None
-    if failing is not None and failing.file == "<notebook>":
+    if failing is not None and failing.file == NOTEBOOK_FILE:
         out.append(f"It failed inside {failing.function}(), defined in the user's notebook: "
                    f"{failing.source}")
         if error.line:
@@ -99,7 +99,7 @@ def _location(result: ExecutionResult) -> list[str]:
         if skipped:
             out.append(f"  … {skipped} earlier frames")
         for f in frames:
-            where = "notebook" if f.file == "<notebook>" else f"line {f.line}"
+            where = "notebook" if f.file == NOTEBOOK_FILE else f"line {f.line}"
             out.append(f"  {where}, in {f.function}: {f.source}")
     if error.locals:
         items = list(error.locals.items())

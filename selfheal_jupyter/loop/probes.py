@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 
 from .feedback import clip
-from ..model import ExecutionResult, TestOutcome
+from ..model import CANDIDATE_FILE, ExecutionResult, TestOutcome
 
 MAX_PROBES = 6
 PROBE_PREFIX = "assert False, repr("
@@ -38,7 +38,7 @@ def _failing_statement(code: str, result: ExecutionResult | None) -> ast.stmt | 
     except SyntaxError:
         return None
     error = result.error
-    lines = [f.line for f in error.frames if f.function == "<module>" and f.file == "candidate.py"]
+    lines = [f.line for f in error.frames if f.function == "<module>" and f.file == CANDIDATE_FILE]
     line = lines[-1] if lines else error.line
     if not line:
         return None

@@ -6,11 +6,10 @@ The failing line of the candidate is marked with IPython's ``---->`` arrow.
 
 from __future__ import annotations
 
-from ..model import ErrorInfo, Frame
+from ..model import NOTEBOOK_FILE, ErrorInfo, Frame
 from .style import BOX, CODE_BG, CYAN, GREEN, GREY, MONO, RED, RED_BG, esc
 
 CONTEXT_LINES = 2
-NOTEBOOK_FILE = "<notebook>"
 
 
 def is_candidate_frame(frame: Frame) -> bool:

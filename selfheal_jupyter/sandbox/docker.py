@@ -55,7 +55,7 @@ import docker.errors
 from docker.utils import parse_bytes
 
 from ..errors import EngineLost, SandboxError
-from ..model import ErrorInfo, ExecutionResult, Limits, Status
+from ..model import CANDIDATE_FILE, ErrorInfo, ExecutionResult, Limits, Status
 from . import serialize
 from .engine import address, describe, gone, lost
 from .image import RUNNER_COMMAND, RUNNER_DIR
@@ -780,7 +780,7 @@ class DockerSandbox:
         limits: Limits | None = None,
         tests: str | None = None,
         cancel: threading.Event | None = None,
-        filename: str = "candidate.py",
+        filename: str = CANDIDATE_FILE,
         prelude: str | None = None,
     ) -> ExecutionResult:
         """Run ``code`` in a warm container; see :class:`~.base.Sandbox`."""

@@ -17,9 +17,9 @@ import warnings
 from importlib.machinery import SourceFileLoader
 from typing import Any
 
-from .describe import NOTEBOOK_FILE, collect_figures, error_info, rich_value, safe_str
+from .describe import collect_figures, error_info, rich_value, safe_str
 from .frames import read_all, write_frame
-from .layout import FD_REPORT, FD_REQUEST, FD_RPC_IN, FD_RPC_OUT, enter_workdir
+from .layout import CANDIDATE_FILE, FD_REPORT, FD_REQUEST, FD_RPC_IN, FD_RPC_OUT, NOTEBOOK_FILE, enter_workdir
 from .program_rpc import ProgramObjects
 
 #: Python's default recursion limit, which the candidate must see as its own.
@@ -85,7 +85,7 @@ class Program:
 
     def __init__(self, req: dict, workdir: str) -> None:
         self.req = req
-        self.filename = os.path.basename(str(req.get("filename") or "candidate.py")) or "candidate.py"
+        self.filename = os.path.basename(str(req.get("filename") or CANDIDATE_FILE)) or CANDIDATE_FILE
         self.path = os.path.join(workdir, self.filename)
         self.workdir = workdir
         self.code = str(req.get("code") or "")

@@ -9,7 +9,7 @@ import sys
 import types
 from typing import Any
 
-NOTEBOOK_FILE = "<notebook>"
+from .layout import NOTEBOOK_FILE
 MAX_FIGURES = 20
 MAX_LOCALS = 20
 MAX_TEXT_REPR = 10_000

@@ -10,6 +10,9 @@ MPL_CONFIG_DIR = os.path.join(WORKDIR_ROOT, ".matplotlib")
 #: socket mode it is the read-only bind mount, and no put arrives).
 PUT_DIR = "/inputs"
 PUT_FALLBACK_DIR = os.path.join(WORKDIR_ROOT, ".inputs")
+#: The file names frames carry (the host's model.py has the same two: a unit test pins them).
+CANDIDATE_FILE = "candidate.py"
+NOTEBOOK_FILE = "<notebook>"
 #: Descriptors of a run's processes after the set-up (0-2 are stdin/stdout/stderr).
 FD_REQUEST, FD_REPORT, FD_RPC_OUT, FD_RPC_IN = 3, 4, 5, 6
 
