@@ -172,11 +172,13 @@ def test_config_reaches_per_call_settings(shell):
     magics = shell.magics_manager.registry["SelfHealMagics"]
     from IPython.core.magic_arguments import parse_argstring
 
+    from selfheal_jupyter.notebook.magics import AGENT_FLAGS
+
     args = parse_argstring(magics.agent, "--timeout 5 --memory 1g")
-    settings = magic_args.settings_for(args, shell)
+    settings = magic_args.settings_for(args, shell, AGENT_FLAGS)
     assert settings.max_iterations == 7 and settings.timeout_s == 5 and settings.memory == "1g"
     args = parse_argstring(magics.agent, "--max-iterations 2 --model m --quiet")
-    settings = magic_args.settings_for(args, shell)
+    settings = magic_args.settings_for(args, shell, AGENT_FLAGS)
     assert settings.max_iterations == 2 and settings.model == "m" and settings.quiet
     with capture_output() as cap:
         shell.run_line_magic("config", "SelfHeal")

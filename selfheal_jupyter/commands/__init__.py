@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+from ..flags import given_options, option_flags
 
 if TYPE_CHECKING:
     from ..config import SelfHeal
@@ -16,17 +18,18 @@ def trait_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return dict(getattr(args, "selfheal_traits", {}) or {})
 
 
-def command_settings(
-    args: argparse.Namespace, flags: Mapping[str, str], **values: Any
-) -> SelfHeal:
-    """The options of one command: ``SelfHeal``'s defaults, then ``values``, then the
-    command's own flags that were given (``flags`` maps flag dest → option name), then
-    ``--SelfHeal.<name>=<value>``. Validated by ``SelfHeal``; a bad value is BadInput."""
-    for dest, name in flags.items():
-        given = getattr(args, dest, None)
-        if given is not None:
-            values[name] = given
-    return validated({**values, **trait_overrides(args)})
+def command_options(args: argparse.Namespace, flags: Iterable[str], **values: Any) -> dict[str, Any]:
+    """The options one command was given: ``values``, then the command's own ``flags``
+    (dests of :data:`~selfheal_jupyter.flags.OPTION_FLAGS`) that were given, then
+    ``--SelfHeal.<name>=<value>``; checked by ``SelfHeal`` (a bad value is BadInput)."""
+    options = {**values, **given_options(args, flags), **trait_overrides(args)}
+    validated(options)
+    return options
+
+
+def command_settings(args: argparse.Namespace, flags: Iterable[str], **values: Any) -> SelfHeal:
+    """``SelfHeal`` with :func:`command_options` over its defaults."""
+    return validated(command_options(args, flags, **values))
 
 
 def validated(values: Mapping[str, Any]) -> SelfHeal:
@@ -45,17 +48,16 @@ def validated(values: Mapping[str, Any]) -> SelfHeal:
 _OPTION = re.compile(r"`%config SelfHeal\.(\w+)(?: = ([^`]*))?`")
 
 
-def for_terminal(text: str, flags: Mapping[str, str]) -> str:
+def for_terminal(text: str, flags: Iterable[str]) -> str:
     """A message written for the notebook (`` `%config SelfHeal.x` ``) as the user of a
-    command writes the option: the command's own flag (``flags`` maps flag dest →
-    option name, e.g. ``--llm-timeout``), else ``--SelfHeal.x=VALUE``."""
-    dests = {option: dest for dest, option in flags.items()}
+    command writes the option: the command's own flag (``flags``: its dests, e.g.
+    ``--llm-timeout``), else ``--SelfHeal.x=VALUE``."""
+    own: Mapping[str, str] = option_flags(flags)
 
     def flag(match: re.Match[str]) -> str:
         name, value = match.group(1), (match.group(2) or "").strip().strip("'\"")
-        dest = dests.get(name)
-        if dest is not None:
-            return f"`--{dest.replace('_', '-')}{' ' + value if value else ''}`"
+        if name in own:
+            return f"`{own[name]}{' ' + value if value else ''}`"
         return f"`--SelfHeal.{name}={value or 'VALUE'}`"
 
     return _OPTION.sub(flag, text)

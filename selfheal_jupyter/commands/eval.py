@@ -14,9 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadInput
-from . import trait_overrides, validated
+from ..flags import add_to_parser
+from . import command_options
 
 DEFAULT_OUT = "eval-results"
+
+
+EVAL_FLAGS = ("model", "base_url", "max_iterations", "no_plan", "llm_timeout", "image", "runtime")
+"""The SelfHeal options `selfheal eval` offers as flags (selfheal_jupyter.flags)."""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -39,11 +44,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--offset", type=int, default=0, metavar="N", help="skip the first N problems")
     p.add_argument("--workers", type=int, default=1, metavar="N",
                    help="problems in parallel, each with its own sandbox (default 1)")
-    p.add_argument("--model", help="model name at the endpoint")
-    p.add_argument("--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL, "
-                   "else the embedded model)")
-    p.add_argument("--max-iterations", type=int, metavar="N",
-                   help="rounds of the loop condition (default SelfHeal.max_iterations)")
     p.add_argument("--conditions", default="loop,baseline",
                    help="comma list of loop,baseline (default both)")
     p.add_argument("--derive-baseline", action="store_true",
@@ -51,10 +51,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    "(exact with greedy decoding; halves the compute)")
     p.add_argument("--temperature", type=float, default=0.0,
                    help="sampling temperature (default 0: greedy, reproducible)")
-    p.add_argument("--no-plan", action="store_true", help="skip the planner in both conditions")
-    p.add_argument("--llm-timeout", type=float, metavar="S", help="seconds one LLM request may take")
-    p.add_argument("--image", help="sandbox image (default: per benchmark)")
-    p.add_argument("--runtime", help="Docker runtime of the sandbox, e.g. runsc (gVisor)")
+    add_to_parser(p, EVAL_FLAGS, defaults={"image": "the benchmark's image"})
     p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
                    help=f"results directory (default {DEFAULT_OUT})")
     p.add_argument("--compare", nargs=2, metavar=("A.jsonl", "B.jsonl"),
@@ -64,24 +61,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def settings_from(args: argparse.Namespace) -> dict[str, Any]:
-    traits: dict[str, Any] = {"temperature": args.temperature}
-    if args.model:
-        traits["model"] = args.model
-    if args.base_url:
-        traits["base_url"] = args.base_url
-    if args.max_iterations is not None:
-        traits["max_iterations"] = args.max_iterations
-    if args.no_plan:
-        traits["auto_plan"] = False
-    if args.llm_timeout is not None:
-        traits["llm_timeout_s"] = args.llm_timeout
-    if args.image:
-        traits["image"] = args.image
-    if args.runtime:
-        traits["runtime"] = args.runtime
-    traits.update(trait_overrides(args))
-    validated(traits)  # a bad value is refused before any model or sandbox starts
-    return traits
+    """The options every condition of the evaluation runs with (checked before any model
+    or sandbox starts)."""
+    return command_options(args, EVAL_FLAGS, temperature=args.temperature)
 
 
 def _print_summary(summary: dict[str, Any], as_json: bool) -> None:

@@ -18,10 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from ..config import SelfHeal
+from ..flags import add_to_parser
 from . import command_settings, for_terminal
 from ..errors import BadInput, SelfHealError
 from ..model import Run, Task
 from ..render.text import Progress, Transcript
+
+
+RUN_FLAGS = ("max_iterations", "no_plan", "model", "base_url", "timeout", "memory", "llm_timeout",
+             "image", "runtime")
+"""The SelfHeal options `selfheal run` offers as flags (selfheal_jupyter.flags)."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -45,15 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "does wrong (the program is no answer even if it runs), or is \"\" to only make "
         "it run and pass --tests",
     )
-    p.add_argument("--max-iterations", type=int, metavar="N", help="most developer → QA rounds")
-    p.add_argument("--no-plan", action="store_true", help="skip the planner")
-    p.add_argument("--model", help="model name at the endpoint")
-    p.add_argument("--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL)")
-    p.add_argument("--timeout", type=float, metavar="S", help="seconds one candidate may run")
-    p.add_argument("--memory", metavar="M", help="memory limit of the sandbox, e.g. 512m")
-    p.add_argument("--llm-timeout", type=float, metavar="S", help="seconds one LLM request may take")
-    p.add_argument("--image", help="sandbox image")
-    p.add_argument("--runtime", help="Docker runtime of the sandbox, e.g. runsc (gVisor)")
+    add_to_parser(p, RUN_FLAGS)
     p.add_argument("--json", action="store_true", help="print the run record as JSON")
     p.set_defaults(handler=handle, flags=RUN_FLAGS)
 
@@ -107,20 +105,8 @@ def build_task(args: argparse.Namespace, *, max_code_bytes: int = 0) -> Task:
     return task
 
 
-RUN_FLAGS = {
-    "max_iterations": "max_iterations",
-    "model": "model",
-    "base_url": "base_url",
-    "timeout": "timeout_s",
-    "memory": "memory",
-    "llm_timeout": "llm_timeout_s",
-    "image": "image",
-    "runtime": "runtime",
-}
-
-
 def build_settings(args: argparse.Namespace) -> SelfHeal:
-    return command_settings(args, RUN_FLAGS, **({"auto_plan": False} if args.no_plan else {}))
+    return command_settings(args, RUN_FLAGS)
 
 
 def execute(task: Task, settings: SelfHeal, progress: Progress | None,

@@ -16,21 +16,15 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from ..config import SelfHeal
 from ..errors import BadInput, SandboxError, SelfHealError
 from ..model import ErrorInfo, ExecutionResult
 from ..render.terminal import MAX_CHARS, MAX_LINES, clip, printable
+from ..flags import add_to_parser
 from . import command_settings, for_terminal
 
 FULL_RESULT = "the full result: the same command with --json"
-
-
-RUNTIME_HELP = ("Docker runtime of the containers, e.g. runsc (gVisor); default: the "
-                "engine's default (SelfHeal.runtime)")
-DEFAULTS = SelfHeal()
-"""Shown in the help only; the values come from :func:`command_settings`."""
-SANDBOX_FLAGS = {"image": "image", "runtime": "runtime", "timeout": "timeout_s",
-                 "memory": "memory"}
+SANDBOX_FLAGS = ("timeout", "memory", "image", "runtime")
+"""The SelfHeal options `selfheal sandbox` offers as flags (selfheal_jupyter.flags)."""
 
 
 def register(subparsers: Any) -> None:
@@ -48,7 +42,7 @@ def register(subparsers: Any) -> None:
         "nothing is pulled from a registry. Idempotent: a current image is left alone.",
     )
     build.add_argument("--rebuild", action="store_true", help="build again even if current")
-    build.add_argument("--image", help=f"image name (default: {DEFAULTS.image})")
+    add_to_parser(build, ("image",))
     build.add_argument(
         "--requirements",
         type=Path,
@@ -71,8 +65,7 @@ def register(subparsers: Any) -> None:
         description="Checks the Docker engine, the image, and runs a hardened print(1). "
         "Exit code 0 only if all of them hold.",
     )
-    doctor.add_argument("--image", help=f"image name (default: {DEFAULTS.image})")
-    doctor.add_argument("--runtime", help=RUNTIME_HELP)
+    add_to_parser(doctor, ("image", "runtime"))
     doctor.set_defaults(handler=cmd_doctor, flags=SANDBOX_FLAGS)
 
     run = actions.add_parser(
@@ -95,12 +88,7 @@ def register(subparsers: Any) -> None:
         "copied in as bytes, never unpickled on the host",
     )
     run.add_argument("--tests", type=Path, metavar="FILE", help="test code run after each FILE")
-    run.add_argument("--timeout", type=float, metavar="S",
-                     help=f"wall-clock seconds (default: {DEFAULTS.timeout_s:g})")
-    run.add_argument("--memory", metavar="M",
-                     help=f"memory limit, e.g. 512m or 2g (default: {DEFAULTS.memory})")
-    run.add_argument("--image", help=f"image name (default: {DEFAULTS.image})")
-    run.add_argument("--runtime", help=RUNTIME_HELP)
+    add_to_parser(run, SANDBOX_FLAGS)
     run.add_argument("--json", action="store_true",
                      help="print the result as JSON (several files: one compact result per line)")
     run.set_defaults(handler=cmd_exec, flags=SANDBOX_FLAGS)

@@ -7,9 +7,10 @@ without IPython. Each user mistake raises :class:`BadInput` with what to do.
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from ..errors import BadInput
+from ..flags import given_options
 from ..model import Plan, Task
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -162,21 +163,15 @@ def clean_task(text: str) -> str:
 
 
 # ---------------------------------------------------------------- from parsed arguments to a job
-def settings_for(args: Any, parent: Any, **extra: Any) -> Any:
-    """``SelfHeal`` with the cell's options over the configured ones (``SelfHeal``
-    validates them: a bad value is a :class:`BadInput` saying what to write)."""
+def settings_for(args: Any, parent: Any, flags: Iterable[str], **extra: Any) -> Any:
+    """``SelfHeal`` with the cell's options (``flags``: the magic's, from
+    :mod:`selfheal_jupyter.flags`) over the configured ones (``SelfHeal`` validates them:
+    a bad value is a :class:`BadInput` saying what to write)."""
     from traitlets import TraitError
 
     from ..config import SelfHeal
 
-    overrides: dict[str, Any] = dict(extra)
-    for option, trait in (("max_iterations", "max_iterations"), ("model", "model"),
-                          ("timeout", "timeout_s"), ("memory", "memory")):
-        value = getattr(args, option)
-        if value is not None and value != "":
-            overrides[trait] = value
-    if args.quiet:
-        overrides["quiet"] = True
+    overrides: dict[str, Any] = {**extra, **given_options(args, flags)}
     try:
         return SelfHeal(parent=parent, **overrides)
     except TraitError as exc:

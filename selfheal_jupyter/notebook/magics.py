@@ -21,32 +21,30 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from . import arguments, autoheal, controller
 from ..config import SelfHeal
 from ..errors import SelfHealError
+from ..flags import magic_arguments as magic_arguments_for
 from ..model import Run, Task
 from ..render.html import plan_html
 from ..render.inline import show_html
 
 PLAN_NAME = "agent_plan"
+HEAL_FLAGS = ("max_iterations", "model", "timeout", "memory", "quiet")
+"""The SelfHeal options %%heal offers as flags (selfheal_jupyter.flags); %%agent adds --no-plan."""
+AGENT_FLAGS = (*HEAL_FLAGS, "no_plan")
 
 
 def _common_options(func: Any) -> Any:
     """Options shared by %%agent and %%heal (applied bottom-up, shown top-down)."""
-    for decorator in reversed(
-        [
-            argument("--max-iterations", type=int, metavar="N",
-                     help="Most developer → QA rounds (default: SelfHeal.max_iterations)."),
-            argument("--model", metavar="NAME", help="Model name at the endpoint (default: SelfHeal.model)."),
-            argument("--inputs", metavar="A,B",
-                     help="Notebook variables copied into the sandbox (the model sees names, "
-                          "types, shapes and columns, never the values)."),
-            argument("--tests", metavar="VAR_OR_CELL",
-                     help="Asserts the result must pass: a variable holding the code as a string, "
-                          "or an input cell as In[3] / 3 (-1 = the cell above)."),
-            argument("--timeout", type=float, metavar="SECONDS",
-                     help="Wall-clock limit of one sandbox run (default: SelfHeal.timeout_s)."),
-            argument("--memory", metavar="SIZE", help="Memory limit of the sandbox, e.g. 512m, 1g."),
-            argument("--quiet", action="store_true", help="Show only the final summary."),
-        ]
-    ):
+    decorators: list[Callable[[Any], Any]] = [
+        *magic_arguments_for(("max_iterations", "model")),
+        argument("--inputs", metavar="A,B",
+                 help="Notebook variables copied into the sandbox (the model sees names, "
+                      "types, shapes and columns, never the values)."),
+        argument("--tests", metavar="VAR_OR_CELL",
+                 help="Asserts the result must pass: a variable holding the code as a string, "
+                      "or an input cell as In[3] / 3 (-1 = the cell above)."),
+        *magic_arguments_for(("timeout", "memory", "quiet")),
+    ]
+    for decorator in reversed(decorators):
         func = decorator(func)
     return func
 
@@ -86,7 +84,7 @@ class SelfHealMagics(Magics):
     # ================================================================== %%agent
     @magic_arguments()
     @_common_options
-    @argument("--no-plan", action="store_true", help="Skip the planner; write code straight away.")
+    @magic_arguments_for(("no_plan",))[0]
     @argument("--plan-only", nargs="?", const=PLAN_NAME, metavar="VAR",
               help=f"Only plan: show the steps and store them (a list of strings) in VAR "
                    f"(default {PLAN_NAME}); edit it, then run %%%%agent --plan VAR.")
@@ -190,14 +188,14 @@ class SelfHealMagics(Magics):
     def _agent_job(self, line: str, cell: str) -> tuple[SelfHeal, Task, str | None]:
         args = parse_argstring(self.agent, line)
         task = arguments.agent_task(args, cell, self.shell.user_ns, self._raw_inputs())
-        settings = arguments.settings_for(args, self.shell, **({"auto_plan": False} if args.no_plan else {}))
+        settings = arguments.settings_for(args, self.shell, AGENT_FLAGS)
         task.context = controller.gather_context(self.shell, settings, task, task_text=cell)
         return settings, task, args.plan_only
 
     def heal_job(self, line: str, cell: str) -> tuple[SelfHeal, Task]:
         args = parse_argstring(self.heal, line)
         task = arguments.heal_task(args, cell, self.shell.user_ns, self._raw_inputs())
-        settings = arguments.settings_for(args, self.shell, auto_plan=False)
+        settings = arguments.settings_for(args, self.shell, HEAL_FLAGS, auto_plan=False)
         task.context = controller.gather_context(self.shell, settings, task)
         return settings, task
 
