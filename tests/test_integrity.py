@@ -364,3 +364,29 @@ def test_cheating_replies_score_zero_in_selfheal_eval(tmp_path, sandbox_image):
     assert len(records) == 3
     assert not any(r["passed"] for r in records), [(r["problem_id"], r["hidden_detail"])
                                                    for r in records]
+
+
+# --------------------------------------------------------------------------- issue 25
+def _exec_json(tmp_path, code: str, tests: str | None = None, name: str = "a.py") -> dict:
+    (tmp_path / name).write_text(code)
+    args = ["sandbox", "exec", str(tmp_path / name), "--json"]
+    if tests is not None:
+        (tmp_path / "tests.py").write_text(tests)
+        args[3:3] = ["--tests", str(tmp_path / "tests.py")]
+    proc = _selfheal(*args)
+    assert proc.stdout.strip(), proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_a_class_named_memory_error_is_not_an_oom(tmp_path, sandbox_image):
+    """Status comes from observation: the builtin MemoryError itself is ``oom``, a class of
+    the program's that is only named so is an ordinary error."""
+    named = _exec_json(tmp_path, "class MemoryError(Exception):\n    pass\n\n"
+                                 "raise MemoryError('pretend the memory ran out')\n")
+    assert named["status"] == "error" and named["error"]["type"] == "MemoryError", named
+    subclass = _exec_json(tmp_path, "import builtins\n\n"
+                                    "class MemoryError(builtins.MemoryError):\n    pass\n\n"
+                                    "raise MemoryError('a subclass')\n")
+    assert subclass["status"] == "error", subclass
+    real = _exec_json(tmp_path, "data = bytearray(10 ** 13)\n")
+    assert real["status"] == "oom" and real["error"]["type"] == "MemoryError", real

@@ -309,3 +309,19 @@ def test_pandas_objects_are_rebuilt_from_data():
     duplicated = pd.DataFrame([[1, 2]], columns=["a", "a"])
     encoded, _ = _through_json(duplicated)
     assert encoded["$"] == "ref"  # columns that are not unique cannot be rebuilt: a reference
+
+
+# --------------------------------------------------------------------------- status
+
+
+def _status(report: dict) -> str:
+    capture = outcome.Capture(cap=100)
+    return outcome.describe_result(1 << 8, "", capture, outcome.Capture(cap=100), report, None, "",
+                                   0, 0.1, 100, 1.0, 512 << 20)["status"]
+
+
+def test_oom_from_the_builtin_memory_error_itself_never_from_a_name():
+    error = {"type": "MemoryError", "message": "", "line": 1, "frames": [], "locals": {}}
+    assert _status({"error": error, "outputs": [], "memory_error": False}) == "error"
+    assert _status({"error": error, "outputs": []}) == "error"
+    assert _status({"error": error, "outputs": [], "memory_error": True}) == "oom"

@@ -24,6 +24,9 @@ from .program_rpc import ProgramObjects
 
 #: Python's default recursion limit, which the candidate must see as its own.
 DEFAULT_RECURSION_LIMIT = 1000
+#: The builtin MemoryError, taken before any program runs: only this very class raised
+#: by the program makes a run ``oom`` (a class of the program's named so does not).
+_MEMORY_ERROR = MemoryError
 _STARTUP_WARNING_FILTERS = list(warnings.filters)
 #: The runner package's name and folder where it runs (``selfheal_runner`` in the image).
 _PACKAGE = __package__ or ""
@@ -93,6 +96,7 @@ class Program:
         self.outputs: list = []
         self.exit_code = 0
         self.interrupted = False
+        self.memory_error = False
         self.failure = ""
 
     def module(self) -> dict:
@@ -140,6 +144,7 @@ class Program:
             self.error = error_info(exc, (self.path, NOTEBOOK_FILE), self.filename)
             self.exit_code = 1
             self.interrupted = isinstance(exc, KeyboardInterrupt)
+            self.memory_error = type(exc) is _MEMORY_ERROR
             self.failure = f"the program raised {type(exc).__name__}"
             _print_exception(exc)
             del exc
@@ -191,7 +196,8 @@ class Program:
                 pass
         self.outputs.extend(collect_figures())  # before atexit: pyplot closes them there
         try:
-            write_frame(FD_REPORT, {"error": self.error, "outputs": self.outputs})
+            write_frame(FD_REPORT, {"error": self.error, "outputs": self.outputs,
+                                    "memory_error": self.memory_error})
         except BaseException:
             pass
         try:

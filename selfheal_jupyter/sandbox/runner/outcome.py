@@ -57,7 +57,9 @@ def describe_result(wait_status: "int | None", reason: str, out: Capture, err: C
                     report: "dict | None", checked: "dict | None", tests: str, oom_before: int,
                     duration: float, cap: int, timeout: float, memory_bytes: int) -> dict:
     """Status and exit code from the wait status and why the server stopped the run;
-    the program's report adds details, never the verdict."""
+    the program's report adds details, never the verdict. ``oom`` comes from the
+    kernel's OOM kill, or from the builtin MemoryError class itself (identity-checked
+    in the candidate), never from the name of what the program raised."""
     result: dict = {
         "status": "ok", "exit_code": 0, "error": None, "outputs": [], "tests": [],
         "stdout_truncated": out.total > cap, "stderr_truncated": err.total > cap,
@@ -81,6 +83,7 @@ def describe_result(wait_status: "int | None", reason: str, out: Capture, err: C
     result["exit_code"] = exit_code
     limit_mb = memory_bytes >> 20
     error_type = (result["error"] or {}).get("type")
+    memory_error = isinstance(report, dict) and report.get("memory_error") is True
     if reason == "timeout":
         result.update(status="timeout", error=None, message=(
             f"The program was still running after {timeout:g} s and was stopped. Look for "
@@ -104,7 +107,7 @@ def describe_result(wait_status: "int | None", reason: str, out: Capture, err: C
             f"The program used more than the memory limit ({limit_mb} MB) and the kernel "
             "killed it. Use less memory (smaller data, chunks, dtypes) or raise the "
             "memory limit."))
-    elif exit_code and error_type == "MemoryError":
+    elif exit_code and memory_error:
         result.update(status="oom", message=(
             f"The program ran out of memory (limit {limit_mb} MB): an allocation raised "
             "MemoryError. Use less memory or raise the limit."))
