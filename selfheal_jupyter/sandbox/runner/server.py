@@ -277,7 +277,9 @@ class Server:
                 pid, (chk_req, chk_report, chk_out, chk_err) = checker
                 pids.append(pid)
                 pipes.update({chk_report: checker_report, chk_out: out, chk_err: err})
-                self._send_request(chk_req, {"tests": tests})
+                self._send_request(chk_req, {  # the sources its names rule reads
+                    "tests": tests, "code": req.get("code"), "prelude": req.get("prelude"),
+                    "inputs": list(req.get("inputs") or {})})
         for fd in pipes:
             os.set_blocking(fd, False)
         oom_before = oom_kills()
