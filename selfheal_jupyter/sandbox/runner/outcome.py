@@ -55,7 +55,8 @@ def failed_result(message: str) -> dict:
 
 def describe_result(wait_status: "int | None", reason: str, out: Capture, err: Capture,
                     report: "dict | None", checked: "dict | None", tests: str, oom_before: int,
-                    duration: float, cap: int, timeout: float, memory_bytes: int) -> dict:
+                    duration: float, cap: int, timeout: float, memory_bytes: int,
+                    asserts: "list | None" = None) -> dict:
     """Status and exit code from the wait status and why the server stopped the run;
     the program's report adds details, never the verdict. ``oom`` comes from the
     kernel's OOM kill, or from the builtin MemoryError class itself (identity-checked
@@ -70,8 +71,8 @@ def describe_result(wait_status: "int | None", reason: str, out: Capture, err: C
         result["error"] = error if isinstance(error, dict) else None
         outputs = report.get("outputs")
         result["outputs"] = outputs if isinstance(outputs, list) else []
-    if tests:
-        result["tests"] = test_outcomes(checked, tests, reason)
+    if tests or asserts:
+        result["tests"] = test_outcomes(checked, tests, reason, asserts)
     signum = 0
     if wait_status is None:
         exit_code: "int | None" = None
@@ -127,12 +128,19 @@ def describe_result(wait_status: "int | None", reason: str, out: Capture, err: C
     return result
 
 
-def test_outcomes(checked: "dict | None", tests: str, reason: str) -> list:
-    """The checker's outcomes; when it reported nothing usable, every test failed."""
+def test_outcomes(checked: "dict | None", tests: str, reason: str,
+                  asserts: "list | None" = None) -> list:
+    """The checker's outcomes; when it reported nothing usable, every check failed (each
+    of the user's asserts, and the tests)."""
     outcomes = checked.get("tests") if isinstance(checked, dict) else None
     if isinstance(outcomes, list) and all(isinstance(t, dict) for t in outcomes):
         return outcomes
     why = {"timeout": "the run timed out", "killed": "the run was cancelled",
            "output_limit": "the output limit was reached"}.get(
         reason, "the test process ended without a report")
-    return [{"source": tests.strip(), "passed": False, "line": 1, "message": f"not run: {why}"}]
+    failed = [{"source": str(text), "passed": False, "line": int(line), "message": f"not run: {why}"}
+              for line, _col, text in asserts or []]
+    if tests:
+        failed.append({"source": tests.strip(), "passed": False, "line": 1,
+                       "message": f"not run: {why}"})
+    return failed
