@@ -424,3 +424,14 @@ def test_the_user_s_failing_checks_fail_the_verdict_without_a_tests_block():
         TestOutcome("assert mean == 4", False, "AssertionError (left = 5.0, right = 4)", 7)])
     verdict = judge(result, None, [])
     assert verdict.passed is False and "1 of 1 tests failed" in verdict.reasons
+
+
+def test_a_user_s_assert_that_changes_a_list_changes_the_program_s(tmp_path: Path):
+    """The checker runs ``assert stack.pop() == 3`` on a copy of the program's list; the
+    change reaches the program's list, as running the assert there would have."""
+    user = ("def push_all(stack, items):\n    for item in items:\n        stack.insert(0, item)\n"
+            "    return stack\n\nstack = push_all([], [1, 2, 3])\n"
+            "assert stack.pop() == 3\nassert stack == [1, 2]\nprint(stack)\n")
+    record = _run_code(tmp_path, user, user.replace("stack.insert(0, item)", "stack.append(item)"))
+    assert record["outcome"] == "success", record["iterations"][1]["result"]["tests"]
+    assert record["iterations"][1]["result"]["stdout"] == "[1, 2]\n"

@@ -21,6 +21,7 @@ import sys
 from typing import Any, Callable
 
 from .checker_rpc import ProgramLink, Remote, install_type_checks
+from .codec import MUTABLE
 from .describe import safe_str, short_repr
 from .frames import read_all, write_frame
 from .layout import FD_REPORT, FD_REQUEST, FD_RPC_IN, FD_RPC_OUT, enter_workdir
@@ -291,11 +292,17 @@ class Checker:
         program's values as they are now: its outcome, and what the program is told (go
         on, or raise at that line)."""
         outcome = {"source": self.shown[line], "line": line, "passed": True, "message": ""}
+        ns: dict = {}
         try:
             body = ast.parse(text).body
             ns = self.namespace(text)
-            for stmt in body:
-                run_statement(stmt, ns, ASSERTS_FILE)
+            copies = {k: (v, self._encoded(v)) for k, v in ns.items()
+                      if k in self.names.own and type(v) in MUTABLE}
+            try:
+                for stmt in body:
+                    run_statement(stmt, ns, ASSERTS_FILE)
+            finally:
+                self._copy_back(ns, copies)
             return outcome, {"passed": True}
         except BaseException as exc:
             outcome.update(passed=False, message=failure_message(exc))
@@ -303,6 +310,19 @@ class Checker:
             message = "" if isinstance(exc, CompareFailed) else safe_str(exc)
             return outcome, {"passed": False, "type": kind, "message": message,
                              "from_program": exc is self.link.raised}
+
+    def _encoded(self, value: Any) -> str:
+        try:
+            return json.dumps(self.link.encode(value), sort_keys=True)
+        except Exception:
+            return ""
+
+    def _copy_back(self, ns: dict, copies: dict) -> None:
+        """A list / dict / set of the program's the user's code changed in place here
+        (``assert stack.pop() == 3``): change the program's too, as running it there would."""
+        for name, (value, before) in copies.items():
+            if ns.get(name) is value and before and self._encoded(value) != before:
+                self.link.ask("update", name=name, value=self.link.encode(value))
 
     def run(self) -> list:
         results = []

@@ -134,6 +134,16 @@ class ProgramObjects:
             module = importlib.import_module(str(req["module"]))
             getattr(module, str(req["name"]))(*dec(req["args"]), **dec(req["kwargs"]))
             return None
+        if op == "update":  # the user's code, run in the checker, changed this in place
+            old: Any = self.ns.get(str(req["name"]))
+            new = dec(req["value"])
+            if type(old) in MUTABLE and type(new) is type(old):
+                if isinstance(old, (dict, set)):
+                    old.clear()
+                    old.update(new)
+                else:
+                    old[:] = new
+            return None
         if "ref" not in req:
             raise ValueError(f"request {op!r} names no object")
         target: Any = self.objects[int(req["ref"])]
