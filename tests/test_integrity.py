@@ -432,6 +432,10 @@ def test_the_tests_library_names_are_the_checker_s_own(tmp_path, sandbox_image):
                "np.isclose = lambda *a, **k: True\n\ndef f():\n    return [0.0, 0.0]\n")
     result = _exec_json(tmp_path, program, "assert np.allclose(f(), [1.0, 2.0])\n")
     assert [t["passed"] for t in result["tests"]] == [False], result["tests"]
+    rebound = ("import numpy as np\n\nclass Anything:\n    def allclose(self, *a, **k):\n"
+               "        return True\n\nnp = Anything()\n\ndef f():\n    return [0.0, 0.0]\n")
+    result = _exec_json(tmp_path, rebound, "assert np.allclose(f(), [1.0, 2.0])\n")
+    assert [t["passed"] for t in result["tests"]] == [False], result["tests"]
     honest = _exec_json(tmp_path, "import numpy as np\n\ndef f():\n    return [1.0, 2.0]\n",
                         "assert np.allclose(f(), [1.0, 2.0])\n")
     assert [t["passed"] for t in honest["tests"]] == [True], honest["tests"]

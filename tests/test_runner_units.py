@@ -576,27 +576,30 @@ def test_the_tests_names_come_from_the_sources_not_from_the_program(program):
     from selfheal_jupyter.sandbox.runner.checker_rpc import Remote
 
     ns, link, seen, server = program
-    source = ("import math as m\nimport os.path\nfrom json import dumps as show\n"
+    source = ("import math as m\nimport os.path\nfrom json import dumps as show, loads\n"
               "from collections import *\n"
               "def abs(x):\n    return 0\n"
               "def f(x):\n    return x\n"
+              "def loads(text):\n    return text\n"
               "for i in range(2):\n    total = i\n"
               "globals()['sneaky'] = 1\n"
-              "m = m\n")
+              "m = 'a fake math'\n")
     exec(source, ns)
     server.start()
     names = ProgramNames.of([source], ["data"])
     assert names.own >= {"abs", "f", "i", "total", "data", "m"} and "sneaky" not in names.own
-    got = names.resolve(["abs", "f", "os", "show", "deque", "sneaky", "math", "total", "random"], link)
+    got = names.resolve(["abs", "f", "os", "show", "deque", "sneaky", "math", "total", "random",
+                         "m", "loads"], link)
     assert "abs" not in got and "math" not in got and "random" not in got  # the checker's own
-    assert got["os"] is sys.modules["os"]
+    assert got["os"] is sys.modules["os"] and got["m"] is math  # a module stays the checker's
     import collections
     import json as json_module
 
     assert got["show"] is json_module.dumps and got["deque"] is collections.deque
     assert "sneaky" not in got  # bound at run time only: not the program's to give
     assert type(got["f"]) is Remote and got["total"] == 1
-    assert [req["names"] for req in seen if req["op"] == "names"] == [["f", "total"]]
+    assert type(got["loads"]) is Remote  # its own definition beats the import of the same name
+    assert [req["names"] for req in seen if req["op"] == "names"] == [["f", "total", "loads"]]
     assert math.floor(2.5) == 2
 
 

@@ -6,7 +6,8 @@ sent (the program, its prelude, the names of its inputs), never from what the pr
 says: builtins are the checker's own; a name the program binds at top level by an
 import is the checker's own import of the same module; a name it binds otherwise (def,
 class, assignment, an input) is the program's value, fetched over the RPC as data or a
-handle. The tests' ``random``, ``numpy.random`` and ``pyplot`` are the checker's own
+handle (a module it imports stays the checker's even if it also assigns the name). The
+tests' ``random``, ``numpy.random`` and ``pyplot`` are the checker's own
 (its generators reseeded when it starts: the program's process began from the same
 state); a test that seeds one, or closes pyplot's figures, does so in the program too."""
 
@@ -18,6 +19,7 @@ import linecache
 import operator
 import os
 import sys
+import types
 from typing import Any, Callable
 
 from .checker_rpc import ProgramLink, Remote, install_type_checks
@@ -57,8 +59,6 @@ class ProgramNames:
             except (SyntaxError, ValueError):
                 continue
             names._visit(tree.body)
-        for name in names.own:
-            names.imported.pop(name, None)
         return names
 
     def _visit(self, body: "list[ast.stmt]") -> None:
@@ -101,20 +101,19 @@ class ProgramNames:
 
     def resolve(self, wanted: "list[str]", link: ProgramLink) -> dict:
         """The values of ``wanted`` for a test: the checker's own builtins and imports,
-        the program's values of what it defines."""
+        the program's values of what it defines. A module the program imports stays the
+        checker's even if the program also assigns the name (``np = fake``); a library
+        function it imports and also defines itself is its own definition."""
         out: dict = {}
         fetch = []
         for name in wanted:
             if name in MODULE_DUNDERS or name == "__program__" or hasattr(builtins, name):
                 continue
-            if name in self.own:
-                fetch.append(name)
-                continue
             found = self._library(name)
-            if found is not _MISSING:
+            if found is not _MISSING and (name not in self.own or isinstance(found, types.ModuleType)):
                 out[name] = found
-            elif name in self.imported:
-                fetch.append(name)  # not importable here: the program's own module
+            elif name in self.own or name in self.imported:
+                fetch.append(name)  # its own, or a module of its own the checker cannot import
         if fetch:
             got = link.ask("names", names=fetch)
             if isinstance(got, dict):
@@ -135,6 +134,8 @@ class ProgramNames:
                 return importlib.import_module(f"{module_name}.{attr}")
             except Exception:
                 return _MISSING
+        if name in self.own:
+            return _MISSING
         for module_name in self.star:
             try:
                 module = importlib.import_module(module_name)
