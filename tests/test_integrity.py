@@ -528,9 +528,12 @@ def test_each_issue_25_cheat_scores_zero_on_humaneval(tmp_path, sandbox_image, c
     "_seq = [''.join(_r.choice(string.ascii_lowercase) for i in range(_r.randint(10, 20)))\n"
     "        for _ in range(100)]\n_it = iter(_seq)\n\n"
     "def decode_cyclic(s):\n    return next(_it)\n",
-], ids=["pinned-in-the-program", "predicted-from-the-shared-start"])
+    "def encode_cyclic(s):\n    return s\n\n\ndef decode_cyclic(s):\n    return s\n",
+], ids=["pinned-in-the-program", "predicted-from-the-shared-start", "identity-helper"])
 def test_a_constant_decoder_fails_humaneval_38(tmp_path, sandbox_image, program):
-    """HumanEval/38's grader draws random strings: they are the checker's own draws."""
+    """HumanEval/38's grader draws random strings (the checker's own draws) and encodes
+    them with the prompt's encode_cyclic (the grader's own copy, whatever the program
+    defines under that name)."""
     from selfheal_jupyter import cli
     from selfheal_jupyter.eval.store import read_records
     from tests.scripted_server import Reply, ScriptedServer
