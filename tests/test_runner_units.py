@@ -632,3 +632,22 @@ def test_oom_from_the_builtin_memory_error_itself_never_from_a_name():
     assert _status({"error": error, "outputs": [], "memory_error": False}) == "error"
     assert _status({"error": error, "outputs": []}) == "error"
     assert _status({"error": error, "outputs": [], "memory_error": True}) == "oom"
+
+
+def test_a_library_exception_from_the_program_answers_type_checks_by_name():
+    """``assertRaises(json.JSONDecodeError)`` around a program's call: the stand-in made
+    here answers issubclass / isinstance by the names the program gave; it is not the
+    library's class, and nothing was looked up."""
+    import json as json_module
+
+    from selfheal_jupyter.sandbox.runner.checker_rpc import checker_isinstance, checker_issubclass
+
+    try:
+        json_module.loads("{")
+    except json_module.JSONDecodeError as exc:
+        described = codec.describe_exception(exc)
+    stand_in = codec.exception_class(described)
+    assert stand_in is not json_module.JSONDecodeError and issubclass(stand_in, ValueError)
+    assert checker_issubclass(stand_in, json_module.JSONDecodeError)
+    assert checker_isinstance(stand_in("x"), (KeyError, json_module.JSONDecodeError))
+    assert not checker_issubclass(stand_in, KeyError) and not checker_issubclass(ValueError, stand_in)
