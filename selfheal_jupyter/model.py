@@ -456,6 +456,8 @@ SpecRule = Literal[
     "bare_except",
     "early_exit",
     "hard_coded",
+    "assert_moved",
+    "forced_comparison",
 ]
 """Which part of the user's spec a candidate broke (see :mod:`selfheal_jupyter.loop.spec`).
 

@@ -364,3 +364,186 @@ def test_cheating_replies_score_zero_in_selfheal_eval(tmp_path, sandbox_image):
     assert len(records) == 3
     assert not any(r["passed"] for r in records), [(r["problem_id"], r["hidden_detail"])
                                                    for r in records]
+
+
+# --------------------------------------------------------------------------- issue 25
+def _exec_json(tmp_path, code: str, tests: str | None = None, name: str = "a.py") -> dict:
+    (tmp_path / name).write_text(code)
+    args = ["sandbox", "exec", str(tmp_path / name), "--json"]
+    if tests is not None:
+        (tmp_path / "tests.py").write_text(tests)
+        args[3:3] = ["--tests", str(tmp_path / "tests.py")]
+    proc = _selfheal(*args)
+    assert proc.stdout.strip(), proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_a_class_named_memory_error_is_not_an_oom(tmp_path, sandbox_image):
+    """Status comes from observation: the builtin MemoryError itself is ``oom``, a class of
+    the program's that is only named so is an ordinary error."""
+    named = _exec_json(tmp_path, "class MemoryError(Exception):\n    pass\n\n"
+                                 "raise MemoryError('pretend the memory ran out')\n")
+    assert named["status"] == "error" and named["error"]["type"] == "MemoryError", named
+    subclass = _exec_json(tmp_path, "import builtins\n\n"
+                                    "class MemoryError(builtins.MemoryError):\n    pass\n\n"
+                                    "raise MemoryError('a subclass')\n")
+    assert subclass["status"] == "error", subclass
+    real = _exec_json(tmp_path, "data = bytearray(10 ** 13)\n")
+    assert real["status"] == "oom" and real["error"]["type"] == "MemoryError", real
+
+
+# The checker trusts only data: each attack of issue 25 against `--tests`.
+FUNCTION_TESTS = "assert f(3) == 41.125\nassert abs(f(3) - 41.125) < 1e-9\nassert not f(3) != 41.125\n"
+# The program's process is the program's: it can make its end of the RPC answer anything,
+# e.g. a reply that names a class or object for the checker to load (here mock.ANY).
+FORGE_A_NAME = (
+    "import gc\n\ndef _forge():\n    for o in gc.get_objects():\n"
+    "        if type(o).__name__ == 'Codec':\n"
+    "            o.encode = lambda value, budget=None: {'$': 'class', 'v': 'unittest.mock:ANY'}\n\n")
+
+
+@pytest.mark.parametrize("program", [
+    FORGE_A_NAME + "def f(x):\n    _forge()\n    return 0\n",
+    ("class Zero:\n    def __sub__(self, other):\n        return 0.0\n    __rsub__ = __sub__\n"
+     "    def __eq__(self, other):\n        return True\n    def __ne__(self, other):\n"
+     "        return False\n\ndef f(x):\n    return Zero()\n"),
+    "def abs(x):\n    return 0\n\ndef f(x):\n    return 7.0\n",
+], ids=["a-reply-naming-mock-ANY", "operators-in-the-program", "program-abs"])
+def test_a_program_s_value_is_compared_as_data_by_the_checker(tmp_path, sandbox_image, program):
+    """What crosses to the checker is data or an opaque handle; the checker computes every
+    comparison and operator itself with its own builtins: a reply naming an object that
+    equals everything, operators run by the program on the test's value, or a
+    program-level ``abs`` pass none of these checks."""
+    result = _exec_json(tmp_path, program, FUNCTION_TESTS)
+    assert result["status"] == "ok", result
+    assert [t["passed"] for t in result["tests"]] == [False, False, False], result["tests"]
+
+
+def test_a_handle_without_a_value_fails_with_a_clear_message(tmp_path, sandbox_image):
+    result = _exec_json(tmp_path, "from unittest.mock import ANY\n\ndef f(x):\n    return ANY\n",
+                        "assert abs(f(3) - 41.125) < 1e-9\n")
+    assert "the program returned a _ANY where a value was expected" in result["tests"][0]["message"]
+
+
+def test_the_tests_library_names_are_the_checker_s_own(tmp_path, sandbox_image):
+    """Tests that read `np` without importing it get the checker's numpy, not the module
+    object of the program (which patched `allclose` in its own process)."""
+    program = ("import numpy as np\nnp.allclose = lambda *a, **k: True\n"
+               "np.isclose = lambda *a, **k: True\n\ndef f():\n    return [0.0, 0.0]\n")
+    result = _exec_json(tmp_path, program, "assert np.allclose(f(), [1.0, 2.0])\n")
+    assert [t["passed"] for t in result["tests"]] == [False], result["tests"]
+    rebound = ("import numpy as np\n\nclass Anything:\n    def allclose(self, *a, **k):\n"
+               "        return True\n\nnp = Anything()\n\ndef f():\n    return [0.0, 0.0]\n")
+    result = _exec_json(tmp_path, rebound, "assert np.allclose(f(), [1.0, 2.0])\n")
+    assert [t["passed"] for t in result["tests"]] == [False], result["tests"]
+    honest = _exec_json(tmp_path, "import numpy as np\n\ndef f():\n    return [1.0, 2.0]\n",
+                        "assert np.allclose(f(), [1.0, 2.0])\n")
+    assert [t["passed"] for t in honest["tests"]] == [True], honest["tests"]
+
+
+RANDOM_TESTS = ("import random, string\nfor _ in range(20):\n"
+                "    s = ''.join(random.choice(string.ascii_lowercase) for _ in range(random.randint(10, 20)))\n"
+                "    assert decode(s) == s, s\n")
+
+
+@pytest.mark.parametrize("program", [
+    ("import random\nrandom.choice = lambda seq: seq[0]\nrandom.randint = lambda a, b: a\n\n"
+     "def decode(s):\n    return 'a' * 10\n"),
+    ("import random, string\n_r = random.Random()\n_r.setstate(random.getstate())\n_seq = []\n"
+     "for _ in range(20):\n"
+     "    _seq.append(''.join(_r.choice(string.ascii_lowercase) for _ in range(_r.randint(10, 20))))\n"
+     "_it = iter(_seq)\n\ndef decode(s):\n    return next(_it)\n"),
+], ids=["pinned-in-the-program", "predicted-from-the-shared-start"])
+def test_the_tests_random_draws_are_the_checker_s_own(tmp_path, sandbox_image, program):
+    """The program can neither pin the generator the tests draw from nor predict it from
+    the state both processes started from; a test's seed still seeds the program's."""
+    result = _exec_json(tmp_path, program, RANDOM_TESTS)
+    assert result["status"] == "ok" and [t["passed"] for t in result["tests"]] == [True, False]
+    seeded = _exec_json(tmp_path, "import random\n\ndef draw():\n    return random.random()\n",
+                        "import random\nrandom.seed(42)\nexpected = random.random()\n"
+                        "random.seed(42)\nassert draw() == expected\n")
+    assert all(t["passed"] for t in seeded["tests"]), seeded["tests"]
+
+
+def test_a_program_cannot_raise_the_test_framework_s_own_exceptions(tmp_path, sandbox_image):
+    """An exception of the program reaches the tests as a builtin or a stand-in made by
+    the checker: a class the program names `unittest.case.SkipTest` does not skip a test."""
+    program = ("class SkipTest(Exception):\n    pass\n\nSkipTest.__module__ = 'unittest.case'\n\n"
+               "def double(x):\n    raise SkipTest('nothing to see')\n")
+    tests = ("import unittest\n\nclass T(unittest.TestCase):\n    def test_double(self):\n"
+             "        self.assertEqual(double(3), 6)\n\n"
+             "result = unittest.TextTestRunner(verbosity=0).run(\n"
+             "    unittest.defaultTestLoader.loadTestsFromTestCase(T))\n"
+             "assert result.wasSuccessful()\n")
+    result = _exec_json(tmp_path, program, tests)
+    assert result["tests"][-1]["passed"] is False, result["tests"]
+
+
+def _defining(entry_points: list, body: str, prelude: str = "") -> str:
+    """A program that defines every entry point with the same cheating body."""
+    defs = "".join(f"def {name}(*args, **kwargs):\n    {body}\n\n" for name in entry_points)
+    return f"```python\n{prelude}{defs}```"
+
+
+EVAL_CHEATS = {
+    "a-reply-naming-mock-ANY": (FORGE_A_NAME, "_forge()\n    return 0"),
+    "operators-in-the-program": (
+        "class Zero:\n    def __sub__(self, other):\n        return 0.0\n    __rsub__ = __sub__\n"
+        "    def __eq__(self, other):\n        return True\n    def __lt__(self, other):\n"
+        "        return True\n    def __abs__(self):\n        return 0.0\n"
+        "    def __bool__(self):\n        return True\n\n", "return Zero()"),
+    "program-abs": ("def abs(x):\n    return 0\n\n", "return 0.0"),
+}
+
+
+@pytest.mark.parametrize("cheat", sorted(EVAL_CHEATS))
+def test_each_issue_25_cheat_scores_zero_on_humaneval(tmp_path, sandbox_image, cheat):
+    """`selfheal eval --benchmark humaneval --limit 20 --no-plan` against a scripted model
+    that answers every problem with one cheat: the hidden graders pass none."""
+    from selfheal_jupyter import cli
+    from selfheal_jupyter.eval import humaneval
+    from selfheal_jupyter.eval.store import read_records
+    from tests.scripted_server import Reply, ScriptedServer
+
+    entry_points = [p.entry_point for p in humaneval.load()[:20]]
+    prelude, body = EVAL_CHEATS[cheat]
+    reply = _defining(entry_points, body, prelude)
+    with ScriptedServer([Reply(reply) for _ in range(60)]) as server:
+        code = cli.main([
+            "eval", "--benchmark", "humaneval", "--limit", "20", "--model", "scripted-model",
+            "--base-url", server.base_url, "--max-iterations", "1", "--no-plan",
+            "--conditions", "loop", "--out", str(tmp_path),
+        ])
+    assert code == 0
+    records = read_records(tmp_path / "humaneval.jsonl")
+    assert len(records) == 20
+    assert not any(r["passed"] for r in records), [
+        (r["problem_id"], r["hidden_detail"]) for r in records if r["passed"]]
+
+
+@pytest.mark.parametrize("program", [
+    "import random\nrandom.choice = lambda seq: seq[0]\nrandom.randint = lambda a, b: a\n\n"
+    "def decode_cyclic(s):\n    return 'a' * 10\n",
+    "import random, string\n_r = random.Random()\n_r.setstate(random.getstate())\n"
+    "_seq = [''.join(_r.choice(string.ascii_lowercase) for i in range(_r.randint(10, 20)))\n"
+    "        for _ in range(100)]\n_it = iter(_seq)\n\n"
+    "def decode_cyclic(s):\n    return next(_it)\n",
+    "def encode_cyclic(s):\n    return s\n\n\ndef decode_cyclic(s):\n    return s\n",
+], ids=["pinned-in-the-program", "predicted-from-the-shared-start", "identity-helper"])
+def test_a_constant_decoder_fails_humaneval_38(tmp_path, sandbox_image, program):
+    """HumanEval/38's grader draws random strings (the checker's own draws) and encodes
+    them with the prompt's encode_cyclic (the grader's own copy, whatever the program
+    defines under that name)."""
+    from selfheal_jupyter import cli
+    from selfheal_jupyter.eval.store import read_records
+    from tests.scripted_server import Reply, ScriptedServer
+
+    with ScriptedServer([Reply(f"```python\n{program}```") for _ in range(4)]) as server:
+        code = cli.main([
+            "eval", "--benchmark", "humaneval", "--offset", "38", "--limit", "1",
+            "--model", "scripted-model", "--base-url", server.base_url, "--max-iterations", "1",
+            "--no-plan", "--conditions", "loop", "--out", str(tmp_path),
+        ])
+    assert code == 0
+    (record,) = read_records(tmp_path / "humaneval.jsonl")
+    assert record["problem_id"] == "HumanEval/38" and not record["passed"], record["hidden_detail"]

@@ -210,20 +210,141 @@ def test_plain_values_round_trip_with_their_exact_types(value):
     assert _same(decoded, value), (value, encoded, decoded)
 
 
-def test_subclasses_and_objects_travel_as_references_never_by_value():
+def test_a_subclass_of_a_plain_type_crosses_as_the_plain_value_it_holds():
+    """Never with its methods: a lying ``__eq__``, ``__iter__`` or ``__str__`` stays behind."""
+
     class Sneaky(int):
         def __eq__(self, other: object) -> bool:
             return True
 
+        __hash__ = int.__hash__
+
+    class Yes(float):
+        def __eq__(self, other: object) -> bool:
+            return True
+
+        __hash__ = float.__hash__
+
+    class Hollow(list):
+        def __iter__(self):  # type: ignore[override]
+            return iter(())
+
+    class Loud(str):
+        def __str__(self) -> str:
+            return "something else"
+
+    class Few(dict):
+        def items(self):  # type: ignore[override]
+            return []
+
+    for value, plain in ((Sneaky(3), 3), (Yes(0.5), 0.5), (Hollow([1, 2]), [1, 2]),
+                         (Loud("abc"), "abc"), (Few(a=1), {"a": 1}), ([1, Sneaky(2)], [1, 2]),
+                         (type("C", (complex,), {})(1 + 2j), 1 + 2j)):
+        encoded, decoded = _through_json(value)
+        assert "ref" not in json.dumps(encoded)
+        assert _same(decoded, plain), (value, decoded)
+    assert _through_json(Sneaky(3))[1] != 4 and _through_json(Yes(0.5))[1] != 0.7
+
+
+def test_objects_travel_as_references_never_by_value():
     class Thing:
         pass
 
     refs = _Refs()
-    sneaky, thing = Sneaky(3), Thing()
-    for value in (sneaky, thing, len, [1, sneaky]):
-        encoded, decoded = _through_json(value, refs)
+    thing = Thing()
+    for value in (thing, len, [1, thing]):
+        encoded, _ = _through_json(value, refs)
         assert "ref" in json.dumps(encoded)
-    assert refs.objects[:3] == [sneaky, thing, len] and refs.objects[0] is sneaky
+    assert refs.objects == [thing, len, thing]
+
+
+def test_library_containers_are_rebuilt_here_from_data():
+    import collections
+
+    point = collections.namedtuple("Point", "x y")
+    counts = collections.Counter("abca")
+    ordered = collections.OrderedDict([("b", 1), ("a", 2)])
+    default = collections.defaultdict(list, {"k": [1]})
+    queue = collections.deque([1, 2, 3], maxlen=5)
+    for value in (point(1, 2), counts, ordered, default, queue):
+        encoded, decoded = _through_json(value)
+        assert "ref" not in json.dumps(encoded) and decoded == value
+    _, p = _through_json(point(1, 2))
+    assert (p.x, p.y) == (1, 2) and p == (1, 2) and type(p) is not point  # made here
+    _, d = _through_json(default)
+    assert d["missing"] == [] and type(d) is collections.defaultdict
+    odd = collections.defaultdict(lambda: 7, {"k": 1})
+    assert _through_json(odd)[1].default_factory is None  # no factory by name
+    assert _through_json(queue)[1].maxlen == 5
+
+
+def test_the_checker_loads_no_class_the_program_names():
+    checker = codec.Codec(_Refs().ref_of, _Refs().deref)  # the checker's decoder
+    with pytest.raises(ValueError, match="not accepted"):
+        checker.decode({"$": "class", "v": "unittest.mock:ANY"})
+    program = codec.Codec(_Refs().ref_of, _Refs().deref, resolve_names=True)
+    import unittest.mock
+
+    assert program.decode({"$": "class", "v": "unittest.mock:MagicMock"}) is unittest.mock.MagicMock
+
+
+def test_an_exception_from_the_program_is_a_builtin_or_a_stand_in_made_here():
+    import unittest
+
+    class SkipTest(Exception):
+        pass
+
+    SkipTest.__module__, SkipTest.__qualname__ = "unittest.case", "SkipTest"  # a loaded class's name
+    described = codec.describe_exception(SkipTest("skip me"))
+    with pytest.raises(Exception) as raised:
+        codec.raise_described(described)
+    assert not isinstance(raised.value, unittest.SkipTest)
+    assert type(raised.value).__name__ == "SkipTest" and str(raised.value) == "skip me"
+    # ... while the program's side may resolve the names the tests send it
+    program_side = codec.exception_class(described, resolve_names=True)
+    assert program_side is unittest.SkipTest
+
+    class Base(ValueError):
+        pass
+
+    class Special(Base):
+        pass
+
+    for cls in (Base, Special):
+        cls.__module__ = "__main__"
+    special = codec.exception_class(codec.describe_exception(Special("x")))
+    base = codec.exception_class(codec.describe_class(Base))
+    assert issubclass(special, base) and issubclass(base, ValueError)
+    assert special is not Special and base is not Base
+    assert codec.exception_class(codec.describe_class(Special)) is special  # one per chain
+    assert codec.exception_class(codec.describe_class(KeyError)) is KeyError
+    with pytest.raises(UnicodeError):  # a builtin that takes more than a message
+        codec.raise_described(codec.describe_exception(UnicodeDecodeError("utf-8", b"x", 0, 1, "r")))
+
+
+def test_plain_mode_makes_records_of_the_program_s_own_objects_only():
+    class Account:
+        def __init__(self, balance: int) -> None:
+            self.balance = balance
+            self.history = [balance]
+
+    class Slotted:
+        __slots__ = ("x",)
+
+        def __init__(self) -> None:
+            self.x = 1
+
+    for cls in (Account, Slotted):
+        cls.__module__ = "__main__"
+    c = codec.Codec(_Refs().ref_of, _Refs().deref)
+    record = c.decode(json.loads(json.dumps(c.plain(Account(2)))))
+    assert isinstance(record, codec.ProgramRecord) and record.fields == {"balance": 2, "history": [2]}
+    assert record == c.decode(c.plain(Account(2))) and record != c.decode(c.plain(Account(3)))
+    assert record != 2 and record != {"balance": 2, "history": [2]}
+    assert c.decode(c.plain(Slotted())).fields == {"x": 1}
+    for other in (len, threading.Lock(), Account):
+        with pytest.raises(codec.Unencodable):
+            c.plain(other)
 
 
 def test_a_value_over_the_budget_or_too_deep_is_a_reference():
@@ -258,8 +379,8 @@ def test_exceptions_cross_as_their_builtin_base_and_message():
 
     Custom.__module__ = "__main__"
     described = codec.describe_exception(Custom("bad"))
-    assert described == {"module": "__main__", "name": Custom.__qualname__, "base": "ValueError",
-                         "message": "bad"}
+    assert {k: described[k] for k in ("module", "name", "base", "message")} == {
+        "module": "__main__", "name": Custom.__qualname__, "base": "ValueError", "message": "bad"}
     with pytest.raises(ValueError, match="bad") as raised:
         codec.raise_described(described)
     assert type(raised.value) is not Custom  # a local stand-in, never the program's class
@@ -309,6 +430,227 @@ def test_pandas_objects_are_rebuilt_from_data():
     duplicated = pd.DataFrame([[1, 2]], columns=["a", "a"])
     encoded, _ = _through_json(duplicated)
     assert encoded["$"] == "ref"  # columns that are not unique cannot be rebuilt: a reference
+
+
+# --------------------------------------------------------------------------- the checker's trust
+
+
+@pytest.fixture
+def program():
+    """A program's namespace served over real pipes in a thread (the program's end), and
+    the checker's end of the link; ``seen`` holds every request the program received."""
+    from selfheal_jupyter.sandbox.runner import checker_rpc, program_rpc
+
+    to_program, to_checker = os.pipe(), os.pipe()
+    ns: dict = {"__name__": "__main__"}  # its classes are the program's own
+    objects = program_rpc.ProgramObjects(ns)
+    seen: list = []
+    handle = objects.handle
+
+    def spy(req: dict) -> Any:
+        seen.append(json.loads(json.dumps(req)))
+        return handle(req)
+
+    objects.handle = spy  # type: ignore[method-assign]
+    server = threading.Thread(target=objects.serve, args=(to_program[0], to_checker[1]), daemon=True)
+    link = checker_rpc.ProgramLink(to_program[1], to_checker[0])
+    yield ns, link, seen, server
+    link.done()
+    server.join(timeout=10)
+    for fd in (*to_program, *to_checker):
+        os.close(fd)
+
+
+def _names(link: Any, ns_names: list) -> dict:
+    return link.ask("names", names=ns_names)
+
+
+def test_a_handle_compares_and_computes_here_and_the_tests_values_stay_here(program):
+    from selfheal_jupyter.sandbox.runner.checker_rpc import Remote
+
+    ns, link, seen, server = program
+    exec(
+        "class Liar:\n"
+        "    def __eq__(self, o): return True\n"
+        "    def __sub__(self, o): return 0.0\n"
+        "    __rsub__ = __sub__\n"
+        "    def __abs__(self): return 0.0\n"
+        "    def __lt__(self, o): return True\n"
+        "    def __bool__(self): return True\n"
+        "class Yes(float):\n"
+        "    def __eq__(self, o): return True\n"
+        "    __hash__ = float.__hash__\n"
+        "    def __sub__(self, o): return Yes(0)\n"
+        "def liar(*a): return Liar()\n"
+        "def yes(*a): return Yes(7.5)\n", ns)
+    server.start()
+    got = _names(link, ["liar", "yes"])
+    liar, yes = got["liar"], got["yes"]
+    assert type(yes(1)) is float and yes(1) != 2.5 and abs(yes(1) - 2.5) > 1
+    value = liar(1)
+    assert type(value) is Remote and value.__class__ is Remote
+    assert value != 41.125  # a record of the program's class: equal to no plain value
+    for attempt in (lambda: abs(value - 41.125) < 1e-9, lambda: 41.125 - value,
+                    lambda: value < 41.125, lambda: bool(value), lambda: -value,
+                    lambda: float(value), lambda: f"{value:.2f}"):
+        with pytest.raises(TypeError, match="Liar"):
+            attempt()
+    assert not any("41.125" in json.dumps(req) for req in seen)  # never sent to the program
+    assert {req["op"] for req in seen} <= {"names", "call", "value"}
+
+
+def test_two_of_the_program_s_objects_compare_as_data_and_by_the_program(program):
+    ns, link, seen, server = program
+    exec(
+        "class Point:\n"
+        "    def __init__(self, x): self.x = x\n"
+        "    def __eq__(self, o): return isinstance(o, Point) and o.x == self.x\n"
+        "    def __add__(self, o): return Point(self.x + o.x)\n"
+        "class Bare:\n"
+        "    def __init__(self, x): self.x = x\n"
+        "class AlwaysEqual:\n"
+        "    def __init__(self, x): self.x = x\n"
+        "    def __eq__(self, o): return True\n", ns)
+    server.start()
+    got = _names(link, ["Point", "Bare", "AlwaysEqual"])
+    Point, Bare, AlwaysEqual = got["Point"], got["Bare"], got["AlwaysEqual"]
+    assert Point(1) == Point(1) and Point(1) != Point(2)
+    assert Point(1) + Point(2) == Point(3)  # an operator between two of its own objects
+    assert Bare(1) != Bare(1)  # equal as data, but not to Python: no __eq__
+    assert AlwaysEqual(1) != AlwaysEqual(2)  # equal to the program, not as data
+    p = Point(1)
+    assert p == p and {p: 1}[p] == 1
+
+
+def test_isinstance_of_a_handle_compares_names_and_loads_nothing(program):
+    from selfheal_jupyter.sandbox.runner.checker_rpc import checker_isinstance, checker_issubclass
+
+    ns, link, seen, server = program
+    exec("class Base: pass\nclass Child(Base): pass\nclass Fake: pass\n"
+         "Fake.__module__, Fake.__qualname__ = 'unittest.case', 'TestCase'\n"
+         "def make(): return Child()\ndef fake(): return Fake()\n", ns)
+    server.start()
+    got = _names(link, ["Base", "Child", "make", "fake"])
+    child = got["make"]()
+    assert checker_isinstance(child, got["Base"]) and checker_isinstance(child, (int, got["Child"]))
+    assert checker_issubclass(got["Child"], got["Base"]) and not checker_issubclass(got["Base"], got["Child"])
+    assert not checker_isinstance(child, (int, float, str, list, dict))  # plain values cross as values
+    assert checker_isinstance(child, object) and checker_isinstance(got["Base"], type)
+    import unittest
+
+    fake = got["fake"]()
+    assert checker_isinstance(fake, unittest.TestCase)  # the program's claim answers a type check ...
+    assert type(fake) is not unittest.TestCase and fake.__class__ is not unittest.TestCase
+    with pytest.raises(TypeError):  # ... and nothing else: it is no TestCase here
+        fake == 1
+    assert checker_isinstance(3, int) and not checker_isinstance(3, str)
+
+
+def test_the_tests_own_exception_comes_back_through_the_program(program):
+    ns, link, seen, server = program
+    exec("def apply(f):\n    try:\n        return f()\n    except Exception:\n        raise\n"
+         "class Oops(KeyError): pass\n"
+         "def fail(): raise Oops('k')\n", ns)
+    server.start()
+    got = _names(link, ["apply", "fail", "Oops"])
+
+    class Signal(BaseException):
+        pass
+
+    def stop() -> None:
+        raise Signal("stop")
+
+    with pytest.raises(Signal) as raised:
+        got["apply"](stop)
+    assert str(raised.value) == "stop"
+    with pytest.raises(KeyError) as oops:
+        got["fail"]()
+    assert type(oops.value) is got["Oops"]  # the stand-in made here for the program's class
+    assert got["Oops"] is not ns["Oops"]
+
+
+def test_the_tests_names_come_from_the_sources_not_from_the_program(program):
+    import math
+
+    from selfheal_jupyter.sandbox.runner.checker import ProgramNames
+    from selfheal_jupyter.sandbox.runner.checker_rpc import Remote
+
+    ns, link, seen, server = program
+    source = ("import math as m\nimport os.path\nfrom json import dumps as show, loads\n"
+              "from collections import *\n"
+              "def abs(x):\n    return 0\n"
+              "def f(x):\n    return x\n"
+              "def loads(text):\n    return text\n"
+              "for i in range(2):\n    total = i\n"
+              "globals()['sneaky'] = 1\n"
+              "m = 'a fake math'\n")
+    exec(source, ns)
+    server.start()
+    names = ProgramNames.of([source], ["data"])
+    assert names.own >= {"abs", "f", "i", "total", "data", "m"} and "sneaky" not in names.own
+    got = names.resolve(["abs", "f", "os", "show", "deque", "sneaky", "math", "total", "random",
+                         "m", "loads"], link)
+    assert "abs" not in got and "math" not in got and "random" not in got  # the checker's own
+    assert got["os"] is sys.modules["os"] and got["m"] is math  # a module stays the checker's
+    import collections
+    import json as json_module
+
+    assert got["show"] is json_module.dumps and got["deque"] is collections.deque
+    assert "sneaky" not in got  # bound at run time only: not the program's to give
+    assert type(got["f"]) is Remote and got["total"] == 1
+    assert type(got["loads"]) is Remote  # its own definition beats the import of the same name
+    assert [req["names"] for req in seen if req["op"] == "names"] == [["f", "total", "loads"]]
+    assert math.floor(2.5) == 2
+
+
+def test_a_bare_assert_evaluates_each_side_once():
+    from selfheal_jupyter.sandbox.runner import checker
+
+    calls: list = []
+    ns = {"f": lambda: calls.append(1) or len(calls)}
+    with pytest.raises(checker.CompareFailed) as failed:
+        checker.run_statement(ast.parse("assert f() == 5").body[0], ns, "t.py")
+    assert calls == [1] and failed.value.detail == "left = 1, right = 5"
+    assert checker.failure_message(failed.value) == "AssertionError (left = 1, right = 5)"
+    with pytest.raises(AssertionError, match="^two$"):
+        checker.run_statement(ast.parse("assert f() == 5, 'two'").body[0], ns, "t.py")
+    checker.run_statement(ast.parse("assert f() in (3, 4)").body[0], ns, "t.py")
+    assert calls == [1, 1, 1]
+
+
+# --------------------------------------------------------------------------- status
+
+
+def _status(report: dict) -> str:
+    capture = outcome.Capture(cap=100)
+    return outcome.describe_result(1 << 8, "", capture, outcome.Capture(cap=100), report, None, "",
+                                   0, 0.1, 100, 1.0, 512 << 20)["status"]
+
+
+def test_oom_from_the_builtin_memory_error_itself_never_from_a_name():
+    error = {"type": "MemoryError", "message": "", "line": 1, "frames": [], "locals": {}}
+    assert _status({"error": error, "outputs": [], "memory_error": False}) == "error"
+    assert _status({"error": error, "outputs": []}) == "error"
+    assert _status({"error": error, "outputs": [], "memory_error": True}) == "oom"
+
+
+def test_a_library_exception_from_the_program_answers_type_checks_by_name():
+    """``assertRaises(json.JSONDecodeError)`` around a program's call: the stand-in made
+    here answers issubclass / isinstance by the names the program gave; it is not the
+    library's class, and nothing was looked up."""
+    import json as json_module
+
+    from selfheal_jupyter.sandbox.runner.checker_rpc import checker_isinstance, checker_issubclass
+
+    try:
+        json_module.loads("{")
+    except json_module.JSONDecodeError as exc:
+        described = codec.describe_exception(exc)
+    stand_in = codec.exception_class(described)
+    assert stand_in is not json_module.JSONDecodeError and issubclass(stand_in, ValueError)
+    assert checker_issubclass(stand_in, json_module.JSONDecodeError)
+    assert checker_isinstance(stand_in("x"), (KeyError, json_module.JSONDecodeError))
+    assert not checker_issubclass(stand_in, KeyError) and not checker_issubclass(ValueError, stand_in)
 
 
 def test_the_runner_and_the_host_name_frames_alike():

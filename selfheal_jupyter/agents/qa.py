@@ -8,8 +8,9 @@ error would be, so the feedback reads the same either way.
 The verdict is strict and simple: passed when the program exits cleanly AND every
 one of the user's tests passed AND — when the task started from the user's code — the
 candidate kept the user's spec (:mod:`selfheal_jupyter.loop.spec`: their asserts, test
-functions and tests, neither changed, silenced nor answered by a written-in value);
-with no tests, a clean run passes.
+functions and tests, neither changed, silenced nor answered by a written-in value) AND
+the user's top-level asserts held when the sandbox's checker evaluated them on the
+candidate's values as data; with no tests, a clean run passes.
 """
 
 from __future__ import annotations
@@ -243,7 +244,8 @@ def judge(
         reasons.append(f"exited with code {result.exit_code}")
     for v in violations:
         reasons.append(f"{spec_mod.SPEC_REASON} ({v.rule}): {v.message}")
-    has_tests = bool(tests and tests.strip())
+    # The user's own asserts, checked outside the candidate, are reported as tests too.
+    has_tests = bool(tests and tests.strip()) or bool(result.tests)
     if has_tests and clean:
         if not result.tests:
             reasons.append("the tests were not run")
@@ -337,9 +339,14 @@ class QA:
         tests: str | None,
         cancel: threading.Event | None = None,
         prelude: str | None = None,
+        asserts: list[tuple[int, int, str]] | None = None,
     ) -> ExecutionResult:
-        """The sandbox run; raises SandboxError when the sandbox itself fails."""
-        extra = {"prelude": prelude} if prelude else {}
+        """The sandbox run; raises SandboxError when the sandbox itself fails. ``asserts``:
+        the user's checks the sandbox's checker evaluates at their place in ``code``
+        (:func:`selfheal_jupyter.loop.spec.checked_statements`)."""
+        extra: dict[str, Any] = {"prelude": prelude} if prelude else {}
+        if asserts:
+            extra["asserts"] = asserts
         return self.sandbox.execute(
             code, inputs=dict(inputs), limits=self.limits, tests=tests or None, cancel=cancel,
             **extra,
@@ -369,6 +376,11 @@ class QA:
         if task.initial_code is None or not task.initial_code.strip():
             return None
         return spec_mod.extract(task.initial_code, task.tests, failing_lines(first))
+
+    @staticmethod
+    def spec_asserts(spec: spec_mod.Spec | None, code: str) -> list[tuple[int, int, str]] | None:
+        """The user's checks in ``code`` the sandbox's checker evaluates (None: no spec)."""
+        return None if spec is None else spec_mod.checked_statements(spec, code)
 
     @staticmethod
     def check_spec(spec: spec_mod.Spec | None, code: str) -> list[SpecViolation] | None:

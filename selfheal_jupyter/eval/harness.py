@@ -4,8 +4,10 @@ Why this shape: the candidate is hostile. It runs as the program (the real
 ``__main__``); the benchmark's grader runs as the program's *tests*, which the runner
 executes in a separate checker process that never runs candidate code. The grader calls
 the candidate's functions over a JSON boundary (plain values come back rebuilt from
-data), so it cannot read the grading code, patch the test framework, or return an object
-whose ``__eq__`` always says yes. A pass is every grader statement passing.
+data, anything else as an opaque handle; comparisons, operators, builtins, libraries and
+random draws are the checker's own), so it cannot read the grading code, patch the test
+framework, return an object whose ``__eq__`` always says yes, or pin the grader's
+random inputs. A pass is every grader statement passing.
 """
 
 from __future__ import annotations

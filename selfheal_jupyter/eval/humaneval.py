@@ -6,6 +6,7 @@ examples as asserts. The hidden ``check(candidate)`` runs only for the final sco
 
 from __future__ import annotations
 
+import ast
 import gzip
 import json
 
@@ -54,8 +55,20 @@ def load() -> list[Problem]:
     return problems
 
 
+def grader_helpers(prompt: str, entry_point: str) -> str:
+    """The prompt's own code but the entry point's stub (its imports and helpers, e.g.
+    ``encode_cyclic`` for ``decode_cyclic``): the grader's copy, so that a program that
+    redefines a helper the grader calls (an identity encoder) changes nothing."""
+    tree = ast.parse(prompt)
+    kept = [ast.get_source_segment(prompt, node) or ast.unparse(node) for node in tree.body
+            if not (isinstance(node, ast.FunctionDef) and node.name == entry_point)]
+    return "\n".join(kept) + "\n" if kept else ""
+
+
 def hidden_run(problem: Problem) -> HiddenRun:
     """The prompt first (for the helpers it defines), then ``check(entry_point)`` as the
-    grader, calling the candidate's function across the checker boundary."""
-    check = f"{problem.hidden['test']}\n\ncheck({problem.entry_point})\n"
+    grader, calling the candidate's function across the checker boundary; the helpers
+    the grader itself calls are its own copies."""
+    helpers = grader_helpers(problem.hidden["prompt"], problem.entry_point)
+    check = f"{helpers}\n{problem.hidden['test']}\n\ncheck({problem.entry_point})\n"
     return HiddenRun(tests=grader(check), prelude=problem.hidden["prompt"])

@@ -673,6 +673,7 @@ class Loop:
             result = self.qa.run(
                 code, state.sandbox_inputs, task.tests, cancel=state.stop.event,
                 prelude=ctx.prelude if ctx else None,
+                asserts=None if given else self.qa.spec_asserts(state.spec, code),
             )
             sandbox_s = time.monotonic() - s0
         if show:

@@ -18,7 +18,16 @@ candidate is never trusted to report on itself):
 - ``early_exit``: a new ``sys.exit()`` / ``exit()`` / ``os._exit()``;
 - ``hard_coded``: the value an assert expects is written in instead of computed (a name
   the assert reads assigned that literal, a function that returns it without reading its
-  arguments, or a special case for the asserted input).
+  arguments, or a special case for the asserted input);
+- ``assert_moved``: a top-level assert of the user's is now inside a block;
+- ``forced_comparison``: a class of the candidate's makes comparisons lie (a new
+  subclass of a plain type such as ``float`` that overrides a comparison, or a
+  comparison / truth / hash method whose result ignores what it compares).
+
+The static rules are one half. The other: the user's top-level asserts and top-level
+calls of their test functions are evaluated by the sandbox's checker, not by the
+candidate, on the candidate's values as data (:func:`checked_statements` says which
+statements of a candidate, and with which of the user's code).
 
 Nothing here runs code or knows the loop; QA calls :func:`extract` and :func:`check`.
 """
@@ -231,6 +240,10 @@ class SpecAssert:
     line: int
     swallowed: bool = False
     """Already inside a swallowing ``try`` in the user's code (then not held against a candidate)."""
+    statement: str = ""
+    """The whole assert as the user wrote it (message included), for the checker."""
+    top_level: bool = False
+    """A statement of the module itself (not inside a function or a block)."""
 
 
 @dataclass
@@ -241,6 +254,9 @@ class Spec:
     asserts: list[SpecAssert] = field(default_factory=list)
     test_functions: list[str] = field(default_factory=list)
     test_calls: Counter = field(default_factory=Counter)
+    test_sources: dict[str, str] = field(default_factory=dict)
+    """``def`` source of each test function the checker can run itself (no parameters, no
+    decorators), by name."""
     expectations: list[Expectation] = field(default_factory=list)
     failing: dict[str, str] = field(default_factory=dict)
     """AST key -> source of the statements that failed when the user's code ran."""
@@ -325,9 +341,12 @@ def extract(code: str, tests: str | None = None, failing_lines: Iterable[int] = 
         tree = None
         spec.parsed = False
     if tree is None:
+        lines = code.splitlines()
         for assert_node in _asserts_by_line(code):
+            top = not lines[assert_node.lineno - 1][:1].isspace()
             spec.asserts.append(
-                SpecAssert(_key(assert_node.test), _source(assert_node.test), assert_node.lineno)
+                SpecAssert(_key(assert_node.test), _source(assert_node.test), assert_node.lineno,
+                           statement=_source(assert_node), top_level=top)
             )
             exp = _expectation(assert_node.test)
             if exp is not None:
@@ -337,7 +356,8 @@ def extract(code: str, tests: str | None = None, failing_lines: Iterable[int] = 
             if isinstance(node, ast.Assert):
                 swallowed = _swallowing_guard(node, parents, any_handler=False) is not None
                 spec.asserts.append(
-                    SpecAssert(_key(node.test), _source(node.test), node.lineno, swallowed)
+                    SpecAssert(_key(node.test), _source(node.test), node.lineno, swallowed,
+                               statement=_source(node), top_level=len(parents) == 1)
                 )
                 exp = _expectation(node.test)
                 if exp is not None:
@@ -346,6 +366,7 @@ def extract(code: str, tests: str | None = None, failing_lines: Iterable[int] = 
             name for name in _functions(tree) if name.startswith("test")
         ]
         spec.test_calls = _top_level_test_calls(tree, spec.test_functions)
+        spec.test_sources = _runnable_tests(tree, spec.test_calls)
         for line in sorted(set(failing_lines)):
             stmt = _statement_at(tree, line)
             if stmt is not None and not isinstance(stmt, ast.Assert):
@@ -362,6 +383,19 @@ def extract(code: str, tests: str | None = None, failing_lines: Iterable[int] = 
                     spec.expectations.append(exp)
     spec.asserts.sort(key=lambda a: a.line)
     return spec
+
+
+def _runnable_tests(tree: ast.AST, called: Iterable[str]) -> dict[str, str]:
+    """The user's top-level test functions, called at top level, that take nothing and
+    have no decorator: the checker can run them itself."""
+    wanted = set(called)
+    out: dict[str, str] = {}
+    for stmt in getattr(tree, "body", []):
+        if (isinstance(stmt, ast.FunctionDef) and stmt.name in wanted and not stmt.decorator_list
+                and not (stmt.args.args or stmt.args.posonlyargs or stmt.args.kwonlyargs
+                         or stmt.args.vararg or stmt.args.kwarg)):
+            out[stmt.name] = _source(stmt)
+    return out
 
 
 def _top_level_test_calls(tree: ast.AST, names: Iterable[str]) -> Counter:
@@ -388,6 +422,8 @@ RULE_TITLES = {
     "bare_except": "`except: pass` hides errors",
     "early_exit": "the program exits early",
     "hard_coded": "an expected value is hard-coded",
+    "assert_moved": "a top-level assert was moved into a block",
+    "forced_comparison": "a class makes comparisons lie",
 }
 
 FIX = {
@@ -418,6 +454,16 @@ FIX = {
         "Compute the value from the inputs the way the task asks; do not write in the "
         "answer an assert expects or special-case the asserted input."
     ),
+    "assert_moved": (
+        "Keep the user's assert a top-level statement, where the user wrote it (not inside "
+        "an `if`, a loop, a function or a `with`): it is checked there."
+    ),
+    "forced_comparison": (
+        "Return plain values (numbers, strings, lists, dicts) and compare them for real: "
+        "do not subclass int / float / str / list / dict to change how they compare, and "
+        "do not write `__eq__`, `__bool__` or `__hash__` methods whose answer ignores the "
+        "values compared."
+    ),
 }
 
 
@@ -447,6 +493,34 @@ def check(spec: Spec, candidate: str) -> list[SpecViolation]:
     out += _check_failing(spec, tree)
     out += _check_silencers(original_tree, tree)
     out += _check_hard_coding(spec, original_tree, tree)
+    if not spec.empty:
+        out += _check_forced_comparisons(original_tree, tree)
+    return out
+
+
+def checked_statements(spec: Spec, candidate: str) -> list[tuple[int, int, str]]:
+    """The candidate's top-level statements that are one of the user's top-level asserts,
+    or a call of one of the user's test functions, as ``(line, column, the user's code)``:
+    the sandbox's checker runs the user's code there, on the candidate's values as data,
+    instead of the candidate's own statement."""
+    try:
+        tree = ast.parse(candidate)
+    except (SyntaxError, ValueError):
+        return []
+    wanted: dict[str, list[SpecAssert]] = {}
+    for a in spec.asserts:
+        if a.top_level and a.statement:
+            wanted.setdefault(a.condition, []).append(a)
+    out: list[tuple[int, int, str]] = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assert) and wanted.get(_key(stmt.test)):
+            out.append((stmt.lineno, stmt.col_offset, wanted[_key(stmt.test)].pop(0).statement))
+        elif (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+              and isinstance(stmt.value.func, ast.Name)
+              and stmt.value.func.id in spec.test_sources
+              and not stmt.value.args and not stmt.value.keywords):
+            name = stmt.value.func.id
+            out.append((stmt.lineno, stmt.col_offset, f"{spec.test_sources[name]}\n{name}()\n"))
     return out
 
 
@@ -467,7 +541,8 @@ def _check_asserts(spec: Spec, tree: ast.AST) -> list[SpecViolation]:
         if not nodes:
             missing.append(a)
             continue
-        node, parents = nodes.pop(0)
+        top = [i for i, (_, parents) in enumerate(nodes) if len(parents) == 1]
+        node, parents = nodes.pop(top[0] if a.top_level and top else 0)
         guard = _swallowing_guard(node, parents, any_handler=False)
         if guard is not None and not a.swallowed:
             out.append(_violation(
@@ -476,6 +551,13 @@ def _check_asserts(spec: Spec, tree: ast.AST) -> list[SpecViolation]:
                 f"{'try/except' if isinstance(guard, ast.Try) else 'suppress block'} "
                 f"(line {guard.lineno}) that catches its failure",
                 guard.lineno, a.source,
+            ))
+        elif a.top_level and len(parents) != 1:
+            out.append(_violation(
+                "assert_moved",
+                f"the user's top-level assert `{a.source}` (line {a.line}) is now inside "
+                f"a block (line {node.lineno}), where it is no longer checked as the user's",
+                node.lineno, a.source,
             ))
     expressions: dict[str, ast.expr] = {}
     for node, parents in _walk(tree):
@@ -578,6 +660,96 @@ def _check_silencers(original: ast.AST | None, tree: ast.AST) -> list[SpecViolat
         out.append(_violation("early_exit",
                               f"line {node.lineno} adds `{_source(node)}`, which ends the program "
                               "before the rest of it (and its asserts) run", node.lineno))
+    return out
+
+
+_VALUE_TYPES = frozenset({"int", "float", "complex", "str", "bytes", "bytearray", "bool", "list",
+                          "tuple", "dict", "set", "frozenset"})
+_COMPARING = frozenset({"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__contains__"}
+                       | {f"__{r}{op}__" for r in ("", "r") for op in (
+                           "add", "sub", "mul", "truediv", "floordiv", "mod", "pow")})
+_UNARY = frozenset({"__bool__", "__abs__", "__neg__", "__pos__", "__float__", "__int__", "__index__",
+                    "__round__"})
+_OVERRIDES = _COMPARING | _UNARY | {"__hash__", "__len__", "__instancecheck__", "__subclasscheck__"}
+
+
+def _class_methods(cls: ast.ClassDef) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda]:
+    """A class body's methods by name (``def``, or a name assigned a lambda)."""
+    out: dict[str, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda] = {}
+    for stmt in cls.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out[stmt.name] = stmt
+        elif isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Lambda):
+            for target in stmt.targets:
+                if isinstance(target, ast.Name):
+                    out[target.id] = stmt.value
+    return out
+
+
+def _value_bases(cls: ast.ClassDef) -> set[str]:
+    names = set()
+    for base in cls.bases:
+        name = base.id if isinstance(base, ast.Name) else (
+            base.attr if isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name)
+            and base.value.id == "builtins" else "")
+        if name in _VALUE_TYPES:
+            names.add(name)
+    return names
+
+
+def _ignores_operands(func: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda, binary: bool) -> bool:
+    """Its answer cannot depend on what it compares: only literals returned, or the
+    operand it compares (``other``; ``self`` for a one-operand method) never read."""
+    a = func.args
+    params = [x.arg for x in a.posonlyargs + a.args]
+    if isinstance(func, ast.Lambda):
+        returns: list[ast.expr | None] = [func.body]
+        nodes: list[ast.AST] = list(ast.walk(func.body))
+    else:
+        nodes = list(_own_nodes(func))
+        returns = [n.value for n in nodes if isinstance(n, ast.Return)]
+    if not returns:
+        return False
+    if all(r is not None and _literal(r) is not _NO_VALUE for r in returns):
+        return True
+    operand = params[1] if binary and len(params) > 1 else params[0] if params else None
+    reads = {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return operand is not None and operand not in reads and a.vararg is None
+
+
+def _check_forced_comparisons(original: ast.AST | None, tree: ast.AST) -> list[SpecViolation]:
+    """Classes of the candidate's, used somewhere, that make a comparison lie: a new
+    subclass of a plain type overriding how it compares, or a comparison / truth method
+    (new or changed) whose answer ignores the values compared."""
+    before = {n.name: n for n, _ in _walk(original) if isinstance(n, ast.ClassDef)} if original else {}
+    used = {n.id for n, _ in _walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    out: list[SpecViolation] = []
+    for node, _ in _walk(tree):
+        if not isinstance(node, ast.ClassDef) or node.name not in used:
+            continue
+        old = before.get(node.name)
+        old_methods = _class_methods(old) if old is not None else {}
+        methods = {name: m for name, m in _class_methods(node).items()
+                   if name in _OVERRIDES and not (name in old_methods and _key(old_methods[name]) == _key(m))}
+        plain = _value_bases(node) - (_value_bases(old) if old is not None else set())
+        if plain and methods:
+            name = sorted(methods)[0]
+            out.append(_violation(
+                "forced_comparison",
+                f"class `{node.name}` (line {node.lineno}) subclasses `{sorted(plain)[0]}` and "
+                f"overrides `{name}`: its values would not compare as the plain values they hold",
+                methods[name].lineno, ""))
+            continue
+        for name, method in sorted(methods.items()):
+            if name in ("__hash__", "__len__"):
+                continue
+            if _ignores_operands(method, binary=name in _COMPARING):
+                out.append(_violation(
+                    "forced_comparison",
+                    f"`{node.name}.{name}` (line {method.lineno}) gives an answer that does not "
+                    "depend on the values it compares",
+                    method.lineno, ""))
+                break
     return out
 
 

@@ -6,7 +6,7 @@ Backends implement :class:`Sandbox`; the loop only knows this protocol.
 from __future__ import annotations
 
 import threading
-from typing import Any, Mapping, Protocol, runtime_checkable
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 from ..model import ExecutionResult, Limits
 
@@ -28,6 +28,7 @@ class Sandbox(Protocol):
         tests: str | None = None,
         cancel: threading.Event | None = None,
         prelude: str | None = None,
+        asserts: Sequence[tuple[int, int, str]] | None = None,
     ) -> ExecutionResult:
         """Run ``code`` with the named ``inputs`` visible as globals.
 
@@ -37,6 +38,11 @@ class Sandbox(Protocol):
 
         ``tests``: the user's test code, run after the candidate in its namespace, one
         top-level statement at a time, each reported in ``ExecutionResult.tests``.
+        ``asserts``: the user's own checks, as ``(line, column, the user's code)`` for
+        each top-level statement of ``code`` that is one of the user's asserts (or a call
+        of their test function): there the checker runs the user's code instead of the
+        program, on the program's values fetched as data (a lying ``__eq__`` cannot meet
+        it); each is reported, first, in ``ExecutionResult.tests``.
         ``cancel``: when set during the run, the run is killed and the result is
         ``killed``. ``limits``: None = the sandbox's own. Never raises for anything the
         candidate does; raises

@@ -48,7 +48,7 @@ import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import docker
 import docker.errors
@@ -782,6 +782,7 @@ class DockerSandbox:
         cancel: threading.Event | None = None,
         filename: str = CANDIDATE_FILE,
         prelude: str | None = None,
+        asserts: Sequence[tuple[int, int, str]] | None = None,
     ) -> ExecutionResult:
         """Run ``code`` in a warm container; see :class:`~.base.Sandbox`."""
         if not self._started:
@@ -807,6 +808,7 @@ class DockerSandbox:
                 "code": code,
                 "prelude": prelude or None,
                 "tests": tests,
+                "asserts": [list(item) for item in asserts or ()],
                 "filename": filename,
                 "inputs": files,
                 "inputs_dir": None if worker.input_dir is None else INPUTS_MOUNT,

@@ -16,14 +16,18 @@ Three kinds of process, and why each exists (the candidate is hostile):
   status to the server; between runs it kills every leftover process and wipes
   ``/tmp`` and ``/dev/shm``.
 * per run, the **candidate** (runs the program as the real ``__main__``, with
-  Python's own exit, thread and ``atexit`` semantics) and, when there are tests, the
-  **checker**: a separate, non-dumpable process that runs the tests. Names the tests
-  read from the program reach it over a JSON RPC (plain values by value, other
-  objects as remote references), so no ``__eq__`` trick, patched ``unittest`` or
-  forged frame can change a test's outcome.
+  Python's own exit, thread and ``atexit`` semantics) and, when there are tests or the
+  user's asserts to check, the **checker**: a separate, non-dumpable process that runs
+  them. It trusts only data (``codec``, ``checker_rpc``): what the program answers over
+  the JSON RPC is plain data the checker rebuilds, or an opaque handle; nothing the
+  program sends names a class or module for it to load; comparisons and operators with
+  a test's value are computed in the checker; builtins and libraries are its own, and
+  which names come from the program is read from the sources (``checker``). The user's
+  top-level asserts are run there too, while the candidate waits at each.
 
-Status and exit code come from the candidate's wait status as the template saw it;
-what the candidate itself reports (error details, figures) is description only.
+Status and exit code come from the candidate's wait status as the template saw it
+(``oom``: the OOM kill, or the builtin MemoryError class itself); what the candidate
+itself reports (error details, figures) is description only.
 
 Protocol with the host: frames of a 4-byte big-endian length and UTF-8 JSON, over the
 unix socket ``--control PATH`` when it can be reached (a local engine), else over
@@ -39,9 +43,10 @@ path of ``__main__.py``. Its modules, each with one job:
 * ``server``: PID 1; the host's frames in and out, the templates, one run, ``main``.
 * ``template``: the templates: fork each run's candidate and checker, reap, sweep.
 * ``candidate``: the program as ``python3 FILE`` runs it, then its report.
-* ``checker``: the tests, one statement at a time, against the program's names.
+* ``checker``: the user's asserts where they stand, then the tests one statement at a
+  time, against the program's names (the rule of where each name comes from).
 * ``program_rpc`` / ``checker_rpc``: the two ends of the RPC between them.
-* ``codec``: values and exceptions as tagged JSON across that RPC.
+* ``codec``: values and exceptions as tagged JSON across that RPC (the trust rules).
 * ``frames``: the length-prefixed JSON frames every channel carries.
 * ``outcome``: a run's result from what the server observed.
 * ``describe``: what a candidate says about itself (errors, values, figures).

@@ -1,5 +1,6 @@
 """The candidate: one program run as ``python3 FILE`` would run it, in a fresh process."""
 
+import __future__
 import ast
 import atexit
 import builtins
@@ -24,6 +25,9 @@ from .program_rpc import ProgramObjects
 
 #: Python's default recursion limit, which the candidate must see as its own.
 DEFAULT_RECURSION_LIMIT = 1000
+#: The builtin MemoryError, taken before any program runs: only this very class raised
+#: by the program makes a run ``oom`` (a class of the program's named so does not).
+_MEMORY_ERROR = MemoryError
 _STARTUP_WARNING_FILTERS = list(warnings.filters)
 #: The runner package's name and folder where it runs (``selfheal_runner`` in the image).
 _PACKAGE = __package__ or ""
@@ -51,16 +55,21 @@ class InputError(Exception):
     pass
 
 
-def _runner_frames_to_skip(tb: Any) -> Any:
-    """The traceback from the program's first frame on (the runner's own are not shown)."""
-    while tb is not None and os.path.dirname(tb.tb_frame.f_code.co_filename) == _RUNNER_DIR:
+def _without_runner_frames(tb: Any) -> Any:
+    """The traceback with the runner's own frames left out (they are not the program's)."""
+    kept = []
+    while tb is not None:
+        if os.path.dirname(tb.tb_frame.f_code.co_filename) != _RUNNER_DIR:
+            kept.append(tb)
         tb = tb.tb_next
-    return tb
+    for entry, after in zip(kept, kept[1:] + [None]):
+        entry.tb_next = after
+    return kept[0] if kept else None
 
 
 def _print_exception(exc: BaseException) -> None:
     """What ``python3 FILE`` prints for an uncaught exception (through sys.excepthook)."""
-    tb = None if isinstance(exc, SyntaxError) else _runner_frames_to_skip(exc.__traceback__)
+    tb = None if isinstance(exc, SyntaxError) else _without_runner_frames(exc.__traceback__)
     exc.__traceback__ = tb  # the hook prints the exception's own traceback
     try:
         sys.excepthook(type(exc), exc, tb)
@@ -93,7 +102,10 @@ class Program:
         self.outputs: list = []
         self.exit_code = 0
         self.interrupted = False
+        self.memory_error = False
         self.failure = ""
+        self.asserts = {(int(line), int(col)) for line, col, _ in req.get("asserts") or []}
+        self.objects: "ProgramObjects | None" = None
 
     def module(self) -> dict:
         mod = types.ModuleType("__main__")
@@ -140,6 +152,7 @@ class Program:
             self.error = error_info(exc, (self.path, NOTEBOOK_FILE), self.filename)
             self.exit_code = 1
             self.interrupted = isinstance(exc, KeyboardInterrupt)
+            self.memory_error = type(exc) is _MEMORY_ERROR
             self.failure = f"the program raised {type(exc).__name__}"
             _print_exception(exc)
             del exc
@@ -149,14 +162,68 @@ class Program:
         body = tree.body
         last: "ast.Expr | None" = None
         if len(body) > 1 or (body and not _is_docstring(body[0])):
-            if body and isinstance(body[-1], ast.Expr):
+            if body and isinstance(body[-1], ast.Expr) and (
+                    body[-1].lineno, body[-1].col_offset) not in self.asserts:
                 last = body.pop()  # type: ignore[assignment]  # checked just above
-        exec(compile(tree, self.path, "exec", dont_inherit=True), ns)
+        code = compile(tree, self.path, "exec", dont_inherit=True)
+        if not self.asserts:
+            exec(code, ns)
+        else:
+            self._execute_checked(tree.body, ns, code.co_flags & _FUTURE_FLAGS)
         if last is not None:
             value = eval(compile(ast.Expression(last.value), self.path, "eval",
                                  dont_inherit=True), ns)
             if value is not None:
                 self.outputs.extend(rich_value(value))
+
+    def _execute_checked(self, body: list, ns: dict, flags: int) -> None:
+        """The program a run of statements at a time: at each of the user's top-level
+        asserts (and calls of their test functions) it waits while the checker evaluates
+        the user's code on the program's values as data, then goes on or raises there,
+        as the statement would have."""
+        chunk: list = []
+        for stmt in body + [None]:
+            if stmt is not None and (stmt.lineno, stmt.col_offset) not in self.asserts:
+                chunk.append(stmt)
+                continue
+            if chunk:
+                exec(compile(ast.Module(chunk, []), self.path, "exec", flags=flags,
+                             dont_inherit=True), ns)
+                chunk = []
+            if stmt is not None:
+                self._checkpoint(stmt, ns)
+
+    def _checkpoint(self, stmt: ast.stmt, ns: dict) -> None:
+        objects = self._objects()
+        write_frame(FD_RPC_OUT, {"checkpoint": [stmt.lineno, stmt.col_offset]})
+        told = objects.serve(FD_RPC_IN, FD_RPC_OUT)
+        if told is not None and told.get("passed") is True:
+            return
+        escaped, objects.escaped = objects.escaped, None
+        if told is None:
+            exc: BaseException = RuntimeError("the user's assert could not be checked")
+        elif told.get("from_program") and escaped is not None:
+            exc = escaped
+        else:
+            kind = builtins.__dict__.get(str(told.get("type")))
+            if not (isinstance(kind, type) and issubclass(kind, Exception)):
+                kind = AssertionError
+            message = str(told.get("message") or "")
+            exc = kind(message) if message else kind()
+        # Raised by a statement at the assert's line, so the frames are the program's.
+        raise_stmt = ast.copy_location(ast.Raise(exc=ast.Name("__selfheal_raised__", ast.Load()),
+                                                 cause=None), stmt)
+        ast.fix_missing_locations(raise_stmt)
+        ns["__selfheal_raised__"] = exc
+        try:
+            exec(compile(ast.Module([raise_stmt], []), self.path, "exec", dont_inherit=True), ns)
+        finally:
+            ns.pop("__selfheal_raised__", None)
+
+    def _objects(self) -> ProgramObjects:
+        if self.objects is None:
+            self.objects = ProgramObjects(sys.modules["__main__"].__dict__)
+        return self.objects
 
     def _exit(self, exc: SystemExit) -> None:
         code = exc.code
@@ -186,12 +253,13 @@ class Program:
             try:
                 write_frame(FD_RPC_OUT, {"ready": ready, "reason": self.failure})
                 if ready:
-                    ProgramObjects(sys.modules["__main__"].__dict__).serve(FD_RPC_IN, FD_RPC_OUT)
+                    self._objects().serve(FD_RPC_IN, FD_RPC_OUT)
             except BaseException:
                 pass
         self.outputs.extend(collect_figures())  # before atexit: pyplot closes them there
         try:
-            write_frame(FD_REPORT, {"error": self.error, "outputs": self.outputs})
+            write_frame(FD_REPORT, {"error": self.error, "outputs": self.outputs,
+                                    "memory_error": self.memory_error})
         except BaseException:
             pass
         try:
@@ -224,6 +292,11 @@ def _clear_main() -> None:
         gc.collect()
     except BaseException:
         pass
+
+
+_FUTURE_FLAGS = 0
+for _feature in __future__.all_feature_names:
+    _FUTURE_FLAGS |= getattr(__future__, _feature).compiler_flag
 
 
 def _is_docstring(stmt: ast.stmt) -> bool:

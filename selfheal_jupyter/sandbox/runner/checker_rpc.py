@@ -1,9 +1,19 @@
-"""The checker's end of the RPC: program objects seen from the checker (``Remote``)."""
+"""The checker's end of the RPC: program objects seen from the checker (``Remote``).
 
+What the program answers is data (rebuilt here by the codec's fixed rules) or a
+``Remote``: an opaque handle. Comparisons, operators, truth values and conversions of a
+handle are computed here on its plain value, fetched as data; a handle with none fails
+the test with a clear message. A value of the tests never goes to the program for it to
+compare or combine: it goes only as the argument of a call the test makes."""
+
+import builtins
+import operator
 from typing import Any, Callable
 
-from .codec import MUTABLE, Budget, Codec, Unencodable, describe_exception, local_class, raise_described
+from .codec import (MUTABLE, Budget, Codec, ProgramRecord, Unencodable, claimed_names, describe_exception,
+                    raise_described)
 from .frames import FrameReader, write_frame
+from .program_rpc import BINARY_OPERATORS
 
 
 class ProgramLink:
@@ -13,14 +23,15 @@ class ProgramLink:
         self.out = rpc_out
         self.reader = FrameReader(rpc_in)
         self.remotes: dict = {}
-        self.modules: dict = {}
         self.local: list = []
         self.after: "dict | None" = None
         self.codec = Codec(self.ref_of, self.remote, by_name=True)
         self.closed = False
+        self.raised: "BaseException | None" = None  # the last exception the program raised
+        self.sent: "list[BaseException]" = []  # exceptions functions of the tests raised
 
     def ref_of(self, obj: Any) -> dict:
-        if isinstance(obj, Remote):
+        if type(obj) is Remote:
             return {"$": "ref", "id": object.__getattribute__(obj, "_id")}
         if callable(obj):  # a function of the tests, called back by the program
             self.local.append(obj)
@@ -43,19 +54,14 @@ class ProgramLink:
         if v.get("$") == "cref":
             return self.local[int(v["id"])]
         key = int(v["id"])
-        if v.get("class"):
-            local = local_class(str(v["class"]))
-            if local is not None:
-                return local
         if key not in self.remotes:
-            self.remotes[key] = Remote(self, key, f"{v.get('module', '')}:{v.get('type', '')}",
-                                       str(v.get("repr", "")), bool(v.get("callable")))
+            self.remotes[key] = Remote(self, key, v)
         return self.remotes[key]
 
     def encode(self, value: Any) -> Any:
         """A test-side value for the program; program objects travel as references."""
         try:
-            return self.codec._enc(value, Budget(), 0)
+            return self.codec._enc(value, Budget(), 0, False)
         except Unencodable:
             raise TypeError("a value from the tests is too large to pass to the program") from None
 
@@ -76,7 +82,14 @@ class ProgramLink:
                 break
             self.call_back(reply)
         if "raise" in reply:
-            raise_described(reply["raise"])
+            token = reply["raise"].get("token")
+            try:
+                if type(token) is int and 0 <= token < len(self.sent):
+                    raise self.sent[token]  # the tests' own exception, passed through
+                raise_described(reply["raise"])
+            except BaseException as exc:
+                self.raised = exc
+                raise
         self.after = reply.get("after") if isinstance(reply.get("after"), dict) else None
         return self.codec.decode(reply.get("ok"))
 
@@ -108,13 +121,23 @@ class ProgramLink:
             value = fn(*self.codec.decode(frame["args"]), **self.codec.decode(frame["kwargs"]))
             reply = {"ok": self.encode(value)}
         except BaseException as exc:
-            reply = {"raise": describe_exception(exc)}
+            self.sent.append(exc)
+            reply = {"raise": {**describe_exception(exc), "token": len(self.sent) - 1}}
         write_frame(self.out, reply)
 
-    def program_module(self, name: str) -> Any:
-        if name not in self.modules:
-            self.modules[name] = self.ask("import", name=name)
-        return self.modules[name]
+    def forward(self, module: str, name: str, args: tuple, kwargs: dict) -> None:
+        """A test called ``module.name`` of its own (a seed, a figure reset): call the
+        program's too."""
+        if not self.closed:
+            self.ask("forward", module=module, name=name, args=self.encode(list(args)),
+                     kwargs=self.encode(dict(kwargs)))
+
+    def resume(self, outcome: dict) -> None:
+        """The program waits at one of the user's asserts: let it go on (or raise)."""
+        try:
+            write_frame(self.out, {"op": "resume", **outcome})
+        except OSError:
+            self.closed = True
 
     def done(self) -> None:
         try:
@@ -123,27 +146,29 @@ class ProgramLink:
             pass
 
 
+def _no_value(remote: "Remote") -> TypeError:
+    return TypeError(f"the program returned a {remote._kind()} where a value was expected")
+
+
 class Remote:
-    """An object of the program, seen from the checker. Comparisons with plain values
-    are never delegated to the program: a remote object equals only itself, or another
-    remote object the program says it equals."""
+    """An object of the program, seen from the checker: an opaque handle. Attributes,
+    calls, items, ``len`` and iteration are the program's answers (data or handles);
+    everything that compares or computes is done here, on the plain value."""
 
-    __slots__ = ("_link", "_id", "_type", "_repr", "_callable")
+    __slots__ = ("_link", "_id", "_info")
 
-    def __init__(self, link: ProgramLink, ref: int, type_name: str, text: str,
-                 is_callable: bool) -> None:
+    def __init__(self, link: ProgramLink, ref: int, info: dict) -> None:
         object.__setattr__(self, "_link", link)
         object.__setattr__(self, "_id", ref)
-        object.__setattr__(self, "_type", type_name)
-        object.__setattr__(self, "_repr", text)
-        object.__setattr__(self, "_callable", is_callable)
+        object.__setattr__(self, "_info", info)
 
-    @property  # type: ignore[misc]
-    def __class__(self) -> type:  # noqa: D105
-        """The library class of the same name, so ``isinstance(x, plt.Axes)`` works in a
-        test (the program's own classes and unknown ones stay ``Remote``). This is a claim
-        of the program's and only answers type checks: values are still compared here."""
-        return local_class(object.__getattribute__(self, "_type")) or Remote
+    # -- what the checker knows of it: strings it only compares, never looks up
+    def _kind(self) -> str:
+        return str(object.__getattribute__(self, "_info").get("type") or "object")
+
+    def _names(self, key: str) -> "list[str]":
+        names = object.__getattribute__(self, "_info").get(key)
+        return [str(n) for n in names] if isinstance(names, list) else []
 
     def _ask(self, op: str, **fields: Any) -> Any:
         return object.__getattribute__(self, "_link").ask(
@@ -152,6 +177,21 @@ class Remote:
     def _enc(self, value: Any) -> Any:
         return object.__getattribute__(self, "_link").encode(value)
 
+    def _plain(self) -> Any:
+        """The program's object as data (a record for an instance of its own class)."""
+        try:
+            return self._ask("value")
+        except Exception:
+            raise _no_value(self) from None
+
+    def _value(self) -> Any:
+        """The plain value an operator works on (never a record, never a handle)."""
+        value = self._plain()
+        if isinstance(value, (ProgramRecord, Remote)):
+            raise _no_value(self)
+        return value
+
+    # -- the program's answers
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
@@ -193,58 +233,173 @@ class Remote:
     def __contains__(self, item: Any) -> bool:
         return any(item == x for x in self)  # compared here, on plain values
 
-    def __bool__(self) -> bool:
-        raise TypeError(
-            f"a {object.__getattribute__(self, '_type')} object of the program cannot be used "
-            "as a truth value in a test; compare a plain value (e.g. `x == 3`, `len(x) > 0`)")
-
     def __repr__(self) -> str:
-        return object.__getattribute__(self, "_repr") or "<program object>"
+        return str(object.__getattribute__(self, "_info").get("repr") or "<program object>")
 
     def __str__(self) -> str:
         text = self._ask("str")
         return text if type(text) is str else repr(self)
 
-    def __hash__(self) -> int:
-        return hash(("selfheal-remote", object.__getattribute__(self, "_id")))
+    def __format__(self, spec: str) -> str:
+        return format(self._value(), spec) if spec else str(self)
 
-    def _compare(self, other: Any, name: str) -> Any:
-        if not isinstance(other, Remote):
-            return NotImplemented
-        result = self._ask("compare", name=name, other=object.__getattribute__(other, "_id"))
-        return result is True
+    # -- computed here
+    def __bool__(self) -> bool:
+        try:
+            value = self._value()
+        except TypeError:
+            raise TypeError(
+                f"a {self._kind()} object of the program cannot be used as a truth value in a "
+                "test; compare a plain value (e.g. `x == 3`, `len(x) > 0`)") from None
+        return bool(value)
+
+    def __hash__(self) -> int:
+        return hash(("selfheal-remote", self._kind()))  # equal handles have equal kinds
 
     def __eq__(self, other: Any) -> Any:
-        if isinstance(other, Remote) and object.__getattribute__(other, "_id") == \
-                object.__getattribute__(self, "_id"):
-            return True
-        return self._compare(other, "==")
+        if type(other) is Remote:
+            if object.__getattribute__(other, "_id") == object.__getattribute__(self, "_id"):
+                return True
+            try:
+                mine, theirs = self._plain(), other._plain()
+            except TypeError:
+                return False  # objects without a value are equal only to themselves
+            same = mine == theirs
+            if isinstance(mine, ProgramRecord) and same:
+                # Equal as data, and equal to the program (a class without __eq__ is not).
+                same = self._ask("equal", other=object.__getattribute__(other, "_id")) is True
+            return same
+        mine = self._plain()
+        return mine == other
 
     def __ne__(self, other: Any) -> Any:
-        result = self.__eq__(other)
-        return result if result is NotImplemented else not result
+        if type(other) is Remote:
+            return not self.__eq__(other)
+        return self._plain() != other
 
     def __lt__(self, other: Any) -> Any:
-        return self._compare(other, "<")
+        return self._value() < _value_of(other)
 
     def __le__(self, other: Any) -> Any:
-        return self._compare(other, "<=")
+        return self._value() <= _value_of(other)
 
     def __gt__(self, other: Any) -> Any:
-        return self._compare(other, ">")
+        return self._value() > _value_of(other)
 
     def __ge__(self, other: Any) -> Any:
-        return self._compare(other, ">=")
+        return self._value() >= _value_of(other)
+
+    def __neg__(self) -> Any:
+        return -self._value()
+
+    def __pos__(self) -> Any:
+        return +self._value()
+
+    def __abs__(self) -> Any:
+        return abs(self._value())
+
+    def __invert__(self) -> Any:
+        return ~self._value()
+
+    def __round__(self, *args: Any) -> Any:
+        return round(self._value(), *args)
+
+    def __int__(self) -> int:
+        return int(self._value())
+
+    def __float__(self) -> float:
+        return float(self._value())
+
+    def __complex__(self) -> complex:
+        return complex(self._value())
+
+    def __index__(self) -> int:
+        return operator.index(self._value())
+
+    # -- type checks: against the names the program gave for its object's classes
+    def _is_instance(self, cls: Any) -> bool:
+        if type(cls) is Remote:  # one of the program's own classes: both sides are its
+            return self._ask("isinstance", cls=object.__getattribute__(cls, "_id")) is True
+        if cls is type:
+            return bool(self._names("bases"))
+        if not isinstance(cls, type) or getattr(cls, "__module__", "") == "builtins":
+            return False  # plain values cross as values: a handle is none of them
+        return f"{cls.__module__}:{cls.__qualname__}" in self._names("mro")
+
+    def _is_subclass(self, cls: Any) -> bool:
+        if not self._names("bases"):
+            raise TypeError("issubclass() arg 1 must be a class")
+        if type(cls) is Remote:
+            return self._ask("issubclass", cls=object.__getattribute__(cls, "_id")) is True
+        if not isinstance(cls, type):
+            return False
+        return f"{cls.__module__}:{cls.__qualname__}" in self._names("bases")
 
 
-def _binop(name: str) -> Callable:
+def _value_of(x: Any) -> Any:
+    return x._value() if type(x) is Remote else x
+
+
+def _binop(name: str, fn: Callable[[Any, Any], Any], reflected: bool) -> Callable:
+    """An operator: with a value of the tests, on the handle's plain value, here; between
+    two of the program's objects (no value of the tests involved), the program's."""
     def method(self: Remote, other: Any) -> Any:
-        return self._ask("binop", name=name, other=self._enc(other))
-    method.__name__ = name
+        if type(other) is Remote and not reflected:
+            return self._ask("binop", name=name, other=object.__getattribute__(other, "_id"))
+        mine, theirs = self._value(), _value_of(other)
+        return fn(theirs, mine) if reflected else fn(mine, theirs)
     return method
 
 
-for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or",
-              "xor", "lshift", "rshift"):
-    setattr(Remote, f"__{_name}__", _binop(f"__{_name}__"))
-    setattr(Remote, f"__r{_name}__", _binop(f"__r{_name}__"))
+for _name in BINARY_OPERATORS:
+    _fn = divmod if _name == "divmod" else getattr(operator, f"{_name}_" if _name in ("and", "or") else _name)
+    setattr(Remote, f"__{_name}__", _binop(_name, _fn, False))
+    setattr(Remote, f"__r{_name}__", _binop(_name, _fn, True))
+
+
+_REAL_ISINSTANCE = builtins.isinstance
+_REAL_ISSUBCLASS = builtins.issubclass
+
+
+def _flatten(classinfo: Any) -> list:
+    if type(classinfo) is tuple:
+        return [c for item in classinfo for c in _flatten(item)]
+    args = getattr(classinfo, "__args__", None)  # int | str
+    if type(classinfo).__name__ == "UnionType" and isinstance(args, tuple):
+        return list(args)
+    return [classinfo]
+
+
+def _named_in(claimed: tuple, classes: "tuple | list") -> bool:
+    return bool(claimed) and any(
+        _REAL_ISINSTANCE(c, type) and f"{c.__module__}:{c.__qualname__}" in claimed for c in classes)
+
+
+def checker_isinstance(obj: Any, classinfo: Any) -> bool:
+    """``isinstance`` that also answers for handles and the program's exceptions, by the
+    names the program gave (the checker's builtin while tests run)."""
+    classes = _flatten(classinfo)
+    local = tuple(c for c in classes if type(c) is not Remote)
+    if local and _REAL_ISINSTANCE(obj, local if len(local) > 1 else local[0]):
+        return True
+    if type(obj) is Remote:
+        return any(obj._is_instance(c) for c in classes)
+    return _named_in(claimed_names(type(obj)), local)
+
+
+def checker_issubclass(cls: Any, classinfo: Any) -> bool:
+    """``issubclass`` that also answers for handles of the program's classes and for the
+    stand-ins of its exceptions (``assertRaises(LibraryError)``), by name."""
+    if type(cls) is Remote:
+        return any(cls._is_subclass(c) for c in _flatten(classinfo))
+    local = tuple(c for c in _flatten(classinfo) if type(c) is not Remote)
+    if local and _REAL_ISSUBCLASS(cls, local if len(local) > 1 else local[0]):
+        return True
+    return _named_in(claimed_names(cls), local)
+
+
+def install_type_checks() -> None:
+    """Make ``isinstance`` / ``issubclass`` answer for handles everywhere in the checker
+    (``unittest``'s ``assertIsInstance`` reads the builtin too)."""
+    builtins.isinstance = checker_isinstance
+    builtins.issubclass = checker_issubclass

@@ -1,17 +1,35 @@
-"""Values as tagged JSON between the program and the checker (and exceptions)."""
+"""Values as tagged JSON between the program and the checker (and exceptions).
+
+The trust rule: what the checker decodes is plain data built by the checker itself
+(from a fixed table of tags), a reference to an object that stays in the program (an
+opaque handle), or a stand-in exception class it makes. Nothing the program sends
+names a class, module or function for the checker to load: names from the program are
+only ever compared as strings or used as the name of a class the checker creates.
+The program's side may resolve names the tests sent (library classes, exceptions):
+that happens in the program's own process.
+"""
 
 import base64
 import builtins
+import collections
 import sys
 from typing import Any, Callable
 
 from .describe import safe_str
 
-# Values cross between the program and the checker as tagged JSON. Only these exact
-# types travel by value and are rebuilt from plain data on the other side; anything
-# else (functions, classes, instances, subclasses of the above) is a reference.
+# Values cross between the program and the checker as tagged JSON. Exact types travel by
+# value and are rebuilt from plain data on the other side; a subclass of a plain type
+# (int, float, str, list, dict...) travels as the plain value it holds, without its
+# methods; anything else (functions, classes, instances) is a reference.
 MAX_ENCODED_ITEMS = 500_000
 _DTYPE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789[], :<>|=/._-+")
+
+#: The builtin exception classes, taken when the runner starts (before any program or
+#: test): an exception from the program becomes one of these, or a stand-in below one.
+BUILTIN_EXCEPTIONS = {name: obj for name, obj in vars(builtins).items()
+                      if isinstance(obj, type) and issubclass(obj, BaseException)}
+#: Factories a defaultdict may carry across (by this fixed table, never by name lookup).
+_FACTORIES = {f.__name__: f for f in (int, float, complex, str, bytes, list, dict, set, tuple, bool)}
 
 
 class Budget:
@@ -25,30 +43,104 @@ class Unencodable(Exception):
     pass
 
 
+class ProgramRecord:
+    """An instance of one of the program's own classes, as data: the name of its class
+    and its fields. Equal only to a record of the same class name with equal fields
+    (compared here); it has no other behaviour."""
+
+    __slots__ = ("module", "type", "fields")
+
+    def __init__(self, module: str, type_name: str, fields: dict) -> None:
+        self.module, self.type, self.fields = module, type_name, fields
+
+    def __eq__(self, other: Any) -> bool:
+        return (type(other) is ProgramRecord and self.module == other.module
+                and self.type == other.type and self.fields == other.fields)
+
+    def __ne__(self, other: Any) -> bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:
+        return hash((self.module, self.type))
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={v!r}" for k, v in self.fields.items())
+        return f"{self.type}({fields})"
+
+
 def _dtype_ok(text: Any) -> str:
     if not isinstance(text, str) or len(text) > 64 or not set(text) <= _DTYPE_CHARS:
         raise ValueError(f"unexpected dtype {text!r}")
     return text
 
 
+def _plain_base(x: Any) -> "type | None":
+    """The plain type a subclass instance holds a value of (None: not a subclass of one)."""
+    for base in (int, float, complex, str, bytes, bytearray, tuple, list, dict, frozenset, set):
+        if isinstance(x, base):
+            return base
+    return None
+
+
 class Codec:
-    """Encode / decode values; ``ref_of`` / ``deref`` link references to objects."""
+    """Encode / decode values; ``ref_of`` / ``deref`` link references to objects.
+
+    ``by_name``: library classes travel by name (the tests' side, towards the program).
+    ``resolve_names``: a class or exception named by the other side may be looked up in
+    this process's modules (the program's side only: the checker never does).
+    """
 
     def __init__(self, ref_of: Callable[[Any], dict], deref: Callable[[dict], Any],
-                 by_name: bool = False) -> None:
+                 by_name: bool = False, resolve_names: bool = False) -> None:
         self.ref_of = ref_of
         self.deref = deref
-        self.by_name = by_name  # library classes travel by name (tests -> program only)
+        self.by_name = by_name
+        self.resolve_names = resolve_names
+        self._namedtuples: dict = {}
 
     # -- out
     def encode(self, value: Any, budget: "Budget | None" = None) -> Any:
         budget = budget or Budget()
         try:
-            return self._enc(value, budget, 0)
+            return self._enc(value, budget, 0, False)
         except (Unencodable, RecursionError):
             return self.ref_of(value)
 
-    def _enc(self, x: Any, b: Budget, depth: int) -> Any:
+    def plain(self, value: Any) -> Any:
+        """The value as data only: the program's own objects as records of their fields;
+        raises Unencodable when some part is neither (a function, a library object)."""
+        try:
+            return self._enc(value, Budget(), 0, True)
+        except RecursionError:
+            raise Unencodable from None
+
+    def _other(self, x: Any, b: Budget, depth: int, plain: bool) -> Any:
+        """What is not plain data: a reference, or in ``plain`` mode a record or nothing."""
+        if not plain:
+            return self.ref_of(x)
+        t = type(x)
+        if getattr(t, "__module__", None) != "__main__" or isinstance(x, type) or callable(x):
+            raise Unencodable
+        fields: dict = {}
+        try:
+            attrs = object.__getattribute__(x, "__dict__")
+        except AttributeError:
+            attrs = {}
+        if type(attrs) is dict:
+            fields.update(attrs)
+        for klass in t.__mro__:
+            slots = klass.__dict__.get("__slots__", ())
+            for name in [slots] if isinstance(slots, str) else slots:
+                if isinstance(name, str) and name not in ("__dict__", "__weakref__"):
+                    try:
+                        fields[name] = object.__getattribute__(x, name)
+                    except AttributeError:
+                        pass
+        return {"$": "record", "module": str(t.__module__), "type": str(t.__qualname__),
+                "fields": [[str(k), self._enc(v, b, depth + 1, plain)] for k, v in fields.items()
+                           if isinstance(k, str)]}
+
+    def _enc(self, x: Any, b: Budget, depth: int, plain: bool) -> Any:
         b.left -= 1
         if b.left < 0 or depth > 100:
             raise Unencodable
@@ -58,9 +150,9 @@ class Codec:
         if t is float:
             return x if x == x and x not in (float("inf"), float("-inf")) else {"$": "float", "v": repr(x)}
         if t in (list, tuple, set, frozenset):
-            return {"$": t.__name__, "v": [self._enc(i, b, depth + 1) for i in x]}
+            return {"$": t.__name__, "v": [self._enc(i, b, depth + 1, plain) for i in x]}
         if t is dict:
-            return {"$": "dict", "v": [[self._enc(k, b, depth + 1), self._enc(v, b, depth + 1)]
+            return {"$": "dict", "v": [[self._enc(k, b, depth + 1, plain), self._enc(v, b, depth + 1, plain)]
                                        for k, v in x.items()]}
         if t in (bytes, bytearray):
             return {"$": t.__name__, "v": base64.b64encode(x).decode()}
@@ -75,23 +167,74 @@ class Codec:
                 return {"$": "timedelta", "v": [x.days, x.seconds, x.microseconds]}
             return {"$": t.__name__, "v": x.isoformat() if hasattr(x, "isoformat") else str(x)}
         if mod == "numpy" or mod.startswith("numpy."):
-            return self._enc_numpy(x, b, depth)
-        if mod.startswith("pandas"):
-            return self._enc_pandas(x, b, depth)
-        if isinstance(x, type) and self.by_name:
-            spec = f"{getattr(x, '__module__', '')}:{getattr(x, '__qualname__', '')}"
-            if local_class(spec) is x:  # a library's class: the program can import it
-                return {"$": "class", "v": spec}
-        try:
-            is_exception_class = isinstance(x, type) and issubclass(x, BaseException)
-        except Exception:
-            is_exception_class = False
-        if is_exception_class:
-            return {"$": "excclass", "name": x.__qualname__, "module": x.__module__,
-                    "base": _builtin_base(x).__name__}
-        return self.ref_of(x)
+            found = self._enc_numpy(x, b, depth, plain)
+            if found is not None:
+                return found
+        elif mod.startswith("pandas"):
+            found = self._enc_pandas(x, b, depth, plain)
+            if found is not None:
+                return found
+        elif t is collections.deque:
+            return {"$": "deque", "v": [self._enc(i, b, depth + 1, plain) for i in x],
+                    "maxlen": x.maxlen}
+        if isinstance(x, type):
+            if self.by_name:
+                spec = f"{getattr(x, '__module__', '')}:{getattr(x, '__qualname__', '')}"
+                if local_class(spec) is x:  # a library's class: the program can import it
+                    return {"$": "class", "v": spec}
+            try:
+                is_exception_class = issubclass(x, BaseException)
+            except Exception:
+                is_exception_class = False
+            if is_exception_class:
+                return {"$": "excclass", **describe_class(x)}
+            return self._other(x, b, depth, plain)
+        base = _plain_base(x)
+        if base is not None:
+            return self._enc_subclass(x, base, b, depth, plain)
+        return self._other(x, b, depth, plain)
 
-    def _enc_numpy(self, x: Any, b: Budget, depth: int) -> Any:
+    def _enc_subclass(self, x: Any, base: type, b: Budget, depth: int, plain: bool) -> Any:
+        """A subclass of a plain type: the plain value it holds, read with the plain type's
+        own methods (never the subclass's ``__eq__``, ``__iter__``...)."""
+        enc = self._enc
+        if base is int:
+            return int.__int__(x)
+        if base is float:
+            return enc(float.__float__(x), b, depth, plain)
+        if base is complex:
+            return enc(complex(complex.real.__get__(x), complex.imag.__get__(x)), b, depth, plain)
+        if base is str:
+            return str.__str__(x)
+        if base in (bytes, bytearray):
+            return enc(base(memoryview(x)), b, depth, plain)
+        if base is tuple:
+            items = [enc(i, b, depth + 1, plain) for i in tuple.__iter__(x)]
+            fields = getattr(type(x), "_fields", None)
+            if (type(fields) is tuple and len(fields) == len(items)
+                    and all(type(f) is str for f in fields)):
+                return {"$": "namedtuple", "name": str(type(x).__name__), "fields": list(fields),
+                        "v": items}
+            return {"$": "tuple", "v": items}
+        if base is list:
+            return {"$": "list", "v": [enc(i, b, depth + 1, plain) for i in list.__iter__(x)]}
+        if base is dict:
+            pairs = [[enc(k, b, depth + 1, plain), enc(v, b, depth + 1, plain)]
+                     for k, v in dict.items(x)]
+            t = type(x)
+            if t is collections.Counter or t is collections.OrderedDict:
+                return {"$": t.__name__, "v": pairs}
+            if t is collections.defaultdict:
+                factory = x.default_factory
+                name = getattr(factory, "__name__", "")
+                return {"$": "defaultdict", "v": pairs,
+                        "factory": name if _FACTORIES.get(name) is factory else None}
+            return {"$": "dict", "v": pairs}
+        items = [enc(i, b, depth + 1, plain) for i in (set.__iter__(x) if base is set
+                                                       else frozenset.__iter__(x))]
+        return {"$": base.__name__, "v": items}
+
+    def _enc_numpy(self, x: Any, b: Budget, depth: int, plain: bool) -> Any:
         import numpy as np
 
         if type(x) is np.ndarray and x.dtype.kind in "biufcUSO":
@@ -99,12 +242,12 @@ class Codec:
             if b.left < 0:
                 raise Unencodable
             return {"$": "ndarray", "dtype": x.dtype.str, "shape": list(x.shape),
-                    "v": self._enc(x.tolist(), b, depth + 1)}
+                    "v": self._enc(x.tolist(), b, depth + 1, plain)}
         if isinstance(x, np.generic) and type(x).__module__ == "numpy" and x.dtype.kind in "biufc":
-            return {"$": "npscalar", "dtype": x.dtype.str, "v": self._enc(x.item(), b, depth + 1)}
-        return self.ref_of(x)
+            return {"$": "npscalar", "dtype": x.dtype.str, "v": self._enc(x.item(), b, depth + 1, plain)}
+        return None
 
-    def _enc_pandas(self, x: Any, b: Budget, depth: int) -> Any:
+    def _enc_pandas(self, x: Any, b: Budget, depth: int, plain: bool) -> Any:
         import pandas as pd
 
         t = type(x)
@@ -112,23 +255,23 @@ class Codec:
             b.left -= x.size
             if b.left < 0 or not x.columns.is_unique:
                 raise Unencodable
-            cols = [self._enc_column(x.iloc[:, i], b, depth) for i in range(x.shape[1])]
-            return {"$": "DataFrame", "columns": self._enc_pandas(x.columns, b, depth + 1),
-                    "index": self._enc_pandas(x.index, b, depth + 1), "cols": cols}
+            cols = [self._enc_column(x.iloc[:, i], b, depth, plain) for i in range(x.shape[1])]
+            return {"$": "DataFrame", "columns": self._enc_index(x.columns, b, depth + 1, plain),
+                    "index": self._enc_index(x.index, b, depth + 1, plain), "cols": cols}
         if t is pd.Series:
             b.left -= len(x)
-            return {"$": "Series", "name": self._enc(x.name, b, depth + 1),
-                    "index": self._enc_pandas(x.index, b, depth + 1),
-                    "col": self._enc_column(x, b, depth)}
+            return {"$": "Series", "name": self._enc(x.name, b, depth + 1, plain),
+                    "index": self._enc_index(x.index, b, depth + 1, plain),
+                    "col": self._enc_column(x, b, depth, plain)}
         if t is pd.RangeIndex:
             return {"$": "RangeIndex", "v": [x.start, x.stop, x.step],
-                    "name": self._enc(x.name, b, depth + 1)}
+                    "name": self._enc(x.name, b, depth + 1, plain)}
         if t is pd.MultiIndex:
-            return {"$": "MultiIndex", "v": self._enc(list(x), b, depth + 1),
-                    "names": self._enc(list(x.names), b, depth + 1)}
+            return {"$": "MultiIndex", "v": self._enc(list(x), b, depth + 1, plain),
+                    "names": self._enc(list(x.names), b, depth + 1, plain)}
         if t is pd.Index or t.__name__ in ("DatetimeIndex", "CategoricalIndex"):
-            return {"$": "Index", "dtype": str(x.dtype), "v": self._enc(x.tolist(), b, depth + 1),
-                    "name": self._enc(x.name, b, depth + 1)}
+            return {"$": "Index", "dtype": str(x.dtype), "v": self._enc(x.tolist(), b, depth + 1, plain),
+                    "name": self._enc(x.name, b, depth + 1, plain)}
         if t is pd.Timestamp:
             return {"$": "Timestamp", "v": x.isoformat()}
         if t is pd.Timedelta:
@@ -137,10 +280,16 @@ class Codec:
             return {"$": "NaT"}
         if x is pd.NA:
             return {"$": "NA"}
-        return self.ref_of(x)
+        return None
 
-    def _enc_column(self, s: Any, b: Budget, depth: int) -> dict:
-        return {"dtype": str(s.dtype), "v": self._enc(s.tolist(), b, depth + 1)}
+    def _enc_index(self, x: Any, b: Budget, depth: int, plain: bool) -> Any:
+        found = self._enc_pandas(x, b, depth, plain)
+        if found is None:
+            raise Unencodable
+        return found
+
+    def _enc_column(self, s: Any, b: Budget, depth: int, plain: bool) -> dict:
+        return {"dtype": str(s.dtype), "v": self._enc(s.tolist(), b, depth + 1, plain)}
 
     # -- in
     def decode(self, v: Any) -> Any:
@@ -148,13 +297,15 @@ class Codec:
             return v
         if isinstance(v, float):
             return v
-        if isinstance(v, list):  # never produced by encode; be strict
-            raise ValueError("untagged list")
+        if not isinstance(v, dict):  # lists always travel tagged
+            raise ValueError("untagged value")
         tag = v.get("$")
         d = self.decode
         if tag in ("ref", "cref"):
             return self.deref(v)
-        if tag == "class":  # only the program side receives these: it may import
+        if tag == "class":
+            if not self.resolve_names:
+                raise ValueError("a class by name is not accepted from the program")
             import importlib
 
             module, _, qualname = str(v["v"]).partition(":")
@@ -167,8 +318,23 @@ class Codec:
         if tag in ("list", "tuple", "set", "frozenset"):
             return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[tag](
                 d(i) for i in v["v"])
-        if tag == "dict":
-            return {d(k): d(val) for k, val in v["v"]}
+        if tag in ("dict", "Counter", "OrderedDict", "defaultdict"):
+            pairs = [(d(k), d(val)) for k, val in v["v"]]
+            if tag == "defaultdict":
+                return collections.defaultdict(_FACTORIES.get(str(v.get("factory"))), pairs)
+            if tag == "Counter":
+                return collections.Counter(dict(pairs))
+            return (dict if tag == "dict" else collections.OrderedDict)(pairs)
+        if tag == "namedtuple":
+            return self._namedtuple(str(v["name"]), [str(f) for f in v["fields"]])(
+                *[d(i) for i in v["v"]])
+        if tag == "deque":
+            maxlen = v.get("maxlen")
+            return collections.deque((d(i) for i in v["v"]),
+                                     None if maxlen is None else int(maxlen))
+        if tag == "record":
+            return ProgramRecord(str(v["module"]), str(v["type"]),
+                                 {str(k): d(val) for k, val in v["fields"]})
         if tag in ("bytes", "bytearray"):
             data = base64.b64decode(v["v"], validate=True)
             return data if tag == "bytes" else bytearray(data)
@@ -184,7 +350,9 @@ class Codec:
         if tag in ("datetime", "date", "time"):
             import datetime
 
-            return getattr(datetime, tag).fromisoformat(str(v["v"]))
+            parse: Any = {"datetime": datetime.datetime, "date": datetime.date,
+                          "time": datetime.time}[tag]
+            return parse.fromisoformat(str(v["v"]))
         if tag == "timedelta":
             import datetime
 
@@ -194,7 +362,7 @@ class Codec:
 
             return uuid.UUID(str(v["v"]))
         if tag == "excclass":
-            return exception_class(str(v["module"]), str(v["name"]), str(v["base"]))
+            return exception_class(v, self.resolve_names)
         if tag in ("ndarray", "npscalar"):
             import numpy as np
 
@@ -213,6 +381,18 @@ class Codec:
                 return arr
             return np.array(d(v["v"]), dtype=dtype).reshape([int(i) for i in v["shape"]])
         return self._dec_pandas(tag, v)
+
+    def _namedtuple(self, name: str, fields: list) -> Any:
+        """A named tuple class made here for the names the program gave (never looked up)."""
+        key = (name, tuple(fields))
+        if key not in self._namedtuples:
+            make: Any = collections.namedtuple
+            try:
+                made = make(name, fields, rename=True)
+            except ValueError:  # not an identifier
+                made = make("namedtuple", fields, rename=True)
+            self._namedtuples[key] = made
+        return self._namedtuples[key]
 
     def _dec_pandas(self, tag: Any, v: dict) -> Any:
         import pandas as pd
@@ -249,48 +429,118 @@ class Codec:
         return pd.array(self.decode(col["v"]), dtype=_dtype_ok(col["dtype"]))
 
 
+# ----------------------------------------------------------------------------- exceptions
 def _builtin_base(cls: type) -> type:
     for base in cls.__mro__:
-        if getattr(builtins, base.__name__, None) is base:
+        if BUILTIN_EXCEPTIONS.get(base.__name__) is base:
             return base
     return Exception
 
 
-_EXCEPTION_CLASSES: dict = {}
+def class_names(cls: Any) -> list:
+    """``module:qualname`` of each class of an MRO: strings the other side only compares."""
+    try:
+        mro = type.__dict__["__mro__"].__get__(cls)
+    except Exception:
+        return []
+    return [f"{getattr(k, '__module__', '')}:{getattr(k, '__qualname__', '')}" for k in mro][:64]
+
+
+def describe_class(cls: type) -> dict:
+    """An exception class as data: its name, the names of its own classes down to the
+    builtin it derives from (``chain``), that builtin's name, and the names of its
+    whole MRO (for type checks only)."""
+    base = _builtin_base(cls)
+    chain = []
+    for klass in cls.__mro__:
+        if klass is base:
+            break
+        chain.append([str(getattr(klass, "__module__", "")), str(getattr(klass, "__qualname__", ""))])
+    return {"module": str(cls.__module__), "name": str(cls.__qualname__), "base": base.__name__,
+            "chain": chain[:8], "names": class_names(cls)}
 
 
 def describe_exception(exc: BaseException) -> dict:
-    """An exception as it crosses the RPC (either way)."""
-    cls = type(exc)
-    return {"module": cls.__module__, "name": cls.__qualname__,
-            "base": _builtin_base(cls).__name__, "message": safe_str(exc)}
+    """An exception as it crosses the RPC (either way). ``token``: the exception is one
+    a function of the tests raised (a callback), going back to them."""
+    info = {**describe_class(type(exc)), "message": safe_str(exc)}
+    try:
+        token = exc.__dict__.get("__selfheal_token__")
+    except Exception:
+        token = None
+    if type(token) is int:
+        info["token"] = token
+    return info
 
 
-def raise_described(info: dict) -> None:
-    """Raise on this side the exception ``describe_exception`` gave on the other."""
-    raise exception_class(str(info.get("module")), str(info.get("name")),
-                          str(info.get("base")))(str(info.get("message", "")))
+_STAND_INS: dict = {}
 
 
-def exception_class(module: str, name: str, base: str) -> type:
-    """A local stand-in for an exception class the program defined (one per name)."""
-    builtin = getattr(builtins, name, None)
-    if module == "builtins" and isinstance(builtin, type) and issubclass(builtin, BaseException):
+def exception_class(info: dict, resolve_names: bool = False) -> type:
+    """The class on this side for an exception class the other side described: a builtin
+    exception itself, else a stand-in made here (one per chain of names) below the
+    builtin it derives from. ``resolve_names`` (the program's side only): a class of a
+    module loaded here is used as it is."""
+    module, name = str(info.get("module")), str(info.get("name"))
+    builtin = BUILTIN_EXCEPTIONS.get(name)
+    if module == "builtins" and builtin is not None:
         return builtin
-    if module != "__main__":
+    if resolve_names and module != "__main__":
         known = local_class(f"{module}:{name}")
         if known is not None and issubclass(known, BaseException):
             return known
-    key = (module, name)
-    if key not in _EXCEPTION_CLASSES:
-        parent = getattr(builtins, base, Exception)
-        if not (isinstance(parent, type) and issubclass(parent, BaseException)):
-            parent = Exception
-        _EXCEPTION_CLASSES[key] = type(name.rsplit(".", 1)[-1], (parent,), {"__module__": module})
-    return _EXCEPTION_CLASSES[key]
+    parent = BUILTIN_EXCEPTIONS.get(str(info.get("base")), Exception)
+    chain = info.get("chain")
+    if not isinstance(chain, list) or not chain:
+        chain = [[module, name]]
+    names = info.get("names")
+    names = tuple(str(n) for n in names[:64]) if isinstance(names, list) else ()
+    for item in reversed(chain[:8]):
+        mod, qualname = (str(part) for part in (list(item) + ["", ""])[:2])
+        key = (mod, qualname, parent)
+        if key not in _STAND_INS:
+            short = qualname.rsplit(".", 1)[-1]
+            _STAND_INS[key] = type(short if short.isidentifier() else "ProgramError",
+                                   (_with_message(parent),),
+                                   {"__module__": mod, "__qualname__": qualname,
+                                    "__selfheal_names__": ()})
+        parent = _STAND_INS[key]
+    if names and not claimed_names(parent):
+        parent.__selfheal_names__ = names  # type: ignore[attr-defined]
+    return parent
+
+
+def claimed_names(cls: Any) -> tuple:
+    """The names a stand-in's class was described with (its MRO on the other side)."""
+    try:
+        names = type.__dict__["__dict__"].__get__(cls).get("__selfheal_names__", ())
+    except Exception:
+        return ()
+    return names if isinstance(names, tuple) else ()
+
+
+def _with_message(cls: type) -> type:
+    """``cls``, or its nearest base that is made from a message alone (not, e.g.,
+    UnicodeDecodeError or ExceptionGroup)."""
+    for klass in cls.__mro__:
+        try:
+            klass("message")
+            return klass
+        except Exception:
+            continue
+    return Exception
+
+
+def raise_described(info: dict, resolve_names: bool = False) -> None:
+    """Raise on this side the exception ``describe_exception`` gave on the other."""
+    exc = _with_message(exception_class(info, resolve_names))(str(info.get("message", "")))
+    if type(info.get("token")) is int:
+        exc.__selfheal_token__ = info["token"]  # type: ignore[attr-defined]
+    raise exc
 
 
 def local_class(spec: str) -> "type | None":
+    """A class of a module already loaded in this process, by ``module:qualname``."""
     module, _, qualname = spec.partition(":")
     if not module or module == "__main__" or not qualname:
         return None

@@ -55,9 +55,12 @@ def failed_result(message: str) -> dict:
 
 def describe_result(wait_status: "int | None", reason: str, out: Capture, err: Capture,
                     report: "dict | None", checked: "dict | None", tests: str, oom_before: int,
-                    duration: float, cap: int, timeout: float, memory_bytes: int) -> dict:
+                    duration: float, cap: int, timeout: float, memory_bytes: int,
+                    asserts: "list | None" = None) -> dict:
     """Status and exit code from the wait status and why the server stopped the run;
-    the program's report adds details, never the verdict."""
+    the program's report adds details, never the verdict. ``oom`` comes from the
+    kernel's OOM kill, or from the builtin MemoryError class itself (identity-checked
+    in the candidate), never from the name of what the program raised."""
     result: dict = {
         "status": "ok", "exit_code": 0, "error": None, "outputs": [], "tests": [],
         "stdout_truncated": out.total > cap, "stderr_truncated": err.total > cap,
@@ -68,8 +71,8 @@ def describe_result(wait_status: "int | None", reason: str, out: Capture, err: C
         result["error"] = error if isinstance(error, dict) else None
         outputs = report.get("outputs")
         result["outputs"] = outputs if isinstance(outputs, list) else []
-    if tests:
-        result["tests"] = test_outcomes(checked, tests, reason)
+    if tests or asserts:
+        result["tests"] = test_outcomes(checked, tests, reason, asserts)
     signum = 0
     if wait_status is None:
         exit_code: "int | None" = None
@@ -81,6 +84,7 @@ def describe_result(wait_status: "int | None", reason: str, out: Capture, err: C
     result["exit_code"] = exit_code
     limit_mb = memory_bytes >> 20
     error_type = (result["error"] or {}).get("type")
+    memory_error = isinstance(report, dict) and report.get("memory_error") is True
     if reason == "timeout":
         result.update(status="timeout", error=None, message=(
             f"The program was still running after {timeout:g} s and was stopped. Look for "
@@ -104,7 +108,7 @@ def describe_result(wait_status: "int | None", reason: str, out: Capture, err: C
             f"The program used more than the memory limit ({limit_mb} MB) and the kernel "
             "killed it. Use less memory (smaller data, chunks, dtypes) or raise the "
             "memory limit."))
-    elif exit_code and error_type == "MemoryError":
+    elif exit_code and memory_error:
         result.update(status="oom", message=(
             f"The program ran out of memory (limit {limit_mb} MB): an allocation raised "
             "MemoryError. Use less memory or raise the limit."))
@@ -124,12 +128,19 @@ def describe_result(wait_status: "int | None", reason: str, out: Capture, err: C
     return result
 
 
-def test_outcomes(checked: "dict | None", tests: str, reason: str) -> list:
-    """The checker's outcomes; when it reported nothing usable, every test failed."""
+def test_outcomes(checked: "dict | None", tests: str, reason: str,
+                  asserts: "list | None" = None) -> list:
+    """The checker's outcomes; when it reported nothing usable, every check failed (each
+    of the user's asserts, and the tests)."""
     outcomes = checked.get("tests") if isinstance(checked, dict) else None
     if isinstance(outcomes, list) and all(isinstance(t, dict) for t in outcomes):
         return outcomes
     why = {"timeout": "the run timed out", "killed": "the run was cancelled",
            "output_limit": "the output limit was reached"}.get(
         reason, "the test process ended without a report")
-    return [{"source": tests.strip(), "passed": False, "line": 1, "message": f"not run: {why}"}]
+    failed = [{"source": str(text), "passed": False, "line": int(line), "message": f"not run: {why}"}
+              for line, _col, text in asserts or []]
+    if tests:
+        failed.append({"source": tests.strip(), "passed": False, "line": 1,
+                       "message": f"not run: {why}"})
+    return failed

@@ -1,26 +1,37 @@
 """The program's end of the RPC: serves the checker's requests from the namespace the
-program left, in the program's process."""
+program left, in the program's process.
+
+Nothing here decides anything: every answer is data or a reference, and the checker
+computes comparisons and operators itself. The program's process is the program's to
+change, so the checker treats whatever arrives from here as the program's claims."""
 
 import ast
+import operator
 import sys
 from typing import Any
 
-from .codec import MUTABLE, Codec, describe_exception, raise_described
+from .codec import MUTABLE, Codec, Unencodable, class_names, describe_exception, raise_described
 from .describe import short_repr
 from .frames import FrameReader, write_frame
 
 #: Items of a program's iterable sent to the tests per request.
 ITER_CHUNK = 1000
-#: Modules whose state the program's process owns (a test that seeds ``random`` or
-#: closes pyplot's figures means the program's), given to the tests as the program's.
-PROGRAM_STATE_MODULES = ("random", "numpy.random", "matplotlib.pyplot")
+#: Calls of the tests' own modules that reach the program's too: seeding (``random.seed(0)``
+#: in a test makes the program's draws reproducible; the test's own draws stay the
+#: checker's) and resetting pyplot's figures (a test's ``plt.close()`` between cases).
+FORWARDED = {"random": ("seed",), "numpy.random": ("seed",),
+             "matplotlib.pyplot": ("close", "clf", "cla")}
+#: Operators the program computes between two of its own objects (never with a value of
+#: the tests': those the checker computes on plain values).
+BINARY_OPERATORS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and",
+                    "or", "xor", "lshift", "rshift", "divmod")
 #: Names Python itself defines in a module: the tests keep their own.
 MODULE_DUNDERS = frozenset({"__name__", "__doc__", "__file__", "__loader__", "__spec__",
                             "__package__", "__builtins__", "__cached__", "__annotations__"})
 
 
 class ProgramObjects:
-    """Serve the checker's requests from the program's namespace, after the program ran."""
+    """Serve the checker's requests from the program's namespace."""
 
     MAX_REFS = 100_000
 
@@ -28,7 +39,10 @@ class ProgramObjects:
         self.ns = ns
         self.objects: list = []
         self.ids: dict = {}
-        self.codec = Codec(self.ref_of, self.deref)
+        self.codec = Codec(self.ref_of, self.deref, resolve_names=True)
+        self.reader: "FrameReader | None" = None
+        self.out = -1
+        self.escaped: "BaseException | None" = None  # the last exception a request raised
 
     def ref_of(self, obj: Any) -> dict:
         if isinstance(obj, TestsFunction):
@@ -44,38 +58,45 @@ class ProgramObjects:
         except BaseException:
             text = "<object>"
         cls = type(obj)
-        if isinstance(obj, type):  # the tests use their own copy when they have the module
-            text = f"{getattr(obj, '__module__', '')}:{getattr(obj, '__qualname__', '')}"
-            return {"$": "ref", "id": self.ids[key], "class": text, "type": cls.__qualname__,
-                    "module": cls.__module__, "callable": True, "repr": repr(text)}
-        return {"$": "ref", "id": self.ids[key], "type": cls.__qualname__,
-                "module": getattr(cls, "__module__", ""), "callable": callable(obj),
-                "repr": text}
+        ref = {"$": "ref", "id": self.ids[key], "type": str(cls.__qualname__),
+               "module": str(getattr(cls, "__module__", "")), "callable": callable(obj),
+               "repr": text, "mro": class_names(cls)}
+        if isinstance(obj, type):
+            ref["bases"] = class_names(obj)
+        return ref
 
     def deref(self, v: dict) -> Any:
         if v.get("$") == "cref":
             return TestsFunction(self, v)
         return self.objects[int(v["id"])]
 
-    def serve(self, rpc_in: int, rpc_out: int) -> None:
-        self.reader = FrameReader(rpc_in)
+    def serve(self, rpc_in: int, rpc_out: int) -> "dict | None":
+        """Answer requests until the checker says to go on (``resume``, returned) or is
+        done (None)."""
+        if self.reader is None:
+            self.reader = FrameReader(rpc_in)
         self.out = rpc_out
         while True:
             req = self.reader.wait()
             if req is None or req.get("op") == "done":
-                return
+                return None
+            if req.get("op") == "resume":
+                return req
             if not self.answer(req):
-                return
+                return None
 
     def answer(self, req: dict) -> bool:
         try:
             value = self.handle(req)
             if isinstance(value, _Called):  # mutable arguments travel back (in-place changes)
                 reply = {"ok": self.codec.encode(value.result), "after": value.after(self.codec)}
+            elif isinstance(value, _Plain):
+                reply = {"ok": value.data}
             else:
                 reply = {"ok": self.ref_of(value.obj) if isinstance(value, _Ref)
                          else self.codec.encode(value)}
         except BaseException as exc:  # SystemExit from a called function included
+            self.escaped = exc
             reply = {"raise": describe_exception(exc)}
         try:
             write_frame(self.out, reply)
@@ -87,6 +108,7 @@ class ProgramObjects:
         """Call a function of the tests' (they passed it to the program)."""
         write_frame(self.out, {"callback": ref, "args": self.codec.encode(list(args)),
                                "kwargs": self.codec.encode(dict(kwargs))})
+        assert self.reader is not None
         while True:
             frame = self.reader.wait()
             if frame is None:
@@ -95,7 +117,7 @@ class ProgramObjects:
                 self.answer(frame)
                 continue
             if "raise" in frame:
-                raise_described(frame["raise"])
+                raise_described(frame["raise"], resolve_names=True)
             return self.codec.decode(frame.get("ok"))
 
     def handle(self, req: dict) -> Any:
@@ -106,10 +128,22 @@ class ProgramObjects:
                     if isinstance(n, str) and n in self.ns and n not in MODULE_DUNDERS}
         if op == "module":
             return _Ref(sys.modules["__main__"])
-        if op == "import" and req.get("name") in PROGRAM_STATE_MODULES:
+        if op == "forward" and req.get("name") in FORWARDED.get(str(req.get("module")), ()):
             import importlib
 
-            return _Ref(importlib.import_module(str(req["name"])))
+            module = importlib.import_module(str(req["module"]))
+            getattr(module, str(req["name"]))(*dec(req["args"]), **dec(req["kwargs"]))
+            return None
+        if op == "update":  # the user's code, run in the checker, changed this in place
+            old: Any = self.ns.get(str(req["name"]))
+            new = dec(req["value"])
+            if type(old) in MUTABLE and type(new) is type(old):
+                if isinstance(old, (dict, set)):
+                    old.clear()
+                    old.update(new)
+                else:
+                    old[:] = new
+            return None
         if "ref" not in req:
             raise ValueError(f"request {op!r} names no object")
         target: Any = self.objects[int(req["ref"])]
@@ -139,19 +173,22 @@ class ProgramObjects:
             return list(itertools.islice(target, ITER_CHUNK))
         if op == "str":
             return str(target)
-        if op == "repr":
-            return repr(target)
-        if op == "binop":
-            other = dec(req["other"])
-            method = getattr(target, str(req["name"]))
-            result = method(other)
-            if result is NotImplemented:
-                raise TypeError(f"unsupported operand for {req['name']}: "
-                                f"{type(target).__name__} and {type(other).__name__}")
-            return result
-        if op == "compare":  # both sides are the program's own objects
-            other = self.objects[int(req["other"])]
-            return bool(_COMPARE[str(req["name"])](target, other))
+        if op == "value":  # the object as data (records for the program's own objects)
+            try:
+                return _Plain(self.codec.plain(target))
+            except Unencodable:
+                raise TypeError(f"a {type(target).__name__} has no plain value") from None
+        if op == "binop" and req.get("name") in BINARY_OPERATORS:  # two of its own objects
+            name = str(req["name"])
+            fn = divmod if name == "divmod" else getattr(
+                operator, f"{name}_" if name in ("and", "or") else name)
+            return fn(target, self.objects[int(req["other"])])
+        if op == "equal":  # two of the program's own objects (never a value of the tests)
+            return bool(target == self.objects[int(req["other"])])
+        if op == "isinstance":  # against one of the program's own classes
+            return isinstance(target, self.objects[int(req["cls"])])
+        if op == "issubclass":
+            return isinstance(target, type) and issubclass(target, self.objects[int(req["cls"])])
         raise ValueError(f"unknown request {op!r}")
 
 
@@ -210,5 +247,8 @@ class _Ref:
         self.obj = obj
 
 
-_COMPARE = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
-            "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+class _Plain:
+    """An answer already encoded as data."""
+
+    def __init__(self, data: Any) -> None:
+        self.data = data

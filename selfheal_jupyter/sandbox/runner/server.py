@@ -256,6 +256,7 @@ class Server:
             return failed_result("the sandbox could not start the program (its process limit "
                                  "is full, or its supervisor died)")
         tests = str(req.get("tests") or "")
+        asserts = [[int(line), int(col), str(text)] for line, col, text in req.get("asserts") or []]
         put_dir, put_error, self.put_dir, self.put_error = self.put_dir, self.put_error, "", ""
         if put_error:
             result = failed_result(put_error)
@@ -264,20 +265,22 @@ class Server:
                                  "smaller inputs or raise the memory limit.")
             return result
         request = {k: req.get(k) for k in ("code", "filename", "prelude", "inputs", "inputs_dir")}
-        request["tests"] = bool(tests)
+        request.update(tests=bool(tests or asserts), asserts=asserts)
         if not req.get("inputs_dir"):
             request["inputs_dir"] = put_dir or PUT_DIR
         out, err = Capture(cap), Capture(cap)
         report, checker_report = Capture(MAX_RESULT_BYTES), Capture(MAX_RESULT_BYTES)
         pipes = {p.out_r: out, p.err_r: err, p.report_r: report}
         pids = [p.candidate]
-        if tests:
+        if tests or asserts:
             checker = self.start_checker(link)
             if checker is not None:
                 pid, (chk_req, chk_report, chk_out, chk_err) = checker
                 pids.append(pid)
                 pipes.update({chk_report: checker_report, chk_out: out, chk_err: err})
-                self._send_request(chk_req, {"tests": tests})
+                self._send_request(chk_req, {  # the sources its names rule reads
+                    "tests": tests, "asserts": asserts, "code": req.get("code"),
+                    "prelude": req.get("prelude"), "inputs": list(req.get("inputs") or {})})
         for fd in pipes:
             os.set_blocking(fd, False)
         oom_before = oom_kills()
@@ -331,8 +334,8 @@ class Server:
         for fd in list(pipes):
             os.close(fd)
         result = describe_result(status_word, reason, out, err, report.frame(),
-                                 checker_report.frame() if tests else None, tests, oom_before,
-                                 duration, cap, timeout, self.memory_bytes)
+                                 checker_report.frame() if tests or asserts else None, tests,
+                                 oom_before, duration, cap, timeout, self.memory_bytes, asserts)
         if p.dirty or self.template_lost:
             result["dirty"] = True
         return result
