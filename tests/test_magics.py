@@ -202,7 +202,7 @@ def test_export_writes_a_teaching_notebook_and_json(shell, tmp_path):
     assert [c.metadata["selfheal"]["iteration"] for c in code_cells] == [1, 2]
     assert code_cells[0].outputs[-1].output_type == "error" and code_cells[0].outputs[-1].ename == "KeyError"
     assert any("```diff" in s for s in sources)
-    assert "success" in sources[-1]
+    assert "Done — verified by your tests" in sources[-1] and nb.metadata["selfheal"]["outcome"] == "success"
     result, cap = run(shell, f"%agent_export {tmp_path}/run.json --json")
     record = json.loads((tmp_path / "run.json").read_text())
     assert record["outcome"] == "success" and len(record["iterations"]) == 2
@@ -230,7 +230,7 @@ def test_a_run_in_a_plain_shell_renders_inline_and_records_only_agent_result(she
         html = "".join(o.data.get("text/html", "") for o in cap.outputs)
         assert 'class="selfheal-plan"' in html and "NameError" in html and 'data-outcome="success"' in html
         text = "".join(o.data.get("text/plain", "") for o in cap.outputs)
-        assert "✔ success · 2 iterations" in text
+        assert "✔ Done — verified by your tests · 2 iterations" in text
 
 
 def test_a_failed_run_in_a_plain_shell_names_its_best_attempt_and_hands_nothing_over(shell):
