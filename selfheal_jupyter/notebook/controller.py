@@ -9,9 +9,10 @@
   loop kills the sandbox run, and the caller still gets the run's record.
 * :class:`CellRun` is one run for a notebook cell: the renderer (the live panel when a
   front end is attached, else static HTML), Stop, the ``agent_result`` record, and the
-  hand-over of passing code (Insert below / Replace this cell / Run in my kernel, only
-  on a click; see ``cells.py``), or of the best attempt of a run that did not pass
-  (Insert best attempt below, only). The cell ends when the run ends.
+  hand-over of passing code — its smallest form that passes again (``minimal.py``) —
+  (Insert below / Replace this cell / Run in my kernel, only on a click; see
+  ``cells.py``), or of the best attempt of a run that did not pass (Insert best attempt
+  below, only). The cell ends when the run ends.
 * In a kernel, comm messages (Stop) are only dispatched while a cell *awaits*. The
   cell is not rewritten for that: :func:`install` adds an AST transformer that turns
   IPython's own ``get_ipython().run_cell_magic('agent', line, cell)`` into an awaited
@@ -36,14 +37,13 @@ from dataclasses import dataclass
 from typing import Any, Callable, Generic, TypeVar
 
 from .cells import FrontCells
+from .minimal import without_notes, work_out_fix
 from ..loop.codeblocks import code_diff
 from ..config import SelfHeal
 from ..loop.events import RunFinished, RunStarted
-from ..model import Run, Task
-from ..render.diff import diff_html
-from ..render.html import message_html
+from ..model import Run, Task, TestOutcome, Verdict
+from ..render.html import message_html, review_html
 from ..render.inline import PanelRenderer, Renderer, StaticRenderer, show_html
-from ..render.style import heading
 
 T = TypeVar("T")
 
@@ -195,7 +195,14 @@ class CellRun:
 
     # ------------------------------------------------------------------ running
     def _work(self, emit: Callable[[Any], None], cancel: threading.Event) -> Run:
-        return self.loop.run(self.task, on_event=emit, cancel=cancel)
+        run = self.loop.run(self.task, on_event=emit, cancel=cancel)
+        if run.final_code is not None:
+            run.fix = work_out_fix(run, lambda code: self._recheck(run, code, cancel))
+        return run
+
+    def _recheck(self, run: Run, code: str, cancel: threading.Event) -> tuple[Verdict, list[TestOutcome]]:
+        trial = self.loop.recheck(run, code, cancel=cancel)
+        return trial.verdict, trial.checks
 
     def _on_event(self, event: Any) -> None:
         if isinstance(event, RunStarted):
@@ -234,18 +241,17 @@ class CellRun:
 
     # ------------------------------------------------------------------ accept
     def hand_over(self, run: Run) -> None:
-        """Offer the passing code. With the labextension the panel's buttons edit the
-        notebook later, on a click; without it the code goes out with this cell's
-        reply (``set_next_input``) and the cell says so."""
-        code = run.final_code
-        if code is None:
+        """Offer the passing code (its :class:`~selfheal_jupyter.model.Fix`). With the
+        labextension the panel's buttons edit the notebook later, on a click; without it
+        the code goes out with this cell's reply (``set_next_input``) and the cell says so."""
+        code = handed_code(run)
+        if run.final_code is None or code is None:
             self.offer_best_attempt(run)
             return
         heal = run.task.initial_code is not None
+        review = fix_review(run)
         panel = self.panel
         if self.cells.ready and panel is not None:
-            review = (diff_review(run.task.initial_code, code, title="Diff to your cell", new_name="fix")
-                      if heal else "")
             panel.offer_actions(
                 "Passed. Replace this cell with the fix, insert it below, or run it in your kernel." if heal
                 else "Passed. Insert the code below, or run it in your kernel.",
@@ -257,8 +263,8 @@ class CellRun:
             note = ("The passing code was handed to the front end as the next cell (set_next_input): "
                     "this front end cannot insert or replace cells on a click.")
         else:
-            note = "This front end cannot edit cells on a click: the code is in agent_result.final_code."
-        show_html(message_html(note, kind="note"), f"selfheal: {note}")
+            note = "This front end cannot edit cells on a click: the code is in agent_result.fix.code."
+        show_html(review + message_html(note, kind="note"), f"selfheal: {note}")
         if panel is not None:
             panel.offer_actions("Passed.", insert=False, replace=False)
 
@@ -272,7 +278,7 @@ class CellRun:
         why = "; ".join(best.verdict.reasons) or "it did not pass"
         panel = self.panel
         if self.cells.ready and panel is not None:
-            review = diff_review(run.task.initial_code, best.candidate.code, new_name=f"round {best.index}",
+            review = diff_review(run.task.initial_code, handed_code(run) or "", new_name=f"round {best.index}",
                                  title=f"Best attempt: round {best.index} (did not pass)")
             panel.offer_actions(
                 f"No candidate passed. Round {best.index} came closest ({why}); "
@@ -300,7 +306,7 @@ class CellRun:
             def done(ok: bool, reason: str) -> None:
                 panel.settle(done_text if ok else f"The front end could not do it: {reason}.")
 
-            if not self.cells.send(name, code, done):
+            if not self.cells.send(name, cell_text(code), done):
                 self.shell.set_next_input(code, replace=False)
                 panel.settle("The code will appear below the next cell you run.")
         elif name == "run":
@@ -311,18 +317,44 @@ class CellRun:
             panel.settle("Done: the record stays in agent_result.")
 
 
+def cell_text(code: str) -> str:
+    """Code as a cell holds it: IPython ends every cell it runs with a newline, which
+    the user did not type (a cell whose text ends with one shows an empty last line)."""
+    return code[:-1] if code.endswith("\n") and not code.endswith("\n\n") else code
+
+
 def diff_review(initial: str | None, code: str, *, title: str, new_name: str) -> str:
     """The review shown above the buttons: ``title`` and the diff from the user's cell
-    (``initial``; no diff when the task did not start from a cell) to ``code``."""
-    return heading(title) + diff_html(code_diff(initial, code, old_name="your cell", new_name=new_name))
+    (``initial``; the code itself when the task did not start from a cell) to ``code``."""
+    if initial is None:
+        return review_html(title, code=code)
+    return review_html(title, diff=code_diff(initial, code, old_name="your cell", new_name=new_name))
+
+
+def fix_review(run: Run) -> str:
+    """The review of a passing run's fix: the changes it needs in earlier cells'
+    definitions, its diff to the cell (or its code), what was left out and why."""
+    fix = run.fix
+    code = handed_code(run) or ""
+    initial = run.task.initial_code
+    definitions = [(d.name, code_diff(d.notebook, d.fix, old_name=f"{d.name} in your notebook",
+                                      new_name=f"{d.name} in the fix"))
+                   for d in (fix.definitions if fix else [])]
+    left_out = fix.dropped if fix else []
+    note = fix.note if fix else ""
+    if initial is None:
+        return review_html("The code", code=code, definitions=definitions, left_out=left_out, note=note)
+    return review_html("Diff to your cell", diff=code_diff(initial, code, old_name="your cell", new_name="fix"),
+                       definitions=definitions, left_out=left_out, note=note)
 
 
 def handed_code(run: Run) -> str | None:
-    """The code a cell run hands over: the passing program, else the best attempt."""
+    """The code a cell run hands over: the passing program's fix (the smallest change
+    that passed), else the passing program, else the best attempt."""
     if run.final_code is not None:
-        return run.final_code
+        return run.fix.code if run.fix is not None else run.final_code
     best = run.best_attempt
-    return best.candidate.code if best is not None else None
+    return without_notes(best.candidate.code) if best is not None else None
 
 
 def plan_pump(settings: SelfHeal, task: Task) -> Pump[Any]:

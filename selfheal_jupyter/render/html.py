@@ -392,6 +392,32 @@ def run_html(run: Run, *, quiet: bool = False, folded: bool = False) -> str:
     return f'<div class="selfheal-run" style="font-size:13px;line-height:1.4">{"".join(parts)}</div>'
 
 
+def review_html(title: str, *, diff: str = "", code: str = "", definitions: list[tuple[str, str]] | None = None,
+                left_out: list[str] | None = None, note: str = "") -> str:
+    """The review above the decision's buttons: the changes an earlier cell's
+    definitions need (name, diff), then ``title`` with the diff to the cell (or the
+    ``code`` when there is no cell), what was left out of the passing program, and a
+    ``note``."""
+    parts = []
+    for name, change in definitions or []:
+        parts.append(
+            f'<div class="selfheal-definition" data-name="{esc(name)}">'
+            + heading(f"Change to {name}, which an earlier cell defines")
+            + diff_html(change)
+            + f'<div style="color:{GREY};font-size:12px">The fix passed only with this version of {esc(name)}: '
+            "it is at the top of the code below, so the cell runs as it passed. You may move it into that "
+            "cell instead.</div></div>")
+    parts.append(heading(title) + (diff_html(diff) if diff else code_html(code) if code else ""))
+    if left_out:
+        parts.append(f'<div class="selfheal-left-out" style="color:{GREY};font-size:12px;margin:2px 0">'
+                     f'Left out of the passing program, which passed again without them: {esc("; ".join(left_out))}.'
+                     "</div>")
+    if note:
+        parts.append(f'<div class="selfheal-fix-note" style="color:{GREY};font-size:12px;margin:2px 0">'
+                     f"{esc(note)}</div>")
+    return f'<div class="selfheal-review" style="line-height:1.4">{"".join(parts)}</div>'
+
+
 def message_html(text: str, *, kind: str = "error") -> str:
     """A short boxed message (user errors, hints)."""
     colour = RED if kind == "error" else GREY
