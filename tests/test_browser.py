@@ -222,7 +222,7 @@ def test_panel_stops_inserts_replaces_and_autoheals(lab):
             slow = cells.nth(1)
             expect(slow.locator(".selfheal-panel")).to_be_visible()
             wait_until(lambda: len(server.chat_requests()) >= 2, 60, "the slow candidate to be written")
-            expect(slow.get_by_text("Running iteration 1 in the sandbox")).to_be_visible()
+            expect(slow.get_by_text("Iteration 1 of 4 · running it in the sandbox")).to_be_visible()
             expect(slow.locator(".selfheal-panel .selfheal-code")).to_be_visible()
             slow.locator(".selfheal-panel").screenshot(path=str(OUTPUT / "panel-running.png"))
             pressed = time.monotonic()
@@ -246,7 +246,7 @@ def test_panel_stops_inserts_replaces_and_autoheals(lab):
             expect(failing.locator(".jp-Cell-outputArea")).to_contain_text("ValueError")
             assert "custom exception handler" not in failing.locator(".jp-Cell-outputArea").inner_text()
             ask.click()
-            expect(failing.get_by_text("Running iteration 1 in the sandbox")).to_be_visible()
+            expect(failing.get_by_text("Iteration 1 of 4 · running it in the sandbox")).to_be_visible()
             pressed = time.monotonic()
             failing.get_by_role("button", name="Stop").click()
             expect(failing.locator('[data-outcome="cancelled"]').first).to_be_visible(timeout=20_000)
@@ -338,7 +338,7 @@ def _passing_run_ends_and_inserts_below(page, cells, index: int, *, elsewhere: i
     insert = fast.get_by_role("button", name="Insert below")
     expect(insert).to_be_visible()
     expect(fast.locator(".selfheal-traceback").last).to_contain_text("ZeroDivisionError")
-    fast.locator(".selfheal-panel").screenshot(path=str(OUTPUT / shot))
+    fast.locator(".selfheal-decision").screenshot(path=str(OUTPUT / shot))
     cells.nth(elsewhere).locator(".cm-content").click()  # another cell is active
     insert.click()
     expect(fast.get_by_text("Inserted below the cell.")).to_be_visible()
@@ -358,9 +358,10 @@ def _heal_replaces_the_cell(page, heal, *, shot: str) -> None:
     expect(heal.get_by_text("Diff to your cell")).to_be_visible()
     expect(heal.locator(".jp-InputPrompt")).not_to_contain_text("*")
     prompt = heal.locator(".jp-InputPrompt").inner_text()
-    heal.locator(".selfheal-panel").screenshot(path=str(OUTPUT / shot))
+    heal.locator(".selfheal-decision").screenshot(path=str(OUTPUT / shot))
     replace.click()
     expect(heal.get_by_text("Replaced the cell's code with the fix")).to_be_visible()
     expect(heal.locator(".cm-content")).to_contain_text("prices.get('coffee', 0)")
     assert heal.locator(".jp-InputPrompt").inner_text() == prompt  # not run again
     assert "%%heal" not in heal.locator(".cm-content").inner_text()
+

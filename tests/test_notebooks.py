@@ -120,7 +120,7 @@ def test_kernel_interrupt_stops_the_run_cleanly():
                 msg = kc.get_iopub_msg(timeout=60)
                 if msg["parent_header"].get("msg_id") == msg_id:
                     outputs.append(msg)
-                if "Running iteration 1 in the sandbox" in str(msg["content"].get("data", "")):
+                if "Iteration 1 of 4 · running it in the sandbox" in str(msg["content"].get("data", "")):
                     break
             else:
                 raise AssertionError("the candidate never started")
