@@ -15,6 +15,7 @@ front end's part on the wire (widget comm messages), as JupyterLab would.
 from __future__ import annotations
 
 import os
+import re
 import time
 
 import pytest
@@ -295,21 +296,47 @@ def test_autoheal_offers_a_button_and_heals_on_request(kernel_for):
         wire.until(lambda: wire.idle, 10, "the cell to end")
         errors = [m for m in wire.messages if m["msg_type"] == "error"]
         assert errors and errors[0]["content"]["ename"] == "ZeroDivisionError"  # the traceback still shows
+        kinds = [m["msg_type"] for m in wire.messages if m["msg_type"] in ("display_data", "error")]
+        assert kinds.index("display_data") < kinds.index("error")  # the button above the traceback
+        assert wire.widgets[button]["layout"]  # its own layout: width auto, the label whole
+        layout = wire.widgets[button]["layout"].removeprefix("IPY_MODEL_")
+        assert wire.widgets[layout].get("width") == "auto"
         assert server.remaining == 1  # nothing happened by itself
         wire.click(button)
+        wire.until(lambda: wire.widgets[button].get("description") == "Fixing…"
+                   and wire.widgets[button].get("disabled"), 30, "the button to say it is fixing")
         wire.until(lambda: 'data-outcome="success"' in wire.html(), 60, "the healed record")
         assert server.remaining == 0
         replace = wire.until(lambda: wire.find("ButtonModel", description="Accept (Replace this cell)"), 30,
                              "Accept")
         wire.until(lambda: "Diff to your cell" in status_text(wire), 30, "the diff against the failing cell")
+        wire.until(lambda: wire.display_of(button) == "none", 30, "the button to give way to the decision")
         wire.click(replace)
         request = wire.until(lambda: wire.requests and wire.requests[0], 30, "the replace request")
         assert request["action"] == "replace" and request["cell_id"] == "cell-failing"
-        assert request["code"].strip() == fixed
+        assert request["code"] == fixed  # as typed: no newline of IPython's added at its end
         out = []
         kc.execute_interactive("print(sorted(get_ipython().run_line_magic('who_ls', '')))", timeout=30,
                                output_hook=lambda m: out.append(m["content"].get("text", "")))
         assert "".join(out).strip() == "['agent_result', 'values']"
+
+
+def test_autoheal_folds_the_library_frames_of_a_traceback(kernel_for):
+    with ScriptedServer([]) as server:
+        _, kc = kernel_for(server)
+        assert kc.execute_interactive("%agent_autoheal on", timeout=30)["content"]["status"] == "ok"
+        msg_id = execute_in_cell(kc, "import json\nconfig = json.loads('{\"a\": 1,}')", "cell-json")
+        wire = Wire(kc, msg_id)
+        wire.until(lambda: wire.idle, 30, "the cell to end")
+        (error,) = [m["content"] for m in wire.messages if m["msg_type"] == "error"]
+        assert error["ename"] == "JSONDecodeError"
+        text = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(error["traceback"]))  # no colours
+        assert "----> 2 config = json.loads(" in text  # the user's own line
+        assert "frames inside json folded: %tb shows the whole traceback" in text
+        assert "decoder.py" not in text and "raw_decode" not in text
+        out = []
+        kc.execute_interactive("%tb", timeout=30, output_hook=lambda m: out.append(m["content"]))
+        assert any("raw_decode" in "\n".join(o.get("traceback", [])) for o in out)  # %tb: all of it
 
 
 def test_in_n_shows_the_cell_as_ipython_writes_it_and_the_line_is_expanded(kernel_for):
