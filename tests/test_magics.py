@@ -183,7 +183,7 @@ def test_config_reaches_per_call_settings(shell):
     assert "max_iterations" in cap.stdout
 
 
-def test_export_writes_a_teaching_notebook_and_json(shell, tmp_path):
+def test_export_writes_a_teaching_notebook_and_json(shell, tmp_path, monkeypatch):
     import json
 
     import nbformat
@@ -192,8 +192,19 @@ def test_export_writes_a_teaching_notebook_and_json(shell, tmp_path):
 
     magics = shell.magics_manager.registry["SelfHealMagics"]
     magics.last_run = make_run()
-    result, cap = run(shell, f"%agent_export {tmp_path}/run.ipynb")
-    assert result.success and "wrote" in cap.stdout
+    monkeypatch.chdir(tmp_path)  # the kernel's folder: where the notebook is
+    result, cap = run(shell, "%agent_export exports/run#1.ipynb")
+    assert result.success
+    html = "".join(o.data.get("text/html", "") for o in cap.outputs)
+    # a link the front end resolves next to the notebook and opens
+    assert '<a href="exports/run%231.ipynb" target="_blank"' in html and ">exports/run#1.ipynb</a>" in html
+    assert "selfheal: wrote exports/run#1.ipynb" in "".join(o.data.get("text/plain", "") for o in cap.outputs)
+    (tmp_path / "exports" / "run#1.ipynb").rename(tmp_path / "run.ipynb")
+    elsewhere = tmp_path.parent / f"{tmp_path.name}-elsewhere.ipynb"
+    result, cap = run(shell, f"%agent_export {elsewhere}")
+    html = "".join(o.data.get("text/html", "") for o in cap.outputs)
+    assert "<a " not in html and str(elsewhere) in html and "cannot link" in html
+    elsewhere.unlink()
     nb = nbformat.read(tmp_path / "run.ipynb", as_version=4)
     nbformat.validate(nb)
     sources = [c.source for c in nb.cells]
