@@ -1,0 +1,86 @@
+"""The runner's principals and its wipe, on the host, without Docker: which ids a
+container hands out, and that what a run wrote is found by its owner, not by name.
+(That the kernel then keeps the principals apart is tested through the real sandbox:
+tests/test_separation.py.)"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from selfheal_jupyter.sandbox.runner import principals, sweep
+
+
+def test_ids_are_fresh_within_the_mapped_range_and_never_the_runner_s():
+    ids = principals.RunIds(span=(65530, 65540))
+    handed = [ids.take() for _ in range(20)]
+    taken = [i for i in handed if i is not None]
+    assert len(taken) == len(set(taken)) and ids.reaper not in taken
+    assert principals.SERVER_ID not in taken and ids.reaper != principals.SERVER_ID
+    assert all(65530 <= i < 65540 for i in taken)
+    assert handed[-1] is None and ids.left() == 0  # spent: the container is then replaced
+
+
+def test_two_containers_start_their_ids_far_apart():
+    full = (principals.FIRST_RUN_ID, 1 << 31)
+    starts = {principals.RunIds(span=full).reaper for _ in range(50)}
+    assert len(starts) == 50
+    assert all(principals.FIRST_RUN_ID <= s < (1 << 31) - principals.ID_BUDGET for s in starts)
+
+
+def test_the_mapped_ranges_are_read_as_the_kernel_writes_them(tmp_path):
+    remapped = tmp_path / "uid_map"
+    remapped.write_text("         0     100000      65536\n")
+    assert principals._mapped(str(remapped)) == [(0, 65536)]
+    full = tmp_path / "full"
+    full.write_text("         0          0 4294967295\n")
+    assert principals._mapped(str(full)) == [(0, 4294967295)]
+
+
+def _tree(root: Path) -> None:
+    """What a run might leave: nested, locked, a symlink out, a fifo."""
+    (root / "run1" / "deep" / "er").mkdir(parents=True)
+    (root / "run1" / "deep" / "er" / "f").write_text("x")
+    os.chmod(root / "run1" / "deep" / "er", 0)
+    os.chmod(root / "run1" / "deep", 0)
+    (root / "left.txt").write_text("secret")
+    (root / "out").symlink_to("/etc/passwd")
+    os.mkfifo(root / "pipe")
+
+
+def test_the_wipe_removes_what_the_uid_owns_whatever_its_modes(tmp_path):
+    _tree(tmp_path)
+    me = os.getuid()
+    assert sweep.owned_left([str(tmp_path)], [me]) != ""
+    sweep.remove_owned(str(tmp_path), me)
+    assert list(tmp_path.iterdir()) == []
+    assert sweep.owned_left([str(tmp_path)], [me]) == ""
+    assert Path("/etc/passwd").exists()  # the symlink went, not what it pointed to
+
+
+def test_the_wipe_leaves_what_another_uid_owns(tmp_path):
+    _tree(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    other = os.getuid() + 12345
+    sweep.remove_owned(str(tmp_path), other)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert sweep.owned_left([str(tmp_path)], [other]) == ""
+    for path in (tmp_path / "run1" / "deep", tmp_path / "run1" / "deep" / "er"):
+        os.chmod(path, stat.S_IRWXU)  # let pytest clean up
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a file of another uid needs root")
+def test_the_wipe_finds_its_files_inside_another_uid_s_directory(tmp_path):
+    other = 4_000_001
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "mine.txt").write_text("x")
+    (foreign / "theirs.txt").write_text("y")
+    os.chown(foreign, other, other)
+    os.chown(foreign / "theirs.txt", other, other)
+    sweep.remove_owned(str(tmp_path), os.getuid())
+    assert sorted(p.name for p in foreign.iterdir()) == ["theirs.txt"]
+    assert "uid 4000001" in sweep.owned_left([str(tmp_path)], [other])
