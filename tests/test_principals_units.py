@@ -55,7 +55,7 @@ def test_the_wipe_removes_what_the_uid_owns_whatever_its_modes(tmp_path):
     _tree(tmp_path)
     me = os.getuid()
     assert sweep.owned_left([str(tmp_path)], [me]) != ""
-    sweep.remove_owned(str(tmp_path), me)
+    sweep.remove_owned(str(tmp_path), me, os.getgid())
     assert list(tmp_path.iterdir()) == []
     assert sweep.owned_left([str(tmp_path)], [me]) == ""
     assert Path("/etc/passwd").exists()  # the symlink went, not what it pointed to
@@ -65,7 +65,7 @@ def test_the_wipe_leaves_what_another_uid_owns(tmp_path):
     _tree(tmp_path)
     before = sorted(p.name for p in tmp_path.iterdir())
     other = os.getuid() + 12345
-    sweep.remove_owned(str(tmp_path), other)
+    sweep.remove_owned(str(tmp_path), other, other)
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     assert sweep.owned_left([str(tmp_path)], [other]) == ""
     for path in (tmp_path / "run1" / "deep", tmp_path / "run1" / "deep" / "er"):
@@ -73,14 +73,17 @@ def test_the_wipe_leaves_what_another_uid_owns(tmp_path):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="making a file of another uid needs root")
-def test_the_wipe_finds_its_files_inside_another_uid_s_directory(tmp_path):
+def test_the_wipe_finds_its_files_inside_another_uid_s_directory_it_could_write(tmp_path):
     other = 4_000_001
-    foreign = tmp_path / "foreign"
-    foreign.mkdir()
-    (foreign / "mine.txt").write_text("x")
-    (foreign / "theirs.txt").write_text("y")
-    os.chown(foreign, other, other)
-    os.chown(foreign / "theirs.txt", other, other)
-    sweep.remove_owned(str(tmp_path), os.getuid())
-    assert sorted(p.name for p in foreign.iterdir()) == ["theirs.txt"]
+    for name, mode in (("shared", 0o777), ("closed", 0o755)):
+        foreign = tmp_path / name
+        foreign.mkdir()
+        (foreign / "mine.txt").write_text("x")  # (root put it there in the closed one)
+        (foreign / "theirs.txt").write_text("y")
+        os.chown(foreign, other, other)
+        os.chown(foreign / "theirs.txt", other, other)
+        os.chmod(foreign, mode)
+    sweep.remove_owned(str(tmp_path), os.getuid(), os.getgid())
+    assert sorted(p.name for p in (tmp_path / "shared").iterdir()) == ["theirs.txt"]
+    assert sorted(p.name for p in (tmp_path / "closed").iterdir()) == ["mine.txt", "theirs.txt"]
     assert "uid 4000001" in sweep.owned_left([str(tmp_path)], [other])

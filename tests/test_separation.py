@@ -359,6 +359,40 @@ def test_nothing_of_a_run_survives_it_in_any_state(tmp_path, runtime):
     assert not set(left) & set(first["stdout"].split()), (first["stdout"], second)
 
 
+def test_what_a_run_and_its_checker_wrote_is_gone_and_the_container_kept(tmp_path, runtime):
+    """The program and its tests write into each other's directories, lock some; the
+    runner removes all of it as their owners, and the next run (in the same container:
+    nothing was left to make it dirty) finds none of it. (Held before too, when the wipe
+    removed everything in /tmp whoever owned it: this guards the owners' wipe.)"""
+    program = textwrap.dedent("""\
+        import os, socket
+        print(socket.gethostname())
+        os.makedirs("shared/deep")
+        os.chmod("shared", 0o777)
+        with open("/tmp/program-left", "w") as f:
+            f.write("secret")
+        def answer():
+            return 42
+        """)
+    tests = _write(tmp_path, "t.py", textwrap.dedent("""\
+        import os
+        os.makedirs("from-tests/inner")
+        open("shared/by-tests", "w").write("x")
+        open("/tmp/tests-left", "w").write("secret")
+        os.makedirs("/dev/shm/tests-dir/x")
+        os.chmod("/dev/shm/tests-dir", 0)
+        assert answer() == 42
+        """))
+    look = ("import os, socket\nprint(socket.gethostname())\n"
+            "print(sorted(e for e in os.listdir('/tmp') if not e.startswith(('run', '.matplotlib'))),"
+            " os.listdir('/dev/shm'))\n")
+    first, second = selfheal_exec(tmp_path, runtime, {"a_write.py": program, "b_look.py": look},
+                                  "--tests", str(tests))
+    assert first["status"] == "ok" and [t["passed"] for t in first["tests"]] == [True] * 7, first
+    assert second["stdout"].splitlines()[0] == first["stdout"].splitlines()[0], "replaced"
+    assert second["stdout"].splitlines()[1] == "[] []", second
+
+
 def _write(tmp_path: Path, name: str, text: str) -> Path:
     path = tmp_path / name
     path.write_text(text)

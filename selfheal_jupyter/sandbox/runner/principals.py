@@ -117,36 +117,40 @@ def become(uid: int, gid: int, dumpable: bool) -> None:
 
 
 @contextmanager
-def acting_as(uid: int, gid: int, real: int = SERVER_ID) -> Iterator[None]:
-    """The server or a template, briefly with ``uid``'s rights over files and processes.
+def acting_as(uid: int, gid: "int | None" = None, real: int = SERVER_ID) -> Iterator[None]:
+    """The server or a template, briefly with ``uid``'s rights over files and processes
+    (and group ``gid``'s, when given).
 
     The real and saved uids stay ``real`` and SERVER_ID: ``uid``'s processes may signal
     a process only by its real or saved uid, so they cannot signal this one meanwhile.
     """
-    os.setresgid(SERVER_ID, gid, SERVER_ID)
+    if gid is not None:
+        os.setresgid(SERVER_ID, gid, SERVER_ID)
     os.setresuid(real, uid, SERVER_ID)
     try:
         yield
     finally:
         os.setresuid(SERVER_ID, SERVER_ID, SERVER_ID)
-        os.setresgid(SERVER_ID, SERVER_ID, SERVER_ID)
+        if gid is not None:
+            os.setresgid(SERVER_ID, SERVER_ID, SERVER_ID)
 
 
 def signal_all(uid: int, reaper: int) -> None:
     """SIGKILL to every process of ``uid``, acting as ``reaper`` (a uid nothing else has).
     ``kill(-1)`` reaches exactly the processes this one may signal: ``uid``'s."""
-    with acting_as(uid, uid, real=reaper):
+    with acting_as(uid, real=reaper):
         try:
             os.kill(-1, signal.SIGKILL)
         except ProcessLookupError:
             pass
 
 
-def processes_of(uids: "list[int]") -> "list[int]":
-    """The processes (zombies included) whose real uid is one of ``uids``."""
+def processes_of(uids: "list[int]", runner: "set[int]") -> "list[int]":
+    """The processes (zombies included) whose real uid is one of ``uids``; the pids in
+    ``runner`` (this process and the templates, alive) are not looked at."""
     found = []
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+        if not entry.isdigit() or int(entry) in runner:
             continue
         try:
             with open(f"/proc/{entry}/status") as f:
@@ -160,8 +164,8 @@ def processes_of(uids: "list[int]") -> "list[int]":
     return found
 
 
-def end_all(uids: "list[int]", reaper: int, reap: Callable[[float], None],
-            timeout: float = END_TIMEOUT_S) -> bool:
+def end_all(uids: "list[int]", reaper: int, runner: "set[int]",
+            reap: Callable[[float], None], timeout: float = END_TIMEOUT_S) -> bool:
     """Kill every process of ``uids`` and wait until none is left, not even a zombie
     (``reap(seconds)`` waits for a child's exit and reaps; orphans are the server's).
     False if some were still there after ``timeout`` seconds."""
@@ -169,7 +173,7 @@ def end_all(uids: "list[int]", reaper: int, reap: Callable[[float], None],
     while True:
         for uid in uids:
             signal_all(uid, reaper)
-        if not processes_of(uids):
+        if not processes_of(uids, runner):
             return True
         if time.monotonic() > end:
             return False

@@ -175,10 +175,13 @@ class Server:
             self._drain_wake()
         self._reap_orphans()
 
-    def end_run(self, p: "Prepared") -> str:
+    def end_run(self, p: "Prepared", checked: bool) -> str:
         """Nothing of the run outlives it: every process of its uids killed and gone,
-        what they wrote removed by its owner; why the container is dirty, or ''."""
-        if not end_all(p.uids, self.ids.reaper, self._reap_for):
+        what they wrote removed by its owner; why the container is dirty, or ''.
+        ``checked``: a checker was started (else its uid never had a process)."""
+        uids = p.uids if checked else p.uids[:1]
+        runner = {os.getpid(), *(link.pid for link in self.templates.values())}
+        if not end_all(uids, self.ids.reaper, runner, self._reap_for):
             return "processes of the run could not be ended"
         for path in self.put_files:  # the run's inputs (the server's own files)
             try:
@@ -188,13 +191,15 @@ class Server:
         self.put_files = []
         roots = [WORKDIR_ROOT, SHM_ROOT, PUT_DIR]
         for _ in range(3):  # each uid may have written into the other's directories
-            for uid in reversed(p.uids):
-                with acting_as(uid, p.uids[0]):
+            gone = True
+            for uid in reversed(uids):
+                # the checker's pass needs the run's group to enter the run's directories
+                with acting_as(uid, p.uids[0] if uid != p.uids[0] else None):
                     for root in roots:
-                        remove_owned(root, uid)
-            if not owned_left(roots, p.uids):
-                break
-        return owned_left(roots, p.uids) or still_used(roots)
+                        gone = remove_owned(root, uid, p.uids[0]) and gone
+            if gone:
+                return still_used(roots)
+        return owned_left(roots, uids) or still_used(roots)
 
     def _drain_wake(self) -> None:
         try:
@@ -284,7 +289,7 @@ class Server:
             result["error"]["type"] = "InputError"
             result["message"] = (f"The inputs did not reach the sandbox: {put_error}. Pass "
                                  "smaller inputs or raise the memory limit.")
-            result["dirty"] = bool(self.end_run(p)) or self.template_lost
+            result["dirty"] = bool(self.end_run(p, checked=False)) or self.template_lost
             for fd in (p.request_w, p.out_r, p.err_r, p.report_r):
                 os.close(fd)
             return result
@@ -344,7 +349,8 @@ class Server:
                         stop("output_limit")
         duration = time.monotonic() - t0
         status_word = self.exits.get(p.candidate)
-        dirty = self.end_run(p)  # no writer of the pipes is left: read them to their end
+        # no writer of the pipes is left after this: read them to their end
+        dirty = self.end_run(p, checked=len(pids) > 1)
         if dirty:
             sys.stderr.write(f"selfheal runner: {dirty}; the container will be replaced\n")
         for fd in list(pipes):

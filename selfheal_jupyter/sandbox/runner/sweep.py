@@ -5,44 +5,55 @@ inputs tmpfs): whatever they left there is owned by the run's uids, so it is fou
 its owner, not guessed from names, and removed with the owner's own rights."""
 
 import os
-import shutil
 import stat
-from typing import Any
 
 #: Bytes a wiped tmpfs may still report as used before the container counts as dirty.
 DIRTY_BYTES = 1 << 20
 
 
-def _remove_tree(path: str) -> None:
-    """Remove ``path`` (its owner's), whatever modes the program left on it."""
-    def unlock(func: Any, failed: str, _exc: Any) -> None:
-        try:
-            os.chmod(os.path.dirname(failed), 0o700)
-            os.chmod(failed, 0o700)
-        except OSError:
-            pass
-        try:
-            if os.path.isdir(failed) and not os.path.islink(failed):
-                shutil.rmtree(failed, ignore_errors=True)
-            else:
-                os.unlink(failed)
-        except OSError:
-            pass
-
+def _remove_tree(path: str) -> bool:
+    """Remove the directory ``path`` (its owner's), whatever modes the program left
+    on it, with few system calls (each one is dear under gVisor); whether it is gone."""
     try:
-        os.chmod(path, 0o700)
-        shutil.rmtree(path, onerror=unlock)
+        entries = list(os.scandir(path))
+    except PermissionError:
+        try:
+            os.chmod(path, 0o700)
+            entries = list(os.scandir(path))
+        except OSError:
+            return False
     except OSError:
-        pass
+        return False
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                _remove_tree(entry.path)
+            else:
+                os.unlink(entry.path)
+        except PermissionError:  # a directory locked by its owner (us): open it, retry
+            try:
+                os.chmod(path, 0o700)
+                os.unlink(entry.path)
+            except OSError:
+                pass
+        except OSError:
+            pass
+    try:
+        os.rmdir(path)
+        return True
+    except OSError:
+        return False
 
 
-def remove_owned(root: str, uid: int) -> None:
-    """Remove everything under ``root`` that ``uid`` owns; call it acting as ``uid``.
-    Another uid's directory is searched (when ``uid`` may) for what ``uid`` put there."""
+def remove_owned(root: str, uid: int, gid: int) -> bool:
+    """Remove everything under ``root`` that ``uid`` owns; call it acting as ``uid`` in
+    group ``gid``. Another uid's directory is searched only when ``uid`` could have
+    written into it (for what ``uid`` put there). Whether all of it is gone."""
     try:
         entries = list(os.scandir(root))
     except OSError:
-        return
+        return True
+    gone = True
     for entry in entries:
         try:
             st = entry.stat(follow_symlinks=False)
@@ -50,14 +61,16 @@ def remove_owned(root: str, uid: int) -> None:
             continue
         if st.st_uid == uid:
             if stat.S_ISDIR(st.st_mode):
-                _remove_tree(entry.path)
+                gone = _remove_tree(entry.path) and gone
             else:
                 try:
                     os.unlink(entry.path)
                 except OSError:
-                    pass
-        elif stat.S_ISDIR(st.st_mode):
-            remove_owned(entry.path, uid)
+                    gone = False
+        elif stat.S_ISDIR(st.st_mode) and (
+                st.st_mode & stat.S_IWOTH or (st.st_mode & stat.S_IWGRP and st.st_gid == gid)):
+            gone = remove_owned(entry.path, uid, gid) and gone
+    return gone
 
 
 def owned_left(roots: "list[str]", uids: "list[int]") -> str:

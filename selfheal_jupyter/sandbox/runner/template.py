@@ -112,7 +112,7 @@ class Template:
         self.uid, self.checker_uid = int(msg["uid"]), int(msg["checker_uid"])
         self.workdir = os.path.join(WORKDIR_ROOT, f"run{msg['runs']}")
         try:
-            with acting_as(self.uid, self.uid):
+            with acting_as(self.uid, gid=self.uid):  # the directory is the run's group's
                 os.mkdir(self.workdir, 0o770)
                 os.chmod(self.workdir, 0o770)  # whatever the umask
         except OSError:
