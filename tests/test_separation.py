@@ -115,8 +115,11 @@ def test_the_other_template_s_idle_candidate_s_descriptors_are_out_of_reach(tmp_
         def forge():
             opened = []
             for fd in os.listdir(f"/proc/{IDLE}/fd"):
-                if not os.readlink(f"/proc/{IDLE}/fd/{fd}").startswith(("pipe:", "socket:")):
-                    continue  # its /dev/null
+                try:
+                    if not os.readlink(f"/proc/{IDLE}/fd/{fd}").startswith(("pipe:", "socket:")):
+                        continue  # its /dev/null
+                except OSError:  # closed meanwhile (it may still be setting up)
+                    continue
                 try:
                     w = os.open(f"/proc/{IDLE}/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK)
                 except OSError:
