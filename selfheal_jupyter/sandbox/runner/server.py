@@ -15,12 +15,12 @@ from typing import Any
 
 from .frames import MAX_RESULT_BYTES, FrameReader, write_frame
 from .hardening import install_seccomp, set_dumpable
-from .layout import PUT_DIR, PUT_FALLBACK_DIR, SHM_ROOT, WORKDIR_ROOT
+from .layout import MPL_CONFIG_DIR, PUT_DIR, PUT_FALLBACK_DIR, SHM_ROOT, WORKDIR_ROOT
 from .libraries import matplotlib_environment, needs_libraries, preload
 from .memory import oom_kills, read_kv
 from .outcome import Capture, describe_result, failed_result
 from .principals import RunIds, acting_as, drop_to_server, end_all, signal_all
-from .sweep import owned_left, remove_owned, still_used
+from .sweep import leftovers, remove_entry, remove_owned, still_used
 from .template import Template
 
 RUNNER_PROTOCOL = 2
@@ -30,8 +30,9 @@ class Prepared:
     """The next run: its uids, its candidate (forked by the template, idle until the
     request comes) and the server's ends of its pipes."""
 
-    def __init__(self, uids: "list[int]", msg: dict, fds: list) -> None:
+    def __init__(self, uids: "list[int]", workdir: str, msg: dict, fds: list) -> None:
         self.uids = uids  # the candidate's, then the checker's
+        self.workdir = workdir
         self.candidate = int(msg["candidate"])
         self.request_w, self.out_r, self.err_r, self.report_r = fds
 
@@ -149,13 +150,14 @@ class Server:
         self.exits.clear()
         link.next = None
         uids = [self.ids.take(), self.ids.take()]
-        if None in uids or not self._tell(link, {"op": "prepare", "runs": self.runs,
+        workdir = os.path.join(WORKDIR_ROOT, f"run{self.runs}")
+        if None in uids or not self._tell(link, {"op": "prepare", "workdir": workdir,
                                                  "uid": uids[0], "checker_uid": uids[1],
                                                  "soft_cap": self._soft_cap(link)}):
             return  # no id left (the host then replaces the container) or no template
         got = self._template_message(link, "prepared")
         if got is not None and len(got[1]) == 4:
-            link.next = Prepared(uids, *got)  # type: ignore[arg-type]  # no None in uids
+            link.next = Prepared(uids, workdir, *got)  # type: ignore[arg-type]  # no None
 
     def _reap_orphans(self) -> None:
         """Processes reparented to PID 1 (us) when their parent died; and the templates."""
@@ -189,7 +191,7 @@ class Server:
             except OSError:
                 pass
         self.put_files = []
-        roots = [WORKDIR_ROOT, SHM_ROOT, PUT_DIR]
+        roots = [WORKDIR_ROOT, SHM_ROOT] + ([PUT_DIR] if os.access(PUT_DIR, os.W_OK) else [])
         for _ in range(3):  # each uid may have written into the other's directories
             gone = True
             for uid in reversed(uids):
@@ -198,8 +200,14 @@ class Server:
                     for root in roots:
                         gone = remove_owned(root, uid, p.uids[0]) and gone
             if gone:
-                return still_used(roots)
-        return owned_left(roots, uids) or still_used(roots)
+                break
+        # The runner's own entries: matplotlib's directory, the idle candidates' workdirs.
+        keep = {MPL_CONFIG_DIR, *(link.next.workdir for link in self.templates.values()
+                                  if link.next is not None)}
+        for path in leftovers(roots, keep):  # none of the run's uids': ours (as above)
+            remove_entry(path)
+        left = leftovers(roots, keep)
+        return f"{left[0]} could not be removed" if left else still_used(roots)
 
     def _drain_wake(self) -> None:
         try:

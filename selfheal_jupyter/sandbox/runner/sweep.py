@@ -2,7 +2,9 @@
 
 A run's processes can write only where every uid may (``/tmp``, ``/dev/shm``, the
 inputs tmpfs): whatever they left there is owned by the run's uids, so it is found by
-its owner, not guessed from names, and removed with the owner's own rights."""
+its owner and removed with the owner's own rights. Then every entry there but the
+runner's own must be gone (a hard link to a runner file, where the kernel allows one,
+is the runner's to remove), or the container counts as dirty."""
 
 import os
 import stat
@@ -73,21 +75,27 @@ def remove_owned(root: str, uid: int, gid: int) -> bool:
     return gone
 
 
-def owned_left(roots: "list[str]", uids: "list[int]") -> str:
-    """Why the container is dirty (something of ``uids`` is still there), or ''."""
+def leftovers(roots: "list[str]", keep: "set[str]") -> "list[str]":
+    """Every entry directly under ``roots`` but the runner's own (``keep``)."""
+    found = []
     for root in roots:
         try:
-            entries = list(os.scandir(root))
+            names = os.listdir(root)
         except OSError:
             continue
-        for entry in entries:
-            try:
-                owner = entry.stat(follow_symlinks=False).st_uid
-            except OSError:
-                continue
-            if owner in uids:
-                return f"{entry.path} of uid {owner} could not be removed"
-    return ""
+        found += [path for path in (os.path.join(root, n) for n in names) if path not in keep]
+    return found
+
+
+def remove_entry(path: str) -> None:
+    """Remove one entry (a file, link, or directory tree) as this process may."""
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            _remove_tree(path)
+        else:
+            os.unlink(path)
+    except OSError:
+        pass
 
 
 def still_used(roots: "list[str]") -> str:

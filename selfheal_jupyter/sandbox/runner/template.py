@@ -110,7 +110,7 @@ class Template:
         """The next run's candidate, idle until its request comes, as the run's uid, in a
         working directory of its own (the checker, of the run's group, may enter it)."""
         self.uid, self.checker_uid = int(msg["uid"]), int(msg["checker_uid"])
-        self.workdir = os.path.join(WORKDIR_ROOT, f"run{msg['runs']}")
+        self.workdir = str(msg["workdir"])
         try:
             with acting_as(self.uid, gid=self.uid):  # the directory is the run's group's
                 os.mkdir(self.workdir, 0o770)
