@@ -28,8 +28,8 @@ signal, ``ptrace`` or ``/proc/PID/{mem,fd,environ,...}`` of the server, the temp
 the other template's idle candidate and each other. A run ends with ``kill(-1,
 SIGKILL)`` as its uids (it reaches all they own, in any state, and nothing else); the
 server waits until none of their processes is left, then removes what they wrote, as
-their owner, before it answers (``sweep``); a container where anything is left is
-replaced.
+their owner, before it answers (``sweep``); a container where anything but the runner's
+own entries is left is replaced.
 
 Status and exit code come from the candidate's wait status as the template saw it;
 what the candidate itself reports (error details, figures) is description only.
