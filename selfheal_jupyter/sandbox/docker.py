@@ -32,34 +32,29 @@ itself: it exits when its attach socket closes).
 from __future__ import annotations
 
 import atexit
-import base64
 import functools
-import json
 import logging
 import os
-import select
 import shutil
 import socket
-import struct
 import tempfile
 import threading
 import time
 import uuid
 import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import docker
 import docker.errors
-from docker.utils import parse_bytes
 
 from ..errors import EngineLost, SandboxError
 from ..model import CANDIDATE_FILE, ErrorInfo, ExecutionResult, Limits, Status
 from . import serialize
 from .engine import address, describe, gone, lost
 from .image import RUNNER_COMMAND, RUNNER_DIR
+from .worker import ContainerSpec, SandboxCrashed, Worker, remove_container
 
 LABEL = "selfheal"
 LABEL_PID = "selfheal.pid"
@@ -70,15 +65,8 @@ CONTROL_NAME = "control.sock"
 RUNNER_PROTOCOL = 2
 #: Where the runner finds the control socket inside the container.
 CONTROL_SOCKET = f"{INPUTS_MOUNT}/{CONTROL_NAME}"
-FRAME = struct.Struct(">I")
-#: The largest result frame accepted (the runner caps a result at 64 MiB of JSON).
-MAX_FRAME_BYTES = 160 << 20
-STREAM_HEADER = struct.Struct(">BxxxI")
-STDOUT = 1  # the attach stream's kind of a stdout chunk
 #: How frames reach the runner: "auto" probes at pool start, or one of :data:`CHANNELS`.
 CHANNELS = ("socket", "attach")
-#: Bytes of an input per ``put`` frame (base64 makes the frame a third bigger).
-PUT_CHUNK_BYTES = 2 << 20
 #: Seconds the host waits past the candidate's own timeout before it kills the container.
 BACKSTOP_GRACE_S = 5.0
 #: Seconds a cancelled run may take to report before its container is killed.
@@ -103,209 +91,8 @@ CONTAINER_ENV = {
 log = logging.getLogger(__name__)
 
 
-class SandboxCrashed(SandboxError):
-    """A container stopped answering; used internally to replace it."""
-
-
 class _NoSharedFiles(Exception):
     """The engine cannot see this machine's files (found while starting a container)."""
-
-
-@dataclass(frozen=True)
-class ContainerSpec:
-    """The limits a container is created with (the rest of :class:`Limits` is per run)."""
-
-    memory: str
-    pids: int
-    cpus: float
-    tmpfs_size: str
-
-    @classmethod
-    def of(cls, limits: Limits) -> ContainerSpec:
-        return cls(limits.memory, limits.pids, limits.cpus, limits.tmpfs_size)
-
-    @property
-    def memory_bytes(self) -> int:
-        return int(parse_bytes(self.memory))
-
-
-# --------------------------------------------------------------------------- one container
-class _Worker:
-    """One warm container running the runner, and the sockets to talk to it.
-
-    ``channel`` "socket": frames go over ``control``, a unix socket the runner connected
-    to (host and runner talk directly, without dockerd and the shim in between: fewer
-    wake-ups per run); the attach socket only carries the runner's stderr (kept for
-    error messages) and tells us when the container stops. ``channel`` "attach": frames
-    go over the attach socket itself (stdin; stdout demultiplexed from stderr). In both,
-    closing the attach socket makes the container exit.
-    """
-
-    def __init__(self, client: docker.DockerClient, container_id: str, attach: Any,
-                 spec: ContainerSpec, input_dir: Path | None, channel: str | None) -> None:
-        self.client = client
-        self.id = container_id
-        self.attach = attach  # keeps docker-py's response object alive
-        self.attach_raw: socket.socket = getattr(attach, "_sock", attach)
-        self.control: socket.socket | None = None
-        self.spec = spec
-        self.input_dir = input_dir  # the host directory bind-mounted at /inputs (socket)
-        self.channel = channel  # None while the probe has not decided
-        self.stream = bytearray()  # undemultiplexed bytes of the attach stream
-        self.frames = bytearray()  # frame bytes, from the control socket or stdout
-        self.log = bytearray()  # the runner's stderr, last few KB (for error messages)
-        self.dead = False
-        self.runs = 0
-        self.hello: dict[str, Any] = {}  # the runner's ready frame (python, preloaded...)
-
-    def _sink(self) -> socket.socket:
-        return self.control if self.channel == "socket" else self.attach_raw  # type: ignore[return-value]
-
-    def send(self, obj: dict[str, Any]) -> None:
-        data = json.dumps(obj).encode("utf-8")
-        try:
-            self._sink().sendall(FRAME.pack(len(data)) + data)
-        except (OSError, AttributeError) as exc:
-            raise SandboxCrashed(f"the container stopped accepting requests ({exc})") from exc
-
-    def put(self, name: str, blob: bytes) -> None:
-        """Send one input file as ``put`` frames (attach channel: no shared files)."""
-        for offset in range(0, max(len(blob), 1), PUT_CHUNK_BYTES):
-            chunk = blob[offset : offset + PUT_CHUNK_BYTES]
-            self.send({"op": "put", "name": name, "data": base64.b64encode(chunk).decode(),
-                       "last": offset + PUT_CHUNK_BYTES >= len(blob)})
-
-    def _frame(self) -> dict[str, Any] | None:
-        if len(self.frames) < FRAME.size:
-            return None
-        (size,) = FRAME.unpack_from(self.frames)
-        if size > MAX_FRAME_BYTES:  # the runner never sends this much: it is not the runner
-            raise SandboxCrashed(f"the container sent a {size}-byte frame")
-        if len(self.frames) < FRAME.size + size:
-            return None
-        data = bytes(self.frames[FRAME.size : FRAME.size + size])
-        del self.frames[: FRAME.size + size]
-        try:
-            return json.loads(data)
-        except ValueError as exc:  # not JSON, or not UTF-8: it is not the runner talking
-            raise SandboxCrashed(f"the container sent a frame that is not JSON ({exc})") from exc
-
-    def _demux(self) -> None:
-        while len(self.stream) >= STREAM_HEADER.size:
-            kind, size = STREAM_HEADER.unpack_from(self.stream)
-            if len(self.stream) < STREAM_HEADER.size + size:
-                return
-            payload = self.stream[STREAM_HEADER.size : STREAM_HEADER.size + size]
-            del self.stream[: STREAM_HEADER.size + size]
-            if kind == STDOUT and self.channel != "socket":
-                self.frames += payload  # the runner's stdout carries only frames
-            else:
-                self.log = (self.log + payload)[-4096:]
-
-    def _read_attach(self) -> None:
-        try:
-            chunk = self.attach_raw.recv(1 << 20)
-        except OSError as exc:
-            raise SandboxCrashed(f"the container's socket failed ({exc})") from exc
-        if not chunk:
-            raise SandboxCrashed("the container stopped")
-        self.stream += chunk
-        self._demux()
-
-    def connect(self, listener: socket.socket | None, timeout: float,
-                closed: Callable[[], bool]) -> None:
-        """Until the runner is reachable: it connects to ``listener`` (socket channel) or,
-        when it cannot, writes its first frame on stdout (then the channel is "attach")."""
-        end = time.monotonic() + timeout
-        while self.channel is None:
-            if closed():
-                raise SandboxError("The sandbox was closed while a container was starting.")
-            left = end - time.monotonic()
-            if left <= 0:
-                raise SandboxCrashed("the runner did not connect in time")
-            watch = [self.attach_raw] + ([listener] if listener is not None else [])
-            ready, _, _ = select.select(watch, [], [], min(left, 0.1))
-            if self.attach_raw in ready:
-                self._read_attach()
-                if self.frames:
-                    self.channel = "attach"
-            if listener is not None and listener in ready and self.channel is None:
-                self.control, _ = listener.accept()
-                self.channel = "socket"
-
-    def poll(self, timeout: float) -> dict[str, Any] | None:
-        """The next frame if one arrives within ``timeout`` s; raises SandboxCrashed on EOF."""
-        frame = self._frame()
-        if frame is not None:
-            return frame
-        end = time.monotonic() + timeout
-        watch = [self.attach_raw]
-        if self.channel == "socket" and self.control is not None:  # set with the channel
-            watch.append(self.control)
-        while True:
-            ready, _, _ = select.select(watch, [], [], max(end - time.monotonic(), 0))
-            if self.attach_raw in ready:
-                self._read_attach()
-            if self.control is not None and self.control in ready:
-                try:
-                    chunk = self.control.recv(1 << 20)
-                except OSError as exc:
-                    raise SandboxCrashed(f"the runner's socket failed ({exc})") from exc
-                if not chunk:
-                    raise SandboxCrashed("the runner stopped")
-                self.frames += chunk
-            if ready:
-                frame = self._frame()
-                if frame is not None:
-                    return frame
-            if not ready or time.monotonic() >= end:
-                return None
-
-    def runner_log(self) -> str:
-        return self.log.decode("utf-8", errors="replace").strip()
-
-    def alive(self) -> bool:
-        """False when the container went away while it was idle (its engine stopped or
-        restarted): its attach socket reads end-of-file. Costs one ``select``."""
-        try:
-            while select.select([self.attach_raw], [], [], 0)[0]:
-                self._read_attach()
-        except (SandboxCrashed, OSError, ValueError):
-            return False
-        return True
-
-    def state(self) -> dict[str, Any]:
-        try:
-            return self.client.api.inspect_container(self.id).get("State", {})
-        except docker.errors.APIError:
-            return {}
-
-    def kill(self) -> None:
-        """Close the sockets FIRST (a kill with the attach socket open can hang), remove."""
-        self.dead = True
-        for closer in (getattr(self.control, "close", None), getattr(self.attach, "close", None),
-                       self.attach_raw.close):
-            try:
-                if closer:
-                    closer()
-            except OSError:
-                pass
-        try:
-            _remove_container(self.client, self.id)
-        except Exception:  # engine gone: the container exits by itself (its socket closed)
-            pass
-        if self.input_dir is not None:
-            shutil.rmtree(self.input_dir, ignore_errors=True)
-
-
-def _remove_container(client: docker.DockerClient, container_id: str) -> None:
-    try:
-        client.api.remove_container(container_id, force=True)
-    except docker.errors.NotFound:
-        pass
-    except docker.errors.APIError as exc:
-        if exc.status_code not in (404, 409):  # 409: the engine is removing it already
-            raise
 
 
 # --------------------------------------------------------------------------- the sandbox
@@ -375,9 +162,9 @@ class DockerSandbox:
         self._client = client
         self._ref: str | None = None
         self._lock = threading.RLock()
-        self._idle: dict[ContainerSpec, list[_Worker]] = {}
-        self._pending: dict[ContainerSpec, list[Future[_Worker]]] = {}
-        self._all: set[_Worker] = set()
+        self._idle: dict[ContainerSpec, list[Worker]] = {}
+        self._pending: dict[ContainerSpec, list[Future[Worker]]] = {}
+        self._all: set[Worker] = set()
         self._created: set[str] = set()  # container ids, for cleanup even mid-start
         self._executor: ThreadPoolExecutor | None = None
         self._started = False
@@ -457,7 +244,7 @@ class DockerSandbox:
         if self._client is not None:
             for cid in list(self._created):  # anything created but never handed over
                 try:
-                    _remove_container(self._client, cid)
+                    remove_container(self._client, cid)
                 except Exception:
                     pass
             self._created.clear()
@@ -478,7 +265,7 @@ class DockerSandbox:
                 return
             for item in left:
                 try:
-                    _remove_container(self._client, item["Id"])  # type: ignore[arg-type]
+                    remove_container(self._client, item["Id"])  # type: ignore[arg-type]
                 except docker.errors.APIError:
                     pass
             time.sleep(0.05)
@@ -496,7 +283,7 @@ class DockerSandbox:
         """How frames travel: "socket" or "attach" (None until the first container decided)."""
         return self._channel
 
-    def _create(self, spec: ContainerSpec) -> _Worker:
+    def _create(self, spec: ContainerSpec) -> Worker:
         """Start one hardened container and wait until its runner is ready.
 
         While the channel is unknown, this container is the probe: it is started for the
@@ -519,9 +306,17 @@ class DockerSandbox:
         self._channel = _PROBED[engine] = "socket"
         return worker
 
-    def _start_container(self, spec: ContainerSpec, channel: str) -> _Worker:
+    def _start_container(self, spec: ContainerSpec, channel: str) -> Worker:
         """One container whose runner talks over ``channel``; raises :class:`_NoSharedFiles`
         when the socket channel cannot work on this engine (and the channel was not forced)."""
+        config, input_dir = self._container_config(spec, channel)
+        cid = self._create_container(config, input_dir)
+        self._created.add(cid)
+        return self._connect_runner(cid, spec, channel, input_dir)
+
+    def _container_config(self, spec: ContainerSpec, channel: str) -> tuple[dict[str, Any], Path | None]:
+        """The hardened container's configuration, and the host directory bind-mounted for
+        the socket channel (None for the attach channel)."""
         api = self.client.api
         command = [*RUNNER_COMMAND, "--memory-bytes", str(spec.memory_bytes)]
         tmpfs = {"/tmp": f"rw,nosuid,nodev,size={spec.tmpfs_size},mode=1777"}
@@ -576,6 +371,11 @@ class DockerSandbox:
             host_config=host_config,
         )
         config["StdinOnce"] = True  # our socket closing ends the runner, and the container
+        return config, input_dir
+
+    def _create_container(self, config: dict[str, Any], input_dir: Path | None) -> str:
+        """Create the container; the engine's refusals become messages that say what to do."""
+        api = self.client.api
         try:
             cid = api.create_container_from_config(config)["Id"]
         except docker.errors.ImageNotFound as exc:
@@ -604,8 +404,13 @@ class DockerSandbox:
                 f"{describe(self.client)} refused to create a sandbox container: "
                 f"{explanation}. Check `selfheal sandbox doctor`."
             ) from exc
-        self._created.add(cid)
-        worker: _Worker | None = None
+        return cid
+
+    def _connect_runner(self, cid: str, spec: ContainerSpec, channel: str, input_dir: Path | None) -> Worker:
+        """Start the container and wait until its runner says it is ready on ``channel``;
+        on any failure the container is removed and the reason said."""
+        api = self.client.api
+        worker: Worker | None = None
         listener: socket.socket | None = None
         try:
             if input_dir is not None:
@@ -617,7 +422,7 @@ class DockerSandbox:
             sock = api.attach_socket(
                 cid, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
             )
-            worker = _Worker(self.client, cid, sock, spec, input_dir,
+            worker = Worker(self.client, cid, sock, spec, input_dir,
                              None if channel == "socket" else "attach")
             api.start(cid)
             worker.connect(listener, READY_TIMEOUT_S, lambda: self._closed)
@@ -647,7 +452,7 @@ class DockerSandbox:
                 if input_dir is not None:
                     shutil.rmtree(input_dir, ignore_errors=True)
                 try:
-                    _remove_container(self.client, cid)
+                    remove_container(self.client, cid)
                 except Exception:  # the engine is gone: the error that matters is exc
                     pass
             self._created.discard(cid)
@@ -705,7 +510,7 @@ class DockerSandbox:
         for worker in workers:
             threading.Thread(target=worker.kill, daemon=True, name="selfheal-kill").start()
 
-    def _discard(self, worker: _Worker) -> None:
+    def _discard(self, worker: Worker) -> None:
         with self._lock:
             self._all.discard(worker)
         worker.kill()
@@ -719,7 +524,7 @@ class DockerSandbox:
         """Containers of ``spec`` alive now, idle or busy (call with the lock held)."""
         return sum(1 for w in self._all if w.spec == spec and not w.dead)
 
-    def _release(self, worker: _Worker) -> None:
+    def _release(self, worker: Worker) -> None:
         """Back to the pool, or away if the pool already holds enough of its kind."""
         with self._lock:
             if not self._closed and not worker.dead and self._live(worker.spec) <= self._keep(
@@ -745,7 +550,7 @@ class DockerSandbox:
                 self._pending.setdefault(spec, []).append(fut)
                 fut.add_done_callback(functools.partial(self._arrived, spec))
 
-    def _arrived(self, spec: ContainerSpec, fut: Future[_Worker]) -> None:
+    def _arrived(self, spec: ContainerSpec, fut: Future[Worker]) -> None:
         with self._lock:
             pending = self._pending.get(spec, [])
             if fut not in pending:
@@ -755,7 +560,7 @@ class DockerSandbox:
             return
         self._release(fut.result())
 
-    def _acquire(self, spec: ContainerSpec) -> _Worker:
+    def _acquire(self, spec: ContainerSpec) -> Worker:
         """An idle container, else one being started, else a new one (all of ``spec``)."""
         with self._lock:
             idle = self._idle.get(spec)
@@ -879,7 +684,7 @@ class DockerSandbox:
             ) from exc
 
     def _wait(
-        self, worker: _Worker, limits: Limits, cancel: threading.Event | None
+        self, worker: Worker, limits: Limits, cancel: threading.Event | None
     ) -> dict[str, Any] | None:
         """The result frame; None when the backstop or an unanswered cancel fired."""
         deadline = time.monotonic() + limits.timeout_s + self.backstop_grace_s
@@ -897,7 +702,7 @@ class DockerSandbox:
             if frame is not None:
                 return frame
 
-    def _crashed(self, worker: _Worker, exc: SandboxCrashed, limits: Limits) -> ExecutionResult:
+    def _crashed(self, worker: Worker, exc: SandboxCrashed, limits: Limits) -> ExecutionResult:
         """The container died under the candidate: OOM-killed, or the runner crashed."""
         state = worker.state()
         if state.get("ExitCode") == 137 and not state.get("OOMKilled"):
@@ -989,7 +794,7 @@ def sweep_stale(client: docker.DockerClient) -> list[str]:
         if labels.get(LABEL_HOST) != host or _pid_alive(pid):
             continue
         try:
-            _remove_container(client, item["Id"])
+            remove_container(client, item["Id"])
             removed.append(item["Id"])
         except docker.errors.APIError:
             pass
