@@ -626,6 +626,28 @@ def has_assert(code: str) -> bool:
 
 
 @dataclass
+class Hint:
+    """One hint of teaching mode (``%%hint``) for a student's cell."""
+
+    level: int
+    """1 where, 2 why, 3 the fix."""
+    title: str
+    text: str
+    """What the student was shown (plain text)."""
+    facts: list[str] = field(default_factory=list)
+    """The lines the tool computed itself (failing line, changed lines, values)."""
+    prose: str = ""
+    """The model's words that passed the leak check ("" when none did)."""
+    check: str = ""
+    """What the leak check did: "passed", "passed on the second try", "cut back to the
+    facts", or "" (no model prose at this level)."""
+    cell: str = ""
+    """The student's code the hint is about."""
+    diff: str = ""
+    """Level 3 when the policy reveals the fix: the diff to the student's cell."""
+
+
+@dataclass
 class Run:
     """The record of one task through the loop."""
 
@@ -644,6 +666,8 @@ class Run:
     started_at: float = 0.0
     totals: Totals = field(default_factory=Totals)
 
+    hints: list[Hint] = field(default_factory=list)
+    """Teaching mode: the hints shown for this cell, newest last."""
     final_index: int | None = None
     """The iteration chosen as the result when it is not simply the last passing one (a
     pass followed by the soft round of the generated checks)."""
@@ -732,4 +756,5 @@ class Run:
             "generated_checks": self.checks.statements if self.checks else [],
             "started_at": self.started_at,
             "totals": asdict(self.totals),
+            "hints": [asdict(h) for h in self.hints],
         }

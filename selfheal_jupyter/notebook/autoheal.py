@@ -4,7 +4,9 @@ IPython's custom exception hook shows the usual traceback first (or the handler 
 was installed before ours, which we chain to and restore on ``off``), then the button.
 Nothing changes by itself: pressing the button runs ``%%heal`` on the failing cell's
 source through the controller (``controller.CellRun``), inside the button's own area; on
-success the panel offers **Replace this cell** for the failing cell.
+success the panel offers **Replace this cell** for the failing cell. When the
+instructor's policy allows hints only, the button reads **Give me a hint** and gives one
+(teaching mode); every press asks the policy first.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ from IPython.display import display
 
 from . import controller
 from .cells import FrontCells
+from .policy import Gate
 from ..errors import SelfHealError
 from ..render.html import message_html
 
 BUTTON_TEXT = "Ask the agent to fix this"
+HINT_TEXT = "Give me a hint"
 
 
 def _failing_source(shell: Any) -> str:
@@ -40,8 +44,11 @@ def _let_trio_go_first(shell: Any) -> None:
 class Autoheal:
     """The installed hook; :meth:`remove` puts the previous handler back."""
 
-    def __init__(self, shell: Any, heal_job: Callable[[str, str], tuple], finished: Callable[[Any], None]) -> None:
+    def __init__(self, shell: Any, heal_job: Callable[[str, str], tuple], finished: Callable[[Any], None], *,
+                 gate: Gate, give_hint: Callable[[str], None]) -> None:
         self.shell = shell
+        self.gate = gate
+        self.give_hint = give_hint
         self.heal_job = heal_job
         self.finished = finished
         _let_trio_go_first(shell)
@@ -61,7 +68,8 @@ class Autoheal:
         else:
             shell.showtraceback((etype, evalue, tb), tb_offset=tb_offset)
         source = _failing_source(shell)
-        if isinstance(evalue, Exception) and source.strip() and not source.lstrip().startswith(("%%agent", "%%heal")):
+        if isinstance(evalue, Exception) and source.strip() and not source.lstrip().startswith(
+                ("%%agent", "%%heal", "%%hint")):
             try:
                 self._offer(source, FrontCells(shell))  # the failing cell, for Replace
             except Exception:  # never hide the user's own error behind ours
@@ -69,13 +77,20 @@ class Autoheal:
         return None
 
     def _offer(self, source: str, cells: FrontCells) -> None:
-        button = widgets.Button(description=BUTTON_TEXT, icon="medkit", button_style="warning")
+        hints_only = self.gate.policy.mode == "hints"
+        label = HINT_TEXT if hints_only else BUTTON_TEXT
+        button = widgets.Button(description=label, icon="lightbulb-o" if hints_only else "medkit",
+                                button_style="warning")
         out = widgets.Output()
 
         def ask(_b: Any) -> None:
             button.disabled = True
             with out:
                 try:
+                    if hints_only:
+                        self.give_hint(source)
+                        return
+                    self.gate.admit("autoheal")
                     settings, task = self.heal_job("", source)
                     self.finished(controller.CellRun(self.shell, settings, task, cells=cells).run_sync())
                 except (SelfHealError, Exception) as exc:  # UsageError too: a short line, not a traceback
@@ -84,5 +99,5 @@ class Autoheal:
         button.on_click(ask)
         box = widgets.VBox([button, out])
         bundle = box._repr_mimebundle_()
-        bundle["text/plain"] = f"[{BUTTON_TEXT}: %agent_autoheal is on]"
+        bundle["text/plain"] = f"[{label}: %agent_autoheal is on]"
         display(bundle, raw=True)
