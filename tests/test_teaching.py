@@ -8,6 +8,9 @@ scripted to leak the fix (in prose and in a code block): the leak check must kee
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
@@ -91,3 +94,117 @@ def test_a_model_that_leaks_the_fix_never_gets_it_shown_and_level_1_names_the_ch
     assert set(shell.run_line_magic("who_ls", "")) - before == {"agent_result"}  # nothing else changed
     assert "// 2" not in records[0] and "// 2" not in records[1]  # no fix in the record before level 3
     assert record.verified and record.final_code == FIX  # revealed at level 3: the whole verified run
+
+
+# ---------------------------------------------------------------- the instructor's policy, in kernels
+@pytest.fixture()
+def kernel_with_policy(tmp_path):
+    """A real kernel whose environment names a policy file (read once, at first use)."""
+    from jupyter_client.manager import start_new_kernel
+
+    started = []
+
+    def start(server: ScriptedServer, policy: dict | str):
+        path = tmp_path / "policy.json"
+        path.write_text(policy if isinstance(policy, str) else json.dumps(policy))
+        env = dict(os.environ, OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="test-key",
+                   SELFHEAL_POLICY=str(path), SELFHEAL_MODEL="scripted-model")
+        km, kc = start_new_kernel(kernel_name="python3", env=env, startup_timeout=60)
+        started.append((km, kc))
+        assert kc.execute_interactive("%load_ext selfheal_jupyter", timeout=60)["content"]["status"] == "ok"
+        return kc
+
+    yield start
+    for km, kc in started:
+        kc.stop_channels()
+        km.shutdown_kernel(now=False)
+
+
+def execute(kc, code: str, timeout: float = 120) -> tuple[dict, str]:
+    """Run ``code``; the reply's content and everything it printed or displayed."""
+    out: list[str] = []
+
+    def hook(msg: dict) -> None:
+        content = msg["content"]
+        out.append(content.get("text", "") + content.get("data", {}).get("text/plain", "")
+                   + content.get("evalue", ""))
+
+    reply = kc.execute_interactive(code, timeout=timeout, output_hook=hook)
+    return reply["content"], "".join(out)
+
+
+def blocked(kc, code: str, *, says: str) -> str:
+    content, _ = execute(kc, code)
+    assert content["status"] == "error" and content["ename"] == "UsageError", content
+    message = content["evalue"]
+    assert says in message and "policy" in message and "\n" not in message.strip(), message
+    return message
+
+
+def test_policy_off_closes_every_entry_point_and_the_notebook_cannot_reopen_it(kernel_with_policy, tmp_path):
+    with ScriptedServer([developer_fix()]) as server:
+        kc = kernel_with_policy(server, {"mode": "off"})
+        blocked(kc, "%%agent --no-plan\nPrint 1.", says="selfheal is off")
+        blocked(kc, f"%%heal\n{CELL}", says="selfheal is off")
+        blocked(kc, f"%%hint\n{CELL}", says="selfheal is off")
+        blocked(kc, "%agent_autoheal on", says="selfheal is off")
+        for name in ("agent", "heal", "hint"):  # the magics' synchronous path (not awaited)
+            blocked(kc, f"ip = get_ipython(); ip.run_cell_magic({name!r}, '', 'print(1)')", says="selfheal is off")
+        # The student points the variable at a policy of their own, reloads, configures: still off.
+        loose = tmp_path / "mine.json"
+        loose.write_text('{"mode": "full"}')
+        execute(kc, f"import os; os.environ['SELFHEAL_POLICY'] = {str(loose)!r}")
+        execute(kc, "%unload_ext selfheal_jupyter")
+        execute(kc, "%load_ext selfheal_jupyter")
+        execute(kc, "%config SelfHeal.max_iterations = 3")
+        blocked(kc, f"%%heal\n{CELL}", says="selfheal is off")
+        assert server.remaining == 1  # the model was never asked
+
+
+def test_a_policy_file_that_cannot_be_used_closes_instead_of_falling_open(kernel_with_policy):
+    with ScriptedServer([developer_fix()]) as server:
+        kc = kernel_with_policy(server, '{"mode": "everything"')
+        blocked(kc, f"%%heal\n{CELL}", says="cannot be used")
+        assert server.remaining == 1
+
+
+def test_policy_hints_allows_only_hints_and_keeps_a_hidden_fix_hidden(kernel_with_policy):
+    replies = [developer_fix(), Reply("The division on line 3 gives a float.", match=WRITER),
+               Reply("What is len(ordered) / 2 when there are 3 values?", match=WRITER)]
+    with ScriptedServer(replies) as server:
+        kc = kernel_with_policy(server, {"mode": "hints", "reveal_fix": False})
+        blocked(kc, "%%agent --no-plan\nPrint 1.", says="Only hints")
+        blocked(kc, f"%%heal\n{CELL}", says="Only hints")
+        assert execute(kc, TESTS)[0]["status"] == "ok"
+        texts = []
+        for _ in range(3):
+            content, text = execute(kc, f"%%hint --tests median_tests\n{CELL}")
+            assert content["status"] == "ok", content
+            texts.append(text)
+        assert "Hint 1 of 3" in texts[0] and "line 3" in texts[0]
+        assert "Hint 3 of 3" in texts[2] and "keeps the fix hidden" in texts[2] and "// 2" not in texts[2]
+        content, text = execute(kc, "print('// 2' in repr(agent_result.to_dict()), len(agent_result.hints))")
+        assert text.split() == ["False", "3"]  # no fix code anywhere in the record
+        assert server.remaining == 0
+
+
+def test_max_hints_and_max_runs_are_spent_with_a_clear_message(kernel_with_policy):
+    replies = [developer_fix(), Reply("Look at line 3.", match=WRITER)]
+    with ScriptedServer(replies) as server:
+        kc = kernel_with_policy(server, {"mode": "full", "max_hints": 1, "max_runs": 1})
+        execute(kc, TESTS)
+        content, text = execute(kc, f"%%hint --tests median_tests\n{CELL}")
+        assert content["status"] == "ok" and "Hint 1 of 1" in text
+        blocked(kc, f"%%hint --tests median_tests\n{CELL}", says="all 1 hints")
+        blocked(kc, f"%%heal\n{CELL}", says="all 1 runs")
+        assert server.remaining == 0
+
+
+def test_selfheal_run_honours_the_policy_when_the_variable_is_set(tmp_path):
+    path = tmp_path / "policy.json"
+    for policy, says in (({"mode": "off"}, "selfheal is off"), ({"mode": "hints"}, "Only hints")):
+        path.write_text(json.dumps(policy))
+        env = dict(os.environ, SELFHEAL_POLICY=str(path), OPENAI_BASE_URL="http://127.0.0.1:9/v1")
+        done = subprocess.run([sys.executable, "-m", "selfheal_jupyter", "run", "print 1"], env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2 and says in done.stderr and "policy" in done.stderr, done.stderr

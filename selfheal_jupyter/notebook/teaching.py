@@ -155,12 +155,11 @@ class HintTurn:
     # ------------------------------------------------------------------ the work
     def _admit(self) -> None:
         session = self.session
-        if session.run is not None and len(session.hints) >= session.total(self.gate.policy):
-            self.gate.admit("hint", run=False)
-            return
+        self.gate.admit("hint", run=False)
         if self.gate.hints_left(self.key) == 0:
-            self.gate.take_hint(self.key)  # raises: none left
-        self.gate.admit("hint", run=session.run is None)
+            self.gate.take_hint(self.key)  # raises: the policy's hints for this cell are spent
+        if session.run is None:
+            self.gate.admit("hint")
 
     def _work(self, emit: Callable[[Any], None], cancel: threading.Event) -> Hint | None:
         from ..agents.hint_writer import HintWriter
