@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 
+import nbformat
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
@@ -67,7 +68,7 @@ def shown(cap) -> str:
     return "".join(o.data.get("text/plain", "") + o.data.get("text/html", "") for o in cap.outputs)
 
 
-def test_a_model_that_leaks_the_fix_never_gets_it_shown_and_level_1_names_the_changed_line(shell):
+def test_a_model_that_leaks_the_fix_never_gets_it_shown_and_level_1_names_the_changed_line(shell, tmp_path):
     replies = [developer_fix(), *[Reply(text, match=WRITER) for text in LEAKY], Reply(LEAKY[0], match=WRITER)]
     with ScriptedServer(replies) as server:
         shell.run_cell(f"%config SelfHeal.base_url = '{server.base_url}'", store_history=False)
@@ -94,6 +95,15 @@ def test_a_model_that_leaks_the_fix_never_gets_it_shown_and_level_1_names_the_ch
     assert set(shell.run_line_magic("who_ls", "")) - before == {"agent_result"}  # nothing else changed
     assert "// 2" not in records[0] and "// 2" not in records[1]  # no fix in the record before level 3
     assert record.verified and record.final_code == FIX  # revealed at level 3: the whole verified run
+    # For the teacher: which cell, which hints, in order.
+    with capture_output():
+        shell.run_cell(f"%agent_export {tmp_path}/hints.ipynb --hints")
+        shell.run_cell(f"%agent_export {tmp_path}/hints.json --hints --json")
+    nb = nbformat.read(tmp_path / "hints.ipynb", as_version=4)
+    code_cells = [c for c in nb.cells if c.cell_type == "code"]
+    assert [c.source for c in code_cells] == [CELL] and code_cells[0].metadata["selfheal"]["hints"] == [1, 2, 3]
+    exported = json.loads((tmp_path / "hints.json").read_text())
+    assert [h["level"] for h in exported[0]["hints"]] == [1, 2, 3] and exported[0]["cell"] == CELL
 
 
 # ---------------------------------------------------------------- the instructor's policy, in kernels

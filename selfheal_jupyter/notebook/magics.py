@@ -210,13 +210,25 @@ class SelfHealMagics(Magics):
     @magic_arguments()
     @argument("path", help="Where to write: a .ipynb notebook (or JSON with --json).")
     @argument("--json", action="store_true", help="Write the raw run record as JSON.")
+    @argument("--hints", action="store_true",
+              help="Write the hints asked for in this kernel (each cell, then its hints in order).")
     @line_magic
     def agent_export(self, line: str) -> None:
         """Write the last run as a teaching notebook: task, plan, each iteration's
-        diff, code and traceback as cells (``--json``: the raw record)."""
-        from .export import export_run
+        diff, code and traceback as cells (``--json``: the raw record). ``--hints``:
+        the hints a student asked for, for the teacher."""
+        from .export import export_hints, export_run
 
         args = parse_argstring(self.agent_export, line)
+        if args.hints:
+            if not self.teacher.asked:
+                raise UsageError("No hints asked for yet in this kernel: run a %%hint cell first.")
+            try:
+                path = export_hints(self.teacher.asked, args.path, as_json=args.json)
+            except OSError as exc:
+                raise UsageError(f"Could not write {args.path}: {exc.strerror or exc}.") from None
+            print(f"selfheal: wrote {path}")
+            return
         if self.last_run is None:
             raise UsageError("Nothing to export yet: run an %%agent or %%heal cell first.")
         try:

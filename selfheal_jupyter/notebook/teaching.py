@@ -129,6 +129,8 @@ class Teacher:
         self.shell = shell
         self.gate = gate
         self.sessions: dict[str, HintSession] = {}
+        self.asked: list[Hint] = []
+        """Every hint given in this kernel, in order (``%agent_export --hints``)."""
 
     def turn(self, settings: SelfHeal, task: Task) -> HintTurn:
         """The next hint for this cell; raises ``PolicyBlocked`` when the policy says no."""
@@ -185,6 +187,7 @@ class HintTurn:
         hint = HintComposer(HintWriter(session.loop.llm), self.gate.policy).compose(level, session, cancel)
         self.gate.take_hint(self.key)
         session.hints.append(hint)
+        self.teacher.asked.append(hint)
         return hint
 
     def _on_event(self, event: Any) -> None:
