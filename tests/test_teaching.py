@@ -218,3 +218,41 @@ def test_selfheal_run_honours_the_policy_when_the_variable_is_set(tmp_path):
         done = subprocess.run([sys.executable, "-m", "selfheal_jupyter", "run", "print 1"], env=env,
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 2 and says in done.stderr and "policy" in done.stderr, done.stderr
+
+
+def test_the_hint_button_then_another_hint_in_the_panel_up_to_the_hidden_fix(kernel_with_policy):
+    """The front end's part played on the wire (as tests/test_panel.py does)."""
+    from tests.test_panel import Wire, execute_in_cell, status_text
+
+    checked = CELL + "assert median([1, 2, 3]) == 2\n"  # the student's own assert verifies the fix
+    fix = Reply("```python\n" + checked.replace("/ 2", "// 2") + "```", match="expert Python developer")
+    replies = [fix, Reply("The division on line 3 gives a float.", match=WRITER),
+               Reply("What is len(ordered) / 2 when there are 3 values?", match=WRITER)]
+    with ScriptedServer(replies) as server:
+        kc = kernel_with_policy(server, {"mode": "hints", "reveal_fix": False})
+        assert execute(kc, "%agent_autoheal on")[0]["status"] == "ok"
+        wire = Wire(kc, execute_in_cell(kc, checked, "cell-student"))
+        button = wire.until(lambda: wire.find("ButtonModel", description="Give me a hint"), 30, "the hint button")
+        assert not wire.find("ButtonModel", description="Ask the agent to fix this")
+        wire.until(lambda: wire.idle, 30, "the cell to end")
+        assert server.remaining == 3  # nothing happened by itself
+        wire.click(button)
+        wire.until(lambda: "Hint 1 of 3" in status_text(wire), 120, "the first hint")
+        for number in (2, 3):
+            another = wire.until(lambda: _visible_another(wire), 60, "Another hint")
+            wire.click(another)
+            wire.until(lambda: f"Hint {number} of 3" in status_text(wire), 60, f"hint {number}")
+        assert "keeps the fix hidden" in status_text(wire) and "// 2" not in status_text(wire)
+        assert server.remaining == 0
+        content, text = execute(kc, "print(sorted(get_ipython().run_line_magic('who_ls', '')))")
+        assert text.strip() == "['agent_result', 'median']"  # the student's cell defined median; nothing else
+
+
+def _visible_another(wire) -> str | None:
+    """The Another hint button, once it is shown (its layout's display is not none)."""
+    for comm_id, state in wire.widgets.items():
+        if state.get("_model_name") == "ButtonModel" and state.get("description") == "Another hint":
+            layout = wire.widgets.get(str(state.get("layout", "")).removeprefix("IPY_MODEL_"), {})
+            if layout.get("display") != "none" and not state.get("disabled"):
+                return comm_id
+    return None
