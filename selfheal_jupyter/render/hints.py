@@ -22,7 +22,7 @@ def _inline(text: str) -> str:
 
 
 def hint_text(hint: Hint, number: int, total: int) -> str:
-    return f"Hint {number} of {total} — {hint.title}\n{hint.text}"
+    return f"Hint {number} of {total} — {hint.title}\n{hint.text}" + (f"\n{hint.diff}" if hint.diff else "")
 
 
 def hint_html(hint: Hint, number: int, total: int, *, current: bool = True) -> str:
