@@ -256,3 +256,16 @@ def _visible_another(wire) -> str | None:
             if layout.get("display") != "none" and not state.get("disabled"):
                 return comm_id
     return None
+
+
+def test_without_a_verified_fix_the_student_gets_the_facts_and_is_told_so(shell):
+    still_broken = CELL.replace("len(ordered) / 2", "len(ordered) / 2.0")
+    with ScriptedServer([Reply(f"```python\n{still_broken}```", match="expert Python developer")]) as server:
+        shell.run_cell(f"%config SelfHeal.base_url = '{server.base_url}'", store_history=False)
+        shell.run_cell(TESTS, store_history=True)
+        with capture_output() as cap:
+            shell.run_cell(f"%%hint --tests median_tests --max-iterations 1\n{CELL}", store_history=True)
+        assert len(server.chat_requests()) == 1  # the developer only: the hint writer was not asked to guess
+    text = shown(cap)
+    assert "Hint 1 of 1" in text and "It fails on line 4" in text and "No fix could be verified" in text
+    assert shell.user_ns["agent_result"].hints[0].prose == ""

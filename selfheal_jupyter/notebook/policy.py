@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -52,22 +52,6 @@ class Policy:
     """Where it came from, named in every message."""
     problem: str = ""
     """Why a named file could not be used (the policy is then ``off``)."""
-
-    def tightened(self, other: dict[str, Any]) -> Policy:
-        """This policy with ``other``'s settings where they are stricter (per-notebook
-        metadata may only tighten the file's policy, never loosen it)."""
-        try:
-            theirs = parse(other, source=self.source)
-        except ValueError:
-            return self
-        mode = MODES[min(MODES.index(self.mode), MODES.index(theirs.mode))]
-
-        def least(a: int | None, b: int | None) -> int | None:
-            return b if a is None else a if b is None else min(a, b)
-
-        return replace(self, mode=mode, reveal_fix=self.reveal_fix and theirs.reveal_fix,
-                       max_hints=least(self.max_hints, theirs.max_hints),
-                       max_runs=least(self.max_runs, theirs.max_runs))
 
 
 def _count(data: dict[str, Any], key: str) -> int | None:
