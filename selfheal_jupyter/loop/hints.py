@@ -144,8 +144,13 @@ def where_facts(facts: Facts, code: str) -> list[str]:
 
 
 def why_facts(facts: Facts) -> list[str]:
-    """Level 2's facts: the runtime values at the failing statement."""
-    return [f"At that moment `{name}` is `{value}`." for name, value in facts.values[:4]]
+    """Level 2's facts: the runtime values at the failing statement, and a question on
+    the first of them (the model's words may add the concept; these stand without them)."""
+    lines = [f"At that moment `{name}` is `{value}`." for name, value in facts.values[:4]]
+    if facts.values:
+        name, value = facts.values[0]
+        lines.append(f"Is `{value}` what you expected `{name}` to be there? Work it out by hand for this input.")
+    return lines
 
 
 # ---------------------------------------------------------------- the leak check

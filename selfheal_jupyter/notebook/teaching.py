@@ -23,7 +23,7 @@ from .controller import RESULT_NAME, Pump
 from .policy import Gate, Policy
 from ..config import SelfHeal
 from ..errors import Cancelled, LLMError, SelfHealError
-from ..loop.events import ExecutionStarted, VerdictReady
+from ..loop.events import ExecutionStarted
 from ..loop.hints import LEVEL_TITLES, LEVELS, Facts, facts_of, leaks, where_facts, why_facts
 from ..model import Candidate, Hint, Iteration, Run, Task
 from ..render.hints import HintPanel, hints_html, hint_text
@@ -31,6 +31,9 @@ from ..render.inline import show_html
 
 NO_FIX = ("No fix could be verified by running it, so this is all that is certain: "
           "look at the line above and what the error says.")
+UNCHECKED = ("A change that runs was found, but nothing checked its result (your cell has no "
+             "asserts and no --tests), so it is no verified fix and there are no more hints: add an "
+             "assert that says what the right result is, then ask again.")
 HIDDEN = "Your instructor keeps the fix hidden. Try a change of your own and run the cell again."
 
 
@@ -103,7 +106,8 @@ class HintComposer:
         if level == 1:
             lines = where_facts(facts, code)
             if not facts.verified:
-                return Hint(1, title, "\n".join([*lines, NO_FIX]), facts=lines, cell=code)
+                honest = UNCHECKED if session.run is not None and session.run.final_code else NO_FIX
+                return Hint(1, title, "\n".join([*lines, honest]), facts=lines, cell=code)
         elif level == 2:
             lines = why_facts(facts)
         else:
@@ -196,8 +200,6 @@ class HintTurn:
         elif isinstance(event, ExecutionStarted):
             text = ("Running your cell in the sandbox…" if event.iteration == 0
                     else f"Looking for a fix that passes your checks (round {event.iteration})…")
-        elif isinstance(event, VerdictReady):
-            return
         else:
             return
         if self.panel is not None:
