@@ -50,6 +50,22 @@ def test_the_leak_check_finds_the_fix_exactly_spaced_otherwise_or_renamed():
     assert leaks("It fails on line 4.", ["else:"]) == []  # too short to say anything
 
 
+def test_a_policy_file_named_but_missing_or_wrong_closes_and_says_why(tmp_path):
+    from selfheal_jupyter.notebook.policy import Gate, PolicyBlocked, read
+
+    cases = {"missing.json": None, "typo.json": '{"mode": "hint"}', "keys.json": '{"reveal": false}',
+             "count.json": '{"max_runs": -1}'}
+    for name, text in cases.items():
+        if text is not None:
+            (tmp_path / name).write_text(text)
+        policy = read(str(tmp_path / name))
+        assert policy.mode == "off" and policy.problem, name
+        with pytest.raises(PolicyBlocked, match=name):
+            Gate(policy).admit("hint")
+    (tmp_path / "ok.json").write_text('{"mode": "hints", "reveal_fix": false, "max_hints": 2}')
+    assert read(str(tmp_path / "ok.json")).max_hints == 2
+
+
 # ---------------------------------------------------------------- in a shell
 @pytest.fixture()
 def shell():
