@@ -285,3 +285,15 @@ def test_without_a_verified_fix_the_student_gets_the_facts_and_is_told_so(shell)
     text = shown(cap)
     assert "Hint 1 of 1" in text and "It fails on line 4" in text and "No fix could be verified" in text
     assert shell.user_ns["agent_result"].hints[0].prose == ""
+
+
+def test_reveal_fix_true_shows_the_diff_at_level_3_and_a_leaky_model_never_before(kernel_with_policy):
+    replies = [developer_fix(), *[Reply(text, match=WRITER) for text in LEAKY], Reply(LEAKY[0], match=WRITER)]
+    with ScriptedServer(replies) as server:
+        kc = kernel_with_policy(server, {"mode": "hints", "reveal_fix": True})
+        execute(kc, TESTS)
+        texts = [execute(kc, f"%%hint --tests median_tests\n{CELL}")[1] for _ in range(3)]
+    assert "starts on line 3" in texts[0]
+    for text in texts[:2]:
+        assert "// 2" not in text and "//2" not in text
+    assert "Hint 3 of 3" in texts[2] and "+    middle = len(ordered) // 2" in texts[2]
