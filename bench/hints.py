@@ -85,8 +85,8 @@ def main() -> int:
             if first_s is None:
                 first_s = time.monotonic() - started
         facts = session.facts
-        named = bool(facts.changed_lines) and any(
-            re.search(rf"\bline[s]? (?:[\d, ]+, )?{n}\b", hints[0].text) for n in facts.changed_lines)
+        said = re.search(r"(?:starts on lines?|lines? to look at:) ([\d, ]+)", hints[0].text)
+        named = bool(said) and bool(set(facts.changed_lines) & {int(n) for n in re.findall(r"\d+", said[1])})
         row = {
             "id": problem.id, "outcome": run.outcome, "verified": facts.verified,
             "level1_names_changed_line": named, "prose_leaked": writer.leaked,
