@@ -661,6 +661,28 @@ class Fix:
 
 
 @dataclass
+class Hint:
+    """One hint of teaching mode (``%%hint``) for a student's cell."""
+
+    level: int
+    """1 where, 2 why, 3 the fix."""
+    title: str
+    text: str
+    """What the student was shown (plain text)."""
+    facts: list[str] = field(default_factory=list)
+    """The lines the tool computed itself (failing line, changed lines, values)."""
+    prose: str = ""
+    """The model's words that passed the leak check ("" when none did)."""
+    check: str = ""
+    """What the leak check did: "passed", "passed on the second try", "cut back to the
+    facts", or "" (no model prose at this level)."""
+    cell: str = ""
+    """The student's code the hint is about."""
+    diff: str = ""
+    """Level 3 when the policy reveals the fix: the diff to the student's cell."""
+
+
+@dataclass
 class Run:
     """The record of one task through the loop."""
 
@@ -683,6 +705,8 @@ class Run:
     """What a notebook front hands over of the passing program (see :class:`Fix`); None
     until it was worked out, or when no candidate passed."""
 
+    hints: list[Hint] = field(default_factory=list)
+    """Teaching mode: the hints shown for this cell, newest last."""
     final_index: int | None = None
     """The iteration chosen as the result when it is not simply the last passing one (a
     pass followed by the soft round of the generated checks)."""
@@ -772,4 +796,5 @@ class Run:
             "generated_checks": self.checks.statements if self.checks else [],
             "started_at": self.started_at,
             "totals": asdict(self.totals),
+            "hints": [asdict(h) for h in self.hints],
         }

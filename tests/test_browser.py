@@ -83,7 +83,8 @@ def _kernelspec_notebook(cells: list[str]) -> nbformat.NotebookNode:
 
 
 @contextmanager
-def _jupyter(app: str, tmp_path: Path, replies: list, notebooks: dict[str, list[str]]):
+def _jupyter(app: str, tmp_path: Path, replies: list, notebooks: dict[str, list[str]],
+             extra_env: dict[str, str] | None = None):
     """Serve ``notebooks`` (name -> cell sources) from a temp dir with ``python -m app``
     (``jupyterlab`` or ``notebook``) with the labextension the install put where
     Jupyter looks, no news pop-up, kernels talking to a scripted server. Yields (base
@@ -109,6 +110,7 @@ def _jupyter(app: str, tmp_path: Path, replies: list, notebooks: dict[str, list[
             OPENAI_API_KEY="test-key",
             JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "settings"),
             JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "workspaces"),
+            **(extra_env or {}),
         )
         env.pop("SELFHEAL_MODEL", None)
         env.pop("JUPYTER_PATH", None)
@@ -174,6 +176,64 @@ def notebook7(tmp_path):
                                f"%%agent --no-plan\n{KERNEL_TASK}", "print(answer + 1)"]}
     with _jupyter("notebook", tmp_path, replies, notebooks) as (base, server):
         yield base, server
+
+
+STUDENT_CELL = ("def median(values):\n    ordered = sorted(values)\n    middle = len(ordered) / 2\n"
+                "    return ordered[middle]\n\nassert median([3, 1, 2]) == 2")
+
+
+@pytest.fixture()
+def lab_with_hints_policy(tmp_path):
+    """JupyterLab whose kernels read an instructor's policy: hints only, fix hidden."""
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps({"mode": "hints", "reveal_fix": False}))
+    replies = [
+        Reply(fence(STUDENT_CELL.replace("/ 2", "// 2")), match="expert Python developer"),
+        Reply("The division on line 3 gives a float, and line 4 uses it as a position.",
+              match="patient programming teacher"),
+        Reply("What is `len(ordered) / 2` when there are 3 values?", match="patient programming teacher"),
+    ]
+    notebooks = {"hints.ipynb": ["%load_ext selfheal_jupyter", "%agent_autoheal on", STUDENT_CELL]}
+    with _jupyter("jupyterlab", tmp_path, replies, notebooks, {"SELFHEAL_POLICY": str(policy)}) as (base, server):
+        yield base, server
+
+
+def test_give_me_a_hint_then_another_hint_then_the_policy_blocked_fix(lab_with_hints_policy):
+    from playwright.sync_api import expect, sync_playwright
+
+    base, server = lab_with_hints_policy
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    expect.set_options(timeout=60_000)
+    with sync_playwright() as p:
+        browser, page = _launch(p)
+        try:
+            page.goto(f"{base}/lab/tree/hints.ipynb")
+            wait_until(lambda: _kernel_idle(base, "hints.ipynb"), 90, "the kernel to start")
+            cells = page.locator(".jp-Notebook .jp-Cell")
+            expect(cells).to_have_count(3)
+            cells.nth(0).locator(".cm-content").click()
+            page.keyboard.press("Shift+Enter")  # %load_ext
+            page.keyboard.press("Shift+Enter")  # %agent_autoheal on
+            page.keyboard.press("Shift+Enter")  # the student's failing cell
+            student = cells.nth(2)
+            ask = student.get_by_role("button", name="Give me a hint")
+            expect(ask).to_be_visible()
+            expect(student.locator(".jp-Cell-outputArea")).to_contain_text("TypeError")
+            ask.click()
+            expect(student.get_by_text("Hint 1 of 3 — Where")).to_be_visible(timeout=120_000)
+            expect(student.locator(".selfheal-hints")).to_contain_text("line 3")
+            student.get_by_role("button", name="Another hint").click()
+            expect(student.get_by_text("Hint 2 of 3 — Why")).to_be_visible()
+            student.get_by_role("button", name="Another hint").click()
+            expect(student.get_by_text("Hint 3 of 3 — The fix")).to_be_visible()
+            hints = student.locator(".selfheal-hints")
+            expect(hints).to_contain_text("keeps the fix hidden")
+            assert "// 2" not in hints.inner_text()
+            expect(student.get_by_role("button", name="Another hint")).to_be_hidden()
+            hints.screenshot(path=str(OUTPUT / "hints.png"))
+            assert server.remaining == 0
+        finally:
+            browser.close()
 
 
 def _answers(url: str) -> bool:

@@ -176,3 +176,17 @@ def test_teaching_notebook_runs_on_the_embedded_model(tmp_path):
     assert "your cell · ✘ TypeError" in page
     assert re.search(r'data-outcome="(success|failed|budget_exhausted)"', page)
     assert (tmp_path / "median-debugging.ipynb").exists()
+
+
+def test_teaching_notebook_hints_never_the_answer_until_level_3(tmp_path):
+    nb, _, _ = execute("03-teaching-self-debugging", tmp_path)
+    hint_cells = [c for c in nb.cells if is_magic(c, "hint")]
+    pages = ["".join(o.get("data", {}).get("text/plain", "") for o in c.outputs) for c in hint_cells]
+    assert "Hint 1 of 3" in pages[0] and "fails on line 7" in pages[0] and "starts on line 3" in pages[0]
+    assert "Hint 2 of 3" in pages[1] and "16" in pages[1]
+    for page in pages[:2]:
+        assert "range(len(marks))" not in page
+    assert "Hint 3 of 3" in pages[2] and "+    for i in range(len(marks)):" in pages[2]
+    exported = nbformat.read(tmp_path / "hints-asked.ipynb", as_version=4)
+    code = [c for c in exported.cells if c.cell_type == "code"]
+    assert len(code) == 1 and code[0].metadata["selfheal"]["hints"] == [1, 2, 3]

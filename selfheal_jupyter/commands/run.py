@@ -3,7 +3,8 @@
 ``--json`` prints the run record (``Run.to_dict()``); otherwise a readable
 transcript, with progress on stderr while it waits. Exit code 0 on success, 1 for
 any other outcome, 2 for bad input (empty task, tests that do not parse, an input
-file that is not a readable pickle). Ctrl-C stops the run cleanly (outcome
+file that is not a readable pickle) or when the instructor's policy (``SELFHEAL_POLICY``)
+does not allow it. Ctrl-C stops the run cleanly (outcome
 ``cancelled``; every container is removed).
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pickle
 import sys
 import threading
@@ -129,7 +131,18 @@ def execute(task: Task, settings: SelfHeal, progress: Progress | None,
     return run_loop(loop, task, on_event, on_interrupt=on_interrupt, cancel=cancel)
 
 
+def admit_by_policy() -> None:
+    """With ``SELFHEAL_POLICY`` set, the instructor's policy applies here too (a terminal
+    in a class image); it allows ``selfheal run`` only in ``full`` mode. Raises
+    ``PolicyBlocked`` (exit code 2, one line naming the policy)."""
+    from ..notebook.policy import ENV_VAR, kernel_gate
+
+    if os.environ.get(ENV_VAR):
+        kernel_gate().admit("run")
+
+
 def handle(args: argparse.Namespace) -> int:
+    admit_by_policy()
     settings = build_settings(args)
     task = build_task(args, max_code_bytes=settings.max_code_bytes)
     progress = Progress(sys.stderr)

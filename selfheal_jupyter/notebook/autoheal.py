@@ -6,7 +6,9 @@ was installed before ours (which we chain to and restore on ``off``) shows its o
 Nothing changes by itself: pressing the button (it then reads "Fixing…" and cannot be
 pressed again) runs ``%%heal`` on the failing cell's source through the controller
 (``controller.CellRun``), inside the button's own area; on success the decision offers
-**Accept (Replace this cell)** for the failing cell.
+**Accept (Replace this cell)** for the failing cell. When the instructor's policy allows
+hints only, the button reads **Give me a hint** and gives one (teaching mode); every
+press asks the policy first.
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ from IPython.display import display
 
 from . import controller
 from .cells import FrontCells
+from .policy import Gate
 from ..errors import SelfHealError
 from ..render.html import message_html
 
 BUTTON_TEXT = "Ask the agent to fix this"
 BUSY_TEXT = "Fixing…"
+HINT_TEXT = "Give me a hint"
 
 
 def _library_dirs() -> tuple[str, ...]:
@@ -98,8 +102,11 @@ def _let_trio_go_first(shell: Any) -> None:
 class Autoheal:
     """The installed hook; :meth:`remove` puts the previous handler back."""
 
-    def __init__(self, shell: Any, heal_job: Callable[[str, str], tuple], finished: Callable[[Any], None]) -> None:
+    def __init__(self, shell: Any, heal_job: Callable[[str, str], tuple], finished: Callable[[Any], None], *,
+                 gate: Gate, give_hint: Callable[[str], None]) -> None:
         self.shell = shell
+        self.gate = gate
+        self.give_hint = give_hint
         self.heal_job = heal_job
         self.finished = finished
         _let_trio_go_first(shell)
@@ -118,7 +125,8 @@ class Autoheal:
         if theirs:
             previous(etype, evalue, tb, tb_offset=tb_offset)
         source = _failing_source(shell)
-        if isinstance(evalue, Exception) and source.strip() and not source.lstrip().startswith(("%%agent", "%%heal")):
+        if isinstance(evalue, Exception) and source.strip() and not source.lstrip().startswith(
+                ("%%agent", "%%heal", "%%hint")):
             try:
                 self._offer(source, FrontCells(shell))  # the failing cell, for Replace
             except Exception:  # never hide the user's own error behind ours
@@ -141,7 +149,10 @@ class Autoheal:
             shell._showtraceback(etype, evalue, stb)
 
     def _offer(self, source: str, cells: FrontCells) -> None:
-        button = widgets.Button(description=BUTTON_TEXT, icon="medkit", button_style="warning",
+        hints_only = self.gate.policy.mode == "hints"
+        label = HINT_TEXT if hints_only else BUTTON_TEXT
+        button = widgets.Button(description=label, icon="lightbulb-o" if hints_only else "medkit",
+                                button_style="warning",
                                 layout=widgets.Layout(width="auto", align_self="flex-start"))  # the whole label
         out = widgets.Output()
 
@@ -152,6 +163,10 @@ class Autoheal:
             button.description = BUSY_TEXT
             with out:
                 try:
+                    if hints_only:
+                        self.give_hint(source)
+                        return
+                    self.gate.admit("autoheal")
                     settings, task = self.heal_job("", source)
                     self.finished(controller.CellRun(self.shell, settings, task, cells=cells).run_sync())
                 except (SelfHealError, Exception) as exc:  # UsageError too: a short line, not a traceback
@@ -162,5 +177,5 @@ class Autoheal:
         button.on_click(ask)
         box = widgets.VBox([button, out])
         bundle = box._repr_mimebundle_()
-        bundle["text/plain"] = f"[{BUTTON_TEXT}: %agent_autoheal is on]"
+        bundle["text/plain"] = f"[{label}: %agent_autoheal is on]"
         display(bundle, raw=True)

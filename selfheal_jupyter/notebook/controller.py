@@ -54,7 +54,7 @@ HELLO_TIMEOUT_S = 1.0
 """How long after the run's start a passing cell may wait for the labextension's answer."""
 
 RESULT_NAME = "agent_result"
-CELL_MAGICS = ("agent", "heal")
+CELL_MAGICS = ("agent", "heal", "hint")
 
 
 # ====================================================================== the pump
@@ -449,7 +449,7 @@ def kernel_can_await(shell: Any) -> bool:
 
 
 def _our_magic_call(node: ast.AST) -> bool:
-    """``get_ipython().run_cell_magic('agent' | 'heal', line, cell)`` as IPython writes it."""
+    """``get_ipython().run_cell_magic('agent' | 'heal' | 'hint', line, cell)`` as IPython writes it."""
     if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
             and node.func.attr == "run_cell_magic" and isinstance(node.func.value, ast.Call)
             and isinstance(node.func.value.func, ast.Name) and node.func.value.func.id == "get_ipython"):

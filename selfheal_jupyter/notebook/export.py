@@ -1,4 +1,5 @@
-"""A run as a teaching notebook (nbformat) or as its raw JSON record.
+"""A run as a teaching notebook (nbformat) or as its raw JSON record; the hints a
+student asked for (teaching mode) as a notebook or JSON for the teacher.
 
 Each iteration becomes: a markdown heading with the verdict, the diff (as a ``diff``
 block), and a code cell holding the candidate with the sandbox's stdout and error
@@ -10,13 +11,14 @@ from __future__ import annotations
 import json
 import os
 import urllib.parse
+from dataclasses import asdict
 from pathlib import Path
 
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from ..hygiene import clean_text
-from ..model import Iteration, Run, safe_outputs
+from ..model import Hint, Iteration, Run, safe_outputs
 from ..render.html import summary_text
 from ..render.style import GREY, esc
 from ..render.traceback import traceback_text
@@ -67,10 +69,53 @@ def run_to_notebook(run: Run) -> nbformat.NotebookNode:
         if it.feedback:
             cells.append(new_markdown_cell(f"Feedback sent to the model:\n\n```text\n{it.feedback}\n```"))
     cells.append(new_markdown_cell(f"## Outcome\n\n{summary_text(run)}" + (f"\n\n{run.error}" if run.error else "")))
+    cells.extend(_hint_cells(run.hints))
     nb = new_notebook(cells=cells)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata["selfheal"] = {"outcome": run.outcome, "model": run.model}
     return nb
+
+
+def _hint_cells(hints: list[Hint]) -> list:
+    return [new_markdown_cell(f"**Hint {i} — {h.title}**\n\n{h.text}"
+                              + (f"\n\n```diff\n{h.diff}\n```" if h.diff else ""))
+            for i, h in enumerate(hints, 1)]
+
+
+def hints_by_cell(asked: list[Hint]) -> list[tuple[str, list[Hint]]]:
+    """The hints in the order they were asked, grouped by the cell they were about
+    (cells in the order of their first hint)."""
+    cells: dict[str, list[Hint]] = {}
+    for hint in asked:
+        cells.setdefault(hint.cell, []).append(hint)
+    return list(cells.items())
+
+
+def hints_to_notebook(asked: list[Hint]) -> nbformat.NotebookNode:
+    """For the teacher: each cell a student asked hints for, then its hints in order."""
+    cells = [new_markdown_cell("# Hints asked for\n\nEach cell as the student ran it, then the "
+                               "hints they were given, in order.")]
+    for number, (code, hints) in enumerate(hints_by_cell(asked), 1):
+        cells.append(new_markdown_cell(f"## Cell {number}: {len(hints)} hint{'s' if len(hints) != 1 else ''}"))
+        cell = new_code_cell(code)
+        cell.metadata["selfheal"] = {"hints": [h.level for h in hints]}
+        cells.append(cell)
+        cells.extend(_hint_cells(hints))
+    nb = new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return nb
+
+
+def export_hints(asked: list[Hint], path: str | Path, *, as_json: bool = False) -> Path:
+    """Write the hints of this kernel to ``path`` (notebook, or JSON with ``as_json``)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if as_json:
+        data = [{"cell": code, "hints": [asdict(h) for h in hints]} for code, hints in hints_by_cell(asked)]
+        target.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    else:
+        target.write_text(clean_text(nbformat.writes(hints_to_notebook(asked))) + "\n", encoding="utf-8")
+    return target
 
 
 def export_run(run: Run, path: str | Path, *, as_json: bool = False) -> Path:

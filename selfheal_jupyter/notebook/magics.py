@@ -1,4 +1,4 @@
-"""``%%agent``, ``%%heal``, ``%agent_autoheal`` and ``%agent_export``: declarations.
+"""``%%agent``, ``%%heal``, ``%%hint``, ``%agent_autoheal`` and ``%agent_export``: declarations.
 
 Each magic parses its arguments (``arguments.py`` turns them into settings and a
 task) and hands the run to the controller (``controller.CellRun``), which renders it,
@@ -6,6 +6,8 @@ stores the record in ``agent_result`` and offers the passing code. Nothing else 
 user's namespace changes unless the user presses Insert / Replace / Run in my kernel
 (``--plan-only`` stores the plan it was asked for). In a kernel the cell awaits the
 run (``controller.install``), so Stop works while it lasts; the cell ends when it ends.
+``%%hint`` hands its cell to teaching mode (``teaching.py``) instead. Every entry point
+asks the instructor's policy first (``policy.kernel_gate``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from . import arguments, autoheal, controller
+from . import arguments, autoheal, controller, teaching
+from .policy import kernel_gate
 from ..config import SelfHeal
 from ..errors import SelfHealError
 from ..flags import magic_arguments as magic_arguments_for
@@ -80,6 +83,8 @@ class SelfHealMagics(Magics):
         self.settings = SelfHeal(parent=shell)
         self.last_run: Run | None = None
         self._autoheal: autoheal.Autoheal | None = None
+        self.gate = kernel_gate()
+        self.teacher = teaching.Teacher(shell, self.gate)
 
     # ================================================================== %%agent
     @magic_arguments()
@@ -109,6 +114,7 @@ class SelfHealMagics(Magics):
 
         Configure defaults with ``%config SelfHeal.max_iterations = 5`` (see ``%config SelfHeal``).
         """
+        self.gate.admit("agent")
         settings, task, plan_var = self._agent_job(line, cell)
         if plan_var:
             self._show_plan(controller.plan_pump(settings, task).run_sync(), plan_var)
@@ -117,6 +123,7 @@ class SelfHealMagics(Magics):
 
     @_user_errors
     async def agent_async(self, line: str, cell: str) -> None:
+        self.gate.admit("agent")
         settings, task, plan_var = self._agent_job(line, cell)
         if plan_var:
             self._show_plan(await controller.plan_pump(settings, task).run_async(), plan_var)
@@ -138,11 +145,41 @@ class SelfHealMagics(Magics):
         Your kernel is not touched: press Replace this cell, Insert below or Run in my
         kernel to take the repaired code.
         """
+        self.gate.admit("heal")
         self._finished(controller.CellRun(self.shell, *self.heal_job(line, cell)).run_sync())
 
     @_user_errors
     async def heal_async(self, line: str, cell: str) -> None:
+        self.gate.admit("heal")
         self._finished(await controller.CellRun(self.shell, *self.heal_job(line, cell)).run_async())
+
+    # ================================================================== %%hint
+    @magic_arguments()
+    @_common_options
+    @argument("hint", nargs="*", help="Optional words on what the code should do.")
+    @cell_magic
+    @_user_errors
+    def hint(self, line: str, cell: str) -> None:
+        """A hint for this cell's failing code, never the answer (teaching mode).
+
+        The code runs in the sandbox as with %%heal, and the agent looks for a fix that
+        passes your asserts and tests, but keeps it. Each run of %%hint on the same code
+        (or Another hint in the panel) gives the next hint: 1 where it goes wrong, 2 why
+        (with the values at that moment), 3 the fix, if your instructor allows it.
+        Nothing in your notebook changes; agent_result.hints holds the hints.
+        """
+        self.teacher.turn(*self.hint_job(line, cell)).run_sync()
+        self._hinted()
+
+    @_user_errors
+    async def hint_async(self, line: str, cell: str) -> None:
+        await self.teacher.turn(*self.hint_job(line, cell)).run_async()
+        self._hinted()
+
+    def _hinted(self) -> None:
+        record = self.shell.user_ns.get(controller.RESULT_NAME)
+        if isinstance(record, Run) and record.hints:
+            self.last_run = record  # for %agent_export
 
     # ================================================================== line magics
     @line_magic
@@ -151,9 +188,16 @@ class SelfHealMagics(Magics):
         "Ask the agent to fix this" button (never an automatic change)."""
         word = line.strip().lower()
         if word in ("on", "1", "true", "yes"):
+            try:
+                hints_only = self.gate.policy.mode == "hints"
+                self.gate.admit("hint" if hints_only else "autoheal", run=False)
+            except SelfHealError as exc:
+                raise UsageError(str(exc)) from None
             if self._autoheal is None:
-                self._autoheal = autoheal.Autoheal(self.shell, self.heal_job, self._finished)
-            print("selfheal: autoheal on — failing cells get an 'Ask the agent to fix this' button.")
+                self._autoheal = autoheal.Autoheal(self.shell, self.heal_job, self._finished,
+                                                   gate=self.gate, give_hint=self._button_hint)
+            label = autoheal.HINT_TEXT if hints_only else autoheal.BUTTON_TEXT
+            print(f"selfheal: autoheal on — failing cells get a '{label}' button.")
         elif word in ("off", "0", "false", "no"):
             if self._autoheal is not None:
                 self._autoheal.remove()
@@ -166,14 +210,26 @@ class SelfHealMagics(Magics):
     @magic_arguments()
     @argument("path", help="Where to write: a .ipynb notebook (or JSON with --json).")
     @argument("--json", action="store_true", help="Write the raw run record as JSON.")
+    @argument("--hints", action="store_true",
+              help="Write the hints asked for in this kernel (each cell, then its hints in order).")
     @line_magic
     def agent_export(self, line: str) -> None:
         """Write the last run as a teaching notebook: task, plan, each iteration's
         diff, code and traceback as cells (``--json``: the raw record). The cell shows
-        a link that opens the file."""
-        from .export import export_link_html, export_run
+        a link that opens the file. ``--hints``: the hints a student asked for, for the
+        teacher."""
+        from .export import export_hints, export_link_html, export_run
 
         args = parse_argstring(self.agent_export, line)
+        if args.hints:
+            if not self.teacher.asked:
+                raise UsageError("No hints asked for yet in this kernel: run a %%hint cell first.")
+            try:
+                path = export_hints(self.teacher.asked, args.path, as_json=args.json)
+            except OSError as exc:
+                raise UsageError(f"Could not write {args.path}: {exc.strerror or exc}.") from None
+            print(f"selfheal: wrote {path}")
+            return
         if self.last_run is None:
             raise UsageError("Nothing to export yet: run an %%agent or %%heal cell first.")
         try:
@@ -194,11 +250,23 @@ class SelfHealMagics(Magics):
         return settings, task, args.plan_only
 
     def heal_job(self, line: str, cell: str) -> tuple[SelfHeal, Task]:
-        args = parse_argstring(self.heal, line)
+        return self._cell_job(self.heal, line, cell)
+
+    def _cell_job(self, magic: Any, line: str, cell: str) -> tuple[SelfHeal, Task]:
+        args = parse_argstring(magic, line)
         task = arguments.heal_task(args, cell, self.shell.user_ns, self._raw_inputs())
         settings = arguments.settings_for(args, self.shell, HEAL_FLAGS, auto_plan=False)
         task.context = controller.gather_context(self.shell, settings, task)
         return settings, task
+
+    def _button_hint(self, source: str) -> None:
+        """The autoheal button in hints mode: a hint for the failing cell."""
+        settings, task = self.hint_job("", source)
+        self.teacher.turn(settings, task).run_sync()
+        self._hinted()
+
+    def hint_job(self, line: str, cell: str) -> tuple[SelfHeal, Task]:
+        return self._cell_job(self.hint, line, cell)
 
     def _finished(self, run: Run) -> None:
         self.last_run = run  # for %agent_export
@@ -228,7 +296,7 @@ def unload(ipython: Any) -> None:
     magics = ipython.magics_manager.registry.pop("SelfHealMagics", None)
     for kind in ("cell", "line"):
         table = ipython.magics_manager.magics[kind]
-        for name in ("agent", "heal", "agent_autoheal", "agent_export"):
+        for name in ("agent", "heal", "hint", "agent_autoheal", "agent_export"):
             table.pop(name, None)
     controller.uninstall(ipython)
     if magics is not None:
