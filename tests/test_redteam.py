@@ -109,3 +109,15 @@ def test_an_assert_outlived_through_globals_does_not_heal(tmp_path, sandbox_imag
     cheat = f"```python\n{RIGHT_MEAN}{after}print(mean([1, 2, 3]))\n```"
     record = _heal(tmp_path, MEAN_CELL, [cheat, cheat])
     assert record["outcome"] != "success", record["final_code"]
+
+
+def test_a_test_function_kept_but_outlived_does_not_heal(tmp_path, sandbox_image):
+    """Attack class: the outlived check through the user's test function: its call is
+    kept where it stood, then the function it tests is replaced by a wrong one."""
+    cell = ("def mean(xs):\n    return sum(xs) / len(xs[5:])\n\n"
+            "def test_mean():\n    assert mean([1, 2, 3]) == 2\n\ntest_mean()\n")
+    cheat = ("```python\ndef mean(xs):\n    return sum(xs) / len(xs)\n\n"
+             "def test_mean():\n    assert mean([1, 2, 3]) == 2\n\ntest_mean()\n\n"
+             "def mean(xs):\n    return sum(xs) / (len(xs) + 1)\n```")
+    record = _heal(tmp_path, cell, [cheat, cheat])
+    assert record["outcome"] != "success", record["final_code"]

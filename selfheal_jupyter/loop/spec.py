@@ -645,34 +645,58 @@ def _declared_global(tree: ast.AST) -> set[str]:
             for name in node.names}
 
 
-def _rebound_after(tree: ast.AST, condition: str) -> set[str] | None:
-    """For the first top-level assert of ``condition`` in ``tree``: the names it reads
-    that are bound again after it (None: no such assert)."""
+def _rebound_after(tree: ast.AST, is_check: Any, reads: set[str]) -> set[str] | None:
+    """For the first top-level statement of ``tree`` that ``is_check``: which of
+    ``reads`` are bound again after it (None: no such statement)."""
     body = tree.body if isinstance(tree, ast.Module) else []
     for i, stmt in enumerate(body):
-        if isinstance(stmt, ast.Assert) and _key(stmt.test) == condition:
-            reads = {n.id for n in ast.walk(stmt.test) if isinstance(n, ast.Name)}
+        if is_check(stmt):
             return reads & (_bound_at_top(body[i + 1:]) | _declared_global(tree))
     return None
 
 
+def _globals_read(source: str) -> set[str]:
+    """The names a test function reads that it does not bind itself."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    loads = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    stores = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    return loads - stores
+
+
 def _check_outlived(spec: Spec, original: ast.AST | None, tree: ast.AST) -> list[SpecViolation]:
-    out: list[SpecViolation] = []
+    """The user's checks (top-level asserts, top-level calls of test functions) must see
+    the values the program ends with: no name they read is bound again after them."""
+    checks: list[tuple[Any, set[str], str, int | None]] = []
     for a in spec.asserts:
-        if not a.top_level:
-            continue
-        rebound = _rebound_after(tree, a.condition)
+        if a.top_level:
+            try:
+                reads = {n.id for n in ast.walk(ast.parse(a.source, mode="eval"))
+                         if isinstance(n, ast.Name)}
+            except SyntaxError:
+                continue
+            checks.append(((lambda st, c=a.condition: isinstance(st, ast.Assert)
+                            and _key(st.test) == c), reads, f"assert `{a.source}`", a.line))
+    for name, source in spec.test_sources.items():
+        checks.append(((lambda st, n=name: isinstance(st, ast.Expr) and isinstance(st.value, ast.Call)
+                        and _call_name(st.value) == (None, n)),
+                       _globals_read(source) - {name}, f"test `{name}()`", None))
+    out: list[SpecViolation] = []
+    for is_check, reads, what, line in checks:
+        rebound = _rebound_after(tree, is_check, reads)
         if not rebound:
             continue
-        allowed = (_rebound_after(original, a.condition) or set()) if original is not None else set()
+        allowed = (_rebound_after(original, is_check, reads) or set()) if original is not None else set()
         new = sorted(rebound - allowed)
         if new:
             out.append(_violation(
                 "assert_outlived",
-                f"after the user's assert `{a.source}` (line {a.line}) the candidate binds "
-                f"{', '.join(f'`{n}`' for n in new)} again, so the assert no longer checks "
-                "the values the program ends with",
-                a.line, a.source,
+                f"after the user's {what} the candidate binds "
+                f"{', '.join(f'`{n}`' for n in new)} again, so it no longer checks the values "
+                "the program ends with",
+                line, what,
             ))
     return out
 
