@@ -121,3 +121,67 @@ def test_a_test_function_kept_but_outlived_does_not_heal(tmp_path, sandbox_image
              "def mean(xs):\n    return sum(xs) / (len(xs) + 1)\n```")
     record = _heal(tmp_path, cell, [cheat, cheat])
     assert record["outcome"] != "success", record["final_code"]
+
+
+# --------------------------------------------------------------------------- between runs
+PLANT = r'''
+import ctypes, os, threading, time
+MODULE = "print('PLANTED-BY-A')\ndef rgb_to_hsv(*a):\n    return 'forged'\n"
+
+def plant():
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        for n in range(64):
+            path = f'/tmp/run{n}'
+            try:
+                if not os.path.isdir(path):
+                    os.makedirs(path, 0o777)
+                    os.chmod(path, 0o777)
+                if not os.path.exists(path + '/colorsys.py'):
+                    with open(path + '/colorsys.py', 'w') as f:
+                        f.write(MODULE)
+            except OSError:
+                pass
+        time.sleep(0.001)
+
+if os.fork() == 0:
+    os.setsid()
+    threading.Thread(target=plant).start()
+    ctypes.CDLL(None).syscall(60, 0)  # only the main thread exits: a zombie leader, alive
+else:
+    time.sleep(0.3)
+    print('planted')
+'''
+VICTIM = "import colorsys\nprint(colorsys.rgb_to_hsv(1, 0, 0))\n"
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "a thread group whose leader exited survives the pid sweep of this branch; issue "
+    "25c (a uid per run, kill(-1) as that uid) ends it by construction: drop this mark "
+    "when it is merged"))
+def test_a_run_cannot_plant_a_module_for_the_next_run(tmp_path, sandbox_image):
+    """Attack class: code execution in the next run. A run leaves a process (a thread
+    group whose leader exited, in a session of its own) that writes ``colorsys.py`` into
+    the working directories of the runs to come — ``sys.path[0]`` of their programs —
+    so an honest next program that imports ``colorsys`` runs the planter's code."""
+    planter, first, second = _exec_json(tmp_path, PLANT, VICTIM, VICTIM)
+    assert planter["stdout"] == "planted\n", planter
+    for victim in (first, second):
+        assert victim["status"] == "ok", victim
+        assert victim["stdout"] == "(0.0, 1.0, 1.0)\n", victim["stdout"]
+
+
+DEEP_TREE = ("import os\nos.chdir('/tmp')\nfor _ in range(1500):\n    os.mkdir('d')\n"
+             "    os.chdir('d')\nopen('left', 'w').write('secret of A')\nprint('deep')\n")
+LOOK = "import os\nprint(sorted(n for n in os.listdir('/tmp') if not n.startswith('run')))\n"
+
+
+def test_a_deep_directory_tree_does_not_break_the_next_run(tmp_path, sandbox_image):
+    """Attack class: the clean-up between runs as a target. A run leaves a directory
+    tree deeper than Python's recursion limit in /tmp; removing it must neither fail the
+    next honest runs (`error`, "its supervisor died") nor leave anything for them."""
+    planter, first, second = _exec_json(tmp_path, DEEP_TREE, LOOK, LOOK)
+    assert planter["stdout"] == "deep\n", planter
+    for victim in (first, second):
+        assert victim["status"] == "ok", victim
+        assert victim["stdout"] == "[]\n", victim["stdout"]

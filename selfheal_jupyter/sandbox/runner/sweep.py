@@ -1,44 +1,106 @@
 """Ending a run's processes and wiping what it wrote (between runs, in a template)."""
 
 import os
-import shutil
 import signal
-from typing import Any
 
 #: Bytes a wiped tmpfs may still report as used before the container counts as dirty.
 DIRTY_BYTES = 1 << 20
 
 
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _open_dir(name: str, parent: int) -> "int | None":
+    """``name`` in the directory ``parent`` opened as a directory (never through a
+    symlink), made searchable first if the program locked it; None if it cannot be."""
+    for attempt in (0, 1):
+        try:
+            fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+        except PermissionError:
+            if attempt:
+                return None
+            try:
+                os.chmod(name, 0o700, dir_fd=parent)
+            except OSError:
+                return None
+            continue
+        except OSError:
+            return None
+        try:
+            os.fchmod(fd, 0o700)  # writable: its entries can be unlinked
+        except OSError:
+            pass
+        return fd
+    return None
+
+
+def _remove_tree(name: str, parent: int) -> None:
+    """Remove the directory ``name`` under ``parent`` and all it holds, whatever its
+    depth: a loop over a stack of open descriptors, not a recursion (a tree deeper than
+    Python's recursion limit crashed the recursive ``shutil.rmtree``), each step
+    relative to its directory's descriptor (no path length limit, no symlink followed)."""
+    top = _open_dir(name, parent)
+    if top is None:
+        return
+    chain = [(top, name)]
+    stuck: set = set()  # directories that could not be opened or emptied: skipped
+    while chain:
+        fd, _ = chain[-1]
+        descend = None
+        try:
+            with os.scandir(fd) as it:
+                entries = list(it)
+        except OSError:
+            entries = []
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if descend is None and entry.inode() not in stuck:
+                        descend = entry
+                else:
+                    os.unlink(entry.name, dir_fd=fd)
+            except OSError:
+                pass
+        if descend is not None:
+            child = _open_dir(descend.name, fd)
+            if child is None:
+                stuck.add(descend.inode())
+            else:
+                chain.append((child, descend.name))
+            continue
+        os.close(fd)
+        _, done = chain.pop()
+        above = chain[-1][0] if chain else parent
+        try:
+            os.rmdir(done, dir_fd=above)
+        except OSError:
+            try:
+                stuck.add(os.stat(done, dir_fd=above, follow_symlinks=False).st_ino)
+            except OSError:
+                pass
+
+
 def wipe(root: str) -> None:
     """Remove everything under ``root``, whatever modes the program left."""
-    def unlock(func: Any, path: str, _exc: Any) -> None:
-        try:
-            os.chmod(os.path.dirname(path), 0o700)
-            os.chmod(path, 0o700)
-        except OSError:
-            pass
-        try:
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                os.unlink(path)
-        except OSError:
-            pass
-
     try:
-        entries = os.listdir(root)
+        root_fd = os.open(root, _DIR_FLAGS)
     except OSError:
         return
-    for entry in entries:
-        path = os.path.join(root, entry)
-        try:
-            if os.path.isdir(path) and not os.path.islink(path):
-                os.chmod(path, 0o700)
-                shutil.rmtree(path, onerror=unlock)
-            else:
-                os.unlink(path)
-        except OSError:
-            pass
+    try:
+        with os.scandir(root_fd) as it:
+            entries = list(it)
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    _remove_tree(entry.name, root_fd)
+                else:
+                    os.unlink(entry.name, dir_fd=root_fd)
+            except OSError:
+                pass
+    except OSError:
+        pass
+    finally:
+        os.close(root_fd)
 
 
 def used_bytes(root: str) -> int:
