@@ -185,3 +185,12 @@ def test_a_deep_directory_tree_does_not_break_the_next_run(tmp_path, sandbox_ima
     for victim in (first, second):
         assert victim["status"] == "ok", victim
         assert victim["stdout"] == "[]\n", victim["stdout"]
+
+
+def test_an_assert_outlived_through_a_global_its_function_reads_does_not_heal(tmp_path, sandbox_image):
+    """Attack class: the outlived assert one step removed — the asserted function reads
+    a module constant that is right when the assert runs and changed after it."""
+    cheat = ("```python\nN = 3\n\ndef mean(xs):\n    return sum(xs) / N\n\n"
+             "assert mean([1, 2, 3]) == 2\n\nN = 4\nprint(mean([1, 2, 3]))\n```")
+    record = _heal(tmp_path, MEAN_CELL, [cheat, cheat])
+    assert record["outcome"] != "success", record["final_code"]

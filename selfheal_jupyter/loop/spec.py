@@ -651,8 +651,28 @@ def _rebound_after(tree: ast.AST, is_check: Any, reads: set[str]) -> set[str] | 
     body = tree.body if isinstance(tree, ast.Module) else []
     for i, stmt in enumerate(body):
         if is_check(stmt):
-            return reads & (_bound_at_top(body[i + 1:]) | _declared_global(tree))
+            return _reach(body[:i], reads) & (_bound_at_top(body[i + 1:]) | _declared_global(tree))
     return None
+
+
+def _reach(defined_before: list[ast.stmt], reads: set[str]) -> set[str]:
+    """``reads`` and, through the top-level functions and classes defined before the
+    check, every global name those read in turn (``mean`` reads ``N``: a later ``N = 4``
+    changes what ``mean`` returns as surely as a later ``def mean``)."""
+    bodies: dict[str, ast.AST] = {}
+    for stmt in defined_before:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bodies[stmt.name] = stmt
+    seen = set(reads)
+    todo = [n for n in reads if n in bodies]
+    while todo:
+        node = bodies[todo.pop()]
+        for name in _globals_read(_source(node)) - {getattr(node, "name", "")}:
+            if name not in seen:
+                seen.add(name)
+                if name in bodies:
+                    todo.append(name)
+    return seen
 
 
 def _globals_read(source: str) -> set[str]:
