@@ -629,6 +629,39 @@ def has_assert(code: str) -> bool:
 
 
 @dataclass
+class DefinitionChange:
+    """A fix that passes only with a notebook function or class defined differently: the
+    definition an earlier cell holds and the one the fix needs (both sources)."""
+
+    name: str
+    notebook: str
+    fix: str
+
+
+@dataclass
+class Fix:
+    """What a passing run hands over (Insert below / Replace this cell / Run in my kernel):
+    the smallest change to the user's cell that passed, judged like the run's candidates.
+
+    The passing program may carry what the notebook already supplies (its imports, a
+    helper redefined, the tool's own notes); ``code`` leaves that out when the smaller
+    program passed the same checks, else it is the whole passing program and ``note``
+    says why."""
+
+    code: str
+    dropped: list[str] = field(default_factory=list)
+    """What was left out of the passing program, each with why (plain words)."""
+    definitions: list[DefinitionChange] = field(default_factory=list)
+    """Notebook definitions the fix needs changed (kept in ``code``, shown apart)."""
+    note: str = ""
+    """Why the whole passing program is handed over ("" when it was made smaller or
+    nothing could be left out)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
 class Run:
     """The record of one task through the loop."""
 
@@ -646,6 +679,10 @@ class Run:
     """QA's generated checks (soft feedback), None when none were asked for."""
     started_at: float = 0.0
     totals: Totals = field(default_factory=Totals)
+
+    fix: Fix | None = None
+    """What a notebook front hands over of the passing program (see :class:`Fix`); None
+    until it was worked out, or when no candidate passed."""
 
     final_index: int | None = None
     """The iteration chosen as the result when it is not simply the last passing one (a
@@ -726,6 +763,7 @@ class Run:
             "error": self.error,
             "final_code": self.final_code,
             "final_index": self.final_index,
+            "fix": self.fix.to_dict() if self.fix is not None else None,
             "verified": self.verified,
             "verified_by": self.verified_by,
             "best_index": best.index if best is not None else None,

@@ -222,7 +222,7 @@ def test_panel_stops_inserts_replaces_and_autoheals(lab):
             slow = cells.nth(1)
             expect(slow.locator(".selfheal-panel")).to_be_visible()
             wait_until(lambda: len(server.chat_requests()) >= 2, 60, "the slow candidate to be written")
-            expect(slow.get_by_text("Running iteration 1 in the sandbox")).to_be_visible()
+            expect(slow.get_by_text("Iteration 1 of 4 · running it in the sandbox")).to_be_visible()
             expect(slow.locator(".selfheal-panel .selfheal-code")).to_be_visible()
             slow.locator(".selfheal-panel").screenshot(path=str(OUTPUT / "panel-running.png"))
             pressed = time.monotonic()
@@ -246,7 +246,7 @@ def test_panel_stops_inserts_replaces_and_autoheals(lab):
             expect(failing.locator(".jp-Cell-outputArea")).to_contain_text("ValueError")
             assert "custom exception handler" not in failing.locator(".jp-Cell-outputArea").inner_text()
             ask.click()
-            expect(failing.get_by_text("Running iteration 1 in the sandbox")).to_be_visible()
+            expect(failing.get_by_text("Iteration 1 of 4 · running it in the sandbox")).to_be_visible()
             pressed = time.monotonic()
             failing.get_by_role("button", name="Stop").click()
             expect(failing.locator('[data-outcome="cancelled"]').first).to_be_visible(timeout=20_000)
@@ -338,7 +338,7 @@ def _passing_run_ends_and_inserts_below(page, cells, index: int, *, elsewhere: i
     insert = fast.get_by_role("button", name="Insert below")
     expect(insert).to_be_visible()
     expect(fast.locator(".selfheal-traceback").last).to_contain_text("ZeroDivisionError")
-    fast.locator(".selfheal-panel").screenshot(path=str(OUTPUT / shot))
+    fast.locator(".selfheal-decision").screenshot(path=str(OUTPUT / shot))
     cells.nth(elsewhere).locator(".cm-content").click()  # another cell is active
     insert.click()
     expect(fast.get_by_text("Inserted below the cell.")).to_be_visible()
@@ -358,9 +358,145 @@ def _heal_replaces_the_cell(page, heal, *, shot: str) -> None:
     expect(heal.get_by_text("Diff to your cell")).to_be_visible()
     expect(heal.locator(".jp-InputPrompt")).not_to_contain_text("*")
     prompt = heal.locator(".jp-InputPrompt").inner_text()
-    heal.locator(".selfheal-panel").screenshot(path=str(OUTPUT / shot))
+    heal.locator(".selfheal-decision").screenshot(path=str(OUTPUT / shot))
     replace.click()
     expect(heal.get_by_text("Replaced the cell's code with the fix")).to_be_visible()
     expect(heal.locator(".cm-content")).to_contain_text("prices.get('coffee', 0)")
     assert heal.locator(".jp-InputPrompt").inner_text() == prompt  # not run again
     assert "%%heal" not in heal.locator(".cm-content").inner_text()
+
+
+# ====================================================================== the review (issue 30)
+REVIEW_DATA = (
+    "import numpy as np\nimport pandas as pd\n\ndf = pd.DataFrame({\n"
+    "    'region': ['north', 'south', 'north', 'east', 'south', 'east', 'north'],\n"
+    "    'sales': [120, 80, 95, 60, 130, 75, 110],\n})\nmeasure = 'sales'"
+)
+REVIEW_SHARE = ('def share(totals):\n    """Each total as a percentage of the sum, one decimal."""\n'
+                "    return np.round(totals / totals.sum() * 100, 1)")
+REVIEW_CELL = ("totals = df.groupby('Region')[measure].sum().sort_values(ascending=False)\n"
+               "print(share(totals))\nassert len(totals) == 3")
+REVIEW_FIXED = REVIEW_CELL.replace("'Region'", "'region'")
+REVIEW_MODEL = (
+    "The column is called `region`. Here is the whole program:\n\n" + fence(
+        "import numpy as np\nimport pandas as pd\n\n"
+        "df = pd.DataFrame({'region': ['A', 'B', 'A'], 'sales': [1, 2, 3]})\nmeasure = 'sales'\n\n"
+        "# Given function\ndef share(totals):\n    return totals / totals.sum()\n\n" + REVIEW_FIXED)
+    + "\n\nThe groupby now uses the right column name, so the KeyError is gone and the shares print."
+)
+AUTO_CELL = "print(df['Sales'].sum())"
+AUTO_MODEL = ("The column is `sales`, in lower case, as the DataFrame's columns show.\n\n"
+              + fence("print(df['sales'].sum())") + "\n\nThat prints the total of the sales column.")
+
+
+@pytest.fixture()
+def review_lab(tmp_path):
+    """JupyterLab on a notebook that builds on itself (imports, data, a helper) with a
+    %%heal cell whose fix is one word, and a cell that fails for autoheal."""
+    replies = [Reply(REVIEW_MODEL, match="KeyError: 'Region'", chunk_delay_s=0.05),
+               Reply(AUTO_MODEL, match="KeyError: 'Sales'", chunk_delay_s=0.05)]
+    cells = ["%load_ext selfheal_jupyter", REVIEW_DATA, REVIEW_SHARE, f"%%heal\n{REVIEW_CELL}",
+             "print('the next cell')", "%agent_autoheal on", AUTO_CELL, "print('the last cell')"]
+    with _jupyter("jupyterlab", tmp_path, replies, {"review.ipynb": cells}) as (base, server):
+        yield base, server
+
+
+def _saved_sources(page, base: str, name: str) -> list[str]:
+    """The notebook's cell sources as saved (the editor's text exactly)."""
+    before = get_json(f"{base}/api/contents/{name}?content=0")["last_modified"]
+    page.keyboard.press("Control+s")
+    wait_until(lambda: get_json(f"{base}/api/contents/{name}?content=0")["last_modified"] != before, 30,
+               "the notebook to be saved")
+    return [c["source"] for c in get_json(f"{base}/api/contents/{name}")["content"]["cells"]]
+
+
+def test_the_review_shows_the_minimal_fix_and_the_decision_where_the_user_is(review_lab):
+    """Issue 30's scenario as a user meets it, at a laptop's 1280×800: the model answers
+    with imports, the notebook's helper redefined, made-up data and the one-word fix.
+    While it works the panel says "Iteration 1 of 4" in words and hides the raw reply;
+    when it ends the verdict, a diff of one changed line (the word marked) and Accept /
+    Reject are in view without scrolling; Accept puts exactly the user's cell with the
+    one word changed into it. Autoheal's button shows its whole label above a folded
+    traceback, reads "Fixing…" once pressed, and Reject leaves the cell as it was.
+    Screenshots go to test-output/browser/review-*.png (review-failure.png on failure)."""
+    from playwright.sync_api import expect, sync_playwright
+
+    base, server = review_lab
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    expect.set_options(timeout=60_000)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                    args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        try:
+            page.goto(f"{base}/lab/tree/review.ipynb")
+            wait_until(lambda: _kernel_idle(base, "review.ipynb"), 90, "the kernel to start")
+            cells = page.locator(".jp-Notebook .jp-Cell")
+            expect(cells).to_have_count(8)
+            cells.nth(0).locator(".cm-content").click()
+            for _ in range(4):  # %load_ext, the data, the helper, the %%heal cell: as a user runs them
+                page.keyboard.press("Shift+Enter")
+            heal = cells.nth(3)
+
+            # --- progress in words; the model's raw reply hidden ----------------------
+            expect(heal.get_by_text("Iteration 1 of 4 · writing the fix")).to_be_visible()
+            expect(heal.locator(".selfheal-tokens")).to_have_count(0)
+            expect(heal.get_by_role("button", name="Show the model's writing")).to_be_visible()
+            page.screenshot(path=str(OUTPUT / "review-progress.png"))
+
+            # --- the decision, in view when the run ends -------------------------------
+            decision = heal.locator(".selfheal-decision")
+            expect(decision).to_be_visible(timeout=90_000)
+            headline = heal.locator(".selfheal-summary").last
+            expect(headline).to_contain_text("✔ Fixed — verified by your asserts")
+            accept = decision.get_by_role("button", name="Accept (Replace this cell)")
+            reject = decision.get_by_role("button", name="Reject")
+            diff = decision.locator(".selfheal-diff")
+            for shown in (headline, diff, accept, reject):
+                expect(shown).to_be_in_viewport()
+            expect(heal.locator(".selfheal-history")).to_contain_text("How it got there")
+            expect(heal.locator(".selfheal-history .selfheal-iteration").first).not_to_be_visible()  # folded
+            expect(diff.locator('[data-diff="del"]')).to_have_count(1)
+            expect(diff.locator('[data-diff="add"]')).to_have_count(1)
+            expect(diff.locator('[data-diff-word="add"]')).to_have_text("region")
+            assert "import" not in diff.inner_text() and "selfheal removed" not in diff.inner_text()
+            page.screenshot(path=str(OUTPUT / "review-decision.png"))
+
+            accept.click()
+            expect(heal.get_by_text("Replaced the cell's code with the fix")).to_be_visible()
+            assert _saved_sources(page, base, "review.ipynb")[3] == REVIEW_FIXED  # exactly: one word changed
+
+            # --- autoheal: the whole label above a folded traceback; Fixing…; Reject ---
+            cells.nth(5).locator(".cm-content").click()
+            page.keyboard.press("Shift+Enter")  # %agent_autoheal on
+            page.keyboard.press("Shift+Enter")  # the failing cell
+            failing = cells.nth(6)
+            ask = failing.get_by_role("button", name="Ask the agent to fix this")
+            expect(ask).to_be_visible()
+            expect(ask).to_have_text("Ask the agent to fix this")
+            assert ask.evaluate("b => b.scrollWidth <= b.clientWidth"), "the label is cut off"
+            error = failing.locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')
+            expect(error).to_contain_text("frames inside pandas")
+            expect(error).to_contain_text("folded: %tb shows the whole traceback")
+            assert "hashtable_class_helper" not in error.inner_text()
+            assert ask.bounding_box()["y"] < error.bounding_box()["y"], "the button is not above the traceback"
+            failing.screenshot(path=str(OUTPUT / "review-autoheal.png"))
+            ask.click()
+            fixing = failing.get_by_role("button", name="Fixing…")
+            expect(fixing).to_be_disabled()
+            expect(failing.get_by_text("Iteration 1 of 4 · writing the fix")).to_be_visible()
+            decision = failing.locator(".selfheal-decision")
+            expect(decision).to_be_visible(timeout=90_000)
+            expect(failing.locator(".selfheal-summary").last).to_contain_text("Runs — nothing checked its output")
+            expect(decision).to_contain_text("review the change before you accept it")
+            page.screenshot(path=str(OUTPUT / "review-autoheal-decision.png"))
+            decision.get_by_role("button", name="Reject").click()
+            expect(failing.get_by_text("Rejected: your cell and your kernel are as they were")).to_be_visible()
+            expect(cells).to_have_count(8)
+            sources = _saved_sources(page, base, "review.ipynb")
+            assert sources[6] == AUTO_CELL and sources[3] == REVIEW_FIXED
+        except Exception:
+            page.screenshot(path=str(OUTPUT / "review-failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()

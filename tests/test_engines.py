@@ -43,8 +43,8 @@ from tests.test_sandbox import (  # noqa: F401
     test_candidates_are_isolated_from_each_other,
     test_close_removes_every_container,
     test_correct_program,
-    test_killed_supervisor_fails_the_run_and_the_pool_recovers,
-    test_the_runner_as_pid_1_ignores_the_program_s_signals,
+    test_a_supervisor_that_dies_fails_the_run_and_the_pool_recovers,
+    test_the_runner_refuses_the_program_s_signals,
     test_figure_is_returned_as_png,
     test_fork_bomb_is_contained_by_the_pids_limit,
     test_host_backstop_kills_a_stuck_container,
@@ -164,6 +164,32 @@ def test_a_large_input_arrives_whole_and_is_gone_after_its_run(sandbox):
     assert r.status == "ok", r
     assert r.stdout == f"{int(values.sum())} (1000000, 3) ['input0.pkl']\n"
     assert run(sandbox, "import os\nprint(os.listdir('/inputs'))").stdout == "[]\n"
+
+
+def test_each_run_is_a_principal_of_its_own(sandbox):
+    """The uid switch works on this engine too (its user namespace may map fewer ids):
+    the other template's idle candidate and the runner are out of the program's reach."""
+    r = run(sandbox, """\
+        import os, signal
+        parents = {}
+        for e in filter(str.isdigit, os.listdir("/proc")):
+            with open(f"/proc/{e}/stat") as f:
+                parents[int(e)] = int(f.read().rsplit(")", 1)[1].split()[1])
+        other = next(p for p, pp in parents.items() if pp == 1 and p != os.getppid())
+        idle = next(p for p, pp in parents.items() if pp == other)
+        for what, act in (("kill", lambda: os.kill(idle, signal.SIGKILL)),
+                          ("stop", lambda: os.kill(other, signal.SIGSTOP)),
+                          ("mem", lambda: open(f"/proc/{idle}/mem", "rb")),
+                          ("fd", lambda: os.listdir(f"/proc/{idle}/fd"))):
+            try:
+                act()
+                print(what, "DONE")
+            except OSError as exc:
+                print(what, exc.errno)
+        print(os.getuid() not in (0, 65534))
+        """)
+    assert r.status == "ok", r
+    assert r.stdout.splitlines() == ["kill 1", "stop 1", "mem 13", "fd 13", "True"], r.stdout
 
 
 # --------------------------------------------------------------------------- the commands

@@ -185,7 +185,7 @@ def test_config_reaches_per_call_settings(shell):
     assert "max_iterations" in cap.stdout
 
 
-def test_export_writes_a_teaching_notebook_and_json(shell, tmp_path):
+def test_export_writes_a_teaching_notebook_and_json(shell, tmp_path, monkeypatch):
     import json
 
     import nbformat
@@ -194,8 +194,19 @@ def test_export_writes_a_teaching_notebook_and_json(shell, tmp_path):
 
     magics = shell.magics_manager.registry["SelfHealMagics"]
     magics.last_run = make_run()
-    result, cap = run(shell, f"%agent_export {tmp_path}/run.ipynb")
-    assert result.success and "wrote" in cap.stdout
+    monkeypatch.chdir(tmp_path)  # the kernel's folder: where the notebook is
+    result, cap = run(shell, "%agent_export exports/run#1.ipynb")
+    assert result.success
+    html = "".join(o.data.get("text/html", "") for o in cap.outputs)
+    # a link the front end resolves next to the notebook and opens
+    assert '<a href="exports/run%231.ipynb" target="_blank"' in html and ">exports/run#1.ipynb</a>" in html
+    assert "selfheal: wrote exports/run#1.ipynb" in "".join(o.data.get("text/plain", "") for o in cap.outputs)
+    (tmp_path / "exports" / "run#1.ipynb").rename(tmp_path / "run.ipynb")
+    elsewhere = tmp_path.parent / f"{tmp_path.name}-elsewhere.ipynb"
+    result, cap = run(shell, f"%agent_export {elsewhere}")
+    html = "".join(o.data.get("text/html", "") for o in cap.outputs)
+    assert "<a " not in html and str(elsewhere) in html and "cannot link" in html
+    elsewhere.unlink()
     nb = nbformat.read(tmp_path / "run.ipynb", as_version=4)
     nbformat.validate(nb)
     sources = [c.source for c in nb.cells]
@@ -204,7 +215,7 @@ def test_export_writes_a_teaching_notebook_and_json(shell, tmp_path):
     assert [c.metadata["selfheal"]["iteration"] for c in code_cells] == [1, 2]
     assert code_cells[0].outputs[-1].output_type == "error" and code_cells[0].outputs[-1].ename == "KeyError"
     assert any("```diff" in s for s in sources)
-    assert "success" in sources[-1]
+    assert "Done — verified by your tests" in sources[-1] and nb.metadata["selfheal"]["outcome"] == "success"
     result, cap = run(shell, f"%agent_export {tmp_path}/run.json --json")
     record = json.loads((tmp_path / "run.json").read_text())
     assert record["outcome"] == "success" and len(record["iterations"]) == 2
@@ -232,7 +243,7 @@ def test_a_run_in_a_plain_shell_renders_inline_and_records_only_agent_result(she
         html = "".join(o.data.get("text/html", "") for o in cap.outputs)
         assert 'class="selfheal-plan"' in html and "NameError" in html and 'data-outcome="success"' in html
         text = "".join(o.data.get("text/plain", "") for o in cap.outputs)
-        assert "✔ success · 2 iterations" in text
+        assert "✔ Done — verified by your tests · 2 iterations" in text
 
 
 def test_a_failed_run_in_a_plain_shell_names_its_best_attempt_and_hands_nothing_over(shell):

@@ -3,15 +3,19 @@ front end's part on the wire (widget comm messages), as JupyterLab would.
 
 * Stop: a click on the Stop button reaches the kernel while the %%agent cell runs
   (the cell awaits, so ipykernel dispatches comm messages) and cancels the run.
+* Progress in words ("Iteration 1 of 4 · running it in the sandbox"); the model's raw
+  reply only behind its toggle, code fences left out.
 * A passing cell ends at once. Without the labextension answering, the code goes
   out with the cell's own execute reply (``set_next_input``). With it (the test
-  answers the ``selfheal-jupyter`` comm as the extension would), Insert below /
-  Replace this cell, pressed after the cell ended, send the cell's id and the code.
+  answers the ``selfheal-jupyter`` comm as the extension would), the decision asks
+  it to bring the view to it, and Insert below / Accept (Replace this cell), pressed
+  after the cell ended, send the cell's id and the code; Reject sends nothing.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
 
 import pytest
@@ -50,6 +54,7 @@ class Wire:
         self.extension = False
         self.front_comm: str | None = None
         self.requests: list[dict] = []
+        self.reveals: list[dict] = []
 
     def pump(self, timeout: float = 0.2) -> None:
         try:
@@ -65,7 +70,7 @@ class Wire:
                 self.send(self.front_comm, {"action": "hello", "ok": True})
         elif msg["msg_type"] == "comm_msg" and msg["content"]["comm_id"] == self.front_comm:
             data = msg["content"]["data"]
-            self.requests.append(data)
+            (self.reveals if data["action"] == "reveal" else self.requests).append(data)
             self.send(self.front_comm, {"action": data["action"], "request": data["request"], "ok": True})
         elif msg["msg_type"] == "comm_msg":
             state = msg["content"]["data"].get("state")
@@ -97,6 +102,15 @@ class Wire:
     def click(self, comm_id: str) -> None:
         self.send(comm_id, {"method": "custom", "content": {"event": "click"}})
 
+    def set_value(self, comm_id: str, value) -> None:
+        """What the front end sends when the user flips a toggle."""
+        self.send(comm_id, {"method": "update", "state": {"value": value}, "buffer_paths": []})
+
+    def display_of(self, comm_id: str) -> str | None:
+        """A widget's ``layout.display`` (None until known)."""
+        layout = self.widgets[comm_id]["layout"].removeprefix("IPY_MODEL_")
+        return self.widgets.get(layout, {}).get("display")
+
     def html(self) -> str:
         return "".join(m["content"].get("data", {}).get("text/html", "") for m in self.messages
                        if m["msg_type"] == "display_data")
@@ -125,17 +139,29 @@ def execute_reply(kc, msg_id: str, timeout: float = 60) -> dict:
 
 
 def test_stop_button_cancels_a_running_cell(kernel_for):
-    slow = "Sleeping as asked.\n```python\nimport time\ntime.sleep(60)\n```"
+    slow = ("Sleeping as asked.\n```python\nimport time\ntime.sleep(60)\n```\nThe program waits a minute "
+            "before it ends, as the task asks; nothing else happens meanwhile, and it prints nothing at all.")
     with ScriptedServer([Reply("1. Wait.\n2. Print done."), Reply(slow, chunk_delay_s=0.1)]) as server:
         _, kc = kernel_for(server)
         msg_id = kc.execute("%%agent\nWait a minute, then print done.")
         wire = Wire(kc, msg_id)
         stop = wire.until(lambda: wire.find("ButtonModel", description="Stop"), 60, "the Stop button")
-        # while the developer streams, its tokens are visible in the panel
-        wire.until(lambda: any("selfheal-tokens" in str(s.get("value", "")) and "Sleeping" in str(s.get("value", ""))
+        # while the developer streams: progress in words, the raw reply hidden ...
+        wire.until(lambda: "Iteration 1 of 4 · writing the code" in status_text(wire), 60, "progress in words")
+        assert "Sleeping" not in status_text(wire)
+        # ... until the toggle shows its newest lines, without the code fences
+        toggle = wire.find("ToggleButtonModel", description="Show the model's writing")
+        wire.set_value(toggle, True)
+        wire.until(lambda: any("selfheal-tokens" in str(s.get("value", "")) and "time.sleep(60)" in str(s.get("value", ""))
                                for s in wire.widgets.values()), 60, "streamed tokens in the panel")
+        shown = next(str(s["value"]) for s in wire.widgets.values() if "selfheal-tokens" in str(s.get("value", "")))
+        assert "```" not in shown
         wire.until(lambda: server.remaining == 0, 60, "the candidate")
-        wire.until(lambda: "Running iteration 1 in the sandbox" in status_text(wire), 60, "the candidate to run")
+        wire.until(lambda: "Iteration 1 of 4 · running it in the sandbox" in status_text(wire), 60,
+                   "the candidate to run")
+        bar = wire.find("FloatProgressModel")
+        assert 0 < wire.widgets[bar]["value"] < 1  # iteration 1 of 4 under way: the bar has moved
+        assert "Your kernel may show Idle meanwhile" in status_text(wire)
         pressed = time.monotonic()
         wire.click(stop)
         reply = execute_reply(kc, msg_id, timeout=30)
@@ -184,6 +210,31 @@ def test_insert_after_the_cell_ended_targets_the_agent_cell(kernel_for):
         assert request["action"] == "insert" and request["cell_id"] == "cell-agent"
         assert request["code"].strip() == code
         wire.until(lambda: "Inserted below the cell." in status_text(wire), 30, "the panel to settle")
+        assert [r["cell_id"] for r in wire.reveals] == ["cell-agent"]  # the view was brought to it once
+
+
+def test_reject_leaves_everything_as_it_was_and_says_so(kernel_for):
+    with ScriptedServer([Reply("```python\nprices = {'tea': 2}\nprint(prices.get('coffee', 0))\n```",
+                               match="KeyError")]) as server:
+        _, kc = kernel_for(server)
+        msg_id = execute_in_cell(kc, "%%heal\nprices = {'tea': 2}\nprint(prices['coffee'])", "cell-heal")
+        wire = Wire(kc, msg_id)
+        wire.extension = True
+        wire.until(lambda: wire.front_comm, 30, "the hello of the run")
+        execute_reply(kc, msg_id, timeout=60)
+        wire.until(lambda: wire.idle, 10, "the cell to end")
+        accept = wire.find("ButtonModel", description="Accept (Replace this cell)")
+        reject = wire.find("ButtonModel", description="Reject")
+        assert accept and reject and wire.display_of(accept) != "none"
+        assert "Runs — nothing checked its output" in wire.html()  # no assert, no test: a review
+        wire.click(reject)
+        wire.until(lambda: "Rejected: your cell and your kernel are as they were" in status_text(wire), 30,
+                   "the decision to settle")
+        assert wire.requests == []  # nothing was sent to edit the notebook
+        out = []
+        kc.execute_interactive("print(sorted(get_ipython().run_line_magic('who_ls', '')))", timeout=30,
+                               output_hook=lambda m: out.append(m["content"].get("text", "")))
+        assert "".join(out).strip() == "['agent_result']"  # nothing ran in the kernel
 
 
 def test_run_in_my_kernel_runs_the_code_there(kernel_for):
@@ -223,9 +274,8 @@ def test_a_run_without_a_pass_offers_its_best_attempt_to_insert_only(kernel_for)
         insert = wire.until(lambda: wire.find("ButtonModel", description="Insert best attempt below"),
                             30, "the best attempt's button")
         assert "Round 2 came closest" in status_text(wire)
-        run_layout = wire.find("ButtonModel", description="Run in my kernel")
-        layout_of = wire.widgets[run_layout]["layout"].removeprefix("IPY_MODEL_")
-        assert wire.widgets[layout_of].get("display") == "none"  # it failed: never run in the user's kernel
+        assert wire.display_of(wire.find("ButtonModel", description="Run in my kernel")) == "none"  # it failed
+        assert wire.display_of(wire.find("ButtonModel", description="Accept (Replace this cell)")) == "none"
         wire.click(insert)
         request = wire.until(lambda: wire.requests and wire.requests[0], 30, "the insert request")
         assert request["action"] == "insert" and request["cell_id"] == "cell-total"
@@ -246,20 +296,47 @@ def test_autoheal_offers_a_button_and_heals_on_request(kernel_for):
         wire.until(lambda: wire.idle, 10, "the cell to end")
         errors = [m for m in wire.messages if m["msg_type"] == "error"]
         assert errors and errors[0]["content"]["ename"] == "ZeroDivisionError"  # the traceback still shows
+        kinds = [m["msg_type"] for m in wire.messages if m["msg_type"] in ("display_data", "error")]
+        assert kinds.index("display_data") < kinds.index("error")  # the button above the traceback
+        assert wire.widgets[button]["layout"]  # its own layout: width auto, the label whole
+        layout = wire.widgets[button]["layout"].removeprefix("IPY_MODEL_")
+        assert wire.widgets[layout].get("width") == "auto"
         assert server.remaining == 1  # nothing happened by itself
         wire.click(button)
+        wire.until(lambda: wire.widgets[button].get("description") == "Fixing…"
+                   and wire.widgets[button].get("disabled"), 30, "the button to say it is fixing")
         wire.until(lambda: 'data-outcome="success"' in wire.html(), 60, "the healed record")
         assert server.remaining == 0
-        replace = wire.until(lambda: wire.find("ButtonModel", description="Replace this cell"), 30, "Replace")
+        replace = wire.until(lambda: wire.find("ButtonModel", description="Accept (Replace this cell)"), 30,
+                             "Accept")
         wire.until(lambda: "Diff to your cell" in status_text(wire), 30, "the diff against the failing cell")
+        wire.until(lambda: wire.display_of(button) == "none", 30, "the button to give way to the decision")
         wire.click(replace)
         request = wire.until(lambda: wire.requests and wire.requests[0], 30, "the replace request")
         assert request["action"] == "replace" and request["cell_id"] == "cell-failing"
-        assert request["code"].strip() == fixed
+        assert request["code"] == fixed  # as typed: no newline of IPython's added at its end
         out = []
         kc.execute_interactive("print(sorted(get_ipython().run_line_magic('who_ls', '')))", timeout=30,
                                output_hook=lambda m: out.append(m["content"].get("text", "")))
         assert "".join(out).strip() == "['agent_result', 'values']"
+
+
+def test_autoheal_folds_the_library_frames_of_a_traceback(kernel_for):
+    with ScriptedServer([]) as server:
+        _, kc = kernel_for(server)
+        assert kc.execute_interactive("%agent_autoheal on", timeout=30)["content"]["status"] == "ok"
+        msg_id = execute_in_cell(kc, "import json\nconfig = json.loads('{\"a\": 1,}')", "cell-json")
+        wire = Wire(kc, msg_id)
+        wire.until(lambda: wire.idle, 30, "the cell to end")
+        (error,) = [m["content"] for m in wire.messages if m["msg_type"] == "error"]
+        assert error["ename"] == "JSONDecodeError"
+        text = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(error["traceback"]))  # no colours
+        assert "----> 2 config = json.loads(" in text  # the user's own line
+        assert "frames inside json folded: %tb shows the whole traceback" in text
+        assert "decoder.py" not in text and "raw_decode" not in text
+        out = []
+        kc.execute_interactive("%tb", timeout=30, output_hook=lambda m: out.append(m["content"]))
+        assert any("raw_decode" in "\n".join(o.get("traceback", [])) for o in out)  # %tb: all of it
 
 
 def test_in_n_shows_the_cell_as_ipython_writes_it_and_the_line_is_expanded(kernel_for):

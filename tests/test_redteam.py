@@ -155,10 +155,6 @@ else:
 VICTIM = "import colorsys\nprint(colorsys.rgb_to_hsv(1, 0, 0))\n"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a thread group whose leader exited survives the pid sweep of this branch; issue "
-    "25c (a uid per run, kill(-1) as that uid) ends it by construction: drop this mark "
-    "when it is merged"))
 def test_a_run_cannot_plant_a_module_for_the_next_run(tmp_path, sandbox_image):
     """Attack class: code execution in the next run. A run leaves a process (a thread
     group whose leader exited, in a session of its own) that writes ``colorsys.py`` into

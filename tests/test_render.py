@@ -80,14 +80,28 @@ def test_every_section_present():
     assert "region\nnorth    3" in page  # stdout
     assert "assert totals[&#x27;north&#x27;] == 3" in page  # the user's test, escaped
     assert 'data-outcome="success"' in page
-    assert "QA: passed" in page and "QA: failed" in page
+    assert "Check: ✔ passed" in page and "Check: ✘ failed" in page
+    assert "QA" not in page
 
 
 def test_summary_line_has_outcome_iterations_tokens_time():
     text = summary_text(make_run())
-    assert text.startswith("✔ success")
+    assert text.startswith("✔ Done — verified by your tests · ")
     assert "2 iterations" in text and "340 tokens" in text and "3.2 s" in text
     assert "scripted-model" in text
+
+
+def test_a_pass_that_only_ran_never_reads_as_success():
+    run = make_run()
+    run.iterations[1].verdict = Verdict(True, ["ran cleanly (no tests given)"])
+    assert summary_text(run).startswith("● Runs — nothing checked its output · ")
+    page = run_html(run)
+    assert 'data-verified="false"' in page and "✔" not in page.split('class="selfheal-summary"')[1]
+    run.task.initial_code = "assert 1 + 1 == 2\nprint(totals)\n"  # a heal whose asserts were kept
+    run.iterations[1].verdict = Verdict(True, ["ran cleanly (no tests given)"], spec_checked=True)
+    assert summary_text(run).startswith("✔ Fixed — verified by your asserts · ")
+    run.outcome = "budget_exhausted"
+    assert summary_text(run).startswith("✘ Not fixed — budget exhausted · ")
 
 
 def test_user_and_model_text_is_escaped():
@@ -105,11 +119,22 @@ def test_diff_lines_are_coloured_by_kind():
     kinds = re.findall(r'data-diff="(\w+)"', html)
     assert kinds.count("add") == 1 and kinds.count("del") == 1
     assert "hunk" in kinds and "meta" in kinds
-    added = re.search(r'<div data-diff="add" style="([^"]*)">([^<]*)</div>', html)
+    added = re.search(r'<div data-diff="add" style="([^"]*)">(.*?)</div>', html)
     assert "background:#e6ffec" in added.group(1) and "region" in added.group(2)
-    removed = re.search(r'<div data-diff="del" style="([^"]*)">([^<]*)</div>', html)
+    removed = re.search(r'<div data-diff="del" style="([^"]*)">(.*?)</div>', html)
     assert "background:#ffebe9" in removed.group(1) and "regoin" in removed.group(2)
     assert diff_html("") == ""
+
+
+def test_the_changed_word_is_marked_inside_a_changed_line():
+    html = diff_html(code_diff(BAD, GOOD))
+    assert re.findall(r'data-diff-word="(\w+)"[^>]*>([^<]*)<', html) == [("del", "regoin"), ("add", "region")]
+    # a changed line is paired with the added line most like it, not the first one
+    moved = diff_html(code_diff("a = f('Region')\n", "def g():\n    pass\na = f('region')\n"))
+    assert re.findall(r'data-diff-word="(\w+)"[^>]*>([^<]*)<', moved) == [("del", "Region"), ("add", "region")]
+    # lines that have little in common are not marked word by word
+    other = diff_html(code_diff("x = 1\n", "print('something else entirely')\n"))
+    assert "data-diff-word" not in other
 
 
 def test_failing_line_is_marked_in_code_and_traceback():
@@ -174,3 +199,51 @@ def test_html_from_the_sandbox_cannot_run_or_load_anything_in_the_users_browser(
     assert "<td>1</td>" in html
     for bad in ("<script", "onclick", "evil.example", "javascript:", "<style>body", "fetch("):
         assert bad not in html, bad
+
+
+def test_the_users_cell_is_called_your_cell_in_the_traceback():
+    run = make_run()
+    run.task.initial_code = BAD
+    run.iterations[0].index = 0
+    page = run_html(run)
+    assert "candidate.py" not in page
+    assert "your cell" in page and "your cell · ✘ KeyError" in page
+    assert "iteration 2" not in page  # the passing round has no traceback
+
+
+def test_runtime_values_each_once_and_tables_as_laid_out():
+    run = make_run()
+    run.iterations[0].runtime_values = [
+        Outcome("s['c'] + t['c']", False, "KeyError: 'c'"),
+        Outcome("s['c']", False, "KeyError: 'c'"),
+        Outcome("t['c']", False, "KeyError: 'c'"),
+        Outcome("t", True, "region\na    4\nb    2\nName: sales, dtype: int64"),
+    ]
+    first = run_html(run).split('data-iteration="1"')[1].split('data-iteration="2"')[0]
+    values = first.split('class="selfheal-values"')[1]
+    assert "s[&#x27;c&#x27;] + t" not in values  # raised what its part raised: said once
+    assert values.count("raises KeyError") == 2
+    table = re.search(r'<pre class="selfheal-value"[^>]*>([^<]*)</pre>', values).group(1)
+    assert table == "region\na    4\nb    2\nName: sales, dtype: int64"  # rows kept, not flattened
+
+
+def test_sampled_programs_in_plain_words():
+    from selfheal_jupyter.model import Sample
+
+    run = make_run()
+    run.iterations[1].samples = [Sample(GOOD, "ok", True, tests_passed=1, agreement=1, chosen=True),
+                                 Sample(BAD, "error", False, fresh=True)]
+    page = run_html(run)
+    assert "2 versions tried; the one marked ➜ was kept" in page
+    assert "version 1: passed · 1 of your tests passed" in page
+    assert "version 2 (written afresh): failed" in page
+    assert "agreement" not in page and "Sampled programs" not in page
+
+
+def test_the_folded_record_keeps_the_history_under_how_it_got_there():
+    page = run_html(make_run(), folded=True)
+    history = page.split('<details class="selfheal-history"')[1]
+    assert history.split(">", 1)[1].startswith("<summary")  # closed: no "open" attribute
+    assert "How it got there (2 iterations)" in history
+    assert history.count('class="selfheal-iteration"') == 2
+    assert page.index("selfheal-history") < page.index('class="selfheal-summary"')  # the verdict comes last

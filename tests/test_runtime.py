@@ -62,7 +62,7 @@ except OSError as exc:
 
 def test_the_process_limit_holds_under_runsc_and_the_pool_survives(runsc, sandbox_image):
     """gVisor's own threads do not count against the candidate: the limit is RLIMIT_NPROC
-    inside the sandbox (a small one: each fork of the preloaded interpreter costs gVisor
+    of the run's uid inside the sandbox (a small one: each fork of the preloaded interpreter costs gVisor
     tens of MB, so a big fan-out meets the memory limit first)."""
     settings = SelfHeal(runtime="runsc", pids_limit=10)
     with DockerSandbox.from_config(settings) as sb:
@@ -70,7 +70,10 @@ def test_the_process_limit_holds_under_runsc_and_the_pool_survives(runsc, sandbo
         assert bomb.ok, bomb
         words = bomb.stdout.split()
         assert words[:2] == ["refused", "after"] and words[3] == "11", bomb.stdout  # EAGAIN
-        assert 0 < int(words[2]) < 10
+        # The limit is the run's own uid's: the runner's processes no longer count, so
+        # it may fork up to the limit (gVisor lets the uid's count reach it, not stop
+        # one short as Linux does).
+        assert 0 < int(words[2]) <= 10
         after = sb.execute("print('still here')")
         assert after.ok and after.stdout == "still here\n", after
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import re
 import threading
 from dataclasses import replace
 from typing import Any, Iterable, Mapping
@@ -103,6 +104,13 @@ def overwritten_input(
 
 
 REMOVED_NOTE = "# (selfheal removed an assignment here: `{name}` already holds the user's data)"
+_REMOVED_NOTE_LINE = re.compile(
+    "^" + r"[A-Za-z_][A-Za-z0-9_]*".join(map(re.escape, REMOVED_NOTE.split("{name}"))) + "$")
+
+
+def is_removed_note(line: str) -> bool:
+    """``line`` is a note :func:`strip_input_overwrites` wrote (the tool's, not the model's)."""
+    return bool(_REMOVED_NOTE_LINE.match(line.strip()))
 
 
 def strip_input_overwrites(code: str, inputs: Iterable[str]) -> tuple[str, list[str]]:

@@ -366,6 +366,31 @@ class Loop:
         emit(RunFinished(run))
         return run
 
+    def recheck(self, run: Run, code: str, *, cancel: threading.Event | None = None) -> Trial:
+        """Judge ``code`` as ``run`` judged its candidates: the same inputs, notebook
+        prelude, tests, spec of the user's code, generated checks, and, when the task says
+        the given program is wrong, the same comparison with what it showed. For a smaller
+        form of the passing program (what a notebook hands over). Raises ``SandboxError``
+        and ``Cancelled``."""
+        task = run.task
+        stop = _StopSignal(cancel, None)
+        state = _RunState(run=run, stop=stop, emit=_Emitter(None), started=time.monotonic())
+        ctx = task.context
+        prelude = ctx.prelude if ctx else None
+        try:
+            state.sandbox_inputs = prepare_inputs(task)
+            given = next((it for it in run.iterations if it.index == 0), None)
+            if task.initial_code is not None and given is not None:
+                state.spec = self.qa.spec_for(task, given.result)
+                if given.verdict.held == "given":
+                    state.given_seen = self.qa.observe(task.initial_code, state.sandbox_inputs, task.tests,
+                                                       cancel=stop.event, prelude=prelude)
+            data_names = dict.fromkeys([*task.inputs, *(ctx.data_names() if ctx else ())])
+            trial, _ = self._evaluate(task, state, 0, code, data_names, given=False, announce=None, show=False)
+        finally:
+            stop.close()
+        return trial
+
     # ------------------------------------------------------------------ steps
     def _plan_step(self, task: Task, inputs: list[InputDescription], state: _RunState) -> None:
         run = state.run

@@ -1,1 +1,1 @@
-"""The notebook front: the magics (declarations), the one cell-run controller, autoheal, cell editing, the notebook context and export."""
+"""The notebook front: the magics (declarations), the one cell-run controller, the minimal fix it hands over, autoheal, cell editing, the notebook context and export."""

@@ -8,7 +8,9 @@ JavaScript, no build step; JupyterLab 4 and Notebook 7) registers the comm targe
 that comm with ``{"action": "hello"}``; the extension answers, and from then on the
 panel's **Insert below** / **Replace this cell** send ``{"action", "cell_id", "code"}``
 and the extension edits the cell with that id (the id the front end sent with the
-execute request), whichever cell is active by then. It never runs a cell.
+execute request), whichever cell is active by then. It never runs a cell. When a run
+ends, ``{"action": "reveal"}`` asks it to scroll the run's decision into view, which it
+does only while the user is at that cell or the one below.
 
 Where nothing answers (nbclient, other clients, the extension not installed), the
 caller falls back to ``set_next_input`` at the end of the cell and says so.
@@ -104,6 +106,11 @@ class FrontCells:
         self._pending[request] = done
         self._comm.send({"action": action, "cell_id": self.cell_id, "code": code, "request": request})
         return True
+
+    def reveal(self) -> bool:
+        """Ask the front end to bring the run's decision into view, if the user is still
+        at this cell or the one below it (never pulls the view from elsewhere)."""
+        return self.send("reveal", "", lambda _ok, _reason: None)
 
     def close(self) -> None:
         if self._comm is not None:

@@ -9,9 +9,10 @@
   loop kills the sandbox run, and the caller still gets the run's record.
 * :class:`CellRun` is one run for a notebook cell: the renderer (the live panel when a
   front end is attached, else static HTML), Stop, the ``agent_result`` record, and the
-  hand-over of passing code (Insert below / Replace this cell / Run in my kernel, only
-  on a click; see ``cells.py``), or of the best attempt of a run that did not pass
-  (Insert best attempt below, only). The cell ends when the run ends.
+  hand-over of passing code — its smallest form that passes again (``minimal.py``) —
+  through the decision (Accept (Replace this cell) / Insert below / Run in my kernel /
+  Reject, only on a click; see ``cells.py``), or of the best attempt of a run that did
+  not pass (Insert best attempt below, only). The cell ends when the run ends.
 * In a kernel, comm messages (Stop) are only dispatched while a cell *awaits*. The
   cell is not rewritten for that: :func:`install` adds an AST transformer that turns
   IPython's own ``get_ipython().run_cell_magic('agent', line, cell)`` into an awaited
@@ -36,14 +37,13 @@ from dataclasses import dataclass
 from typing import Any, Callable, Generic, TypeVar
 
 from .cells import FrontCells
+from .minimal import without_notes, work_out_fix
 from ..loop.codeblocks import code_diff
 from ..config import SelfHeal
 from ..loop.events import RunFinished, RunStarted
-from ..model import Run, Task
-from ..render.diff import diff_html
-from ..render.html import message_html
+from ..model import Run, Task, TestOutcome, Verdict
+from ..render.html import message_html, review_html
 from ..render.inline import PanelRenderer, Renderer, StaticRenderer, show_html
-from ..render.style import heading
 
 T = TypeVar("T")
 
@@ -72,10 +72,13 @@ class Pump(Generic[T]):
     def __init__(self, work: Callable[[Callable[[Any], None], threading.Event], T],
                  on_event: Callable[[Any], None] | None = None,
                  cancel: threading.Event | None = None,
-                 on_interrupt: Callable[[], None] | None = None) -> None:
+                 on_interrupt: Callable[[], None] | None = None,
+                 on_tick: Callable[[], None] | None = None) -> None:
         self.work = work
         self.on_event = on_event
         self.on_interrupt = on_interrupt
+        self.on_tick = on_tick
+        """Called on the waiting thread whenever a tick passed without an event."""
         self.cancel = cancel or threading.Event()
         self.interrupted = False
 
@@ -104,6 +107,10 @@ class Pump(Generic[T]):
         if self.on_interrupt is not None:
             self.on_interrupt()
 
+    def _tick(self) -> None:
+        if self.on_tick is not None:
+            self.on_tick()
+
     @staticmethod
     def _result(end: _Finished) -> T:
         if end.error is not None:
@@ -116,9 +123,12 @@ class Pump(Generic[T]):
         self._start(items.put)
         while True:
             try:
-                end = self._deliver(items.get(timeout=TICK_S))
-            except queue.Empty:
-                continue
+                try:
+                    item = items.get(timeout=TICK_S)
+                except queue.Empty:
+                    self._tick()
+                    continue
+                end = self._deliver(item)
             except KeyboardInterrupt:
                 self._interrupt()
                 continue
@@ -143,6 +153,7 @@ class Pump(Generic[T]):
                 self._interrupt()
                 continue
             if not done:
+                self._tick()
                 continue
             end = self._deliver(getter.result())
             if end is not None:
@@ -169,6 +180,15 @@ def run_loop(loop: Any, task: Task, on_event: Callable[[Any], None] | None = Non
 
 
 # ====================================================================== a cell's run
+class _CheckingFix:
+    """Sent through the pump: the run passed; the smaller form of its code is checked."""
+
+
+KERNEL_NOTE = ("Your kernel may show Idle meanwhile: this cell waits for the run without "
+               "blocking the kernel, so your other cells can still run.")
+"""Why JupyterLab's status bar can say Idle while the cell shows [*] (an awaiting cell)."""
+
+
 class CellRun:
     """One run of ``task`` for a notebook cell (see the module docstring)."""
 
@@ -185,7 +205,7 @@ class CellRun:
         self.cells = cells if cells is not None else FrontCells(shell)
         self.run: Run | None = None
         self._started = False
-        self.pump: Pump[Run] = Pump(self._work, self._on_event)
+        self.pump: Pump[Run] = Pump(self._work, self._on_event, on_tick=self._tick)
         self.renderer: Renderer
         if settings.widget and getattr(shell, "kernel", None) is not None:
             self.renderer = PanelRenderer(max_iterations=settings.max_iterations, on_stop=self.stop,
@@ -203,14 +223,29 @@ class CellRun:
 
     # ------------------------------------------------------------------ running
     def _work(self, emit: Callable[[Any], None], cancel: threading.Event) -> Run:
-        return self.loop.run(self.task, on_event=emit, cancel=cancel)
+        run = self.loop.run(self.task, on_event=emit, cancel=cancel)
+        if run.final_code is not None:
+            emit(_CheckingFix())
+            run.fix = work_out_fix(run, lambda code: self._recheck(run, code, cancel))
+        return run
+
+    def _recheck(self, run: Run, code: str, cancel: threading.Event) -> tuple[Verdict, list[TestOutcome]]:
+        trial = self.loop.recheck(run, code, cancel=cancel)
+        return trial.verdict, trial.checks
 
     def _on_event(self, event: Any) -> None:
         if isinstance(event, RunStarted):
             self._started = True
             self.renderer.start(event.run)
+        elif isinstance(event, _CheckingFix):
+            if self.panel is not None:
+                self.panel.checking_fix()
         elif not isinstance(event, RunFinished):  # the end is rendered from the record
             self.renderer.handle(event)
+
+    def _tick(self) -> None:
+        if self.panel is not None:
+            self.panel.tick()
 
     def _finish(self, run: Run) -> Run:
         note_kept(run, RESULT_NAME)
@@ -227,6 +262,8 @@ class CellRun:
         return run
 
     async def run_async(self) -> Run:
+        if isinstance(self.renderer, PanelRenderer):
+            self.renderer.kernel_note = KERNEL_NOTE
         run = self._finish(await self.pump.run_async())
         if handed_code(run) is not None:
             await self.cells.answered(HELLO_TIMEOUT_S)
@@ -243,31 +280,38 @@ class CellRun:
 
     # ------------------------------------------------------------------ accept
     def hand_over(self, run: Run) -> None:
-        """Offer the passing code. With the labextension the panel's buttons edit the
-        notebook later, on a click; without it the code goes out with this cell's
+        """Offer the passing code (its :class:`~selfheal_jupyter.model.Fix`). With the
+        labextension the decision's buttons edit the notebook later, on a click, and the
+        view is brought to the decision; without it the code goes out with this cell's
         reply (``set_next_input``) and the cell says so."""
-        code = run.final_code
-        if code is None:
+        code = handed_code(run)
+        if run.final_code is None or code is None:
             self.offer_best_attempt(run)
             return
         heal = run.task.initial_code is not None
+        review = fix_review(run)
         panel = self.panel
         if self.cells.ready and panel is not None:
-            review = (diff_review(run.task.initial_code, code, title="Diff to your cell", new_name="fix")
-                      if heal else "")
-            panel.offer_actions(
-                "Passed. Replace this cell with the fix, insert it below, or run it in your kernel." if heal
-                else "Passed. Insert the code below, or run it in your kernel.",
-                insert=True, replace=heal, review=review,
-            )
+            if heal and code.strip() == (run.task.initial_code or "").strip():
+                panel.offer_actions("Your cell passed as it is: there is nothing to change.",
+                                    insert=False, replace=False, run=False, review=review)
+            else:
+                checked = ("" if run.verified else
+                           "Nothing checked its output: review the change before you accept it. ")
+                panel.offer_actions(
+                    checked + ("Accept puts the fix into this cell (it is not run)." if heal
+                               else "Insert below puts the code in a new cell (it is not run)."),
+                    insert=True, replace=heal, review=review,
+                )
+            self.cells.reveal()
             return
         if self.in_cell:
             self.shell.set_next_input(code, replace=False)
             note = ("The passing code was handed to the front end as the next cell (set_next_input): "
                     "this front end cannot insert or replace cells on a click.")
         else:
-            note = "This front end cannot edit cells on a click: the code is in agent_result.final_code."
-        show_html(message_html(note, kind="note"), f"selfheal: {note}")
+            note = "This front end cannot edit cells on a click: the code is in agent_result.fix.code."
+        show_html(review + message_html(note, kind="note"), f"selfheal: {note}")
         if panel is not None:
             panel.offer_actions("Passed.", insert=False, replace=False)
 
@@ -281,22 +325,27 @@ class CellRun:
         why = "; ".join(best.verdict.reasons) or "it did not pass"
         panel = self.panel
         if self.cells.ready and panel is not None:
-            review = diff_review(run.task.initial_code, best.candidate.code, new_name=f"round {best.index}",
+            review = diff_review(run.task.initial_code, handed_code(run) or "", new_name=f"round {best.index}",
                                  title=f"Best attempt: round {best.index} (did not pass)")
             panel.offer_actions(
                 f"No candidate passed. Round {best.index} came closest ({why}); "
                 "insert it below to work on it, or keep your cell as it is.",
                 insert=True, replace=False, run=False, insert_label="Insert best attempt below", review=review,
             )
+            self.cells.reveal()
             return
         note = (f"No candidate passed. The one that came closest, round {best.index}, "
                 "is in agent_result.best_attempt.candidate.code.")
         show_html(message_html(note, kind="note"), f"selfheal: {note}")
 
     def on_action(self, name: str) -> None:
-        """A button of the panel was pressed (after the cell ended)."""
+        """A button of the decision was pressed (after the cell ended)."""
         panel, run = self.panel, self.run
         if run is None or panel is None:
+            return
+        if name == "reject":
+            panel.settle("Rejected: your cell and your kernel are as they were "
+                         "(the run's record stays in agent_result).")
             return
         code = handed_code(run)
         if code is None or (run.final_code is None and name in ("replace", "run")):
@@ -309,29 +358,53 @@ class CellRun:
             def done(ok: bool, reason: str) -> None:
                 panel.settle(done_text if ok else f"The front end could not do it: {reason}.")
 
-            if not self.cells.send(name, code, done):
+            if not self.cells.send(name, cell_text(code), done):
                 self.shell.set_next_input(code, replace=False)
                 panel.settle("The code will appear below the next cell you run.")
         elif name == "run":
             with panel.output:
                 self.shell.run_cell(code, store_history=False)
             panel.settle("Ran the code in your kernel.")
-        else:
-            panel.settle("Done: the record stays in agent_result.")
+
+
+def cell_text(code: str) -> str:
+    """Code as a cell holds it: IPython ends every cell it runs with a newline, which
+    the user did not type (a cell whose text ends with one shows an empty last line)."""
+    return code[:-1] if code.endswith("\n") and not code.endswith("\n\n") else code
 
 
 def diff_review(initial: str | None, code: str, *, title: str, new_name: str) -> str:
     """The review shown above the buttons: ``title`` and the diff from the user's cell
-    (``initial``; no diff when the task did not start from a cell) to ``code``."""
-    return heading(title) + diff_html(code_diff(initial, code, old_name="your cell", new_name=new_name))
+    (``initial``; the code itself when the task did not start from a cell) to ``code``."""
+    if initial is None:
+        return review_html(title, code=code)
+    return review_html(title, diff=code_diff(initial, code, old_name="your cell", new_name=new_name))
+
+
+def fix_review(run: Run) -> str:
+    """The review of a passing run's fix: the changes it needs in earlier cells'
+    definitions, its diff to the cell (or its code), what was left out and why."""
+    fix = run.fix
+    code = handed_code(run) or ""
+    initial = run.task.initial_code
+    definitions = [(d.name, code_diff(d.notebook, d.fix, old_name=f"{d.name} in your notebook",
+                                      new_name=f"{d.name} in the fix"))
+                   for d in (fix.definitions if fix else [])]
+    left_out = fix.dropped if fix else []
+    note = fix.note if fix else ""
+    if initial is None:
+        return review_html("The code", code=code, definitions=definitions, left_out=left_out, note=note)
+    return review_html("Diff to your cell", diff=code_diff(initial, code, old_name="your cell", new_name="fix"),
+                       definitions=definitions, left_out=left_out, note=note)
 
 
 def handed_code(run: Run) -> str | None:
-    """The code a cell run hands over: the passing program, else the best attempt."""
+    """The code a cell run hands over: the passing program's fix (the smallest change
+    that passed), else the passing program, else the best attempt."""
     if run.final_code is not None:
-        return run.final_code
+        return run.fix.code if run.fix is not None else run.final_code
     best = run.best_attempt
-    return best.candidate.code if best is not None else None
+    return without_notes(best.candidate.code) if best is not None else None
 
 
 def plan_pump(settings: SelfHeal, task: Task) -> Pump[Any]:

@@ -8,6 +8,8 @@ as that cell's saved outputs, so the notebook reads like a debugging session.
 from __future__ import annotations
 
 import json
+import os
+import urllib.parse
 from pathlib import Path
 
 import nbformat
@@ -16,6 +18,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_outp
 from ..hygiene import clean_text
 from ..model import Iteration, Run, safe_outputs
 from ..render.html import summary_text
+from ..render.style import GREY, esc
 from ..render.traceback import traceback_text
 
 
@@ -83,3 +86,19 @@ def export_run(run: Run, path: str | Path, *, as_json: bool = False) -> Path:
         target.write_text(clean_text(nbformat.writes(run_to_notebook(run))) + "\n",
                           encoding="utf-8")
     return target
+
+
+def export_link_html(path: Path) -> str:
+    """"wrote <link>": a link relative to the kernel's directory (where a notebook front
+    end resolves it, next to the notebook, and opens the file), or the plain path of a
+    file outside it."""
+    target = path.resolve()
+    here = Path(os.getcwd()).resolve()
+    try:
+        relative = target.relative_to(here)
+    except ValueError:
+        return f'<div>selfheal: wrote <code>{esc(target)}</code> <span style="color:{GREY}">(outside the ' \
+               "notebook's folder, so the front end cannot link to it)</span></div>"
+    href = urllib.parse.quote(relative.as_posix())
+    return (f'<div>selfheal: wrote <a href="{esc(href)}" target="_blank" rel="noopener">{esc(relative.as_posix())}'
+            "</a></div>")

@@ -169,8 +169,9 @@ class SelfHealMagics(Magics):
     @line_magic
     def agent_export(self, line: str) -> None:
         """Write the last run as a teaching notebook: task, plan, each iteration's
-        diff, code and traceback as cells (``--json``: the raw record)."""
-        from .export import export_run
+        diff, code and traceback as cells (``--json``: the raw record). The cell shows
+        a link that opens the file."""
+        from .export import export_link_html, export_run
 
         args = parse_argstring(self.agent_export, line)
         if self.last_run is None:
@@ -179,7 +180,7 @@ class SelfHealMagics(Magics):
             path = export_run(self.last_run, args.path, as_json=args.json)
         except OSError as exc:
             raise UsageError(f"Could not write {args.path}: {exc.strerror or exc}.") from None
-        print(f"selfheal: wrote {path}")
+        show_html(export_link_html(path), f"selfheal: wrote {path}")
 
     # ================================================================== parsing into a job
     def _raw_inputs(self) -> list[str]:

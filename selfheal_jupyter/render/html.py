@@ -12,10 +12,21 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
 from ..hygiene import HTML, PNG, clean_text
-from ..model import ExecutionResult, Iteration, NotebookContext, Plan, Run, Verdict, safe_outputs
+from ..model import (
+    ExecutionResult,
+    Iteration,
+    NotebookContext,
+    Plan,
+    Run,
+    Sample,
+    TestOutcome,
+    Verdict,
+    safe_outputs,
+)
 from ..loop.spec import RULE_TITLES, SPEC_REASON
 from .diff import diff_html
 from .style import (
+    AMBER,
     BLUE,
     BORDER,
     BOX,
@@ -24,6 +35,7 @@ from .style import (
     GREY,
     MONO,
     OUTCOME_STYLE,
+    PRE,
     RED,
     RED_BG,
     YELLOW_BG,
@@ -90,8 +102,9 @@ def _rich_outputs_html(result: ExecutionResult) -> str:
     return heading("Output") + "".join(parts)
 
 
-def result_html(result: ExecutionResult | None, code: str = "") -> str:
-    """What the sandbox run produced: stdout/stderr, rich outputs, the error, tests."""
+def result_html(result: ExecutionResult | None, code: str = "", *, name: str = "") -> str:
+    """What the sandbox run produced: stdout/stderr, rich outputs, the error, tests
+    (``name``: what the traceback calls the program, e.g. "your cell")."""
     if result is None:
         return f'<div style="color:{GREY}">(not run)</div>'
     parts = []
@@ -111,7 +124,7 @@ def result_html(result: ExecutionResult | None, code: str = "") -> str:
         parts.append(heading("stderr" + more) + pre(result.stderr, colour=RED))
     parts.append(_rich_outputs_html(result))
     if result.error is not None:
-        parts.append(heading("Traceback", RED) + traceback_html(result.error, code))
+        parts.append(heading("Traceback", RED) + traceback_html(result.error, code, name=name))
     if result.tests:
         rows = []
         for t in result.tests:
@@ -141,18 +154,46 @@ def spec_html(verdict: Verdict) -> str:
 
 
 def verdict_html(verdict: Verdict) -> str:
-    colour, label = (GREEN, "passed") if verdict.passed else (RED, "failed")
+    """The check's verdict in one line; each fact once (the reasons already count the tests)."""
+    colour, label = (GREEN, "✔ passed") if verdict.passed else (RED, "✘ failed")
     reasons = "; ".join(r for r in verdict.reasons if not r.startswith(SPEC_REASON))
     if verdict.spec_violations:
         reasons = "; ".join(x for x in ("changes your spec", reasons) if x)
-    tests = ""
-    if verdict.tests_passed or verdict.tests_failed:
-        tests = f" · tests {verdict.tests_passed} passed, {verdict.tests_failed} failed"
     return (
-        f'<div class="selfheal-verdict" style="margin:4px 0"><b style="color:{colour}">QA: {label}</b>'
-        f'<span style="color:{GREY}">{esc(tests)}{" · " + esc(reasons) if reasons else ""}</span></div>'
+        f'<div class="selfheal-verdict" style="margin:4px 0"><b style="color:{colour}">Check: {label}</b>'
+        f'<span style="color:{GREY}">{" · " + esc(reasons) if reasons else ""}</span></div>'
         + spec_html(verdict)
     )
+
+
+def _sample_text(sample: Sample) -> str:
+    what = "passed" if sample.passed else ("failed" if sample.status in ("ok", "error") else f"failed ({sample.status})")
+    facts = [what]
+    if sample.tests_passed:
+        facts.append(f"{sample.tests_passed} of your tests passed")
+    if sample.checks_passed:
+        facts.append(f"{sample.checks_passed} generated checks passed")
+    return " · ".join(facts)
+
+
+def runtime_values(values: list[TestOutcome]) -> list[TestOutcome]:
+    """The values to show, each fact once: an expression that raised what one of its
+    parts raised (the same error) is left out, so is a repeat of an earlier line."""
+    kept: list[TestOutcome] = []
+    for v in values:
+        inner = any(o is not v and o.passed == v.passed and o.message == v.message and o.source != v.source
+                    and o.source in v.source for o in values)
+        if not inner and all((k.source, k.message) != (v.source, v.message) for k in kept):
+            kept.append(v)
+    return kept
+
+
+def _value_html(v: TestOutcome) -> str:
+    value = v.message if v.passed else "raises " + v.message
+    if "\n" in value:  # a table (DataFrame, Series) or another many-line repr: kept as laid out
+        return (f'<div style="{MONO}">{esc(v.source)} =</div>'
+                f'<pre class="selfheal-value" style="{PRE};margin:0 0 4px 16px;white-space:pre">{esc(value)}</pre>')
+    return f'<div style="{MONO}">{esc(v.source)} = {esc(value)}</div>'
 
 
 def strategies_html(it: Iteration) -> str:
@@ -171,14 +212,12 @@ def strategies_html(it: Iteration) -> str:
                      + pre(it.diagnosis))
     if it.samples:
         rows = "".join(
-            f'<div style="{MONO}">{"➜" if x.chosen else "&nbsp;"} sample {i}'
-            f'{" (started over)" if x.fresh else ""}: {esc(x.status)}, '
-            f'{"passed" if x.passed else "failed"}, tests {x.tests_passed}, generated checks '
-            f"{x.checks_passed}, agreement {x.agreement}</div>"
+            f'<div style="{MONO}">{"➜" if x.chosen else "&nbsp;"} version {i}'
+            f'{" (written afresh)" if x.fresh else ""}: {esc(_sample_text(x))}</div>'
             for i, x in enumerate(it.samples, 1)
         )
-        parts.append(f'<div class="selfheal-samples">{heading("Sampled programs (chosen by execution)")}'
-                     f"{rows}</div>")
+        parts.append(f'<div class="selfheal-samples">'
+                     f'{heading(f"{len(it.samples)} versions tried; the one marked ➜ was kept")}{rows}</div>')
     if it.checks:
         check_rows: list[str] = []
         for t in it.checks:
@@ -188,15 +227,12 @@ def strategies_html(it: Iteration) -> str:
             check_rows.append(f'<div style="{MONO}">{mark} {esc(t.source)}{msg}</div>')
         parts.append(
             '<div class="selfheal-generated" data-soft="true">'
-            + heading("Generated checks (written by QA from the task; soft, not your tests)")
+            + heading("Generated checks (written from the task before any code; soft, not your tests)")
             + "".join(check_rows) + "</div>"
         )
     if it.runtime_values:
-        rows = "".join(
-            f'<div style="{MONO}">{esc(v.source)} = {esc(v.message if v.passed else "raises " + v.message)}</div>'
-            for v in it.runtime_values
-        )
-        parts.append(f'<div class="selfheal-values">{heading("Values at the failing statement")}{rows}</div>')
+        rows = "".join(_value_html(v) for v in runtime_values(it.runtime_values))
+        parts.append(f'<div class="selfheal-values">{heading("Values where it failed")}{rows}</div>')
     return "".join(parts)
 
 
@@ -212,7 +248,7 @@ def iteration_title(it: Iteration) -> str:
         why = " changes your spec"
     elif not it.verdict.passed and it.verdict.reasons:
         why = f" {it.verdict.reasons[0][:60]}"
-    label = "your code" if it.index == 0 else f"Iteration {it.index}"
+    label = "your cell" if it.index == 0 else f"Iteration {it.index}"
     return f"{label} · {mark}{why}"
 
 
@@ -224,11 +260,11 @@ def iteration_body_html(it: Iteration) -> str:
         mark = failing_line(it.result.error)
     parts = [heading("Code"), code_html(code, mark_line=mark)]
     if it.diff:
-        parts += [heading("Diff to the previous attempt"), diff_html(it.diff)]
+        parts += [heading("Diff to the previous attempt"), diff_html(it.diff, headers=False)]
     elif it.index > 1:
         parts.append(f'<div class="selfheal-same" style="color:{GREY};margin:2px 0">'
                      "Same code as the previous attempt.</div>")
-    parts.append(result_html(it.result, code))
+    parts.append(result_html(it.result, code, name="your cell" if it.index == 0 else f"iteration {it.index}"))
     parts.append(strategies_html(it))
     parts.append(verdict_html(it.verdict))
     return "".join(parts)
@@ -245,33 +281,57 @@ def iteration_html(it: Iteration, *, open_: bool = True) -> str:
     )
 
 
+RUNS_ONLY = "Runs — nothing checked its output"
+"""The headline of a pass that only ran: no test, assert or check looked at its output."""
+
+
+def headline(run: Run) -> tuple[str, str, str]:
+    """(colour, symbol, words) of the verdict in one line: "✔ Fixed — verified by your
+    asserts", "● Runs — nothing checked its output", "✘ Not fixed — budget exhausted"."""
+    colour, symbol, label = OUTCOME_STYLE.get(run.outcome, OUTCOME_STYLE[None])
+    heal = run.task.initial_code is not None
+    if run.outcome == "success":
+        if not run.verified:
+            return AMBER, "●", RUNS_ONLY
+        by = run.verified_by
+        who = ", ".join(by[:-1]) + " and " + by[-1] if len(by) > 1 else by[0]
+        return colour, symbol, f"{'Fixed' if heal else 'Done'} — verified by {who}"
+    if run.outcome in ("failed", "budget_exhausted"):
+        return colour, symbol, f"{'Not fixed' if heal else 'Not done'} — {label}"
+    return colour, symbol, label
+
+
 def summary_text(run: Run) -> str:
-    """'✔ success · 2 iterations · 1,234 tokens · 12.3 s' (plain text)."""
-    _, symbol, label = OUTCOME_STYLE.get(run.outcome, OUTCOME_STYLE[None])
+    """'✔ Fixed — verified by your asserts · 2 iterations · 1,234 tokens · 12.3 s' (plain text)."""
+    _, symbol, words = headline(run)
+    return f"{symbol} {words} · {_figures(run)}"
+
+
+def _figures(run: Run) -> str:
     t = run.totals
     iterations = t.iterations or len(run.iterations)
     tokens = t.prompt_tokens + t.completion_tokens
     estimated = any(it.usage.estimated for it in run.iterations) or run.planning_usage.estimated
     plural = "" if iterations == 1 else "s"
-    text = (
-        f"{symbol} {label} · {iterations} iteration{plural} · "
-        f"{'~' if estimated else ''}{tokens:,} tokens · {t.duration_s:.1f} s"
-    )
+    text = f"{iterations} iteration{plural} · {'~' if estimated else ''}{tokens:,} tokens · {t.duration_s:.1f} s"
     if run.model:
         text += f" · {run.model}"
     return text
 
 
 def summary_html(run: Run) -> str:
-    colour, _, _ = OUTCOME_STYLE.get(run.outcome, OUTCOME_STYLE[None])
+    """The verdict in one line (bold), the run's figures beside it, the error below."""
+    colour, symbol, words = headline(run)
     detail = ""
     if run.error:
         detail = f'<div style="color:#24292f;font-weight:400;margin-top:2px">{esc(run.error)}</div>'
+    verified = "true" if run.verified else "false"
     return (
-        f'<div class="selfheal-summary" data-outcome="{esc(run.outcome or "running")}" '
+        f'<div class="selfheal-summary" data-outcome="{esc(run.outcome or "running")}" data-verified="{verified}" '
         f'style="border:1px solid {BORDER};border-left:4px solid {colour};border-radius:4px;'
         f'padding:6px 10px;margin:6px 0;font-weight:600;color:{colour}">'
-        f"{esc(summary_text(run))}{detail}</div>"
+        f'<span class="selfheal-headline">{esc(symbol)} {esc(words)}</span>'
+        f'<span style="color:{GREY};font-weight:400"> · {esc(_figures(run))}</span>{detail}</div>'
     )
 
 
@@ -313,14 +373,49 @@ def task_html(run: Run) -> str:
     )
 
 
-def run_html(run: Run, *, quiet: bool = False) -> str:
-    """The whole record: task, plan, every iteration, the summary."""
+def run_html(run: Run, *, quiet: bool = False, folded: bool = False) -> str:
+    """The whole record: task, plan, every iteration, the summary. ``folded``: the plan
+    and the iterations under a closed "How it got there" (the live panel's record, whose
+    decision comes right after it)."""
     parts = [task_html(run)]
     if not quiet:
-        parts.append(plan_html(run.plan))
-        parts.extend(iteration_html(it) for it in run.iterations)
+        history = plan_html(run.plan) + "".join(iteration_html(it) for it in run.iterations)
+        if folded and history:
+            count = len(run.iterations)
+            parts.append(
+                f'<details class="selfheal-history" style="margin:4px 0"><summary style="cursor:pointer;'
+                f'color:{GREY}">How it got there ({count} iteration{"" if count == 1 else "s"})</summary>'
+                f"{history}</details>")
+        else:
+            parts.append(history)
     parts.append(summary_html(run))
     return f'<div class="selfheal-run" style="font-size:13px;line-height:1.4">{"".join(parts)}</div>'
+
+
+def review_html(title: str, *, diff: str = "", code: str = "", definitions: list[tuple[str, str]] | None = None,
+                left_out: list[str] | None = None, note: str = "") -> str:
+    """The review above the decision's buttons: the changes an earlier cell's
+    definitions need (name, diff), then ``title`` with the diff to the cell (or the
+    ``code`` when there is no cell), what was left out of the passing program, and a
+    ``note``."""
+    parts = []
+    for name, change in definitions or []:
+        parts.append(
+            f'<div class="selfheal-definition" data-name="{esc(name)}">'
+            + heading(f"Change to {name}, which an earlier cell defines")
+            + diff_html(change)
+            + f'<div style="color:{GREY};font-size:12px">The fix passed only with this version of {esc(name)}: '
+            "it is at the top of the code below, so the cell runs as it passed. You may move it into that "
+            "cell instead.</div></div>")
+    parts.append(heading(title) + (diff_html(diff) if diff else code_html(code) if code else ""))
+    if left_out:
+        parts.append(f'<div class="selfheal-left-out" style="color:{GREY};font-size:12px;margin:2px 0">'
+                     f'Left out of the passing program, which passed again without them: {esc("; ".join(left_out))}.'
+                     "</div>")
+    if note:
+        parts.append(f'<div class="selfheal-fix-note" style="color:{GREY};font-size:12px;margin:2px 0">'
+                     f"{esc(note)}</div>")
+    return f'<div class="selfheal-review" style="line-height:1.4">{"".join(parts)}</div>'
 
 
 def message_html(text: str, *, kind: str = "error") -> str:

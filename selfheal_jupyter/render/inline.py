@@ -65,7 +65,8 @@ class StaticRenderer:
 
 
 class PanelRenderer:
-    """The live panel while the run lasts; then the full static record below it."""
+    """The live panel while the run lasts; then the record below it, its history folded
+    (the panel's live part folds away), and the decision the controller offers last."""
 
     def __init__(
         self,
@@ -80,11 +81,14 @@ class PanelRenderer:
         self._on_stop = on_stop
         self._on_action = on_action
         self.panel: Panel | None = None
+        self.kernel_note = ""
+        """Shown under the progress while the run lasts (why the kernel may look idle)."""
 
     def start(self, run: Run) -> None:
         self.panel = Panel(run.task.prompt, max_iterations=self._max_iterations,
                            on_stop=self._on_stop, on_action=self._on_action,
-                           context=context_html(run.task.context))
+                           context=context_html(run.task.context), heal=run.task.initial_code is not None,
+                           kernel_note=self.kernel_note)
         display(self.panel.mimebundle(), raw=True)
 
     def handle(self, event: Event) -> None:
@@ -94,5 +98,4 @@ class PanelRenderer:
     def finish(self, run: Run) -> None:
         if self.panel is not None:
             self.panel.finish(run)
-            self.panel.compact()
-        show_html(run_html(run, quiet=self.quiet), summary_text(run))
+        show_html(run_html(run, quiet=self.quiet, folded=True), summary_text(run))

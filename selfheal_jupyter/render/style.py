@@ -17,6 +17,7 @@ GREEN = "#1a7f37"
 BLUE = "#0550ae"
 CYAN = "#1b7c83"
 GREY = "#6e7781"
+AMBER = "#9a6700"
 YELLOW_BG = "#fff8c5"
 RED_BG = "#ffebe9"
 GREEN_BG = "#e6ffec"
@@ -32,7 +33,7 @@ OUTCOME_STYLE = {
     "success": (GREEN, "✔", "success"),
     "failed": (RED, "✘", "failed"),
     "budget_exhausted": (RED, "✘", "budget exhausted"),
-    "cancelled": ("#9a6700", "■", "stopped"),
+    "cancelled": (AMBER, "■", "stopped"),
     "error": (RED, "⚠", "error"),
     None: (GREY, "…", "running"),
 }

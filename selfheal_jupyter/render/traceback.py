@@ -55,8 +55,17 @@ def _context_rows(code: str, line: int, marked: bool) -> list[str]:
     return rows
 
 
-def traceback_html(error: ErrorInfo, code: str | None = None) -> str:
-    """IPython-like HTML of ``error``; ``code`` (the candidate) gives context lines."""
+def shown_file(frame: Frame, name: str = "") -> str:
+    """The file a frame is shown under: ``name`` (e.g. "your cell") for the program's
+    own frames, "your notebook" for the definitions the notebook brought, else its file."""
+    if frame.file == NOTEBOOK_FILE:
+        return "your notebook"
+    return name if name and is_candidate_frame(frame) else frame.file
+
+
+def traceback_html(error: ErrorInfo, code: str | None = None, *, name: str = "") -> str:
+    """IPython-like HTML of ``error``; ``code`` (the candidate) gives context lines;
+    ``name`` is what the candidate's own frames are called (its file otherwise)."""
     parts: list[str] = [
         f'<div style="color:{RED};font-weight:700">{esc(error.type)}'
         f'<span style="font-weight:400;color:#24292f">: {esc(error.message)}</span></div>'
@@ -65,7 +74,7 @@ def traceback_html(error: ErrorInfo, code: str | None = None) -> str:
     target = failing_frame(error)
     for frame in error.frames:
         head = (
-            f'<div style="margin-top:4px"><span style="color:{CYAN}">{esc(frame.file)}</span>'
+            f'<div style="margin-top:4px"><span style="color:{CYAN}">{esc(shown_file(frame, name))}</span>'
             f'<span style="color:{GREY}">, line </span><span style="color:{GREEN}">{frame.line}</span>'
             f'<span style="color:{GREY}">, in </span><span style="color:{CYAN}">{esc(frame.function)}</span></div>'
         )

@@ -1,10 +1,16 @@
-"""The live ipywidgets panel of one run.
+"""The live ipywidgets panel of one run, and the decision it ends with.
 
 It is an observer: :meth:`Panel.handle` turns each loop event into widget updates and
 never steers the loop. The only things that reach back are the buttons, through
-callbacks the caller gives (Stop → a cancel event; Insert / Run / Done → the magic).
-``handle`` must be called on the kernel's main thread (the magic forwards events
-there), because comm messages carry the cell's parent header.
+callbacks the caller gives (Stop → a cancel event; Accept / Insert / Run / Reject →
+the controller). ``handle`` must be called on the kernel's main thread (the controller
+forwards events there), because comm messages carry the cell's parent header.
+
+While the run lasts the panel says where it is in words ("Iteration 2 of 4 · writing
+the fix · 35 s"), its bar moves by iterations, and the model's raw reply stays behind
+a toggle. When the run ends the live part folds away (the static record below keeps
+the history, folded) and the decision is displayed last, where the user is: the
+review of the code and Accept / Insert below / Run in my kernel / Reject.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import time
 from typing import Callable
 
 import ipywidgets as widgets
+from IPython.display import display
 
 from ..loop.events import (
     CandidateReady,
@@ -27,16 +34,24 @@ from ..loop.events import (
 )
 from ..model import Run
 from .diff import diff_html
-from .html import code_html, iteration_body_html, iteration_title, plan_html, result_html, summary_html
+from .html import code_html, iteration_body_html, iteration_title, plan_html, result_html
 from .style import CODE_BG, GREY, MONO, esc, heading
 
-TOKEN_TAIL_CHARS = 1200
-TOKEN_REFRESH_S = 0.15
+STREAM_LINES = 12
+"""How many of the newest lines of the model's reply the stream toggle shows."""
+STREAM_REFRESH_S = 0.15
+
+
+def stream_tail(text: str, lines: int = STREAM_LINES) -> str:
+    """The newest ``lines`` lines of a streamed reply, code fences left out."""
+    kept = [line for line in text.splitlines() if not line.lstrip().startswith("```")]
+    return "\n".join(kept[-lines:])
 
 
 class Panel:
-    """A VBox: task, status + Stop, streamed tokens, plan, one Accordion section per
-    iteration, the summary, and (on success) Insert / Run in my kernel / Done."""
+    """A VBox: the task, the progress row (bar, Stop, status in words, the stream
+    toggle), the stream, the plan and one Accordion section per iteration; then the
+    decision, displayed apart when the run ends (see the module docstring)."""
 
     def __init__(
         self,
@@ -46,61 +61,85 @@ class Panel:
         on_stop: Callable[[], None],
         on_action: Callable[[str], None] | None = None,
         context: str = "",
+        heal: bool = False,
+        kernel_note: str = "",
     ) -> None:
         self._on_stop = on_stop
         self._on_action = on_action
+        self._max = max(1, max_iterations)
+        self._heal = heal
         self._tokens = ""
         self._token_shown_at = 0.0
         self._sections: dict[int, int] = {}
         self._section_html: dict[int, str] = {}
+        self._started = time.monotonic()
+        self._where = "Starting"
+        self._phase = ""
+        self._shown_seconds = -1
+        self._finished = False
+        self._decided = False
 
         self.title = widgets.HTML(f'<div style="margin:2px 0"><b>{esc(prompt)}</b></div>{context}')
         self.status = widgets.HTML(self._status_html("Starting…"))
-        self.progress = widgets.IntProgress(
-            value=0, min=0, max=max(1, max_iterations), bar_style="info",
-            layout=widgets.Layout(width="160px"),
+        self.progress = widgets.FloatProgress(
+            value=0, min=0, max=self._max, bar_style="info", layout=widgets.Layout(width="160px"),
         )
         self.stop_button = widgets.Button(
             description="Stop", icon="stop", button_style="danger", tooltip="Cancel this run",
             layout=widgets.Layout(width="90px"),
         )
         self.stop_button.on_click(lambda _b: self._stop())
+        self.stream_toggle = widgets.ToggleButton(
+            value=False, description="Show the model's writing", icon="eye",
+            tooltip="Show the newest lines the model is writing", layout=widgets.Layout(width="auto"),
+        )
+        self.stream_toggle.observe(lambda _change: self._show_stream(), names="value")
+        self.kernel_note = widgets.HTML(
+            f'<div class="selfheal-kernel-note" style="color:{GREY};font-size:12px">{esc(kernel_note)}</div>'
+            if kernel_note else "")
         self.tokens = widgets.HTML("")
         self.plan = widgets.HTML("")
         self.accordion = widgets.Accordion(children=[])
-        self.summary = widgets.HTML("")
-        def wide() -> widgets.Layout:  # one Layout each: hiding one button must not hide another
-            return widgets.Layout(width="auto")
-
-        self.insert_button = widgets.Button(description="Insert below", icon="plus", button_style="success",
-                                            tooltip="Add the code as a new cell right below this one", layout=wide())
-        self.replace_button = widgets.Button(description="Replace this cell", icon="check", button_style="success",
-                                             tooltip="Put the fix into the cell (it is not run)", layout=wide())
-        self.run_button = widgets.Button(description="Run in my kernel", icon="play", layout=wide())
-        self.done_button = widgets.Button(description="Done", tooltip="Keep the result only in agent_result")
-        for button, name in ((self.insert_button, "insert"), (self.replace_button, "replace"),
-                             (self.run_button, "run"), (self.done_button, "done")):
-            button.on_click(lambda _b, name=name: self._action(name))
-        self.review = widgets.HTML("")
-        self.actions = widgets.HBox([self.insert_button, self.replace_button, self.run_button, self.done_button],
-                                    layout=widgets.Layout(display="none"))
-        self.output = widgets.Output()
-        self.widget = widgets.VBox(
+        self.live = widgets.VBox(
             [
                 self.title,
-                widgets.HBox([self.progress, self.stop_button, self.status],
-                             layout=widgets.Layout(align_items="center")),
+                widgets.HBox([self.progress, self.stop_button, self.status, self.stream_toggle],
+                             layout=widgets.Layout(align_items="center", flex_flow="row wrap")),
+                self.kernel_note,
                 self.tokens,
                 self.plan,
                 self.accordion,
-                self.summary,
-                self.review,
-                self.actions,
-                self.output,
             ],
-            layout=widgets.Layout(border="1px solid #d0d7de", padding="4px 8px"),
         )
+        self.widget = widgets.VBox([self.live], layout=widgets.Layout(border="1px solid #d0d7de",
+                                                                      padding="4px 8px"))
         self.widget.add_class("selfheal-panel")
+
+        # ---- the decision (displayed when the run ends, below the record) ----------
+        def wide() -> widgets.Layout:  # one Layout each: hiding one button must not hide another
+            return widgets.Layout(width="auto")
+
+        self.replace_button = widgets.Button(description="Accept (Replace this cell)", icon="check",
+                                             button_style="success", layout=wide(),
+                                             tooltip="Put the fix into this cell (it is not run)")
+        self.insert_button = widgets.Button(description="Insert below", icon="plus", layout=wide(),
+                                            tooltip="Add the code as a new cell right below this one")
+        self.run_button = widgets.Button(description="Run in my kernel", icon="play", layout=wide(),
+                                         tooltip="Run the code in your kernel now")
+        self.reject_button = widgets.Button(description="Reject", icon="times", layout=wide(),
+                                            tooltip="Leave your cell and your kernel as they are")
+        for button, name in ((self.insert_button, "insert"), (self.replace_button, "replace"),
+                             (self.run_button, "run"), (self.reject_button, "reject")):
+            button.on_click(lambda _b, name=name: self._action(name))
+        self.prompt = widgets.HTML("")
+        self.review = widgets.HTML("")
+        self.actions = widgets.HBox([self.replace_button, self.insert_button, self.run_button, self.reject_button],
+                                    layout=widgets.Layout(flex_flow="row wrap"))
+        self.outcome = widgets.HTML("")
+        self.output = widgets.Output()
+        self.decision = widgets.VBox([self.prompt, self.review, self.actions, self.outcome, self.output],
+                                     layout=widgets.Layout(border="1px solid #d0d7de", padding="4px 8px"))
+        self.decision.add_class("selfheal-decision")
 
     # ------------------------------------------------------------------ display
     def mimebundle(self) -> dict:
@@ -112,15 +151,21 @@ class Panel:
     # ------------------------------------------------------------------ events
     def handle(self, event: Event) -> None:
         if isinstance(event, RunStarted):
-            self.status.value = self._status_html("Planning…" if event.run.task.plan is None else "Starting…")
+            self._started = time.monotonic()
+            self._say("Starting", "")
         elif isinstance(event, PlanReady):
             self.plan.value = plan_html(event.plan)
+            if event.plan.steps:
+                self._say("Plan ready", "")
         elif isinstance(event, TokensStreamed):
             self._stream(event)
         elif isinstance(event, CandidateReady):
             self._candidate(event)
         elif isinstance(event, ExecutionStarted):
-            self.status.value = self._status_html(f"Running iteration {event.iteration} in the sandbox…")
+            index = event.iteration
+            self._move(index - 0.4)
+            self._say(self._label(index),
+                      "running your cell in the sandbox" if index == 0 else "running it in the sandbox")
         elif isinstance(event, ExecutionDone):
             index = event.iteration
             if index in self._section_html:
@@ -129,54 +174,84 @@ class Panel:
             it = event.iteration
             self._ensure_section(it.index)
             self._set_section(it.index, iteration_body_html(it), iteration_title(it))
-            self.progress.value = min(self.progress.max, max(self.progress.value, it.index))
-            self.status.value = self._status_html(
-                "Passed." if it.verdict.passed
-                else "Rejected (it changed your spec); repairing…" if it.verdict.spec_violations
-                else "Repairing…"
-            )
+            self._move(it.index)
+            if it.verdict.passed:
+                phase = "passed"
+            elif it.verdict.spec_violations:
+                phase = "rejected: it changed your asserts or tests"
+            else:
+                why = iteration_title(it).partition("✘")[2].strip()
+                phase = f"failed{f' ({why})' if why else ''}"
+            self._say(self._label(it.index), phase)
         elif isinstance(event, RunFinished):
             self.finish(event.run)
 
+    def tick(self) -> None:
+        """Called while the run waits: the seconds in the status move on."""
+        if not self._finished and int(time.monotonic() - self._started) != self._shown_seconds:
+            self._render_status()
+
+    def checking_fix(self) -> None:
+        """The run passed; the smaller form of its program is being checked."""
+        self._say("Passed", "checking the smallest change that passes, in the sandbox")
+
     def finish(self, run: Run) -> None:
-        """Freeze the panel: summary shown, Stop gone, token stream cleared."""
+        """The run ended: the live part folds away (the record below keeps the history)."""
+        self._finished = True
         self.tokens.value = ""
         self.stop_button.layout.display = "none"
         self.progress.bar_style = "success" if run.outcome == "success" else "danger"
-        self.progress.value = self.progress.max
-        self.status.value = self._status_html("Finished.")
-        self.summary.value = summary_html(run)
-
-    def compact(self) -> None:
-        """Hide the iteration sections once the static record is shown below the panel."""
-        self.plan.value = ""
-        self.accordion.layout.display = "none"
+        self.progress.value = self._max
+        self.widget.layout.display = "none"
 
     def offer_actions(self, note: str = "", *, insert: bool = True, replace: bool = False,
                       run: bool = True, insert_label: str = "Insert below", review: str = "") -> None:
-        """Show the buttons for a run's code (``review``: HTML shown above them, e.g.
-        the diff against the cell as typed). A run that did not pass offers its best
-        attempt to insert only, under its own label."""
+        """Display the decision for a run's code, last in the cell: ``note`` (what the
+        buttons do), ``review`` (HTML: the code or its diff to the cell), the buttons
+        and Reject. A run that did not pass offers its best attempt to insert only,
+        under its own label."""
         self.insert_button.description = insert_label
+        self.insert_button.button_style = "" if replace or insert_label != "Insert below" else "success"
         self.insert_button.layout.display = "" if insert else "none"
         self.replace_button.layout.display = "" if replace else "none"
         self.run_button.layout.display = "" if run else "none"
+        self.actions.layout.display = "" if (insert or replace or run) else "none"
+        self.reject_button.layout.display = "" if (insert or replace or run) else "none"
+        self.prompt.value = f'<div style="margin:2px 0">{esc(note)}</div>' if note else ""
         self.review.value = review
-        self.actions.layout.display = "flex"
-        if note:
-            self.status.value = self._status_html(note)
+        if not self._decided:
+            self._decided = True
+            bundle = self.decision._repr_mimebundle_()
+            bundle["text/plain"] = note or "selfheal: the run's code is in agent_result"
+            display(bundle, raw=True)
 
     def settle(self, message: str) -> None:
-        """After a choice: buttons gone, a note of what happened."""
+        """After a choice: buttons gone, a note of what happened (the review stays)."""
         self.actions.layout.display = "none"
-        self.review.value = ""
-        self.status.value = self._status_html(message)
+        self.prompt.value = ""
+        self.outcome.value = f'<div class="selfheal-settled" style="margin:4px 0;font-weight:600">{esc(message)}</div>'
 
     # ------------------------------------------------------------------ internals
+    def _label(self, index: int) -> str:
+        return "Your cell" if index == 0 else f"Iteration {index} of {self._max}"
+
+    def _say(self, where: str, phase: str) -> None:
+        self._where, self._phase = where, phase
+        self._render_status()
+
+    def _render_status(self) -> None:
+        seconds = int(time.monotonic() - self._started)
+        self._shown_seconds = seconds
+        parts = [self._where, self._phase, f"{seconds} s"]
+        self.status.value = self._status_html(" · ".join(p for p in parts if p))
+
+    def _move(self, value: float) -> None:
+        self.progress.value = min(self._max, max(self.progress.value, value))
+
     def _stop(self) -> None:
         self.stop_button.disabled = True
         self.stop_button.description = "Stopping…"
-        self.status.value = self._status_html("Stopping: killing the sandbox run…")
+        self._say("Stopping", "killing the sandbox run")
         self._on_stop()
 
     def _action(self, name: str) -> None:
@@ -185,28 +260,38 @@ class Panel:
 
     def _stream(self, event: TokensStreamed) -> None:
         self._tokens += event.text
+        if event.stage == "planner":
+            where, phase = "Planning", "writing the plan"
+        else:
+            where = self._label(event.iteration)
+            phase = "writing the code" if event.iteration == 1 and not self._heal else "writing the fix"
+            self._move(event.iteration - 0.7)
+        if (where, phase) != (self._where, self._phase):
+            self._say(where, phase)
         now = time.monotonic()
-        if now - self._token_shown_at < TOKEN_REFRESH_S:
-            return
-        self._token_shown_at = now
-        who = "Planning" if event.stage == "planner" else f"Writing iteration {event.iteration}"
-        self.status.value = self._status_html(f"{who}… ({len(self._tokens):,} chars streamed)")
-        tail = self._tokens[-TOKEN_TAIL_CHARS:]
+        if now - self._token_shown_at >= STREAM_REFRESH_S:
+            self._token_shown_at = now
+            self._show_stream()
+            self.tick()
+
+    def _show_stream(self) -> None:
+        """The toggle's box: the newest lines of the reply (fences left out), so it
+        always shows the tail; nothing while the toggle is off."""
+        tail = stream_tail(self._tokens) if self.stream_toggle.value and not self._finished else ""
         self.tokens.value = (
             f'<pre class="selfheal-tokens" style="margin:2px 0;padding:4px 8px;{MONO};'
-            f'max-height:12em;overflow:auto;background:{CODE_BG};color:{GREY};'
-            f'white-space:pre-wrap">{esc(tail)}</pre>'
-        )
+            f'background:{CODE_BG};color:{GREY};white-space:pre-wrap">{esc(tail)}</pre>'
+        ) if tail else ""
 
     def _candidate(self, event: CandidateReady) -> None:
         self._tokens = ""
-        self.tokens.value = ""
+        self._show_stream()
         index = event.candidate.iteration
         self._ensure_section(index)
         body = heading("Code") + code_html(event.candidate.code)
         if event.diff:
-            body += heading("Diff to the previous attempt") + diff_html(event.diff)
-        label = "your code" if index == 0 else f"Iteration {index}"
+            body += heading("Diff to the previous attempt") + diff_html(event.diff, headers=False)
+        label = "your cell" if index == 0 else f"Iteration {index}"
         self._set_section(index, body, f"{label} · running…")
         self.accordion.selected_index = self._sections[index]
 
@@ -227,4 +312,4 @@ class Panel:
 
     @staticmethod
     def _status_html(text: str) -> str:
-        return f'<span style="color:{GREY};margin-left:8px">{esc(text)}</span>'
+        return f'<span class="selfheal-status" style="color:{GREY};margin-left:8px">{esc(text)}</span>'

@@ -1,8 +1,9 @@
 """The Docker backend of :class:`~selfheal_jupyter.sandbox.base.Sandbox`.
 
 Each container is hardened (no network, read-only root, a small tmpfs, memory =
-memory+swap, pids, CPUs, no capabilities, no-new-privileges, an unprivileged user,
-an init, no logging, an environment that owns nothing of the host's) and runs the
+memory+swap, pids, CPUs, no-new-privileges, no logging, an environment that owns
+nothing of the host's; the runner gets CAP_SETUID and CAP_SETGID only, to run each
+candidate as a fresh unprivileged uid with no capability) and runs the
 fork server of the runner package (``runner/``). A warm pool keeps containers ready,
 so a candidate costs a fork, not a container start. Nothing that comes out is unpickled.
 
@@ -84,6 +85,8 @@ BACKSTOP_GRACE_S = 5.0
 CANCEL_GRACE_S = 0.5
 #: Seconds a new container may take to import its libraries and say it is ready.
 READY_TIMEOUT_S = 60.0
+#: All the runner holds: to give each run's processes a uid of their own (runner/principals).
+RUNNER_CAPABILITIES = ("SETUID", "SETGID")
 #: The whole environment of a container. Nothing is taken from the host.
 CONTAINER_ENV = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -520,7 +523,7 @@ class DockerSandbox:
         """One container whose runner talks over ``channel``; raises :class:`_NoSharedFiles`
         when the socket channel cannot work on this engine (and the channel was not forced)."""
         api = self.client.api
-        command = [*RUNNER_COMMAND, "--sweep", "--memory-bytes", str(spec.memory_bytes)]
+        command = [*RUNNER_COMMAND, "--memory-bytes", str(spec.memory_bytes)]
         tmpfs = {"/tmp": f"rw,nosuid,nodev,size={spec.tmpfs_size},mode=1777"}
         mounts = []
         input_dir: Path | None = None
@@ -545,7 +548,10 @@ class DockerSandbox:
             memswap_limit=spec.memory,
             **_pids_limits(spec.pids, self.runtime),
             nano_cpus=int(spec.cpus * 1e9),
+            # The runner starts as root with these two only, keeps them as an
+            # unprivileged uid, and runs each candidate as a fresh uid with none.
             cap_drop=["ALL"],
+            cap_add=list(RUNNER_CAPABILITIES),
             security_opt=["no-new-privileges"],
             init=False,  # the runner is PID 1: no process of the candidate can signal it
             log_config=docker.types.LogConfig(type="none"),
@@ -557,7 +563,7 @@ class DockerSandbox:
         config = api.create_container_config(
             self.ref,
             command,
-            user="65534:65534",
+            user="0:0",
             working_dir="/tmp",
             stdin_open=True,
             tty=False,

@@ -8,7 +8,9 @@
  * sends {action: "insert" | "replace", cell_id, code, request} when the user presses
  * Insert below / Replace this cell in the run's panel. The cell is found by its id
  * (the id JupyterLab sent with the execute request), so it does not matter which
- * cell is active. The plugin only edits cell sources; it never runs a cell.
+ * cell is active. The plugin only edits cell sources; it never runs a cell. When a
+ * run ends, {action: "reveal"} scrolls its verdict and decision into view while the
+ * user is still at that cell or the one below it.
  */
 (function () {
   "use strict";
@@ -44,7 +46,32 @@
       cells[index].model.sharedModel.setSource(data.code);
       return { ok: true, index: index };
     }
+    if (data.action === "reveal") {
+      return reveal(notebook, cells[index], index);
+    }
     return { ok: false, reason: "unknown action " + data.action };
+  }
+
+  // Bring the run's verdict and decision into view once they are drawn, unless the
+  // user has moved on: only while the active cell is the run's cell or the one below.
+  function reveal(notebook, cell, index) {
+    var active = notebook.activeCellIndex;
+    if (active !== index && active !== index + 1) {
+      return { ok: true, moved: false };
+    }
+    var tries = 0;
+    var look = function () {
+      var decision = cell.node.querySelector(".selfheal-decision");
+      if (!decision || decision.offsetHeight === 0) {
+        if (++tries < 100) { setTimeout(look, 50); }
+        return;
+      }
+      var verdicts = cell.node.querySelectorAll(".selfheal-summary");
+      if (verdicts.length) { verdicts[verdicts.length - 1].scrollIntoView({ block: "nearest" }); }
+      decision.scrollIntoView({ block: "nearest" });
+    };
+    look();
+    return { ok: true, moved: true };
   }
 
   function answer(panel, comm, data) {

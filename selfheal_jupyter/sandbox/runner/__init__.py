@@ -5,16 +5,16 @@ Why a fork server: starting Python and importing pandas costs ~0.5 s and a conta
 
 Three kinds of process, and why each exists (the candidate is hostile):
 
-* **server** (PID 1): talks to the host and decides the verdict. As PID 1 it gets no
-  signal it has no handler for, it is not dumpable (no ``ptrace``, no
-  ``/proc/1/mem``) and a seccomp filter denies ``ptrace`` and ``process_vm_*`` to
-  every process in the container. It has seen every request, so nothing is ever
-  forked from it after the start.
+* **server** (PID 1): talks to the host and decides the verdict. The container starts
+  it as root with CAP_SETUID and CAP_SETGID only; it becomes uid 65534 at once, keeping
+  just those two, to hand each run uids of its own (``principals``). As PID 1 it gets
+  no signal it has no handler for, it is not dumpable, and a seccomp filter denies
+  ``ptrace`` and ``process_vm_*`` to every process in the container. It has seen every
+  request, so nothing is ever forked from it after the start.
 * **template**: forked once, right after the preload, before any request exists. It
   forks the processes of every run, so each starts from a state that never held
-  another run's code, data or output. It reaps them and reports their real exit
-  status to the server; between runs it kills every leftover process and wipes
-  ``/tmp`` and ``/dev/shm``.
+  another run's code, data or output; it reaps them and reports their real exit status
+  to the server.
 * per run, the **candidate** (runs the program as the real ``__main__``, with
   Python's own exit, thread and ``atexit`` semantics) and, when there are tests or the
   user's asserts to check, the **checker**: a separate, non-dumpable process that runs
@@ -24,6 +24,15 @@ Three kinds of process, and why each exists (the candidate is hostile):
   a test's value are computed in the checker; builtins and libraries are its own, and
   which names come from the program is read from the sources (``checker``). The user's
   top-level asserts are run there too, while the candidate waits at each.
+
+Each run's candidate and checker are two fresh uids (never used before in the
+container), with no capability under no_new_privs: the kernel refuses them any
+signal, ``ptrace`` or ``/proc/PID/{mem,fd,environ,...}`` of the server, the templates,
+the other template's idle candidate and each other. A run ends with ``kill(-1,
+SIGKILL)`` as its uids (it reaches all they own, in any state, and nothing else); the
+server waits until none of their processes is left, then removes what they wrote, as
+their owner, before it answers (``sweep``); a container where anything but the runner's
+own entries is left is replaced.
 
 Status and exit code come from the candidate's wait status as the template saw it
 (``oom``: the OOM kill, or the builtin MemoryError class itself); what the candidate
@@ -41,7 +50,7 @@ The image ships this folder as ``/opt/selfheal/selfheal_runner/`` and starts it 
 path of ``__main__.py``. Its modules, each with one job:
 
 * ``server``: PID 1; the host's frames in and out, the templates, one run, ``main``.
-* ``template``: the templates: fork each run's candidate and checker, reap, sweep.
+* ``template``: the templates: fork each run's candidate and checker, reap.
 * ``candidate``: the program as ``python3 FILE`` runs it, then its report.
 * ``checker``: the user's asserts where they stand, then the tests one statement at a
   time, against the program's names (the rule of where each name comes from).
@@ -50,8 +59,9 @@ path of ``__main__.py``. Its modules, each with one job:
 * ``frames``: the length-prefixed JSON frames every channel carries.
 * ``outcome``: a run's result from what the server observed.
 * ``describe``: what a candidate says about itself (errors, values, figures).
-* ``sweep``: ending leftover processes and wiping ``/tmp`` between runs.
-* ``hardening``: non-dumpable processes and the seccomp filter.
+* ``principals``: who runs as whom; ending every process of a run's uids.
+* ``sweep``: removing what a run wrote, as its owner.
+* ``hardening``: capabilities, non-dumpable processes and the seccomp filter.
 * ``libraries``: the preload, matplotlib's environment, which template a run needs.
 * ``memory``: /proc and cgroup memory counters. ``layout``: paths and descriptors.
 

@@ -308,7 +308,7 @@ def candidate_main(workdir: str) -> None:
     raw = read_all(FD_REQUEST)
     if not raw:
         os._exit(0)  # the server is going away
-    enter_workdir(workdir)  # made now: another template's wipe may have run since the fork
+    enter_workdir(workdir)  # made by the template, owned by this run's uid
     req = json.loads(raw)
     program = Program(req, workdir)
     program.run()

@@ -15,22 +15,25 @@ from typing import Any
 
 from .frames import MAX_RESULT_BYTES, FrameReader, write_frame
 from .hardening import install_seccomp, set_dumpable
-from .layout import PUT_DIR, PUT_FALLBACK_DIR
+from .layout import MPL_CONFIG_DIR, PUT_DIR, PUT_FALLBACK_DIR, SHM_ROOT, WORKDIR_ROOT
 from .libraries import matplotlib_environment, needs_libraries, preload
 from .memory import oom_kills, read_kv
 from .outcome import Capture, describe_result, failed_result
-from .sweep import kill_group
+from .principals import RunIds, acting_as, drop_to_server, end_all, signal_all
+from .sweep import leftovers, remove_entry, remove_owned, still_used
 from .template import Template
 
 RUNNER_PROTOCOL = 2
 
 
 class Prepared:
-    """The processes of the next run (forked by the template) and the server's pipe ends."""
+    """The next run: its uids, its candidate (forked by the template, idle until the
+    request comes) and the server's ends of its pipes."""
 
-    def __init__(self, msg: dict, fds: list) -> None:
+    def __init__(self, uids: "list[int]", workdir: str, msg: dict, fds: list) -> None:
+        self.uids = uids  # the candidate's, then the checker's
+        self.workdir = workdir
         self.candidate = int(msg["candidate"])
-        self.dirty = str(msg.get("dirty") or "")
         self.request_w, self.out_r, self.err_r, self.report_r = fds
 
 
@@ -45,8 +48,8 @@ class TemplateLink:
 class Server:
     """PID 1: the host's channel, the templates, and one run at a time."""
 
-    def __init__(self, sweep: bool, memory_bytes: int, control: "str | None") -> None:
-        self.sweep = sweep and os.getuid() != 0  # never kill(-1) as root (e.g. on a host)
+    def __init__(self, memory_bytes: int, control: "str | None") -> None:
+        self.ids = RunIds()
         self.memory_bytes = memory_bytes
         self.channel = "stdio"
         self.in_fd, self.out_fd = 0, 1
@@ -75,6 +78,7 @@ class Server:
         self.exits: dict = {}
         self.put_dir = ""
         self.put_error = ""
+        self.put_files: "list[str]" = []
         self.template_lost = False
 
     # -- template ---------------------------------------------------------------
@@ -93,7 +97,7 @@ class Server:
                 except OSError:
                     pass
             try:
-                Template(theirs, self.sweep).serve()
+                Template(theirs).serve()
             finally:
                 os._exit(0)
         theirs.close()
@@ -101,19 +105,9 @@ class Server:
         signal.signal(signal.SIGCHLD, lambda *_: None)
         signal.set_wakeup_fd(self.wake_w)
 
-    def _protect(self, link: "TemplateLink") -> list:
-        """The other templates and their idle candidates: a sweep must not touch them."""
-        out = []
-        for other in self.templates.values():
-            if other is not link:
-                out.append(other.pid)
-                if other.next is not None:
-                    out.append(other.next.candidate)
-        return out
-
     def _tell(self, link: "TemplateLink", msg: dict) -> bool:
         try:
-            link.sock.sendall(json.dumps({**msg, "protect": self._protect(link)}).encode())
+            link.sock.sendall(json.dumps(msg).encode())
             return True
         except OSError:
             self.template_lost = True
@@ -155,15 +149,15 @@ class Server:
         self.runs += 1
         self.exits.clear()
         link.next = None
-        if not self._tell(link, {"op": "prepare", "runs": self.runs,
-                                 "soft_cap": self._soft_cap(link)}):
-            return
+        uids = [self.ids.take(), self.ids.take()]
+        workdir = os.path.join(WORKDIR_ROOT, f"run{self.runs}")
+        if None in uids or not self._tell(link, {"op": "prepare", "workdir": workdir,
+                                                 "uid": uids[0], "checker_uid": uids[1],
+                                                 "soft_cap": self._soft_cap(link)}):
+            return  # no id left (the host then replaces the container) or no template
         got = self._template_message(link, "prepared")
-        link.next = Prepared(*got) if got is not None and len(got[1]) == 4 else None
-
-    def sweep_run(self, link: "TemplateLink") -> None:
-        if self._tell(link, {"op": "sweep"}):
-            self._template_message(link, "swept")
+        if got is not None and len(got[1]) == 4:
+            link.next = Prepared(uids, workdir, *got)  # type: ignore[arg-type]  # no None
 
     def _reap_orphans(self) -> None:
         """Processes reparented to PID 1 (us) when their parent died; and the templates."""
@@ -176,6 +170,44 @@ class Server:
                 return
             if any(pid == link.pid for link in self.templates.values()):
                 self.template_lost = True
+
+    def _reap_for(self, seconds: float) -> None:
+        """Wait up to ``seconds`` for a child's exit (a SIGCHLD), then reap orphans."""
+        if select.select([self.wake_r], [], [], seconds)[0]:
+            self._drain_wake()
+        self._reap_orphans()
+
+    def end_run(self, p: "Prepared", checked: bool) -> str:
+        """Nothing of the run outlives it: every process of its uids killed and gone,
+        what they wrote removed by its owner; why the container is dirty, or ''.
+        ``checked``: a checker was started (else its uid never had a process)."""
+        uids = p.uids if checked else p.uids[:1]
+        runner = {os.getpid(), *(link.pid for link in self.templates.values())}
+        if not end_all(uids, self.ids.reaper, runner, self._reap_for):
+            return "processes of the run could not be ended"
+        for path in self.put_files:  # the run's inputs (the server's own files)
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        self.put_files = []
+        roots = [WORKDIR_ROOT, SHM_ROOT] + ([PUT_DIR] if os.access(PUT_DIR, os.W_OK) else [])
+        for _ in range(3):  # each uid may have written into the other's directories
+            gone = True
+            for uid in reversed(uids):
+                # the checker's pass needs the run's group to enter the run's directories
+                with acting_as(uid, p.uids[0] if uid != p.uids[0] else None):
+                    for root in roots:
+                        gone = remove_owned(root, uid, p.uids[0]) and gone
+            if gone:
+                break
+        # The runner's own entries: matplotlib's directory, the idle candidates' workdirs.
+        keep = {MPL_CONFIG_DIR, *(link.next.workdir for link in self.templates.values()
+                                  if link.next is not None)}
+        for path in leftovers(roots, keep):  # none of the run's uids': ours (as above)
+            remove_entry(path)
+        left = leftovers(roots, keep)
+        return f"{left[0]} could not be removed" if left else still_used(roots)
 
     def _drain_wake(self) -> None:
         try:
@@ -237,9 +269,12 @@ class Server:
             data = base64.b64decode(str(req.get("data") or ""), validate=True)
             directory = PUT_DIR if os.access(PUT_DIR, os.W_OK) else PUT_FALLBACK_DIR
             os.makedirs(directory, exist_ok=True)
-            with open(os.path.join(directory, name), "ab") as f:
+            path = os.path.join(directory, name)
+            with open(path, "ab") as f:
                 f.write(data)
             self.put_dir = directory
+            if path not in self.put_files:
+                self.put_files.append(path)
         except (OSError, ValueError) as exc:
             self.put_error = (f"input file {name!r} could not be received in the sandbox "
                               f"({getattr(exc, 'strerror', None) or exc})")
@@ -263,6 +298,9 @@ class Server:
             result["error"]["type"] = "InputError"
             result["message"] = (f"The inputs did not reach the sandbox: {put_error}. Pass "
                                  "smaller inputs or raise the memory limit.")
+            result["dirty"] = bool(self.end_run(p, checked=False)) or self.template_lost
+            for fd in (p.request_w, p.out_r, p.err_r, p.report_r):
+                os.close(fd)
             return result
         request = {k: req.get(k) for k in ("code", "filename", "prelude", "inputs", "inputs_dir")}
         request.update(tests=bool(tests or asserts), asserts=asserts)
@@ -293,8 +331,8 @@ class Server:
             nonlocal reason
             if not reason:
                 reason = why
-                for pid in pids:
-                    kill_group(pid)
+                for uid in p.uids:  # the candidate, the checker and all they started
+                    signal_all(uid, self.ids.reaper)
 
         while not set(pids) <= set(self.exits) and not self.template_lost:
             remaining = deadline - time.monotonic()
@@ -322,21 +360,20 @@ class Server:
                         stop("output_limit")
         duration = time.monotonic() - t0
         status_word = self.exits.get(p.candidate)
-        for fd in list(pipes):  # usually every writer is gone already
-            while fd in pipes and self._read(fd, pipes) is not None:
-                pass
-        if pipes:  # something the program started still holds a pipe: end it first
-            self.sweep_run(link)
-            for fd in list(pipes):
-                for _ in range(4096):
-                    if fd not in pipes or self._read(fd, pipes, block=True) is None:
-                        break
+        # no writer of the pipes is left after this: read them to their end
+        dirty = self.end_run(p, checked=len(pids) > 1)
+        if dirty:
+            sys.stderr.write(f"selfheal runner: {dirty}; the container will be replaced\n")
+        for fd in list(pipes):
+            for _ in range(4096):
+                if fd not in pipes or self._read(fd, pipes, block=True) is None:
+                    break
         for fd in list(pipes):
             os.close(fd)
         result = describe_result(status_word, reason, out, err, report.frame(),
                                  checker_report.frame() if tests or asserts else None, tests,
                                  oom_before, duration, cap, timeout, self.memory_bytes, asserts)
-        if p.dirty or self.template_lost:
+        if dirty or self.template_lost or self.ids.left() < 2:
             result["dirty"] = True
         return result
 
@@ -376,14 +413,17 @@ class Server:
 
 def main() -> None:
     args = sys.argv[1:]
-    sweep = "--sweep" in args
     memory_bytes = int(args[args.index("--memory-bytes") + 1]) if "--memory-bytes" in args else 0
     control = args[args.index("--control") + 1] if "--control" in args else None
     t0 = time.monotonic()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # PID 1 gets no signal it does not handle
+    cannot = drop_to_server()  # first of all: root no longer than needed
+    if cannot:
+        sys.stderr.write(f"selfheal runner: {cannot}\n")
+        sys.exit(1)
     set_dumpable(False)  # no ptrace, no /proc/<pid>/mem of the runner by the program
     refused = install_seccomp()
-    server = Server(sweep=sweep, memory_bytes=memory_bytes, control=control)
+    server = Server(memory_bytes=memory_bytes, control=control)
     matplotlib_environment()
     gc.collect()
     gc.freeze()

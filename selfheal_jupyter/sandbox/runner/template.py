@@ -1,4 +1,5 @@
-"""The templates: forked before any request exists, they fork every run's processes."""
+"""The templates: forked before any request exists, they fork every run's processes,
+each as the uid the server gave it (see ``principals``)."""
 
 import io
 import json
@@ -14,9 +15,8 @@ from typing import Callable
 
 from .candidate import candidate_main
 from .checker import checker_main
-from .hardening import set_dumpable
-from .layout import FD_REPORT, FD_REQUEST, FD_RPC_IN, FD_RPC_OUT, PUT_DIR, SHM_ROOT, WORKDIR_ROOT
-from .sweep import kill_group, live_processes, wipe_all
+from .layout import FD_REPORT, FD_REQUEST, FD_RPC_IN, FD_RPC_OUT, WORKDIR_ROOT
+from .principals import acting_as, become
 
 
 def _move_fds(mapping: dict) -> None:
@@ -54,13 +54,12 @@ def _child_setup(soft_cap: int) -> None:
 class Template:
     """Forks the processes of every run from a state that never held a request."""
 
-    def __init__(self, sock: socket.socket, sweep: bool) -> None:
+    def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        self.sweep = sweep
         self.children: set = set()
         self.rpc_ends: list = []
         self.workdir = WORKDIR_ROOT
-        self.protect: "set[int]" = set()  # the other template and its idle candidate
+        self.uid = self.checker_uid = -1  # the current run's; uid is also the run's gid
 
     def serve(self) -> None:
         wake_r, wake_w = os.pipe()
@@ -80,16 +79,10 @@ class Template:
             if self.sock.fileno() in ready:
                 data = self.sock.recv(65536)
                 if not data:
-                    self._kill_all()
-                    os._exit(0)
+                    os._exit(0)  # the server is gone, and the container with it
                 msg = json.loads(data)
-                self.protect = {int(p) for p in msg.get("protect") or ()}
                 if msg["op"] == "checker":
                     self._checker()
-                elif msg["op"] == "sweep":
-                    self._close_rpc_ends()
-                    self._kill_all()
-                    self._send({"op": "swept"})
                 elif msg["op"] == "prepare":
                     self._close_rpc_ends()
                     self._prepare(msg)
@@ -113,48 +106,28 @@ class Template:
                 self.children.discard(pid)
                 self._send({"op": "exit", "pid": pid, "status": status})
 
-    def _kill_all(self) -> None:
-        """Every process but the server, the templates and the other template's idle
-        candidate: the run's, and whatever it left (a fork bomb included)."""
-        if not self.sweep:
-            for pid in list(self.children):
-                kill_group(pid)
-            self._reap()
-            return
-        for _ in range(200):
-            others = live_processes(keep={1, os.getpid(), *self.protect})
-            if not others:
-                break
-            for pid in others:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            self._reap()
-            time.sleep(0.0005)
-        self._reap()
-
-    def _clean(self) -> str:
-        """Wipe /tmp and /dev/shm; why the container is dirty, or ''."""
-        if not self.sweep:
-            return ""
-        roots = [WORKDIR_ROOT, SHM_ROOT] + ([PUT_DIR] if os.access(PUT_DIR, os.W_OK) else [])
-        return wipe_all(roots)
-
     def _prepare(self, msg: dict) -> None:
-        self._kill_all()
-        dirty = self._clean()
-        self.workdir = os.path.join(WORKDIR_ROOT, f"run{msg['runs']}")
+        """The next run's candidate, idle until its request comes, as the run's uid, in a
+        working directory of its own (the checker, of the run's group, may enter it)."""
+        self.uid, self.checker_uid = int(msg["uid"]), int(msg["checker_uid"])
+        self.workdir = str(msg["workdir"])
+        try:
+            with acting_as(self.uid, gid=self.uid):  # the directory is the run's group's
+                os.mkdir(self.workdir, 0o770)
+                os.chmod(self.workdir, 0o770)  # whatever the umask
+        except OSError:
+            self._send({"op": "prepared", "candidate": -1})  # the server tries again
+            return
         soft_cap = int(msg.get("soft_cap") or 0)
         cand_req, out, err, report = os.pipe(), os.pipe(), os.pipe(), os.pipe()
         to_checker, to_program = os.pipe(), os.pipe()
         null = os.open(os.devnull, os.O_RDONLY)
-        workdir = self.workdir
+        workdir, uid = self.workdir, self.uid
         candidate = self._fork({null: 0, out[1]: 1, err[1]: 2, cand_req[0]: FD_REQUEST,
                                 report[1]: FD_REPORT, to_checker[1]: FD_RPC_OUT,
                                 to_program[0]: FD_RPC_IN},
-                               lambda: _candidate_entry(soft_cap, workdir))
-        self._send({"op": "prepared", "candidate": candidate, "dirty": dirty},
+                               lambda: _candidate_entry(uid, soft_cap, workdir))
+        self._send({"op": "prepared", "candidate": candidate},
                    [cand_req[1], out[0], err[0], report[0]])
         for fd in [null, *cand_req, *out, *err, *report, to_checker[1], to_program[0]]:
             os.close(fd)
@@ -173,9 +146,10 @@ class Template:
         req, report, out, err = os.pipe(), os.pipe(), os.pipe(), os.pipe()
         null = os.open(os.devnull, os.O_RDONLY)
         rpc_out, rpc_in = self.rpc_ends
+        workdir, uid, gid = self.workdir, self.checker_uid, self.uid
         pid = self._fork({null: 0, out[1]: 1, err[1]: 2, req[0]: FD_REQUEST, report[1]: FD_REPORT,
                           rpc_out: FD_RPC_OUT, rpc_in: FD_RPC_IN},
-                         lambda: _checker_entry(self.workdir))
+                         lambda: _checker_entry(uid, gid, workdir))
         self._send({"op": "checker_ready", "pid": pid}, [req[1], report[0], out[0], err[0]])
         for fd in [null, *req, *report, *out, *err]:
             os.close(fd)
@@ -204,8 +178,9 @@ class Template:
         return pid
 
 
-def _candidate_entry(soft_cap: int, workdir: str) -> None:
-    set_dumpable(True)  # its own /proc entries are its own; seccomp still denies ptrace
+def _candidate_entry(uid: int, soft_cap: int, workdir: str) -> None:
+    # Dumpable: its /proc entries are its own uid's, which no other run has.
+    become(uid, uid, dumpable=True)
     try:
         with open("/proc/self/oom_score_adj", "w") as f:
             f.write("1000")  # the kernel OOM killer picks the program, not the runner
@@ -215,6 +190,7 @@ def _candidate_entry(soft_cap: int, workdir: str) -> None:
     candidate_main(workdir)
 
 
-def _checker_entry(workdir: str) -> None:
+def _checker_entry(uid: int, gid: int, workdir: str) -> None:
+    become(uid, gid, dumpable=False)
     _child_setup(0)
     checker_main(workdir)

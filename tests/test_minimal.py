@@ -1,0 +1,175 @@
+"""The fix a run hands over is the smallest change to the user's cell that passes.
+
+A passing program may carry what the notebook already supplies (the imports of earlier
+cells, a notebook helper written again, the notes the tool left where it removed
+made-up data). The AST part is checked on its own; the whole — a ``%%heal`` in an
+in-process shell with the scripted server and the real sandbox re-judging the smaller
+program — below it.
+"""
+
+from __future__ import annotations
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+
+from selfheal_jupyter.agents.qa import strip_input_overwrites
+from selfheal_jupyter.model import ContextEntry, NotebookContext
+from selfheal_jupyter.notebook.minimal import smaller_versions, without_notes
+from tests.scripted_server import Reply, ScriptedServer
+
+SHARE = 'def share(totals):\n    """Each total as a percentage of the sum."""\n    return np.round(totals / totals.sum() * 100, 1)\n'
+CELL = "totals = df.groupby('Region')[measure].sum().sort_values(ascending=False)\nprint(share(totals))\n"
+FIXED = "totals = df.groupby('region')[measure].sum().sort_values(ascending=False)\nprint(share(totals))\n"
+MODEL = """import numpy as np
+import pandas as pd
+
+df = pd.DataFrame({'region': ['A', 'B', 'A'], 'sales': [1, 2, 3]})
+measure = 'sales'
+
+# Given function
+def share(totals):
+    return totals / totals.sum()
+
+totals = df.groupby('region')[measure].sum().sort_values(ascending=False)
+print(share(totals))
+"""
+CONTEXT = NotebookContext(entries=[
+    ContextEntry("df", "value", type="DataFrame 7×2"),
+    ContextEntry("measure", "value", type="str"),
+    ContextEntry("share", "function", source=SHARE),
+    ContextEntry("np", "module", type="numpy", source="import numpy as np"),
+])
+
+
+def the_models_program() -> str:
+    code, removed = strip_input_overwrites(MODEL, ["df", "measure"])  # what the loop runs
+    assert removed == ["df", "measure"]
+    return code
+
+
+def test_what_the_notebook_supplies_is_left_out_and_the_users_text_kept():
+    first, second = smaller_versions(CELL, the_models_program(), CONTEXT)
+    assert first.code == FIXED
+    assert first.dropped == [
+        "import numpy as np (your notebook imports it)",
+        "import pandas as pd (unused)",
+        "share() written again (your notebook defines it)",
+        "selfheal's notes where it removed made-up data",
+    ]
+    assert first.definitions == []
+    # the second keeps the helper as the model wrote it: a change to an earlier cell
+    assert [d.name for d in second.definitions] == ["share"]
+    assert second.definitions[0].notebook == SHARE
+    assert second.code.endswith(FIXED) and "def share(totals):\n    return totals / totals.sum()" in second.code
+
+
+def test_the_users_own_statements_comments_and_blank_lines_stay():
+    cell = "import numpy as np\n\n# per region\ntotals = df.groupby('Region')['sales'].sum()\nprint(totals)"
+    model = ("import numpy as np\nimport pandas as pd\n# per region\n"
+             "totals = df.groupby('region')['sales'].sum()\nprint(totals)\n")
+    (only,) = smaller_versions(cell, model, CONTEXT)
+    # the user's import stays (it is theirs), the blank line comes back, no final newline added
+    assert only.code == "import numpy as np\n\n# per region\ntotals = df.groupby('region')['sales'].sum()\nprint(totals)"
+    assert only.dropped == ["import pandas as pd (unused)"]
+
+
+def test_an_identical_definition_is_left_out_as_the_same():
+    model = "import numpy as np\n\n" + SHARE + "\n" + FIXED
+    (only,) = smaller_versions(CELL, model, CONTEXT)
+    assert only.code == FIXED and "share() (the same as in your notebook)" in only.dropped
+
+
+def test_a_best_attempt_loses_only_the_tools_notes():
+    code = the_models_program()
+    assert "selfheal removed" in code
+    kept = without_notes(code)
+    assert "selfheal removed" not in kept
+    assert kept.count("\n") == code.count("\n") - 2 and "import pandas as pd" in kept and "# Given function" in kept
+    text = 'note = """\n# (selfheal removed an assignment here: `df` already holds the user\'s data)\n"""\n'
+    assert without_notes(text) == text  # inside a string it is data, not a note
+
+
+def test_nothing_to_leave_out_gives_no_version():
+    assert smaller_versions(CELL, FIXED, CONTEXT) == []
+    assert smaller_versions(CELL, "this is not python(", CONTEXT) == []
+
+
+# ---------------------------------------------------------------- end to end
+@pytest.fixture()
+def shell():
+    ip = InteractiveShell.instance()
+    ip.run_cell("%load_ext selfheal_jupyter", store_history=False)
+    ip.run_cell("%config SelfHeal.model = 'scripted-model'", store_history=False)
+    yield ip
+    ip.run_cell("%unload_ext selfheal_jupyter", store_history=False)
+    ip.reset()
+    from selfheal_jupyter.factory import close_shared_sandboxes
+
+    close_shared_sandboxes()
+
+
+def notebook(ip: InteractiveShell, share: str = SHARE) -> None:
+    for cell in ("import numpy as np\nimport pandas as pd\n"
+                 "df = pd.DataFrame({'region': ['north', 'south', 'north'], 'sales': [120, 80, 100]})\n"
+                 "measure = 'sales'", share):
+        assert ip.run_cell(cell, store_history=True).success
+
+
+def heal(ip: InteractiveShell, replies: list, cell: str = CELL, line: str = ""):
+    with ScriptedServer(replies) as server:
+        ip.run_cell(f"%config SelfHeal.base_url = '{server.base_url}'", store_history=False)
+        with capture_output() as cap:
+            result = ip.run_cell(f"%%heal {line}\n{cell}", store_history=True)
+        assert result.success, cap.stderr
+        assert server.remaining == 0
+    run = ip.user_ns["agent_result"]
+    html = "".join(o.data.get("text/html", "") for o in cap.outputs)
+    return run, html
+
+
+def test_a_heal_hands_over_the_users_cell_with_the_one_word_fix(shell):
+    notebook(shell)
+    run, html = heal(shell, [Reply("```python\n" + MODEL + "```", match="KeyError")])
+    assert run.outcome == "success"
+    assert run.final_code != run.fix.code  # the passing program still has all of it
+    assert run.fix.code == FIXED and run.fix.note == "" and run.fix.definitions == []
+    assert run.fix.dropped[0] == "import numpy as np (your notebook imports it)"
+    review = html.split('class="selfheal-review"')[1]
+    assert review.count('data-diff="del"') == 1 and review.count('data-diff="add"') == 1
+    assert 'data-diff-word="add"' in review and ">region<" in review
+    assert "selfheal removed" not in review and "import numpy" not in review.split("Left out")[0]
+
+
+def test_a_fix_that_needs_a_notebook_helper_changed_says_so(shell):
+    broken = "def share(totals):\n    return np.round(totals / totals.sum() * 100, 1) + undefined_name\n"
+    notebook(shell, broken)
+    helper = "def share(totals):\n    return np.round(totals / totals.sum() * 100, 1)\n"
+    model = "import numpy as np\n\n" + helper + "\n" + FIXED
+    run, html = heal(shell, [Reply("```python\n" + model + "```", match="KeyError")])
+    assert run.outcome == "success"
+    (change,) = run.fix.definitions
+    assert change.name == "share" and change.notebook == broken and change.fix == helper
+    assert run.fix.code == helper + "\n" + FIXED  # kept, so the cell runs as it passed
+    assert "Change to share, which an earlier cell defines" in html
+
+
+def test_what_the_tests_read_is_kept(shell):
+    notebook(shell)
+    shell.user_ns["checks"] = "assert math.isclose(totals.sum(), 300)"
+    model = "import math\n" + FIXED  # the program never reads math; the user's tests do
+    run, _ = heal(shell, [Reply("```python\n" + model + "```", match="KeyError")], line="--tests checks")
+    assert run.outcome == "success" and run.fix.code == run.final_code == model and run.fix.note == ""
+
+
+def test_a_smaller_program_that_fails_falls_back_to_the_whole_one_and_says_why(shell):
+    # the import is read inside a string, where no AST sees it: leaving it out looks
+    # safe and is not, and only the check in the sandbox can tell
+    model = "import math\nprint(eval('math.sqrt(16)'))\n"
+    run, html = heal(shell, [Reply("```python\n" + model + "```", match="NameError")],
+                     cell="print(eval('sqrt(16)'))")
+    assert run.outcome == "success"
+    assert run.fix.code == run.final_code == model
+    assert run.fix.note.startswith("A smaller version did not pass (raised NameError")
+    assert run.fix.note.endswith("this is the whole program that passed.")
+    assert "A smaller version did not pass" in html
