@@ -458,6 +458,7 @@ SpecRule = Literal[
     "hard_coded",
     "assert_moved",
     "forced_comparison",
+    "assert_outlived",
 ]
 """Which part of the user's spec a candidate broke (see :mod:`selfheal_jupyter.loop.spec`).
 

@@ -20,6 +20,10 @@ candidate is never trusted to report on itself):
   the assert reads assigned that literal, a function that returns it without reading its
   arguments, or a special case for the asserted input);
 - ``assert_moved``: a top-level assert of the user's is now inside a block;
+- ``assert_outlived``: a name a top-level assert of the user's reads is bound again
+  after it (a later ``def``, assignment or import at top level, or a ``global``
+  declaration in a function), where the user's code did not: the assert then checks a
+  value the program no longer has (a right function asserted, a wrong one kept);
 - ``forced_comparison``: a class of the candidate's makes comparisons lie (a new
   subclass of a plain type such as ``float`` that overrides a comparison, or a
   comparison / truth / hash method whose result ignores what it compares).
@@ -424,6 +428,7 @@ RULE_TITLES = {
     "hard_coded": "an expected value is hard-coded",
     "assert_moved": "a top-level assert was moved into a block",
     "forced_comparison": "a class makes comparisons lie",
+    "assert_outlived": "a name an assert checks is redefined after it",
 }
 
 FIX = {
@@ -457,6 +462,11 @@ FIX = {
     "assert_moved": (
         "Keep the user's assert a top-level statement, where the user wrote it (not inside "
         "an `if`, a loop, a function or a `with`): it is checked there."
+    ),
+    "assert_outlived": (
+        "Do not define or assign again, after the user's assert, a name the assert "
+        "reads: the assert must check the values the program ends with. Fix the code "
+        "above the assert instead."
     ),
     "forced_comparison": (
         "Return plain values (numbers, strings, lists, dicts) and compare them for real: "
@@ -493,6 +503,7 @@ def check(spec: Spec, candidate: str) -> list[SpecViolation]:
     out += _check_failing(spec, tree)
     out += _check_silencers(original_tree, tree)
     out += _check_hard_coding(spec, original_tree, tree)
+    out += _check_outlived(spec, original_tree, tree)
     if not spec.empty:
         out += _check_forced_comparisons(original_tree, tree)
     return out
@@ -601,6 +612,112 @@ def _check_asserts(spec: Spec, tree: ast.AST) -> list[SpecViolation]:
             f"the user's assert `{a.source}` (line {a.line}) was deleted",
             None, a.source,
         ))
+    return out
+
+
+def _bound_at_top(stmts: list[ast.stmt]) -> set[str]:
+    """Names these module-level statements bind (a ``def``'s or ``class``'s own name, not
+    what its body binds)."""
+    names: set[str] = set()
+    stack: list[ast.AST] = list(stmts)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            stack.extend(node.decorator_list)
+            continue
+        if isinstance(node, ast.Lambda):
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            names.add(node.name)
+        stack.extend(ast.iter_child_nodes(node))
+    return names
+
+
+def _declared_global(tree: ast.AST) -> set[str]:
+    return {name for node in ast.walk(tree) if isinstance(node, (ast.Global, ast.Nonlocal))
+            for name in node.names}
+
+
+def _rebound_after(tree: ast.AST, is_check: Any, reads: set[str]) -> set[str] | None:
+    """For the first top-level statement of ``tree`` that ``is_check``: which of
+    ``reads`` are bound again after it (None: no such statement)."""
+    body = tree.body if isinstance(tree, ast.Module) else []
+    for i, stmt in enumerate(body):
+        if is_check(stmt):
+            return _reach(body[:i], reads) & (_bound_at_top(body[i + 1:]) | _declared_global(tree))
+    return None
+
+
+def _reach(defined_before: list[ast.stmt], reads: set[str]) -> set[str]:
+    """``reads`` and, through the top-level functions and classes defined before the
+    check, every global name those read in turn (``mean`` reads ``N``: a later ``N = 4``
+    changes what ``mean`` returns as surely as a later ``def mean``)."""
+    bodies: dict[str, ast.AST] = {}
+    for stmt in defined_before:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bodies[stmt.name] = stmt
+    seen = set(reads)
+    todo = [n for n in reads if n in bodies]
+    while todo:
+        node = bodies[todo.pop()]
+        for name in _globals_read(_source(node)) - {getattr(node, "name", "")}:
+            if name not in seen:
+                seen.add(name)
+                if name in bodies:
+                    todo.append(name)
+    return seen
+
+
+def _globals_read(source: str) -> set[str]:
+    """The names a test function reads that it does not bind itself."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    loads = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    stores = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    return loads - stores
+
+
+def _check_outlived(spec: Spec, original: ast.AST | None, tree: ast.AST) -> list[SpecViolation]:
+    """The user's checks (top-level asserts, top-level calls of test functions) must see
+    the values the program ends with: no name they read is bound again after them."""
+    checks: list[tuple[Any, set[str], str, int | None]] = []
+    for a in spec.asserts:
+        if a.top_level:
+            try:
+                reads = {n.id for n in ast.walk(ast.parse(a.source, mode="eval"))
+                         if isinstance(n, ast.Name)}
+            except SyntaxError:
+                continue
+            checks.append(((lambda st, c=a.condition: isinstance(st, ast.Assert)
+                            and _key(st.test) == c), reads, f"assert `{a.source}`", a.line))
+    for name, source in spec.test_sources.items():
+        checks.append(((lambda st, n=name: isinstance(st, ast.Expr) and isinstance(st.value, ast.Call)
+                        and _call_name(st.value) == (None, n)),
+                       _globals_read(source) - {name}, f"test `{name}()`", None))
+    out: list[SpecViolation] = []
+    for is_check, reads, what, line in checks:
+        rebound = _rebound_after(tree, is_check, reads)
+        if not rebound:
+            continue
+        allowed = (_rebound_after(original, is_check, reads) or set()) if original is not None else set()
+        new = sorted(rebound - allowed)
+        if new:
+            out.append(_violation(
+                "assert_outlived",
+                f"after the user's {what} the candidate binds "
+                f"{', '.join(f'`{n}`' for n in new)} again, so it no longer checks the values "
+                "the program ends with",
+                line, what,
+            ))
     return out
 
 

@@ -13,38 +13,93 @@ import stat
 DIRTY_BYTES = 1 << 20
 
 
-def _remove_tree(path: str) -> bool:
-    """Remove the directory ``path`` (its owner's), whatever modes the program left
-    on it, with few system calls (each one is dear under gVisor); whether it is gone."""
-    try:
-        entries = list(os.scandir(path))
-    except PermissionError:
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _open_dir(name: str, parent: int) -> "int | None":
+    """``name`` in the directory ``parent`` opened as a directory (never through a
+    symlink), made searchable and writable first if the program locked it."""
+    for attempt in (0, 1):
         try:
-            os.chmod(path, 0o700)
-            entries = list(os.scandir(path))
-        except OSError:
-            return False
-    except OSError:
-        return False
-    for entry in entries:
-        try:
-            if entry.is_dir(follow_symlinks=False):
-                _remove_tree(entry.path)
-            else:
-                os.unlink(entry.path)
-        except PermissionError:  # a directory locked by its owner (us): open it, retry
+            fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+        except PermissionError:
+            if attempt:
+                return None
             try:
-                os.chmod(path, 0o700)
-                os.unlink(entry.path)
+                os.chmod(name, 0o700, dir_fd=parent)
             except OSError:
-                pass
+                return None
+            continue
+        except OSError:
+            return None
+        try:
+            os.fchmod(fd, 0o700)  # its entries can be unlinked
         except OSError:
             pass
+        return fd
+    return None
+
+
+def _remove_tree(path: str) -> bool:
+    """Remove the directory ``path`` (its owner's), whatever modes and depth the program
+    left; whether it is gone. A loop over a stack of open descriptors, not a recursion
+    (a tree deeper than Python's recursion limit made the recursive removal raise and
+    the next honest run fail), each step relative to its directory's descriptor (no
+    path length limit, no symlink followed)."""
+    head, name = os.path.split(path.rstrip("/"))
     try:
-        os.rmdir(path)
-        return True
+        parent = os.open(head or "/", _DIR_FLAGS)
     except OSError:
         return False
+    try:
+        top = _open_dir(name, parent)
+        if top is None:
+            return False
+        chain = [(top, name)]
+        stuck: set = set()  # directories that could not be opened or emptied: skipped
+        while chain:
+            fd, _ = chain[-1]
+            descend = None
+            try:
+                with os.scandir(fd) as it:
+                    entries = list(it)
+            except OSError:
+                entries = []
+            for entry in entries:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if descend is None and entry.inode() not in stuck:
+                            descend = entry
+                    else:
+                        os.unlink(entry.name, dir_fd=fd)
+                except OSError:
+                    pass
+            if descend is not None:
+                child = _open_dir(descend.name, fd)
+                if child is None:
+                    stuck.add(descend.inode())
+                else:
+                    chain.append((child, descend.name))
+                continue
+            os.close(fd)
+            _, done = chain.pop()
+            above = chain[-1][0] if chain else parent
+            try:
+                os.rmdir(done, dir_fd=above)
+            except OSError:
+                try:
+                    stuck.add(os.stat(done, dir_fd=above, follow_symlinks=False).st_ino)
+                except OSError:
+                    pass
+        try:
+            os.stat(name, dir_fd=parent, follow_symlinks=False)
+            return False
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+    finally:
+        os.close(parent)
 
 
 def remove_owned(root: str, uid: int, gid: int) -> bool:
