@@ -58,6 +58,7 @@ def squashed_fix_in(text: str, fix_lines: list[str]) -> bool:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--offset", type=int, default=0, help="skip the first N exercises")
     ap.add_argument("--max-iterations", type=int, default=4)
     ap.add_argument("--model", default=None)
     ap.add_argument("--base-url", default=None)
@@ -71,7 +72,8 @@ def main() -> int:
     settings = SelfHeal(**options)
     loop = build_loop(settings)
     rows = []
-    for problem in exercises.load()[: args.limit]:
+    chosen = exercises.load()[args.offset:]
+    for problem in chosen[: args.limit]:
         started = time.monotonic()
         run = loop.run(problem.task())
         session = HintSession(cell=problem.initial_code or "", run=run, facts=facts_of(run))

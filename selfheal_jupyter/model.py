@@ -742,7 +742,7 @@ class Run:
         if it is None:
             return []
         found = []
-        if it.verdict.tests_passed and not it.verdict.tests_failed:
+        if self.task.tests and it.verdict.tests_passed and not it.verdict.tests_failed:
             found.append("your tests")
         if it.verdict.spec_kept and self.task.initial_code and has_assert(self.task.initial_code):
             found.append("your asserts")

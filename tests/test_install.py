@@ -81,7 +81,7 @@ def test_a_fresh_environment_with_the_wheel_gets_the_extension(tmp_path):
     target = tmp_path / "env"
     venv.create(target, system_site_packages=True, with_pip=True)
     python = str(target / "bin" / "python")
-    subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True, timeout=600)
+    subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--ignore-installed", str(wheel)], check=True, timeout=600)
     assert_extension_installed(python)
     # This JupyterLab also sees the test environment's own copy, so check that the wheel
     # put one in the fresh environment's data folder, which Jupyter searches there.
