@@ -101,7 +101,7 @@ def build_task(args: argparse.Namespace, *, max_code_bytes: int = 0) -> Task:
         # With --code, a task text says what the program does wrong or still lacks.
         given_is_wrong=code is not None and bool(prompt),
     )
-    from ..loop.orchestrator import validate_task  # imports openai: only when a task runs
+    from ..loop.intake import validate_task
 
     validate_task(task, max_code_bytes=max_code_bytes)
     return task

@@ -11,10 +11,7 @@ knows IPython or HTML.
 from __future__ import annotations
 
 import functools
-import io
-import keyword
 import logging
-import pickle
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -25,7 +22,6 @@ from ..agents.developer import Developer, Proposal, RepairContext
 from ..agents.planner import Planner
 from ..agents.qa import (
     QA,
-    check_tests,
     hold_known_wrong,
     hold_same_behaviour,
     strip_input_overwrites,
@@ -45,10 +41,11 @@ from .events import (
     VerdictReady,
 )
 from .codeblocks import code_diff
-from .choice import Sample, Trial, choose
+from .choice import Trial, choose
 from .feedback import check_lines, failure_signature, format_feedback, runtime_value_lines
 from .probes import differences, plan_probes, probe_values
 from .inputs import describe_inputs, format_context
+from .intake import prepare_inputs, validate_task
 from ..llm import LLMClient
 from ..model import (
     Candidate,
@@ -92,78 +89,6 @@ FRESH_FROM_SAMPLE = 3
 over from the task (for a heal: from the user's code) instead of repairing the last
 program: asked to repair, a small model often copies the failing program, also at the
 retry temperature (figures: docs/measurements.md)."""
-
-
-def validate_task(task: Task, *, max_code_bytes: int = 0) -> None:
-    """Raise :class:`BadInput` for a task the loop cannot work on (``max_code_bytes``:
-    the largest program, task text or tests it takes; 0 = any)."""
-    if max_code_bytes > 0:
-        for what, text in (("program to repair", task.initial_code), ("task text", task.prompt),
-                           ("tests", task.tests)):
-            size = len((text or "").encode("utf-8"))
-            if size > max_code_bytes:
-                raise BadInput(
-                    f"The {what} is {_size(size)}, more than a run takes "
-                    f"({_size(max_code_bytes)}): each request to the model would carry "
-                    f"about {size // 4:,} tokens of it. Give "
-                    "a smaller part (the function that fails, a few tests), or raise "
-                    "`%config SelfHeal.max_code_bytes`."
-                )
-    if not (task.prompt and task.prompt.strip()) and not (
-        task.initial_code and task.initial_code.strip()
-    ):
-        raise BadInput(
-            "The task is empty. Describe what the program should do, e.g. "
-            "`%%agent` followed by 'plot the monthly mean of df.price', or "
-            "`selfheal run \"...\"`."
-        )
-    for name, value in task.inputs.items():
-        if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
-            raise BadInput(
-                f"Input name {name!r} is not a Python variable name; the program could not "
-                "refer to it. Rename the input (e.g. df or sales_2024)."
-            )
-        check_serialisable(name, value)
-    check_tests(task.tests)
-
-
-def _size(n: int) -> str:
-    return f"{n / 1e6:.1f} MB" if n >= 1_000_000 else f"{n / 1e3:.0f} KB" if n >= 1000 else f"{n} bytes"
-
-
-class _Discard(io.RawIOBase):
-    """A sink that only counts: pickling into it checks without keeping a copy."""
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, b) -> int:  # noqa: ANN001 - buffer protocol
-        return len(b)
-
-
-def check_serialisable(name: str, value: object) -> None:
-    """Raise :class:`BadInput` now (before any model call) if ``value`` cannot go to the sandbox."""
-    if type(value).__name__ in ("PickleFile", "Pickled"):  # already pickled
-        return
-    try:
-        pickle.Pickler(_Discard(), protocol=5).dump(value)
-    except Exception as exc:  # noqa: BLE001 - any pickling failure
-        raise BadInput(
-            f"The input {name!r} (a {type(value).__name__}) cannot be copied into the "
-            f"sandbox: it cannot be pickled ({type(exc).__name__}: {exc}). Pass plain "
-            "data instead (a DataFrame, array, list, dict, numbers or strings), e.g. "
-            "list(a_generator), or a file's path instead of the open file."
-        ) from None
-
-
-def prepare_inputs(task: Task) -> dict[str, Pickled]:
-    """Every value the sandbox gets, pickled once for the whole run (not per iteration):
-    the ``--inputs`` and the notebook context's copies (pickled when it was resolved)."""
-    prepared = {name: Pickled.of(name, value) for name, value in task.inputs.items()}
-    if task.context is not None:
-        for name, data in task.context.values.items():
-            prepared.setdefault(name, Pickled(data))
-    return prepared
 
 
 class _StopSignal:
@@ -469,126 +394,30 @@ class Loop:
         index: int,
         given: str | None = None,
     ) -> bool:
-        """One developer → QA round; True when the run ends with success."""
-        run = state.run
+        """One developer → QA round, in steps: write (one program, or samples), run and
+        judge each, choose, say what went wrong, record; True when the run ends with
+        success."""
         t0 = time.monotonic()
-        usage = Usage()
-        llm_s = 0.0
         ctx = task.context
         # The user's data (inputs and copied notebook values) must never be replaced.
         data_names = dict.fromkeys([*task.inputs, *(ctx.data_names() if ctx else ())])
-        repair = state.repair
-        restarted = False
-        diagnosis = ""
-        proposals: list[Proposal] = []
-        so_far = state.round = _RoundSoFar(index, code=given)
-
-        def starts_over(k: int) -> bool:
-            """Sample ``k`` (from 0) writes the program again rather than repairing it."""
-            return given is None and not restarted and k + 1 >= FRESH_FROM_SAMPLE
-
-        if given is not None:
-            proposals.append(Proposal(code=given, reply=""))
-        else:
-            self._check_bounds(state, before=f"iteration {index}")
-            st = self.strategies
-            if st.restart_after > 0 and state.failed_repairs >= st.restart_after:
-                repair, restarted = state.origin, True
-                state.failed_repairs = 0
-            if (st.explain_first and not restarted and state.soft_from is None
-                    and repair is not None and repair.code is not None and repair.feedback
-                    and not repair.no_code):
-                diagnosis, used, secs = self.developer.explain(
-                    task.prompt, repair,
-                    on_token=lambda t: state.emit(TokensStreamed("developer", index, t)),
-                    cancel=state.stop.event,
-                )
-                repair = replace(repair, diagnosis=diagnosis)
-                usage, llm_s = usage + used, llm_s + secs
-                so_far.usage, so_far.llm_s = usage, llm_s
-                state.tokens += used.total_tokens
-            # The first program is one greedy reply: most tasks pass there, and it is the
-            # single pass the eval compares against. Samples are spent once it failed.
-            sampled = st.candidates if index >= 2 else 1
-            for k in range(sampled):
-                fresh = starts_over(k)
-                if k and (state.stop.event.is_set() or (
-                        self.bounds.token_budget > 0 and state.tokens >= self.bounds.token_budget)):
-                    break
-                if k:
-                    state.emit(TokensStreamed(
-                        "developer", index, f"\n\n[sample {k + 1} of {sampled}]\n\n"))
-                proposal = self.developer.propose(
-                    task.prompt,
-                    run.plan,
-                    inputs,
-                    task.tests,
-                    state.origin if fresh else repair,
-                    previous_codes=[it.candidate.code for it in run.iterations if it.candidate.code],
-                    keep_spec=state.spec is not None and not state.spec.empty,
-                    on_token=lambda t: state.emit(TokensStreamed("developer", index, t)),
-                    cancel=state.stop.event,
-                    context=format_context(task.context),
-                    restart=restarted or fresh,
-                    temperature=self.developer.retry_temperature if k else None,
-                )
-                code = proposal.code
-                if code is not None and data_names:
-                    code, _ = strip_input_overwrites(code, data_names)
-                proposals.append(replace(proposal, code=code))
-                usage, llm_s = usage + proposal.usage, llm_s + proposal.llm_s
-                so_far.usage, so_far.llm_s = usage, llm_s
-                if so_far.code is None:
-                    so_far.code, so_far.reply = code, proposal.reply
-                state.tokens += proposal.usage.total_tokens
+        state.round = _RoundSoFar(index, code=given)
+        written = self._write(task, inputs, state, index, given, data_names)
         previous = state.last_code
-        single = len(proposals) == 1
-        trials: list[Trial] = []
-        sandbox_s = 0.0
-        for i, proposal in enumerate(proposals):
-            trial, secs = self._evaluate(
-                task, state, index, proposal.code, data_names, given=given is not None,
-                announce=previous if single else None, show=single,
-            )
-            if proposal.code is None and proposal.edit_failure:
-                trial = replace(trial, verdict=Verdict(
-                    False, [f"the reply's SEARCH/REPLACE blocks did not apply: "
-                            f"{proposal.edit_failure}"]))
-            trials.append(replace(trial, fresh=starts_over(i)))
-            sandbox_s += secs
-        samples: list[Sample] = []
-        best = 0
-        if not single:
-            best, samples = choose(trials)
-        trial = trials[best]
-        chosen = proposals[best]
-        code, reply, finish = chosen.code, chosen.reply, chosen.finish_reason
+        trials, sandbox_s = self._run_and_judge(task, state, index, written, given, data_names, previous)
+        best, samples = (0, []) if len(trials) == 1 else choose(trials)
+        trial, chosen = trials[best], written.proposals[best]
+        code = chosen.code
         result, verdict, checks = trial.result, trial.verdict, trial.checks
-        candidate = Candidate(code=code or "", iteration=index, reply=reply)
+        candidate = Candidate(code=code or "", iteration=index, reply=chosen.reply)
         diff = "" if code is None else code_diff(previous, code)
-        if not single and code is not None:
+        if len(trials) > 1 and code is not None:
             state.emit(CandidateReady(candidate, diff))
             state.emit(ExecutionStarted(index))
             if result is not None:
                 state.emit(ExecutionDone(index, result))
-        values: list[TestOutcome] = []
-        if code is None and chosen.edit_failure:
-            state.no_code_in_a_row = 0
-            feedback = EDIT_FAILED_FEEDBACK.format(failure=chosen.edit_failure)
-        elif code is None:
-            state.no_code_in_a_row += 1
-            feedback = NO_CODE_FEEDBACK
-        else:
-            state.no_code_in_a_row = 0
-            feedback = format_feedback(result, verdict, limits=self.limits)
-            if not verdict.passed and self.strategies.runtime_values:
-                values, probe_s = self._runtime_values(code, result, task, state)
-                sandbox_s += probe_s
-                feedback = "\n".join([feedback, *runtime_value_lines(
-                    values, differences(code, result, values))])
-        failing_checks = check_lines(checks, passed=verdict.passed)
-        if failing_checks and not verdict.passed:
-            feedback = "\n".join([feedback, *failing_checks])
+        feedback, values, failing_checks, probe_s = self._explain(task, state, chosen, result, verdict, checks)
+        sandbox_s += probe_s
         soft = bool(failing_checks) and verdict.passed and state.soft_from is None and (
             index < self.bounds.max_iterations)
         if soft:
@@ -601,28 +430,143 @@ class Loop:
             verdict=verdict,
             diff=diff,
             feedback=feedback if (soft or not verdict.passed) else "",
-            usage=usage,
-            timings=Timings(
-                llm_s=llm_s, sandbox_s=sandbox_s, overhead_s=max(0.0, total_s - llm_s - sandbox_s)
-            ),
+            usage=written.usage,
+            timings=Timings(llm_s=written.llm_s, sandbox_s=sandbox_s,
+                            overhead_s=max(0.0, total_s - written.llm_s - sandbox_s)),
             checks=checks,
             runtime_values=values,
             samples=samples,
-            diagnosis=diagnosis,
-            restarted=restarted,
+            diagnosis=written.diagnosis,
+            restarted=written.restarted,
             edited=chosen.edited,
             edit_failure=chosen.edit_failure,
         )
-        run.iterations.append(iteration)
+        state.run.iterations.append(iteration)
         state.round = None
         state.emit(VerdictReady(iteration))
+        return self._after_round(state, iteration, written, chosen, given=given, soft=soft,
+                                 failing_checks=failing_checks)
+
+    def _write(self, task: Task, inputs: list[InputDescription], state: _RunState, index: int,
+               given: str | None, data_names: dict[str, None]) -> _Written:
+        """The round's program(s): the given one, or the developer's reply — one greedy
+        program in round 1, ``candidates`` samples from round 2 on (from the third on,
+        starting over instead of repairing)."""
+        written = _Written(repair=state.repair)
+        so_far = state.round
+        assert so_far is not None
+        if given is not None:
+            written.proposals.append(Proposal(code=given, reply=""))
+            return written
+        self._check_bounds(state, before=f"iteration {index}")
+        st = self.strategies
+        if st.restart_after > 0 and state.failed_repairs >= st.restart_after:
+            written.repair, written.restarted = state.origin, True
+            state.failed_repairs = 0
+        repair = written.repair
+        if (st.explain_first and not written.restarted and state.soft_from is None
+                and repair is not None and repair.code is not None and repair.feedback
+                and not repair.no_code):
+            diagnosis, used, secs = self.developer.explain(
+                task.prompt, repair,
+                on_token=lambda t: state.emit(TokensStreamed("developer", index, t)),
+                cancel=state.stop.event,
+            )
+            written.diagnosis = diagnosis
+            written.repair = replace(repair, diagnosis=diagnosis)
+            written.add(used, secs, so_far)
+            state.tokens += used.total_tokens
+        # The first program is one greedy reply: most tasks pass there, and it is the
+        # single pass the eval compares against. Samples are spent once it failed.
+        sampled = st.candidates if index >= 2 else 1
+        for k in range(sampled):
+            fresh = written.starts_over(k, given)
+            if k and (state.stop.event.is_set() or (
+                    self.bounds.token_budget > 0 and state.tokens >= self.bounds.token_budget)):
+                break
+            if k:
+                state.emit(TokensStreamed("developer", index, f"\n\n[sample {k + 1} of {sampled}]\n\n"))
+            proposal = self.developer.propose(
+                task.prompt,
+                state.run.plan,
+                inputs,
+                task.tests,
+                state.origin if fresh else written.repair,
+                previous_codes=[it.candidate.code for it in state.run.iterations if it.candidate.code],
+                keep_spec=state.spec is not None and not state.spec.empty,
+                on_token=lambda t: state.emit(TokensStreamed("developer", index, t)),
+                cancel=state.stop.event,
+                context=format_context(task.context),
+                restart=written.restarted or fresh,
+                temperature=self.developer.retry_temperature if k else None,
+            )
+            code = proposal.code
+            if code is not None and data_names:
+                code, _ = strip_input_overwrites(code, data_names)
+            written.proposals.append(replace(proposal, code=code))
+            written.add(proposal.usage, proposal.llm_s, so_far)
+            if so_far.code is None:
+                so_far.code, so_far.reply = code, proposal.reply
+            state.tokens += proposal.usage.total_tokens
+        return written
+
+    def _run_and_judge(self, task: Task, state: _RunState, index: int, written: _Written,
+                       given: str | None, data_names: dict[str, None],
+                       previous: str | None) -> tuple[list[Trial], float]:
+        """Each program run in the sandbox and judged (a single one is shown as it runs)."""
+        single = len(written.proposals) == 1
+        trials: list[Trial] = []
+        sandbox_s = 0.0
+        for i, proposal in enumerate(written.proposals):
+            trial, secs = self._evaluate(
+                task, state, index, proposal.code, data_names, given=given is not None,
+                announce=previous if single else None, show=single,
+            )
+            if proposal.code is None and proposal.edit_failure:
+                trial = replace(trial, verdict=Verdict(
+                    False, [f"the reply's SEARCH/REPLACE blocks did not apply: "
+                            f"{proposal.edit_failure}"]))
+            trials.append(replace(trial, fresh=written.starts_over(i, given)))
+            sandbox_s += secs
+        return trials, sandbox_s
+
+    def _explain(self, task: Task, state: _RunState, chosen: Proposal, result: ExecutionResult | None,
+                 verdict: Verdict, checks: list[TestOutcome]) -> tuple[str, list[TestOutcome], list[str], float]:
+        """What the next round is told went wrong (with the failing statement's values),
+        the values, the generated checks that failed, and the seconds the probes took."""
+        code = chosen.code
+        values: list[TestOutcome] = []
+        probe_s = 0.0
+        if code is None and chosen.edit_failure:
+            state.no_code_in_a_row = 0
+            feedback = EDIT_FAILED_FEEDBACK.format(failure=chosen.edit_failure)
+        elif code is None:
+            state.no_code_in_a_row += 1
+            feedback = NO_CODE_FEEDBACK
+        else:
+            state.no_code_in_a_row = 0
+            feedback = format_feedback(result, verdict, limits=self.limits)
+            if not verdict.passed and self.strategies.runtime_values:
+                values, probe_s = self._runtime_values(code, result, task, state)
+                feedback = "\n".join([feedback, *runtime_value_lines(
+                    values, differences(code, result, values))])
+        failing_checks = check_lines(checks, passed=verdict.passed)
+        if failing_checks and not verdict.passed:
+            feedback = "\n".join([feedback, *failing_checks])
+        return feedback, values, failing_checks, probe_s
+
+    def _after_round(self, state: _RunState, iteration: Iteration, written: _Written, chosen: Proposal,
+                     *, given: str | None, soft: bool, failing_checks: list[str]) -> bool:
+        """Whether the run ends here (True: success), and what the next round is told."""
+        run, index, verdict, result = state.run, iteration.index, iteration.verdict, iteration.result
+        code, finish, feedback = chosen.code, chosen.finish_reason, iteration.feedback
         if state.soft_from is not None:
             # The round after a pass with failing generated checks ends the run with
             # success: a new pass replaces the earlier one only if it passes more of the
             # generated checks; otherwise (no code, an explanation, a worse program) the
             # earlier pass stands.
             earlier = next(it for it in run.iterations if it.index == state.soft_from)
-            better = verdict.passed and _passed(checks) > _passed(earlier.checks)
+            better = verdict.passed and _passed(iteration.checks) > _passed(earlier.checks)
             run.final_index = index if better else state.soft_from
             run.outcome = "success"
             return True
@@ -649,9 +593,10 @@ class Loop:
                 soft_checks=state.repair.soft_checks if state.repair else False,
             )
             return False
+        repair = written.repair
         if soft:
             state.soft_from = index
-        elif given is None and repair is not None and repair.code is not None and not restarted:
+        elif given is None and repair is not None and repair.code is not None and not written.restarted:
             state.failed_repairs += 1
         signature = failure_signature(result)
         state.last_code = code
@@ -851,6 +796,27 @@ class Loop:
 
 def _passed(outcomes: list[TestOutcome]) -> int:
     return sum(1 for t in outcomes if t.passed)
+
+
+@dataclass
+class _Written:
+    """What a round's writing step produced: the programs, what they cost, and how the
+    round began (a restart, a diagnosis, the repair context it wrote from)."""
+
+    repair: RepairContext | None
+    proposals: list[Proposal] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    llm_s: float = 0.0
+    diagnosis: str = ""
+    restarted: bool = False
+
+    def add(self, used: Usage, secs: float, so_far: _RoundSoFar) -> None:
+        self.usage, self.llm_s = self.usage + used, self.llm_s + secs
+        so_far.usage, so_far.llm_s = self.usage, self.llm_s
+
+    def starts_over(self, k: int, given: str | None) -> bool:
+        """Sample ``k`` (from 0) writes the program again rather than repairing it."""
+        return given is None and not self.restarted and k + 1 >= FRESH_FROM_SAMPLE
 
 
 @dataclass

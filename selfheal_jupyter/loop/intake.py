@@ -1,0 +1,88 @@
+"""What the loop takes in: a task it can work on, and inputs that can travel to the sandbox.
+
+Checked before any model call or container start, so a bad task costs nothing and its
+message says what to change; the inputs are pickled once for the whole run.
+"""
+
+from __future__ import annotations
+
+import io
+import keyword
+import pickle
+
+from ..agents.qa import check_tests
+from ..errors import BadInput
+from ..model import Task
+from ..sandbox.serialize import PickleFile, Pickled
+
+
+def validate_task(task: Task, *, max_code_bytes: int = 0) -> None:
+    """Raise :class:`BadInput` for a task the loop cannot work on (``max_code_bytes``:
+    the largest program, task text or tests it takes; 0 = any)."""
+    if max_code_bytes > 0:
+        for what, text in (("program to repair", task.initial_code), ("task text", task.prompt),
+                           ("tests", task.tests)):
+            size = len((text or "").encode("utf-8"))
+            if size > max_code_bytes:
+                raise BadInput(
+                    f"The {what} is {_size(size)}, more than a run takes "
+                    f"({_size(max_code_bytes)}): each request to the model would carry "
+                    f"about {size // 4:,} tokens of it. Give "
+                    "a smaller part (the function that fails, a few tests), or raise "
+                    "`%config SelfHeal.max_code_bytes`."
+                )
+    if not (task.prompt and task.prompt.strip()) and not (
+        task.initial_code and task.initial_code.strip()
+    ):
+        raise BadInput(
+            "The task is empty. Describe what the program should do, e.g. "
+            "`%%agent` followed by 'plot the monthly mean of df.price', or "
+            "`selfheal run \"...\"`."
+        )
+    for name, value in task.inputs.items():
+        if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
+            raise BadInput(
+                f"Input name {name!r} is not a Python variable name; the program could not "
+                "refer to it. Rename the input (e.g. df or sales_2024)."
+            )
+        check_serialisable(name, value)
+    check_tests(task.tests)
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 1_000_000 else f"{n / 1e3:.0f} KB" if n >= 1000 else f"{n} bytes"
+
+
+class _Discard(io.RawIOBase):
+    """A sink that only counts: pickling into it checks without keeping a copy."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b) -> int:  # noqa: ANN001 - buffer protocol
+        return len(b)
+
+
+def check_serialisable(name: str, value: object) -> None:
+    """Raise :class:`BadInput` now (before any model call) if ``value`` cannot go to the sandbox."""
+    if isinstance(value, (PickleFile, Pickled)):  # already pickled
+        return
+    try:
+        pickle.Pickler(_Discard(), protocol=5).dump(value)
+    except Exception as exc:  # noqa: BLE001 - any pickling failure
+        raise BadInput(
+            f"The input {name!r} (a {type(value).__name__}) cannot be copied into the "
+            f"sandbox: it cannot be pickled ({type(exc).__name__}: {exc}). Pass plain "
+            "data instead (a DataFrame, array, list, dict, numbers or strings), e.g. "
+            "list(a_generator), or a file's path instead of the open file."
+        ) from None
+
+
+def prepare_inputs(task: Task) -> dict[str, Pickled]:
+    """Every value the sandbox gets, pickled once for the whole run (not per iteration):
+    the ``--inputs`` and the notebook context's copies (pickled when it was resolved)."""
+    prepared = {name: Pickled.of(name, value) for name, value in task.inputs.items()}
+    if task.context is not None:
+        for name, data in task.context.values.items():
+            prepared.setdefault(name, Pickled(data))
+    return prepared
