@@ -472,6 +472,22 @@ ASSERT_RULES: frozenset[str] = frozenset(
 """Rules whose repetition means the model believes an assert itself must change."""
 
 
+RULE_TITLES: dict[str, str] = {
+    "assert_removed": "an assert was deleted",
+    "assert_changed": "an assert's condition was changed",
+    "assert_silenced": "an assert was turned into a check that cannot fail",
+    "test_removed": "a test was removed",
+    "failure_swallowed": "a failure is swallowed by try/except",
+    "bare_except": "`except: pass` hides errors",
+    "early_exit": "the program exits early",
+    "hard_coded": "an expected value is hard-coded",
+    "assert_moved": "a top-level assert was moved into a block",
+    "forced_comparison": "a class makes comparisons lie",
+    "assert_outlived": "a name an assert checks is redefined after it",
+}
+"""Each rule in a few words, as the panel and the feedback name it."""
+
+
 @dataclass
 class SpecViolation:
     """One way a candidate breaks the user's spec (their asserts, tests, test functions)."""
@@ -486,6 +502,15 @@ class SpecViolation:
     original: str = ""
     """The user's statement concerned (source), e.g. the assert's condition."""
 
+    @property
+    def title(self) -> str:
+        """The rule in a few words."""
+        return RULE_TITLES.get(self.rule, self.rule)
+
+
+Held = Literal["", "given", "unchanged", "same_behaviour"]
+"""Why a program that passed its checks is still no success (see :attr:`Verdict.held`)."""
+
 
 @dataclass
 class Verdict:
@@ -497,7 +522,7 @@ class Verdict:
     """True when the candidate was compared against the user's spec (a task from user code)."""
     spec_violations: list[SpecViolation] = field(default_factory=list)
     """Why the candidate was rejected for changing the spec (empty: it kept it)."""
-    held: str = ""
+    held: Held = ""
     """Why a program that passed its checks is still no success, the task saying the given
     program is wrong: "given" (it is that program), "unchanged" (a candidate that left its
     code as it was), "same_behaviour" (a candidate that shows exactly what it showed,
@@ -507,6 +532,13 @@ class Verdict:
     def spec_kept(self) -> bool | None:
         """None when there was no spec to keep."""
         return not self.spec_violations if self.spec_checked else None
+
+    @property
+    def why(self) -> list[str]:
+        """Every reason in words, the broken spec rules included (``reasons`` holds the
+        rest; ``spec_violations`` the rules, in full)."""
+        return [*self.reasons, *(f"it changes your spec ({v.title}): {v.message}"
+                                 for v in self.spec_violations)]
 
 
 @dataclass
@@ -742,9 +774,12 @@ class Run:
         if it is None:
             return []
         found = []
-        if self.task.tests and it.verdict.tests_passed and not it.verdict.tests_failed:
+        cell_asserts = bool(self.task.initial_code) and has_assert(self.task.initial_code or "")
+        # The cell's own asserts, checked outside the candidate, are reported among the
+        # tests too: they are "your asserts", and "your tests" means --tests.
+        if (self.task.tests or not cell_asserts) and it.verdict.tests_passed and not it.verdict.tests_failed:
             found.append("your tests")
-        if it.verdict.spec_kept and self.task.initial_code and has_assert(self.task.initial_code):
+        if it.verdict.spec_kept and cell_asserts:
             found.append("your asserts")
         if it.checks and all(check.passed for check in it.checks):
             found.append("generated checks")

@@ -28,7 +28,7 @@ from pyflakes import messages as pyflakes_messages
 from ..loop import spec as spec_mod
 from ..loop.behaviour import Observation, observation, observing_tests
 from ..errors import BadInput
-from ..model import CANDIDATE_FILE, ErrorInfo, ExecutionResult, Frame, Limits, SpecViolation, Task, Verdict
+from ..model import CANDIDATE_FILE, ErrorInfo, ExecutionResult, Frame, Held, Limits, SpecViolation, Task, Verdict
 from ..sandbox.base import Sandbox
 
 FILENAME = CANDIDATE_FILE
@@ -250,8 +250,6 @@ def judge(
         )
     elif result.exit_code not in (0, None):
         reasons.append(f"exited with code {result.exit_code}")
-    for v in violations:
-        reasons.append(f"{spec_mod.SPEC_REASON} ({v.rule}): {v.message}")
     # The user's own asserts, checked outside the candidate, are reported as tests too.
     has_tests = bool(tests and tests.strip()) or bool(result.tests)
     if has_tests and clean:
@@ -259,7 +257,7 @@ def judge(
             reasons.append("the tests were not run")
         elif failed_tests:
             reasons.append(f"{failed_tests} of {len(result.tests)} tests failed")
-    passed = clean and not reasons
+    passed = clean and not reasons and not violations
     if passed:
         reasons.append(
             f"ran cleanly; all {passed_tests} tests passed" if has_tests
@@ -292,6 +290,7 @@ def hold_known_wrong(verdict: Verdict, task: Task, code: str | None, *, given: b
     are too weak to see the bug the user reported."""
     if not (verdict.passed and task.given_is_wrong and task.initial_code is not None):
         return verdict
+    held: Held
     if given:
         reason, held = GIVEN_IS_WRONG.format(
             tests=" and passes the tests" if verdict.tests_passed else " without an error"), "given"

@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..model import NOTEBOOK_FILE, ExecutionResult, Limits, SpecViolation, TestOutcome, Verdict
-from .spec import RULE_TITLES, SPEC_REASON
 
 MAX_FRAMES = 6
 MAX_LOCALS = 12
@@ -167,7 +166,7 @@ def spec_lines(violations: list[SpecViolation]) -> list[str]:
         return []
     out = [SPEC_HEADER]
     for v in violations[:MAX_TESTS]:
-        out.append(f"  RULE {v.rule} ({RULE_TITLES.get(v.rule, v.rule)}): {clip(v.message, 300)}")
+        out.append(f"  RULE {v.rule} ({v.title}): {clip(v.message, 300)}")
         out.append(f"    → to comply: {v.fix}")
     if len(violations) > MAX_TESTS:
         out.append(f"  … {len(violations) - MAX_TESTS} more")
@@ -184,7 +183,7 @@ def format_feedback(
     if verdict is not None and verdict.passed:
         return ""
     if result is None:
-        reasons = "; ".join(verdict.reasons) if verdict else "no program was produced"
+        reasons = "; ".join(verdict.why) if verdict else "no program was produced"
         return f"No program was run: {reasons}."
     violations = verdict.spec_violations if verdict is not None else []
     parts = spec_lines(violations)
@@ -199,7 +198,7 @@ def format_feedback(
     if verdict is not None and result.status == "ok" and not result.error and not any(
         not t.passed for t in result.tests
     ):
-        extra = [r for r in verdict.reasons if r and not r.startswith(SPEC_REASON)]
+        extra = [r for r in verdict.reasons if r]
         if extra:
             parts.append("Why it did not pass: " + "; ".join(extra))
     return "\n".join(parts)

@@ -414,23 +414,6 @@ def _top_level_test_calls(tree: ast.AST, names: Iterable[str]) -> Counter:
 
 
 # ----------------------------------------------------------------------------- the check
-SPEC_REASON = "rejected: it changes the user's spec"
-"""How a spec violation starts in a verdict's reasons (the feedback lists them in full)."""
-
-RULE_TITLES = {
-    "assert_removed": "an assert was deleted",
-    "assert_changed": "an assert's condition was changed",
-    "assert_silenced": "an assert was turned into a check that cannot fail",
-    "test_removed": "a test was removed",
-    "failure_swallowed": "a failure is swallowed by try/except",
-    "bare_except": "`except: pass` hides errors",
-    "early_exit": "the program exits early",
-    "hard_coded": "an expected value is hard-coded",
-    "assert_moved": "a top-level assert was moved into a block",
-    "forced_comparison": "a class makes comparisons lie",
-    "assert_outlived": "a name an assert checks is redefined after it",
-}
-
 FIX = {
     "assert_removed": (
         "Put the assert back exactly as the user wrote it (you may only correct its "

@@ -322,7 +322,7 @@ class CellRun:
         best = run.best_attempt
         if best is None:
             return
-        why = "; ".join(best.verdict.reasons) or "it did not pass"
+        why = "; ".join(best.verdict.why) or "it did not pass"
         panel = self.panel
         if self.cells.ready and panel is not None:
             review = diff_review(run.task.initial_code, handed_code(run) or "", new_name=f"round {best.index}",

@@ -58,7 +58,7 @@ def run_to_notebook(run: Run) -> nbformat.NotebookNode:
     for it in run.iterations:
         label = "Your code" if it.index == 0 else f"Iteration {it.index}"
         verdict = "passed ✔" if it.verdict.passed else "failed ✘"
-        reasons = "; ".join(it.verdict.reasons)
+        reasons = "; ".join(it.verdict.why)
         text = f"## {label}: {verdict}\n\n{reasons}".rstrip()
         if it.diff:
             text += f"\n\nWhat changed since the previous attempt:\n\n```diff\n{it.diff}\n```"

@@ -282,7 +282,7 @@ def work_out_fix(run: Run, recheck: Recheck) -> Fix | None:
                                   "program that passed.")
         if verdict.passed and _checks_passed(checks) >= _checks_passed(final.checks):
             return Fix(v.code, dropped=v.dropped, definitions=v.definitions)
-        why = "; ".join(verdict.reasons) if not verdict.passed else "it passed fewer of the generated checks"
+        why = "; ".join(verdict.why) if not verdict.passed else "it passed fewer of the generated checks"
         why_not = why_not or why
     if why_not:
         return Fix(code, note=f"A smaller version did not pass ({why_not}); this is the whole program "

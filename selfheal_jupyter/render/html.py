@@ -23,7 +23,6 @@ from ..model import (
     Verdict,
     safe_outputs,
 )
-from ..loop.spec import RULE_TITLES, SPEC_REASON
 from .diff import diff_html
 from .style import (
     AMBER,
@@ -140,7 +139,7 @@ def spec_html(verdict: Verdict) -> str:
     if not verdict.spec_violations:
         return ""
     rows = "".join(
-        f'<li><b>{esc(RULE_TITLES.get(v.rule, v.rule))}</b> '
+        f'<li><b>{esc(v.title)}</b> '
         f'<span style="color:{GREY};{MONO}">[{esc(v.rule)}]</span>: {esc(v.message)}'
         f'<div style="color:{GREY}">to comply: {esc(v.fix)}</div></li>'
         for v in verdict.spec_violations
@@ -156,7 +155,7 @@ def spec_html(verdict: Verdict) -> str:
 def verdict_html(verdict: Verdict) -> str:
     """The check's verdict in one line; each fact once (the reasons already count the tests)."""
     colour, label = (GREEN, "✔ passed") if verdict.passed else (RED, "✘ failed")
-    reasons = "; ".join(r for r in verdict.reasons if not r.startswith(SPEC_REASON))
+    reasons = "; ".join(verdict.reasons)
     if verdict.spec_violations:
         reasons = "; ".join(x for x in ("changes your spec", reasons) if x)
     return (

@@ -123,7 +123,7 @@ class Transcript:
             over = f" (#{', #'.join(map(str, fresh))} started over)" if fresh else ""
             self._w(f"  sampled {len(it.samples)} programs{over}, chose #{chosen}")
         state = "PASSED" if it.verdict.passed else "failed"
-        self._wrapped(f"verdict: {state} ({'; '.join(it.verdict.reasons)})")
+        self._wrapped(f"verdict: {state} ({'; '.join(it.verdict.reasons) or 'it changes your spec'})")
         for violation in it.verdict.spec_violations:
             self._wrapped(f"✗ spec [{violation.rule}]: {violation.message}", indent="  ")
             self._wrapped(f"to comply: {violation.fix}", indent="    ")
@@ -156,7 +156,7 @@ class Transcript:
             self._program("final program:", run.final_code)
         elif best is not None:
             self._program(f"best attempt (round {best.index}, did not pass: "
-                          f"{'; '.join(best.verdict.reasons)}):", best.candidate.code)
+                          f"{'; '.join(best.verdict.why)}):", best.candidate.code)
 
 
 class Progress:
