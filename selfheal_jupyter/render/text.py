@@ -23,7 +23,6 @@ from ..loop.events import (
     TokensStreamed,
     VerdictReady,
 )
-from ..loop.feedback import tail
 from ..model import Iteration, Plan, Run
 from .terminal import MAX_CHARS, MAX_LINES, clip, printable
 
@@ -106,7 +105,8 @@ class Transcript:
             self._w(f"→ {result.status} in {result.duration_s:.2f} s")
         if result is not None and result.stdout.strip():
             self._w("  stdout:")
-            self._w("\n".join("    " + ln for ln in tail(result.stdout, 10).splitlines()))
+            last = result.stdout.rstrip("\n").splitlines()[-10:]  # the end of what it printed
+            self._w("\n".join("    " + ln for ln in clip("\n".join(last), 10, 2_000, FULL_RECORD).splitlines()))
         for t in result.tests if result else []:
             mark = "✓" if t.passed else "✗"
             msg = f" — {t.message}" if t.message and not t.passed else ""
