@@ -390,12 +390,17 @@ class Task:
     """A plan the user gave or edited; used as is."""
     context: NotebookContext | None = None
     """What the code reads from the notebook (imports, definitions, copied values)."""
+    stated: list[str] = field(default_factory=list)
+    """Checks read from what the task states (``%%heal the total should be 42`` →
+    ``assert total == 42``, :mod:`selfheal_jupyter.loop.stated`); they are also the last
+    statements of ``tests``, run and judged with the user's own."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "prompt": self.prompt,
             "inputs": sorted(self.inputs),
             "tests": self.tests,
+            "stated": list(self.stated),
             "language": self.language,
             "initial_code": self.initial_code,
             "given_is_wrong": self.given_is_wrong,
@@ -618,6 +623,26 @@ def has_assert(code: str) -> bool:
     return any(isinstance(node, ast.Assert) for node in ast.walk(tree))
 
 
+def checked_by(verdict: Verdict, checks: list[TestOutcome], task: Task) -> list[str]:
+    """What checked a passing program's output, beyond its running without an error:
+    "your tests" (``--tests``: they ran and all passed), "your stated expectation"
+    (``%%heal the total should be 42``, read into a check: it ran and passed), "your
+    asserts" (the asserts of the user's own code, kept by the spec guard, in a program
+    that ran to its end), "generated checks" (QA's checks from the task, all passed).
+    Empty when nothing did: the program only runs."""
+    found = []
+    if verdict.tests_passed and not verdict.tests_failed:
+        if verdict.tests_passed > len(task.stated):
+            found.append("your tests")
+        if task.stated:
+            found.append("your stated expectation")
+    if verdict.spec_kept and task.initial_code and has_assert(task.initial_code):
+        found.append("your asserts")
+    if checks and all(check.passed for check in checks):
+        found.append("generated checks")
+    return found
+
+
 @dataclass
 class Run:
     """The record of one task through the loop."""
@@ -661,23 +686,10 @@ class Run:
 
     @property
     def verified_by(self) -> list[str]:
-        """What checked the passing program's output, beyond its running without an error:
-        "your tests" (``--tests``: they ran and all passed), "your asserts" (the asserts of
-        the user's own code, kept by the spec guard, in a program that ran to its end),
-        "generated checks" (QA's checks from the task, all passed). Empty when no
-        candidate passed, or when it passed only by running: nothing checked what it
-        printed or computed."""
+        """What checked the passing program's output (:func:`checked_by`); empty when no
+        candidate passed, or when it passed only by running."""
         it = self.final_iteration
-        if it is None:
-            return []
-        found = []
-        if it.verdict.tests_passed and not it.verdict.tests_failed:
-            found.append("your tests")
-        if it.verdict.spec_kept and self.task.initial_code and has_assert(self.task.initial_code):
-            found.append("your asserts")
-        if it.checks and all(check.passed for check in it.checks):
-            found.append("generated checks")
-        return found
+        return [] if it is None else checked_by(it.verdict, it.checks, self.task)
 
     @property
     def verified(self) -> bool:

@@ -440,6 +440,36 @@ def test_spec_kept_and_false_success_from_the_records() -> None:
     assert re.search(r"false success \(QA yes, hidden no\)\s+1", table)
 
 
+def test_successes_are_counted_verified_or_only_run_also_for_the_derived_single_pass() -> None:
+    from selfheal_jupyter.eval.table import summary_table
+
+    user = "values = [1, 2]\nmean = sum(values) / 3\nassert mean == 1.5\n"
+
+    def heal_run(asserts_kept: bool) -> dict:
+        run = _run("success", [(0, False, "error"), (1, True, "ok")])
+        run["task_detail"] = {"initial_code": user, "tests": None, "stated": []}
+        run["iterations"][1]["verdict"] = {"passed": True, "spec_checked": True,
+                                           "spec_violations": [] if asserts_kept else [{"rule": "x"}]}
+        run["verified"] = asserts_kept
+        run["verified_by"] = ["your asserts"] if asserts_kept else []
+        return run
+
+    verified, only_ran = heal_run(True), heal_run(False)
+    only_ran["task_detail"]["initial_code"] = "print(1)\n"
+    records = [_record("a", "loop", verified, True), _record("b", "loop", only_ran, True),
+               _record("c", "loop", _run("budget_exhausted", [(1, False, "error")]), False)]
+    s = aggregate.summarize_records(records)["humaneval"]["loop"]
+    assert s["solved"] == 2 and s["verified"] == 1 and s["unverified_success"] == 1
+    table = summary_table(aggregate.summarize_records(records))
+    assert re.search(r"successes verified \(checks ran\)\s+1", table)
+    assert re.search(r"successes that only ran\s+1", table)
+    # the single pass read off a loop run says what verified ITS pass (round 1 here)
+    two_rounds = heal_run(True)
+    two_rounds["iterations"].append(dict(two_rounds["iterations"][1], index=2))
+    single = derive_single_pass(two_rounds)
+    assert single["verified"] is True and single["verified_by"] == ["your asserts"]
+
+
 def test_derived_single_pass_keeps_round_one_only() -> None:
     run = _run("success", [(0, False, "error"), (1, False, "error"), (2, True, "ok")])
     single = derive_single_pass(run)

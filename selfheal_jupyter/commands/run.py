@@ -20,6 +20,7 @@ from typing import Any
 from ..config import SelfHeal
 from . import command_settings
 from ..errors import BadInput, SelfHealError
+from ..loop.stated import stated_checks, with_stated
 from ..model import Run, Task
 from ..render.text import Progress, Transcript
 
@@ -92,10 +93,13 @@ def build_task(args: argparse.Namespace) -> Task:
     """The task the arguments describe; raises BadInput for anything unusable."""
     prompt = (args.task or "").strip()
     code = _read_text(args.code, "--code") if getattr(args, "code", None) else None
+    tests = _read_text(args.tests, "--tests") if args.tests else None
+    stated = stated_checks(prompt, code) if code is not None else []
     task = Task(
         prompt=prompt,
         inputs=load_inputs(args.input),
-        tests=_read_text(args.tests, "--tests") if args.tests else None,
+        tests=with_stated(tests, stated),
+        stated=stated,
         initial_code=code,
         # With --code, a task text says what the program does wrong or still lacks.
         given_is_wrong=code is not None and bool(prompt),

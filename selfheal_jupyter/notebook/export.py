@@ -66,7 +66,8 @@ def run_to_notebook(run: Run) -> nbformat.NotebookNode:
     cells.append(new_markdown_cell(f"## Outcome\n\n{summary_text(run)}" + (f"\n\n{run.error}" if run.error else "")))
     nb = new_notebook(cells=cells)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.metadata["selfheal"] = {"outcome": run.outcome, "model": run.model}
+    nb.metadata["selfheal"] = {"outcome": run.outcome, "model": run.model,
+                               "verified": run.verified, "verified_by": run.verified_by}
     return nb
 
 

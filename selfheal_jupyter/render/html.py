@@ -253,8 +253,9 @@ def summary_text(run: Run) -> str:
     tokens = t.prompt_tokens + t.completion_tokens
     estimated = any(it.usage.estimated for it in run.iterations) or run.planning_usage.estimated
     plural = "" if iterations == 1 else "s"
+    checked = verification_text(run)
     text = (
-        f"{symbol} {label} · {iterations} iteration{plural} · "
+        f"{symbol} {label}{f' · {checked}' if checked else ''} · {iterations} iteration{plural} · "
         f"{'~' if estimated else ''}{tokens:,} tokens · {t.duration_s:.1f} s"
     )
     if run.model:
@@ -262,13 +263,55 @@ def summary_text(run: Run) -> str:
     return text
 
 
+def verification_text(run: Run) -> str:
+    """What a success means: "verified by your asserts", or "Runs — nothing checked its
+    output" (a heal that only runs never reads as a plain success); "" for other outcomes."""
+    if run.outcome != "success" or run.final_iteration is None:
+        return ""
+    if run.verified:
+        return "verified by " + " and ".join(run.verified_by)
+    return UNVERIFIED
+
+
+UNVERIFIED = "Runs — nothing checked its output"
+
+
+def review_html(run: Run) -> str:
+    """For a success nothing checked: the output beside what the cell was for, to review."""
+    it = run.final_iteration
+    if run.outcome != "success" or it is None or run.verified:
+        return ""
+    shown = (it.result.stdout.strip() if it.result else "") or "(it printed nothing)"
+    shown = "\n".join(shown.splitlines()[-15:])
+    return (
+        '<div class="selfheal-review" style="color:#24292f;font-weight:400;margin-top:4px">'
+        "Review it before you use it: does this output do what the cell is for?"
+        f'<div style="display:flex;gap:8px;flex-wrap:wrap">'
+        f'<div style="flex:1;min-width:220px"><div style="color:{GREY}">the cell\'s intent</div>'
+        f"{pre(intent_text(run))}</div>"
+        f'<div style="flex:1;min-width:220px"><div style="color:{GREY}">what it printed</div>'
+        f"{pre(shown)}</div></div></div>"
+    )
+
+
+def intent_text(run: Run) -> str:
+    """What the cell says it is for: the user's words to the agent (a heal's hint) and the
+    cell's own comments."""
+    said = [run.task.prompt] if not run.task.initial_code or run.task.given_is_wrong else []
+    comments = [ln.strip().lstrip("#").strip() for ln in (run.task.initial_code or "").splitlines()
+                if ln.strip().startswith("#") and ln.strip().lstrip("#").strip()]
+    return "\n".join([*said, *comments[:6]]) or "(the cell says nothing about its intent)"
+
+
 def summary_html(run: Run) -> str:
     colour, _, _ = OUTCOME_STYLE.get(run.outcome, OUTCOME_STYLE[None])
     detail = ""
     if run.error:
         detail = f'<div style="color:#24292f;font-weight:400;margin-top:2px">{esc(run.error)}</div>'
+    detail += review_html(run)
     return (
         f'<div class="selfheal-summary" data-outcome="{esc(run.outcome or "running")}" '
+        f'data-verified="{str(run.verified).lower()}" '
         f'style="border:1px solid {BORDER};border-left:4px solid {colour};border-radius:4px;'
         f'padding:6px 10px;margin:6px 0;font-weight:600;color:{colour}">'
         f"{esc(summary_text(run))}{detail}</div>"
