@@ -454,6 +454,8 @@ SpecRule = Literal[
     "bare_except",
     "early_exit",
     "hard_coded",
+    "data_added",
+    "data_replaced",
 ]
 """Which part of the user's spec a candidate broke (see :mod:`selfheal_jupyter.loop.spec`).
 
@@ -497,6 +499,9 @@ class Verdict:
     program is wrong: "given" (it is that program), "unchanged" (a candidate that left its
     code as it was), "same_behaviour" (a candidate that shows exactly what it showed,
     :mod:`selfheal_jupyter.loop.behaviour`); "" for every other verdict."""
+    notebook_changes: list[str] = field(default_factory=list)
+    """Notebook functions and classes (from other cells) that the program defines again
+    with a different body: the fix changes those cells too (:mod:`~selfheal_jupyter.loop.notebook_data`)."""
 
     @property
     def spec_kept(self) -> bool | None:

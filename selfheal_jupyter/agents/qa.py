@@ -23,10 +23,20 @@ from typing import Any, Iterable, Mapping
 from pyflakes import checker as pyflakes_checker
 from pyflakes import messages as pyflakes_messages
 
+from ..loop import notebook_data
 from ..loop import spec as spec_mod
 from ..loop.behaviour import Observation, observation, observing_tests
 from ..errors import BadInput
-from ..model import ErrorInfo, ExecutionResult, Frame, Limits, SpecViolation, Task, Verdict
+from ..model import (
+    ErrorInfo,
+    ExecutionResult,
+    Frame,
+    Limits,
+    NotebookContext,
+    SpecViolation,
+    Task,
+    Verdict,
+)
 from ..sandbox.base import Sandbox
 
 FILENAME = "candidate.py"
@@ -371,9 +381,13 @@ class QA:
         return spec_mod.extract(task.initial_code, task.tests, failing_lines(first))
 
     @staticmethod
-    def check_spec(spec: spec_mod.Spec | None, code: str) -> list[SpecViolation] | None:
-        """None when there is no spec; else every way ``code`` breaks it."""
-        return None if spec is None else spec_mod.check(spec, code)
+    def check_spec(spec: spec_mod.Spec | None, code: str,
+                   context: NotebookContext | None = None) -> list[SpecViolation] | None:
+        """None when there is no spec; else every way ``code`` breaks it, its notebook
+        data included (:mod:`selfheal_jupyter.loop.notebook_data`)."""
+        if spec is None:
+            return None
+        return spec_mod.check(spec, code) + notebook_data.check(context, spec.code, code)
 
     def judge(
         self,

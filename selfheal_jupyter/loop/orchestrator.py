@@ -66,6 +66,7 @@ from ..model import (
     Verdict,
 )
 from ..sandbox.base import Sandbox
+from .notebook_data import redefined
 from .spec import Spec
 from ..sandbox.serialize import Pickled
 
@@ -651,9 +652,11 @@ class Loop:
             state.spec = self.qa.spec_for(task, result)
             violations = None
         else:
-            violations = self.qa.check_spec(state.spec, code)
+            violations = self.qa.check_spec(state.spec, code, ctx)
         verdict = hold_known_wrong(self.qa.judge(result, task.tests, violations), task, code,
                                    given=given)
+        if not given and task.initial_code:
+            verdict = replace(verdict, notebook_changes=redefined(ctx, task.initial_code, code))
         # What the given program, known wrong yet passing its checks, shows on them; a
         # candidate that shows the same fixed nothing they can see.
         if (given and verdict.held == "given") or (verdict.passed and state.given_seen is not None):

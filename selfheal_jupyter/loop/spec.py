@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 from ..model import SpecViolation
-from . import blanks
+from . import blanks, notebook_data
 
 _NO_VALUE = object()
 _ASSERT_LINE = re.compile(r"^\s*assert\b")
@@ -437,6 +437,11 @@ FIX = {
         "answer an assert expects or special-case the asserted input."
     ),
 }
+
+
+# The notebook's data is the user's too (loop/notebook_data.py: its rules, titles, fixes).
+RULE_TITLES.update(notebook_data.TITLES)
+FIX.update(notebook_data.FIX)
 
 
 def _violation(rule: str, message: str, line: int | None = None, original: str = "") -> SpecViolation:

@@ -7,12 +7,15 @@ scripts, no widget state. Pygments highlights code with inline styles
 
 from __future__ import annotations
 
+import ast
+
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
 from ..hygiene import HTML, PNG, clean_text
 from ..model import ExecutionResult, Iteration, NotebookContext, Plan, Run, Verdict, safe_outputs
+from ..loop.codeblocks import code_diff
 from ..loop.spec import RULE_TITLES, SPEC_REASON
 from .diff import diff_html
 from .style import (
@@ -151,8 +154,48 @@ def verdict_html(verdict: Verdict) -> str:
     return (
         f'<div class="selfheal-verdict" style="margin:4px 0"><b style="color:{colour}">QA: {label}</b>'
         f'<span style="color:{GREY}">{esc(tests)}{" · " + esc(reasons) if reasons else ""}</span></div>'
-        + spec_html(verdict)
+        + spec_html(verdict) + notebook_changes_line(verdict)
     )
+
+
+def notebook_changes_line(verdict: Verdict) -> str:
+    """The notebook definitions (other cells) this program defines again, differently."""
+    if not verdict.notebook_changes:
+        return ""
+    names = ", ".join(f"`{n}`" for n in verdict.notebook_changes)
+    return (f'<div class="selfheal-notebook-changes" style="border-left:4px solid {BLUE};'
+            f'padding:2px 8px;margin:4px 0">{esc(NOTEBOOK_CHANGES.format(names=names))}</div>')
+
+
+NOTEBOOK_CHANGES = ("Also changes {names}, defined in another cell of your notebook: the fix "
+                    "redefines it in this cell (the other cell stays as it was).")
+
+
+def notebook_changes_html(run: Run) -> str:
+    """For the result: each notebook definition it changes, as a diff to that cell's source."""
+    it = run.final_iteration
+    if it is None or not it.verdict.notebook_changes or run.task.context is None:
+        return ""
+    sources = {e.name: e.source for e in run.task.context.entries}
+    parts = []
+    for name in it.verdict.notebook_changes:
+        mine = definition_text(it.candidate.code, name)
+        if name in sources and mine:
+            parts.append(diff_html(code_diff(sources[name], mine, old_name=f"{name} (your notebook)",
+                                             new_name=f"{name} (this fix)")))
+    return "".join(parts)
+
+
+def definition_text(code: str, name: str) -> str:
+    """The source of the top-level ``def``/``class`` ``name`` in ``code`` ("" when none)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return ""
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and stmt.name == name:
+            return ast.get_source_segment(code, stmt) or ""
+    return ""
 
 
 def strategies_html(it: Iteration) -> str:
@@ -309,6 +352,9 @@ def summary_html(run: Run) -> str:
     if run.error:
         detail = f'<div style="color:#24292f;font-weight:400;margin-top:2px">{esc(run.error)}</div>'
     detail += review_html(run)
+    final = run.final_iteration
+    if final is not None and final.verdict.notebook_changes:
+        detail += notebook_changes_line(final.verdict) + notebook_changes_html(run)
     return (
         f'<div class="selfheal-summary" data-outcome="{esc(run.outcome or "running")}" '
         f'data-verified="{str(run.verified).lower()}" '
