@@ -700,3 +700,74 @@ def test_selfheal_eval_exercises_reports_spec_kept(tmp_path: Path, sandbox_image
     assert summary["spec_kept"] == 1.0 and summary["false_success"] == 0
     assert summary["esr"] == pytest.approx(2 / 3)
     assert re.search(r"spec kept \(of successes\)\s+100\.0%", out)
+
+
+# ------------------------------------------------------------------ notebooks
+def test_notebooks_are_multi_cell_heals_with_their_notebooks_context() -> None:
+    from selfheal_jupyter.eval import notebooks
+    from selfheal_jupyter.model import has_assert
+
+    problems = benchmarks.load("notebooks")
+    assert len(problems) >= 20 and len({p.id for p in problems}) == len(problems)
+    with_asserts = hinted = stated = 0
+    for p in problems:
+        notebook = notebooks.cells((notebooks.data_root() / p.id / "notebook.py").read_text())
+        assert len(notebook) >= 2 and p.initial_code == notebook[-1], p.id
+        task = benchmarks.task(p)
+        assert task.initial_code == p.initial_code and task.context is not None, p.id
+        assert task.context.available and not task.context.unavailable, p.id
+        assert any(e.kind == "value" for e in task.context.entries), p.id  # data from another cell
+        assert p.hidden["expected"] and p.hidden["solution"].strip(), p.id
+        seen = json.dumps(task.to_dict()) + task.context.prelude
+        assert not any(line in seen for line in p.hidden["expected"]), p.id
+        with_asserts += has_assert(p.initial_code)
+        hinted += task.given_is_wrong
+        stated += bool(task.stated)
+    assert with_asserts >= 5 and hinted >= 2 and stated >= 1
+    kinds = {e.kind for p in problems for e in benchmarks.task(p).context.entries}
+    assert {"module", "function", "class", "value"} <= kinds
+
+
+def test_every_notebook_solution_passes_and_every_cell_as_written_fails(sandbox) -> None:
+    for p in benchmarks.load("notebooks"):
+        good = score(sandbox, p, p.hidden["solution"])
+        assert good.passed, (p.id, good.detail)
+        bad = score(sandbox, p, p.initial_code)
+        assert not bad.passed, p.id
+    # a fix that runs but shows made-up months fails the grade: months are numbers here
+    sales = next(p for p in benchmarks.load("notebooks") if p.id == "01_monthly_sales")
+    sliced = sales.initial_code.replace('sales["date"].dt.month', 'sales["date"].str[5:7]')
+    graded = score(sandbox, sales, sliced)
+    assert not graded.passed and "1 EUR 200.00" in graded.detail
+
+
+def test_selfheal_eval_notebooks_counts_solved_verified_and_false_successes(
+        tmp_path: Path, sandbox_image: str, capsys: pytest.CaptureFixture[str]) -> None:
+    problems = {p.id: p for p in benchmarks.load("notebooks", limit=3)}
+    sales, stats, merge = problems["01_monthly_sales"], problems["02_running_stats"], problems["03_grades_merge"]
+    sliced = sales.initial_code.replace('sales["date"].dt.month', 'sales["date"].str[5:7]')
+    script = [
+        Reply(fenced(sliced), match="Monthly revenue"),          # runs, wrong months: false success
+        Reply(fenced(stats.hidden["solution"]), match="today's readings"),  # right, nothing checks it
+        Reply(fenced(merge.hidden["solution"]), match="Average grade per group"),  # right, its assert
+    ]
+    with ScriptedServer(script) as server:
+        code = cli.main([
+            "eval", "--benchmark", "notebooks", "--limit", "3", "--workers", "1",
+            "--model", "scripted-model", "--base-url", server.base_url, "--max-iterations", "2",
+            "--no-plan", "--conditions", "loop,baseline", "--derive-baseline", "--out", str(tmp_path),
+        ])
+        assert code == 0
+        chat = json.dumps(server.chat_requests())
+    assert "EUR 200.00" not in chat and "group A: 6.83" not in chat  # the expected lines stay out
+    records = {(r["problem_id"], r["condition"]): r for r in read_records(tmp_path / "notebooks.jsonl")}
+    loop = {pid: records[(pid, "loop")] for pid in problems}
+    assert loop["01_monthly_sales"]["outcome"] == "success" and not loop["01_monthly_sales"]["passed"]
+    assert loop["01_monthly_sales"]["false_success"] and not loop["01_monthly_sales"]["verified"]
+    assert loop["02_running_stats"]["passed"] and not loop["02_running_stats"]["verified"]
+    assert loop["03_grades_merge"]["passed"] and loop["03_grades_merge"]["verified"]
+    summary = json.loads((tmp_path / "notebooks.summary.json").read_text())["notebooks"]
+    assert summary["loop"]["solved"] == 2 and summary["loop"]["verified"] == 1
+    assert summary["loop"]["false_success"] == 1 and summary["baseline"]["solved"] == 2
+    out = capsys.readouterr().out
+    assert re.search(r"successes verified \(checks ran\)\s+1\s+1", out)

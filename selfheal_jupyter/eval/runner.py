@@ -82,7 +82,7 @@ def _weights_sha256(key: str) -> str | None:
         return None
 
 
-STRATEGY_OPTIONS = ("generated_checks", "candidates", "runtime_values", "explain_first",
+STRATEGY_OPTIONS = ("generated_checks", "intent_checks", "candidates", "runtime_values", "explain_first",
                     "restart_after")
 """The ``SelfHeal`` options of the loop's strategies, recorded with every result."""
 
@@ -312,7 +312,7 @@ def run_eval(
         try:
             loop = build_loop(settings, sandbox=sandbox, llm=llm)
             t0 = time.monotonic()
-            run: Run = loop.run(problem.task())
+            run: Run = loop.run(benchmarks.task(problem))
             run_dict = _trim(run.to_dict())
             hidden = score(sandbox, problem, code_of(run_dict), limits=hidden_limits)
             wall = time.monotonic() - t0
