@@ -64,6 +64,7 @@ from ..model import (
     Totals,
     Usage,
     Verdict,
+    has_assert,
 )
 from ..sandbox.base import Sandbox
 from .notebook_data import redefined
@@ -220,6 +221,9 @@ class Strategies:
     """Ask the model to explain the bug before each repair."""
     restart_after: int
     """Start over after this many failed repairs in a row (0 = never)."""
+    intent_checks: int = 0
+    """Like ``generated_checks``, for a heal of a cell without asserts or tests: checks
+    from the cell's intent (used when ``generated_checks`` is 0)."""
 
 
 class Loop:
@@ -370,6 +374,8 @@ class Loop:
     ) -> None:
         """QA's soft checks, from the task alone (and a repair's comments/docstrings)."""
         count = self.strategies.generated_checks
+        if count <= 0 and task.initial_code and not task.tests and not has_assert(task.initial_code):
+            count = self.strategies.intent_checks
         if count <= 0:
             return
         self._check_bounds(state, before="writing the generated checks")
