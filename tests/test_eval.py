@@ -739,6 +739,10 @@ def test_every_notebook_solution_passes_and_every_cell_as_written_fails(sandbox)
     sliced = sales.initial_code.replace('sales["date"].dt.month', 'sales["date"].str[5:7]')
     graded = score(sandbox, sales, sliced)
     assert not graded.passed and "1 EUR 200.00" in graded.detail
+    # a label rewritten in another case still shows the values: spacing and case aside
+    shipping = next(p for p in benchmarks.load("notebooks") if p.id == "11_shipping_days")
+    relabelled = shipping.hidden["solution"].replace('"average days', '"Average  days')
+    assert relabelled != shipping.hidden["solution"] and score(sandbox, shipping, relabelled).passed
 
 
 def test_selfheal_eval_notebooks_counts_solved_verified_and_false_successes(

@@ -19,7 +19,7 @@ Graded in the sandbox, with the same prelude and copies: the program ran to its 
 (so the asserts in it held), it keeps the cell's spec (its asserts, no hard-coded answer,
 no invented notebook data: :mod:`~selfheal_jupyter.loop.spec`,
 :mod:`~selfheal_jupyter.loop.notebook_data`), and its output shows every expected line,
-in order.
+in order (spacing and letter case aside).
 """
 
 from __future__ import annotations
@@ -132,7 +132,9 @@ def hidden_run(problem: Problem) -> HiddenRun:
 
 
 def _norm(line: str) -> str:
-    return " ".join(line.split())
+    """A printed line as the grade compares it: spacing and letter case do not count (a
+    fix may rewrite a label as "Average days to ship"; its values must stay)."""
+    return " ".join(line.split()).casefold()
 
 
 def grade(problem: Problem, result: ExecutionResult, code: str) -> tuple[bool, str]:
