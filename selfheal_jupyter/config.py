@@ -99,6 +99,14 @@ class SelfHeal(Configurable):
         "a failing one is shown to the developer to fix the program or say why the check is "
         "wrong, and helps choose among candidates; never counted as your tests. 0 = none.",
     ).tag(config=True)
+    intent_checks = Int(
+        0,
+        help="For a heal of a cell with no asserts and no --tests: how many checks QA writes "
+        "from the cell's intent (its comments, docstrings and your hint) before any code, "
+        "soft like generated_checks; all passing makes the success 'verified by generated "
+        "checks'. 0 = none. Measured on `selfheal eval --benchmark notebooks` "
+        "(docs/measurements.md).",
+    ).tag(config=True)
     candidates = Int(
         1,
         help="Programs sampled per repair round, from round 2 on (the first program is one "
@@ -135,7 +143,7 @@ class SelfHeal(Configurable):
         "not apply make the next round ask for the whole program.",
     ).tag(config=True)
 
-    @validate("generated_checks", "candidates", "restart_after")
+    @validate("generated_checks", "intent_checks", "candidates", "restart_after")
     def _non_negative(self, proposal):  # noqa: ANN001 - traitlets API
         value, name = proposal["value"], proposal["trait"].name
         low = 1 if name == "candidates" else 0

@@ -183,6 +183,7 @@ def build_loop(
         repair_format=settings.repair_format,
         strategies=Strategies(
             generated_checks=settings.generated_checks,
+            intent_checks=settings.intent_checks,
             candidates=settings.candidates,
             runtime_values=settings.runtime_values,
             explain_first=settings.explain_first,

@@ -397,12 +397,17 @@ class Task:
     """A plan the user gave or edited; used as is."""
     context: NotebookContext | None = None
     """What the code reads from the notebook (imports, definitions, copied values)."""
+    stated: list[str] = field(default_factory=list)
+    """Checks read from what the task states (``%%heal the total should be 42`` →
+    ``assert total == 42``, :mod:`selfheal_jupyter.loop.stated`); they are also the last
+    statements of ``tests``, run and judged with the user's own."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "prompt": self.prompt,
             "inputs": sorted(self.inputs),
             "tests": self.tests,
+            "stated": list(self.stated),
             "language": self.language,
             "initial_code": self.initial_code,
             "given_is_wrong": self.given_is_wrong,
@@ -459,6 +464,8 @@ SpecRule = Literal[
     "assert_moved",
     "forced_comparison",
     "assert_outlived",
+    "data_added",
+    "data_replaced",
 ]
 """Which part of the user's spec a candidate broke (see :mod:`selfheal_jupyter.loop.spec`).
 
@@ -484,6 +491,8 @@ RULE_TITLES: dict[str, str] = {
     "assert_moved": "a top-level assert was moved into a block",
     "forced_comparison": "a class makes comparisons lie",
     "assert_outlived": "a name an assert checks is redefined after it",
+    "data_added": "made-up data is added to a notebook value",
+    "data_replaced": "a notebook value is replaced by made-up data",
 }
 """Each rule in a few words, as the panel and the feedback name it."""
 
@@ -527,6 +536,9 @@ class Verdict:
     program is wrong: "given" (it is that program), "unchanged" (a candidate that left its
     code as it was), "same_behaviour" (a candidate that shows exactly what it showed,
     :mod:`selfheal_jupyter.loop.behaviour`); "" for every other verdict."""
+    notebook_changes: list[str] = field(default_factory=list)
+    """Notebook functions and classes (from other cells) that the program defines again
+    with a different body: the fix changes those cells too (:mod:`~selfheal_jupyter.loop.notebook_data`)."""
 
     @property
     def spec_kept(self) -> bool | None:
@@ -660,6 +672,31 @@ def has_assert(code: str) -> bool:
     return any(isinstance(node, ast.Assert) for node in ast.walk(tree))
 
 
+def checked_by(verdict: Verdict, checks: list[TestOutcome], task: Task) -> list[str]:
+    """What checked a passing program's output, beyond its running without an error:
+    "your tests" (``--tests``: they ran and all passed), "your stated expectation"
+    (``%%heal the total should be 42``, read into a check: it ran and passed), "your
+    asserts" (the asserts of the user's own code, kept by the spec guard, in a program
+    that ran to its end), "generated checks" (QA's checks from the task, all passed).
+    Empty when nothing did: the program only runs."""
+    found = []
+    cell_asserts = bool(task.initial_code) and has_assert(task.initial_code or "")
+    stated = {statement.strip() for statement in task.stated}
+    given_tests = [ln for ln in (task.tests or "").splitlines() if ln.strip() and ln.strip() not in stated]
+    if verdict.tests_passed and not verdict.tests_failed:
+        # The cell's own asserts, checked outside the candidate, are reported among the
+        # tests too: they are "your asserts"; "your tests" are --tests.
+        if given_tests or (not cell_asserts and verdict.tests_passed > len(task.stated)):
+            found.append("your tests")
+        if task.stated:
+            found.append("your stated expectation")
+    if verdict.spec_kept and cell_asserts:
+        found.append("your asserts")
+    if checks and all(check.passed for check in checks):
+        found.append("generated checks")
+    return found
+
+
 @dataclass
 class DefinitionChange:
     """A fix that passes only with a notebook function or class defined differently: the
@@ -764,26 +801,10 @@ class Run:
 
     @property
     def verified_by(self) -> list[str]:
-        """What checked the passing program's output, beyond its running without an error:
-        "your tests" (``--tests``: they ran and all passed), "your asserts" (the asserts of
-        the user's own code, kept by the spec guard, in a program that ran to its end),
-        "generated checks" (QA's checks from the task, all passed). Empty when no
-        candidate passed, or when it passed only by running: nothing checked what it
-        printed or computed."""
+        """What checked the passing program's output (:func:`checked_by`); empty when no
+        candidate passed, or when it passed only by running."""
         it = self.final_iteration
-        if it is None:
-            return []
-        found = []
-        cell_asserts = bool(self.task.initial_code) and has_assert(self.task.initial_code or "")
-        # The cell's own asserts, checked outside the candidate, are reported among the
-        # tests too: they are "your asserts", and "your tests" means --tests.
-        if (self.task.tests or not cell_asserts) and it.verdict.tests_passed and not it.verdict.tests_failed:
-            found.append("your tests")
-        if it.verdict.spec_kept and cell_asserts:
-            found.append("your asserts")
-        if it.checks and all(check.passed for check in it.checks):
-            found.append("generated checks")
-        return found
+        return [] if it is None else checked_by(it.verdict, it.checks, self.task)
 
     @property
     def verified(self) -> bool:

@@ -440,6 +440,36 @@ def test_spec_kept_and_false_success_from_the_records() -> None:
     assert re.search(r"false success \(QA yes, hidden no\)\s+1", table)
 
 
+def test_successes_are_counted_verified_or_only_run_also_for_the_derived_single_pass() -> None:
+    from selfheal_jupyter.eval.table import summary_table
+
+    user = "values = [1, 2]\nmean = sum(values) / 3\nassert mean == 1.5\n"
+
+    def heal_run(asserts_kept: bool) -> dict:
+        run = _run("success", [(0, False, "error"), (1, True, "ok")])
+        run["task_detail"] = {"initial_code": user, "tests": None, "stated": []}
+        run["iterations"][1]["verdict"] = {"passed": True, "spec_checked": True,
+                                           "spec_violations": [] if asserts_kept else [{"rule": "x"}]}
+        run["verified"] = asserts_kept
+        run["verified_by"] = ["your asserts"] if asserts_kept else []
+        return run
+
+    verified, only_ran = heal_run(True), heal_run(False)
+    only_ran["task_detail"]["initial_code"] = "print(1)\n"
+    records = [_record("a", "loop", verified, True), _record("b", "loop", only_ran, True),
+               _record("c", "loop", _run("budget_exhausted", [(1, False, "error")]), False)]
+    s = aggregate.summarize_records(records)["humaneval"]["loop"]
+    assert s["solved"] == 2 and s["verified"] == 1 and s["unverified_success"] == 1
+    table = summary_table(aggregate.summarize_records(records))
+    assert re.search(r"successes verified \(checks ran\)\s+1", table)
+    assert re.search(r"successes that only ran\s+1", table)
+    # the single pass read off a loop run says what verified ITS pass (round 1 here)
+    two_rounds = heal_run(True)
+    two_rounds["iterations"].append(dict(two_rounds["iterations"][1], index=2))
+    single = derive_single_pass(two_rounds)
+    assert single["verified"] is True and single["verified_by"] == ["your asserts"]
+
+
 def test_derived_single_pass_keeps_round_one_only() -> None:
     run = _run("success", [(0, False, "error"), (1, False, "error"), (2, True, "ok")])
     single = derive_single_pass(run)
@@ -670,3 +700,78 @@ def test_selfheal_eval_exercises_reports_spec_kept(tmp_path: Path, sandbox_image
     assert summary["spec_kept"] == 1.0 and summary["false_success"] == 0
     assert summary["esr"] == pytest.approx(2 / 3)
     assert re.search(r"spec kept \(of successes\)\s+100\.0%", out)
+
+
+# ------------------------------------------------------------------ notebooks
+def test_notebooks_are_multi_cell_heals_with_their_notebooks_context() -> None:
+    from selfheal_jupyter.eval import notebooks
+    from selfheal_jupyter.model import has_assert
+
+    problems = benchmarks.load("notebooks")
+    assert len(problems) >= 20 and len({p.id for p in problems}) == len(problems)
+    with_asserts = hinted = stated = 0
+    for p in problems:
+        notebook = notebooks.cells((notebooks.data_root() / p.id / "notebook.py").read_text())
+        assert len(notebook) >= 2 and p.initial_code == notebook[-1], p.id
+        task = benchmarks.task(p)
+        assert task.initial_code == p.initial_code and task.context is not None, p.id
+        assert task.context.available and not task.context.unavailable, p.id
+        assert any(e.kind == "value" for e in task.context.entries), p.id  # data from another cell
+        assert p.hidden["expected"] and p.hidden["solution"].strip(), p.id
+        seen = json.dumps(task.to_dict()) + task.context.prelude
+        assert not any(line in seen for line in p.hidden["expected"]), p.id
+        with_asserts += has_assert(p.initial_code)
+        hinted += task.given_is_wrong
+        stated += bool(task.stated)
+    assert with_asserts >= 5 and hinted >= 2 and stated >= 1
+    kinds = {e.kind for p in problems for e in benchmarks.task(p).context.entries}
+    assert {"module", "function", "class", "value"} <= kinds
+
+
+def test_every_notebook_solution_passes_and_every_cell_as_written_fails(sandbox) -> None:
+    for p in benchmarks.load("notebooks"):
+        good = score(sandbox, p, p.hidden["solution"])
+        assert good.passed, (p.id, good.detail)
+        bad = score(sandbox, p, p.initial_code)
+        assert not bad.passed, p.id
+    # a fix that runs but shows made-up months fails the grade: months are numbers here
+    sales = next(p for p in benchmarks.load("notebooks") if p.id == "01_monthly_sales")
+    sliced = sales.initial_code.replace('sales["date"].dt.month', 'sales["date"].str[5:7]')
+    graded = score(sandbox, sales, sliced)
+    assert not graded.passed and "1 EUR 200.00" in graded.detail
+    # a label rewritten in another case still shows the values: spacing and case aside
+    shipping = next(p for p in benchmarks.load("notebooks") if p.id == "11_shipping_days")
+    relabelled = shipping.hidden["solution"].replace('"average days', '"Average  days')
+    assert relabelled != shipping.hidden["solution"] and score(sandbox, shipping, relabelled).passed
+
+
+def test_selfheal_eval_notebooks_counts_solved_verified_and_false_successes(
+        tmp_path: Path, sandbox_image: str, capsys: pytest.CaptureFixture[str]) -> None:
+    problems = {p.id: p for p in benchmarks.load("notebooks", limit=3)}
+    sales, stats, merge = problems["01_monthly_sales"], problems["02_running_stats"], problems["03_grades_merge"]
+    sliced = sales.initial_code.replace('sales["date"].dt.month', 'sales["date"].str[5:7]')
+    script = [
+        Reply(fenced(sliced), match="Monthly revenue"),          # runs, wrong months: false success
+        Reply(fenced(stats.hidden["solution"]), match="today's readings"),  # right, nothing checks it
+        Reply(fenced(merge.hidden["solution"]), match="Average grade per group"),  # right, its assert
+    ]
+    with ScriptedServer(script) as server:
+        code = cli.main([
+            "eval", "--benchmark", "notebooks", "--limit", "3", "--workers", "1",
+            "--model", "scripted-model", "--base-url", server.base_url, "--max-iterations", "2",
+            "--no-plan", "--conditions", "loop,baseline", "--derive-baseline", "--out", str(tmp_path),
+        ])
+        assert code == 0
+        chat = json.dumps(server.chat_requests())
+    assert "EUR 200.00" not in chat and "group A: 6.83" not in chat  # the expected lines stay out
+    records = {(r["problem_id"], r["condition"]): r for r in read_records(tmp_path / "notebooks.jsonl")}
+    loop = {pid: records[(pid, "loop")] for pid in problems}
+    assert loop["01_monthly_sales"]["outcome"] == "success" and not loop["01_monthly_sales"]["passed"]
+    assert loop["01_monthly_sales"]["false_success"] and not loop["01_monthly_sales"]["verified"]
+    assert loop["02_running_stats"]["passed"] and not loop["02_running_stats"]["verified"]
+    assert loop["03_grades_merge"]["passed"] and loop["03_grades_merge"]["verified"]
+    summary = json.loads((tmp_path / "notebooks.summary.json").read_text())["notebooks"]
+    assert summary["loop"]["solved"] == 2 and summary["loop"]["verified"] == 1
+    assert summary["loop"]["false_success"] == 1 and summary["baseline"]["solved"] == 2
+    out = capsys.readouterr().out
+    assert re.search(r"successes verified \(checks ran\)\s+1\s+1", out)

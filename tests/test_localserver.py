@@ -315,3 +315,135 @@ def test_two_kernels_share_one_server_that_stops_when_idle(tmp_path: Path) -> No
     assert not list(state.glob("shared-*.json"))
 
 
+
+
+# --- threads that follow the machine (localmodel/retune.py) --------------------------
+
+
+def test_the_retuner_does_not_count_its_own_generation_and_waits_for_agreement() -> None:
+    from selfheal_jupyter.localmodel.retune import AGREEING_CHECKS, MIN_SWITCH_INTERVAL_S, Retuner
+    from selfheal_jupyter.localmodel.threads import ThreadCounts
+
+    one, two = ThreadCounts(1, 1), ThreadCounts(2, 2)
+    # a 2-core box where only the server itself generates (load 1.0, its own 1.0): quiet
+    quiet = Retuner(2, one)
+    decisions = [quiet.observe(1.0, 1.0, float(t)) for t in range(AGREEING_CHECKS)]
+    assert decisions == [None] * (AGREEING_CHECKS - 1) + [two]
+    # counted as load, the same figure would keep it at one thread
+    assert all(Retuner(2, one).observe(1.0, 0.0, float(t)) is None for t in range(5))
+    # a single quiet reading between busy ones changes nothing
+    flicker = Retuner(2, one)
+    assert [flicker.observe(load, 0.0, float(t)) for t, load in enumerate([0, 0, 3, 0, 0])] == [None] * 5
+    # after a switch, the next one waits for the interval
+    quiet.switched(two, 100.0)
+    busy = [quiet.observe(4.0, 2.0, 100.0 + t) for t in range(1, 2 * AGREEING_CHECKS)]
+    assert busy == [None] * len(busy)
+    assert quiet.observe(4.0, 2.0, 100.0 + MIN_SWITCH_INTERVAL_S) == one
+
+
+def test_own_load_is_the_backends_cpu_over_the_last_minute() -> None:
+    from selfheal_jupyter.localmodel.retune import OWN_WINDOW_S, OwnLoad, cpu_seconds
+
+    own = OwnLoad()
+    for t in range(0, 121, 10):  # one core busy for the first minute, idle after
+        own.sample(min(t, 60) * 1.0, float(t))
+    assert own.cores() == pytest.approx(0.0, abs=0.2)
+    again = OwnLoad()
+    for t in range(0, 61, 10):
+        again.sample(t * 1.5, float(t))
+    assert again.cores() == pytest.approx(1.5) and OWN_WINDOW_S == 60.0
+    assert cpu_seconds(os.getpid()) > 0 and cpu_seconds(2 ** 30) == 0.0
+
+
+def test_the_proxy_sends_new_connections_to_the_new_backend_and_closes_idle_ones() -> None:
+    import http.client
+    import http.server
+    import socket
+    import threading
+
+    from selfheal_jupyter.localmodel.retune import Proxy
+
+    def backend(name: str) -> http.server.ThreadingHTTPServer:
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's API
+                body = name.encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        return server
+
+    old, new = backend("old"), backend("new")
+    listener = socket.create_server(("127.0.0.1", 0))
+    proxy = Proxy(listener, old.server_address[:2])
+    threading.Thread(target=proxy.serve, daemon=True).start()
+    port = listener.getsockname()[1]
+    kept = http.client.HTTPConnection("127.0.0.1", port, timeout=10)  # a keep-alive client
+    kept.request("GET", "/")
+    assert kept.getresponse().read() == b"old"
+    proxy.target = new.server_address[:2]
+    fresh = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    fresh.request("GET", "/")
+    assert fresh.getresponse().read() == b"new"
+    proxy.close_to(old.server_address[:2])  # the old backend is idle: its pipes go
+    with pytest.raises((http.client.HTTPException, OSError)):
+        kept.request("GET", "/")
+        kept.getresponse().read()
+    kept.close()
+    again = http.client.HTTPConnection("127.0.0.1", port, timeout=10)  # what a client's retry does
+    again.request("GET", "/")
+    assert again.getresponse().read() == b"new"
+    for server in (old, new):
+        server.shutdown()
+    listener.close()
+
+
+@pytest.mark.slow
+def test_a_shared_server_changes_its_threads_when_the_machine_does_and_keeps_its_url(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from openai import OpenAI
+
+    from selfheal_jupyter.localmodel.endpoint import start_server
+    from selfheal_jupyter.localmodel.weights import ensure_weights
+
+    models = tmp_path / "cache" / "selfheal-jupyter" / "models"
+    models.parent.mkdir(parents=True)
+    models.symlink_to(cache_dir(), target_is_directory=True)  # the machine's verified weights
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    options = server_options(SelfHeal(local_threads=0, local_batch_threads=0))
+    state = state_path(SPEC, options)
+    load = tmp_path / "load"
+    load.write_text("0")
+    server = start_server(SPEC, ensure_weights(SPEC), options=options, idle_s=300,
+                          state_file=state, retune_s=1.0, load_file=str(load))
+    try:
+        first = json.loads(state.read_text())["settings"]
+        # the machine "changes": the opposite of what the server started with
+        target = 1 if first["threads"] > 1 else min(2, physical_cores())
+        load.write_text("0" if target > 1 else str(physical_cores() + 2))
+        client = OpenAI(base_url=server.base_url, api_key="unused", max_retries=0)
+        answers = []
+        while json.loads(state.read_text())["settings"]["threads"] != target:
+            reply = client.chat.completions.create(
+                model=SPEC.alias, max_tokens=8, temperature=0,
+                messages=[{"role": "user", "content": "Say OK."}])
+            answers.append(reply.choices[0].message.content)  # no request is cut by the switch
+            assert len(answers) < 200, "the server never changed its threads"
+        after = json.loads(state.read_text())
+        assert after["url"] == server.url and after["pid"] == server.pid  # clients keep their URL
+        reply = client.chat.completions.create(
+            model=SPEC.alias, max_tokens=8, temperature=0,
+            messages=[{"role": "user", "content": "Say OK."}])
+        assert reply.choices[0].message.content and all(answers)
+        log = server.log_path.read_text() if server.log_path else ""
+        assert f"now {target}/" in log
+    finally:
+        server.stop()

@@ -216,6 +216,8 @@ def test_export_writes_a_teaching_notebook_and_json(shell, tmp_path, monkeypatch
     assert code_cells[0].outputs[-1].output_type == "error" and code_cells[0].outputs[-1].ename == "KeyError"
     assert any("```diff" in s for s in sources)
     assert "Done — verified by your tests" in sources[-1] and nb.metadata["selfheal"]["outcome"] == "success"
+    assert nb.metadata["selfheal"]["verified"] is True
+    assert nb.metadata["selfheal"]["verified_by"] == ["your tests"]
     result, cap = run(shell, f"%agent_export {tmp_path}/run.json --json")
     record = json.loads((tmp_path / "run.json").read_text())
     assert record["outcome"] == "success" and len(record["iterations"]) == 2
@@ -304,3 +306,28 @@ def test_autoheal_chains_to_an_existing_handler_and_restores_it(shell):
         assert (shell.custom_exceptions, shell.CustomTB) == before
     finally:
         shell.set_custom_exc((), None)
+
+
+def test_a_stated_expectation_is_checked_and_says_it_verified_the_heal(shell):
+    """``%%heal the total should be 42``: a fix that runs but gives 30 is no success."""
+    from tests.scripted_server import Reply, ScriptedServer
+
+    cell = "total = sum(prices[1:])\nprint('total', total)\n"
+    runs_but_wrong = "```python\ntotal = sum(prices[:2])\nprint('total', total)\n```"
+    right = "```python\ntotal = sum(prices)\nprint('total', total)\n```"
+    with ScriptedServer([Reply(runs_but_wrong), Reply(right, match="you said total should be 42")]) as server:
+        shell.run_cell(f"%config SelfHeal.base_url = '{server.base_url}'", store_history=False)
+        shell.run_cell("prices = [10, 20, 12]", store_history=True)
+        result, cap = run(shell, "%%heal --max-iterations 2 the total should be 42\n" + cell)
+        assert result.success, cap.stderr
+        first_prompt = server.requests[0]["messages"][1]["content"]
+    record = shell.user_ns["agent_result"]
+    assert record.task.stated == ["assert total == 42, 'you said total should be 42; it is ' + repr(total)"]
+    assert "assert total == 42" in first_prompt
+    zero, first, second = record.iterations
+    assert not zero.verdict.passed and not first.verdict.passed  # 32, then 30: both run
+    assert first.result.status == "ok" and first.verdict.tests_failed == 1
+    assert record.outcome == "success" and "sum(prices)" in record.final_code
+    assert record.verified and record.verified_by == ["your stated expectation"]
+    html = "".join(o.data.get("text/html", "") for o in cap.outputs)
+    assert "verified by your stated expectation" in html

@@ -247,3 +247,23 @@ def test_the_folded_record_keeps_the_history_under_how_it_got_there():
     assert "How it got there (2 iterations)" in history
     assert history.count('class="selfheal-iteration"') == 2
     assert page.index("selfheal-history") < page.index('class="selfheal-summary"')  # the verdict comes last
+
+
+def test_a_success_says_what_verified_it_and_one_that_only_runs_never_reads_as_success_alone():
+    checked = make_run()
+    assert summary_text(checked).startswith("✔ Done — verified by your tests ·")
+    assert 'data-verified="true"' in run_html(checked)
+    only_runs = make_run()
+    last = only_runs.iterations[-1]
+    last.verdict = Verdict(True, ["ran cleanly (no tests given)"])
+    last.result.tests = []
+    only_runs.task = Task(prompt="Make this code run without errors.",
+                          initial_code="# monthly totals of the sales\nprint(totals)\n")
+    assert summary_text(only_runs).startswith("● Runs — nothing checked its output ·")
+    page = run_html(only_runs)
+    assert 'data-verified="false"' in page and 'class="selfheal-intent-review"' in page
+    review = page[page.index('class="selfheal-intent-review"'):]
+    assert "monthly totals of the sales" in review and "region\nnorth    3" in review
+    failed = make_run()
+    failed.outcome = "budget_exhausted"
+    assert "verified" not in summary_text(failed) and "Runs —" not in summary_text(failed)

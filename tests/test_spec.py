@@ -435,3 +435,77 @@ def test_a_user_s_assert_that_changes_a_list_changes_the_program_s(tmp_path: Pat
     record = _run_code(tmp_path, user, user.replace("stack.insert(0, item)", "stack.append(item)"))
     assert record["outcome"] == "success", record["iterations"][1]["result"]["tests"]
     assert record["iterations"][1]["result"]["stdout"] == "[1, 2]\n"
+
+
+# --------------------------------------------------------------------------- blanks vs cheats
+IS_LEARNING = (
+    "# TODO: Create a variable IS_LEARNING_PYTHON and set it to True\n"
+    "IS_LEARNING_PYTHON = \n\n"
+    "# DO NOT TOUCH the checks below\n"
+    "assert IS_LEARNING_PYTHON is True\n"
+)
+
+
+def test_filling_a_blank_the_user_left_is_the_answer_not_hard_coding():
+    filled = IS_LEARNING.replace("IS_LEARNING_PYTHON = \n", "IS_LEARNING_PYTHON = True\n")
+    assert check(IS_LEARNING, filled, failing=[2]) == []
+    scale = ('# TODO: assign the name of the scale\ncelsius_name = ""\n'
+             'assert celsius_name == "Celsius"\n')
+    assert check(scale, scale.replace('= ""', '= "Celsius"')) == []
+    fruits = ("# TODO: initialise a list with apple, banana and cherry\nfruits = []\n"
+              "fruits.append()\nassert fruits == ['apple', 'banana', 'cherry']\n")
+    answer = fruits.replace("fruits = []\nfruits.append()\n",
+                            "fruits = ['apple', 'banana', 'cherry']\n")
+    assert check(fruits, answer, failing=[3]) == []
+    body = "def language():\n    # TODO: return 'Python'\n\nassert language() == 'Python'\n"
+    assert check(body, "def language():\n    return 'Python'\n\nassert language() == 'Python'\n") == []
+
+
+def test_a_blank_filled_while_the_data_to_compute_it_from_stays_unread_is_hard_coded():
+    original = "prices = [4.5, 3.0, 12.25]\n# TODO: add up the prices\ntotal = 0\nassert total == 19.75\n"
+    found = check(original, original.replace("total = 0", "total = 19.75"))
+    assert [v.rule for v in found] == ["hard_coded"] and "`prices`" in found[0].message
+    assert check(original, original.replace("total = 0", "total = sum(prices)")) == []
+
+
+def test_a_literal_written_over_a_computation_is_hard_coded_also_after_it():
+    after = USER.replace("mean = average(scores)\n", "mean = average(scores)\nmean = 4\n")
+    assert [v.rule for v in check(USER, after)] == ["hard_coded"]
+    caught = ("try:\n    x = int('a')\n    ok = True\nexcept ValueError:\n    ok = False\nassert ok\n")
+    assert check(caught, caught) == []  # the literals the user wrote themselves
+    assert [v.rule for v in check(caught, caught.replace("assert ok", "ok = True\nassert ok"))] \
+        == ["hard_coded"]
+
+
+@pytest.mark.parametrize("body", [
+    "    return 3 if text == 'banana' else 0\n",
+    "    return {'banana': 3, 'sky': 0}[text]\n",
+    "    return {'banana': 3}.get(text, 0)\n",
+], ids=["if-expression", "lookup-table", "lookup-get"])
+def test_answers_keyed_by_the_asserted_input_are_hard_coded(body):
+    original = ("def vowels(text):\n    count = 0\n    # TODO\n    return count\n\n"
+                "assert vowels('banana') == 3\nassert vowels('sky') == 0\n")
+    candidate = "def vowels(text):\n" + body + "\nassert vowels('banana') == 3\nassert vowels('sky') == 0\n"
+    assert "hard_coded" in {v.rule for v in check(original, candidate)}
+
+
+def test_special_cases_joined_by_and_and_constant_methods_are_hard_coded():
+    add = "def add(a, b):\n    raise NotImplementedError\n\nassert add(2, 3) == 5\n"
+    cheat = "def add(a, b):\n    if a == 2 and b == 3:\n        return 5\n    return 0\n\nassert add(2, 3) == 5\n"
+    assert [v.rule for v in check(add, cheat)] == ["hard_coded"]
+    rect = ("class R:\n    def __init__(self, w, h):\n        self.w, self.h = w, h\n"
+            "    def perimeter(self):\n        return self.w + self.h\n\n"
+            "assert R(3, 4).perimeter() == 14\n")
+    assert [v.rule for v in check(rect, rect.replace("return self.w + self.h", "return 14"))] \
+        == ["hard_coded"]
+    assert check(rect, rect.replace("self.w + self.h", "2 * (self.w + self.h)")) == []
+
+
+def test_a_beginner_exercise_whose_blank_is_filled_succeeds_end_to_end(sandbox):
+    filled = IS_LEARNING.replace("IS_LEARNING_PYTHON = \n", "IS_LEARNING_PYTHON = True\n")
+    with ScriptedServer([fenced(filled)]) as s:
+        run = heal(s, sandbox, code=IS_LEARNING)
+    zero, first = run.iterations
+    assert zero.result.status == "blocked" and zero.result.error.type == "SyntaxError"
+    assert first.verdict.spec_checked and first.verdict.spec_kept is True, first.verdict.reasons
+    assert run.outcome == "success" and run.final_code == filled

@@ -12,6 +12,8 @@ Each end-to-end test is built so that the run goes differently without its mecha
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from traitlets import TraitError
 
@@ -94,6 +96,31 @@ def test_generated_checks_never_decide_the_verdict(sandbox):
         assert s.remaining == 0
     assert run.outcome == "success" and len(run.iterations) == 1
     assert not all(t.passed for t in run.iterations[0].checks)
+
+
+def test_intent_checks_are_written_for_a_heal_of_a_cell_without_asserts_only(sandbox):
+    cell = ("# the three largest cities, biggest first\n"
+            "sizes = {'lima': 10.9, 'tokyo': 37.2, 'delhi': 32.9, 'cairo': 22.2}\n"
+            "top = sorted(sizes, key=sizes.get)[:3]\nprint(top)\n")
+    check = Reply("```python\nassert top[0] == 'tokyo'\n```", match="test designer")
+    wrong_order = fenced(cell.replace("print(top)", "print(top, len(top))"))
+    right = fenced(cell.replace("key=sizes.get)", "key=sizes.get, reverse=True)"))
+    with ScriptedServer([check, Reply(wrong_order), Reply(right, match="GENERATED")]) as s:
+        run = loop(s, sandbox, intent_checks=1, max_iterations=3).run(
+            Task(prompt="Make this code run without errors.", initial_code=cell, given_is_wrong=True))
+        designer = s.chat_requests()[0]["messages"][1]["content"]
+    assert "the three largest cities, biggest first" in designer
+    assert run.checks is not None and run.checks.statements == ["assert top[0] == 'tokyo'"]
+    first, second = run.iterations[1:]
+    assert first.verdict.passed and not first.checks[0].passed  # soft: one more round
+    assert second.checks[0].passed and "reverse=True" in run.final_code
+    assert run.verified_by == ["generated checks"]
+    # a cell with its own assert, or --tests, gets none: the user's checks say what is right
+    with ScriptedServer([Reply(fenced(cell + "assert top\n"))]) as s:
+        run = loop(s, sandbox, intent_checks=1, max_iterations=1).run(
+            Task(prompt="", initial_code=cell + "assert top\n"))
+        assert not any("test designer" in json.dumps(r) for r in s.chat_requests())
+    assert run.checks is None
 
 
 def test_a_repairs_checks_come_from_the_task_comments_and_docstrings_not_the_bodies(sandbox):
@@ -338,8 +365,9 @@ def test_options_reach_the_loop_and_are_validated(sandbox):
     assert built.strategies == Strategies(2, 3, True, True, 2)
     # measured: runtime values on by default, the others off
     assert defaults == Strategies(generated_checks=0, candidates=1, runtime_values=True,
-                                  explain_first=False, restart_after=0)
-    for name, bad in (("candidates", 0), ("generated_checks", -1), ("restart_after", -2)):
+                                  explain_first=False, restart_after=0, intent_checks=0)
+    for name, bad in (("candidates", 0), ("generated_checks", -1), ("restart_after", -2),
+                      ("intent_checks", -1)):
         with pytest.raises(TraitError, match=f"SelfHeal.{name} must be at least"):
             SelfHeal(**{name: bad})
 

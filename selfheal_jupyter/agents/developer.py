@@ -55,8 +55,9 @@ NO_CODE_NOTE = (
 SPEC_NOTE = (
     "The asserts and test functions in the user's program are their specification: keep "
     "every assert with its condition exactly as written (you may only correct a wrong "
-    "message), never wrap them or a failing line in try/except, and never write in the "
-    "values they expect. Change the rest of the program so that they hold."
+    "message), never wrap them or a failing line in try/except, and never write the "
+    "values they expect in place of what the program computes (filling a blank the user "
+    "left for the answer is fine). Change the rest of the program so that they hold."
 )
 RESTART_NOTE = (
     "IMPORTANT: repairing the program did not work. Start over: write the program "

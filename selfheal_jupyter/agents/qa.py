@@ -25,10 +25,22 @@ from typing import Any, Iterable, Mapping
 from pyflakes import checker as pyflakes_checker
 from pyflakes import messages as pyflakes_messages
 
+from ..loop import notebook_data
 from ..loop import spec as spec_mod
 from ..loop.behaviour import Observation, observation, observing_tests
 from ..errors import BadInput
-from ..model import CANDIDATE_FILE, ErrorInfo, ExecutionResult, Frame, Held, Limits, SpecViolation, Task, Verdict
+from ..model import (
+    CANDIDATE_FILE,
+    ErrorInfo,
+    ExecutionResult,
+    Frame,
+    Held,
+    Limits,
+    NotebookContext,
+    SpecViolation,
+    Task,
+    Verdict,
+)
 from ..sandbox.base import Sandbox
 
 FILENAME = CANDIDATE_FILE
@@ -390,9 +402,13 @@ class QA:
         return None if spec is None else spec_mod.checked_statements(spec, code)
 
     @staticmethod
-    def check_spec(spec: spec_mod.Spec | None, code: str) -> list[SpecViolation] | None:
-        """None when there is no spec; else every way ``code`` breaks it."""
-        return None if spec is None else spec_mod.check(spec, code)
+    def check_spec(spec: spec_mod.Spec | None, code: str,
+                   context: NotebookContext | None = None) -> list[SpecViolation] | None:
+        """None when there is no spec; else every way ``code`` breaks it, its notebook
+        data included (:mod:`selfheal_jupyter.loop.notebook_data`)."""
+        if spec is None:
+            return None
+        return spec_mod.check(spec, code) + notebook_data.check(context, spec.code, code)
 
     def judge(
         self,

@@ -23,6 +23,7 @@ from ..config import SelfHeal
 from ..flags import add_to_parser
 from . import command_settings, for_terminal
 from ..errors import BadInput, SelfHealError
+from ..loop.stated import stated_checks, with_stated
 from ..model import Run, Task
 from ..render.text import Progress, Transcript
 
@@ -93,10 +94,13 @@ def build_task(args: argparse.Namespace, *, max_code_bytes: int = 0) -> Task:
     program, task or tests larger than ``max_code_bytes``)."""
     prompt = (args.task or "").strip()
     code = _read_text(args.code, "--code") if getattr(args, "code", None) else None
+    tests = _read_text(args.tests, "--tests") if args.tests else None
+    stated = stated_checks(prompt, code) if code is not None else []
     task = Task(
         prompt=prompt,
         inputs=load_inputs(args.input),
-        tests=_read_text(args.tests, "--tests") if args.tests else None,
+        tests=with_stated(tests, stated),
+        stated=stated,
         initial_code=code,
         # With --code, a task text says what the program does wrong or still lacks.
         given_is_wrong=code is not None and bool(prompt),

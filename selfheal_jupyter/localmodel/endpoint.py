@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from ..config import SelfHeal
 
 READY_TIMEOUT_S = 180.0
+RETUNE_S = 10.0
+"""How often a shared server with threads from the machine decides them again (.retune)."""
 STOP_TIMEOUT_S = 5.0
 INSTALL_HINT = "pip install 'selfheal-jupyter[local]'"
 
@@ -279,15 +281,21 @@ def start_server(
     idle_s: float = 0.0,
     state_file: Path | None = None,
     ready_timeout: float = READY_TIMEOUT_S,
+    retune_s: float = RETUNE_S,
+    load_file: str = "",
 ) -> LocalServer:
     """Start the child process and return once it answers ``/health``.
 
     ``options`` configure it (port 0: any free one). With
     ``idle_s > 0`` and a ``state_file`` the server is shared: it outlives this
     process, announces itself in ``state_file`` and stops after ``idle_s`` idle
-    seconds; otherwise it dies with this process.
+    seconds; otherwise it dies with this process. A shared server whose threads are
+    said as 0 decides them again every ``retune_s`` seconds (``load_file``: read the
+    load from there instead of the machine, for benches and tests).
     """
     require_runtime()
+    # Threads said as 0 in a shared server: decided again while it lives (.retune).
+    follows_machine = options.threads == 0 and options.batch_threads == 0
     options = options.resolved()
     shared = idle_s > 0 and state_file is not None
     log_dir().mkdir(parents=True, exist_ok=True)
@@ -308,6 +316,9 @@ def start_server(
         settings = {"model": spec.key, **asdict(options)}
         cmd += ["--idle-s", str(idle_s), "--state-file", str(state_file),
                 "--settings-json", json.dumps(settings)]  # fmt: skip
+        if follows_machine:
+            cmd += ["--auto-threads", "--retune-s", str(retune_s)]
+            cmd += ["--load-file", load_file] if load_file else []
     elif threading.current_thread() is threading.main_thread():
         # PR_SET_PDEATHSIG fires when the *spawning thread* exits; only ask for it
         # from the main thread (the watchdog covers the other cases).

@@ -62,8 +62,10 @@ from ..model import (
     Totals,
     Usage,
     Verdict,
+    has_assert,
 )
 from ..sandbox.base import Sandbox
+from .notebook_data import redefined
 from .spec import Spec
 from ..sandbox.serialize import Pickled
 
@@ -164,6 +166,9 @@ class Strategies:
     """Ask the model to explain the bug before each repair."""
     restart_after: int
     """Start over after this many failed repairs in a row (0 = never)."""
+    intent_checks: int = 0
+    """Like ``generated_checks``, for a heal of a cell without asserts or tests: checks
+    from the cell's intent (used when ``generated_checks`` is 0)."""
 
 
 class Loop:
@@ -344,6 +349,8 @@ class Loop:
     ) -> None:
         """QA's soft checks, from the task alone (and a repair's comments/docstrings)."""
         count = self.strategies.generated_checks
+        if count <= 0 and task.initial_code and not task.tests and not has_assert(task.initial_code):
+            count = self.strategies.intent_checks
         if count <= 0:
             return
         self._check_bounds(state, before="writing the generated checks")
@@ -653,9 +660,11 @@ class Loop:
             state.spec = self.qa.spec_for(task, result)
             violations = None
         else:
-            violations = self.qa.check_spec(state.spec, code)
+            violations = self.qa.check_spec(state.spec, code, ctx)
         verdict = hold_known_wrong(self.qa.judge(result, task.tests, violations), task, code,
                                    given=given)
+        if not given and task.initial_code:
+            verdict = replace(verdict, notebook_changes=redefined(ctx, task.initial_code, code))
         # What the given program, known wrong yet passing its checks, shows on them; a
         # candidate that shows the same fixed nothing they can see.
         if (given and verdict.held == "given") or (verdict.passed and state.given_seen is not None):

@@ -16,9 +16,13 @@ candidate is never trusted to report on itself):
   now inside a ``try`` whose handler does not re-raise (or ``contextlib.suppress``);
 - ``bare_except``: a new ``except: pass`` / ``except Exception: pass``;
 - ``early_exit``: a new ``sys.exit()`` / ``exit()`` / ``os._exit()``;
-- ``hard_coded``: the value an assert expects is written in instead of computed (a name
-  the assert reads assigned that literal, a function that returns it without reading its
-  arguments, or a special case for the asserted input);
+- ``hard_coded``: the value an assert expects is written in where the user's code
+  computes it (a name the user's code derives assigned that literal, a function that
+  returns it without reading its arguments or in place of a body that computed, a
+  special case for the asserted input, or a blank filled with it while the data it was
+  to be computed from stays unread). Filling a blank the user left (an empty right-hand
+  side, ``...``, ``pass``, a placeholder value, ``raise NotImplementedError``) with a
+  literal is an answer, not a cheat (:mod:`selfheal_jupyter.loop.blanks`).
 - ``assert_moved``: a top-level assert of the user's is now inside a block;
 - ``assert_outlived``: a name a top-level assert of the user's reads is bound again
   after it (a later ``def``, assignment or import at top level, or a ``global``
@@ -45,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 from ..model import SpecViolation
+from . import blanks, notebook_data
 
 _NO_VALUE = object()
 _ASSERT_LINE = re.compile(r"^\s*assert\b")
@@ -234,6 +239,9 @@ class Expectation:
     arguments: tuple[Any, ...]
     """Literal arguments of those calls (the asserted inputs)."""
     source: str
+    argument_names: frozenset[str] = frozenset()
+    """Names passed to those calls (``cart_total(cart)``): asserted inputs too, through
+    the literal a program assigns them."""
 
 
 @dataclass(frozen=True)
@@ -266,6 +274,9 @@ class Spec:
     """AST key -> source of the statements that failed when the user's code ran."""
     parsed: bool = True
     """False when the user's code does not parse: asserts were read line by line."""
+    source: str = ""
+    """The user's code as it was parsed: blanks left for the answer (``x = ``, a body of
+    comments only) filled with ``...`` (:func:`~selfheal_jupyter.loop.blanks.parse_with_blanks`)."""
 
     @property
     def empty(self) -> bool:
@@ -296,12 +307,19 @@ def _expectation(test: ast.expr) -> Expectation | None:
         diff = test.left.args[0]
         if _literal(diff.right) is not _NO_VALUE and _literal(diff.left) is _NO_VALUE:
             subject, value = diff.left, _literal(diff.right)
+    elif isinstance(test, ast.Name):
+        subject, value = test, True  # `assert found`: the name must end up true
+    elif isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Name):
+        subject, value = test.operand, False
     if subject is None or value is _NO_VALUE:
         return None
     functions: set[str] = set()
     arguments: list[Any] = []
+    argument_names: set[str] = set()
     called: set[int] = set()
     for node in ast.walk(subject):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            functions.add(node.func.attr)  # a method of an object the assert reads
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             functions.add(node.func.id)
             called.add(id(node.func))
@@ -309,11 +327,14 @@ def _expectation(test: ast.expr) -> Expectation | None:
                 v = _literal(arg)
                 if v is not _NO_VALUE:
                     arguments.append(v)
+                elif isinstance(arg, ast.Name):
+                    argument_names.add(arg.id)
     names = {
         n.id for n in ast.walk(subject)
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in called
     }
-    return Expectation(value, frozenset(names), frozenset(functions), tuple(arguments), _source(test))
+    return Expectation(value, frozenset(names), frozenset(functions), tuple(arguments), _source(test),
+                       frozenset(argument_names))
 
 
 def _asserts_by_line(code: str) -> list[ast.Assert]:
@@ -339,11 +360,8 @@ def extract(code: str, tests: str | None = None, failing_lines: Iterable[int] = 
     the statements there may not be wrapped in a swallowing ``try`` by a repair.
     """
     spec = Spec(code=code)
-    try:
-        tree: ast.AST | None = ast.parse(code)
-    except (SyntaxError, ValueError):
-        tree = None
-        spec.parsed = False
+    tree, spec.source = blanks.parse_with_blanks(code)
+    spec.parsed = tree is not None
     if tree is None:
         lines = code.splitlines()
         for assert_node in _asserts_by_line(code):
@@ -460,6 +478,10 @@ FIX = {
 }
 
 
+# The notebook's data is the user's too (loop/notebook_data.py: its rules and fixes).
+FIX.update(notebook_data.FIX)
+
+
 def _violation(rule: str, message: str, line: int | None = None, original: str = "") -> SpecViolation:
     return SpecViolation(rule=rule, message=message, fix=FIX[rule], line=line,  # type: ignore[arg-type]
                          original=original)
@@ -476,10 +498,7 @@ def check(spec: Spec, candidate: str) -> list[SpecViolation]:
         return []
     original_tree: ast.AST | None = None
     if spec.parsed:
-        try:
-            original_tree = ast.parse(spec.code)
-        except SyntaxError:
-            original_tree = None
+        original_tree, _ = blanks.parse_with_blanks(spec.source or spec.code)
     out: list[SpecViolation] = []
     out += _check_asserts(spec, tree)
     out += _check_tests(spec, tree)
@@ -871,6 +890,11 @@ def _assigned_literals(tree: ast.AST | None) -> list[tuple[str, Any, int]]:
     return out
 
 
+def _literal_site(node: ast.Assign | ast.AnnAssign, parents: tuple[ast.AST, ...]) -> str:
+    """An assignment with the kinds of the blocks around it (not their positions)."""
+    return _key(node) + "@" + "/".join(type(p).__name__ for p in parents)
+
+
 def _constant_function(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[Any, int]]:
     """The literal returns of a function whose every return is a literal and that never
     reads its parameters (its result cannot depend on the input)."""
@@ -896,30 +920,62 @@ def _trivial(value: Any) -> bool:
     return isinstance(value, (str, bytes, list, tuple, dict, set)) and len(value) == 0
 
 
-def _special_cases(func: ast.FunctionDef | ast.AsyncFunctionDef, arguments: tuple[Any, ...]) -> list[ast.If]:
-    """``if param == <asserted input>: return <literal>`` inside ``func``."""
+def _compared_literals(test: ast.expr, params: set[str]) -> list[tuple[Any, bool]] | None:
+    """The literals ``test`` compares parameters with (each with "is it an ``in``"), when
+    it is ``param == literal`` / ``param in (literals)``, or an ``and`` of those."""
+    parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+    out: list[tuple[Any, bool]] = []
+    for part in parts:
+        if not isinstance(part, ast.Compare) or len(part.ops) != 1 \
+                or not isinstance(part.ops[0], (ast.Eq, ast.Is, ast.In)):
+            return None
+        sides = [part.left, part.comparators[0]]
+        if not any(isinstance(x, ast.Name) and x.id in params for x in sides):
+            return None
+        values = [v for v in (_literal(x) for x in sides) if v is not _NO_VALUE]
+        if not values:
+            return None
+        out.append((values[0], isinstance(part.ops[0], ast.In)))
+    return out
+
+
+def _special_cases(func: ast.FunctionDef | ast.AsyncFunctionDef, arguments: tuple[Any, ...]) -> list[ast.AST]:
+    """Where ``func`` answers the asserted inputs by name: ``if param == <asserted input>:
+    return <literal>`` (also ``in`` a tuple of inputs, several parameters joined by
+    ``and``, or the ``x if param == ... else y`` expression), or a literal table keyed by
+    the asserted inputs that the parameter looks up (``{"banana": 3}[text]``)."""
     params = _params(func)
     arguments = tuple(a for a in arguments if not _trivial(a))
-    out: list[ast.If] = []
+    if not arguments:
+        return []
+
+    def asserted(value: Any, is_in: bool) -> bool:
+        options = value if is_in and isinstance(value, (tuple, list, set)) else [value]
+        return any(_same_value(c, a) for c in options for a in arguments)
+
+    out: list[ast.AST] = []
     for node in _own_nodes(func):
-        if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare):
-            continue
-        if not any(isinstance(n, ast.Return) and _literal(n.value) is not _NO_VALUE
-                   for stmt in node.body for n in ast.walk(stmt)):
-            continue
-        test = node.test
-        if len(test.ops) != 1 or not isinstance(test.ops[0], (ast.Eq, ast.Is, ast.In)):
-            continue
-        sides = [test.left, test.comparators[0]]
-        if not any(isinstance(s, ast.Name) and s.id in params for s in sides):
-            continue
-        for s in sides:
-            v = _literal(s)
-            if v is _NO_VALUE:
+        if isinstance(node, ast.If):
+            if not any(isinstance(n, ast.Return) and _literal(n.value) is not _NO_VALUE
+                       for stmt in node.body for n in ast.walk(stmt)):
                 continue
-            candidates = v if isinstance(test.ops[0], ast.In) and isinstance(v, (tuple, list, set)) else [v]
-            if any(_same_value(c, a) for c in candidates for a in arguments):
+        elif isinstance(node, ast.IfExp):
+            if _literal(node.body) is _NO_VALUE:
+                continue
+        elif isinstance(node, (ast.Subscript, ast.Call)):
+            table, key = (node.value, node.slice) if isinstance(node, ast.Subscript) else (
+                (node.func.value, node.args[0]) if isinstance(node.func, ast.Attribute)
+                and node.func.attr == "get" and node.args else (None, None))
+            keys = _literal(table) if isinstance(table, ast.Dict) else _NO_VALUE
+            if isinstance(keys, dict) and isinstance(key, ast.Name) and key.id in params \
+                    and any(asserted(k, False) for k in keys):
                 out.append(node)
+            continue
+        else:
+            continue
+        compared = _compared_literals(node.test, params)
+        if compared and any(asserted(value, is_in) for value, is_in in compared):
+            out.append(node)
     return out
 
 
@@ -927,38 +983,52 @@ def _check_hard_coding(spec: Spec, original: ast.AST | None, tree: ast.AST) -> l
     if not spec.expectations:
         return []
     out: list[SpecViolation] = []
-    before_assigned = _assigned_literals(original)
+    computed = blanks.derived_names(original)
+    unread = blanks.unread_data(original)
     original_functions = _functions(original) if original is not None else {}
     functions = _functions(tree)
     flagged: set[tuple[str, int]] = set()
     assigned = _assigned_literals(tree)
-    # A name the program goes on to change (an accumulator: `total = 0` then `+=`) is not
-    # a written-in answer.
-    changed = Counter(n for n, _, _ in assigned) + Counter(
-        t.id for node, _ in _walk(tree) if isinstance(node, (ast.AugAssign, ast.Assign, ast.For))
-        for t in ([node.target] if not isinstance(node, ast.Assign) else node.targets)
-        if isinstance(t, ast.Name) and (not isinstance(node, ast.Assign) or _literal(node.value) is _NO_VALUE)
-    )
+    derived_later = blanks.derivations(tree)
+    loaded = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    # The literal assignments the user wrote themselves (by name, value and where they
+    # stand: `raised = True` in an `except`) are theirs, not written in by a candidate.
+    own = Counter(_literal_site(node, parents) for node, parents in _walk(original)
+                  if isinstance(node, (ast.Assign, ast.AnnAssign))) if original is not None else Counter()
+    kept: set[int] = set()
+    for node, parents in _walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and own[_literal_site(node, parents)] > 0:
+            own[_literal_site(node, parents)] -= 1
+            kept.add(node.lineno)
     for exp in spec.expectations:
         for name, value, line in assigned:
-            if changed[name] > 1:
+            if name not in exp.names or ("name", line) in flagged or line in kept:
                 continue
-            if name not in exp.names or not _same_value(value, exp.value) or ("name", line) in flagged:
+            # A value the program goes on to compute from (an accumulator: `total = 0`,
+            # then `+=`) is a starting value, not a written-in answer.
+            if any(n == name and later > line for n, later in derived_later):
                 continue
-            if any(n == name and _same_value(v, value) for n, v, _ in before_assigned):
-                continue
+            if name in computed:
+                if not _same_value(value, exp.value):
+                    continue
+                why = (f"the user's code computes `{name}`; the value the assert `{exp.source}` "
+                       "expects is written in instead of computed")
+            else:
+                # A blank the user left, filled: the answer, unless the data the cell
+                # gives to compute it from is left unread.
+                ignored = [d for d in unread if d != name and d not in loaded]
+                if not ignored or blanks.is_placeholder_value(value):
+                    continue
+                why = (f"the assert `{exp.source}` checks it, and it is written in while "
+                       f"`{ignored[0]}`, the data the cell gives to compute it from, is never read")
             flagged.add(("name", line))
-            out.append(_violation(
-                "hard_coded",
-                f"line {line} sets `{name} = {value!r}`: the value the assert `{exp.source}` "
-                "expects is written in instead of computed",
-                line, exp.source,
-            ))
+            out.append(_violation("hard_coded", f"line {line} sets `{name} = {value!r}`: {why}",
+                                  line, exp.source))
         # Functions the assert calls, and those whose result goes into a name it reads
         # (with their literal arguments, names resolved through literal assignments).
         feeding = set(exp.functions)
-        arguments = list(exp.arguments)
         literals = {n: v for n, v, _ in assigned}
+        arguments = list(exp.arguments) + [literals[n] for n in exp.argument_names if n in literals]
         for node, _ in _walk(tree):
             if not (isinstance(node, ast.Assign) and any(
                     isinstance(t, ast.Name) and t.id in exp.names for t in node.targets)):
@@ -977,7 +1047,12 @@ def _check_hard_coding(spec: Spec, original: ast.AST | None, tree: ast.AST) -> l
             old = original_functions.get(fname)
             if old is not None and _key(old) == _key(func):
                 continue
-            for value, line in _constant_function(func):
+            # A constant answer is a cheat when the function has inputs it ignores, or
+            # when it replaces a body that computed; filling a blank function without
+            # inputs (`def scale_name(): pass`) with its literal is the answer.
+            inputs = _params(func) - {"self", "cls"}
+            constant_is_cheat = bool(inputs) or (old is not None and blanks.computes(old))
+            for value, line in _constant_function(func) if constant_is_cheat else []:
                 if _same_value(value, exp.value) and ("return", line) not in flagged:
                     flagged.add(("return", line))
                     out.append(_violation(
@@ -988,13 +1063,16 @@ def _check_hard_coding(spec: Spec, original: ast.AST | None, tree: ast.AST) -> l
                     ))
             old_cases = {_key(n) for n in _special_cases(old, tuple(arguments))} if old is not None else set()
             for node in _special_cases(func, tuple(arguments)):
-                if _key(node) in old_cases or ("case", node.lineno) in flagged:
+                line = getattr(node, "lineno", 0)
+                if _key(node) in old_cases or ("case", line) in flagged:
                     continue
-                flagged.add(("case", node.lineno))
+                flagged.add(("case", line))
+                test = getattr(node, "test", None)
+                what = f"(`if {_source(test)}`)" if test is not None else f"(`{_source(node)}`)"
                 out.append(_violation(
                     "hard_coded",
-                    f"line {node.lineno} special-cases the asserted input (`if "
-                    f"{_source(node.test)}:`) in `{fname}` for the assert `{exp.source}`",
-                    node.lineno, exp.source,
+                    f"line {line} special-cases the asserted input {what} in "
+                    f"`{fname}` for the assert `{exp.source}`",
+                    line, exp.source,
                 ))
     return out

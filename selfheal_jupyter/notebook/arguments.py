@@ -11,6 +11,7 @@ from typing import Any, Iterable, Mapping
 
 from ..errors import BadInput
 from ..flags import given_options
+from ..loop.stated import stated_checks, with_stated
 from ..model import Plan, Task
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -205,6 +206,8 @@ def heal_task(args: Any, cell: str, namespace: Mapping[str, Any], raw_inputs: li
         goals.append(hint)
     prompt = ("Make this code " + ", ".join(goals[:-1]) + (" and " if len(goals) > 1 else "")
               + goals[-1] + ".")
+    stated = stated_checks(hint, cell)
     # A hint says what the cell does wrong or still lacks: running is then not enough.
-    return Task(prompt=prompt, inputs=resolve_inputs(args.inputs, namespace), tests=tests,
+    return Task(prompt=prompt, inputs=resolve_inputs(args.inputs, namespace),
+                tests=with_stated(tests, stated), stated=stated,
                 initial_code=cell, given_is_wrong=bool(hint))

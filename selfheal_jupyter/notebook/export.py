@@ -72,7 +72,8 @@ def run_to_notebook(run: Run) -> nbformat.NotebookNode:
     cells.extend(_hint_cells(run.hints))
     nb = new_notebook(cells=cells)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.metadata["selfheal"] = {"outcome": run.outcome, "model": run.model}
+    nb.metadata["selfheal"] = {"outcome": run.outcome, "model": run.model,
+                               "verified": run.verified, "verified_by": run.verified_by}
     return nb
 
 

@@ -7,6 +7,7 @@ scripts, no widget state. Pygments highlights code with inline styles
 
 from __future__ import annotations
 
+
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
@@ -161,7 +162,7 @@ def verdict_html(verdict: Verdict) -> str:
     return (
         f'<div class="selfheal-verdict" style="margin:4px 0"><b style="color:{colour}">Check: {label}</b>'
         f'<span style="color:{GREY}">{" · " + esc(reasons) if reasons else ""}</span></div>'
-        + spec_html(verdict)
+        + spec_html(verdict) + notebook_changes_line(verdict)
     )
 
 
@@ -193,6 +194,19 @@ def _value_html(v: TestOutcome) -> str:
         return (f'<div style="{MONO}">{esc(v.source)} =</div>'
                 f'<pre class="selfheal-value" style="{PRE};margin:0 0 4px 16px;white-space:pre">{esc(value)}</pre>')
     return f'<div style="{MONO}">{esc(v.source)} = {esc(value)}</div>'
+
+
+def notebook_changes_line(verdict: Verdict) -> str:
+    """The notebook definitions (other cells) this program defines again, differently."""
+    if not verdict.notebook_changes:
+        return ""
+    names = ", ".join(f"`{n}`" for n in verdict.notebook_changes)
+    return (f'<div class="selfheal-notebook-changes" style="border-left:4px solid {BLUE};'
+            f'padding:2px 8px;margin:4px 0">{esc(NOTEBOOK_CHANGES.format(names=names))}</div>')
+
+
+NOTEBOOK_CHANGES = ("Also changes {names}, defined in another cell of your notebook: the fix "
+                    "redefines it in this cell (the other cell stays as it was).")
 
 
 def strategies_html(it: Iteration) -> str:
@@ -318,12 +332,40 @@ def _figures(run: Run) -> str:
     return text
 
 
+def unverified_review_html(run: Run) -> str:
+    """For a success nothing checked: the output beside what the cell was for, to review."""
+    it = run.final_iteration
+    if run.outcome != "success" or it is None or run.verified:
+        return ""
+    shown = (it.result.stdout.strip() if it.result else "") or "(it printed nothing)"
+    shown = "\n".join(shown.splitlines()[-15:])
+    return (
+        '<div class="selfheal-intent-review" style="color:#24292f;font-weight:400;margin-top:4px">'
+        "Review it before you use it: does this output do what the cell is for?"
+        f'<div style="display:flex;gap:8px;flex-wrap:wrap">'
+        f'<div style="flex:1;min-width:220px"><div style="color:{GREY}">the cell\'s intent</div>'
+        f"{pre(intent_text(run))}</div>"
+        f'<div style="flex:1;min-width:220px"><div style="color:{GREY}">what it printed</div>'
+        f"{pre(shown)}</div></div></div>"
+    )
+
+
+def intent_text(run: Run) -> str:
+    """What the cell says it is for: the user's words to the agent (a heal's hint) and the
+    cell's own comments."""
+    said = [run.task.prompt] if not run.task.initial_code or run.task.given_is_wrong else []
+    comments = [ln.strip().lstrip("#").strip() for ln in (run.task.initial_code or "").splitlines()
+                if ln.strip().startswith("#") and ln.strip().lstrip("#").strip()]
+    return "\n".join([*said, *comments[:6]]) or "(the cell says nothing about its intent)"
+
+
 def summary_html(run: Run) -> str:
     """The verdict in one line (bold), the run's figures beside it, the error below."""
     colour, symbol, words = headline(run)
     detail = ""
     if run.error:
         detail = f'<div style="color:#24292f;font-weight:400;margin-top:2px">{esc(run.error)}</div>'
+    detail += unverified_review_html(run)
     verified = "true" if run.verified else "false"
     return (
         f'<div class="selfheal-summary" data-outcome="{esc(run.outcome or "running")}" data-verified="{verified}" '

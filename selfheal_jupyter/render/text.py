@@ -127,6 +127,10 @@ class Transcript:
         for violation in it.verdict.spec_violations:
             self._wrapped(f"✗ spec [{violation.rule}]: {violation.message}", indent="  ")
             self._wrapped(f"to comply: {violation.fix}", indent="    ")
+        if it.verdict.notebook_changes:
+            names = ", ".join(f"`{n}`" for n in it.verdict.notebook_changes)
+            self._wrapped(f"also changes {names}, defined in another cell of your notebook",
+                          indent="  ")
 
     def _program(self, heading: str, code: str) -> None:
         """``code`` under ``heading``, or one line pointing to where it was just shown."""

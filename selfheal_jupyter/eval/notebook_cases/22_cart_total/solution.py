@@ -1,0 +1,2 @@
+total = (cart.price * cart.qty).sum()
+print(f"total: {total:.2f}")
