@@ -1,0 +1,626 @@
+"""The spec guard's rules: each way a candidate can break the user's spec (the list is in
+:mod:`.spec`), with what it did and how to comply.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from ..model import SpecViolation
+from . import blanks, notebook_data
+from .spec_ast import (
+    NO_VALUE as _NO_VALUE,
+    call_name as _call_name,
+    exit_calls as _exit_calls,
+    functions as _functions,
+    key as _key,
+    literal as _literal,
+    own_nodes as _own_nodes,
+    params as _params,
+    same_value as _same_value,
+    source as _source,
+    swallowing_guard as _swallowing_guard,
+    swallowing_handlers as _swallowing_handlers,
+    top_level_test_calls as _top_level_test_calls,
+    walk as _walk,
+)
+
+if TYPE_CHECKING:
+    from .spec import Spec, SpecAssert
+
+FIX = {
+    "assert_removed": (
+        "Put the assert back exactly as the user wrote it (you may only correct its "
+        "message) and change the program so that the assert holds."
+    ),
+    "assert_changed": (
+        "Restore the user's condition exactly (only its message may change) and change "
+        "the program, not the assert, so that it holds. If you are sure the assert itself "
+        "is wrong, keep it anyway and say so in one sentence: the user decides."
+    ),
+    "assert_silenced": (
+        "Keep it an assert that fails loudly: an assert may not become a print or an "
+        "if-statement. Fix the program so that the assert holds."
+    ),
+    "test_removed": "Keep every test function the user wrote, and every call of it.",
+    "failure_swallowed": (
+        "Remove the try/except (or suppress) around it: the failure must stay visible. "
+        "Fix the cause so that the statement succeeds."
+    ),
+    "bare_except": (
+        "Remove the `except: pass`: catch only the specific exception you expect and "
+        "handle it, or let the error surface."
+    ),
+    "early_exit": "Remove the exit call: the program must run to its end, asserts included.",
+    "hard_coded": (
+        "Compute the value from the inputs the way the task asks; do not write in the "
+        "answer an assert expects or special-case the asserted input."
+    ),
+    "assert_moved": (
+        "Keep the user's assert a top-level statement, where the user wrote it (not inside "
+        "an `if`, a loop, a function or a `with`): it is checked there."
+    ),
+    "assert_outlived": (
+        "Do not define or assign again, after the user's assert, a name the assert "
+        "reads: the assert must check the values the program ends with. Fix the code "
+        "above the assert instead."
+    ),
+    "forced_comparison": (
+        "Return plain values (numbers, strings, lists, dicts) and compare them for real: "
+        "do not subclass int / float / str / list / dict to change how they compare, and "
+        "do not write `__eq__`, `__bool__` or `__hash__` methods whose answer ignores the "
+        "values compared."
+    ),
+}
+
+
+# The notebook's data is the user's too (loop/notebook_data.py: its rules and fixes).
+FIX.update(notebook_data.FIX)
+
+
+def _violation(rule: str, message: str, line: int | None = None, original: str = "") -> SpecViolation:
+    return SpecViolation(rule=rule, message=message, fix=FIX[rule], line=line,  # type: ignore[arg-type]
+                         original=original)
+
+
+def _check_asserts(spec: Spec, tree: ast.AST) -> list[SpecViolation]:
+    found: dict[str, list[tuple[ast.Assert, tuple[ast.AST, ...]]]] = {}
+    for node, parents in _walk(tree):
+        if isinstance(node, ast.Assert):
+            found.setdefault(_key(node.test), []).append((node, parents))
+    unmatched_new = [
+        node for key, nodes in found.items() for node, _ in nodes
+        if key not in {a.condition for a in spec.asserts}
+    ]
+    unmatched_new.sort(key=lambda n: n.lineno)
+    out: list[SpecViolation] = []
+    missing: list[SpecAssert] = []
+    for a in spec.asserts:
+        nodes = found.get(a.condition)
+        if not nodes:
+            missing.append(a)
+            continue
+        top = [i for i, (_, parents) in enumerate(nodes) if len(parents) == 1]
+        node, parents = nodes.pop(top[0] if a.top_level and top else 0)
+        guard = _swallowing_guard(node, parents, any_handler=False)
+        if guard is not None and not a.swallowed:
+            out.append(_violation(
+                "failure_swallowed",
+                f"the assert `{a.source}` (user's line {a.line}) is now inside a "
+                f"{'try/except' if isinstance(guard, ast.Try) else 'suppress block'} "
+                f"(line {guard.lineno}) that catches its failure",
+                guard.lineno, a.source,
+            ))
+        elif a.top_level and len(parents) != 1:
+            out.append(_violation(
+                "assert_moved",
+                f"the user's top-level assert `{a.source}` (line {a.line}) is now inside "
+                f"a block (line {node.lineno}), where it is no longer checked as the user's",
+                node.lineno, a.source,
+            ))
+    expressions: dict[str, ast.expr] = {}
+    for node, parents in _walk(tree):
+        if isinstance(node, ast.expr) and not any(isinstance(p, ast.Assert) for p in parents):
+            expressions.setdefault(_key(node), node)
+    for a in missing:
+        containing = next(
+            (n for n in unmatched_new if any(_key(sub) == a.condition for sub in ast.walk(n.test))),
+            None,
+        )
+        if containing is not None:
+            unmatched_new.remove(containing)
+            out.append(_violation(
+                "assert_changed",
+                f"the user's assert `{a.source}` (line {a.line}) was weakened to "
+                f"`{_source(containing.test)}` (line {containing.lineno})",
+                containing.lineno, a.source,
+            ))
+            continue
+        if a.condition in expressions:
+            where = expressions[a.condition]
+            out.append(_violation(
+                "assert_silenced",
+                f"the user's assert `{a.source}` (line {a.line}) is no longer an assert: its "
+                f"condition is only checked at line {where.lineno}, where a failure does not stop "
+                "the program",
+                where.lineno, a.source,
+            ))
+            continue
+        if unmatched_new:
+            new = unmatched_new.pop(0)
+            out.append(_violation(
+                "assert_changed",
+                f"the condition of the user's assert `{a.source}` (line {a.line}) was "
+                f"rewritten as `{_source(new.test)}` (line {new.lineno})",
+                new.lineno, a.source,
+            ))
+            continue
+        out.append(_violation(
+            "assert_removed",
+            f"the user's assert `{a.source}` (line {a.line}) was deleted",
+            None, a.source,
+        ))
+    return out
+
+
+def _bound_at_top(stmts: list[ast.stmt]) -> set[str]:
+    """Names these module-level statements bind (a ``def``'s or ``class``'s own name, not
+    what its body binds)."""
+    names: set[str] = set()
+    stack: list[ast.AST] = list(stmts)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            stack.extend(node.decorator_list)
+            continue
+        if isinstance(node, ast.Lambda):
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            names.add(node.name)
+        stack.extend(ast.iter_child_nodes(node))
+    return names
+
+
+def _declared_global(tree: ast.AST) -> set[str]:
+    return {name for node in ast.walk(tree) if isinstance(node, (ast.Global, ast.Nonlocal))
+            for name in node.names}
+
+
+def _rebound_after(tree: ast.AST, is_check: Any, reads: set[str]) -> set[str] | None:
+    """For the first top-level statement of ``tree`` that ``is_check``: which of
+    ``reads`` are bound again after it (None: no such statement)."""
+    body = tree.body if isinstance(tree, ast.Module) else []
+    for i, stmt in enumerate(body):
+        if is_check(stmt):
+            return _reach(body[:i], reads) & (_bound_at_top(body[i + 1:]) | _declared_global(tree))
+    return None
+
+
+def _reach(defined_before: list[ast.stmt], reads: set[str]) -> set[str]:
+    """``reads`` and, through the top-level functions and classes defined before the
+    check, every global name those read in turn (``mean`` reads ``N``: a later ``N = 4``
+    changes what ``mean`` returns as surely as a later ``def mean``)."""
+    bodies: dict[str, ast.AST] = {}
+    for stmt in defined_before:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bodies[stmt.name] = stmt
+    seen = set(reads)
+    todo = [n for n in reads if n in bodies]
+    while todo:
+        node = bodies[todo.pop()]
+        for name in _globals_read(_source(node)) - {getattr(node, "name", "")}:
+            if name not in seen:
+                seen.add(name)
+                if name in bodies:
+                    todo.append(name)
+    return seen
+
+
+def _globals_read(source: str) -> set[str]:
+    """The names a test function reads that it does not bind itself."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    loads = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    stores = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    return loads - stores
+
+
+def _check_outlived(spec: Spec, original: ast.AST | None, tree: ast.AST) -> list[SpecViolation]:
+    """The user's checks (top-level asserts, top-level calls of test functions) must see
+    the values the program ends with: no name they read is bound again after them."""
+    checks: list[tuple[Any, set[str], str, int | None]] = []
+    for a in spec.asserts:
+        if a.top_level:
+            try:
+                reads = {n.id for n in ast.walk(ast.parse(a.source, mode="eval"))
+                         if isinstance(n, ast.Name)}
+            except SyntaxError:
+                continue
+            checks.append(((lambda st, c=a.condition: isinstance(st, ast.Assert)
+                            and _key(st.test) == c), reads, f"assert `{a.source}`", a.line))
+    for name, source in spec.test_sources.items():
+        checks.append(((lambda st, n=name: isinstance(st, ast.Expr) and isinstance(st.value, ast.Call)
+                        and _call_name(st.value) == (None, n)),
+                       _globals_read(source) - {name}, f"test `{name}()`", None))
+    out: list[SpecViolation] = []
+    for is_check, reads, what, line in checks:
+        rebound = _rebound_after(tree, is_check, reads)
+        if not rebound:
+            continue
+        allowed = (_rebound_after(original, is_check, reads) or set()) if original is not None else set()
+        new = sorted(rebound - allowed)
+        if new:
+            out.append(_violation(
+                "assert_outlived",
+                f"after the user's {what} the candidate binds "
+                f"{', '.join(f'`{n}`' for n in new)} again, so it no longer checks the values "
+                "the program ends with",
+                line, what,
+            ))
+    return out
+
+
+def _check_tests(spec: Spec, tree: ast.AST) -> list[SpecViolation]:
+    out: list[SpecViolation] = []
+    defined = _functions(tree)
+    for name in spec.test_functions:
+        if name not in defined:
+            out.append(_violation("test_removed", f"the user's test function `{name}` was deleted",
+                                  None, f"def {name}"))
+    calls = _top_level_test_calls(tree, spec.test_functions)
+    for name, count in spec.test_calls.items():
+        if name in defined and calls[name] < count:
+            out.append(_violation("test_removed",
+                                  f"the call `{name}()` of the user's test was removed",
+                                  None, f"{name}()"))
+    return out
+
+
+def _check_failing(spec: Spec, tree: ast.AST) -> list[SpecViolation]:
+    out: list[SpecViolation] = []
+    seen: set[str] = set()
+    for node, parents in _walk(tree):
+        if not isinstance(node, ast.stmt):
+            continue
+        key = _key(node)
+        if key not in spec.failing or key in seen:
+            continue
+        guard = _swallowing_guard(node, parents, any_handler=True)
+        if guard is not None:
+            seen.add(key)
+            out.append(_violation(
+                "failure_swallowed",
+                f"the statement that failed in the user's run, `{spec.failing[key]}`, is now "
+                f"inside a {'try/except' if isinstance(guard, ast.Try) else 'suppress block'} "
+                f"(line {guard.lineno}) that hides the error instead of fixing it",
+                guard.lineno, spec.failing[key],
+            ))
+    return out
+
+
+def _check_silencers(original: ast.AST | None, tree: ast.AST) -> list[SpecViolation]:
+    out: list[SpecViolation] = []
+    before = Counter(_key(h) for h in _swallowing_handlers(original)) if original else Counter()
+    for h in _swallowing_handlers(tree):
+        k = _key(h)
+        if before[k]:
+            before[k] -= 1
+            continue
+        what = "except" if h.type is None else f"except {_source(h.type)}"
+        out.append(_violation("bare_except", f"line {h.lineno} adds `{what}: pass`, which hides every error", h.lineno))
+        break
+    exits_before = len(_exit_calls(original)) if original else 0
+    exits = _exit_calls(tree)
+    if len(exits) > exits_before:
+        node = exits[0]
+        out.append(_violation("early_exit",
+                              f"line {node.lineno} adds `{_source(node)}`, which ends the program "
+                              "before the rest of it (and its asserts) run", node.lineno))
+    return out
+
+
+_VALUE_TYPES = frozenset({"int", "float", "complex", "str", "bytes", "bytearray", "bool", "list",
+                          "tuple", "dict", "set", "frozenset"})
+_COMPARING = frozenset({"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__contains__"}
+                       | {f"__{r}{op}__" for r in ("", "r") for op in (
+                           "add", "sub", "mul", "truediv", "floordiv", "mod", "pow")})
+_UNARY = frozenset({"__bool__", "__abs__", "__neg__", "__pos__", "__float__", "__int__", "__index__",
+                    "__round__"})
+_OVERRIDES = _COMPARING | _UNARY | {"__hash__", "__len__", "__instancecheck__", "__subclasscheck__"}
+
+
+def _class_methods(cls: ast.ClassDef) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda]:
+    """A class body's methods by name (``def``, or a name assigned a lambda)."""
+    out: dict[str, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda] = {}
+    for stmt in cls.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out[stmt.name] = stmt
+        elif isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Lambda):
+            for target in stmt.targets:
+                if isinstance(target, ast.Name):
+                    out[target.id] = stmt.value
+    return out
+
+
+def _value_bases(cls: ast.ClassDef) -> set[str]:
+    names = set()
+    for base in cls.bases:
+        name = base.id if isinstance(base, ast.Name) else (
+            base.attr if isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name)
+            and base.value.id == "builtins" else "")
+        if name in _VALUE_TYPES:
+            names.add(name)
+    return names
+
+
+def _ignores_operands(func: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda, binary: bool) -> bool:
+    """Its answer cannot depend on what it compares: only literals returned, or the
+    operand it compares (``other``; ``self`` for a one-operand method) never read."""
+    a = func.args
+    params = [x.arg for x in a.posonlyargs + a.args]
+    if isinstance(func, ast.Lambda):
+        returns: list[ast.expr | None] = [func.body]
+        nodes: list[ast.AST] = list(ast.walk(func.body))
+    else:
+        nodes = list(_own_nodes(func))
+        returns = [n.value for n in nodes if isinstance(n, ast.Return)]
+    if not returns:
+        return False
+    if all(r is not None and _literal(r) is not _NO_VALUE for r in returns):
+        return True
+    operand = params[1] if binary and len(params) > 1 else params[0] if params else None
+    reads = {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return operand is not None and operand not in reads and a.vararg is None
+
+
+def _check_forced_comparisons(original: ast.AST | None, tree: ast.AST) -> list[SpecViolation]:
+    """Classes of the candidate's, used somewhere, that make a comparison lie: a new
+    subclass of a plain type overriding how it compares, or a comparison / truth method
+    (new or changed) whose answer ignores the values compared."""
+    before = {n.name: n for n, _ in _walk(original) if isinstance(n, ast.ClassDef)} if original else {}
+    used = {n.id for n, _ in _walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    out: list[SpecViolation] = []
+    for node, _ in _walk(tree):
+        if not isinstance(node, ast.ClassDef) or node.name not in used:
+            continue
+        old = before.get(node.name)
+        old_methods = _class_methods(old) if old is not None else {}
+        methods = {name: m for name, m in _class_methods(node).items()
+                   if name in _OVERRIDES and not (name in old_methods and _key(old_methods[name]) == _key(m))}
+        plain = _value_bases(node) - (_value_bases(old) if old is not None else set())
+        if plain and methods:
+            name = sorted(methods)[0]
+            out.append(_violation(
+                "forced_comparison",
+                f"class `{node.name}` (line {node.lineno}) subclasses `{sorted(plain)[0]}` and "
+                f"overrides `{name}`: its values would not compare as the plain values they hold",
+                methods[name].lineno, ""))
+            continue
+        for name, method in sorted(methods.items()):
+            if name in ("__hash__", "__len__"):
+                continue
+            if _ignores_operands(method, binary=name in _COMPARING):
+                out.append(_violation(
+                    "forced_comparison",
+                    f"`{node.name}.{name}` (line {method.lineno}) gives an answer that does not "
+                    "depend on the values it compares",
+                    method.lineno, ""))
+                break
+    return out
+
+
+def _assigned_literals(tree: ast.AST | None) -> list[tuple[str, Any, int]]:
+    out: list[tuple[str, Any, int]] = []
+    for node, _ in _walk(tree) if tree is not None else ():
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
+            continue
+        v = _literal(value)
+        if v is _NO_VALUE:
+            continue
+        for t in targets:
+            if isinstance(t, ast.Name):
+                out.append((t.id, v, node.lineno))
+    return out
+
+
+def _literal_site(node: ast.Assign | ast.AnnAssign, parents: tuple[ast.AST, ...]) -> str:
+    """An assignment with the kinds of the blocks around it (not their positions)."""
+    return _key(node) + "@" + "/".join(type(p).__name__ for p in parents)
+
+
+def _constant_function(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[Any, int]]:
+    """The literal returns of a function whose every return is a literal and that never
+    reads its parameters (its result cannot depend on the input)."""
+    returns = [n for n in _own_nodes(func) if isinstance(n, ast.Return)]
+    if not returns:
+        return []
+    values = [(_literal(r.value), r.lineno) for r in returns]
+    if any(v is _NO_VALUE for v, _ in values):
+        return []
+    params = _params(func)
+    reads = {n.id for n in _own_nodes(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    if params & reads:
+        return []
+    return values
+
+
+def _trivial(value: Any) -> bool:
+    """Values a real guard or base case compares with (``if b == 0``, ``if n == 1``)."""
+    if value is None or isinstance(value, bool):
+        return True
+    if isinstance(value, (int, float)) and value in (0, 1, -1):
+        return True
+    return isinstance(value, (str, bytes, list, tuple, dict, set)) and len(value) == 0
+
+
+def _compared_literals(test: ast.expr, params: set[str]) -> list[tuple[Any, bool]] | None:
+    """The literals ``test`` compares parameters with (each with "is it an ``in``"), when
+    it is ``param == literal`` / ``param in (literals)``, or an ``and`` of those."""
+    parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+    out: list[tuple[Any, bool]] = []
+    for part in parts:
+        if not isinstance(part, ast.Compare) or len(part.ops) != 1 \
+                or not isinstance(part.ops[0], (ast.Eq, ast.Is, ast.In)):
+            return None
+        sides = [part.left, part.comparators[0]]
+        if not any(isinstance(x, ast.Name) and x.id in params for x in sides):
+            return None
+        values = [v for v in (_literal(x) for x in sides) if v is not _NO_VALUE]
+        if not values:
+            return None
+        out.append((values[0], isinstance(part.ops[0], ast.In)))
+    return out
+
+
+def _special_cases(func: ast.FunctionDef | ast.AsyncFunctionDef, arguments: tuple[Any, ...]) -> list[ast.AST]:
+    """Where ``func`` answers the asserted inputs by name: ``if param == <asserted input>:
+    return <literal>`` (also ``in`` a tuple of inputs, several parameters joined by
+    ``and``, or the ``x if param == ... else y`` expression), or a literal table keyed by
+    the asserted inputs that the parameter looks up (``{"banana": 3}[text]``)."""
+    params = _params(func)
+    arguments = tuple(a for a in arguments if not _trivial(a))
+    if not arguments:
+        return []
+
+    def asserted(value: Any, is_in: bool) -> bool:
+        options = value if is_in and isinstance(value, (tuple, list, set)) else [value]
+        return any(_same_value(c, a) for c in options for a in arguments)
+
+    out: list[ast.AST] = []
+    for node in _own_nodes(func):
+        if isinstance(node, ast.If):
+            if not any(isinstance(n, ast.Return) and _literal(n.value) is not _NO_VALUE
+                       for stmt in node.body for n in ast.walk(stmt)):
+                continue
+        elif isinstance(node, ast.IfExp):
+            if _literal(node.body) is _NO_VALUE:
+                continue
+        elif isinstance(node, (ast.Subscript, ast.Call)):
+            table, key = (node.value, node.slice) if isinstance(node, ast.Subscript) else (
+                (node.func.value, node.args[0]) if isinstance(node.func, ast.Attribute)
+                and node.func.attr == "get" and node.args else (None, None))
+            keys = _literal(table) if isinstance(table, ast.Dict) else _NO_VALUE
+            if isinstance(keys, dict) and isinstance(key, ast.Name) and key.id in params \
+                    and any(asserted(k, False) for k in keys):
+                out.append(node)
+            continue
+        else:
+            continue
+        compared = _compared_literals(node.test, params)
+        if compared and any(asserted(value, is_in) for value, is_in in compared):
+            out.append(node)
+    return out
+
+
+def _check_hard_coding(spec: Spec, original: ast.AST | None, tree: ast.AST) -> list[SpecViolation]:
+    if not spec.expectations:
+        return []
+    out: list[SpecViolation] = []
+    computed = blanks.derived_names(original)
+    unread = blanks.unread_data(original)
+    original_functions = _functions(original) if original is not None else {}
+    functions = _functions(tree)
+    flagged: set[tuple[str, int]] = set()
+    assigned = _assigned_literals(tree)
+    derived_later = blanks.derivations(tree)
+    loaded = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    # The literal assignments the user wrote themselves (by name, value and where they
+    # stand: `raised = True` in an `except`) are theirs, not written in by a candidate.
+    own = Counter(_literal_site(node, parents) for node, parents in _walk(original)
+                  if isinstance(node, (ast.Assign, ast.AnnAssign))) if original is not None else Counter()
+    kept: set[int] = set()
+    for node, parents in _walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and own[_literal_site(node, parents)] > 0:
+            own[_literal_site(node, parents)] -= 1
+            kept.add(node.lineno)
+    for exp in spec.expectations:
+        for name, value, line in assigned:
+            if name not in exp.names or ("name", line) in flagged or line in kept:
+                continue
+            # A value the program goes on to compute from (an accumulator: `total = 0`,
+            # then `+=`) is a starting value, not a written-in answer.
+            if any(n == name and later > line for n, later in derived_later):
+                continue
+            if name in computed:
+                if not _same_value(value, exp.value):
+                    continue
+                why = (f"the user's code computes `{name}`; the value the assert `{exp.source}` "
+                       "expects is written in instead of computed")
+            else:
+                # A blank the user left, filled: the answer, unless the data the cell
+                # gives to compute it from is left unread.
+                ignored = [d for d in unread if d != name and d not in loaded]
+                if not ignored or blanks.is_placeholder_value(value):
+                    continue
+                why = (f"the assert `{exp.source}` checks it, and it is written in while "
+                       f"`{ignored[0]}`, the data the cell gives to compute it from, is never read")
+            flagged.add(("name", line))
+            out.append(_violation("hard_coded", f"line {line} sets `{name} = {value!r}`: {why}",
+                                  line, exp.source))
+        # Functions the assert calls, and those whose result goes into a name it reads
+        # (with their literal arguments, names resolved through literal assignments).
+        feeding = set(exp.functions)
+        literals = {n: v for n, v, _ in assigned}
+        arguments = list(exp.arguments) + [literals[n] for n in exp.argument_names if n in literals]
+        for node, _ in _walk(tree):
+            if not (isinstance(node, ast.Assign) and any(
+                    isinstance(t, ast.Name) and t.id in exp.names for t in node.targets)):
+                continue
+            for c in ast.walk(node.value):
+                if isinstance(c, ast.Call) and isinstance(c.func, ast.Name):
+                    feeding.add(c.func.id)
+                    for arg in c.args:
+                        v = literals.get(arg.id, _NO_VALUE) if isinstance(arg, ast.Name) else _literal(arg)
+                        if v is not _NO_VALUE:
+                            arguments.append(v)
+        for fname in sorted(feeding):
+            func = functions.get(fname)
+            if func is None:
+                continue
+            old = original_functions.get(fname)
+            if old is not None and _key(old) == _key(func):
+                continue
+            # A constant answer is a cheat when the function has inputs it ignores, or
+            # when it replaces a body that computed; filling a blank function without
+            # inputs (`def scale_name(): pass`) with its literal is the answer.
+            inputs = _params(func) - {"self", "cls"}
+            constant_is_cheat = bool(inputs) or (old is not None and blanks.computes(old))
+            for value, line in _constant_function(func) if constant_is_cheat else []:
+                if _same_value(value, exp.value) and ("return", line) not in flagged:
+                    flagged.add(("return", line))
+                    out.append(_violation(
+                        "hard_coded",
+                        f"`{fname}` now just returns {value!r} (line {line}), the value the "
+                        f"assert `{exp.source}` expects, whatever its arguments",
+                        line, exp.source,
+                    ))
+            old_cases = {_key(n) for n in _special_cases(old, tuple(arguments))} if old is not None else set()
+            for node in _special_cases(func, tuple(arguments)):
+                line = getattr(node, "lineno", 0)
+                if _key(node) in old_cases or ("case", line) in flagged:
+                    continue
+                flagged.add(("case", line))
+                test = getattr(node, "test", None)
+                what = f"(`if {_source(test)}`)" if test is not None else f"(`{_source(node)}`)"
+                out.append(_violation(
+                    "hard_coded",
+                    f"line {line} special-cases the asserted input {what} in "
+                    f"`{fname}` for the assert `{exp.source}`",
+                    line, exp.source,
+                ))
+    return out
