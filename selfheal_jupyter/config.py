@@ -144,7 +144,7 @@ class SelfHeal(Configurable):
     ).tag(config=True)
 
     @validate("generated_checks", "intent_checks", "candidates", "restart_after")
-    def _non_negative(self, proposal):  # noqa: ANN001 - traitlets API
+    def _non_negative(self, proposal):
         value, name = proposal["value"], proposal["trait"].name
         low = 1 if name == "candidates" else 0
         if value < low:

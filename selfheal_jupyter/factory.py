@@ -22,6 +22,7 @@ from .errors import LLMError, SelfHealError
 from .llm import Endpoint, LLMClient
 from .loop.orchestrator import Loop, LoopLimits, Strategies
 from .sandbox.base import Sandbox
+import contextlib
 
 KEYLESS = "sk-no-key-required"
 """Sent to servers that need no key (Ollama, llama.cpp, the embedded model)."""
@@ -86,7 +87,7 @@ def tuned_settings(settings: SelfHeal, endpoint: Endpoint) -> SelfHeal:
         from .localmodel.tuning import recommended_settings
 
         tuned = recommended_settings(settings.local_model).options
-    except Exception:  # noqa: BLE001 - tuning is an optimisation, never a failure
+    except Exception:
         return settings
     values = {name: value for name, value in tuned.items() if not settings.is_set(name)}
     return settings.with_values(**values) if values else settings
@@ -138,7 +139,7 @@ def sandbox_packages(settings: SelfHeal) -> dict[str, str] | None:
         from .sandbox.image import image_packages
 
         return image_packages(sandbox.client, sandbox.ref)  # type: ignore[attr-defined]
-    except Exception:  # noqa: BLE001 - the loop says what is wrong with the sandbox
+    except Exception:
         return None
 
 
@@ -149,10 +150,8 @@ def close_shared_sandboxes() -> None:
         boxes = list(_sandboxes.values())
         _sandboxes.clear()
     for box in boxes:
-        try:
+        with contextlib.suppress(SelfHealError):
             box.close()
-        except SelfHealError:
-            pass
 
 
 

@@ -12,7 +12,8 @@ shows it. Defaults are ``SelfHeal``'s (config.py), never written here.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
+from collections.abc import Callable, Iterable, Mapping
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ import queue
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 import openai
 
@@ -264,7 +265,7 @@ class LLMClient:
             finally:
                 stream.close()
             events.put(("end", None))
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+        except BaseException as exc:
             events.put(("error", exc))
 
     @staticmethod
@@ -297,7 +298,7 @@ class LLMClient:
         """The ids of ``GET /models``, in the server's order."""
         try:
             return [m.id for m in self._client.models.list().data]
-        except Exception as exc:  # noqa: BLE001 - mapped below
+        except Exception as exc:
             raise self._map_error(exc) from exc
 
     # ------------------------------------------------------------------ errors

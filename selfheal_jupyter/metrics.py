@@ -28,7 +28,8 @@ Definitions (each also in the docstring of its field in :class:`Summary`):
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
+from collections.abc import Iterable, Mapping
 
 from .model import Run
 

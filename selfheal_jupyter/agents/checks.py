@@ -17,12 +17,13 @@ import ast
 import io
 import threading
 import tokenize
-from typing import Callable
+from collections.abc import Callable
 
 from ..loop.codeblocks import extract_code
 from ..loop.inputs import INPUTS_HEADER, format_inputs
 from ..llm import LLMClient
 from ..model import GeneratedChecks, InputDescription
+import contextlib
 
 SYSTEM = """\
 You are the test designer of a coding agent. Before any program is written, you write \
@@ -113,10 +114,8 @@ def parse_checks(text: str, *, count: int, user_tests: str | None = None) -> lis
         stmts = tree.body
     user = set()
     if user_tests:
-        try:
+        with contextlib.suppress(SyntaxError):
             user = {ast.dump(s) for s in ast.parse(user_tests).body}
-        except SyntaxError:
-            pass
     out: list[str] = []
     seen: set[str] = set()
     for stmt in stmts:

@@ -22,7 +22,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from collections.abc import Callable
 
 from ..loop.codeblocks import extract_code
 from ..loop.edits import apply_edits

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import threading
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from ..loop.inputs import INPUTS_HEADER, format_inputs
 from ..llm import ChatReply, LLMClient

@@ -20,7 +20,8 @@ import builtins
 import re
 import threading
 from dataclasses import replace
-from typing import Any, Iterable, Mapping
+from typing import Any
+from collections.abc import Iterable, Mapping
 
 from pyflakes import checker as pyflakes_checker
 from pyflakes import messages as pyflakes_messages

@@ -74,7 +74,7 @@ def load_inputs(specs: list[str]) -> dict[str, Any]:
                 inputs[name] = pickle.load(fh)
         except OSError as exc:
             raise BadInput(f"--input {name}: cannot read {path} ({exc.strerror or exc}).") from None
-        except Exception as exc:  # noqa: BLE001 - any unpickling failure
+        except Exception as exc:
             raise BadInput(
                 f"--input {name}: {path} is not a readable pickle ({type(exc).__name__}: {exc}). "
                 "Write it with pickle.dump(value, f) or DataFrame.to_pickle(path)."

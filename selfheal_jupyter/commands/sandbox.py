@@ -14,7 +14,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from ..errors import BadInput, SandboxError, SelfHealError
 from ..model import ErrorInfo, ExecutionResult

@@ -11,7 +11,8 @@ of rounds, the pass rate per round, tokens per solved problem and wall time.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 from .. import metrics
 from ..loop import spec as spec_mod

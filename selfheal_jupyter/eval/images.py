@@ -9,7 +9,7 @@ never touches (or prunes) the default image.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ..config import DEFAULT_IMAGE
 

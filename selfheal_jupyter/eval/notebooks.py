@@ -81,7 +81,7 @@ def kernel_context(case: str, earlier: list[str], cell: str) -> NotebookContext:
                 filename = f"<notebook {case} cell {number}>"
                 linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
                 with contextlib.redirect_stdout(io.StringIO()):
-                    exec(compile(source, filename, "exec"), main.__dict__)  # noqa: S102 - our own data
+                    exec(compile(source, filename, "exec"), main.__dict__)
             return context.for_cell(cell, main.__dict__, max_bytes=CONTEXT_MAX_BYTES)
         finally:
             if saved is not None:

@@ -23,7 +23,7 @@ def plot_png(summary: dict[str, dict[str, Any]]) -> bytes:
     benches = list(summary)
     fig, axes = plt.subplots(1, max(1, len(benches)), figsize=(5 * max(1, len(benches)), 3.6),
                              squeeze=False)
-    for ax, bench in zip(axes[0], benches):
+    for ax, bench in zip(axes[0], benches, strict=False):
         conds = {c: d for c, d in summary[bench].items() if not c.startswith("_")}
         width = max((len(d["pass_by_round"]) for d in conds.values()), default=1)
         for cond, data in conds.items():

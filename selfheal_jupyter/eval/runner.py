@@ -25,7 +25,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from ..config import SelfHeal
 from ..errors import BadInput
@@ -38,6 +39,7 @@ from .problem import Problem
 from .progress import Progress
 from .scoring import HIDDEN_OPTIONS, Score, score
 from .store import ResultStore
+import contextlib
 
 CONDITIONS = ("loop", "baseline")
 RECORD_VERSION = 1
@@ -78,7 +80,7 @@ def _weights_sha256(key: str) -> str | None:
         from ..localmodel import get_spec
 
         return get_spec(key).sha256
-    except Exception:  # noqa: BLE001 - provenance only
+    except Exception:
         return None
 
 
@@ -241,10 +243,8 @@ class _Workers:
 
     def close(self) -> None:
         for box in self.all:
-            try:
+            with contextlib.suppress(Exception):
                 box.close()
-            except Exception:  # noqa: BLE001 - closing must reach every sandbox
-                pass
 
 
 def run_eval(
@@ -338,7 +338,7 @@ def run_eval(
                 problem, condition = futures[fut]
                 try:
                     records = fut.result()
-                except Exception as exc:  # noqa: BLE001 - one broken job must not end the campaign
+                except Exception as exc:
                     records = [_error_record(problem, condition, exc, meta)]
                 for rec in records:
                     store.append(rec)

@@ -12,7 +12,8 @@ import json
 import os
 import threading
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 Key = tuple[str, str, str]
 """(benchmark, problem_id, condition)."""

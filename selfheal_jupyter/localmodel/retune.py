@@ -27,9 +27,10 @@ import urllib.request
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from .threads import ThreadCounts, auto_threads
+import contextlib
 
 OWN_WINDOW_S = 60.0
 """How far back the backend's CPU time is read (the span of the 1-minute load average)."""
@@ -110,10 +111,8 @@ def _copy(src: socket.socket, dst: socket.socket) -> None:
             dst.sendall(data)
     except OSError:
         pass
-    try:
+    with contextlib.suppress(OSError):
         dst.shutdown(socket.SHUT_WR)
-    except OSError:
-        pass
 
 
 class Proxy:
@@ -158,10 +157,8 @@ class Proxy:
         with self._lock:
             pipes = self._pipes.pop(target, set())
         for sock in pipes:
-            try:
+            with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
 
 # ----------------------------------------------------------------------------- backends

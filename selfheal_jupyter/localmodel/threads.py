@@ -66,10 +66,7 @@ def auto_threads(cores: int | None = None, load: float | None = None) -> ThreadC
     load = machine_load() if load is None else max(0.0, load)
     free = max(1, cores - round(load))
     batch = free
-    if cores <= 2:
-        generation = free if load < 0.5 else 1
-    else:
-        generation = free - 1 if free >= 3 else free
+    generation = (free if load < 0.5 else 1) if cores <= 2 else free - 1 if free >= 3 else free
     return ThreadCounts(generation=max(1, generation), batch=max(1, batch))
 
 

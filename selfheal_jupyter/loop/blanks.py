@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 MAX_BLANKS = 30
 """Blanks filled before giving up on parsing a cell (then its asserts are read line by line)."""
@@ -110,7 +111,7 @@ def literal(node: ast.AST | None) -> Any:
         return _NO_VALUE
     try:
         return ast.literal_eval(node)
-    except Exception:  # noqa: BLE001 - not a literal
+    except Exception:
         return _NO_VALUE
 
 

@@ -167,7 +167,7 @@ def _shift(window: list[str], search: list[str]) -> tuple[str, str] | None:
     added)`` — the SEARCH lines' leading ``removed`` becomes ``added`` (one of them is
     empty) — or None when they differ otherwise."""
     found: tuple[str, str] | None = None
-    for have, want in zip(window, search):
+    for have, want in zip(window, search, strict=False):
         if not want.strip():
             if have.strip():
                 return None

@@ -7,7 +7,8 @@ observers only and never steer the loop. Each event carries the data model objec
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Literal, Union
+from typing import Literal
+from collections.abc import Callable
 
 from ..model import Candidate, ExecutionResult, Iteration, Plan, Run
 
@@ -58,15 +59,15 @@ class RunFinished:
     run: Run
 
 
-Event = Union[
-    RunStarted,
-    PlanReady,
-    TokensStreamed,
-    CandidateReady,
-    ExecutionStarted,
-    ExecutionDone,
-    VerdictReady,
-    RunFinished,
-]
+Event = (
+    RunStarted
+    | PlanReady
+    | TokensStreamed
+    | CandidateReady
+    | ExecutionStarted
+    | ExecutionDone
+    | VerdictReady
+    | RunFinished
+)
 
 EventHandler = Callable[[Event], None]

@@ -10,7 +10,7 @@ the user's tests failed and why. Every part is capped.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..model import NOTEBOOK_FILE, ExecutionResult, Limits, SpecViolation, TestOutcome, Verdict
 

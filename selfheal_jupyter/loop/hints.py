@@ -170,7 +170,7 @@ def _same_up_to_names(line: list[str], window: list[str]) -> bool:
     """``window`` is ``line`` with names consistently renamed (keywords and builtins kept)."""
     mapping: dict[str, str] = {}
     back: dict[str, str] = {}
-    for ours, theirs in zip(line, window):
+    for ours, theirs in zip(line, window, strict=False):
         if _is_name(ours) and _is_name(theirs):
             if mapping.setdefault(ours, theirs) != theirs or back.setdefault(theirs, ours) != ours:
                 return False

@@ -7,7 +7,8 @@ receive) the data itself. Descriptions are short so prompts stay small.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from ..model import InputDescription, NotebookContext
 
@@ -35,7 +36,7 @@ def _summary(value: Any) -> str:
     dtypes = getattr(value, "dtypes", None)
     shape = getattr(value, "shape", None)
     if columns is not None and dtypes is not None and shape is not None:
-        cols = [f"{c}: {t}" for c, t in list(zip(columns, dtypes))[:MAX_COLUMNS]]
+        cols = [f"{c}: {t}" for c, t in list(zip(columns, dtypes, strict=False))[:MAX_COLUMNS]]
         more = f", … (+{len(columns) - MAX_COLUMNS} columns)" if len(columns) > MAX_COLUMNS else ""
         index = getattr(value, "index", None)
         index_name = getattr(index, "name", None)
@@ -63,7 +64,7 @@ def _summary(value: Any) -> str:
 def describe_input(name: str, value: Any) -> InputDescription:
     try:
         summary = _summary(value)
-    except Exception:  # noqa: BLE001 - a description must never break a run
+    except Exception:
         summary = ""
     return InputDescription(name=name, type=_type_name(value), summary=summary)
 

@@ -59,7 +59,7 @@ class _Discard(io.RawIOBase):
     def writable(self) -> bool:
         return True
 
-    def write(self, b) -> int:  # noqa: ANN001 - buffer protocol
+    def write(self, b) -> int:
         return len(b)
 
 
@@ -69,7 +69,7 @@ def check_serialisable(name: str, value: object) -> None:
         return
     try:
         pickle.Pickler(_Discard(), protocol=5).dump(value)
-    except Exception as exc:  # noqa: BLE001 - any pickling failure
+    except Exception as exc:
         raise BadInput(
             f"The input {name!r} (a {type(value).__name__}) cannot be copied into the "
             f"sandbox: it cannot be pickled ({type(exc).__name__}: {exc}). Pass plain "

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import ast
 from collections import Counter
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from ..model import NotebookContext, SpecViolation
 from .blanks import MUTATORS, is_literal

@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from collections.abc import Callable
 
 from ..agents.checks import CheckDesigner
 from ..agents.developer import Developer, Proposal, RepairContext
@@ -279,7 +279,7 @@ class Loop:
         except SelfHealError as exc:
             self._keep_round(state, exc)
             run.outcome, run.error = "error", str(exc)
-        except Exception as exc:  # noqa: BLE001 - a bug must not kill the caller's kernel
+        except Exception as exc:
             log.exception("selfheal loop failed")
             run.outcome = "error"
             run.error = (
@@ -365,9 +365,9 @@ class Loop:
 
     def _iterate(self, task: Task, inputs: list[InputDescription], state: _RunState) -> None:
         run = state.run
-        if task.initial_code is not None and task.initial_code.strip():
-            if self._iteration(task, inputs, state, index=0, given=task.initial_code):
-                return
+        if (task.initial_code is not None and task.initial_code.strip()
+                and self._iteration(task, inputs, state, index=0, given=task.initial_code)):
+            return
         first = 1
         for index in range(first, self.bounds.max_iterations + 1):
             if self._iteration(task, inputs, state, index=index):
@@ -881,7 +881,7 @@ class _Emitter:
             return
         try:
             self.handler(event)
-        except Exception:  # noqa: BLE001
+        except Exception:
             self.failures += 1
             if self.failures == 1:
                 log.exception("an event handler failed on %s", type(event).__name__)

@@ -52,7 +52,7 @@ _NO_VALUE_CALLS = frozenset({"print", "display"})
 """Calls whose result says nothing (None); their arguments are still probed."""
 
 
-def _expressions(stmt: ast.stmt, known: "set[str] | frozenset[str]" = frozenset()) -> list[str]:
+def _expressions(stmt: ast.stmt, known: set[str] | frozenset[str] = frozenset()) -> list[str]:
     """Sub-expressions worth a value: call results and their arguments, compared operands,
     subscripted containers — outermost first, no constants, no duplicates, no plain name
     whose value the failing frame's locals already show (``known``)."""
@@ -139,10 +139,7 @@ def probe_values(outcomes: list[TestOutcome]) -> list[TestOutcome]:
     out = []
     for t in outcomes:
         src = t.source
-        if src.startswith(PROBE_PREFIX):
-            expr = src[len(PROBE_PREFIX):].rsplit(")[:", 1)[0]
-        else:
-            expr = src
+        expr = src[len(PROBE_PREFIX):].rsplit(")[:", 1)[0] if src.startswith(PROBE_PREFIX) else src
         msg = t.message
         if msg.startswith("AssertionError: "):
             out.append(TestOutcome(expr, True, msg[len("AssertionError: "):], t.line))
@@ -174,7 +171,7 @@ def differences(code: str, result: ExecutionResult | None, values: list[TestOutc
         if not isinstance(node, ast.Compare):
             continue
         sides = [node.left, *node.comparators]
-        for op, left, right in zip(node.ops, sides, sides[1:]):
+        for op, left, right in zip(node.ops, sides, sides[1:], strict=False):
             if not isinstance(op, ast.Eq):
                 continue
             lv, rv = _value(left, probed), _value(right, probed)
@@ -209,12 +206,11 @@ def describe_difference(actual: object, expected: object, name: str) -> list[str
     ``expected`` (at most MAX_DIFFERENCES)."""
     name = clip(name, 40)
     numbers = (int, float, complex)
-    if isinstance(actual, bool) or isinstance(expected, bool) or not (
+    if (isinstance(actual, bool) or isinstance(expected, bool) or not (
         isinstance(actual, numbers) and isinstance(expected, numbers)
-    ):
-        if type(actual) is not type(expected):
-            return [f"{name} should be a {type(expected).__name__} ({_r(expected)}), not a "
-                    f"{type(actual).__name__} ({_r(actual)})"]
+    )) and type(actual) is not type(expected):
+        return [f"{name} should be a {type(expected).__name__} ({_r(expected)}), not a "
+                f"{type(actual).__name__} ({_r(actual)})"]
     out: list[str] = []
     if isinstance(actual, dict) and isinstance(expected, dict):
         for key in [k for k in actual if k not in expected]:
@@ -224,7 +220,7 @@ def describe_difference(actual: object, expected: object, name: str) -> list[str
         for key in [k for k in actual if k in expected and actual[k] != expected[k]]:
             out.append(f"{name}[{_r(key)}] should be {_r(expected[key])}, not {_r(actual[key])}")
     elif isinstance(actual, (list, tuple)) and isinstance(expected, (list, tuple)):
-        for i, (a, b) in enumerate(zip(actual, expected)):
+        for i, (a, b) in enumerate(zip(actual, expected, strict=False)):
             if a != b:
                 out.append(f"{name}[{i}] should be {_r(b)}, not {_r(a)}")
                 break
@@ -240,7 +236,7 @@ def describe_difference(actual: object, expected: object, name: str) -> list[str
         if expected - actual:
             out.append(f"{name} should also contain {_r(sorted(expected - actual, key=repr))}")
     elif isinstance(actual, str) and isinstance(expected, str):
-        i = next((i for i, (a, b) in enumerate(zip(actual, expected)) if a != b),
+        i = next((i for i, (a, b) in enumerate(zip(actual, expected, strict=False)) if a != b),
                  min(len(actual), len(expected)))
         out.append(f"{name} differs from position {i}: it should go on "
                    f"{_r(expected[i:i + 30])}, not {_r(actual[i:i + 30])}")

@@ -9,7 +9,8 @@ from __future__ import annotations
 import ast
 import re
 from collections import Counter
-from typing import Any, Iterable, Iterator
+from typing import Any
+from collections.abc import Iterable, Iterator
 
 NO_VALUE = object()
 ASSERT_LINE = re.compile(r"^\s*assert\b")
@@ -28,7 +29,7 @@ def key(node: ast.AST) -> str:
 def source(node: ast.AST) -> str:
     try:
         return ast.unparse(node)
-    except Exception:  # noqa: BLE001 - a display string only
+    except Exception:
         return "?"
 
 
@@ -37,7 +38,7 @@ def literal(node: ast.AST | None) -> Any:
         return NO_VALUE
     try:
         return ast.literal_eval(node)
-    except Exception:  # noqa: BLE001 - not a literal
+    except Exception:
         return NO_VALUE
 
 
@@ -51,7 +52,7 @@ def same_value(a: Any, b: Any) -> bool:
         return a == b
     try:
         return type(a) is type(b) and bool(a == b)
-    except Exception:  # noqa: BLE001 - an odd literal that cannot compare
+    except Exception:
         return False
 
 
@@ -133,9 +134,8 @@ def statement_at(tree: ast.AST, line: int) -> ast.stmt | None:
     for node, _ in walk(tree):
         if isinstance(node, ast.stmt) and not hasattr(node, "body"):
             end = getattr(node, "end_lineno", node.lineno) or node.lineno
-            if node.lineno <= line <= end:
-                if best is None or node.lineno >= best.lineno:
-                    best = node
+            if node.lineno <= line <= end and (best is None or node.lineno >= best.lineno):
+                best = node
     return best
 
 

@@ -182,9 +182,7 @@ def _bound_at_top(stmts: list[ast.stmt]) -> set[str]:
             names.update((a.asname or a.name).split(".")[0] for a in node.names)
         elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
             names.add(node.id)
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            names.add(node.name)
-        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+        elif isinstance(node, ast.ExceptHandler) and node.name or isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
             names.add(node.name)
         stack.extend(ast.iter_child_nodes(node))
     return names

@@ -7,7 +7,8 @@ without IPython. Each user mistake raises :class:`BadInput` with what to do.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Mapping
+from typing import Any
+from collections.abc import Iterable, Mapping
 
 from ..errors import BadInput
 from ..flags import given_options

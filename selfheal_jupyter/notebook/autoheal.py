@@ -20,7 +20,8 @@ import site
 import sys
 import sysconfig
 import types
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import ipywidgets as widgets
 from IPython.display import display
@@ -76,7 +77,7 @@ def folded_traceback(shell: Any, etype: type, evalue: BaseException, tb: Any,
         alone = copy.copy(evalue)  # the error without its chain, for the view only
         alone.__cause__ = alone.__context__ = None
         stb = shell.InteractiveTB.structured_traceback(etype, alone, rebuilt, tb_offset=0)
-    except Exception:  # noqa: BLE001 - an exception that cannot be copied: shown whole
+    except Exception:
         return None
     where = sorted({(e.tb_frame.f_globals.get("__name__") or "?").split(".")[0]
                     for e in entries if e not in mine})
@@ -141,7 +142,7 @@ class Autoheal:
         sys.last_type, sys.last_value, sys.last_traceback = etype, evalue, tb
         try:
             stb = folded_traceback(shell, etype, evalue, tb, tb_offset)
-        except Exception:  # noqa: BLE001 - folding must never hide the error
+        except Exception:
             stb = None
         if stb is None:
             shell.showtraceback((etype, evalue, tb), tb_offset=tb_offset)

@@ -21,7 +21,9 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
+import contextlib
 
 TARGET = "selfheal-jupyter"
 
@@ -36,7 +38,7 @@ def current_cell_id(shell: Any) -> str:
         return ""
     try:
         parent = kernel.get_parent()
-    except Exception:  # noqa: BLE001 - an old or foreign kernel
+    except Exception:
         return ""
     metadata = (parent or {}).get("metadata") or {}
     return str(metadata.get("cellId") or "")
@@ -64,7 +66,7 @@ class FrontCells:
             from comm import create_comm
 
             self._comm = create_comm(target_name=TARGET, data={"action": "hello", "cell_id": self.cell_id})
-        except Exception:  # noqa: BLE001 - no comm support: the fallback applies
+        except Exception:
             self._comm = None
             return
         self.asking = True
@@ -114,8 +116,6 @@ class FrontCells:
 
     def close(self) -> None:
         if self._comm is not None:
-            try:
+            with contextlib.suppress(Exception):
                 self._comm.close()
-            except Exception:  # noqa: BLE001 - the kernel is shutting down
-                pass
             self._comm = None

@@ -41,7 +41,8 @@ import time
 import types
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
+from collections.abc import Callable, Iterable, Mapping
 
 from ..loop.inputs import _summary as _structure
 from ..loop.inputs import _type_name
@@ -319,7 +320,7 @@ def _dist_key(name: str) -> str:
 def _distributions() -> Mapping[str, list[str]]:
     try:
         return importlib.metadata.packages_distributions()
-    except Exception:  # noqa: BLE001 - a broken metadata entry must not break a run
+    except Exception:
         return {}
 
 
@@ -327,7 +328,7 @@ def _distributions() -> Mapping[str, list[str]]:
 def kernel_version(dist: str) -> str | None:
     try:
         return importlib.metadata.version(dist)
-    except Exception:  # noqa: BLE001
+    except Exception:
         return None
 
 
@@ -387,7 +388,7 @@ class _Sink(io.RawIOBase):
     def writable(self) -> bool:
         return True
 
-    def write(self, b: Any) -> int:  # noqa: ANN401 - buffer protocol
+    def write(self, b: Any) -> int:
         n = len(memoryview(b).cast("B"))
         self.size += n
         if self.limit and self.size > self.limit:
@@ -404,7 +405,7 @@ class _Tracker(pickle.Pickler):
         self.main: dict[str, None] = {}
         self.roots: dict[str, None] = {}
 
-    def reducer_override(self, obj: Any) -> Any:  # noqa: ANN401
+    def reducer_override(self, obj: Any) -> Any:
         if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
             module = getattr(obj, "__module__", None) or ""
             if module == "__main__":
@@ -491,7 +492,7 @@ def describe_value(value: Any) -> str:
                 f"; attributes {', '.join(attrs[:15])}" if attrs else "")
         else:
             detail = _structure(value)
-    except Exception:  # noqa: BLE001 - a description must never break a run
+    except Exception:
         detail = ""
     return f"{type_name} — {detail}" if detail else type_name
 
@@ -692,7 +693,7 @@ class _Resolver:
         except RecursionError:
             self._unavailable(name, label, "it is nested too deeply to be copied")
             return
-        except Exception as exc:  # noqa: BLE001 - any pickling failure
+        except Exception as exc:
             self._unavailable(name, label, _why_not_picklable(value, exc))
             return
         why = self._missing_library(roots, copied=True)

@@ -34,7 +34,8 @@ import asyncio
 import queue
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, TypeVar
+from typing import Any, Generic, TypeVar
+from collections.abc import Callable
 
 from .cells import FrontCells
 from .minimal import without_notes, work_out_fix

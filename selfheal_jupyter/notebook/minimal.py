@@ -19,7 +19,7 @@ import difflib
 import io
 import tokenize
 from dataclasses import dataclass, field
-from typing import Callable
+from collections.abc import Callable
 
 from ..agents.qa import is_removed_note
 from ..errors import SelfHealError
@@ -167,7 +167,7 @@ def smaller_versions(cell: str | None, code: str, context: NotebookContext | Non
     def version(keep_different: bool) -> Version:
         left_out = dict(same)
         if not keep_different:
-            for i, change in different.items():
+            for i, _change in different.items():
                 left_out[i] = f"{_what(body[i])} written again (your notebook defines it)"
         # Imports last: one is unused once what read it is left out.
         kept = [s for i, s in enumerate(body) if i not in left_out]

@@ -6,7 +6,7 @@ Reads the model only (``Hint``); what a hint may say was decided before it got h
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 import ipywidgets as widgets
 

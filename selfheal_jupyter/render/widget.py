@@ -16,7 +16,7 @@ review of the code and Accept / Insert below / Run in my kernel / Reject.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import ipywidgets as widgets
 from IPython.display import display

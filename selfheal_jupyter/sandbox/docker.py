@@ -44,7 +44,8 @@ import uuid
 import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
+from collections.abc import Callable, Mapping, Sequence
 
 import docker
 import docker.errors
@@ -55,6 +56,7 @@ from . import serialize
 from .engine import address, describe, gone, lost
 from .image import RUNNER_COMMAND, RUNNER_DIR
 from .worker import ContainerSpec, SandboxCrashed, Worker, remove_container
+import contextlib
 
 LABEL = "selfheal"
 LABEL_PID = "selfheal.pid"
@@ -127,10 +129,8 @@ _PROBED: dict[str, str] = {}
 @atexit.register
 def _close_all() -> None:
     for sandbox in list(_LIVE):
-        try:
+        with contextlib.suppress(Exception):
             sandbox.close()
-        except Exception:
-            pass
 
 
 class DockerSandbox:
@@ -243,10 +243,8 @@ class DockerSandbox:
             t.join(timeout=15)
         if self._client is not None:
             for cid in list(self._created):  # anything created but never handed over
-                try:
+                with contextlib.suppress(Exception):
                     remove_container(self._client, cid)
-                except Exception:
-                    pass
             self._created.clear()
             self._wait_gone()
         _LIVE.discard(self)

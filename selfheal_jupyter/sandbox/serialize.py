@@ -12,9 +12,11 @@ import pickle
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from ..errors import BadInput
+import contextlib
 
 FILE_MODE = 0o644  # readable by the container's unprivileged user
 
@@ -104,7 +106,5 @@ def clear(directory: Path) -> None:
     except FileNotFoundError:
         return
     for entry in entries:
-        try:
+        with contextlib.suppress(OSError):
             entry.unlink()
-        except OSError:
-            pass

@@ -22,6 +22,7 @@ from .describe import collect_figures, error_info, rich_value, safe_str
 from .frames import read_all, write_frame
 from .layout import CANDIDATE_FILE, FD_REPORT, FD_REQUEST, FD_RPC_IN, FD_RPC_OUT, NOTEBOOK_FILE, enter_workdir
 from .program_rpc import ProgramObjects
+import contextlib
 
 #: Python's default recursion limit, which the candidate must see as its own.
 DEFAULT_RECURSION_LIMIT = 1000
@@ -62,7 +63,7 @@ def _without_runner_frames(tb: Any) -> Any:
         if os.path.dirname(tb.tb_frame.f_code.co_filename) != _RUNNER_DIR:
             kept.append(tb)
         tb = tb.tb_next
-    for entry, after in zip(kept, kept[1:] + [None]):
+    for entry, after in zip(kept, kept[1:] + [None], strict=False):
         entry.tb_next = after
     return kept[0] if kept else None
 
@@ -74,15 +75,13 @@ def _print_exception(exc: BaseException) -> None:
     try:
         sys.excepthook(type(exc), exc, tb)
     except BaseException:
-        try:
+        with contextlib.suppress(BaseException):
             traceback.print_exception(type(exc), exc, tb)
-        except BaseException:
-            pass
 
 
 def _stack_depth() -> int:
     depth = 0
-    frame: "types.FrameType | None" = sys._getframe()
+    frame: types.FrameType | None = sys._getframe()
     while frame is not None:
         depth += 1
         frame = frame.f_back
@@ -98,14 +97,14 @@ class Program:
         self.path = os.path.join(workdir, self.filename)
         self.workdir = workdir
         self.code = str(req.get("code") or "")
-        self.error: "dict | None" = None
+        self.error: dict | None = None
         self.outputs: list = []
         self.exit_code = 0
         self.interrupted = False
         self.memory_error = False
         self.failure = ""
         self.asserts = {(int(line), int(col)) for line, col, _ in req.get("asserts") or []}
-        self.objects: "ProgramObjects | None" = None
+        self.objects: ProgramObjects | None = None
 
     def module(self) -> dict:
         mod = types.ModuleType("__main__")
@@ -160,11 +159,11 @@ class Program:
     def _execute(self, ns: dict) -> None:
         tree = ast.parse(self.code, self.path)
         body = tree.body
-        last: "ast.Expr | None" = None
-        if len(body) > 1 or (body and not _is_docstring(body[0])):
-            if body and isinstance(body[-1], ast.Expr) and (
-                    body[-1].lineno, body[-1].col_offset) not in self.asserts:
-                last = body.pop()  # type: ignore[assignment]  # checked just above
+        last: ast.Expr | None = None
+        if (len(body) > 1 or (body and not _is_docstring(body[0]))) and (
+                body and isinstance(body[-1], ast.Expr)
+                and (body[-1].lineno, body[-1].col_offset) not in self.asserts):
+            last = body.pop()  # type: ignore[assignment]  # checked just above
         code = compile(tree, self.path, "exec", dont_inherit=True)
         if not self.asserts:
             exec(code, ns)
@@ -232,10 +231,8 @@ class Program:
         elif isinstance(code, int):
             self.exit_code = code & 0xFF
         else:
-            try:
+            with contextlib.suppress(BaseException):
                 sys.stderr.write(f"{code}\n")
-            except BaseException:
-                pass
             self.exit_code = 1
         if self.exit_code:
             self.error = error_info(exc, (self.path, NOTEBOOK_FILE), self.filename)
@@ -257,15 +254,11 @@ class Program:
             except BaseException:
                 pass
         self.outputs.extend(collect_figures())  # before atexit: pyplot closes them there
-        try:
+        with contextlib.suppress(BaseException):
             write_frame(FD_REPORT, {"error": self.error, "outputs": self.outputs,
                                     "memory_error": self.memory_error})
-        except BaseException:
-            pass
-        try:
+        with contextlib.suppress(BaseException):
             atexit._run_exitfuncs()
-        except BaseException:
-            pass
         _clear_main()
         try:
             sys.stdout.flush()

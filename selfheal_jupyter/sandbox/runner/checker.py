@@ -20,7 +20,8 @@ import operator
 import os
 import sys
 import types
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from .checker_rpc import ProgramLink, Remote, install_type_checks
 from .codec import MUTABLE
@@ -45,9 +46,9 @@ class ProgramNames:
     """The names a program binds at top level, read from its source text."""
 
     def __init__(self) -> None:
-        self.own: "set[str]" = set()
-        self.imported: "dict[str, tuple[str, str | None, bool]]" = {}
-        self.star: "list[str]" = []
+        self.own: set[str] = set()
+        self.imported: dict[str, tuple[str, str | None, bool]] = {}
+        self.star: list[str] = []
 
     @classmethod
     def of(cls, sources: "list[str]", inputs: "list[str]") -> "ProgramNames":
@@ -62,7 +63,7 @@ class ProgramNames:
         return names
 
     def _visit(self, body: "list[ast.stmt]") -> None:
-        stack: "list[ast.AST]" = list(body)
+        stack: list[ast.AST] = list(body)
         while stack:
             node = stack.pop()
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -91,9 +92,7 @@ class ProgramNames:
                 continue
             if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
                 self.own.add(node.id)
-            elif isinstance(node, ast.ExceptHandler) and node.name:
-                self.own.add(node.name)
-            elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            elif isinstance(node, ast.ExceptHandler) and node.name or isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
                 self.own.add(node.name)
             elif isinstance(node, ast.MatchMapping) and node.rest:
                 self.own.add(node.rest)
@@ -142,9 +141,9 @@ class ProgramNames:
             except Exception:
                 continue
             public = getattr(module, "__all__", None)
-            if (name in public) if isinstance(public, (list, tuple)) else not name.startswith("_"):
-                if hasattr(module, name):
-                    return getattr(module, name)
+            listed = (name in public) if isinstance(public, (list, tuple)) else not name.startswith("_")
+            if listed and hasattr(module, name):
+                return getattr(module, name)
         return _MISSING
 
 

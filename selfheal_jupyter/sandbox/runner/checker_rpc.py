@@ -8,12 +8,14 @@ compare or combine: it goes only as the argument of a call the test makes."""
 
 import builtins
 import operator
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from .codec import (MUTABLE, Budget, Codec, ProgramRecord, Unencodable, claimed_names, describe_exception,
                     raise_described)
 from .frames import FrameReader, write_frame
 from .program_rpc import BINARY_OPERATORS
+import contextlib
 
 
 class ProgramLink:
@@ -24,11 +26,11 @@ class ProgramLink:
         self.reader = FrameReader(rpc_in)
         self.remotes: dict = {}
         self.local: list = []
-        self.after: "dict | None" = None
+        self.after: dict | None = None
         self.codec = Codec(self.ref_of, self.remote, by_name=True)
         self.closed = False
-        self.raised: "BaseException | None" = None  # the last exception the program raised
-        self.sent: "list[BaseException]" = []  # exceptions functions of the tests raised
+        self.raised: BaseException | None = None  # the last exception the program raised
+        self.sent: list[BaseException] = []  # exceptions functions of the tests raised
 
     def ref_of(self, obj: Any) -> dict:
         if type(obj) is Remote:
@@ -98,7 +100,7 @@ class ProgramLink:
         after, self.after = self.after, None
         if not after:
             return
-        pairs = list(zip(args, after.get("args") or []))
+        pairs = list(zip(args, after.get("args") or [], strict=False))
         pairs += [(kwargs[k], v) for k, v in (after.get("kwargs") or {}).items() if k in kwargs]
         for local, new in pairs:
             if new is None or type(local) not in MUTABLE:
@@ -106,10 +108,7 @@ class ProgramLink:
             value = self.codec.decode(new)
             if type(value) is not type(local):
                 continue
-            if isinstance(local, dict):
-                local.clear()
-                local.update(value)
-            elif isinstance(local, set):
+            if isinstance(local, (dict, set)):
                 local.clear()
                 local.update(value)
             else:
@@ -140,10 +139,8 @@ class ProgramLink:
             self.closed = True
 
     def done(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             write_frame(self.out, {"op": "done"})
-        except OSError:
-            pass
 
 
 def _no_value(remote: "Remote") -> TypeError:

@@ -13,9 +13,11 @@ import base64
 import builtins
 import collections
 import sys
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from .describe import safe_str
+import contextlib
 
 # Values cross between the program and the checker as tagged JSON. Exact types travel by
 # value and are rebuilt from plain data on the other side; a subclass of a plain type
@@ -132,10 +134,8 @@ class Codec:
             slots = klass.__dict__.get("__slots__", ())
             for name in [slots] if isinstance(slots, str) else slots:
                 if isinstance(name, str) and name not in ("__dict__", "__weakref__"):
-                    try:
+                    with contextlib.suppress(AttributeError):
                         fields[name] = object.__getattribute__(x, name)
-                    except AttributeError:
-                        pass
         return {"$": "record", "module": str(t.__module__), "type": str(t.__qualname__),
                 "fields": [[str(k), self._enc(v, b, depth + 1, plain)] for k, v in fields.items()
                            if isinstance(k, str)]}

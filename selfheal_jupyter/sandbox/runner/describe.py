@@ -84,10 +84,7 @@ def error_info(exc: BaseException, own_files: "tuple[str, ...]", shown: str) -> 
         src = (exc.text or "").strip() or _source_line(exc.filename, exc.lineno)
         name = shown if exc.filename != NOTEBOOK_FILE else NOTEBOOK_FILE
         frames.append({"file": name, "line": line, "function": "<module>", "source": src})
-    if isinstance(exc, SyntaxError):
-        message = exc.msg or safe_str(exc)
-    else:
-        message = safe_str(exc)
+    message = exc.msg or safe_str(exc) if isinstance(exc, SyntaxError) else safe_str(exc)
     return {
         "type": type(exc).__name__,
         "message": message,

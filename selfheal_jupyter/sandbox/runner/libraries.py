@@ -22,7 +22,7 @@ def preload() -> list:
         import matplotlib
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot  # noqa: F401
+        import matplotlib.pyplot
 
         loaded.append("matplotlib")
     except Exception:

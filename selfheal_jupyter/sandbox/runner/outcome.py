@@ -75,7 +75,7 @@ def describe_result(wait_status: "int | None", reason: str, out: Capture, err: C
         result["tests"] = test_outcomes(checked, tests, reason, asserts)
     signum = 0
     if wait_status is None:
-        exit_code: "int | None" = None
+        exit_code: int | None = None
     elif os.WIFSIGNALED(wait_status):
         signum = os.WTERMSIG(wait_status)
         exit_code = 128 + signum

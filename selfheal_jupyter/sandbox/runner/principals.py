@@ -16,8 +16,8 @@ checker drops them for good under no_new_privs.
 import os
 import signal
 import time
-from contextlib import contextmanager
-from typing import Callable, Iterator
+from contextlib import contextmanager, suppress
+from collections.abc import Callable, Iterator
 
 from .hardening import (CAP_SETGID, CAP_SETUID, effective_capabilities, keep_capabilities,
                         set_capabilities, set_dumpable)
@@ -138,11 +138,8 @@ def acting_as(uid: int, gid: "int | None" = None, real: int = SERVER_ID) -> Iter
 def signal_all(uid: int, reaper: int) -> None:
     """SIGKILL to every process of ``uid``, acting as ``reaper`` (a uid nothing else has).
     ``kill(-1)`` reaches exactly the processes this one may signal: ``uid``'s."""
-    with acting_as(uid, real=reaper):
-        try:
-            os.kill(-1, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    with acting_as(uid, real=reaper), suppress(ProcessLookupError):
+        os.kill(-1, signal.SIGKILL)
 
 
 def processes_of(uids: "list[int]", runner: "set[int]") -> "list[int]":

@@ -40,9 +40,9 @@ class ProgramObjects:
         self.objects: list = []
         self.ids: dict = {}
         self.codec = Codec(self.ref_of, self.deref, resolve_names=True)
-        self.reader: "FrameReader | None" = None
+        self.reader: FrameReader | None = None
         self.out = -1
-        self.escaped: "BaseException | None" = None  # the last exception a request raised
+        self.escaped: BaseException | None = None  # the last exception a request raised
 
     def ref_of(self, obj: Any) -> dict:
         if isinstance(obj, TestsFunction):

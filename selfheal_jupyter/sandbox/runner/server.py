@@ -22,6 +22,7 @@ from .outcome import Capture, describe_result, failed_result
 from .principals import RunIds, acting_as, drop_to_server, end_all, signal_all
 from .sweep import leftovers, remove_entry, remove_owned, still_used
 from .template import Template
+import contextlib
 
 RUNNER_PROTOCOL = 2
 
@@ -42,7 +43,7 @@ class TemplateLink:
 
     def __init__(self, kind: str, sock: socket.socket, pid: int) -> None:
         self.kind, self.sock, self.pid = kind, sock, pid
-        self.next: "Prepared | None" = None
+        self.next: Prepared | None = None
 
 
 class Server:
@@ -74,11 +75,11 @@ class Server:
         os.set_blocking(self.wake_w, False)
         self.runs = 0
         self.prep_s = 0.0
-        self.templates: "dict[str, TemplateLink]" = {}
+        self.templates: dict[str, TemplateLink] = {}
         self.exits: dict = {}
         self.put_dir = ""
         self.put_error = ""
-        self.put_files: "list[str]" = []
+        self.put_files: list[str] = []
         self.template_lost = False
 
     # -- template ---------------------------------------------------------------
@@ -92,10 +93,8 @@ class Server:
             for link in self.templates.values():
                 link.sock.close()
             for fd in {self.in_fd, self.out_fd, self.wake_r, self.wake_w} - {0, 1, 2}:
-                try:
+                with contextlib.suppress(OSError):
                     os.close(fd)
-                except OSError:
-                    pass
             try:
                 Template(theirs).serve()
             finally:
@@ -186,10 +185,8 @@ class Server:
         if not end_all(uids, self.ids.reaper, runner, self._reap_for):
             return "processes of the run could not be ended"
         for path in self.put_files:  # the run's inputs (the server's own files)
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(path)
-            except OSError:
-                pass
         self.put_files = []
         roots = [WORKDIR_ROOT, SHM_ROOT] + ([PUT_DIR] if os.access(PUT_DIR, os.W_OK) else [])
         for _ in range(3):  # each uid may have written into the other's directories

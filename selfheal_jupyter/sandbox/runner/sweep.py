@@ -8,6 +8,7 @@ is the runner's to remove), or the container counts as dirty."""
 
 import os
 import stat
+import contextlib
 
 #: Bytes a wiped tmpfs may still report as used before the container counts as dirty.
 DIRTY_BYTES = 1 << 20
@@ -87,10 +88,8 @@ def _remove_tree(path: str) -> bool:
             try:
                 os.rmdir(done, dir_fd=above)
             except OSError:
-                try:
+                with contextlib.suppress(OSError):
                     stuck.add(os.stat(done, dir_fd=above, follow_symlinks=False).st_ino)
-                except OSError:
-                    pass
         try:
             os.stat(name, dir_fd=parent, follow_symlinks=False)
             return False

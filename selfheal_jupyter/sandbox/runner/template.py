@@ -11,12 +11,13 @@ import socket
 import sys
 import time
 import traceback
-from typing import Callable
+from collections.abc import Callable
 
 from .candidate import candidate_main
 from .checker import checker_main
 from .layout import FD_REPORT, FD_REQUEST, FD_RPC_IN, FD_RPC_OUT, WORKDIR_ROOT
 from .principals import acting_as, become
+import contextlib
 
 
 def _move_fds(mapping: dict) -> None:
@@ -45,10 +46,8 @@ def _child_setup(soft_cap: int) -> None:
         except Exception:
             pass
     if soft_cap:
-        try:
+        with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_DATA, (soft_cap, soft_cap))
-        except (ValueError, OSError):
-            pass
 
 
 class Template:
@@ -169,10 +168,8 @@ class Template:
                 _move_fds(fds)
                 entry()
             except BaseException:
-                try:
+                with contextlib.suppress(BaseException):
                     traceback.print_exc()
-                except BaseException:
-                    pass
             os._exit(70)
         self.children.add(pid)
         return pid
