@@ -431,12 +431,15 @@ def test_a_shared_server_changes_its_threads_when_the_machine_does_and_keeps_its
         load.write_text("0" if target > 1 else str(physical_cores() + 2))
         client = OpenAI(base_url=server.base_url, api_key="unused", max_retries=0)
         answers = []
+        # requests keep coming while the server decides (none may be cut by the switch);
+        # the bound is far above the minute of agreement a switch needs, for a busy machine
+        deadline = time.monotonic() + 900
         while json.loads(state.read_text())["settings"]["threads"] != target:
             reply = client.chat.completions.create(
                 model=SPEC.alias, max_tokens=8, temperature=0,
                 messages=[{"role": "user", "content": "Say OK."}])
-            answers.append(reply.choices[0].message.content)  # no request is cut by the switch
-            assert len(answers) < 200, "the server never changed its threads"
+            answers.append(reply.choices[0].message.content)
+            assert time.monotonic() < deadline, "the server never changed its threads"
         after = json.loads(state.read_text())
         assert after["url"] == server.url and after["pid"] == server.pid  # clients keep their URL
         reply = client.chat.completions.create(

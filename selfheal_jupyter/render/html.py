@@ -7,6 +7,8 @@ scripts, no widget state. Pygments highlights code with inline styles
 
 from __future__ import annotations
 
+import ast
+
 
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
@@ -24,6 +26,7 @@ from ..model import (
     Verdict,
     safe_outputs,
 )
+from ..loop.codeblocks import code_diff
 from .diff import diff_html
 from .style import (
     AMBER,
@@ -209,6 +212,34 @@ NOTEBOOK_CHANGES = ("Also changes {names}, defined in another cell of your noteb
                     "redefines it in this cell (the other cell stays as it was).")
 
 
+def notebook_changes_html(run: Run) -> str:
+    """For the result: each notebook definition it changes, as a diff to that cell's source."""
+    it = run.final_iteration
+    if it is None or not it.verdict.notebook_changes or run.task.context is None:
+        return ""
+    sources = {e.name: e.source for e in run.task.context.entries}
+    parts = []
+    for name in it.verdict.notebook_changes:
+        mine = definition_text(it.candidate.code, name)
+        if name in sources and mine:
+            parts.append(diff_html(code_diff(sources[name], mine, old_name=f"{name} (your notebook)",
+                                             new_name=f"{name} (this fix)")))
+    return "".join(parts)
+
+
+def definition_text(code: str, name: str) -> str:
+    """The source of the top-level ``def``/``class`` ``name`` in ``code`` ("" when none)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return ""
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and stmt.name == name:
+            return ast.get_source_segment(code, stmt) or ""
+    return ""
+
+
+
 def strategies_html(it: Iteration) -> str:
     """What the repair strategies added to this round, each apart from the user's tests:
     QA's generated checks (soft), the values at the failing statement, the diagnosis, the
@@ -366,6 +397,10 @@ def summary_html(run: Run) -> str:
     if run.error:
         detail = f'<div style="color:#24292f;font-weight:400;margin-top:2px">{esc(run.error)}</div>'
     detail += unverified_review_html(run)
+    final = run.final_iteration
+    if final is not None and final.verdict.notebook_changes and not (run.fix and run.fix.definitions):
+        # said once: where the decision shows the change to the earlier cell, not here too
+        detail += notebook_changes_line(final.verdict) + notebook_changes_html(run)
     verified = "true" if run.verified else "false"
     return (
         f'<div class="selfheal-summary" data-outcome="{esc(run.outcome or "running")}" data-verified="{verified}" '
