@@ -743,6 +743,15 @@ def test_every_notebook_solution_passes_and_every_cell_as_written_fails(sandbox)
     shipping = next(p for p in benchmarks.load("notebooks") if p.id == "11_shipping_days")
     relabelled = shipping.hidden["solution"].replace('"average days', '"Average  days')
     assert relabelled != shipping.hidden["solution"] and score(sandbox, shipping, relabelled).passed
+    # a rate of 0 printed as "0%" where the cell's format gives "0.0%" is the same number
+    rates = next(p for p in benchmarks.load("notebooks") if p.id == "24_click_rates")
+    plain_zero = rates.hidden["solution"].replace(
+        'rate = ad["clicks"] / ad["impressions"] * 100 if ad["impressions"] else 0.0',
+        'rate = ad["clicks"] / ad["impressions"] * 100 if ad["impressions"] else 0').replace(
+        'print(f"{name}: {rate:.1f}%")', 'print(f"{name}: {rate:.1f}%" if rate else f"{name}: 0%")')
+    assert plain_zero != rates.hidden["solution"] and score(sandbox, rates, plain_zero).passed
+    # ...other digits are other values (so the sliced months above stay wrong)
+    assert not score(sandbox, rates, plain_zero.replace("* 100", "* 10")).passed
 
 
 def test_selfheal_eval_notebooks_counts_solved_verified_and_false_successes(
