@@ -31,13 +31,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from openai import OpenAI  # noqa: E402
+from openai import OpenAI
 
-from selfheal_jupyter.config import SelfHeal  # noqa: E402
-from selfheal_jupyter.localmodel.catalog import get_spec  # noqa: E402
-from selfheal_jupyter.localmodel.endpoint import server_options, start_server, state_path  # noqa: E402
-from selfheal_jupyter.localmodel.threads import machine_load, physical_cores  # noqa: E402
-from selfheal_jupyter.localmodel.weights import cache_dir, ensure_weights  # noqa: E402
+from selfheal_jupyter.config import SelfHeal
+from selfheal_jupyter.localmodel.catalog import get_spec
+from selfheal_jupyter.localmodel.endpoint import server_options, start_server, state_path
+from selfheal_jupyter.localmodel.threads import machine_load, physical_cores
+from selfheal_jupyter.localmodel.weights import cache_dir, ensure_weights
 
 REPAIR = """The program below raised an error. Fix it and reply with the whole corrected program.
 
@@ -60,7 +60,7 @@ def spin() -> None:
         pass
 
 
-def start(spec, name: str, root: Path, retune_s: float):  # noqa: ANN001, ANN201 - a bench
+def start(spec, name: str, root: Path, retune_s: float):
     home = root / name
     models = home / "selfheal-jupyter" / "models"
     models.parent.mkdir(parents=True)
