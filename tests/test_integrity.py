@@ -229,6 +229,54 @@ def test_a_failed_program_runs_no_tests(one_container):
     assert r.tests and r.tests[0].passed is False and "not run" in r.tests[0].message
 
 
+# --------------------------------------------------------------------------- the user's asserts
+RIGHT_MEAN = "def mean(xs):\n    return sum(xs) / len(xs)\n\nassert mean([1, 2, 3]) == 2\n"
+MEAN_ASSERT = [(4, 0, "assert mean([1, 2, 3]) == 2")]
+
+
+@pytest.mark.parametrize("after", [
+    "globals()['me' + 'an'] = lambda xs: 0\n",
+    "exec('mean = len')\n",
+    "import sys\nsetattr(sys.modules[__name__], 'mean', lambda xs: 0)\n",
+    "del globals()['mean']\n",
+    "import os\nglobals()['mean'] = len\nos._exit(0)\n",
+], ids=["globals", "exec", "module-object", "deleted", "exit-before-the-end"])
+def test_an_assert_that_held_fails_when_its_function_is_replaced_after_it(one_container, after):
+    """Attack class: an outlived assert the spec guard cannot see. The user's assert holds
+    on a right ``mean``; then the program binds the name to another object by no statement
+    (or ends without its end being seen). The checker reads the asserted callables again
+    when the program ends: the assert fails, so the run is no success."""
+    r = run(one_container, RIGHT_MEAN + after, asserts=MEAN_ASSERT)
+    (check,) = r.tests
+    said = ("could not be read again at the program's end" if "_exit" in after
+            else "after this assert held")
+    assert check.passed is False and "`mean`" in check.message and said in check.message, r
+
+
+def test_data_an_assert_read_may_change_after_it(one_container):
+    """Plain values (and objects that are not callables) may change after an assert that
+    read them; the asserted functions, kept, may be called again."""
+    code = textwrap.dedent("""\
+        class Counter:
+            def __init__(self):
+                self.n = 0
+        def mean(xs):
+            return sum(xs) / len(xs)
+        x = 1
+        items = [1, 2, 3]
+        c = Counter()
+        assert x == 1 and mean(items) == 2 and c.n == 0
+        x += 1
+        items.append(4)
+        globals()['c'] = Counter()
+        c.n = 5
+        print(x, mean(items), c.n)
+        """)
+    r = run(one_container, code, asserts=[(9, 0, "assert x == 1 and mean(items) == 2 and c.n == 0")])
+    assert r.status == "ok" and r.stdout == "2 2.5 5\n", r
+    assert [t.passed for t in r.tests] == [True], r.tests
+
+
 # --------------------------------------------------------------------------- nothing crosses
 def test_files_ipc_and_memory_of_one_run_do_not_reach_the_next(one_container):
     first = run(one_container, with_host("""\

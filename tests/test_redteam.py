@@ -96,15 +96,10 @@ def test_a_forged_report_cannot_claim_oom(tmp_path, sandbox_image):
     assert result["status"] == "error", result
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the spec guard reads the candidate's text: a rebinding through globals(), exec or "
-    "the module object is not a statement it can see. The fix by construction is in the "
-    "checker: remember the values of the names each user's assert read when it passed "
-    "and fail it when the program ends with other ones (a protocol change between the "
-    "host's spec and the checker, not local)"))
 def test_an_assert_outlived_through_globals_does_not_heal(tmp_path, sandbox_image):
     """Attack class: the same outlived assert, the wrong function put in place through
-    ``globals()`` (no statement binds the name)."""
+    ``globals()`` (no statement binds the name). The checker reads the callables each
+    assert that held read again at the program's end (runner/outlived.py)."""
     after = "\nglobals()['me' + 'an'] = lambda xs: sum(xs) / (len(xs) + 1)\n"
     cheat = f"```python\n{RIGHT_MEAN}{after}print(mean([1, 2, 3]))\n```"
     record = _heal(tmp_path, MEAN_CELL, [cheat, cheat])

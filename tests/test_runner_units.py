@@ -634,6 +634,27 @@ def test_oom_from_the_builtin_memory_error_itself_never_from_a_name():
     assert _status({"error": error, "outputs": [], "memory_error": True}) == "oom"
 
 
+def test_an_assert_unconfirmed_at_the_end_fails_only_a_run_that_is_otherwise_ok():
+    """The checker could not read an assert's callables again at the program's end: an
+    exit status of 0 confirms nothing (the assert fails); a run that failed anyway keeps
+    the assert as it was checked (its feedback is the failure)."""
+    from selfheal_jupyter.sandbox.runner.outlived import UNCONFIRMED
+
+    def settled(status: int) -> dict:
+        held = {"source": "assert f(1) == 1", "line": 3, "passed": True, "message": "",
+                UNCONFIRMED: "`f` could not be read again at the program's end"}
+        result = outcome.describe_result(status, "", outcome.Capture(cap=100), outcome.Capture(cap=100),
+                                         {"error": None, "outputs": []}, {"tests": [held]}, "", 0, 0.1,
+                                         100, 1.0, 512 << 20, [[3, 0, "assert f(1) == 1"]])
+        (test,) = result["tests"]
+        assert UNCONFIRMED not in test
+        return test
+
+    assert settled(0) == {"source": "assert f(1) == 1", "line": 3, "passed": False,
+                          "message": "`f` could not be read again at the program's end"}
+    assert settled(1 << 8)["passed"] is True
+
+
 def test_a_library_exception_from_the_program_answers_type_checks_by_name():
     """``assertRaises(json.JSONDecodeError)`` around a program's call: the stand-in made
     here answers issubclass / isinstance by the names the program gave; it is not the

@@ -28,6 +28,7 @@ from .codec import MUTABLE
 from .describe import safe_str, short_repr
 from .frames import read_all, write_frame
 from .layout import FD_REPORT, FD_REQUEST, FD_RPC_IN, FD_RPC_OUT, enter_workdir
+from .outlived import HeldNames
 from .program_rpc import FORWARDED, MODULE_DUNDERS
 
 TESTS_FILE = "tests.py"
@@ -277,6 +278,7 @@ class Checker:
             list(inputs) if isinstance(inputs, (list, dict)) else [])
         self.after_import = own_modules(link)
         self.builtins = tests_builtins(self.after_import)
+        self.held = HeldNames()  # the callables of the asserts that held
 
     def namespace(self, source: str) -> dict:
         ns: dict = {"__name__": "selfheal_tests", "__builtins__": self.builtins}
@@ -296,6 +298,7 @@ class Checker:
         try:
             body = ast.parse(text).body
             ns = self.namespace(text)
+            read = dict(ns)
             copies = {k: (v, self._encoded(v)) for k, v in ns.items()
                       if k in self.names.own and type(v) in MUTABLE}
             try:
@@ -303,6 +306,7 @@ class Checker:
                     run_statement(stmt, ns, ASSERTS_FILE)
             finally:
                 self._copy_back(ns, copies)
+            self.held.keep(outcome, read, ns)
             return outcome, {"passed": True}
         except BaseException as exc:
             outcome.update(passed=False, message=failure_message(exc))
@@ -343,6 +347,7 @@ class Checker:
             skip = str(hello.get("reason") or "the program failed")
         else:
             skip = ""
+        self.held.confirm(self.link, not skip, skip)
         for line, _col, _text in pending:
             results.append({"source": self.shown[line], "line": line, "passed": False,
                             "message": f"not run: {skip or 'the program never reached it'}"})

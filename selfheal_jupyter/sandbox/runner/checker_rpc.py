@@ -163,6 +163,10 @@ class Remote:
     def _kind(self) -> str:
         return str(object.__getattribute__(self, "_info").get("type") or "object")
 
+    def _callable(self) -> bool:
+        """The program said its object is callable (a function, a class)."""
+        return object.__getattribute__(self, "_info").get("callable") is True
+
     def _names(self, key: str) -> "list[str]":
         names = object.__getattribute__(self, "_info").get(key)
         return [str(n) for n in names] if isinstance(names, list) else []

@@ -7,6 +7,7 @@ import signal
 
 from .frames import HEADER
 from .memory import oom_kills
+from .outlived import UNCONFIRMED
 
 
 class Capture:
@@ -123,9 +124,21 @@ def describe_result(wait_status: "int | None", reason: str, out: Capture, err: C
             result["message"] = f"The program ended with exit code {exit_code}."
     else:
         result["error"] = None  # exit status 0: whatever the program claimed, it passed
+    settle_unconfirmed(result["tests"], result["status"] == "ok")
     result["stdout"] = out.text("stdout")
     result["stderr"] = err.text("stderr")
     return result
+
+
+def settle_unconfirmed(outcomes: list, ok: bool) -> None:
+    """An assert that held but whose callables the checker could not read again at the
+    program's end (``outlived``) fails a run that is otherwise ``ok``: an exit status
+    of 0 without the end seen confirms nothing. A run that failed anyway keeps it as it
+    was checked (its feedback is the failure)."""
+    for test in outcomes:
+        why = test.pop(UNCONFIRMED, None) if isinstance(test, dict) else None
+        if why and ok:
+            test.update(passed=False, message=str(why))
 
 
 def test_outcomes(checked: "dict | None", tests: str, reason: str,
