@@ -1,6 +1,6 @@
 """Do a shared server's threads follow the machine? (issue 28, point 5)
 
-    python bench/local_threads.py [--load-s 75] [--rounds 4] [--json FILE]
+    python bench/local_threads.py [--load-s 75] [--rounds 6] [--json FILE]
 
 1. Makes the machine busy: one spinning process per physical core, until the 1-minute
    load average reaches the core count (at most ``--load-s`` seconds).
@@ -8,8 +8,9 @@
    machine, each in a private run directory: ``follows`` (decides its threads again
    while it lives, the default) and ``fixed`` (the same, deciding never: what a shared
    server did before issue 28).
-3. Stops the load, then runs the same repair requests (a buggy function and its
-   traceback; greedy, at most 160 tokens) on each server in turn, ``--rounds`` times,
+3. Stops the load, then runs the same repair request (a buggy function and its
+   traceback; greedy, at most 160 tokens) ``--rounds`` times on ``follows``, then as many
+   times on ``fixed`` (one server at a time, so neither counts the other's generation),
    printing per request the server's threads of the moment (its state file), the
    1-minute load and the generation speed; then the median speed per server and round.
 
@@ -76,7 +77,7 @@ def start(spec, name: str, root: Path, retune_s: float):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--load-s", type=float, default=75.0)
-    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     spec = get_spec("qwen2.5-coder-1.5b")
@@ -103,8 +104,8 @@ def main() -> None:
         print(f"load stopped at {machine_load():.2f}")
         try:
             print(f"{'round':>5} {'server':<8} {'threads':>7} {'load':>5} {'tokens':>6} {'tok/s':>6}")
-            for round_ in range(1, args.rounds + 1):
-                for name, (server, state) in servers.items():
+            for name, (server, state) in servers.items():  # one at a time: the other idles
+                for round_ in range(1, args.rounds + 1):
                     threads = json.loads(state.read_text())["settings"]["threads"]
                     client = OpenAI(base_url=server.base_url, api_key="unused")
                     started = time.monotonic()
