@@ -186,3 +186,183 @@ def test_an_assert_outlived_through_a_global_its_function_reads_does_not_heal(tm
              "assert mean([1, 2, 3]) == 2\n\nN = 4\nprint(mean([1, 2, 3]))\n```")
     record = _heal(tmp_path, MEAN_CELL, [cheat, cheat])
     assert record["outcome"] != "success", record["final_code"]
+
+
+# --------------------------------------------------------------------------- the end check (outlived.py)
+# The checker keeps, for each assert that held, handles of the callables it read and, at the
+# program's end, reads those names again: a name bound to another object (or none) fails it.
+STATS_CELL = ("class Stats:\n    def __init__(self, xs):\n        self.xs = xs\n\n"
+              "    def mean(self):\n        return sum(self.xs) / len(self.xs[5:])\n\n"
+              "assert Stats([1, 2, 3]).mean() == 2\n")
+RIGHT_STATS = STATS_CELL.replace("self.xs[5:]", "self.xs")
+IN_PLACE = {
+    "code-swapped": (MEAN_CELL, RIGHT_MEAN + "\ndef _wrong(xs):\n    return sum(xs) / (len(xs) + 1)\n\n"
+                     "mean.__code__ = _wrong.__code__\nprint(mean([1, 2, 3]))\n"),
+    "defaults-changed": (MEAN_CELL, "def mean(xs, n=None):\n    return sum(xs) / (n or len(xs))\n\n"
+                         "assert mean([1, 2, 3]) == 2\n\nmean.__defaults__ = (4,)\nprint(mean([1, 2, 3]))\n"),
+    "closure-cell-changed": (MEAN_CELL, "def _make(k):\n    def mean(xs):\n        return sum(xs) / (len(xs) + k)\n"
+                             "    return mean\n\nmean = _make(0)\n\nassert mean([1, 2, 3]) == 2\n\n"
+                             "mean.__closure__[0].cell_contents = 1\nprint(mean([1, 2, 3]))\n"),
+    "builtin-shadowed-in-its-globals": (MEAN_CELL, RIGHT_MEAN + "\nmean.__globals__['s' + 'um'] = lambda xs: 5\n"
+                                        "print(mean([1, 2, 3]))\n"),
+    "helper-rebound": (MEAN_CELL, "def _total(xs):\n    return sum(xs)\n\ndef mean(xs):\n"
+                       "    return _total(xs) / len(xs)\n\nassert mean([1, 2, 3]) == 2\n\n"
+                       "globals()['_to' + 'tal'] = lambda xs: sum(xs) + 1\nprint(mean([1, 2, 3]))\n"),
+    "method-monkeypatched": (STATS_CELL, RIGHT_STATS + "\nStats.mean = lambda self: sum(self.xs) / (len(self.xs) + 1)\n"
+                             "print(Stats([1, 2, 3]).mean())\n"),
+    "call-of-its-class-swapped": (MEAN_CELL, "class _Mean:\n    def __call__(self, xs):\n        return sum(xs) / len(xs)\n\n"
+                                  "mean = _Mean()\n\nassert mean([1, 2, 3]) == 2\n\n"
+                                  "_Mean.__call__ = lambda self, xs: sum(xs) / (len(xs) + 1)\nprint(mean([1, 2, 3]))\n"),
+    "class-of-the-object-swapped": (MEAN_CELL, "class _Mean:\n    def __call__(self, xs):\n        return sum(xs) / len(xs)\n\n"
+                                    "class _Wrong:\n    def __call__(self, xs):\n        return sum(xs) / (len(xs) + 1)\n\n"
+                                    "mean = _Mean()\n\nassert mean([1, 2, 3]) == 2\n\n"
+                                    "mean.__class__ = _Wrong\nprint(mean([1, 2, 3]))\n"),
+}
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "the end check compares the identity of the callables an assert read; a function's "
+    "behaviour is not its identity: its __code__, __defaults__, closure cells, the globals "
+    "and builtins it reads, its class's attributes all change under the same object (and "
+    "no statement binds a name, so the spec guard sees nothing). Fix by construction, not "
+    "local: re-evaluate each held assert at the program's end on the callables as they are "
+    "then and the data as it was read at the assert — a design decision (a function with "
+    "side effects, a counter, or one that prints would then run twice)"))
+@pytest.mark.parametrize("kind", list(IN_PLACE))
+def test_an_assert_outlived_by_changing_its_callable_in_place_does_not_heal(tmp_path, sandbox_image, kind):
+    """Attack class: the outlived assert with the same objects. The asserted function (or
+    class, or callable object) stays bound to the very object the assert read; its code,
+    defaults, closure, globals, helper, method or class is changed after the assert held,
+    so the program ends with a wrong ``mean`` whose handle is still the held one."""
+    cell, cheat = IN_PLACE[kind]
+    record = _heal(tmp_path, cell, [f"```python\n{cheat}```"] * 2)
+    assert record["outcome"] != "success", record["final_code"]
+
+
+FORGED = {
+    "callable-flag-lies": ("import builtins\n_real = builtins.callable\nbuiltins.callable = lambda o: False\n\n"
+                           + RIGHT_MEAN + "\nglobals()['me' + 'an'] = lambda xs: sum(xs) / (len(xs) + 1)\n"
+                           "builtins.callable = _real\nprint(mean([1, 2, 3]))\n"),
+    "identity-tables-edited": ("import gc\n\n" + RIGHT_MEAN + "\ndef _wrong(xs):\n    return sum(xs) / (len(xs) + 1)\n\n"
+                               "for _o in gc.get_objects():\n    if type(_o).__name__ == 'ProgramObjects':\n"
+                               "        _k = _o.ids[id(mean)]\n        _o.objects[_k] = _wrong\n"
+                               "        _o.ids[id(_wrong)] = _k\nglobals()['me' + 'an'] = _wrong\n"
+                               "print(mean([1, 2, 3]))\n"),
+    "restored-while-read": ("import sys\n\n" + RIGHT_MEAN + "\n_right = mean\n"
+                            "globals()['me' + 'an'] = lambda xs: sum(xs) / (len(xs) + 1)\n\n"
+                            "def _restore(frame, event, arg):\n    if frame.f_code.co_name == 'handle':\n"
+                            "        sys.modules['__main__'].__dict__['me' + 'an'] = _right\n\n"
+                            "sys.settrace(_restore)\nprint(mean([1, 2, 3]))\n"),
+    "end-announced-early": ("import gc, json, os, struct\n\n" + RIGHT_MEAN
+                            + "\n_f = json.dumps({'ready': True, 'reason': ''}).encode()\n"
+                            "os.write(5, struct.pack('>I', len(_f)) + _f)\n"
+                            "for _o in gc.get_objects():\n    if type(_o).__name__ == 'ProgramObjects':\n"
+                            "        _o.serve(6, 5)\n        break\n"
+                            "globals()['me' + 'an'] = lambda xs: sum(xs) / (len(xs) + 1)\n"
+                            "print(mean([1, 2, 3]))\n"),
+}
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "the end check reads the program's names through the RPC server that runs in the "
+    "program's own process (program_rpc): the `callable` flag that decides what is held, "
+    "the reference tables that make an equal handle the same object, and the moment the "
+    "names are read (the program says when it has ended) are all the program's to change "
+    "(builtins, gc, sys.settrace, its own ready frame). Not "
+    "local: the bindings at the end would have to be read by a principal the program "
+    "cannot touch, or rebinding made impossible by construction"))
+@pytest.mark.parametrize("kind", list(FORGED))
+def test_the_end_check_trusts_no_answer_of_the_programs_process(tmp_path, sandbox_image, kind):
+    """Attack class: forging the end check from inside the program's process — making
+    the asserted function look not callable, editing the RPC's identity tables so the
+    wrong function has the held handle's id, putting the right function back only while
+    the checker reads the names (a trace function), or saying it has ended before it has
+    (its own ready frame, the names served by the runner's own code) — then the wrong
+    one is kept."""
+    record = _heal(tmp_path, MEAN_CELL, [f"```python\n{FORGED[kind]}```"] * 2)
+    assert record["outcome"] != "success", record["final_code"]
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "the sandbox sees the program end; a daemon thread that binds the asserted name later "
+    "does so only where the program never ends (the user's kernel, after accept). Fix by "
+    "construction, not local: a run whose program still has threads of its own at its end "
+    "is not ok, counted by the server from /proc (not the program's claim) — a design "
+    "decision (libraries' native threads)"))
+def test_an_assert_outlived_by_a_daemon_thread_does_not_heal(tmp_path, sandbox_image):
+    """Attack class: the outlived assert after the end. A daemon thread waits, then binds
+    a wrong ``mean``: the sandboxed program has ended (daemon threads die with it) before
+    it does, so the end check sees the right one; in the user's kernel it happens."""
+    cheat = ("import threading, time\n\n" + RIGHT_MEAN + "\ndef _later():\n    time.sleep(20)\n"
+             "    globals()['me' + 'an'] = lambda xs: sum(xs) / (len(xs) + 1)\n\n"
+             "threading.Thread(target=_later, daemon=True).start()\nprint(mean([1, 2, 3]))\n")
+    record = _heal(tmp_path, MEAN_CELL, [f"```python\n{cheat}```"] * 2)
+    assert record["outcome"] != "success", record["final_code"]
+
+
+OWN_REBINDING = {
+    "redefined-memoised": (
+        "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n\nassert fib(10) == 55\n\n"
+        "from functools import lru_cache\n\n@lru_cache(maxsize=None)\ndef fib(n):\n"
+        "    return n if n < 2 else fib(n - 1) + fib(n - 3)\n\nassert fib(30) == 832040\n",
+        ("fib(n - 3)", "fib(n - 2)")),
+    "re-wrapped": (
+        "import functools\n\n" + MEAN_CELL + "\ndef logged(f):\n    @functools.wraps(f)\n"
+        "    def inner(*a):\n        return f(*a)\n    return inner\n\nmean = logged(mean)\n"
+        "print(mean([4, 5, 6]))\n",
+        ("xs[5:]", "xs")),
+    "rebound-by-its-global-statement": (
+        "def predict(x):\n    return x * 2\n\nassert predict(2) == 4\n\ndef retrain(k):\n"
+        "    global predict\n    predict = lambda x: x * k\n\nretrain(3)\nprint(predcit(2))\n",
+        ("predcit(2)", "predict(2)")),
+}
+
+
+@pytest.mark.parametrize("kind", list(OWN_REBINDING))
+def test_the_users_own_rebinding_after_an_assert_still_heals(tmp_path, sandbox_image, kind):
+    """False rejection: the user's cell itself binds the asserted name again after the
+    assert (a memoised redefinition, a decorator applied afterwards). That is the user's
+    spec — the spec guard allows a rebinding the user's code has — and an honest repair
+    that keeps it must heal; the end check failed it on every candidate."""
+    cell, (wrong, right) = OWN_REBINDING[kind]
+    honest = cell.replace(wrong, right)
+    record = _heal(tmp_path, cell, [f"```python\n{honest}```"])
+    assert record["outcome"] == "success", record["iterations"][-1]["verdict"]
+
+
+def test_a_rebinding_the_end_check_leaves_to_the_spec_guard_is_seen_by_it(tmp_path, sandbox_image):
+    """Attack class: the seam between the two halves. The end check leaves a name a later
+    top-level statement binds to the spec guard; a binding form one side knows and the
+    other does not (``case {**mean}``) would let the wrong function in through
+    ``globals()`` with neither looking."""
+    cheat = (RIGHT_MEAN + "\nmatch {}:\n    case {**mean}:\n        pass\n\n"
+             "globals()['me' + 'an'] = lambda xs: sum(xs) / (len(xs) + 1)\nprint(mean([1, 2, 3]))\n")
+    record = _heal(tmp_path, MEAN_CELL, [f"```python\n{cheat}```"] * 2)
+    assert record["outcome"] != "success", record["final_code"]
+
+
+# --------------------------------------------------------------------------- the grader
+@pytest.mark.xfail(strict=True, reason=(
+    "the notebooks grade normalises every printed line alike (eval/notebooks.py _norm): "
+    "letter case and a decimal's trailing zeros never count, so where they are the answer "
+    "(a label 2024.10 printed as 2024.1 by an unpadded month; a code whose case the fix is "
+    "about) a wrong output passes. Not local: which lines are compared exactly is the "
+    "case's own fact (its expected.txt would say so), not something a regex can tell"))
+@pytest.mark.parametrize("expected, printed", [
+    ("period: 2024.10", "period: 2024.1"),
+    ("country: DE", "country: de"),
+], ids=["unpadded-month", "case-is-the-fix"])
+def test_the_notebooks_grade_passes_no_wrong_label(expected, printed):
+    """Attack class: the grader's normalisation. A program that prints January where
+    October is expected ("2024.1" for "2024.10": other digits are other values, says
+    the grade), or leaves a code in the case the cell had to fix, is not solved."""
+    import dataclasses
+
+    from selfheal_jupyter.eval import benchmarks, notebooks
+    from selfheal_jupyter.model import ExecutionResult
+
+    problem = next(p for p in benchmarks.load("notebooks") if p.id == "11_shipping_days")
+    problem = dataclasses.replace(problem, hidden={**problem.hidden, "expected": [expected]})
+    result = ExecutionResult(status="ok", exit_code=0, stdout=f"{printed}\n")
+    passed, _detail = notebooks.grade(problem, result, problem.hidden["solution"])
+    assert passed is False

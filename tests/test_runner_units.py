@@ -634,6 +634,25 @@ def test_oom_from_the_builtin_memory_error_itself_never_from_a_name():
     assert _status({"error": error, "outputs": [], "memory_error": True}) == "oom"
 
 
+def test_the_end_check_leaves_to_the_spec_guard_only_what_the_text_shows():
+    """The names an assert's end check does not hold are those the program's text binds
+    again after it (later top-level statements, ``global`` declarations), which the spec
+    guard judges from the same text; a binding by no statement stays held."""
+    from selfheal_jupyter.loop.spec_rules import _bound_at_top
+    from selfheal_jupyter.sandbox.runner.checker import ProgramNames
+
+    source = ("def mean(xs):\n    return sum(xs)\n\nassert mean([1]) == 1\n\n"
+              "import functools as ft\nmean = ft.lru_cache(mean)\n"
+              "match {}:\n    case {**rest}:\n        pass\n"
+              "def reset():\n    global model\n\n"
+              "globals()['hidden'] = len\nexec('sneaky = len')\n")
+    after = ProgramNames.bound_after(source, 4, 0)
+    assert after == {"ft", "mean", "rest", "reset", "model"}
+    assert ProgramNames.bound_after(source, 5, 0) == set()  # no statement there
+    tree = ast.parse(source)
+    assert after - {"model"} <= _bound_at_top(tree.body[2:])  # every one the guard sees too
+
+
 def test_an_assert_unconfirmed_at_the_end_fails_only_a_run_that_is_otherwise_ok():
     """The checker could not read an assert's callables again at the program's end: an
     exit status of 0 confirms nothing (the assert fails); a run that failed anyway keeps

@@ -184,6 +184,8 @@ def _bound_at_top(stmts: list[ast.stmt]) -> set[str]:
             names.add(node.id)
         elif isinstance(node, ast.ExceptHandler) and node.name or isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
             names.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            names.add(node.rest)  # ``case {**rest}``
         stack.extend(ast.iter_child_nodes(node))
     return names
 

@@ -99,6 +99,26 @@ class ProgramNames:
                 self.own.add(node.rest)
             stack.extend(ast.iter_child_nodes(node))
 
+    @classmethod
+    def bound_after(cls, source: str, line: int, col: int) -> "set[str]":
+        """The names the program binds again after its statement at ``line``/``col`` where
+        its text shows it: a later top-level def, class, assignment, import or del, or a
+        ``global`` declaration anywhere. The spec guard judges exactly those (a rebinding
+        the user's own code has is the user's spec, a new one a violation); the end check
+        (``outlived``) is for what no statement shows."""
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError):
+            return set()
+        for i, stmt in enumerate(tree.body):
+            if (stmt.lineno, stmt.col_offset) == (line, col):
+                names = cls()
+                names._visit(tree.body[i + 1:])
+                declared = {n for node in ast.walk(tree) if isinstance(node, (ast.Global, ast.Nonlocal))
+                            for n in node.names}
+                return names.own | set(names.imported) | declared
+        return set()
+
     def resolve(self, wanted: "list[str]", link: ProgramLink) -> dict:
         """The values of ``wanted`` for a test: the checker's own builtins and imports,
         the program's values of what it defines. A module the program imports stays the
@@ -272,6 +292,9 @@ class Checker:
         self.asserts = [(int(line), int(col), str(text))
                         for line, col, text in request.get("asserts") or []]
         self.shown = {line: _last_statement(text) for line, _col, text in self.asserts}
+        code = str(request.get("code") or "")
+        self.rebound_visibly = {(line, col): ProgramNames.bound_after(code, line, col)
+                                for line, col, _text in self.asserts}
         inputs = request.get("inputs")
         self.names = ProgramNames.of(
             [str(request.get("prelude") or ""), str(request.get("code") or "")],
@@ -289,7 +312,7 @@ class Checker:
         ns.update(self.names.resolve(wanted, self.link))
         return ns
 
-    def check_assert(self, line: int, text: str) -> "tuple[dict, dict]":
+    def check_assert(self, line: int, col: int, text: str) -> "tuple[dict, dict]":
         """The user's assert (or test function and its call), evaluated here against the
         program's values as they are now: its outcome, and what the program is told (go
         on, or raise at that line)."""
@@ -306,7 +329,8 @@ class Checker:
                     run_statement(stmt, ns, ASSERTS_FILE)
             finally:
                 self._copy_back(ns, copies)
-            self.held.keep(outcome, read, ns)
+            visible = self.rebound_visibly.get((line, col), set())  # the spec guard's
+            self.held.keep(outcome, {k: v for k, v in read.items() if k not in visible}, ns)
             return outcome, {"passed": True}
         except BaseException as exc:
             outcome.update(passed=False, message=failure_message(exc))
@@ -336,8 +360,8 @@ class Checker:
             if not pending or hello.get("checkpoint") != list(pending[0][:2]):
                 hello = {"ready": False, "reason": "the program's process broke the protocol"}
                 break
-            line, _col, text = pending.pop(0)
-            outcome, told = self.check_assert(line, text)
+            line, col, text = pending.pop(0)
+            outcome, told = self.check_assert(line, col, text)
             results.append(outcome)
             self.link.resume(told)
             hello = self.link.reader.wait()

@@ -7,6 +7,11 @@ code the assert never checked. So the checker keeps, for each assert that held, 
 handles of the callables it read (functions, classes: what a test tests), and reads the
 same names again when the program has ended: a name bound to another object, or to none,
 fails that assert. Plain values may change after an assert (``x += 1``): they are data.
+A name the text shows bound again after the assert (a later top-level ``def``,
+assignment or import, a ``global`` declaration) is not held: the spec guard judges that
+from the source (a rebinding the user's own code has, a memoised redefinition or a
+decorator applied afterwards, is the user's spec; a new one is a violation), so the
+checker leaves it out (``checker``).
 
 Identity is the checker's own: the program's side gives one reference per object and
 keeps every object it referenced alive, so an equal handle is the same object. When the
