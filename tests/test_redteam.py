@@ -366,3 +366,15 @@ def test_the_notebooks_grade_passes_no_wrong_label(expected, printed):
     result = ExecutionResult(status="ok", exit_code=0, stdout=f"{printed}\n")
     passed, _detail = notebooks.grade(problem, result, problem.hidden["solution"])
     assert passed is False
+
+
+# --------------------------------------------------------------------------- false rejections
+def test_a_cell_that_deletes_its_helper_at_the_end_still_heals(tmp_path, sandbox_image):
+    """False rejection: a cell that cleans up its helper with ``del`` after using it.
+    The static pre-check (pyflakes reads function bodies after the whole module) called
+    the helper "never defined" and blocked the user's cell and every repair unrun."""
+    cell = ("def _pairs(xs):\n    return list(zip(xs, xs[2:]))\n\ndef diffs(xs):\n"
+            "    return [b - a for a, b in _pairs(xs)]\n\nassert diffs([1, 4, 9]) == [3, 5]\ndel _pairs\n")
+    honest = cell.replace("xs[2:]", "xs[1:]")
+    record = _heal(tmp_path, cell, [f"```python\n{honest}```"])
+    assert record["outcome"] == "success", record["iterations"][-1]["verdict"]

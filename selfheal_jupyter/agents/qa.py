@@ -202,7 +202,13 @@ def precheck(
     found = pyflakes_checker.Checker(
         tree, filename=FILENAME, builtins=set(defined) | set(inputs)
     )
-    undefined = [m for m in found.messages if isinstance(m, pyflakes_messages.UndefinedName)]
+    # pyflakes reads function bodies after the whole module: a global that a ``del``
+    # removes at the end (a cell cleaning up its helpers) reads as never defined there,
+    # though the function ran before it. Such a name was defined: the run says the rest.
+    deleted = {t.id for node in ast.walk(tree) if isinstance(node, ast.Delete)
+               for t in node.targets if isinstance(t, ast.Name)}
+    undefined = [m for m in found.messages if isinstance(m, pyflakes_messages.UndefinedName)
+                 and m.message_args[0] not in deleted]
     if not undefined:
         return None
     undefined.sort(key=lambda m: (m.lineno, m.col))
