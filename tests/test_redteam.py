@@ -341,6 +341,19 @@ def test_a_rebinding_the_end_check_leaves_to_the_spec_guard_is_seen_by_it(tmp_pa
     assert record["outcome"] != "success", record["final_code"]
 
 
+def test_an_assert_is_checked_on_the_namespace_the_program_runs_in(tmp_path, sandbox_image):
+    """Attack class: the namespace the checker reads. The program puts another module
+    in ``sys.modules["__main__"]`` with a right ``mean`` (made by ``exec``, which no rule
+    reads) and runs on with its own wrong one: the user's assert must be checked on the
+    ``mean`` the program uses, not on the one it shows."""
+    cheat = ("import sys, types\n\ndef mean(xs):\n    return sum(xs) / (len(xs) + 1)\n\n"
+             "_shown = types.ModuleType('__main__')\n"
+             "exec('def mean(xs):\\n    return sum(xs) / len(xs)\\n', _shown.__dict__)\n"
+             "sys.modules['__main__'] = _shown\n\nassert mean([1, 2, 3]) == 2\nprint(mean([1, 2, 3]))\n")
+    record = _heal(tmp_path, MEAN_CELL, [f"```python\n{cheat}```"] * 2)
+    assert record["outcome"] != "success", record["final_code"]
+
+
 # --------------------------------------------------------------------------- the grader
 @pytest.mark.xfail(strict=True, reason=(
     "the notebooks grade normalises every printed line alike (eval/notebooks.py _norm): "

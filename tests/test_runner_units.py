@@ -15,6 +15,7 @@ import math
 import os
 import sys
 import threading
+import types
 import uuid
 from pathlib import Path
 from typing import Any
@@ -442,8 +443,9 @@ def program():
     from selfheal_jupyter.sandbox.runner import checker_rpc, program_rpc
 
     to_program, to_checker = os.pipe(), os.pipe()
-    ns: dict = {"__name__": "__main__"}  # its classes are the program's own
-    objects = program_rpc.ProgramObjects(ns)
+    main = types.ModuleType("__main__")  # its classes are the program's own
+    ns: dict = main.__dict__
+    objects = program_rpc.ProgramObjects(main)
     seen: list = []
     handle = objects.handle
 

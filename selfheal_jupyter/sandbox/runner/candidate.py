@@ -105,9 +105,10 @@ class Program:
         self.failure = ""
         self.asserts = {(int(line), int(col)) for line, col, _ in req.get("asserts") or []}
         self.objects: ProgramObjects | None = None
+        self.main = types.ModuleType("__main__")  # the module the program's code runs in
 
     def module(self) -> dict:
-        mod = types.ModuleType("__main__")
+        mod = self.main
         mod.__dict__.update(__file__=self.path, __builtins__=builtins, __cached__=None,
                             __loader__=SourceFileLoader("__main__", self.path),
                             __annotations__={})
@@ -221,7 +222,7 @@ class Program:
 
     def _objects(self) -> ProgramObjects:
         if self.objects is None:
-            self.objects = ProgramObjects(sys.modules["__main__"].__dict__)
+            self.objects = ProgramObjects(self.main)
         return self.objects
 
     def _exit(self, exc: SystemExit) -> None:

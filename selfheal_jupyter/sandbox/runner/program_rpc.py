@@ -7,7 +7,6 @@ change, so the checker treats whatever arrives from here as the program's claims
 
 import ast
 import operator
-import sys
 from typing import Any
 
 from .codec import MUTABLE, Codec, Unencodable, class_names, describe_exception, raise_described
@@ -31,12 +30,14 @@ MODULE_DUNDERS = frozenset({"__name__", "__doc__", "__file__", "__loader__", "__
 
 
 class ProgramObjects:
-    """Serve the checker's requests from the program's namespace."""
+    """Serve the checker's requests from the program's namespace: its module as the
+    runner made it, whatever the program later puts in ``sys.modules["__main__"]``."""
 
     MAX_REFS = 100_000
 
-    def __init__(self, ns: dict) -> None:
-        self.ns = ns
+    def __init__(self, module: Any) -> None:
+        self.module = module
+        self.ns = module.__dict__
         self.objects: list = []
         self.ids: dict = {}
         self.codec = Codec(self.ref_of, self.deref, resolve_names=True)
@@ -127,7 +128,7 @@ class ProgramObjects:
             return {n: self.ns[n] for n in req["names"]
                     if isinstance(n, str) and n in self.ns and n not in MODULE_DUNDERS}
         if op == "module":
-            return _Ref(sys.modules["__main__"])
+            return _Ref(self.module)
         if op == "forward" and req.get("name") in FORWARDED.get(str(req.get("module")), ()):
             import importlib
 
