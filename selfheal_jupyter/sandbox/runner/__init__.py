@@ -56,7 +56,8 @@ path of ``__main__.py``. Its modules, each with one job:
   time, against the program's names (the rule of where each name comes from).
 * ``program_rpc`` / ``checker_rpc``: the two ends of the RPC between them.
 * ``outlived``: an assert that held fails when a callable it read is bound again
-  before the program ends (identity of the checker's handles).
+  before the program ends by no statement the spec guard reads (identity of the
+  checker's handles).
 * ``codec``: values and exceptions as tagged JSON across that RPC (the trust rules).
 * ``frames``: the length-prefixed JSON frames every channel carries.
 * ``outcome``: a run's result from what the server observed.
