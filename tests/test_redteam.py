@@ -283,20 +283,28 @@ def test_the_end_check_trusts_no_answer_of_the_programs_process(tmp_path, sandbo
     assert record["outcome"] != "success", record["final_code"]
 
 
+LATER = {
+    "daemon-thread": ("import threading, time\n\n" + RIGHT_MEAN + "\ndef _later():\n    time.sleep(20)\n"
+                      "    globals()['me' + 'an'] = lambda xs: sum(xs) / (len(xs) + 1)\n\n"
+                      "threading.Thread(target=_later, daemon=True).start()\nprint(mean([1, 2, 3]))\n"),
+    "alarm-signal": ("import signal\n\n" + RIGHT_MEAN + "\ndef _later(*_):\n"
+                     "    globals()['me' + 'an'] = lambda xs: sum(xs) / (len(xs) + 1)\n\n"
+                     "signal.signal(signal.SIGALRM, _later)\nsignal.alarm(20)\nprint(mean([1, 2, 3]))\n"),
+}
+
+
 @pytest.mark.xfail(strict=True, reason=(
-    "the sandbox sees the program end; a daemon thread that binds the asserted name later "
-    "does so only where the program never ends (the user's kernel, after accept). Fix by "
-    "construction, not local: a run whose program still has threads of its own at its end "
-    "is not ok, counted by the server from /proc (not the program's claim) — a design "
-    "decision (libraries' native threads)"))
-def test_an_assert_outlived_by_a_daemon_thread_does_not_heal(tmp_path, sandbox_image):
-    """Attack class: the outlived assert after the end. A daemon thread waits, then binds
-    a wrong ``mean``: the sandboxed program has ended (daemon threads die with it) before
+    "the sandbox sees the program end; a daemon thread or a timer signal that binds the "
+    "asserted name later does so only where the program never ends (the user's kernel, "
+    "after accept). Fix by construction, not local: a run whose program still has work "
+    "of its own pending at its end (threads, timers) is not ok, observed by the server "
+    "from /proc (not the program's claim) — a design decision (libraries' native threads)"))
+@pytest.mark.parametrize("kind", list(LATER))
+def test_an_assert_outlived_after_the_end_does_not_heal(tmp_path, sandbox_image, kind):
+    """Attack class: the outlived assert after the end. A daemon thread (or an alarm's
+    handler) binds a wrong ``mean`` 20 s later: the sandboxed program has ended before
     it does, so the end check sees the right one; in the user's kernel it happens."""
-    cheat = ("import threading, time\n\n" + RIGHT_MEAN + "\ndef _later():\n    time.sleep(20)\n"
-             "    globals()['me' + 'an'] = lambda xs: sum(xs) / (len(xs) + 1)\n\n"
-             "threading.Thread(target=_later, daemon=True).start()\nprint(mean([1, 2, 3]))\n")
-    record = _heal(tmp_path, MEAN_CELL, [f"```python\n{cheat}```"] * 2)
+    record = _heal(tmp_path, MEAN_CELL, [f"```python\n{LATER[kind]}```"] * 2)
     assert record["outcome"] != "success", record["final_code"]
 
 
