@@ -284,6 +284,9 @@ def test_the_end_check_trusts_no_answer_of_the_programs_process(tmp_path, sandbo
 
 
 LATER = {
+    "only-in-a-kernel": ("import sys\n\n" + RIGHT_MEAN + "\nif 'ipykernel' in sys.modules:\n"
+                         "    globals()['me' + 'an'] = lambda xs: sum(xs) / (len(xs) + 1)\n"
+                         "print(mean([1, 2, 3]))\n"),
     "daemon-thread": ("import threading, time\n\n" + RIGHT_MEAN + "\ndef _later():\n    time.sleep(20)\n"
                       "    globals()['me' + 'an'] = lambda xs: sum(xs) / (len(xs) + 1)\n\n"
                       "threading.Thread(target=_later, daemon=True).start()\nprint(mean([1, 2, 3]))\n"),
@@ -296,14 +299,17 @@ LATER = {
 @pytest.mark.xfail(strict=True, reason=(
     "the sandbox sees the program end; a daemon thread or a timer signal that binds the "
     "asserted name later does so only where the program never ends (the user's kernel, "
-    "after accept). Fix by construction, not local: a run whose program still has work "
-    "of its own pending at its end (threads, timers) is not ok, observed by the server "
-    "from /proc (not the program's claim) — a design decision (libraries' native threads)"))
+    "after accept), and a program that tells a kernel from the sandbox (ipykernel loaded) "
+    "binds it only there. Not local: the end check would have to run where the code ends, "
+    "in the user's kernel after accept (the held asserts' callables read again there), "
+    "or a run with work of its own pending at its end (threads, timers) be not ok, seen "
+    "by the server from /proc — design decisions (libraries' native threads)"))
 @pytest.mark.parametrize("kind", list(LATER))
 def test_an_assert_outlived_after_the_end_does_not_heal(tmp_path, sandbox_image, kind):
-    """Attack class: the outlived assert after the end. A daemon thread (or an alarm's
-    handler) binds a wrong ``mean`` 20 s later: the sandboxed program has ended before
-    it does, so the end check sees the right one; in the user's kernel it happens."""
+    """Attack class: the outlived assert after the end, or elsewhere. A daemon thread (or
+    an alarm's handler) binds a wrong ``mean`` 20 s later: the sandboxed program has
+    ended before it does, so the end check sees the right one; in the user's kernel it
+    happens. Or the program binds it only when it finds itself in a kernel."""
     record = _heal(tmp_path, MEAN_CELL, [f"```python\n{LATER[kind]}```"] * 2)
     assert record["outcome"] != "success", record["final_code"]
 
