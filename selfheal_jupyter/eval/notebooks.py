@@ -19,7 +19,7 @@ Graded in the sandbox, with the same prelude and copies: the program ran to its 
 (so the asserts in it held), it keeps the cell's spec (its asserts, no hard-coded answer,
 no invented notebook data: :mod:`~selfheal_jupyter.loop.spec`,
 :mod:`~selfheal_jupyter.loop.notebook_data`), and its output shows every expected line,
-in order (spacing, letter case and a decimal's trailing zeros aside).
+in order (spacing, letter case and a whole number's zero decimals aside).
 """
 
 from __future__ import annotations
@@ -132,20 +132,16 @@ def hidden_run(problem: Problem) -> HiddenRun:
     return HiddenRun(tests="", prelude=problem.hidden["context"].prelude)
 
 
-_DECIMAL = re.compile(r"(?<![\d.])(\d+)\.(\d+)(?![\d.])")
-
-
-def _decimal(match: re.Match[str]) -> str:
-    fraction = match.group(2).rstrip("0")
-    return f"{match.group(1)}.{fraction}" if fraction else match.group(1)
+_WHOLE = re.compile(r"(?<![\d.])(\d+)\.0+(?![\d.])")
 
 
 def _norm(line: str) -> str:
-    """A printed line as the grade compares it: spacing, letter case and a decimal's
-    trailing zeros do not count (a fix may rewrite a label as "Average days to ship", or
-    print a rate of 0 as ``0%`` where the cell's format gave ``0.0%``; its values must
-    stay). Other digits do: ``01`` is not the month ``1``."""
-    return _DECIMAL.sub(_decimal, " ".join(line.split()).casefold())
+    """A printed line as the grade compares it: spacing, letter case and the zero
+    decimals of a whole number do not count (a fix may rewrite a label as "Average days to
+    ship", or print a rate of 0 as ``0%`` where the cell's format gave ``0.0%``; its values
+    must stay). Every other digit counts: the month ``01`` is not ``1``, and ``2024.1``
+    is not ``2024.10``."""
+    return _WHOLE.sub(r"\1", " ".join(line.split()).casefold())
 
 
 def grade(problem: Problem, result: ExecutionResult, code: str) -> tuple[bool, str]:
