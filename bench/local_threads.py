@@ -1,6 +1,6 @@
 """Do a shared server's threads follow the machine? (issue 28, point 5)
 
-    python bench/local_threads.py [--load-s 75] [--rounds 6] [--json FILE]
+    python bench/local_threads.py [--load-s 75] [--settle-s 300] [--rounds 6] [--json FILE]
 
 1. Makes the machine busy: one spinning process per physical core, until the 1-minute
    load average reaches the core count (at most ``--load-s`` seconds).
@@ -8,7 +8,9 @@
    machine, each in a private run directory: ``follows`` (decides its threads again
    while it lives, the default) and ``fixed`` (the same, deciding never: what a shared
    server did before issue 28).
-3. Stops the load, then runs the same repair request (a buggy function and its
+3. Stops the load and lets the machine be quiet (both servers idle) until ``follows``
+   switches its threads, at most ``--settle-s`` seconds: the hour after a busy job.
+4. Then runs the same repair request (a buggy function and its
    traceback; greedy, at most 160 tokens) ``--rounds`` times on ``follows``, then as many
    times on ``fixed`` (one server at a time, so neither counts the other's generation),
    printing per request the server's threads of the moment (its state file), the
@@ -78,6 +80,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--load-s", type=float, default=75.0)
     parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--settle-s", type=float, default=300.0,
+                        help="most seconds of quiet before the requests (until follows switches)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     spec = get_spec("qwen2.5-coder-1.5b")
@@ -101,7 +105,17 @@ def main() -> None:
             print(f"{name}: started with {settings['threads']}/{settings['batch_threads']} threads")
         for p in spinners:
             p.terminate()
-        print(f"load stopped at {machine_load():.2f}")
+        print(f"load stopped at {machine_load():.2f}", flush=True)
+        follows_state = servers["follows"][1]
+        began = json.loads(follows_state.read_text())["settings"]["threads"]
+        quiet_from = time.monotonic()
+        while time.monotonic() - quiet_from < args.settle_s:  # both servers idle
+            if json.loads(follows_state.read_text())["settings"]["threads"] != began:
+                break
+            time.sleep(2)
+        now = json.loads(follows_state.read_text())["settings"]
+        print(f"after {time.monotonic() - quiet_from:.0f} s of quiet (load {machine_load():.2f}): "
+              f"follows has {now['threads']}/{now['batch_threads']} threads", flush=True)
         try:
             print(f"{'round':>5} {'server':<8} {'threads':>7} {'load':>5} {'tokens':>6} {'tok/s':>6}")
             for name, (server, state) in servers.items():  # one at a time: the other idles
@@ -119,7 +133,7 @@ def main() -> None:
                            "tok_s": round(tokens / seconds, 2) if seconds else 0.0}
                     rows.append(row)
                     print(f"{round_:>5} {name:<8} {threads:>7} {row['load']:>5.2f} {tokens:>6} "
-                          f"{row['tok_s']:>6.2f}")
+                          f"{row['tok_s']:>6.2f}", flush=True)
         finally:
             for server, _ in servers.values():
                 server.stop()

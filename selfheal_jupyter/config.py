@@ -104,7 +104,8 @@ class SelfHeal(Configurable):
         help="For a heal of a cell with no asserts and no --tests: how many checks QA writes "
         "from the cell's intent (its comments, docstrings and your hint) before any code, "
         "soft like generated_checks; all passing makes the success 'verified by generated "
-        "checks'. 0 = none. Measured on `selfheal eval --benchmark notebooks` "
+        "checks'. 0 = none, the default: on `selfheal eval --benchmark notebooks` the "
+        "embedded model's intent checks cost solves and let more wrong output through "
         "(docs/measurements.md).",
     ).tag(config=True)
     candidates = Int(
