@@ -131,6 +131,9 @@ def test_made_up_input_data_is_removed_when_clear_cut():
         "total = sales['x'].sum()\n"
     )
     assert precheck(new, {"print"}, inputs={"sales"}) is None
+    # a repair that copied the note and made the data up again below it: the note is said once
+    again = new.replace("total =", "sales = pd.DataFrame({'x': [9]})\ntotal =")
+    assert strip_input_overwrites(again, {"sales"}) == (new, ["sales"])
     # reads first, tuple targets, several statements on a line: left alone
     for keep in ("sales = sales.dropna()\n", "sales, n = [1], 2\n", "sales = [1]; n = 2\n"):
         assert strip_input_overwrites(keep, {"sales"}) == (keep, [])

@@ -167,7 +167,9 @@ def strip_input_overwrites(code: str, inputs: Iterable[str]) -> tuple[str, list[
         if not simple:
             return code, removed
         lines = code.splitlines(keepends=True)
-        lines[line - 1 : end] = [REMOVED_NOTE.format(name=name) + "\n"]
+        note = REMOVED_NOTE.format(name=name)
+        said = line >= 2 and lines[line - 2].strip() == note  # a program copied from the last round
+        lines[line - 1 : end] = [] if said else [note + "\n"]
         code = "".join(lines)
         removed.append(name)
     return code, removed
