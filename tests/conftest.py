@@ -10,10 +10,12 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from contextlib import contextmanager
 from typing import Iterator
 
 import docker
 import pytest
+from IPython.core.interactiveshell import InteractiveShell
 
 from selfheal_jupyter.errors import EngineUnavailable, ImageMissing
 from selfheal_jupyter.sandbox.docker import LABEL, LABEL_PID, DockerSandbox
@@ -102,3 +104,30 @@ def pid_gone(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
     except FileNotFoundError:
         return True
+
+
+# --------------------------------------------------------------------------- the notebook
+@contextmanager
+def selfheal_shell(*cells: str) -> Iterator[InteractiveShell]:
+    """An IPython shell with the extension loaded and ``cells`` run (config lines, a
+    notebook's earlier cells); unloaded, reset and its warm containers closed after, as
+    the kernel does at exit."""
+    from selfheal_jupyter.factory import close_shared_sandboxes
+
+    ip = InteractiveShell.instance()
+    ip.run_cell("%load_ext selfheal_jupyter", store_history=False)
+    for cell in cells:
+        ip.run_cell(cell, store_history=not cell.startswith("%"))
+    try:
+        yield ip
+    finally:
+        ip.run_cell("%unload_ext selfheal_jupyter", store_history=False)
+        ip.reset()
+        close_shared_sandboxes()
+
+
+@pytest.fixture()
+def shell() -> Iterator[InteractiveShell]:
+    """The shell a notebook test runs its cells in, talking to the scripted model."""
+    with selfheal_shell("%config SelfHeal.model = 'scripted-model'") as ip:
+        yield ip

@@ -11,7 +11,6 @@ import json
 import pickle
 
 import pytest
-from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
 from selfheal_jupyter.notebook import context
@@ -51,19 +50,6 @@ HEAL_CELL = '''totals = df.groupby("regionn")["sales"].sum()
 print(scale(int(totals["north"])), np.sqrt(16), sqrt(9), acct.deposit(5))
 '''
 FIXED_CELL = HEAL_CELL.replace("regionn", "region")
-
-
-@pytest.fixture()
-def shell():
-    ip = InteractiveShell.instance()
-    ip.run_cell("%load_ext selfheal_jupyter", store_history=False)
-    ip.run_cell("%config SelfHeal.model = 'scripted-model'", store_history=False)
-    yield ip
-    ip.run_cell("%unload_ext selfheal_jupyter", store_history=False)
-    ip.reset()
-    from selfheal_jupyter.factory import close_shared_sandboxes
-
-    close_shared_sandboxes()
 
 
 def resolve(ip, cell, **kw):

@@ -15,20 +15,14 @@ from selfheal_jupyter.notebook import arguments as magic_args
 from selfheal_jupyter.errors import BadInput
 from selfheal_jupyter.notebook.magics import SelfHealMagics
 from selfheal_jupyter.model import Plan
+from tests.conftest import selfheal_shell
 
 
 @pytest.fixture()
 def shell():
-    ip = InteractiveShell.instance()
-    ip.run_cell("%load_ext selfheal_jupyter", store_history=False)
-    ip.run_cell("%config SelfHeal.base_url = 'http://127.0.0.1:9/v1'", store_history=False)
-    ip.run_cell("%config SelfHeal.model = 'scripted-model'", store_history=False)
-    yield ip
-    ip.run_cell("%unload_ext selfheal_jupyter", store_history=False)
-    ip.reset()
-    from selfheal_jupyter.factory import close_shared_sandboxes
-
-    close_shared_sandboxes()  # what the kernel does at exit: no warm container stays
+    with selfheal_shell("%config SelfHeal.base_url = 'http://127.0.0.1:9/v1'",
+                        "%config SelfHeal.model = 'scripted-model'") as ip:
+        yield ip
 
 
 def run(ip: InteractiveShell, code: str):

@@ -9,7 +9,6 @@ program — below it.
 
 from __future__ import annotations
 
-import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
@@ -96,19 +95,6 @@ def test_nothing_to_leave_out_gives_no_version():
 
 
 # ---------------------------------------------------------------- end to end
-@pytest.fixture()
-def shell():
-    ip = InteractiveShell.instance()
-    ip.run_cell("%load_ext selfheal_jupyter", store_history=False)
-    ip.run_cell("%config SelfHeal.model = 'scripted-model'", store_history=False)
-    yield ip
-    ip.run_cell("%unload_ext selfheal_jupyter", store_history=False)
-    ip.reset()
-    from selfheal_jupyter.factory import close_shared_sandboxes
-
-    close_shared_sandboxes()
-
-
 def notebook(ip: InteractiveShell, share: str = SHARE) -> None:
     for cell in ("import numpy as np\nimport pandas as pd\n"
                  "df = pd.DataFrame({'region': ['north', 'south', 'north'], 'sales': [120, 80, 100]})\n"

@@ -8,11 +8,11 @@ through the real openai client, the scripted server and the real sandbox.
 from __future__ import annotations
 
 import pytest
-from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
 from selfheal_jupyter.loop import notebook_data
 from selfheal_jupyter.notebook import context
+from tests.conftest import selfheal_shell
 from tests.scripted_server import Reply, ScriptedServer
 
 NOTEBOOK = '''
@@ -53,16 +53,8 @@ FIXED_PCT = "def pct(part, whole):\n    return part / whole * 100\n\n\n"
 
 @pytest.fixture()
 def shell():
-    ip = InteractiveShell.instance()
-    ip.run_cell("%load_ext selfheal_jupyter", store_history=False)
-    ip.run_cell("%config SelfHeal.model = 'scripted-model'", store_history=False)
-    ip.run_cell(NOTEBOOK, store_history=True)
-    yield ip
-    ip.run_cell("%unload_ext selfheal_jupyter", store_history=False)
-    ip.reset()
-    from selfheal_jupyter.factory import close_shared_sandboxes
-
-    close_shared_sandboxes()
+    with selfheal_shell("%config SelfHeal.model = 'scripted-model'", NOTEBOOK) as ip:
+        yield ip
 
 
 def rules(ctx, candidate: str) -> list[str]:

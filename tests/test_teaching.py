@@ -14,7 +14,6 @@ import sys
 
 import nbformat
 import pytest
-from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
 from selfheal_jupyter.loop.hints import leaks
@@ -33,7 +32,7 @@ TESTS = "median_tests = 'assert median([3, 1, 2]) == 2'"
 WRITER = "patient programming teacher"
 LEAKY = [
     f"The problem starts on line 3. Just write `{FIXED_LINE}` there.",
-    f"Use integer division:\n\n```python\n    middle  =  len( ordered )//2\n```",
+    "Use integer division:\n\n```python\n    middle  =  len( ordered )//2\n```",
     "Think about integer division: line 3 should read mid = len(ordered) // 2 instead.",
 ]
 
@@ -67,19 +66,6 @@ def test_a_policy_file_named_but_missing_or_wrong_closes_and_says_why(tmp_path):
 
 
 # ---------------------------------------------------------------- in a shell
-@pytest.fixture()
-def shell():
-    ip = InteractiveShell.instance()
-    ip.run_cell("%load_ext selfheal_jupyter", store_history=False)
-    ip.run_cell("%config SelfHeal.model = 'scripted-model'", store_history=False)
-    yield ip
-    ip.run_cell("%unload_ext selfheal_jupyter", store_history=False)
-    ip.reset()
-    from selfheal_jupyter.factory import close_shared_sandboxes
-
-    close_shared_sandboxes()
-
-
 def shown(cap) -> str:
     return "".join(o.data.get("text/plain", "") + o.data.get("text/html", "") for o in cap.outputs)
 
