@@ -19,11 +19,11 @@ import difflib
 import io
 import tokenize
 from dataclasses import dataclass, field
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from ..agents.qa import is_removed_note
 from ..errors import SelfHealError
-from ..model import DefinitionChange, Fix, NotebookContext, Run, TestOutcome, Verdict
+from ..model import ContextEntry, DefinitionChange, Fix, NotebookContext, Run, TestOutcome, Verdict
 
 Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
 
@@ -58,37 +58,37 @@ def _bindings(stmt: ast.Import | ast.ImportFrom) -> dict[str, str] | None:
     return out
 
 
-def _notebook_imports(ctx: NotebookContext | None) -> dict[str, str]:
-    """name → dotted path of every import line the prelude runs."""
-    out: dict[str, str] = {}
+def _prelude_statements(ctx: NotebookContext | None,
+                        kinds: tuple[str, ...]) -> Iterator[tuple[ContextEntry, ast.stmt]]:
+    """Each top-level statement of the prelude's entries of ``kinds``, with its entry."""
     for entry in ctx.available if ctx else []:
-        if entry.kind not in ("module", "import"):
+        if entry.kind not in kinds:
             continue
         try:
             body = ast.parse(entry.source).body
         except SyntaxError:
             continue
         for stmt in body:
-            if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-                found = _bindings(stmt) or {}
-                if entry.name in found:
-                    out[entry.name] = found[entry.name]
+            yield entry, stmt
+
+
+def _notebook_imports(ctx: NotebookContext | None) -> dict[str, str]:
+    """name → dotted path of every import line the prelude runs."""
+    out: dict[str, str] = {}
+    for entry, stmt in _prelude_statements(ctx, ("module", "import")):
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            found = _bindings(stmt) or {}
+            if entry.name in found:
+                out[entry.name] = found[entry.name]
     return out
 
 
 def _notebook_definitions(ctx: NotebookContext | None) -> dict[str, tuple[str, Definition]]:
     """name → (source, node) of every function or class the prelude defines."""
     out: dict[str, tuple[str, Definition]] = {}
-    for entry in ctx.available if ctx else []:
-        if entry.kind not in ("function", "class"):
-            continue
-        try:
-            body = ast.parse(entry.source).body
-        except SyntaxError:
-            continue
-        for stmt in body:
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and stmt.name == entry.name:
-                out[entry.name] = (entry.source, stmt)
+    for entry, stmt in _prelude_statements(ctx, ("function", "class")):
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and stmt.name == entry.name:
+            out[entry.name] = (entry.source, stmt)
     return out
 
 
