@@ -24,7 +24,7 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
-from tests.conftest import pid_gone
+from tests.conftest import pid_gone, selfheal_shell
 from tests.scripted_server import Reply, ScriptedServer
 
 pytestmark = pytest.mark.engines
@@ -176,14 +176,8 @@ def shell(engine, monkeypatch) -> Iterator[InteractiveShell]:
 
     monkeypatch.setenv("DOCKER_HOST", engine)
     close_shared_sandboxes()  # the kernel's sandbox is on this engine from now on
-    ip = InteractiveShell.instance()
-    ip.run_cell("%load_ext selfheal_jupyter", store_history=False)
-    try:
+    with selfheal_shell() as ip:
         yield ip
-    finally:
-        ip.run_cell("%unload_ext selfheal_jupyter", store_history=False)
-        ip.reset()
-        close_shared_sandboxes()
 
 
 def test_a_cell_says_what_happened_and_the_next_cell_works(shell):

@@ -274,22 +274,13 @@ LIVE_MARKUP = ("<script>fetch(", "<td onclick=", "<table class=", "<th class=",
 
 @pytest.fixture()
 def shell_with_server(sandbox_image):
-    from IPython.core.interactiveshell import InteractiveShell
-
-    from selfheal_jupyter.factory import close_shared_sandboxes
+    from tests.conftest import selfheal_shell
     from tests.scripted_server import Reply, ScriptedServer
 
-    ip = InteractiveShell.instance()
-    with ScriptedServer([Reply(f"```python\n{HOSTILE_CANDIDATE}```")]) as server:
-        ip.run_cell("%load_ext selfheal_jupyter", store_history=False)
-        ip.run_cell(f"%config SelfHeal.base_url = '{server.base_url}'", store_history=False)
-        ip.run_cell("%config SelfHeal.model = 'scripted-model'", store_history=False)
-        try:
-            yield ip
-        finally:
-            ip.run_cell("%unload_ext selfheal_jupyter", store_history=False)
-            ip.reset()
-            close_shared_sandboxes()
+    with ScriptedServer([Reply(f"```python\n{HOSTILE_CANDIDATE}```")]) as server, selfheal_shell(
+            f"%config SelfHeal.base_url = '{server.base_url}'",
+            "%config SelfHeal.model = 'scripted-model'") as ip:
+        yield ip
 
 
 def test_a_malformed_result_does_not_leave_execute_and_its_container_is_replaced(
