@@ -41,6 +41,18 @@ class SandboxCrashed(SandboxError):
     """A container stopped answering; used internally to replace it."""
 
 
+def _received(sock: socket.socket, who: str) -> bytes:
+    """What ``who`` (the container, the runner) sent on ``sock``; its end or a failed
+    socket means the container is gone."""
+    try:
+        chunk = sock.recv(1 << 20)
+    except OSError as exc:
+        raise SandboxCrashed(f"{who}'s socket failed ({exc})") from exc
+    if not chunk:
+        raise SandboxCrashed(f"{who} stopped")
+    return chunk
+
+
 @dataclass(frozen=True)
 class ContainerSpec:
     """The limits a container is created with (the rest of :class:`Limits` is per run)."""
@@ -132,13 +144,7 @@ class Worker:
                 self.log = (self.log + payload)[-4096:]
 
     def _read_attach(self) -> None:
-        try:
-            chunk = self.attach_raw.recv(1 << 20)
-        except OSError as exc:
-            raise SandboxCrashed(f"the container's socket failed ({exc})") from exc
-        if not chunk:
-            raise SandboxCrashed("the container stopped")
-        self.stream += chunk
+        self.stream += _received(self.attach_raw, "the container")
         self._demux()
 
     def connect(self, listener: socket.socket | None, timeout: float,
@@ -176,13 +182,7 @@ class Worker:
             if self.attach_raw in ready:
                 self._read_attach()
             if self.control is not None and self.control in ready:
-                try:
-                    chunk = self.control.recv(1 << 20)
-                except OSError as exc:
-                    raise SandboxCrashed(f"the runner's socket failed ({exc})") from exc
-                if not chunk:
-                    raise SandboxCrashed("the runner stopped")
-                self.frames += chunk
+                self.frames += _received(self.control, "the runner")
             if ready:
                 frame = self._frame()
                 if frame is not None:
