@@ -112,6 +112,16 @@ def fenced(code: str) -> str:
     return f"```python\n{code}```"
 
 
+def output_after_the_engine_stops(proc: subprocess.Popen) -> tuple[str, str]:
+    """Stop the engine once ``proc``'s program runs; its stdout and stderr to its end."""
+    try:
+        stop_engine_when_the_program_runs()
+        return proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
 # --------------------------------------------------------------------------- the commands
 def test_sandbox_exec_json_still_prints_one_result_per_file(engine, tmp_path):
     first, long, last = tmp_path / "first.py", tmp_path / "long.py", tmp_path / "last.py"
@@ -119,12 +129,7 @@ def test_sandbox_exec_json_still_prints_one_result_per_file(engine, tmp_path):
     long.write_text(LONG)
     last.write_text("print('last')\n")
     proc = cli("sandbox", "exec", "--json", str(first), str(long), str(last))
-    try:
-        stop_engine_when_the_program_runs()
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    out, err = output_after_the_engine_stops(proc)
     lines = [json.loads(line) for line in out.splitlines()]
     assert [line["file"] for line in lines] == [str(first), str(long), str(last)], out
     assert lines[0]["status"] == "ok" and lines[0]["stdout"] == "first\n"
@@ -145,12 +150,7 @@ def test_selfheal_run_json_keeps_the_rounds_done(engine):
     with ScriptedServer([fenced(FAILS), fenced(LONG)]) as s:
         proc = cli("run", "print the total", "--no-plan", "--json", "--base-url", s.base_url,
                    "--model", s.model)
-        try:
-            stop_engine_when_the_program_runs()
-            out, err = proc.communicate(timeout=120)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+        out, err = output_after_the_engine_stops(proc)
     assert proc.returncode == 1, err
     record = json.loads(out)
     assert record["outcome"] == "error" and record["error"].startswith(ENGINE_SAYS), record["error"]
