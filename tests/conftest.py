@@ -8,6 +8,7 @@ would hide exactly the breakage it is there to catch.
 from __future__ import annotations
 
 import os
+import signal
 import time
 from pathlib import Path
 from contextlib import contextmanager
@@ -21,6 +22,12 @@ from selfheal_jupyter.errors import EngineUnavailable, ImageMissing
 from selfheal_jupyter.sandbox.docker import LABEL, LABEL_PID, DockerSandbox
 from selfheal_jupyter.config import SelfHeal
 
+
+# A suite started in the background by a shell without job control inherits SIGINT
+# ignored, and every program it starts inherits that too: the Ctrl-C and interrupt tests
+# would meet a process that cannot be interrupted. Python's own handler, as in a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 def own_containers(client: docker.DockerClient, pid: int | None = None) -> list[dict]:
     """``selfheal`` containers owned by process ``pid`` (default: this test process)."""
