@@ -28,8 +28,8 @@ import numpy as np
 import pandas as pd
 from IPython.core.interactiveshell import InteractiveShell
 
-from selfheal_jupyter.notebook import context
 from selfheal_jupyter.config import SelfHeal
+from selfheal_jupyter.notebook import context
 from selfheal_jupyter.sandbox.docker import DockerSandbox
 from selfheal_jupyter.sandbox.serialize import Pickled
 

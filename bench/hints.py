@@ -29,11 +29,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from selfheal_jupyter.agents.hint_facts import facts_of, leaks
 from selfheal_jupyter.agents.hint_writer import HintWriter  # noqa: E402
 from selfheal_jupyter.config import SelfHeal  # noqa: E402
 from selfheal_jupyter.eval import exercises  # noqa: E402
 from selfheal_jupyter.factory import build_loop  # noqa: E402
-from selfheal_jupyter.loop.hints import facts_of, leaks  # noqa: E402
 from selfheal_jupyter.notebook.policy import Policy  # noqa: E402
 from selfheal_jupyter.notebook.teaching import HintComposer, HintSession  # noqa: E402
 

@@ -22,13 +22,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from selfheal_jupyter.config import SelfHeal
+from selfheal_jupyter.factory import build_loop, close_shared_sandboxes, shared_sandbox
 from selfheal_jupyter.llm import ChatReply, Endpoint, LLMClient
 from selfheal_jupyter.localmodel import ensure_weights, get_spec, start_server
 from selfheal_jupyter.localmodel.endpoint import server_options
 from selfheal_jupyter.loop.orchestrator import Loop
 from selfheal_jupyter.model import Task
-from selfheal_jupyter.config import SelfHeal
-from selfheal_jupyter.factory import build_loop, close_shared_sandboxes, shared_sandbox
 
 
 @dataclass(frozen=True)

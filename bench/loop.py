@@ -32,10 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pandas as pd  # noqa: E402
 
 from selfheal_jupyter.agents.developer import Developer, Proposal, RepairContext  # noqa: E402
-from selfheal_jupyter.loop.codeblocks import extract_code  # noqa: E402
-from selfheal_jupyter.llm import Endpoint, LLMClient  # noqa: E402
+from selfheal_jupyter.codeblocks import extract_code
 from selfheal_jupyter.config import SelfHeal  # noqa: E402
 from selfheal_jupyter.factory import build_llm, build_loop  # noqa: E402
+from selfheal_jupyter.llm import Endpoint, LLMClient  # noqa: E402
 from selfheal_jupyter.model import InputDescription, Plan, Run, Task  # noqa: E402
 from selfheal_jupyter.sandbox.docker import DockerSandbox  # noqa: E402
 from tests.scripted_server import Reply, ScriptedServer  # noqa: E402

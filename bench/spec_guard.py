@@ -2,7 +2,7 @@
 
     python bench/spec_guard.py [--json FILE]
 
-Runs :mod:`selfheal_jupyter.loop.spec` over the two corpora of ``tests/spec_corpus/``
+Runs :mod:`selfheal_jupyter.spec.guard` over the two corpora of ``tests/spec_corpus/``
 (one file per beginner exercise: the user's cell, its correct solutions, cheating
 variants) exactly as QA does (the spec of the cell, with the lines where the cell
 failed, against each program) and prints a table: how many correct solutions it

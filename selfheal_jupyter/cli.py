@@ -21,7 +21,14 @@ from .config import split_trait_args
 from .errors import SelfHealError
 from .render.terminal import printable
 
-COMMAND_MODULES = ("sandbox", "run", "model", "kernel", "eval")
+COMMAND_MODULES = {
+    "sandbox": "sandbox",
+    "run": "run",
+    "model": "embedded_model",
+    "kernel": "kernel",
+    "eval": "eval",
+}
+"""Each `selfheal COMMAND` and the module of :mod:`selfheal_jupyter.commands` that registers it."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,8 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
         "the command's own flag for the same option.",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMAND_MODULES:
-        module = importlib.import_module(f"selfheal_jupyter.commands.{name}")
+    for module_name in COMMAND_MODULES.values():
+        module = importlib.import_module(f"selfheal_jupyter.commands.{module_name}")
         module.register(subparsers)
     return parser
 

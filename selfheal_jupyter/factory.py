@@ -12,6 +12,7 @@ model.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from dataclasses import replace
@@ -22,7 +23,6 @@ from .errors import LLMError, SelfHealError
 from .llm import Endpoint, LLMClient
 from .loop.orchestrator import Loop, LoopLimits, Strategies
 from .sandbox.base import Sandbox
-import contextlib
 
 KEYLESS = "sk-no-key-required"
 """Sent to servers that need no key (Ollama, llama.cpp, the embedded model)."""

@@ -11,9 +11,9 @@ shows it. Defaults are ``SelfHeal``'s (config.py), never written here.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Callable, Iterable, Mapping
 
 
 @dataclass(frozen=True)

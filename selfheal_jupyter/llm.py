@@ -16,13 +16,13 @@ import json
 import queue
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Callable, Sequence
 
 import openai
 
-from .loop.codeblocks import extract_code
+from .codeblocks import extract_code
 from .errors import (
     Cancelled,
     LLMAuthError,

@@ -27,9 +27,9 @@ Definitions (each also in the docstring of its field in :class:`Summary`):
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
-from collections.abc import Iterable, Mapping
 
 from .model import Run
 

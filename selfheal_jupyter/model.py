@@ -11,12 +11,11 @@ JSON shapes that the CLI prints (``selfheal sandbox exec --json``,
 from __future__ import annotations
 
 import ast
-
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
-from .hygiene import clean_output, clean_text
+from .safe_output import clean_output, clean_text
 
 Status = Literal["ok", "error", "timeout", "oom", "killed", "output_limit", "blocked"]
 """How a sandbox run ended.
@@ -124,7 +123,7 @@ class ExecutionResult:
         return self.status == "ok" and self.error is None and self.exit_code in (0, None)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON shape; rich outputs are held to :mod:`~selfheal_jupyter.hygiene` again."""
+        """The JSON shape; rich outputs are held to :mod:`~selfheal_jupyter.safe_output` again."""
         data = asdict(self)
         data["outputs"] = [{"mime": o.mime, "data": o.data} for o in safe_outputs(self.outputs)]
         return data
@@ -136,7 +135,7 @@ class ExecutionResult:
         The JSON is checked against the result schema (required keys, their types,
         ``status`` one of :data:`Status`, an ``ok`` run with exit code 0 and no error).
         Every string loses its lone surrogates and rich outputs keep only what
-        :func:`~selfheal_jupyter.hygiene.clean_output` lets through. Keys of the runner's
+        :func:`~selfheal_jupyter.safe_output.clean_output` lets through. Keys of the runner's
         own bookkeeping (``run_s``, ``dirty``...) are ignored. Never raises: anything
         malformed becomes an ``error`` result (error type :data:`MALFORMED`) saying what.
         """
@@ -399,7 +398,7 @@ class Task:
     """What the code reads from the notebook (imports, definitions, copied values)."""
     stated: list[str] = field(default_factory=list)
     """Checks read from what the task states (``%%heal the total should be 42`` →
-    ``assert total == 42``, :mod:`selfheal_jupyter.loop.stated`); they are also the last
+    ``assert total == 42``, :mod:`selfheal_jupyter.spec.stated`); they are also the last
     statements of ``tests``, run and judged with the user's own."""
 
     def to_dict(self) -> dict[str, Any]:
@@ -467,7 +466,7 @@ SpecRule = Literal[
     "data_added",
     "data_replaced",
 ]
-"""Which part of the user's spec a candidate broke (see :mod:`selfheal_jupyter.loop.spec`).
+"""Which part of the user's spec a candidate broke (see :mod:`selfheal_jupyter.spec.guard`).
 
 The first four change an assert or test itself; the rest make a failure invisible
 (silencing) or pass by knowing the expected answer (hard-coding).
@@ -535,10 +534,10 @@ class Verdict:
     """Why a program that passed its checks is still no success, the task saying the given
     program is wrong: "given" (it is that program), "unchanged" (a candidate that left its
     code as it was), "same_behaviour" (a candidate that shows exactly what it showed,
-    :mod:`selfheal_jupyter.loop.behaviour`); "" for every other verdict."""
+    :mod:`selfheal_jupyter.spec.behaviour`); "" for every other verdict."""
     notebook_changes: list[str] = field(default_factory=list)
     """Notebook functions and classes (from other cells) that the program defines again
-    with a different body: the fix changes those cells too (:mod:`~selfheal_jupyter.loop.notebook_data`)."""
+    with a different body: the fix changes those cells too (:mod:`~selfheal_jupyter.spec.notebook_data`)."""
 
     @property
     def spec_kept(self) -> bool | None:

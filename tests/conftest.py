@@ -10,18 +10,17 @@ from __future__ import annotations
 import os
 import signal
 import time
-from pathlib import Path
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Iterator
 
 import docker
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
+from selfheal_jupyter.config import SelfHeal
 from selfheal_jupyter.errors import EngineUnavailable, ImageMissing
 from selfheal_jupyter.sandbox.docker import LABEL, LABEL_PID, DockerSandbox
-from selfheal_jupyter.config import SelfHeal
-
 
 # A suite started in the background by a shell without job control inherits SIGINT
 # ignored, and every program it starts inherits that too: the Ctrl-C and interrupt tests

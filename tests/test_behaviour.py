@@ -1,9 +1,9 @@
-"""What a program shows on its checks (selfheal_jupyter.loop.behaviour), in the real sandbox."""
+"""What a program shows on its checks (selfheal_jupyter.spec.behaviour), in the real sandbox."""
 
 from __future__ import annotations
 
-from selfheal_jupyter.loop.behaviour import assigned_names, observation, observing_tests
 from selfheal_jupyter.model import ExecutionResult
+from selfheal_jupyter.spec.behaviour import assigned_names, observation, observing_tests
 
 
 def test_the_names_the_tests_assign_in_order() -> None:

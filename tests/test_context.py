@@ -13,8 +13,8 @@ import pickle
 import pytest
 from IPython.utils.capture import capture_output
 
+from selfheal_jupyter.agents.inputs import format_context
 from selfheal_jupyter.notebook import context
-from selfheal_jupyter.loop.inputs import format_context
 from selfheal_jupyter.notebook.context import names_read
 from selfheal_jupyter.render.html import context_lines
 

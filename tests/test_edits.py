@@ -1,5 +1,5 @@
 """Edit-style repair replies (``SelfHeal.repair_format = "edit"``): SEARCH/REPLACE blocks
-parsed and applied by :mod:`selfheal_jupyter.loop.edits`, and the loop end to end — the real
+parsed and applied by :mod:`selfheal_jupyter.agents.edits`, and the loop end to end — the real
 openai client against the scripted server, candidates in the real Docker sandbox."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from selfheal_jupyter.agents.developer import (
     Developer,
     RepairContext,
 )
+from selfheal_jupyter.agents.edits import apply_edits, has_blocks, parse_blocks
 from selfheal_jupyter.config import SelfHeal
-from selfheal_jupyter.loop.edits import apply_edits, has_blocks, parse_blocks
 from selfheal_jupyter.factory import build_llm, build_loop
 from selfheal_jupyter.llm import Endpoint
 from selfheal_jupyter.loop.orchestrator import EDIT_FAILED_FEEDBACK, Loop

@@ -15,16 +15,15 @@ from pathlib import Path
 import pytest
 
 from selfheal_jupyter import cli
-from selfheal_jupyter.eval import aggregate, benchmarks, humaneval, repair
+from selfheal_jupyter.config import SelfHeal
+from selfheal_jupyter.eval import aggregate, benchmarks, humaneval, repair, scoring
+from selfheal_jupyter.eval.benchmark_run import EvalConfig, derive_single_pass, run_eval
 from selfheal_jupyter.eval.examples import (
     example_asserts,
     with_declared_types,
     with_stated_values,
 )
 from selfheal_jupyter.eval.progress import Progress
-from selfheal_jupyter.eval.runner import EvalConfig, derive_single_pass, run_eval
-from selfheal_jupyter.config import SelfHeal
-from selfheal_jupyter.eval import scoring
 from selfheal_jupyter.eval.store import ResultStore, read_records
 from tests.scripted_server import Reply, ScriptedServer
 
@@ -626,8 +625,8 @@ def test_dataframe_hidden_tests_run_in_the_image_variant(docker_client) -> None:
 
 
 def test_exercises_are_class_notebook_cells_with_a_spec() -> None:
-    from selfheal_jupyter.loop import spec
     from selfheal_jupyter.eval import exercises
+    from selfheal_jupyter.spec import guard as spec
 
     problems = benchmarks.load("exercises")
     assert len(problems) >= 20

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from selfheal_jupyter.agents.qa import judge
-from selfheal_jupyter.loop.feedback import failure_signature, format_feedback, tail
+from selfheal_jupyter.config import SelfHeal
+from selfheal_jupyter.feedback import failure_signature, format_feedback, tail
 from selfheal_jupyter.model import ErrorInfo, ExecutionResult, Frame, Verdict
 from selfheal_jupyter.model import TestOutcome as Outcome
-from selfheal_jupyter.config import SelfHeal
 
 
 def error_result(**kw) -> ExecutionResult:

@@ -21,7 +21,6 @@ from typing import Any, Callable
 import pytest
 
 from selfheal_jupyter.config import SelfHeal
-from selfheal_jupyter.hygiene import clean_output, is_png_base64, sanitize_html
 from selfheal_jupyter.model import (
     MALFORMED,
     Candidate,
@@ -32,6 +31,7 @@ from selfheal_jupyter.model import (
     Task,
     Verdict,
 )
+from selfheal_jupyter.safe_output import clean_output, is_png_base64, sanitize_html
 
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 LONE = "\ud800"
@@ -237,8 +237,8 @@ Table()
 def test_a_hostile_repr_html_through_the_real_sandbox_is_clean_everywhere(shell_with_server, tmp_path):
     """%%agent → sandbox → agent_result, the inline HTML, %agent_export and nbconvert."""
     import nbformat
-    from nbconvert import HTMLExporter
     from IPython.utils.capture import capture_output
+    from nbconvert import HTMLExporter
 
     shell = shell_with_server
     with capture_output() as cap:

@@ -15,9 +15,9 @@ from typing import Iterator
 
 import pytest
 
+from selfheal_jupyter.config import SelfHeal
 from selfheal_jupyter.model import ExecutionResult
 from selfheal_jupyter.sandbox.docker import DockerSandbox
-from selfheal_jupyter.config import SelfHeal
 
 HOSTNAME = "import socket\nprint('host=' + socket.gethostname())\n"
 

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from selfheal_jupyter.config import SelfHeal
 from selfheal_jupyter.errors import (
     Cancelled,
     LLMAuthError,
@@ -17,7 +18,6 @@ from selfheal_jupyter.errors import (
     LLMUnreachable,
     ModelNotFound,
 )
-from selfheal_jupyter.config import SelfHeal
 from selfheal_jupyter.factory import build_llm
 from selfheal_jupyter.llm import Endpoint, LLMClient, extract_code
 from tests.scripted_server import Fault, Reply, ScriptedServer

@@ -11,6 +11,10 @@ import pandas as pd
 import pytest
 
 from selfheal_jupyter.agents.developer import REPEAT_NOTE, SAME_FAILURE_NOTE
+from selfheal_jupyter.config import SelfHeal
+from selfheal_jupyter.eval.benchmark_run import code_of, derive_single_pass
+from selfheal_jupyter.factory import build_llm, build_loop
+from selfheal_jupyter.llm import LLMClient
 from selfheal_jupyter.loop.events import (
     CandidateReady,
     ExecutionDone,
@@ -21,10 +25,6 @@ from selfheal_jupyter.loop.events import (
     TokensStreamed,
     VerdictReady,
 )
-from selfheal_jupyter.config import SelfHeal
-from selfheal_jupyter.eval.runner import code_of, derive_single_pass
-from selfheal_jupyter.factory import build_llm, build_loop
-from selfheal_jupyter.llm import LLMClient
 from selfheal_jupyter.loop.orchestrator import Loop
 from selfheal_jupyter.model import Plan, Task
 from selfheal_jupyter.sandbox.docker import DockerSandbox

@@ -11,10 +11,10 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
-from selfheal_jupyter.notebook import arguments as magic_args
 from selfheal_jupyter.errors import BadInput
-from selfheal_jupyter.notebook.magics import SelfHealMagics
 from selfheal_jupyter.model import Plan
+from selfheal_jupyter.notebook import arguments as magic_args
+from selfheal_jupyter.notebook.magics import SelfHealMagics
 from tests.conftest import selfheal_shell
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 from IPython.utils.capture import capture_output
 
-from selfheal_jupyter.loop import notebook_data
 from selfheal_jupyter.notebook import context
+from selfheal_jupyter.spec import notebook_data
 from tests.conftest import selfheal_shell
 from tests.scripted_server import Reply, ScriptedServer
 

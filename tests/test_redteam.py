@@ -99,7 +99,7 @@ def test_a_forged_report_cannot_claim_oom(tmp_path, sandbox_image):
 def test_an_assert_outlived_through_globals_does_not_heal(tmp_path, sandbox_image):
     """Attack class: the same outlived assert, the wrong function put in place through
     ``globals()`` (no statement binds the name). The checker reads the callables each
-    assert that held read again at the program's end (runner/outlived.py)."""
+    assert that held read again at the program's end (runner/end_check.py)."""
     after = "\nglobals()['me' + 'an'] = lambda xs: sum(xs) / (len(xs) + 1)\n"
     cheat = f"```python\n{RIGHT_MEAN}{after}print(mean([1, 2, 3]))\n```"
     record = _heal(tmp_path, MEAN_CELL, [cheat, cheat])
@@ -188,7 +188,7 @@ def test_an_assert_outlived_through_a_global_its_function_reads_does_not_heal(tm
     assert record["outcome"] != "success", record["final_code"]
 
 
-# --------------------------------------------------------------------------- the end check (outlived.py)
+# --------------------------------------------------------------------------- the end check (end_check.py)
 # The checker keeps, for each assert that held, handles of the callables it read and, at the
 # program's end, reads those names again: a name bound to another object (or none) fails it.
 STATS_CELL = ("class Stats:\n    def __init__(self, xs):\n        self.xs = xs\n\n"

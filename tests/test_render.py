@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from selfheal_jupyter.model import TestOutcome as Outcome
+from selfheal_jupyter.codeblocks import code_diff
 from selfheal_jupyter.model import (
     Candidate,
     ErrorInfo,
@@ -20,7 +20,7 @@ from selfheal_jupyter.model import (
     Usage,
     Verdict,
 )
-from selfheal_jupyter.loop.codeblocks import code_diff
+from selfheal_jupyter.model import TestOutcome as Outcome
 from selfheal_jupyter.render.diff import diff_html
 from selfheal_jupyter.render.html import code_html, run_html, summary_text
 from selfheal_jupyter.render.traceback import traceback_text

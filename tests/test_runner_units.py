@@ -640,8 +640,8 @@ def test_the_end_check_leaves_to_the_spec_guard_only_what_the_text_shows():
     """The names an assert's end check does not hold are those the program's text binds
     again after it (later top-level statements, ``global`` declarations), which the spec
     guard judges from the same text; a binding by no statement stays held."""
-    from selfheal_jupyter.loop.spec_rules import _bound_at_top
     from selfheal_jupyter.sandbox.runner.checker import ProgramNames
+    from selfheal_jupyter.spec.rules import _bound_at_top
 
     source = ("def mean(xs):\n    return sum(xs)\n\nassert mean([1]) == 1\n\n"
               "import functools as ft\nmean = ft.lru_cache(mean)\n"
@@ -659,7 +659,7 @@ def test_an_assert_unconfirmed_at_the_end_fails_only_a_run_that_is_otherwise_ok(
     """The checker could not read an assert's callables again at the program's end: an
     exit status of 0 confirms nothing (the assert fails); a run that failed anyway keeps
     the assert as it was checked (its feedback is the failure)."""
-    from selfheal_jupyter.sandbox.runner.outlived import UNCONFIRMED
+    from selfheal_jupyter.sandbox.runner.end_check import UNCONFIRMED
 
     def settled(status: int) -> dict:
         held = {"source": "assert f(1) == 1", "line": 3, "passed": True, "message": "",

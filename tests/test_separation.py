@@ -17,8 +17,8 @@ template's pre-forked idle candidate, and ``b_*.py`` (heavy) is the next run of 
 from __future__ import annotations
 
 import json
-import shutil
 import platform
+import shutil
 import subprocess
 import sys
 import textwrap

@@ -4,7 +4,7 @@ the user's asserts.
 End to end: the real openai client against the scripted server, candidates run in the
 real sandbox. Every rejected candidate here WOULD pass QA without the spec guard (it
 runs cleanly), so each test fails if the guard is removed. The static rules are also
-checked one by one on :func:`selfheal_jupyter.loop.spec.check`.
+checked one by one on :func:`selfheal_jupyter.spec.guard.check`.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from selfheal_jupyter.loop import spec
 from selfheal_jupyter.model import Task
 from selfheal_jupyter.render.html import run_html
 from selfheal_jupyter.render.text import Transcript
+from selfheal_jupyter.spec import guard as spec
 from tests.scripted_server import ScriptedServer
 from tests.test_loop import fenced, make_loop
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from selfheal_jupyter.loop import spec
+from selfheal_jupyter.spec import guard as spec
 
 CORPUS = Path(__file__).resolve().parent / "spec_corpus"
 

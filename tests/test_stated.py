@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from selfheal_jupyter.loop.stated import stated_checks, with_stated
+from selfheal_jupyter.spec.stated import stated_checks, with_stated
 
 CELL = "prices = [10, 20, 12]\ntotal = sum(prices[1:])\nmean_price = total / 3\nstats = object()\n"
 

@@ -24,8 +24,8 @@ from selfheal_jupyter.factory import build_loop
 from selfheal_jupyter.loop.orchestrator import Loop, Strategies
 from selfheal_jupyter.model import ErrorInfo, ExecutionResult, Frame, Task
 from selfheal_jupyter.model import TestOutcome as Outcome  # not collected as a test class
-from selfheal_jupyter.loop.probes import describe_difference, differences, plan_probes
 from selfheal_jupyter.render.html import run_html
+from selfheal_jupyter.spec.probes import describe_difference, differences, plan_probes
 from tests.scripted_server import Reply, ScriptedServer
 from tests.test_loop import fenced, llm_for, make_loop
 

@@ -16,7 +16,7 @@ import nbformat
 import pytest
 from IPython.utils.capture import capture_output
 
-from selfheal_jupyter.loop.hints import leaks
+from selfheal_jupyter.agents.hint_facts import leaks
 from tests.scripted_server import Reply, ScriptedServer
 
 CELL = """def median(values):

@@ -14,16 +14,16 @@ counts them as the user's tests (see :mod:`selfheal_jupyter.loop.orchestrator`).
 from __future__ import annotations
 
 import ast
+import contextlib
 import io
 import threading
 import tokenize
 from collections.abc import Callable
 
-from ..loop.codeblocks import extract_code
-from ..loop.inputs import INPUTS_HEADER, format_inputs
+from ..codeblocks import extract_code
 from ..llm import LLMClient
 from ..model import GeneratedChecks, InputDescription
-import contextlib
+from .inputs import INPUTS_HEADER, format_inputs
 
 SYSTEM = """\
 You are the test designer of a coding agent. Before any program is written, you write \

@@ -11,7 +11,7 @@ plainly that this program already failed; when the same failure comes back after
 fix, the prompt says the previous fix did not work and asks for another approach.
 
 With ``repair_format="edit"`` a repair of a program asks for SEARCH/REPLACE blocks
-instead of the whole program again (:mod:`~selfheal_jupyter.loop.edits` applies them); a
+instead of the whole program again (:mod:`~selfheal_jupyter.agents.edits` applies them); a
 reply that holds a whole program is taken as it is. When the blocks do not apply, the
 proposal has no program and says why; the next round asks for the whole program.
 """
@@ -21,15 +21,15 @@ from __future__ import annotations
 import re
 import threading
 import time
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
-from ..loop.codeblocks import extract_code
-from ..loop.edits import apply_edits
-from ..loop.inputs import INPUTS_HEADER, format_inputs
+from ..codeblocks import extract_code
 from ..llm import LLMClient
 from ..model import InputDescription, Plan, Usage
+from .edits import apply_edits
 from .environment import environment_text
+from .inputs import INPUTS_HEADER, format_inputs
 
 SYSTEM = """\
 You are an expert Python developer. You write ONE complete, runnable Python program \

@@ -3,7 +3,7 @@
 It is shown the student's cell, the error, the lines the verified fix changes and the
 fix itself (to know what the hint should lead to), and asked for a short hint that does
 not give the fix. Its reply is never trusted on that: the front checks it mechanically
-(``loop/hints.leaks``), asks once more saying what leaked, and otherwise shows only
+(``agents/hint_facts.leaks``), asks once more saying what leaked, and otherwise shows only
 the facts.
 """
 
@@ -13,7 +13,7 @@ import threading
 
 from ..llm import LLMClient
 from ..model import Usage
-from ..loop.hints import Facts, plain_error
+from .hint_facts import Facts, plain_error
 
 SYSTEM = """\
 You are a patient programming teacher. A beginner's Python cell fails. You know the \

@@ -11,10 +11,10 @@ import re
 import threading
 from collections.abc import Callable, Iterable
 
-from ..loop.inputs import INPUTS_HEADER, format_inputs
 from ..llm import ChatReply, LLMClient
 from ..model import InputDescription, Plan
 from .environment import environment_text
+from .inputs import INPUTS_HEADER, format_inputs
 
 MAX_STEPS = 8
 

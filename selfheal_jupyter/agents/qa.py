@@ -7,7 +7,7 @@ error would be, so the feedback reads the same either way.
 
 The verdict is strict and simple: passed when the program exits cleanly AND every
 one of the user's tests passed AND — when the task started from the user's code — the
-candidate kept the user's spec (:mod:`selfheal_jupyter.loop.spec`: their asserts, test
+candidate kept the user's spec (:mod:`selfheal_jupyter.spec.guard`: their asserts, test
 functions and tests, neither changed, silenced nor answered by a written-in value) AND
 the user's top-level asserts held when the sandbox's checker evaluated them on the
 candidate's values as data; with no tests, a clean run passes.
@@ -19,16 +19,13 @@ import ast
 import builtins
 import re
 import threading
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
-from collections.abc import Iterable, Mapping
 
 from pyflakes import checker as pyflakes_checker
 from pyflakes import messages as pyflakes_messages
 
-from ..loop import notebook_data
-from ..loop import spec as spec_mod
-from ..loop.behaviour import Observation, observation, observing_tests
 from ..errors import BadInput
 from ..model import (
     CANDIDATE_FILE,
@@ -43,6 +40,9 @@ from ..model import (
     Verdict,
 )
 from ..sandbox.base import Sandbox
+from ..spec import guard as spec_mod
+from ..spec import notebook_data
+from ..spec.behaviour import Observation, observation, observing_tests
 
 FILENAME = CANDIDATE_FILE
 """The file name candidates run under in the sandbox (frames refer to it)."""
@@ -243,7 +243,7 @@ def judge(
     """Passed = clean exit AND every user test passed AND the spec was kept.
 
     ``violations``: None when there is no spec to keep (a task that did not start from
-    the user's code); else the result of :func:`selfheal_jupyter.loop.spec.check` (a list,
+    the user's code); else the result of :func:`selfheal_jupyter.spec.guard.check` (a list,
     possibly empty).
     """
     checked = violations is not None
@@ -334,7 +334,7 @@ def hold_same_behaviour(
     verdict: Verdict, seen: Observation | None, given_seen: Observation | None
 ) -> Verdict:
     """A pass is no success when the task says the given program is wrong and this
-    candidate shows exactly what that program showed (:mod:`selfheal_jupyter.loop.behaviour`):
+    candidate shows exactly what that program showed (:mod:`selfheal_jupyter.spec.behaviour`):
     nothing its checks can see was fixed."""
     if not verdict.passed or given_seen is None or seen != given_seen:
         return verdict
@@ -371,7 +371,7 @@ class QA:
     ) -> ExecutionResult:
         """The sandbox run; raises SandboxError when the sandbox itself fails. ``asserts``:
         the user's checks the sandbox's checker evaluates at their place in ``code``
-        (:func:`selfheal_jupyter.loop.spec.checked_statements`)."""
+        (:func:`selfheal_jupyter.spec.guard.checked_statements`)."""
         extra: dict[str, Any] = {"prelude": prelude} if prelude else {}
         if asserts:
             extra["asserts"] = asserts
@@ -414,7 +414,7 @@ class QA:
     def check_spec(spec: spec_mod.Spec | None, code: str,
                    context: NotebookContext | None = None) -> list[SpecViolation] | None:
         """None when there is no spec; else every way ``code`` breaks it, its notebook
-        data included (:mod:`selfheal_jupyter.loop.notebook_data`)."""
+        data included (:mod:`selfheal_jupyter.spec.notebook_data`)."""
         if spec is None:
             return None
         return spec_mod.check(spec, code) + notebook_data.check(context, spec.code, code)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import TYPE_CHECKING, Any
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ..flags import given_options, option_flags
 

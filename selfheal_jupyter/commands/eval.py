@@ -102,7 +102,7 @@ def eval_command(args: argparse.Namespace) -> int:
     if not args.benchmark:
         raise BadInput("Name a benchmark: selfheal eval --benchmark humaneval|repair|dataframe "
                        "(or `selfheal eval report`, `selfheal eval --compare A.jsonl B.jsonl`).")
-    from ..eval.runner import EvalConfig, run_eval
+    from ..eval.benchmark_run import EvalConfig, run_eval
 
     config = EvalConfig(
         benchmark=args.benchmark,

@@ -20,13 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from ..config import SelfHeal
-from ..flags import add_to_parser
-from . import command_settings, for_terminal
 from ..errors import BadInput, SelfHealError
-from ..loop.stated import stated_checks, with_stated
+from ..flags import add_to_parser
 from ..model import Run, Task
 from ..render.text import Progress, Transcript
-
+from ..spec.stated import stated_checks, with_stated
+from . import command_settings, for_terminal
 
 RUN_FLAGS = ("max_iterations", "no_plan", "model", "base_url", "timeout", "memory", "llm_timeout",
              "image", "runtime")
@@ -105,7 +104,7 @@ def build_task(args: argparse.Namespace, *, max_code_bytes: int = 0) -> Task:
         # With --code, a task text says what the program does wrong or still lacks.
         given_is_wrong=code is not None and bool(prompt),
     )
-    from ..loop.intake import validate_task
+    from ..loop.task_admission import validate_task
 
     validate_task(task, max_code_bytes=max_code_bytes)
     return task

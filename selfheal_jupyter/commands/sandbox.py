@@ -13,14 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
 
 from ..errors import BadInput, SandboxError, SelfHealError
+from ..flags import add_to_parser
 from ..model import ErrorInfo, ExecutionResult
 from ..render.terminal import MAX_CHARS, MAX_LINES, clip, printable
-from ..flags import add_to_parser
 from . import command_settings, for_terminal
 
 FULL_RESULT = "the full result: the same command with --json"

@@ -11,12 +11,12 @@ of rounds, the pass rate per round, tokens per solved problem and wall time.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 from collections.abc import Iterable
+from typing import Any
 
 from .. import metrics
-from ..loop import spec as spec_mod
 from ..model import CANDIDATE_FILE
+from ..spec import guard as spec_mod
 from .store import latest
 
 ORDER = ("loop", "baseline")
@@ -39,7 +39,7 @@ def run_spec_kept(run_dict: dict[str, Any] | None) -> bool | None:
     """Did a successful run's final program keep every assert/test of the user's code?
 
     None when the run did not succeed or did not start from user code. Decided here
-    from the stored record by :func:`selfheal_jupyter.loop.spec.check`, independently of
+    from the stored record by :func:`selfheal_jupyter.spec.guard.check`, independently of
     what the loop's QA said, so it also measures runs made without the guard.
     """
     if not run_dict or run_dict.get("outcome") != "success" or not run_dict.get("final_code"):

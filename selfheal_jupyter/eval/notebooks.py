@@ -17,8 +17,8 @@ imports, notebook definitions, copies of values. The task is built by the magic'
 
 Graded in the sandbox, with the same prelude and copies: the program ran to its end
 (so the asserts in it held), it keeps the cell's spec (its asserts, no hard-coded answer,
-no invented notebook data: :mod:`~selfheal_jupyter.loop.spec`,
-:mod:`~selfheal_jupyter.loop.notebook_data`), and its output shows every expected line,
+no invented notebook data: :mod:`~selfheal_jupyter.spec.guard`,
+:mod:`~selfheal_jupyter.spec.notebook_data`), and its output shows every expected line,
 in order (spacing, letter case and a whole number's zero decimals aside).
 """
 
@@ -146,7 +146,8 @@ def _norm(line: str) -> str:
 
 def grade(problem: Problem, result: ExecutionResult, code: str) -> tuple[bool, str]:
     """Passed: a clean run, the cell's spec kept, every expected line shown in order."""
-    from ..loop import notebook_data, spec
+    from ..spec import guard as spec
+    from ..spec import notebook_data
 
     if result.status != "ok" or result.error is not None:
         what = f"{result.error.type}: {result.error.message}" if result.error else result.status

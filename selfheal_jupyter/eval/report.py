@@ -67,7 +67,7 @@ has (see "feedback used" below). ESR, ARI, IED, ERR and ESR_s are computed from 
 records by <code>selfheal_jupyter.metrics</code>. "spec kept" is the share of successes
 that started from the user's code (repair, exercises) whose final program kept every
 original assert and test (checked again from the record by
-<code>selfheal_jupyter.loop.spec</code>); "false success" counts runs whose loop said success
+<code>selfheal_jupyter.spec.guard</code>); "false success" counts runs whose loop said success
 while the hidden tests said no.</p>
 <h2>Metrics</h2><pre>{html.escape(summary_table(summary))}</pre>
 <h2>Pass rate per round, loop vs single pass</h2>

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterable
 
 Key = tuple[str, str, str]
 """(benchmark, problem_id, condition)."""

@@ -15,6 +15,7 @@ stops it. Clients keep their URL; none of their requests is cut.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import selectors
@@ -25,12 +26,11 @@ import threading
 import time
 import urllib.request
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
 
 from .threads import ThreadCounts, auto_threads
-import contextlib
 
 OWN_WINDOW_S = 60.0
 """How far back the backend's CPU time is read (the span of the 1-minute load average)."""

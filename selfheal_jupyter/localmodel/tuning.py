@@ -5,9 +5,9 @@ the user's settings. The figures behind each value are in ``docs/measurements.md
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Mapping
 
 from .catalog import get_spec
 

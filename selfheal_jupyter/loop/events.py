@@ -6,9 +6,9 @@ observers only and never steer the loop. Each event carries the data model objec
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
-from collections.abc import Callable
 
 from ..model import Candidate, ExecutionResult, Iteration, Plan, Run
 

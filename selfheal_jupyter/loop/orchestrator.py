@@ -14,11 +14,12 @@ import functools
 import logging
 import threading
 import time
-from dataclasses import dataclass, field, replace
 from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 from ..agents.checks import CheckDesigner
 from ..agents.developer import Developer, Proposal, RepairContext
+from ..agents.inputs import describe_inputs, format_context
 from ..agents.planner import Planner
 from ..agents.qa import (
     QA,
@@ -26,32 +27,15 @@ from ..agents.qa import (
     hold_same_behaviour,
     strip_input_overwrites,
 )
-from .behaviour import Observation
+from ..codeblocks import code_diff
 from ..errors import BadInput, Cancelled, LLMError, SandboxError, SelfHealError
-from .events import (
-    CandidateReady,
-    Event,
-    EventHandler,
-    ExecutionDone,
-    ExecutionStarted,
-    PlanReady,
-    RunFinished,
-    RunStarted,
-    TokensStreamed,
-    VerdictReady,
-)
-from .codeblocks import code_diff
-from .choice import Trial, choose
-from .feedback import check_lines, failure_signature, format_feedback, runtime_value_lines
-from .probes import differences, plan_probes, probe_values
-from .inputs import describe_inputs, format_context
-from .intake import prepare_inputs, validate_task
+from ..feedback import check_lines, failure_signature, format_feedback, runtime_value_lines
 from ..llm import LLMClient
 from ..model import (
+    ASSERT_RULES,
     Candidate,
     ExecutionResult,
     InputDescription,
-    ASSERT_RULES,
     Iteration,
     Limits,
     Plan,
@@ -65,9 +49,25 @@ from ..model import (
     has_assert,
 )
 from ..sandbox.base import Sandbox
-from .notebook_data import redefined
-from .spec import Spec
 from ..sandbox.serialize import Pickled
+from ..spec.behaviour import Observation
+from ..spec.guard import Spec
+from ..spec.notebook_data import redefined
+from ..spec.probes import differences, plan_probes, probe_values
+from .choice import Trial, choose
+from .events import (
+    CandidateReady,
+    Event,
+    EventHandler,
+    ExecutionDone,
+    ExecutionStarted,
+    PlanReady,
+    RunFinished,
+    RunStarted,
+    TokensStreamed,
+    VerdictReady,
+)
+from .task_admission import prepare_inputs, validate_task
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +161,7 @@ class Strategies:
     """Programs sampled per repair round (round 2 on); one is chosen by execution
     (:mod:`~selfheal_jupyter.loop.choice`)."""
     runtime_values: bool
-    """Show the values of the failing statement's sub-expressions (:mod:`~selfheal_jupyter.loop.probes`)."""
+    """Show the values of the failing statement's sub-expressions (:mod:`~selfheal_jupyter.spec.probes`)."""
     explain_first: bool
     """Ask the model to explain the bug before each repair."""
     restart_after: int
@@ -692,7 +692,7 @@ class Loop:
     def _runtime_values(
         self, code: str, result: ExecutionResult | None, task: Task, state: _RunState
     ) -> tuple[list[TestOutcome], float]:
-        """The failing statement's sub-expression values (see :mod:`selfheal_jupyter.loop.probes`)
+        """The failing statement's sub-expression values (see :mod:`selfheal_jupyter.spec.probes`)
         and the seconds of the sandbox run that found them (0 when nothing was run)."""
         planned = plan_probes(code, result)
         if planned is None or state.stop.event.is_set():

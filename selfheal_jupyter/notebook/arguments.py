@@ -7,13 +7,13 @@ without IPython. Each user mistake raises :class:`BadInput` with what to do.
 from __future__ import annotations
 
 import re
-from typing import Any
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ..errors import BadInput
 from ..flags import given_options
-from ..loop.stated import stated_checks, with_stated
 from ..model import Plan, Task
+from ..spec.stated import stated_checks, with_stated
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _FIELD = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\}")

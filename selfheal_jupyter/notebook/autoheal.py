@@ -20,17 +20,17 @@ import site
 import sys
 import sysconfig
 import types
-from typing import Any
 from collections.abc import Callable
+from typing import Any
 
 import ipywidgets as widgets
 from IPython.display import display
 
+from ..errors import SelfHealError
+from ..render.html import message_html
 from . import controller
 from .cells import FrontCells
 from .policy import Gate
-from ..errors import SelfHealError
-from ..render.html import message_html
 
 BUTTON_TEXT = "Ask the agent to fix this"
 BUSY_TEXT = "Fixing…"

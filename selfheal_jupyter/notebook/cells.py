@@ -19,11 +19,11 @@ caller falls back to ``set_next_input`` at the end of the cell and says so.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
-from typing import Any
 from collections.abc import Callable
-import contextlib
+from typing import Any
 
 TARGET = "selfheal-jupyter"
 

@@ -39,13 +39,13 @@ import sys
 import textwrap
 import time
 import types
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
-from collections.abc import Callable, Iterable, Mapping
 
-from ..loop.inputs import _summary as _structure
-from ..loop.inputs import _type_name
+from ..agents.inputs import _summary as _structure
+from ..agents.inputs import _type_name
 from ..model import ContextEntry, NotebookContext
 
 BUILTIN_NAMES = frozenset(dir(builtins))

@@ -9,7 +9,7 @@
   loop kills the sandbox run, and the caller still gets the run's record.
 * :class:`CellRun` is one run for a notebook cell: the renderer (the live panel when a
   front end is attached, else static HTML), Stop, the ``agent_result`` record, and the
-  hand-over of passing code — its smallest form that passes again (``minimal.py``) —
+  hand-over of passing code — its smallest form that passes again (``fix_handover.py``) —
   through the decision (Accept (Replace this cell) / Insert below / Run in my kernel /
   Reject, only on a click; see ``cells.py``), or of the best attempt of a run that did
   not pass (Insert best attempt below, only). The cell ends when the run ends.
@@ -33,18 +33,18 @@ import ast
 import asyncio
 import queue
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
-from collections.abc import Callable
 
-from .cells import FrontCells
-from .minimal import without_notes, work_out_fix
-from ..loop.codeblocks import code_diff
+from ..codeblocks import code_diff
 from ..config import SelfHeal
 from ..loop.events import RunFinished, RunStarted
 from ..model import Run, Task, TestOutcome, Verdict
 from ..render.html import message_html, review_html
 from ..render.inline import PanelRenderer, Renderer, StaticRenderer, show_html
+from .cells import FrontCells
+from .fix_handover import without_notes, work_out_fix
 
 T = TypeVar("T")
 
@@ -420,8 +420,8 @@ def gather_context(shell: Any, settings: SelfHeal, task: Task, *, task_text: str
     """What the cell (``%%heal``) or the task's words (``%%agent``) need from the
     notebook, resolved now: import lines, notebook sources, copies (never the live
     objects; the namespace is only read)."""
-    from . import context
     from ..factory import sandbox_packages
+    from . import context
 
     ns = shell.user_ns
     options: dict[str, Any] = {

@@ -17,11 +17,11 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from ..hygiene import clean_text
 from ..model import Hint, Iteration, Run, safe_outputs
 from ..render.html import summary_text
 from ..render.style import GREY, esc
 from ..render.traceback import traceback_text
+from ..safe_output import clean_text
 
 
 def _outputs(it: Iteration) -> list:

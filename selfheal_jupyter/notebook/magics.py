@@ -14,21 +14,21 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any
 from collections.abc import Callable
+from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from . import arguments, autoheal, controller, teaching
-from .policy import kernel_gate
 from ..config import SelfHeal
 from ..errors import SelfHealError
 from ..flags import magic_arguments as magic_arguments_for
 from ..model import Run, Task
 from ..render.html import plan_html
 from ..render.inline import show_html
+from . import arguments, autoheal, controller, teaching
+from .policy import kernel_gate
 
 PLAN_NAME = "agent_plan"
 HEAL_FLAGS = ("max_iterations", "model", "timeout", "memory", "quiet")

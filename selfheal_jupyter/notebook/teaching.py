@@ -4,7 +4,7 @@ The cell's code runs in the sandbox as with ``%%heal`` and the loop looks for a 
 that passes the student's own asserts and tests. The fix stays here, in the kernel
 extension: the student gets one hint per turn (level 1 where, 2 why, 3 the fix — the
 diff only when the instructor's policy reveals it), built from facts the tool computed
-(``loop/hints.py``) plus the hint writer's prose, which is shown only after the leak
+(``agents/hint_facts.py``) plus the hint writer's prose, which is shown only after the leak
 check found no line of the fix in it (else it is asked once more, then cut back to the
 facts). Nothing is inserted, replaced or run in the kernel; ``agent_result`` holds the
 run with its hints and without the fix's code unless the fix was revealed.
@@ -14,21 +14,21 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
-from collections.abc import Callable, Iterator
 
 from IPython.display import display
 
-from .controller import RESULT_NAME, Pump
-from .policy import Gate, Policy
+from ..agents.hint_facts import LEVEL_TITLES, LEVELS, Facts, facts_of, leaks, where_facts, why_facts
 from ..config import SelfHeal
 from ..errors import Cancelled, LLMError, SelfHealError
 from ..loop.events import ExecutionStarted
-from ..loop.hints import LEVEL_TITLES, LEVELS, Facts, facts_of, leaks, where_facts, why_facts
 from ..model import Candidate, Hint, Iteration, Run, Task
-from ..render.hints import HintPanel, hints_html, hint_text
+from ..render.hints import HintPanel, hint_text, hints_html
 from ..render.inline import show_html
+from .controller import RESULT_NAME, Pump
+from .policy import Gate, Policy
 
 NO_FIX = ("No fix could be verified by running it, so this is all that is certain: "
           "look at the line above and what the error says.")

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import ast
 
-
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
-from ..hygiene import HTML, PNG, clean_text
+from ..codeblocks import code_diff
 from ..model import (
     ExecutionResult,
     Iteration,
@@ -26,7 +25,7 @@ from ..model import (
     Verdict,
     safe_outputs,
 )
-from ..loop.codeblocks import code_diff
+from ..safe_output import HTML, PNG, clean_text
 from .diff import diff_html
 from .style import (
     AMBER,

@@ -7,8 +7,8 @@ nbconvert and in static viewers, with no widget state.
 
 from __future__ import annotations
 
-from typing import Protocol
 from collections.abc import Callable
+from typing import Protocol
 
 from IPython.display import display
 

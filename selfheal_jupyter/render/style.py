@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 
-from ..hygiene import clean_text
+from ..safe_output import clean_text
 
 # IPython-like colours (the "Linux" scheme as JupyterLab shows it).
 RED = "#c23b22"

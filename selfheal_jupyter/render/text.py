@@ -10,8 +10,8 @@ from __future__ import annotations
 import itertools
 import textwrap
 import threading
-from typing import TextIO
 from collections.abc import Callable
+from typing import TextIO
 
 from ..loop.events import (
     CandidateReady,

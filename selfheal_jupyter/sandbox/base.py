@@ -6,8 +6,8 @@ Backends implement :class:`Sandbox`; the loop only knows this protocol.
 from __future__ import annotations
 
 import threading
-from typing import Any, Protocol, runtime_checkable
 from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from ..model import ExecutionResult, Limits
 

@@ -32,6 +32,7 @@ itself: it exits when its attach socket closes).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import logging
 import os
@@ -42,10 +43,10 @@ import threading
 import time
 import uuid
 import weakref
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable, Mapping, Sequence
 
 import docker
 import docker.errors
@@ -56,7 +57,6 @@ from . import serialize
 from .engine import address, describe, gone, lost
 from .image import RUNNER_COMMAND, RUNNER_DIR
 from .worker import ContainerSpec, SandboxCrashed, Worker, remove_container
-import contextlib
 
 LABEL = "selfheal"
 LABEL_PID = "selfheal.pid"

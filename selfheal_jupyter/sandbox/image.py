@@ -36,10 +36,10 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable, Iterable, Iterator
 
 import docker
 import docker.errors

@@ -22,8 +22,8 @@ import sys
 import tempfile
 import threading
 import time
-from pathlib import Path
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from ..errors import ImageBuildError
 

@@ -6,17 +6,17 @@ runner inside the container). Nothing ever comes back this way: results are JSON
 
 from __future__ import annotations
 
+import contextlib
 import keyword
 import os
 import pickle
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from collections.abc import Mapping
 
 from ..errors import BadInput
-import contextlib
 
 FILE_MODE = 0o644  # readable by the container's unprivileged user
 

@@ -16,10 +16,10 @@ import shutil
 import socket
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
 
 import docker
 import docker.errors

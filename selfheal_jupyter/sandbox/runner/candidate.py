@@ -1,9 +1,11 @@
 """The candidate: one program run as ``python3 FILE`` would run it, in a fresh process."""
 
 import __future__
+
 import ast
 import atexit
 import builtins
+import contextlib
 import gc
 import json
 import linecache
@@ -22,7 +24,6 @@ from .describe import collect_figures, error_info, rich_value, safe_str
 from .frames import read_all, write_frame
 from .layout import CANDIDATE_FILE, FD_REPORT, FD_REQUEST, FD_RPC_IN, FD_RPC_OUT, NOTEBOOK_FILE, enter_workdir
 from .program_rpc import ProgramObjects
-import contextlib
 
 #: Python's default recursion limit, which the candidate must see as its own.
 DEFAULT_RECURSION_LIMIT = 1000

@@ -20,15 +20,15 @@ import operator
 import os
 import sys
 import types
-from typing import Any
 from collections.abc import Callable
+from typing import Any
 
 from .checker_rpc import ProgramLink, Remote, install_type_checks
 from .codec import MUTABLE
 from .describe import safe_str, short_repr
+from .end_check import HeldNames
 from .frames import read_all, write_frame
 from .layout import FD_REPORT, FD_REQUEST, FD_RPC_IN, FD_RPC_OUT, enter_workdir
-from .outlived import HeldNames
 from .program_rpc import FORWARDED, MODULE_DUNDERS
 
 TESTS_FILE = "tests.py"

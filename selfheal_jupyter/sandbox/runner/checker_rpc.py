@@ -7,15 +7,23 @@ the test with a clear message. A value of the tests never goes to the program fo
 compare or combine: it goes only as the argument of a call the test makes."""
 
 import builtins
+import contextlib
 import operator
-from typing import Any
 from collections.abc import Callable
+from typing import Any
 
-from .codec import (MUTABLE, Budget, Codec, ProgramRecord, Unencodable, claimed_names, describe_exception,
-                    raise_described)
+from .codec import (
+    MUTABLE,
+    Budget,
+    Codec,
+    ProgramRecord,
+    Unencodable,
+    claimed_names,
+    describe_exception,
+    raise_described,
+)
 from .frames import FrameReader, write_frame
 from .program_rpc import BINARY_OPERATORS
-import contextlib
 
 
 class ProgramLink:

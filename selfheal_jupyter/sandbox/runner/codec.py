@@ -12,12 +12,12 @@ that happens in the program's own process.
 import base64
 import builtins
 import collections
+import contextlib
 import sys
-from typing import Any
 from collections.abc import Callable
+from typing import Any
 
 from .describe import safe_str
-import contextlib
 
 # Values cross between the program and the checker as tagged JSON. Exact types travel by
 # value and are rebuilt from plain data on the other side; a subclass of a plain type

@@ -10,6 +10,7 @@ import types
 from typing import Any
 
 from .layout import NOTEBOOK_FILE
+
 MAX_FIGURES = 20
 MAX_LOCALS = 20
 MAX_TEXT_REPR = 10_000

@@ -5,9 +5,9 @@ import json
 import os
 import signal
 
+from .end_check import UNCONFIRMED
 from .frames import HEADER
 from .memory import oom_kills
-from .outlived import UNCONFIRMED
 
 
 class Capture:

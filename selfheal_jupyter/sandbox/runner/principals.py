@@ -16,11 +16,10 @@ checker drops them for good under no_new_privs.
 import os
 import signal
 import time
-from contextlib import contextmanager, suppress
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 
-from .hardening import (CAP_SETGID, CAP_SETUID, effective_capabilities, keep_capabilities,
-                        set_capabilities, set_dumpable)
+from .hardening import CAP_SETGID, CAP_SETUID, effective_capabilities, keep_capabilities, set_capabilities, set_dumpable
 
 #: The server and its templates: the image's unprivileged user (nobody / nogroup).
 SERVER_ID = 65534

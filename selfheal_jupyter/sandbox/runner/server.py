@@ -3,6 +3,7 @@ templates, has each run forked, watches it (output caps, timeout, cancel) and an
 with its result. Protocol and principals: see the package's docstring."""
 
 import base64
+import contextlib
 import gc
 import json
 import os
@@ -22,7 +23,6 @@ from .outcome import Capture, describe_result, failed_result
 from .principals import RunIds, acting_as, drop_to_server, end_all, signal_all
 from .sweep import leftovers, remove_entry, remove_owned, still_used
 from .template import Template
-import contextlib
 
 RUNNER_PROTOCOL = 2
 

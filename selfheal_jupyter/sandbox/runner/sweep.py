@@ -6,9 +6,9 @@ its owner and removed with the owner's own rights. Then every entry there but th
 runner's own must be gone (a hard link to a runner file, where the kernel allows one,
 is the runner's to remove), or the container counts as dirty."""
 
+import contextlib
 import os
 import stat
-import contextlib
 
 #: Bytes a wiped tmpfs may still report as used before the container counts as dirty.
 DIRTY_BYTES = 1 << 20

@@ -1,6 +1,7 @@
 """The templates: forked before any request exists, they fork every run's processes,
 each as the uid the server gave it (see ``principals``)."""
 
+import contextlib
 import io
 import json
 import os
@@ -17,7 +18,6 @@ from .candidate import candidate_main
 from .checker import checker_main
 from .layout import FD_REPORT, FD_REQUEST, FD_RPC_IN, FD_RPC_OUT, WORKDIR_ROOT
 from .principals import acting_as, become
-import contextlib
 
 
 def _move_fds(mapping: dict) -> None:

@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 
 from ..model import NotebookContext, SpecViolation
-from .blanks import MUTATORS, is_literal
+from .answer_blanks import MUTATORS, is_literal
 
 FIX = {
     "data_added": (

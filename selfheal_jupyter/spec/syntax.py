@@ -9,8 +9,8 @@ from __future__ import annotations
 import ast
 import re
 from collections import Counter
-from typing import Any
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 NO_VALUE = object()
 ASSERT_LINE = re.compile(r"^\s*assert\b")

@@ -19,14 +19,15 @@ thread has its own :class:`~selfheal_jupyter.sandbox.docker.DockerSandbox`.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
 
 from ..config import SelfHeal
 from ..errors import BadInput
@@ -39,7 +40,6 @@ from .problem import Problem
 from .progress import Progress
 from .scoring import HIDDEN_OPTIONS, Score, score
 from .store import ResultStore
-import contextlib
 
 CONDITIONS = ("loop", "baseline")
 RECORD_VERSION = 1

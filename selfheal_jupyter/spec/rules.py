@@ -9,26 +9,25 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from ..model import SpecViolation
-from . import blanks, notebook_data
-from .spec_ast import (
-    NO_VALUE as _NO_VALUE,
-    call_name as _call_name,
-    exit_calls as _exit_calls,
-    functions as _functions,
-    key as _key,
-    literal as _literal,
-    own_nodes as _own_nodes,
-    params as _params,
-    same_value as _same_value,
-    source as _source,
-    swallowing_guard as _swallowing_guard,
-    swallowing_handlers as _swallowing_handlers,
-    top_level_test_calls as _top_level_test_calls,
-    walk as _walk,
-)
+from . import answer_blanks
+from . import notebook_data
+from .syntax import NO_VALUE as _NO_VALUE
+from .syntax import call_name as _call_name
+from .syntax import exit_calls as _exit_calls
+from .syntax import functions as _functions
+from .syntax import key as _key
+from .syntax import literal as _literal
+from .syntax import own_nodes as _own_nodes
+from .syntax import params as _params
+from .syntax import same_value as _same_value
+from .syntax import source as _source
+from .syntax import swallowing_guard as _swallowing_guard
+from .syntax import swallowing_handlers as _swallowing_handlers
+from .syntax import top_level_test_calls as _top_level_test_calls
+from .syntax import walk as _walk
 
 if TYPE_CHECKING:
-    from .spec import Spec, SpecAssert
+    from .guard import Spec, SpecAssert
 
 FIX = {
     "assert_removed": (
@@ -76,7 +75,7 @@ FIX = {
 }
 
 
-# The notebook's data is the user's too (loop/notebook_data.py: its rules and fixes).
+# The notebook's data is the user's too (spec/notebook_data.py: its rules and fixes).
 FIX.update(notebook_data.FIX)
 
 
@@ -531,13 +530,13 @@ def _check_hard_coding(spec: Spec, original: ast.AST | None, tree: ast.AST) -> l
     if not spec.expectations:
         return []
     out: list[SpecViolation] = []
-    computed = blanks.derived_names(original)
-    unread = blanks.unread_data(original)
+    computed = answer_blanks.derived_names(original)
+    unread = answer_blanks.unread_data(original)
     original_functions = _functions(original) if original is not None else {}
     functions = _functions(tree)
     flagged: set[tuple[str, int]] = set()
     assigned = _assigned_literals(tree)
-    derived_later = blanks.derivations(tree)
+    derived_later = answer_blanks.derivations(tree)
     loaded = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     # The literal assignments the user wrote themselves (by name, value and where they
     # stand: `raised = True` in an `except`) are theirs, not written in by a candidate.
@@ -565,7 +564,7 @@ def _check_hard_coding(spec: Spec, original: ast.AST | None, tree: ast.AST) -> l
                 # A blank the user left, filled: the answer, unless the data the cell
                 # gives to compute it from is left unread.
                 ignored = [d for d in unread if d != name and d not in loaded]
-                if not ignored or blanks.is_placeholder_value(value):
+                if not ignored or answer_blanks.is_placeholder_value(value):
                     continue
                 why = (f"the assert `{exp.source}` checks it, and it is written in while "
                        f"`{ignored[0]}`, the data the cell gives to compute it from, is never read")
@@ -599,7 +598,7 @@ def _check_hard_coding(spec: Spec, original: ast.AST | None, tree: ast.AST) -> l
             # when it replaces a body that computed; filling a blank function without
             # inputs (`def scale_name(): pass`) with its literal is the answer.
             inputs = _params(func) - {"self", "cls"}
-            constant_is_cheat = bool(inputs) or (old is not None and blanks.computes(old))
+            constant_is_cheat = bool(inputs) or (old is not None and answer_blanks.computes(old))
             for value, line in _constant_function(func) if constant_is_cheat else []:
                 if _same_value(value, exp.value) and ("return", line) not in flagged:
                     flagged.add(("return", line))

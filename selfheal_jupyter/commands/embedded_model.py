@@ -17,11 +17,11 @@ import time
 from typing import Any
 
 from ..config import SelfHeal
-from . import trait_overrides
 from ..localmodel import MODELS, ensure_weights, get_spec, running_servers, start_server
 from ..localmodel.endpoint import require_runtime, server_options
 from ..localmodel.gguf import describe, read_metadata
 from ..localmodel.weights import Progress, state, xllamacpp_installed
+from . import trait_overrides
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -1,6 +1,6 @@
 """What the user's code computes, and what it leaves blank for the answer.
 
-Why a module of its own: the spec guard (:mod:`selfheal_jupyter.loop.spec`) must tell a
+Why a module of its own: the spec guard (:mod:`selfheal_jupyter.spec.guard`) must tell a
 cheat from an answer. Hard-coding is a cheat where a candidate replaces something the
 user's code *computes* (an expression, a call, a loop) with the literal an assert
 expects, or adds that literal where the user's code derives the value. Filling a blank
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Any
 from collections.abc import Iterator
+from typing import Any
 
 MAX_BLANKS = 30
 """Blanks filled before giving up on parsing a cell (then its asserts are read line by line)."""

@@ -13,7 +13,7 @@ import pickle
 from ..agents.qa import check_tests
 from ..errors import BadInput
 from ..model import Task
-from ..sandbox.serialize import PickleFile, Pickled
+from ..sandbox.serialize import Pickled, PickleFile
 
 
 def validate_task(task: Task, *, max_code_bytes: int = 0) -> None:

@@ -83,7 +83,7 @@ def _changed(old: str, new: str) -> tuple[list[int], list[str]]:
 
 def facts_of(run: Run) -> Facts:
     """The facts of ``run`` (a ``%%heal``-style run whose round 0 is the student's cell)."""
-    from .codeblocks import code_diff
+    from ..codeblocks import code_diff
 
     code = run.task.initial_code or ""
     facts = Facts()

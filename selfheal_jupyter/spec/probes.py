@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ast
 
-from .feedback import clip
+from ..feedback import clip
 from ..model import CANDIDATE_FILE, ExecutionResult, TestOutcome
 
 MAX_PROBES = 6

@@ -18,8 +18,8 @@ import ast
 import difflib
 import io
 import tokenize
-from dataclasses import dataclass, field
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
 from ..agents.qa import is_removed_note
 from ..errors import SelfHealError

@@ -22,7 +22,7 @@ candidate is never trusted to report on itself):
   special case for the asserted input, or a blank filled with it while the data it was
   to be computed from stays unread). Filling a blank the user left (an empty right-hand
   side, ``...``, ``pass``, a placeholder value, ``raise NotImplementedError``) with a
-  literal is an answer, not a cheat (:mod:`selfheal_jupyter.loop.blanks`).
+  literal is an answer, not a cheat (:mod:`selfheal_jupyter.spec.answer_blanks`).
 - ``assert_moved``: a top-level assert of the user's is now inside a block;
 - ``assert_outlived``: a name a top-level assert of the user's reads is bound again
   after it (a later ``def``, assignment or import at top level, or a ``global``
@@ -44,27 +44,13 @@ from __future__ import annotations
 
 import ast
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Iterable
 
 from ..model import SpecViolation
-from . import blanks
-from .spec_ast import (
-    ASSERT_LINE as _ASSERT_LINE,
-    NO_VALUE as _NO_VALUE,
-    call_name as _call_name,
-    functions as _functions,
-    key as _key,
-    literal as _literal,
-    runnable_tests as _runnable_tests,
-    source as _source,
-    statement_at as _statement_at,
-    swallowing_guard as _swallowing_guard,
-    top_level_test_calls as _top_level_test_calls,
-    walk as _walk,
-)
-from .spec_rules import (
+from . import answer_blanks
+from .rules import (
     _check_asserts,
     _check_failing,
     _check_forced_comparisons,
@@ -73,6 +59,19 @@ from .spec_rules import (
     _check_silencers,
     _check_tests,
 )
+from .syntax import ASSERT_LINE as _ASSERT_LINE
+from .syntax import NO_VALUE as _NO_VALUE
+from .syntax import call_name as _call_name
+from .syntax import functions as _functions
+from .syntax import key as _key
+from .syntax import literal as _literal
+from .syntax import runnable_tests as _runnable_tests
+from .syntax import source as _source
+from .syntax import statement_at as _statement_at
+from .syntax import swallowing_guard as _swallowing_guard
+from .syntax import top_level_test_calls as _top_level_test_calls
+from .syntax import walk as _walk
+
 
 # ----------------------------------------------------------------------------- the spec
 @dataclass(frozen=True)
@@ -124,7 +123,7 @@ class Spec:
     """False when the user's code does not parse: asserts were read line by line."""
     source: str = ""
     """The user's code as it was parsed: blanks left for the answer (``x = ``, a body of
-    comments only) filled with ``...`` (:func:`~selfheal_jupyter.loop.blanks.parse_with_blanks`)."""
+    comments only) filled with ``...`` (:func:`~selfheal_jupyter.spec.answer_blanks.parse_with_blanks`)."""
 
     @property
     def empty(self) -> bool:
@@ -208,7 +207,7 @@ def extract(code: str, tests: str | None = None, failing_lines: Iterable[int] = 
     the statements there may not be wrapped in a swallowing ``try`` by a repair.
     """
     spec = Spec(code=code)
-    tree, spec.source = blanks.parse_with_blanks(code)
+    tree, spec.source = answer_blanks.parse_with_blanks(code)
     spec.parsed = tree is not None
     if tree is None:
         lines = code.splitlines()
@@ -267,7 +266,7 @@ def check(spec: Spec, candidate: str) -> list[SpecViolation]:
         return []
     original_tree: ast.AST | None = None
     if spec.parsed:
-        original_tree, _ = blanks.parse_with_blanks(spec.source or spec.code)
+        original_tree, _ = answer_blanks.parse_with_blanks(spec.source or spec.code)
     out: list[SpecViolation] = []
     out += _check_asserts(spec, tree)
     out += _check_tests(spec, tree)

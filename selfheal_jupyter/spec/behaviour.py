@@ -11,7 +11,7 @@ no more evidence of a fix, and is refused too. When the given program shows noth
 held.
 
 The values come from an ordinary second sandbox run: the tests, then one probe per name
-they assign (``assert False, repr(name)``, the probes of :mod:`selfheal_jupyter.loop.probes`),
+they assign (``assert False, repr(name)``, the probes of :mod:`selfheal_jupyter.spec.probes`),
 so nothing is traced or patched inside the candidate. Values are compared as their
 reprs, exactly: a change that moves a float in its last digit counts as a change, so
 that the rule holds only programs that compute the very same thing.
@@ -27,7 +27,7 @@ import ast
 import hashlib
 from dataclasses import dataclass
 
-from .feedback import clip
+from ..feedback import clip
 from ..model import ExecutionResult
 from .probes import probe_statement, probe_values
 

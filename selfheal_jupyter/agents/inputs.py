@@ -7,8 +7,8 @@ receive) the data itself. Descriptions are short so prompts stay small.
 
 from __future__ import annotations
 
-from typing import Any
 from collections.abc import Mapping
+from typing import Any
 
 from ..model import InputDescription, NotebookContext
 

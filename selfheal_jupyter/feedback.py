@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..model import NOTEBOOK_FILE, ExecutionResult, Limits, SpecViolation, TestOutcome, Verdict
+from .model import NOTEBOOK_FILE, ExecutionResult, Limits, SpecViolation, TestOutcome, Verdict
 
 MAX_FRAMES = 6
 MAX_LOCALS = 12
@@ -242,7 +242,7 @@ def check_lines(checks: list[TestOutcome], *, passed: bool = False) -> list[str]
 
 def runtime_value_lines(values: list[TestOutcome], differences: Sequence[str] = ()) -> list[str]:
     """Values of the failing statement's sub-expressions and, for a failing ``==``, what
-    differs (see :mod:`selfheal_jupyter.loop.probes`)."""
+    differs (see :mod:`selfheal_jupyter.spec.probes`)."""
     out = []
     if values:
         out.append("Values at the failing statement (evaluated where it failed):")

@@ -24,7 +24,7 @@ import difflib
 import re
 from dataclasses import dataclass
 
-from ..model import CANDIDATE_FILE
+from .model import CANDIDATE_FILE
 
 _PY_TAGS = {"python", "py", "python3", "py3", "ipython", "ipython3", "pycon", "sage"}
 _FENCE_RE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})[ \t]*([\w+#.-]*)[^\n]*$", re.MULTILINE)
