@@ -33,7 +33,7 @@ from selfheal_jupyter.notebook import context
 from selfheal_jupyter.sandbox.docker import DockerSandbox
 from selfheal_jupyter.sandbox.serialize import Pickled
 
-NOTEBOOK = '''
+NOTEBOOK = """
 import numpy as np
 import pandas as pd
 df = pd.DataFrame({"region": ["north", "south", "north"], "sales": [10, 20, 30]})
@@ -48,7 +48,7 @@ class Account:
     def deposit(self, amount):
         self.balance += amount
 acct = Account("ann", 100)
-'''
+"""
 CELL = 'totals = df.groupby("regionn")["sales"].sum()\nprint(scale(totals), np.sqrt(4), acct.balance)\n'
 BIG_CELL = "print(big.shape, big['a'].sum())\n"
 
@@ -66,8 +66,12 @@ def timed(func: Callable[[], object], runs: int) -> list[float]:
 def row(name: str, samples: list[float]) -> dict:
     samples = sorted(samples)
     p90 = samples[min(len(samples) - 1, int(round(0.9 * (len(samples) - 1))))]
-    return {"row": name, "median_ms": round(statistics.median(samples) * 1000, 2),
-            "p90_ms": round(p90 * 1000, 2), "runs": len(samples)}
+    return {
+        "row": name,
+        "median_ms": round(statistics.median(samples) * 1000, 2),
+        "p90_ms": round(p90 * 1000, 2),
+        "runs": len(samples),
+    }
 
 
 def main() -> None:

@@ -72,7 +72,7 @@ def main() -> int:
     settings = SelfHeal(**options)
     loop = build_loop(settings)
     rows = []
-    chosen = exercises.load()[args.offset:]
+    chosen = exercises.load()[args.offset :]
     for problem in chosen[: args.limit]:
         started = time.monotonic()
         run = loop.run(problem.task())
@@ -90,10 +90,14 @@ def main() -> int:
         said = re.search(r"(?:starts on lines?|lines? to look at:) ([\d, ]+)", hints[0].text)
         named = bool(said) and bool(set(facts.changed_lines) & {int(n) for n in re.findall(r"\d+", said[1])})
         row = {
-            "id": problem.id, "outcome": run.outcome, "verified": facts.verified,
-            "level1_names_changed_line": named, "prose_leaked": writer.leaked,
+            "id": problem.id,
+            "outcome": run.outcome,
+            "verified": facts.verified,
+            "level1_names_changed_line": named,
+            "prose_leaked": writer.leaked,
             "shown_with_fix_line": sum(squashed_fix_in(h.text, facts.fix_lines) for h in hints),
-            "checks": [h.check for h in hints], "first_hint_s": round(first_s or 0.0, 1),
+            "checks": [h.check for h in hints],
+            "first_hint_s": round(first_s or 0.0, 1),
             "iterations": len(run.iterations),
         }
         rows.append(row)
@@ -103,13 +107,17 @@ def main() -> int:
                 fh.write(json.dumps(row) + "\n")
     verified = [r for r in rows if r["verified"]]
     print()
-    print("| exercises | fix verified | level 1 names a changed line | prose leaked (caught) "
-          "| shown with a fix line | median s to first hint |")
+    print(
+        "| exercises | fix verified | level 1 names a changed line | prose leaked (caught) "
+        "| shown with a fix line | median s to first hint |"
+    )
     print("|---|---|---|---|---|---|")
-    print(f"| {len(rows)} | {len(verified)} | {sum(r['level1_names_changed_line'] for r in verified)} of "
-          f"{len(verified)} | {sum(r['prose_leaked'] for r in rows)} | "
-          f"{sum(r['shown_with_fix_line'] for r in rows)} | "
-          f"{statistics.median(r['first_hint_s'] for r in rows) if rows else 0:.0f} |")
+    print(
+        f"| {len(rows)} | {len(verified)} | {sum(r['level1_names_changed_line'] for r in verified)} of "
+        f"{len(verified)} | {sum(r['prose_leaked'] for r in rows)} | "
+        f"{sum(r['shown_with_fix_line'] for r in rows)} | "
+        f"{statistics.median(r['first_hint_s'] for r in rows) if rows else 0:.0f} |"
+    )
     return 0
 
 

@@ -60,8 +60,18 @@ from selfheal_jupyter.localmodel.endpoint import ServerOptions  # noqa: E402
 from selfheal_jupyter.localmodel.threads import auto_threads  # noqa: E402
 from selfheal_jupyter.localmodel.tuning import recommended_settings  # noqa: E402
 
-TODAY = ServerOptions(context=8192, threads=1, batch_threads=1, parallel=1, cache_reuse=0,
-                      speculation="off", draft_model="", draft_max=16, ngram_n=0, ngram_m=0)
+TODAY = ServerOptions(
+    context=8192,
+    threads=1,
+    batch_threads=1,
+    parallel=1,
+    cache_reuse=0,
+    speculation="off",
+    draft_model="",
+    draft_max=16,
+    ngram_n=0,
+    ngram_m=0,
+)
 """The server before issue 11, spelled out: the fixed reference every lever is compared to."""
 
 
@@ -133,8 +143,14 @@ def run_task(name: str, cfg: str, options: ServerOptions, spec, path, sandbox, m
     task = TASKS[name]
     server = start_server(spec, path, options=options)
     try:
-        settings = SelfHeal(max_iterations=max_it, llm_timeout_s=900, llm_max_retries=0,
-                            time_budget_s=0, token_budget=0, **LOOP_OPTIONS.get(cfg, {}))
+        settings = SelfHeal(
+            max_iterations=max_it,
+            llm_timeout_s=900,
+            llm_max_retries=0,
+            time_budget_s=0,
+            token_budget=0,
+            **LOOP_OPTIONS.get(cfg, {}),
+        )
         client = build_llm(settings, Endpoint(server.base_url, "unused", spec.alias, local=True))
         loop = build_loop(settings, llm=client, sandbox=sandbox)
         before = metrics(server.url)
@@ -212,8 +228,10 @@ def warm_start() -> None:
         out = subprocess.run([sys.executable, "-c", _KERNEL], capture_output=True, text=True,
                              timeout=600, check=True).stdout  # fmt: skip
         r = json.loads(out)
-        print(f"{name}: endpoint ready after {r['endpoint_s']:.2f} s, first token "
-              f"{r['first_token_s']:.2f} s later (loaded the model here: {r['started_here']})")
+        print(
+            f"{name}: endpoint ready after {r['endpoint_s']:.2f} s, first token "
+            f"{r['first_token_s']:.2f} s later (loaded the model here: {r['started_here']})"
+        )
     from selfheal_jupyter.localmodel import ensure_local_endpoint, stop_local_endpoint
 
     ensure_local_endpoint(SelfHeal(local_idle_s=60))  # attach, then stop it: no 2 GB
@@ -226,8 +244,7 @@ def main() -> int:
     ap.add_argument("--tasks", default=",".join(TASKS))
     ap.add_argument("--max-iterations", type=int, default=3)
     ap.add_argument("--json", default=None, help="write every result here")
-    ap.add_argument("--warm", action="store_true",
-                    help="only measure a second kernel's start on the shared server")
+    ap.add_argument("--warm", action="store_true", help="only measure a second kernel's start on the shared server")
     args = ap.parse_args()
     if args.warm:
         warm_start()

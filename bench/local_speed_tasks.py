@@ -176,7 +176,7 @@ assert separate_paren_groups('(()(())((())))') == ['(()(())((())))']
 assert separate_paren_groups('( ) (( )) (( )( ))') == ['()', '(())', '(()())']
 """
 
-PANDAS = '''\
+PANDAS = """\
 # Exercise: sales by region. Fix the program and complete the TODOs.
 import pandas as pd
 
@@ -205,7 +205,7 @@ assert list(by_region.index) == ["north", "south", "east"]
 assert by_region["north"] == 63.0
 assert top_region == "north"
 assert len(active) == 6 and list(active.index) == list(range(6))
-'''
+"""
 
 TASKS: dict[str, Task] = {
     "grades": Task(prompt="Complete the TODOs so that the program runs and its asserts pass.",

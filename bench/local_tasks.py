@@ -86,8 +86,7 @@ TASKS = {
             "build a pandas DataFrame df of 4 products with columns name, price and qty, "
             "add a column revenue = price * qty and print the name of the product with "
             "the highest revenue",
-            tests="assert 'revenue' in df.columns and "
-            "(df['revenue'] == df['price'] * df['qty']).all()",
+            tests="assert 'revenue' in df.columns and (df['revenue'] == df['price'] * df['qty']).all()",
         ),
         BenchTask(
             "nameerror",
@@ -109,8 +108,7 @@ TASKS = {
             "zerodiv",
             "average(xs) must return 0 for an empty list",
             initial_code=(
-                "def average(xs):\n    return sum(xs) / len(xs)\n\n"
-                "print(average([2, 4]))\nprint(average([]))\n"
+                "def average(xs):\n    return sum(xs) / len(xs)\n\nprint(average([2, 4]))\nprint(average([]))\n"
             ),
             tests="assert average([]) == 0 and average([2, 4]) == 3",
         ),
@@ -196,8 +194,9 @@ def main() -> int:
     try:
         for cname in args.configs.split(","):
             cfg = CONFIGS[cname]
-            settings = SelfHeal(max_iterations=args.max_iterations, llm_timeout_s=600,
-                                time_budget_s=0, token_budget=0, **cfg.options)
+            settings = SelfHeal(
+                max_iterations=args.max_iterations, llm_timeout_s=600, time_budget_s=0, token_budget=0, **cfg.options
+            )
             server = start_server(spec, path, options=server_options(settings))
             try:
                 client = StopClient(

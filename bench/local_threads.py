@@ -71,8 +71,7 @@ def start(spec, name: str, root: Path, retune_s: float):
     os.environ["XDG_CACHE_HOME"] = str(home)
     options = server_options(SelfHeal(local_threads=0, local_batch_threads=0))
     state = state_path(spec, options)
-    server = start_server(spec, ensure_weights(spec), options=options, idle_s=900,
-                          state_file=state, retune_s=retune_s)
+    server = start_server(spec, ensure_weights(spec), options=options, idle_s=900, state_file=state, retune_s=retune_s)
     return server, state
 
 
@@ -80,8 +79,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--load-s", type=float, default=75.0)
     parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--settle-s", type=float, default=300.0,
-                        help="most seconds of quiet before the requests (until follows switches)")
+    parser.add_argument(
+        "--settle-s",
+        type=float,
+        default=300.0,
+        help="most seconds of quiet before the requests (until follows switches)",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     spec = get_spec("qwen2.5-coder-1.5b")
@@ -114,8 +117,11 @@ def main() -> None:
                 break
             time.sleep(2)
         now = json.loads(follows_state.read_text())["settings"]
-        print(f"after {time.monotonic() - quiet_from:.0f} s of quiet (load {machine_load():.2f}): "
-              f"follows has {now['threads']}/{now['batch_threads']} threads", flush=True)
+        print(
+            f"after {time.monotonic() - quiet_from:.0f} s of quiet (load {machine_load():.2f}): "
+            f"follows has {now['threads']}/{now['batch_threads']} threads",
+            flush=True,
+        )
         try:
             print(f"{'round':>5} {'server':<8} {'threads':>7} {'load':>5} {'tokens':>6} {'tok/s':>6}")
             for name, (server, state) in servers.items():  # one at a time: the other idles
@@ -124,16 +130,23 @@ def main() -> None:
                     client = OpenAI(base_url=server.base_url, api_key="unused")
                     started = time.monotonic()
                     reply = client.chat.completions.create(
-                        model=spec.alias, max_tokens=160, temperature=0,
-                        messages=[{"role": "user", "content": REPAIR}])
+                        model=spec.alias, max_tokens=160, temperature=0, messages=[{"role": "user", "content": REPAIR}]
+                    )
                     seconds = time.monotonic() - started
                     tokens = reply.usage.completion_tokens if reply.usage else 0
-                    row = {"round": round_, "server": name, "threads": threads,
-                           "load": round(machine_load(), 2), "tokens": tokens,
-                           "tok_s": round(tokens / seconds, 2) if seconds else 0.0}
+                    row = {
+                        "round": round_,
+                        "server": name,
+                        "threads": threads,
+                        "load": round(machine_load(), 2),
+                        "tokens": tokens,
+                        "tok_s": round(tokens / seconds, 2) if seconds else 0.0,
+                    }
                     rows.append(row)
-                    print(f"{round_:>5} {name:<8} {threads:>7} {row['load']:>5.2f} {tokens:>6} "
-                          f"{row['tok_s']:>6.2f}", flush=True)
+                    print(
+                        f"{round_:>5} {name:<8} {threads:>7} {row['load']:>5.2f} {tokens:>6} {row['tok_s']:>6.2f}",
+                        flush=True,
+                    )
         finally:
             for server, _ in servers.values():
                 server.stop()
@@ -141,9 +154,11 @@ def main() -> None:
     for name in ("follows", "fixed"):
         speeds = [r["tok_s"] for r in rows if r["server"] == name]
         last = [r["tok_s"] for r in rows if r["server"] == name and r["round"] > args.rounds // 2]
-        print(f"{name:<8} median tok/s {statistics.median(speeds):.2f} (second half "
-              f"{statistics.median(last):.2f}); threads at the end "
-              f"{[r['threads'] for r in rows if r['server'] == name][-1]}")
+        print(
+            f"{name:<8} median tok/s {statistics.median(speeds):.2f} (second half "
+            f"{statistics.median(last):.2f}); threads at the end "
+            f"{[r['threads'] for r in rows if r['server'] == name][-1]}"
+        )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
 

@@ -117,8 +117,7 @@ class ReplayingDeveloper(Developer):
     """The baseline: a developer that replays the whole conversation every round."""
 
     def __init__(self, llm: LLMClient) -> None:
-        super().__init__(llm, retry_temperature=SelfHeal().retry_temperature,
-                         repair_format=SelfHeal().repair_format)
+        super().__init__(llm, retry_temperature=SelfHeal().retry_temperature, repair_format=SelfHeal().repair_format)
         self.history: list[dict[str, str]] = []
         self.last_reply = ""
 
@@ -182,9 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         ours = [one_run(sandbox, replay=False) for _ in range(args.runs)]
         replays = [one_run(sandbox, replay=True) for _ in range(max(1, args.runs // 2))]
 
-    overhead_ms = [
-        [it.timings.overhead_s * 1000 for it in run.iterations] for run in ours
-    ]
+    overhead_ms = [[it.timings.overhead_s * 1000 for it in run.iterations] for run in ours]
     flat = [x for per in overhead_ms for x in per]
     llm_ms = [it.timings.llm_s * 1000 for run in ours for it in run.iterations]
     sandbox_ms = [it.timings.sandbox_s * 1000 for run in ours for it in run.iterations if it.timings.sandbox_s]
@@ -208,8 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     for i, (a, b) in enumerate(zip(ours_tokens, replay_tokens), 1):
         print(f"{i:>10} {a:>10} {b:>10} {a / b:>7.2f}")
     print(
-        f"{'total':>10} {sum(ours_tokens):>10} {sum(replay_tokens):>10} "
-        f"{sum(ours_tokens) / sum(replay_tokens):>7.2f}"
+        f"{'total':>10} {sum(ours_tokens):>10} {sum(replay_tokens):>10} {sum(ours_tokens) / sum(replay_tokens):>7.2f}"
     )
     last_ratio = ours_tokens[-1] / replay_tokens[-1]
     print(f"last iteration: {last_ratio:.2f} of the replaying loop's (goal ≤ 0.50)")

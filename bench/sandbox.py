@@ -56,20 +56,28 @@ GROUPBY = (
     "print(df.groupby('k')['v'].sum().iloc[3])\n"
 )
 CPU_TASK = "print(sum(i * i for i in range(300_000)))\n"
-FORK_WAIT = ("import os, time\nt0 = time.perf_counter()\npid = os.fork()\nif pid == 0:\n"
-             "    os._exit(0)\nos.waitpid(pid, 0)\nprint(time.perf_counter() - t0)\n")
+FORK_WAIT = (
+    "import os, time\nt0 = time.perf_counter()\npid = os.fork()\nif pid == 0:\n"
+    "    os._exit(0)\nos.waitpid(pid, 0)\nprint(time.perf_counter() - t0)\n"
+)
 
 
 def hardened(limits: Limits) -> dict:
     """The same flags the sandbox uses (docker-py high-level keywords)."""
     return dict(
-        network_mode="none", read_only=True,
+        network_mode="none",
+        read_only=True,
         tmpfs={"/tmp": f"rw,nosuid,nodev,size={limits.tmpfs_size},mode=1777"},
-        mem_limit=limits.memory, memswap_limit=limits.memory, pids_limit=limits.pids,
-        nano_cpus=int(limits.cpus * 1e9), cap_drop=["ALL"], security_opt=["no-new-privileges"],
-        user="65534:65534", init=True, environment=dict(CONTAINER_ENV),
-        labels={"selfheal": "bench", "selfheal.pid": str(os.getpid()),
-                "selfheal.host": os.uname().nodename},
+        mem_limit=limits.memory,
+        memswap_limit=limits.memory,
+        pids_limit=limits.pids,
+        nano_cpus=int(limits.cpus * 1e9),
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        user="65534:65534",
+        init=True,
+        environment=dict(CONTAINER_ENV),
+        labels={"selfheal": "bench", "selfheal.pid": str(os.getpid()), "selfheal.host": os.uname().nodename},
     )
 
 
@@ -97,20 +105,32 @@ ENGINES = ("local", "local attach", "second dockerd", "podman")
 
 def start_engine(kind: str) -> str:
     """Start a namespaced engine and build the image there; its DOCKER_HOST."""
-    proc = subprocess.run(["bash", ENGINE_SCRIPT, "start", kind], capture_output=True,
-                          text=True, timeout=180, check=False, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        ["bash", ENGINE_SCRIPT, "start", kind],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr[-800:])
     host = proc.stdout.strip().rpartition("DOCKER_HOST=")[2]
-    subprocess.run([sys.executable, "-m", "selfheal_jupyter", "sandbox", "build"], check=True,
-                   env=dict(os.environ, DOCKER_HOST=host), stdout=subprocess.DEVNULL,
-                   stdin=subprocess.DEVNULL, timeout=900)
+    subprocess.run(
+        [sys.executable, "-m", "selfheal_jupyter", "sandbox", "build"],
+        check=True,
+        env=dict(os.environ, DOCKER_HOST=host),
+        stdout=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        timeout=900,
+    )
     return host
 
 
 def engine_samples(client, channel: str, runs: int, big: pd.DataFrame) -> dict[str, list[float]]:
     """print(1) back to back and the 50 MB input on one engine (pool of 1)."""
     with DockerSandbox.from_config(SelfHeal(pool_size=1), client=client, channel=channel) as sb:
+
         def once() -> None:
             r = sb.execute("print(1)")
             assert r.ok and r.stdout == "1\n", r
@@ -119,8 +139,7 @@ def engine_samples(client, channel: str, runs: int, big: pd.DataFrame) -> dict[s
             r = sb.execute("print(df.shape, float(df[0].sum()) > 0)", inputs={"df": big})
             assert r.ok, r
 
-        out = {"print(1)": measure(once, max(runs, 30), warmup=3),
-               "50 MB DataFrame input": measure(transfer, runs)}
+        out = {"print(1)": measure(once, max(runs, 30), warmup=3), "50 MB DataFrame input": measure(transfer, runs)}
         out["channel"] = sb.channel  # type: ignore[assignment]
         return out
 
@@ -152,8 +171,13 @@ def compare_engines(names: list[str], runs: int) -> None:
             print(f"  measured {name} ({results[name]['channel']})", file=sys.stderr)
     finally:
         for kind in started:
-            subprocess.run(["bash", ENGINE_SCRIPT, "stop", kind], capture_output=True,
-                           timeout=120, check=False, stdin=subprocess.DEVNULL)
+            subprocess.run(
+                ["bash", ENGINE_SCRIPT, "stop", kind],
+                capture_output=True,
+                timeout=120,
+                check=False,
+                stdin=subprocess.DEVNULL,
+            )
     if not results:
         return
     cols = list(results)
@@ -166,9 +190,11 @@ def compare_engines(names: list[str], runs: int) -> None:
             samples = results[c][row_name]
             cells.append(f"{statistics.median(samples) * 1000:.1f} / {p(samples, 0.9) * 1000:.1f}")
         print(f"{row_name:<24}" + "".join(f"  {cell:>22}" for cell in cells))
-    print(f"(n = {len(results[cols[0]]['print(1)'])} print(1), "
-          f"{len(results[cols[0]]['50 MB DataFrame input'])} inputs per engine; pool of 1; "
-          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+    print(
+        f"(n = {len(results[cols[0]]['print(1)'])} print(1), "
+        f"{len(results[cols[0]]['50 MB DataFrame input'])} inputs per engine; pool of 1; "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
+    )
 
 
 def p(values: list[float], q: float) -> float:
@@ -189,6 +215,7 @@ def per_runtime(client: Any, runtime: str, runs: int) -> dict[str, list[float]]:
             sb._discard(worker)
     out["container start until ready"] = starts
     with DockerSandbox.from_config(SelfHeal(pool_size=1, runtime=runtime), client=client) as sb:
+
         def once(code: str = "print(1)") -> None:
             r = sb.execute(code)
             assert r.ok, r
@@ -210,8 +237,7 @@ def per_runtime(client: Any, runtime: str, runs: int) -> dict[str, list[float]]:
         out["fork + wait, inside the candidate"] = forks
     label = runtime or "default"
     for name, samples in out.items():
-        print(f"  measured [{label}] {name}: p50 {statistics.median(samples) * 1000:.1f} ms",
-              file=sys.stderr)
+        print(f"  measured [{label}] {name}: p50 {statistics.median(samples) * 1000:.1f} ms", file=sys.stderr)
     return out
 
 
@@ -219,13 +245,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--json", help="also write the rows to this file")
-    ap.add_argument("--engines", default=",".join(ENGINES),
-                    help="engines for the side-by-side table, comma-separated from "
-                    f"{', '.join(ENGINES)} (empty: none)")
-    ap.add_argument("--engines-only", action="store_true",
-                    help="only the side-by-side table of engines")
-    ap.add_argument("--runtimes", default="runc,runsc",
-                    help="Docker runtimes to compare side by side (default: %(default)s)")
+    ap.add_argument(
+        "--engines",
+        default=",".join(ENGINES),
+        help=f"engines for the side-by-side table, comma-separated from {', '.join(ENGINES)} (empty: none)",
+    )
+    ap.add_argument("--engines-only", action="store_true", help="only the side-by-side table of engines")
+    ap.add_argument(
+        "--runtimes", default="runc,runsc", help="Docker runtimes to compare side by side (default: %(default)s)"
+    )
     args = ap.parse_args()
     runs = max(15, args.runs)
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
@@ -245,14 +273,15 @@ def main() -> int:
         print(f"  measured {name}: p50 {statistics.median(samples) * 1000:.1f} ms", file=sys.stderr)
 
     # -- the floor ---------------------------------------------------------------------
-    row("host python -c print(1)", measure(
-        lambda: subprocess.run([sys.executable, "-c", "print(1)"], check=True,
-                               capture_output=True), runs), "fresh interpreter, no isolation")
+    row(
+        "host python -c print(1)",
+        measure(lambda: subprocess.run([sys.executable, "-c", "print(1)"], check=True, capture_output=True), runs),
+        "fresh interpreter, no isolation",
+    )
 
     # -- cold docker run ---------------------------------------------------------------
     def cold() -> None:
-        c = client.containers.run(ref, ["python3", "-c", "print(1)"], detach=True,
-                                  **hardened(limits))
+        c = client.containers.run(ref, ["python3", "-c", "print(1)"], detach=True, **hardened(limits))
         try:
             c.wait(timeout=60)
             assert c.logs() == b"1\n"
@@ -264,6 +293,7 @@ def main() -> int:
     # -- exec into a warm container ------------------------------------------------------
     warm = client.containers.run(ref, ["sleep", "infinity"], detach=True, **hardened(limits))
     try:
+
         def exec_once() -> None:
             code, out = warm.exec_run(["python3", "-c", "print(1)"], user="65534:65534")
             assert code == 0 and out == b"1\n"
@@ -274,12 +304,16 @@ def main() -> int:
 
     # -- this sandbox ------------------------------------------------------------------
     with DockerSandbox.from_config(SelfHeal(pool_size=1), client=client) as sb:
+
         def sandbox_print() -> None:
             r = sb.execute("print(1)")
             assert r.ok and r.stdout == "1\n", r
 
-        row("sandbox print(1), back to back", measure(sandbox_print, max(runs, 30), warmup=3),
-            "pool of 1: waits for the fork after the last run")
+        row(
+            "sandbox print(1), back to back",
+            measure(sandbox_print, max(runs, 30), warmup=3),
+            "pool of 1: waits for the fork after the last run",
+        )
 
         def paced() -> None:
             sandbox_print()
@@ -292,9 +326,11 @@ def main() -> int:
             samples.append(time.perf_counter() - t0)
         row("sandbox print(1), 50 ms apart", samples, "as in the loop (LLM between runs)")
 
-        row("host python -c pandas groupby 100k", measure(
-            lambda: subprocess.run([sys.executable, "-c", GROUPBY], check=True,
-                                   capture_output=True), runs), "import pandas each time")
+        row(
+            "host python -c pandas groupby 100k",
+            measure(lambda: subprocess.run([sys.executable, "-c", GROUPBY], check=True, capture_output=True), runs),
+            "import pandas each time",
+        )
 
         def groupby() -> None:
             r = sb.execute(GROUPBY)
@@ -309,8 +345,11 @@ def main() -> int:
             r = sb.execute("print(df.shape, float(df[0].sum()) > 0)", inputs={"df": big})
             assert r.ok, r
 
-        row(f"sandbox {mb:.0f} MB DataFrame input", measure(transfer, runs),
-            "pickle -> /dev/shm -> read-only bind -> unpickle")
+        row(
+            f"sandbox {mb:.0f} MB DataFrame input",
+            measure(transfer, runs),
+            "pickle -> /dev/shm -> read-only bind -> unpickle",
+        )
 
     with DockerSandbox.from_config(SelfHeal(pool_size=2), client=client) as sb:
         wait_pool(sb, 2)
@@ -319,8 +358,11 @@ def main() -> int:
             r = sb.execute("print(1)")
             assert r.ok and r.stdout == "1\n", r
 
-        row("sandbox print(1), back to back, pool 2", measure(sandbox_print2, max(runs, 30),
-            warmup=3), "runs alternate between 2 warm containers")
+        row(
+            "sandbox print(1), back to back, pool 2",
+            measure(sandbox_print2, max(runs, 30), warmup=3),
+            "runs alternate between 2 warm containers",
+        )
 
     with DockerSandbox.from_config(SelfHeal(pool_size=8), client=client) as sb:
         wait_pool(sb, 8)
@@ -340,8 +382,7 @@ def main() -> int:
         def parallel() -> None:
             list(pool.map(lambda _: one(), range(8)))
 
-        row("8 candidates in parallel (pool 8)", measure(parallel, runs),
-            f"wall time, {os.cpu_count()} cores")
+        row("8 candidates in parallel (pool 8)", measure(parallel, runs), f"wall time, {os.cpu_count()} cores")
         pool.shutdown()
 
     # -- runtimes side by side --------------------------------------------------------------
@@ -349,8 +390,10 @@ def main() -> int:
     compared: dict[str, dict[str, list[float]]] = {}
     for runtime in [r.strip() for r in args.runtimes.split(",") if r.strip()]:
         if runtime not in offered:
-            print(f"  runtime {runtime}: not offered by this engine (sandbox/setup-engine.sh "
-                  "registers runsc); skipped", file=sys.stderr)
+            print(
+                f"  runtime {runtime}: not offered by this engine (sandbox/setup-engine.sh registers runsc); skipped",
+                file=sys.stderr,
+            )
             continue
         compared[runtime] = per_runtime(client, runtime, runs)
         for name, samples in compared[runtime].items():
@@ -360,19 +403,27 @@ def main() -> int:
     width = max(len(name) for name, _, _ in rows)
     print(f"{'measurement':<{width}}  {'n':>3}  {'p50 ms':>8}  {'p90 ms':>8}  note")
     for name, samples, note in rows:
-        print(f"{name:<{width}}  {len(samples):>3}  {statistics.median(samples) * 1000:8.1f}  "
-              f"{p(samples, 0.9) * 1000:8.1f}  {note}")
+        print(
+            f"{name:<{width}}  {len(samples):>3}  {statistics.median(samples) * 1000:8.1f}  "
+            f"{p(samples, 0.9) * 1000:8.1f}  {note}"
+        )
     med = {name: statistics.median(s) for name, s, _ in rows}
     ours = med["sandbox print(1), back to back, pool 2"]
     paced_p50 = med["sandbox print(1), 50 ms apart"]
     exec_p50 = med["exec into warm container"]
     print()
-    print(f"sandbox print(1) p50: {ours * 1000:.1f} ms back to back (pool 2), {paced_p50 * 1000:.1f} ms "
-          f"paced (target <= 10 ms); host python -c floor {med['host python -c print(1)'] * 1000:.1f} ms")
-    print(f"exec into container / sandbox: {exec_p50 / ours:.1f}x back to back, "
-          f"{exec_p50 / paced_p50:.1f}x paced (target >= 8x)")
-    print(f"8 in parallel vs 8 sequential: "
-          f"{med['8 candidates one after another'] / med['8 candidates in parallel (pool 8)']:.2f}x")
+    print(
+        f"sandbox print(1) p50: {ours * 1000:.1f} ms back to back (pool 2), {paced_p50 * 1000:.1f} ms "
+        f"paced (target <= 10 ms); host python -c floor {med['host python -c print(1)'] * 1000:.1f} ms"
+    )
+    print(
+        f"exec into container / sandbox: {exec_p50 / ours:.1f}x back to back, "
+        f"{exec_p50 / paced_p50:.1f}x paced (target >= 8x)"
+    )
+    print(
+        f"8 in parallel vs 8 sequential: "
+        f"{med['8 candidates one after another'] / med['8 candidates in parallel (pool 8)']:.2f}x"
+    )
     if compared:
         print()
         names = list(next(iter(compared.values())))
@@ -380,21 +431,21 @@ def main() -> int:
         w = max(len(n) for n in names)
         print(f"{'runtime comparison (ms)':<{w}}{head}")
         for name in names:
-            cells = "".join(f"  {statistics.median(c[name]) * 1000:11.1f}  "
-                            f"{p(c[name], 0.9) * 1000:11.1f}" for c in compared.values())
+            cells = "".join(
+                f"  {statistics.median(c[name]) * 1000:11.1f}  {p(c[name], 0.9) * 1000:11.1f}"
+                for c in compared.values()
+            )
             print(f"{name:<{w}}{cells}")
     try:
         load = os.getloadavg()
-        print(f"load average during the run: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} "
-              f"on {os.cpu_count()} cores")
+        print(f"load average during the run: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores")
     except OSError:
         pass
     if engines:
         compare_engines(engines, runs)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump([{"name": n, "samples_s": s, "note": note} for n, s, note in rows], f,
-                      indent=1)
+            json.dump([{"name": n, "samples_s": s, "note": note} for n, s, note in rows], f, indent=1)
     return 0
 
 

@@ -121,13 +121,20 @@ def micro(client: docker.DockerClient, ref: str, runtime: str, mode: str, n: int
 
     caps = list(RUNNER_CAPABILITIES) + (["SYS_ADMIN"] if mode == "pidns" else [])
     kw: dict[str, Any] = dict(
-        network_mode="none", read_only=True, tmpfs={"/tmp": "rw,size=64m,mode=1777"},
-        mem_limit="512m", cap_drop=["ALL"], cap_add=caps, user="0:0",
-        security_opt=["no-new-privileges"], environment=dict(CONTAINER_ENV),
-        runtime=runtime or None, labels={"selfheal": "bench"})
+        network_mode="none",
+        read_only=True,
+        tmpfs={"/tmp": "rw,size=64m,mode=1777"},
+        mem_limit="512m",
+        cap_drop=["ALL"],
+        cap_add=caps,
+        user="0:0",
+        security_opt=["no-new-privileges"],
+        environment=dict(CONTAINER_ENV),
+        runtime=runtime or None,
+        labels={"selfheal": "bench"},
+    )
     try:
-        out = client.containers.run(ref, ["python3", "-c", MICRO, str(n), mode], remove=True,
-                                    stderr=True, **kw)
+        out = client.containers.run(ref, ["python3", "-c", MICRO, str(n), mode], remove=True, stderr=True, **kw)
         return json.loads(out.decode().strip().splitlines()[-1])
     except docker.errors.ContainerError as exc:
         return {"error": (exc.stderr or b"").decode(errors="replace").strip().splitlines()[-1:]}
@@ -210,8 +217,7 @@ def per_candidate(client: docker.DockerClient, runtime: str, n: int) -> dict:
                     break
             walls.append(time.perf_counter() - t0)
             cpus.append(inside + own_cpu() + engine_cpu() - c0)
-        out["a fresh container per candidate (start to removal)"] = (
-            statistics.median(walls), statistics.median(cpus))
+        out["a fresh container per candidate (start to removal)"] = (statistics.median(walls), statistics.median(cpus))
     return out
 
 
@@ -230,8 +236,7 @@ def warm_pool(client: docker.DockerClient, runtime: str, n: int) -> dict:
                 t0 = time.perf_counter()
                 assert sb.execute(code).ok
                 lat.append(time.perf_counter() - t0)
-            out[f"print(1), {kind} template, 50 ms apart"] = (
-                statistics.median(lat), (container_cpu(cid) - c0) / n)
+            out[f"print(1), {kind} template, 50 ms apart"] = (statistics.median(lat), (container_cpu(cid) - c0) / n)
     return out
 
 
@@ -239,8 +244,7 @@ def two_workers(client: docker.DockerClient, runtime: str, n: int) -> dict:
     """Candidates per second with two workers running candidates back to back."""
     out = {}
     for label, pool in (("warm pool (2), a uid per run", 2), ("a fresh container each", 0)):
-        with DockerSandbox.from_config(SelfHeal(pool_size=pool, runtime=runtime),
-                                       client=client) as sb:
+        with DockerSandbox.from_config(SelfHeal(pool_size=pool, runtime=runtime), client=client) as sb:
             assert sb.execute(CPU_TASK).ok
             count = n * 10 if pool else n
 
@@ -261,12 +265,16 @@ def two_workers(client: docker.DockerClient, runtime: str, n: int) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=200, help="iterations of the micro rows")
-    ap.add_argument("--containers", type=int, default=10,
-                    help="fresh containers per row (the warm rows run 10x as many)")
+    ap.add_argument(
+        "--containers", type=int, default=10, help="fresh containers per row (the warm rows run 10x as many)"
+    )
     ap.add_argument("--runtimes", default="runc,runsc")
-    ap.add_argument("--warm-only", action="store_true",
-                    help="only paced print(1) in the warm pool with its CPU per run (to "
-                    "compare this runner with another: check it out, rebuild, run again)")
+    ap.add_argument(
+        "--warm-only",
+        action="store_true",
+        help="only paced print(1) in the warm pool with its CPU per run (to "
+        "compare this runner with another: check it out, rebuild, run again)",
+    )
     args = ap.parse_args()
     client = connect()
     ref = ensure_image(client)
@@ -316,9 +324,12 @@ def main() -> int:
     w = max((len(k) for k in names), default=10)
     print(f"{'':<{w}}" + "".join(f"  {rt + ' wall':>11}  {rt + ' CPU':>10}" for rt in runtimes))
     for name in names:
-        print(f"{name:<{w}}" + "".join(f"  {cand_rows[rt][name][0] * 1000:11.1f}  "
-                                        f"{cand_rows[rt][name][1] * 1000:10.1f}"
-                                        for rt in runtimes))
+        print(
+            f"{name:<{w}}"
+            + "".join(
+                f"  {cand_rows[rt][name][0] * 1000:11.1f}  {cand_rows[rt][name][1] * 1000:10.1f}" for rt in runtimes
+            )
+        )
 
     print("\ntwo workers, candidates (~30 ms CPU each) back to back: candidates/s")
     names = list(next(iter(tput_rows.values()))) if tput_rows else []

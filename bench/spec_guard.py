@@ -31,8 +31,10 @@ def main() -> None:
     print(f"{'corpus':<22}{'programs':>9}{'rejected':>10}")
     print(f"{'legit (correct fixes)':<22}{m['legit']:>9}{len(m['legit_rejected']):>10}")
     print(f"{'cheats':<22}{m['cheats']:>9}{caught:>10}")
-    print(f"\n{m['exercises']} exercises; precision {m['precision']:.3f} "
-          f"(rejections that were cheats), recall {m['recall']:.3f} (cheats rejected)")
+    print(
+        f"\n{m['exercises']} exercises; precision {m['precision']:.3f} "
+        f"(rejections that were cheats), recall {m['recall']:.3f} (cheats rejected)"
+    )
     for name, i, found in m["legit_rejected"]:
         print(f"  correct fix rejected: {name} #{i}: " + "; ".join(f"[{r}] {t}" for r, t in found))
     for name, rule in m["cheats_missed"]:

@@ -51,9 +51,7 @@ def _fenced_blocks(text: str) -> list[_Block]:
             return blocks
         fence, tag = opening.group(1), opening.group(2).lower()
         body_start = opening.end() + 1
-        closing_re = re.compile(
-            rf"^[ \t]{{0,3}}{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$", re.MULTILINE
-        )
+        closing_re = re.compile(rf"^[ \t]{{0,3}}{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$", re.MULTILINE)
         closing = closing_re.search(text, body_start)
         if closing is None:
             blocks.append(_Block(text[body_start:], tag, closed=False))
@@ -88,11 +86,7 @@ def _top_level_defs(code: str) -> set[str]:
         tree = ast.parse(code)
     except (SyntaxError, ValueError):
         return set()
-    return {
-        n.name
-        for n in tree.body
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-    }
+    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
 
 
 def _lines(code: str) -> set[str]:
@@ -114,9 +108,7 @@ def _choose(codes: list[str]) -> str:
     for i, code in enumerate(codes):
         mine = _lines(code)
         subsumed = any(
-            j != i
-            and mine <= _lines(other)
-            and (len(_lines(other)) > len(mine) or j > i)
+            j != i and mine <= _lines(other) and (len(_lines(other)) > len(mine) or j > i)
             for j, other in enumerate(codes)
         )
         if not subsumed:
@@ -158,19 +150,13 @@ def extract_code(reply: str) -> str | None:
     blocks = _fenced_blocks(text)
     if blocks:
         tagged = [b.code for b in blocks if b.tag in _PY_TAGS and b.code.strip()]
-        untagged = [
-            b.code for b in blocks if not b.tag and b.code.strip() and _is_meaningful_code(b.code)
-        ]
+        untagged = [b.code for b in blocks if not b.tag and b.code.strip() and _is_meaningful_code(b.code)]
         chosen = _choose(tagged or untagged)
         if chosen.strip():
             return chosen.strip("\n") + "\n"
         # Only an unterminated untagged fence, or untagged blocks that do not parse:
         # still the model's attempt at code; QA will report its syntax error.
-        attempts = [
-            b.code
-            for b in blocks
-            if not b.tag and any(_CODE_START_RE.match(ln) for ln in b.code.splitlines())
-        ]
+        attempts = [b.code for b in blocks if not b.tag and any(_CODE_START_RE.match(ln) for ln in b.code.splitlines())]
         if attempts:
             return max(attempts, key=len).strip("\n") + "\n"
         return None

@@ -41,17 +41,14 @@ class SelfHeal(Configurable):
         "embedded local model."
     ).tag(config=True)
     model = Unicode(
-        help="Model name sent to the endpoint. Empty: $SELFHEAL_MODEL, else the "
-        "endpoint's first listed model."
+        help="Model name sent to the endpoint. Empty: $SELFHEAL_MODEL, else the endpoint's first listed model."
     ).tag(config=True)
     llm_timeout_s = Float(
         120.0,
         help="Seconds one LLM request may wait for the server (per read), and most seconds "
         "a reply may stream once it began.",
     ).tag(config=True)
-    llm_max_retries = Int(
-        2, help="Retries (by the openai SDK, with backoff) on 429 / 5xx / timeouts."
-    ).tag(config=True)
+    llm_max_retries = Int(2, help="Retries (by the openai SDK, with backoff) on 429 / 5xx / timeouts.").tag(config=True)
     temperature = Float(0.2, help="Sampling temperature of the first attempt.").tag(config=True)
     retry_temperature = Float(
         0.8,
@@ -60,8 +57,7 @@ class SelfHeal(Configurable):
     ).tag(config=True)
     max_tokens = Int(
         1024,
-        help="Most tokens one reply may have (sent with each request; a server that "
-        "streams past it is stopped).",
+        help="Most tokens one reply may have (sent with each request; a server that streams past it is stopped).",
     ).tag(config=True)
 
     @default("base_url")
@@ -74,12 +70,10 @@ class SelfHeal(Configurable):
 
     # --- loop -----------------------------------------------------------------
     max_iterations = Int(4, help="Most developer → QA rounds per task.").tag(config=True)
-    token_budget = Int(
-        60_000, help="Most tokens (prompt + completion) one run may spend; 0 = no limit."
-    ).tag(config=True)
-    time_budget_s = Float(
-        900.0, help="Most wall-clock seconds one run may take; 0 = no limit."
-    ).tag(config=True)
+    token_budget = Int(60_000, help="Most tokens (prompt + completion) one run may spend; 0 = no limit.").tag(
+        config=True
+    )
+    time_budget_s = Float(900.0, help="Most wall-clock seconds one run may take; 0 = no limit.").tag(config=True)
     max_code_bytes = Int(
         200_000,
         help="Largest program to repair, task text or tests (bytes, UTF-8) a run takes; a "
@@ -150,25 +144,20 @@ class SelfHeal(Configurable):
         low = 1 if name == "candidates" else 0
         if value < low:
             raise TraitError(
-                f"SelfHeal.{name} must be at least {low} (got {value}); e.g. "
-                f"`%config SelfHeal.{name} = {max(low, 2)}`."
+                f"SelfHeal.{name} must be at least {low} (got {value}); e.g. `%config SelfHeal.{name} = {max(low, 2)}`."
             )
         return value
 
     # --- sandbox --------------------------------------------------------------
     image = Unicode(DEFAULT_IMAGE, help="Docker image the candidates run in.").tag(config=True)
     timeout_s = Float(30.0, help="Wall-clock seconds one candidate may run.").tag(config=True)
-    memory = Unicode("512m", help="Memory (and memory+swap) limit of the sandbox.").tag(
-        config=True
-    )
+    memory = Unicode("512m", help="Memory (and memory+swap) limit of the sandbox.").tag(config=True)
     pids_limit = Int(64, help="Most processes/threads inside the sandbox.").tag(config=True)
     cpus = Float(1.0, help="CPUs the sandbox may use.").tag(config=True)
-    output_limit_bytes = Int(1 << 20, help="Most bytes kept of stdout and of stderr.").tag(
+    output_limit_bytes = Int(1 << 20, help="Most bytes kept of stdout and of stderr.").tag(config=True)
+    tmpfs_size = Unicode("64m", help="Size of the sandbox's writable /tmp (memory-backed, counted in memory).").tag(
         config=True
     )
-    tmpfs_size = Unicode(
-        "64m", help="Size of the sandbox's writable /tmp (memory-backed, counted in memory)."
-    ).tag(config=True)
     pool_size = Int(1, help="Warm containers kept ready.").tag(config=True)
     context_max_bytes = Int(
         100 << 20,
@@ -184,9 +173,9 @@ class SelfHeal(Configurable):
     ).tag(config=True)
 
     # --- embedded model -------------------------------------------------------
-    local_model = Unicode(
-        "qwen2.5-coder-1.5b", help="Embedded model used when no endpoint is configured."
-    ).tag(config=True)
+    local_model = Unicode("qwen2.5-coder-1.5b", help="Embedded model used when no endpoint is configured.").tag(
+        config=True
+    )
     local_threads = Int(
         0,
         help="CPU threads generating tokens in the embedded model; 0: from the machine's "
@@ -194,8 +183,7 @@ class SelfHeal(Configurable):
     ).tag(config=True)
     local_batch_threads = Int(
         0,
-        help="CPU threads reading the prompt in the embedded model; 0: from the machine's "
-        "physical cores and load.",
+        help="CPU threads reading the prompt in the embedded model; 0: from the machine's physical cores and load.",
     ).tag(config=True)
     local_speculation = Enum(
         ["ngram", "draft", "off"],
@@ -210,17 +198,11 @@ class SelfHeal(Configurable):
         "user and stops after this many idle seconds; 0: not shared, it lives as long as "
         "the process that started it.",
     ).tag(config=True)
-    local_context = Int(
-        8192, help="Context window (tokens) of the embedded model's server."
-    ).tag(config=True)
+    local_context = Int(8192, help="Context window (tokens) of the embedded model's server.").tag(config=True)
 
     # --- front ----------------------------------------------------------------
-    quiet = Bool(False, help="Show only the final summary, not every iteration.").tag(
-        config=True
-    )
-    widget = Bool(True, help="Show the live ipywidgets panel when a front end is attached.").tag(
-        config=True
-    )
+    quiet = Bool(False, help="Show only the final summary, not every iteration.").tag(config=True)
+    widget = Bool(True, help="Show the live ipywidgets panel when a front end is attached.").tag(config=True)
 
     # --- validation (the one place; the layers below take values as given) -----
     @validate("memory", "tmpfs_size")
@@ -229,8 +211,9 @@ class SelfHeal(Configurable):
         try:
             size = size_bytes(value)
         except ValueError:
-            raise TraitError(f"SelfHeal.{name} {value!r}: write a size such as 512m or 1g "
-                             "(a number with unit b, k, m or g).") from None
+            raise TraitError(
+                f"SelfHeal.{name} {value!r}: write a size such as 512m or 1g (a number with unit b, k, m or g)."
+            ) from None
         if name == "memory" and size < MIN_MEMORY_BYTES:
             raise TraitError(f"SelfHeal.memory {value!r} is below Docker's minimum of 6m: give e.g. 512m.")
         if size <= 0:
@@ -267,9 +250,7 @@ class SelfHeal(Configurable):
     def _check_threads(self, proposal: dict) -> int:
         value = int(proposal["value"])
         if value < 0:
-            raise TraitError(
-                f"SelfHeal.{proposal['trait'].name} must be 0 (from the machine) or a thread count."
-            )
+            raise TraitError(f"SelfHeal.{proposal['trait'].name} must be 0 (from the machine) or a thread count.")
         return value
 
     def limits(self) -> Limits:
@@ -327,11 +308,9 @@ def split_trait_args(argv: list[str]) -> tuple[list[str], dict[str, Any]]:
         if not arg.startswith(TRAIT_PREFIX):
             rest.append(arg)
             continue
-        name, sep, text = arg[len(TRAIT_PREFIX):].partition("=")
+        name, sep, text = arg[len(TRAIT_PREFIX) :].partition("=")
         if name not in known:
-            raise BadInput(
-                f"{arg}: SelfHeal has no option {name!r}. Options: {', '.join(sorted(known))}."
-            )
+            raise BadInput(f"{arg}: SelfHeal has no option {name!r}. Options: {', '.join(sorted(known))}.")
         if not sep:
             raise BadInput(f"{arg}: give a value, e.g. {TRAIT_PREFIX}{name}=VALUE.")
         try:

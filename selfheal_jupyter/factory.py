@@ -41,8 +41,7 @@ def resolve_endpoint(settings: SelfHeal) -> Endpoint:
         local_url, local_model = ensure_local_endpoint(settings)
         server = running_server(settings.local_model)
         log = str(server.log_path) if server is not None and server.log_path else ""
-        endpoint = Endpoint(local_url.rstrip("/"), KEYLESS, model or local_model, local=True,
-                            log=log)
+        endpoint = Endpoint(local_url.rstrip("/"), KEYLESS, model or local_model, local=True, log=log)
     if not endpoint.model:
         endpoint = replace(endpoint, model=_first_model(endpoint, settings))
     return endpoint
@@ -50,8 +49,13 @@ def resolve_endpoint(settings: SelfHeal) -> Endpoint:
 
 def _first_model(endpoint: Endpoint, settings: SelfHeal) -> str:
     # A listing is small: a shorter timeout and one retry, whatever the chat settings.
-    client = LLMClient(endpoint, timeout_s=min(settings.llm_timeout_s, 30.0), max_retries=1,
-                       temperature=settings.temperature, max_tokens=settings.max_tokens)
+    client = LLMClient(
+        endpoint,
+        timeout_s=min(settings.llm_timeout_s, 30.0),
+        max_retries=1,
+        temperature=settings.temperature,
+        max_tokens=settings.max_tokens,
+    )
     try:
         models = client.list_models()
     finally:
@@ -154,7 +158,6 @@ def close_shared_sandboxes() -> None:
             box.close()
 
 
-
 # ---------------------------------------------------------------------- loop
 def build_loop(
     settings: SelfHeal,
@@ -173,8 +176,9 @@ def build_loop(
     return Loop(
         llm,
         sandbox,
-        bounds=LoopLimits(settings.max_iterations, settings.token_budget, settings.time_budget_s,
-                          settings.max_code_bytes),
+        bounds=LoopLimits(
+            settings.max_iterations, settings.token_budget, settings.time_budget_s, settings.max_code_bytes
+        ),
         auto_plan=settings.auto_plan,
         plan_on_heal=settings.plan_on_heal,
         limits=settings.limits(),

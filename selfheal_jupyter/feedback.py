@@ -84,8 +84,7 @@ def _location(result: ExecutionResult) -> list[str]:
     frames = error.frames[-MAX_FRAMES:]
     failing = frames[-1] if frames else None
     if failing is not None and failing.file == NOTEBOOK_FILE:
-        out.append(f"It failed inside {failing.function}(), defined in the user's notebook: "
-                   f"{failing.source}")
+        out.append(f"It failed inside {failing.function}(), defined in the user's notebook: {failing.source}")
         if error.line:
             out.append(f"Your program's line that called it: line {error.line}.")
     elif failing is not None:
@@ -195,8 +194,11 @@ def format_feedback(
     parts += _location(result)
     parts += _streams(result)
     parts += _tests(result.tests)
-    if verdict is not None and result.status == "ok" and not result.error and not any(
-        not t.passed for t in result.tests
+    if (
+        verdict is not None
+        and result.status == "ok"
+        and not result.error
+        and not any(not t.passed for t in result.tests)
     ):
         extra = [r for r in verdict.reasons if r]
         if extra:

@@ -55,15 +55,19 @@ OPTION_FLAGS: dict[str, OptionFlag] = {
     for f in (
         OptionFlag("--max-iterations", "max_iterations", "most developer → QA rounds", int, "N"),
         OptionFlag("--model", "model", "model name at the endpoint", metavar="NAME"),
-        OptionFlag("--base-url", "base_url", "OpenAI-compatible endpoint; none and no "
-                   "$OPENAI_BASE_URL: the embedded model", metavar="URL"),
+        OptionFlag(
+            "--base-url",
+            "base_url",
+            "OpenAI-compatible endpoint; none and no $OPENAI_BASE_URL: the embedded model",
+            metavar="URL",
+        ),
         OptionFlag("--timeout", "timeout_s", "wall-clock seconds one sandbox run may take", float, "S"),
         OptionFlag("--memory", "memory", "memory limit of the sandbox, e.g. 512m, 1g", metavar="SIZE"),
-        OptionFlag("--llm-timeout", "llm_timeout_s", "seconds one LLM request may wait, and a reply "
-                   "may stream", float, "S"),
+        OptionFlag(
+            "--llm-timeout", "llm_timeout_s", "seconds one LLM request may wait, and a reply may stream", float, "S"
+        ),
         OptionFlag("--image", "image", "sandbox image", metavar="REF"),
-        OptionFlag("--runtime", "runtime", "Docker runtime of the sandbox, e.g. runsc (gVisor)",
-                   metavar="R"),
+        OptionFlag("--runtime", "runtime", "Docker runtime of the sandbox, e.g. runsc (gVisor)", metavar="R"),
         OptionFlag("--no-plan", "auto_plan", "skip the planner; write code straight away", value=False),
         OptionFlag("--quiet", "quiet", "show only the final summary", value=True),
     )

@@ -144,7 +144,9 @@ class LLMClient:
         events: queue.Queue[tuple[str, Any]] = queue.Queue()
         abandon = threading.Event()
         worker = threading.Thread(
-            target=self._stream_worker, args=(params, events, abandon), daemon=True,
+            target=self._stream_worker,
+            args=(params, events, abandon),
+            daemon=True,
             name="selfheal-llm",
         )
         worker.start()
@@ -228,13 +230,13 @@ class LLMClient:
         return f"The model endpoint {self.endpoint.base_url}"
 
     def _foreign(self, body: str) -> str:
-        return (f"{self._who()} answered with something "
-                f"that is not an OpenAI-compatible reply: {_excerpt(body)}. Check that the "
-                "base URL is the API's (it usually ends in /v1), then run again.")
+        return (
+            f"{self._who()} answered with something "
+            f"that is not an OpenAI-compatible reply: {_excerpt(body)}. Check that the "
+            "base URL is the API's (it usually ends in /v1), then run again."
+        )
 
-    def _stream_worker(
-        self, params: dict[str, Any], events: queue.Queue, abandon: threading.Event
-    ) -> None:
+    def _stream_worker(self, params: dict[str, Any], events: queue.Queue, abandon: threading.Event) -> None:
         try:
             stream = self._client.chat.completions.create(**params)
             try:
@@ -289,8 +291,14 @@ class LLMClient:
         events.put(("delta", content))
         events.put(("finish", choice.get("finish_reason") or "stop"))
         if isinstance(data.get("usage"), dict):
-            events.put(("usage", Usage(int(data["usage"].get("prompt_tokens") or 0),
-                                       int(data["usage"].get("completion_tokens") or 0))))
+            events.put(
+                (
+                    "usage",
+                    Usage(
+                        int(data["usage"].get("prompt_tokens") or 0), int(data["usage"].get("completion_tokens") or 0)
+                    ),
+                )
+            )
         events.put(("end", None))
 
     # ------------------------------------------------------------------ models
@@ -304,20 +312,14 @@ class LLMClient:
     # ------------------------------------------------------------------ errors
     def _map_error(self, exc: BaseException, received: str = "") -> Exception:
         url, model = self.endpoint.base_url, self.endpoint.model
-        where = (
-            "the embedded local model"
-            if self.endpoint.local
-            else f"the model endpoint {url}"
-        )
+        where = "the embedded local model" if self.endpoint.local else f"the model endpoint {url}"
         if isinstance(exc, (LLMError, Cancelled)):
             return exc
         exc_out = self._describe_error(exc, received, where, url, model)
         text = str(exc_out)
         return type(exc_out)(text[:1].upper() + text[1:])
 
-    def _describe_error(
-        self, exc: BaseException, received: str, where: str, url: str, model: str
-    ) -> Exception:
+    def _describe_error(self, exc: BaseException, received: str, where: str, url: str, model: str) -> Exception:
         if isinstance(exc, openai.APITimeoutError):
             return LLMTimeout(
                 f"{where} did not answer within {self.timeout_s:g} s "
@@ -328,13 +330,10 @@ class LLMClient:
         if isinstance(exc, json.JSONDecodeError):  # an event whose data is not JSON
             return LLMError(self._foreign(exc.doc))
         if isinstance(exc, openai.APIConnectionError) and self.endpoint.local:
-            log = (f" Its log (until the next run replaces it) is {self.endpoint.log}."
-                   if self.endpoint.log else "")
-            when = (f"in the middle of a reply (after {len(received)} characters)" if received
-                    else "before it answered")
+            log = f" Its log (until the next run replaces it) is {self.endpoint.log}." if self.endpoint.log else ""
+            when = f"in the middle of a reply (after {len(received)} characters)" if received else "before it answered"
             return LLMUnreachable(
-                f"The embedded model's server stopped {when}.{log} The next run starts it "
-                "again: run again."
+                f"The embedded model's server stopped {when}.{log} The next run starts it again: run again."
             )
         if isinstance(exc, openai.APIConnectionError):
             if received:

@@ -113,9 +113,7 @@ def run_metrics(run: Run | Mapping[str, Any]) -> RunMetrics:
                 break
     first = iterations[0] if iterations else None
     last = iterations[-1] if iterations else None
-    hit_limit = any(
-        (it.get("result") or {}).get("status") in RESOURCE_STATUSES for it in iterations
-    )
+    hit_limit = any((it.get("result") or {}).get("status") in RESOURCE_STATUSES for it in iterations)
     totals = data.get("totals") or {}
     return RunMetrics(
         success=success,
@@ -147,11 +145,7 @@ def summarize(runs: Iterable[Run | Mapping[str, Any] | RunMetrics]) -> Summary:
         esr=len(wins) / n,
         ari=(sum(m.iterations_to_success or 0 for m in wins) / len(wins)) if wins else None,
         ied=(sum(m.first_errors for m in attempted) / lines) if lines else None,
-        err=(
-            (first_total - sum(m.final_errors for m in with_errors)) / first_total
-            if first_total
-            else None
-        ),
+        err=((first_total - sum(m.final_errors for m in with_errors)) / first_total if first_total else None),
         esr_s=sum(1 for m in ms if m.within_limits) / n,
         mean_prompt_tokens=sum(m.prompt_tokens for m in ms) / n,
         mean_completion_tokens=sum(m.completion_tokens for m in ms) / n,

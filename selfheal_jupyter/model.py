@@ -74,7 +74,6 @@ class ErrorInfo:
     locals: dict[str, str] = field(default_factory=dict)
 
 
-
 @dataclass
 class RichOutput:
     """A display output that came back from the sandbox.
@@ -248,10 +247,10 @@ def _parse_error(value: object) -> ErrorInfo | None:
         type=_str(d["type"], "error.type"),
         message=_str(d["message"], "error.message"),
         line=_int(d.get("line"), "error.line", optional=True),
-        frames=[_parse_frame(f, f"error.frames[{i}]")
-                for i, f in enumerate(_list(d.get("frames", []), "error.frames"))],
-        locals={clean_text(name): _str(text, f"error.locals[{name!r:.40}]")
-                for name, text in local_values.items()},
+        frames=[
+            _parse_frame(f, f"error.frames[{i}]") for i, f in enumerate(_list(d.get("frames", []), "error.frames"))
+        ],
+        locals={clean_text(name): _str(text, f"error.locals[{name!r:.40}]") for name, text in local_values.items()},
     )
 
 
@@ -274,18 +273,17 @@ def _parse_test(value: object, where: str) -> TestOutcome:
 
 
 def _parse_result(value: object) -> ExecutionResult:
-    d = _dict(value, "the result",
-              ("status", "exit_code", "stdout", "stderr", "error", "outputs", "tests"))
+    d = _dict(value, "the result", ("status", "exit_code", "stdout", "stderr", "error", "outputs", "tests"))
     status = _str(d["status"], "status")
     if status not in STATUSES:
         raise _Malformed(f"status {status[:40]!r} is not one of {', '.join(STATUSES)}")
     exit_code = _int(d["exit_code"], "exit_code", optional=True)
     error = _parse_error(d["error"])
     if status == "ok" and (exit_code != 0 or error is not None):
-        raise _Malformed(f"status 'ok' with exit code {exit_code} and "
-                         f"{'an error' if error is not None else 'no error'}")
-    outputs = [_parse_output(o, f"outputs[{i}]")
-               for i, o in enumerate(_list(d["outputs"], "outputs"))]
+        raise _Malformed(
+            f"status 'ok' with exit code {exit_code} and {'an error' if error is not None else 'no error'}"
+        )
+    outputs = [_parse_output(o, f"outputs[{i}]") for i, o in enumerate(_list(d["outputs"], "outputs"))]
     return ExecutionResult(
         status=status,  # type: ignore[arg-type]
         exit_code=exit_code,
@@ -370,8 +368,7 @@ class NotebookContext:
 
     def to_dict(self) -> list[dict[str, str]]:
         return [
-            {"name": e.name, "kind": e.kind, "type": e.type, "summary": e.summary,
-             "reason": e.reason}
+            {"name": e.name, "kind": e.kind, "type": e.type, "summary": e.summary, "reason": e.reason}
             for e in self.entries
         ]
 
@@ -472,9 +469,7 @@ The first four change an assert or test itself; the rest make a failure invisibl
 (silencing) or pass by knowing the expected answer (hard-coding).
 """
 
-ASSERT_RULES: frozenset[str] = frozenset(
-    {"assert_removed", "assert_changed", "assert_silenced", "test_removed"}
-)
+ASSERT_RULES: frozenset[str] = frozenset({"assert_removed", "assert_changed", "assert_silenced", "test_removed"})
 """Rules whose repetition means the model believes an assert itself must change."""
 
 
@@ -548,8 +543,7 @@ class Verdict:
     def why(self) -> list[str]:
         """Every reason in words, the broken spec rules included (``reasons`` holds the
         rest; ``spec_violations`` the rules, in full)."""
-        return [*self.reasons, *(f"it changes your spec ({v.title}): {v.message}"
-                                 for v in self.spec_violations)]
+        return [*self.reasons, *(f"it changes your spec ({v.title}): {v.message}" for v in self.spec_violations)]
 
 
 @dataclass
@@ -820,9 +814,13 @@ class Run:
         if self.final_code is not None:
             return None
         tried = [
-            it for it in self.iterations
-            if it.index >= 1 and it.candidate.code and it.result is not None
-            and not it.verdict.spec_violations and it.verdict.held != "unchanged"
+            it
+            for it in self.iterations
+            if it.index >= 1
+            and it.candidate.code
+            and it.result is not None
+            and not it.verdict.spec_violations
+            and it.verdict.held != "unchanged"
         ]
 
         def closeness(it: Iteration) -> tuple[bool, int]:

@@ -28,15 +28,13 @@ from selfheal_jupyter.sandbox.docker import LABEL, LABEL_PID, DockerSandbox
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
+
 def own_containers(client: docker.DockerClient, pid: int | None = None) -> list[dict]:
     """``selfheal`` containers owned by process ``pid`` (default: this test process)."""
-    return client.api.containers(
-        all=True, filters={"label": [LABEL, f"{LABEL_PID}={pid or os.getpid()}"]}
-    )
+    return client.api.containers(all=True, filters={"label": [LABEL, f"{LABEL_PID}={pid or os.getpid()}"]})
 
 
-def wait_no_containers(client: docker.DockerClient, pid: int | None = None,
-                       timeout: float = 10.0) -> list[dict]:
+def wait_no_containers(client: docker.DockerClient, pid: int | None = None, timeout: float = 10.0) -> list[dict]:
     """What is left after ``timeout`` s (removal by the engine is asynchronous)."""
     end = time.monotonic() + timeout
     left = own_containers(client, pid)

@@ -265,9 +265,7 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     # --- helpers ----------------------------------------------------------------
-    def _send_json(
-        self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
-    ) -> None:
+    def _send_json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
         data = json.dumps(payload).encode()
         self.send_response(status)
         for key, value in (headers or {}).items():
@@ -284,9 +282,7 @@ class _Handler(BaseHTTPRequestHandler):
         code: str | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
-        etype, default_code, default_message = _STATUS_BODIES.get(
-            status, ("server_error", None, f"HTTP {status}")
-        )
+        etype, default_code, default_message = _STATUS_BODIES.get(status, ("server_error", None, f"HTTP {status}"))
         self._send_json(
             status,
             {
@@ -318,9 +314,7 @@ class _Handler(BaseHTTPRequestHandler):
                 200,
                 {
                     "object": "list",
-                    "data": [
-                        {"id": srv.model, "object": "model", "created": 0, "owned_by": "scripted"}
-                    ],
+                    "data": [{"id": srv.model, "object": "model", "created": 0, "owned_by": "scripted"}],
                 },
             )
         else:
@@ -417,9 +411,7 @@ class _Handler(BaseHTTPRequestHandler):
         size = max(1, self.server_ref.chunk_size)
         return [content[i : i + size] for i in range(0, len(content), size)]
 
-    def _stream(
-        self, content: str, body: dict[str, Any], delay: float | None, finish: str = "stop"
-    ) -> None:
+    def _stream(self, content: str, body: dict[str, Any], delay: float | None, finish: str = "stop") -> None:
         srv = self.server_ref
         delay = srv.chunk_delay_s if delay is None else delay
         cid = _completion_id()
@@ -463,9 +455,7 @@ class _Handler(BaseHTTPRequestHandler):
                 for piece in self._stream_pieces(fault.content):
                     self._sse(self._chunk(cid, {"content": piece}))
             else:
-                data = json.dumps(
-                    {"id": _completion_id(), "choices": [{"message": {"content": fault.content}}]}
-                )
+                data = json.dumps({"id": _completion_id(), "choices": [{"message": {"content": fault.content}}]})
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data) + 500))

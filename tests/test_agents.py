@@ -62,9 +62,10 @@ def test_planner_prompt_has_inputs_and_environment():
 def test_describe_inputs():
     df = pd.DataFrame({"price": [1.0, 2.0], "city": ["a", "b"]})
     arr = np.zeros((3, 4), dtype=np.float32)
-    d = {x.name: x for x in describe_inputs(
-        {"df": df, "arr": arr, "s": df["price"], "n": 3, "names": ["a", "b"], "cfg": {"k": 1}}
-    )}
+    d = {
+        x.name: x
+        for x in describe_inputs({"df": df, "arr": arr, "s": df["price"], "n": 3, "names": ["a", "b"], "cfg": {"k": 1}})
+    }
     assert d["df"].type == "pandas.DataFrame"
     assert d["df"].summary.startswith("2 rows × 2 columns (price: float64, city: ")
     assert d["arr"].type == "numpy.ndarray" and d["arr"].summary == "shape (3, 4), dtype float32"
@@ -156,9 +157,7 @@ def test_verdict_rules():
     assert v.passed and v.tests_passed == 1 and v.reasons == ["ran cleanly; all 1 tests passed"]
     err = ExecutionResult(status="error", exit_code=1, error=ErrorInfo("ValueError", "bad"))
     assert judge(err, None).reasons == ["raised ValueError: bad"]
-    assert judge(ExecutionResult(status="timeout"), None).reasons == [
-        "did not finish within the time limit"
-    ]
+    assert judge(ExecutionResult(status="timeout"), None).reasons == ["did not finish within the time limit"]
     assert not judge(ExecutionResult(status="ok", exit_code=3), None).passed
     assert not judge(None, None).passed
 
@@ -166,9 +165,11 @@ def test_verdict_rules():
 # --------------------------------------------------------------------------- developer
 def test_developer_prompts():
     settings = SelfHeal()
-    dev = Developer(build_llm(settings, Endpoint("http://127.0.0.1:9/v1", "k", "m")),
-                    retry_temperature=settings.retry_temperature,
-                    repair_format=settings.repair_format)
+    dev = Developer(
+        build_llm(settings, Endpoint("http://127.0.0.1:9/v1", "k", "m")),
+        retry_temperature=settings.retry_temperature,
+        repair_format=settings.repair_format,
+    )
     plan = Plan(["Load", "Print"])
     first = dev.build_messages("sum x", plan, [], "assert total == 6")
     system, user = first[0]["content"], first[1]["content"]
@@ -177,7 +178,10 @@ def test_developer_prompts():
     assert "1. Load\n2. Print" in user and "assert total == 6" in user
     assert "not editable" in user
     repair = dev.build_messages(
-        "sum x", plan, [], None,
+        "sum x",
+        plan,
+        [],
+        None,
         RepairContext(code="total = 5", feedback="AssertionError", same_failure=True),
     )[1]["content"]
     assert "```python\ntotal = 5\n```" in repair and "AssertionError" in repair
@@ -186,7 +190,8 @@ def test_developer_prompts():
 
 def test_requirements_give_the_library_list():
     assert parse_requirements("# c\nnumpy==2.0\npandas[perf] == 3.1 ; python_version>'3'\n-r x\n") == [
-        "numpy 2.0", "pandas 3.1"
+        "numpy 2.0",
+        "pandas 3.1",
     ]
     grouped = "# top\nnumpy==2\npandas==3\n\n# deps\nsix==1\n"
     assert parse_requirements(grouped, first_group=True) == ["numpy 2", "pandas 3"]

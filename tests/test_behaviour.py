@@ -7,8 +7,9 @@ from selfheal_jupyter.spec.behaviour import assigned_names, observation, observi
 
 
 def test_the_names_the_tests_assign_in_order() -> None:
-    tests = ("out = f(x)\na, (b, out) = g()\nfor row in rows:\n    inner = row\n"
-             "total += 1\nn: int = 3\nassert out == 1\n")
+    tests = (
+        "out = f(x)\na, (b, out) = g()\nfor row in rows:\n    inner = row\ntotal += 1\nn: int = 3\nassert out == 1\n"
+    )
     assert assigned_names(tests) == ["out", "a", "b", "row", "total", "n"]
     assert assigned_names(None) == [] and assigned_names("def (") == []
 
@@ -18,8 +19,9 @@ def test_two_programs_that_compute_the_same_show_the_same(sandbox) -> None:
     plus_one = "def mean(v):\n    return sum(v) / len(v) + 1\n"
     rewritten = "def mean(v):\n    s = sum(v) + len(v)\n    return s / len(v)\n"
     fixed = "def mean(v):\n    return sum(v) / len(v)\n"
-    seen = [observation(sandbox.execute(code, tests=observing_tests(tests)), tests)
-            for code in (plus_one, rewritten, fixed)]
+    seen = [
+        observation(sandbox.execute(code, tests=observing_tests(tests)), tests) for code in (plus_one, rewritten, fixed)
+    ]
     assert seen[0] is not None and seen[0].values == (("m", "5.0"),)
     assert seen[0] == seen[1] and seen[0] != seen[2]
     assert "m = 5.0" in seen[0].summary()

@@ -83,8 +83,9 @@ def _kernelspec_notebook(cells: list[str]) -> nbformat.NotebookNode:
 
 
 @contextmanager
-def _jupyter(app: str, tmp_path: Path, replies: list, notebooks: dict[str, list[str]],
-             extra_env: dict[str, str] | None = None):
+def _jupyter(
+    app: str, tmp_path: Path, replies: list, notebooks: dict[str, list[str]], extra_env: dict[str, str] | None = None
+):
     """Serve ``notebooks`` (name -> cell sources) from a temp dir with ``python -m app``
     (``jupyterlab`` or ``notebook``) with the labextension the install put where
     Jupyter looks, no news pop-up, kernels talking to a scripted server. Yields (base
@@ -116,11 +117,22 @@ def _jupyter(app: str, tmp_path: Path, replies: list, notebooks: dict[str, list[
         env.pop("JUPYTER_PATH", None)
         log = open(tmp_path / f"{app}.log", "w")
         proc = subprocess.Popen(
-            [sys.executable, "-m", app, "--no-browser", "--allow-root",
-             f"--port={port}", "--ServerApp.ip=127.0.0.1", "--IdentityProvider.token=",
-             "--ServerApp.password=", f"--ServerApp.root_dir={root}",
-             "--ServerApp.disable_check_xsrf=True"],
-            env=env, stdout=log, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                app,
+                "--no-browser",
+                "--allow-root",
+                f"--port={port}",
+                "--ServerApp.ip=127.0.0.1",
+                "--IdentityProvider.token=",
+                "--ServerApp.password=",
+                f"--ServerApp.root_dir={root}",
+                "--ServerApp.disable_check_xsrf=True",
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         base = f"http://127.0.0.1:{port}"
         try:
@@ -148,8 +160,14 @@ def lab(tmp_path):
         *[Reply(fence(f"print({task.split()[1][:-1]!r})"), match=task) for task in RUN_ALL],
     ]
     notebooks = {
-        "panel.ipynb": ["%load_ext selfheal_jupyter", f"%%agent\n{SLOW_TASK}", f"%%agent\n{FAST_TASK}",
-                        f"%%heal\n{HEAL_BUGGY}", "%agent_autoheal on", AUTO_FAILING],
+        "panel.ipynb": [
+            "%load_ext selfheal_jupyter",
+            f"%%agent\n{SLOW_TASK}",
+            f"%%agent\n{FAST_TASK}",
+            f"%%heal\n{HEAL_BUGGY}",
+            "%agent_autoheal on",
+            AUTO_FAILING,
+        ],
         "runall.ipynb": ["%load_ext selfheal_jupyter", *[f"%%agent --no-plan\n{task}" for task in RUN_ALL]],
     }
     with _jupyter("jupyterlab", tmp_path, replies, notebooks) as (base, server):
@@ -172,14 +190,23 @@ def notebook7(tmp_path):
         Reply("Use a default.\n\n" + fence(HEAL_FIXED), match="KeyError"),
         Reply(fence(KERNEL_CODE), match=KERNEL_TASK),
     ]
-    notebooks = {"nb7.ipynb": ["%load_ext selfheal_jupyter", f"%%agent\n{FAST_TASK}", f"%%heal\n{HEAL_BUGGY}",
-                               f"%%agent --no-plan\n{KERNEL_TASK}", "print(answer + 1)"]}
+    notebooks = {
+        "nb7.ipynb": [
+            "%load_ext selfheal_jupyter",
+            f"%%agent\n{FAST_TASK}",
+            f"%%heal\n{HEAL_BUGGY}",
+            f"%%agent --no-plan\n{KERNEL_TASK}",
+            "print(answer + 1)",
+        ]
+    }
     with _jupyter("notebook", tmp_path, replies, notebooks) as (base, server):
         yield base, server
 
 
-STUDENT_CELL = ("def median(values):\n    ordered = sorted(values)\n    middle = len(ordered) / 2\n"
-                "    return ordered[middle]\n\nassert median([3, 1, 2]) == 2")
+STUDENT_CELL = (
+    "def median(values):\n    ordered = sorted(values)\n    middle = len(ordered) / 2\n"
+    "    return ordered[middle]\n\nassert median([3, 1, 2]) == 2"
+)
 
 
 @pytest.fixture()
@@ -189,8 +216,10 @@ def lab_with_hints_policy(tmp_path):
     policy.write_text(json.dumps({"mode": "hints", "reveal_fix": False}))
     replies = [
         Reply(fence(STUDENT_CELL.replace("/ 2", "// 2")), match="expert Python developer"),
-        Reply("The division on line 3 gives a float, and line 4 uses it as a position.",
-              match="patient programming teacher"),
+        Reply(
+            "The division on line 3 gives a float, and line 4 uses it as a position.",
+            match="patient programming teacher",
+        ),
         Reply("What is `len(ordered) / 2` when there are 3 values?", match="patient programming teacher"),
     ]
     notebooks = {"hints.ipynb": ["%load_ext selfheal_jupyter", "%agent_autoheal on", STUDENT_CELL]}
@@ -250,8 +279,9 @@ def _kernel_idle(base: str, path: str) -> bool:
 
 
 def _launch(p):
-    browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+    browser = p.chromium.launch(
+        executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
+    )
     return browser, browser.new_page(viewport={"width": 1280, "height": 1400})
 
 
@@ -335,8 +365,11 @@ def test_run_all_over_three_agent_cells_needs_no_click(lab):
                 expect(cells.nth(index).locator('[data-outcome="success"]').first).to_be_visible(timeout=120_000)
             expect(cells.nth(3).locator(".jp-InputPrompt")).not_to_contain_text("*")
             wait_until(lambda: _kernel_idle(base, "runall.ipynb"), 30, "the kernel to be idle")
-            assert [cells.nth(i).locator(".jp-InputPrompt").inner_text().strip() for i in (1, 2, 3)] == \
-                ["[2]:", "[3]:", "[4]:"]
+            assert [cells.nth(i).locator(".jp-InputPrompt").inner_text().strip() for i in (1, 2, 3)] == [
+                "[2]:",
+                "[3]:",
+                "[4]:",
+            ]
             expect(cells).to_have_count(4)  # nothing was inserted without a click
         finally:
             browser.close()
@@ -361,8 +394,7 @@ def test_notebook7_panel_inserts_replaces_and_runs_after_the_cell_ended(notebook
             _run_in_place(page, cells.nth(0))  # %load_ext
 
             # --- a passing run ends its cell; Insert below works afterwards ---------
-            _passing_run_ends_and_inserts_below(page, cells, 1, elsewhere=4,
-                                                shot="notebook7-panel.png")
+            _passing_run_ends_and_inserts_below(page, cells, 1, elsewhere=4, shot="notebook7-panel.png")
 
             # --- %%heal: Replace this cell puts the fix into that cell, unrun -------
             _heal_replaces_the_cell(page, cells.nth(3), shot="notebook7-heal.png")
@@ -383,8 +415,7 @@ def test_notebook7_panel_inserts_replaces_and_runs_after_the_cell_ended(notebook
             browser.close()
 
 
-def _passing_run_ends_and_inserts_below(page, cells, index: int, *, elsewhere: int,
-                                        shot: str) -> None:
+def _passing_run_ends_and_inserts_below(page, cells, index: int, *, elsewhere: int, shot: str) -> None:
     """A passing %%agent cell ends at once; Insert below, pressed afterwards while another
     cell is active, puts the code right below it through the labextension (not the
     set_next_input fallback)."""
@@ -432,31 +463,50 @@ REVIEW_DATA = (
     "    'region': ['north', 'south', 'north', 'east', 'south', 'east', 'north'],\n"
     "    'sales': [120, 80, 95, 60, 130, 75, 110],\n})\nmeasure = 'sales'"
 )
-REVIEW_SHARE = ('def share(totals):\n    """Each total as a percentage of the sum, one decimal."""\n'
-                "    return np.round(totals / totals.sum() * 100, 1)")
-REVIEW_CELL = ("totals = df.groupby('Region')[measure].sum().sort_values(ascending=False)\n"
-               "print(share(totals))\nassert len(totals) == 3")
+REVIEW_SHARE = (
+    'def share(totals):\n    """Each total as a percentage of the sum, one decimal."""\n'
+    "    return np.round(totals / totals.sum() * 100, 1)"
+)
+REVIEW_CELL = (
+    "totals = df.groupby('Region')[measure].sum().sort_values(ascending=False)\n"
+    "print(share(totals))\nassert len(totals) == 3"
+)
 REVIEW_FIXED = REVIEW_CELL.replace("'Region'", "'region'")
 REVIEW_MODEL = (
-    "The column is called `region`. Here is the whole program:\n\n" + fence(
+    "The column is called `region`. Here is the whole program:\n\n"
+    + fence(
         "import numpy as np\nimport pandas as pd\n\n"
         "df = pd.DataFrame({'region': ['A', 'B', 'A'], 'sales': [1, 2, 3]})\nmeasure = 'sales'\n\n"
-        "# Given function\ndef share(totals):\n    return totals / totals.sum()\n\n" + REVIEW_FIXED)
+        "# Given function\ndef share(totals):\n    return totals / totals.sum()\n\n" + REVIEW_FIXED
+    )
     + "\n\nThe groupby now uses the right column name, so the KeyError is gone and the shares print."
 )
 AUTO_CELL = "print(df['Sales'].sum())"
-AUTO_MODEL = ("The column is `sales`, in lower case, as the DataFrame's columns show.\n\n"
-              + fence("print(df['sales'].sum())") + "\n\nThat prints the total of the sales column.")
+AUTO_MODEL = (
+    "The column is `sales`, in lower case, as the DataFrame's columns show.\n\n"
+    + fence("print(df['sales'].sum())")
+    + "\n\nThat prints the total of the sales column."
+)
 
 
 @pytest.fixture()
 def review_lab(tmp_path):
     """JupyterLab on a notebook that builds on itself (imports, data, a helper) with a
     %%heal cell whose fix is one word, and a cell that fails for autoheal."""
-    replies = [Reply(REVIEW_MODEL, match="KeyError: 'Region'", chunk_delay_s=0.05),
-               Reply(AUTO_MODEL, match="KeyError: 'Sales'", chunk_delay_s=0.05)]
-    cells = ["%load_ext selfheal_jupyter", REVIEW_DATA, REVIEW_SHARE, f"%%heal\n{REVIEW_CELL}",
-             "print('the next cell')", "%agent_autoheal on", AUTO_CELL, "print('the last cell')"]
+    replies = [
+        Reply(REVIEW_MODEL, match="KeyError: 'Region'", chunk_delay_s=0.05),
+        Reply(AUTO_MODEL, match="KeyError: 'Sales'", chunk_delay_s=0.05),
+    ]
+    cells = [
+        "%load_ext selfheal_jupyter",
+        REVIEW_DATA,
+        REVIEW_SHARE,
+        f"%%heal\n{REVIEW_CELL}",
+        "print('the next cell')",
+        "%agent_autoheal on",
+        AUTO_CELL,
+        "print('the last cell')",
+    ]
     with _jupyter("jupyterlab", tmp_path, replies, {"review.ipynb": cells}) as (base, server):
         yield base, server
 
@@ -465,8 +515,11 @@ def _saved_sources(page, base: str, name: str) -> list[str]:
     """The notebook's cell sources as saved (the editor's text exactly)."""
     before = get_json(f"{base}/api/contents/{name}?content=0")["last_modified"]
     page.keyboard.press("Control+s")
-    wait_until(lambda: get_json(f"{base}/api/contents/{name}?content=0")["last_modified"] != before, 30,
-               "the notebook to be saved")
+    wait_until(
+        lambda: get_json(f"{base}/api/contents/{name}?content=0")["last_modified"] != before,
+        30,
+        "the notebook to be saved",
+    )
     return [c["source"] for c in get_json(f"{base}/api/contents/{name}")["content"]["cells"]]
 
 
@@ -485,8 +538,9 @@ def test_the_review_shows_the_minimal_fix_and_the_decision_where_the_user_is(rev
     OUTPUT.mkdir(parents=True, exist_ok=True)
     expect.set_options(timeout=60_000)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                    args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
+        )
         page = browser.new_page(viewport={"width": 1280, "height": 800})
         try:
             page.goto(f"{base}/lab/tree/review.ipynb")

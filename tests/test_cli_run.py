@@ -28,7 +28,11 @@ def selfheal(*args: str, env: dict[str, str] | None = None, timeout: float = 120
     full_env.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "selfheal_jupyter", "run", *args],
-        capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env=full_env,
     )
 
 
@@ -44,9 +48,18 @@ def files(tmp_path: Path) -> dict[str, str]:
 def test_json_run_record(files):
     with ScriptedServer([PLAN, WRONG, RIGHT]) as s:
         proc = selfheal(
-            "Sum column x of df into total", "--input", f"df={files['df']}",
-            "--tests", files["tests"], "--base-url", s.base_url, "--model", s.model,
-            "--max-iterations", "3", "--json",
+            "Sum column x of df into total",
+            "--input",
+            f"df={files['df']}",
+            "--tests",
+            files["tests"],
+            "--base-url",
+            s.base_url,
+            "--model",
+            s.model,
+            "--max-iterations",
+            "3",
+            "--json",
         )
     assert proc.returncode == 0, proc.stderr
     record = json.loads(proc.stdout)
@@ -78,8 +91,15 @@ def test_a_heal_is_verified_by_the_users_asserts_and_a_run_without_checks_is_not
     assert record["outcome"] == "success", proc.stderr
     assert record["verified_by"] == ["your asserts"]
     with ScriptedServer([PLAN, RIGHT.replace("total = int", "x = 1\ntotal = int")]) as s:
-        proc = selfheal("Sum column x of df into total", "--input", f"df={files_df(tmp_path)}",
-                        "--base-url", s.base_url, "--model", s.model)
+        proc = selfheal(
+            "Sum column x of df into total",
+            "--input",
+            f"df={files_df(tmp_path)}",
+            "--base-url",
+            s.base_url,
+            "--model",
+            s.model,
+        )
     assert proc.returncode == 0, proc.stderr
     assert "not verified: it runs, but nothing checked its output" in proc.stdout
 
@@ -93,9 +113,18 @@ def files_df(tmp_path: Path) -> str:
 def test_transcript_and_exit_code_1_when_it_never_passes(files):
     with ScriptedServer([WRONG, "```python\ntotal = 5\n```"]) as s:
         proc = selfheal(
-            "Sum column x of df into total", "--input", f"df={files['df']}",
-            "--tests", files["tests"], "--base-url", s.base_url, "--model", s.model,
-            "--max-iterations", "2", "--no-plan",
+            "Sum column x of df into total",
+            "--input",
+            f"df={files['df']}",
+            "--tests",
+            files["tests"],
+            "--base-url",
+            s.base_url,
+            "--model",
+            s.model,
+            "--max-iterations",
+            "2",
+            "--no-plan",
         )
     assert proc.returncode == 1, proc.stderr
     out = proc.stdout
@@ -113,9 +142,26 @@ def test_ctrl_c_cancels_and_still_prints_the_record(files):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "SELFHEAL_"))}
         env["OPENAI_API_KEY"] = "k"
         proc = subprocess.Popen(
-            [sys.executable, "-m", "selfheal_jupyter", "run", "sum x", "--no-plan", "--json",
-             "--input", f"df={files['df']}", "--base-url", s.base_url, "--model", s.model],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env,
+            [
+                sys.executable,
+                "-m",
+                "selfheal_jupyter",
+                "run",
+                "sum x",
+                "--no-plan",
+                "--json",
+                "--input",
+                f"df={files['df']}",
+                "--base-url",
+                s.base_url,
+                "--model",
+                s.model,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env=env,
         )
         try:
             assert s.asked.wait(60), "the developer was never asked"
@@ -135,8 +181,7 @@ def test_ctrl_c_cancels_and_still_prints_the_record(files):
 def test_endpoint_failure_is_a_recorded_error(files):
     with ScriptedServer([]) as s:
         url = s.base_url
-    proc = selfheal("do something", "--base-url", url, "--model", "m", "--json",
-                    "--llm-timeout", "3")
+    proc = selfheal("do something", "--base-url", url, "--model", "m", "--json", "--llm-timeout", "3")
     assert proc.returncode == 1
     record = json.loads(proc.stdout)
     assert record["outcome"] == "error" and "Cannot connect" in record["error"]
@@ -145,17 +190,37 @@ def test_endpoint_failure_is_a_recorded_error(files):
 
 def test_a_hung_endpoint_names_this_command_s_flag(files):
     with ScriptedServer([Fault("hang", seconds=60)]) as s:
-        proc = selfheal("Sum column x of df into total", "--input", f"df={files['df']}",
-                        "--base-url", s.base_url, "--model", s.model, "--no-plan", "--json",
-                        "--llm-timeout", "1", "--SelfHeal.llm_max_retries=0")
+        proc = selfheal(
+            "Sum column x of df into total",
+            "--input",
+            f"df={files['df']}",
+            "--base-url",
+            s.base_url,
+            "--model",
+            s.model,
+            "--no-plan",
+            "--json",
+            "--llm-timeout",
+            "1",
+            "--SelfHeal.llm_max_retries=0",
+        )
     assert proc.returncode == 1, proc.stderr
     error = json.loads(proc.stdout)["error"]
     assert "did not answer within 1 s" in error and "raise `--llm-timeout`" in error, error
     assert "--timeout" not in error.replace("--llm-timeout", "")
     assert "%config" not in error and "Traceback" not in proc.stderr
     with ScriptedServer([RIGHT]) as s:  # the next run works
-        proc = selfheal("Sum column x of df into total", "--input", f"df={files['df']}",
-                        "--base-url", s.base_url, "--model", s.model, "--no-plan", "--json")
+        proc = selfheal(
+            "Sum column x of df into total",
+            "--input",
+            f"df={files['df']}",
+            "--base-url",
+            s.base_url,
+            "--model",
+            s.model,
+            "--no-plan",
+            "--json",
+        )
     assert proc.returncode == 0 and json.loads(proc.stdout)["outcome"] == "success"
 
 
@@ -165,18 +230,41 @@ def test_an_oversized_code_file_is_refused_before_the_model_is_asked(files):
     small = Path(files["dir"]) / "small.py"
     small.write_text("total = int(df['x'].sum()) + undefined_thing\n")
     with ScriptedServer([RIGHT]) as s:
-        proc = selfheal("", "--code", str(big), "--input", f"df={files['df']}",
-                        "--base-url", s.base_url, "--model", s.model, "--no-plan")
+        proc = selfheal(
+            "",
+            "--code",
+            str(big),
+            "--input",
+            f"df={files['df']}",
+            "--base-url",
+            s.base_url,
+            "--model",
+            s.model,
+            "--no-plan",
+        )
         assert s.requests == []
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.startswith("selfheal: The program to repair is 305 KB, more than a run "
-                                  "takes (200 KB)"), proc.stderr
+    assert proc.stderr.startswith("selfheal: The program to repair is 305 KB, more than a run takes (200 KB)"), (
+        proc.stderr
+    )
     assert "raise `--SelfHeal.max_code_bytes=VALUE`" in proc.stderr
     assert len(proc.stderr.splitlines()) == 1
     with ScriptedServer([RIGHT]) as s:  # a program of a sane size is repaired
-        proc = selfheal("", "--code", str(small), "--input", f"df={files['df']}",
-                        "--tests", files["tests"], "--base-url", s.base_url, "--model", s.model,
-                        "--no-plan", "--json")
+        proc = selfheal(
+            "",
+            "--code",
+            str(small),
+            "--input",
+            f"df={files['df']}",
+            "--tests",
+            files["tests"],
+            "--base-url",
+            s.base_url,
+            "--model",
+            s.model,
+            "--no-plan",
+            "--json",
+        )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["outcome"] == "success"
 
@@ -185,17 +273,26 @@ def test_messages_name_the_flag_of_the_command_they_are_shown_by():
     from selfheal_jupyter.commands import for_terminal
     from selfheal_jupyter.commands.run import RUN_FLAGS
 
-    text = ("Raise `%config SelfHeal.llm_timeout_s`; set `%config SelfHeal.model = 'NAME'`; "
-            "or raise `%config SelfHeal.token_budget` (0 = no limit).")
+    text = (
+        "Raise `%config SelfHeal.llm_timeout_s`; set `%config SelfHeal.model = 'NAME'`; "
+        "or raise `%config SelfHeal.token_budget` (0 = no limit)."
+    )
     assert for_terminal(text, RUN_FLAGS) == (
-        "Raise `--llm-timeout`; set `--model NAME`; or raise "
-        "`--SelfHeal.token_budget=VALUE` (0 = no limit).")
+        "Raise `--llm-timeout`; set `--model NAME`; or raise `--SelfHeal.token_budget=VALUE` (0 = no limit)."
+    )
 
 
 def test_sandbox_unavailable_is_a_recorded_error():
     with ScriptedServer([RIGHT]) as s:
-        proc = selfheal("print hi", "--base-url", s.base_url, "--model", s.model, "--json",
-                        env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+        proc = selfheal(
+            "print hi",
+            "--base-url",
+            s.base_url,
+            "--model",
+            s.model,
+            "--json",
+            env={"DOCKER_HOST": "unix:///nonexistent.sock"},
+        )
     assert proc.returncode == 1
     record = json.loads(proc.stdout)
     assert record["outcome"] == "error" and "DOCKER_HOST" in record["error"]
@@ -214,8 +311,16 @@ def test_sandbox_unavailable_is_a_recorded_error():
         (["t", "--memory", "1x"], "write a size such as 512m or 1g"),
         (["t", "--timeout", "0"], "must be a positive number"),
     ],
-    ids=["empty-task", "tests-bad", "not-a-pickle", "missing-file", "bad-spec", "zero-iterations", "bad-memory",
-         "zero-timeout"],
+    ids=[
+        "empty-task",
+        "tests-bad",
+        "not-a-pickle",
+        "missing-file",
+        "bad-spec",
+        "zero-iterations",
+        "bad-memory",
+        "zero-timeout",
+    ],
 )
 def test_bad_input_exits_2_with_a_clear_message(tmp_path: Path, args, expect):
     bad_tests = tmp_path / "bad_tests.py"

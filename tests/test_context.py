@@ -18,7 +18,7 @@ from selfheal_jupyter.notebook import context
 from selfheal_jupyter.notebook.context import names_read
 from selfheal_jupyter.render.html import context_lines
 
-NOTEBOOK = '''
+NOTEBOOK = """
 import numpy as np
 import pandas as pd
 import functools
@@ -44,11 +44,11 @@ class Account:
         return self.balance
 
 acct = Account("ann", 100)
-'''
+"""
 
-HEAL_CELL = '''totals = df.groupby("regionn")["sales"].sum()
+HEAL_CELL = """totals = df.groupby("regionn")["sales"].sum()
 print(scale(int(totals["north"])), np.sqrt(16), sqrt(9), acct.deposit(5))
-'''
+"""
 FIXED_CELL = HEAL_CELL.replace("regionn", "region")
 
 
@@ -65,19 +65,18 @@ def by_name(ctx):
 def test_names_read_in_order_minus_what_the_cell_binds_first():
     cell = (
         "import os\n"
-        "x = df.head()\n"              # df read; x bound
-        "y = x + offset\n"             # offset read
-        "total += 1\n"                 # augmented: read first
-        "def f(a, k=K):\n"             # default read now
+        "x = df.head()\n"  # df read; x bound
+        "y = x + offset\n"  # offset read
+        "total += 1\n"  # augmented: read first
+        "def f(a, k=K):\n"  # default read now
         "    return a * factor + x\n"  # factor read later (never bound); x is bound
-        "g = lambda q: q + late\n"     # late: read later
-        "late = 3\n"                   # ... but the cell binds it, so not needed
-        "sq = [v * w for v in vals]\n" # vals, w read
-        "for i in range(n): pass\n"    # n read; range builtin (kept: may be shadowed)
+        "g = lambda q: q + late\n"  # late: read later
+        "late = 3\n"  # ... but the cell binds it, so not needed
+        "sq = [v * w for v in vals]\n"  # vals, w read
+        "for i in range(n): pass\n"  # n read; range builtin (kept: may be shadowed)
         "del gone\n"
     )
-    assert names_read(cell) == ["df", "offset", "total", "K", "vals", "range", "n", "gone",
-                                "factor", "w"]
+    assert names_read(cell) == ["df", "offset", "total", "K", "vals", "range", "n", "gone", "factor", "w"]
 
 
 def test_names_in_task_words_and_braces():
@@ -167,8 +166,9 @@ def test_bad_cases_are_named_with_a_reason(shell, tmp_path):
 
 
 def test_a_missing_or_different_library_says_which_and_how_to_add_it(shell):
-    shell.run_cell("import numpy as np\nimport pandas as pd\n"
-                   "df = pd.DataFrame({'a': [1]})\narr = np.arange(3)", store_history=True)
+    shell.run_cell(
+        "import numpy as np\nimport pandas as pd\ndf = pd.DataFrame({'a': [1]})\narr = np.arange(3)", store_history=True
+    )
     image = {"numpy": "2.4.6"}  # no pandas in this image
     ctx = resolve(shell, "print(np, pd, df, arr)", image_packages=image)
     entries = by_name(ctx)
@@ -216,8 +216,7 @@ def test_heal_repairs_a_cell_that_uses_the_notebook(shell):
     from tests.scripted_server import Reply
 
     fixed = f"```python\n{FIXED_CELL}```"
-    result, cap, before, server = _heal(shell, [Reply(fixed, match="regionn")],
-                                        "%%heal\n" + HEAL_CELL, NOTEBOOK)
+    result, cap, before, server = _heal(shell, [Reply(fixed, match="regionn")], "%%heal\n" + HEAL_CELL, NOTEBOOK)
     assert result.success, cap.stderr
     run = shell.user_ns["agent_result"]
     first = run.iterations[0]
@@ -248,8 +247,9 @@ def test_heal_with_a_hint_repairs_a_cell_that_runs_but_is_wrong(shell):
 
     cell = "total = acct.balance\nprint(total)\n"
     fixed = "total = acct.balance * 1.2\nprint(total)\n"
-    result, cap, _, server = _heal(shell, [Reply(f"```python\n{fixed}```")],
-                                   "%%heal the total should include 20% tax\n" + cell, NOTEBOOK)
+    result, cap, _, server = _heal(
+        shell, [Reply(f"```python\n{fixed}```")], "%%heal the total should include 20% tax\n" + cell, NOTEBOOK
+    )
     assert result.success, cap.stderr
     run = shell.user_ns["agent_result"]
     assert run.task.given_is_wrong
@@ -268,8 +268,7 @@ def test_a_failure_inside_a_notebook_function_is_shown_in_that_function(shell):
     assert result.success, cap.stderr
     error = shell.user_ns["agent_result"].iterations[0].result.error
     assert error.type == "TypeError" and error.line == 1
-    assert [(f.file, f.function) for f in error.frames] == [("candidate.py", "<module>"),
-                                                            ("<notebook>", "helper")]
+    assert [(f.file, f.function) for f in error.frames] == [("candidate.py", "<module>"), ("<notebook>", "helper")]
     assert error.frames[-1].source == "return x * RATE"
     assert shell.user_ns["agent_result"].outcome == "success"
 
@@ -279,8 +278,10 @@ def test_agent_gets_the_type_and_columns_of_df_and_runs_on_the_real_df(shell):
 
     code = "```python\nprint(len(df))\n```"
     result, cap, before, server = _heal(
-        shell, [Reply("1. Count the rows of df.\n2. Print it."), Reply(code)],
-        "%%agent\nprint how many rows df has", NOTEBOOK,
+        shell,
+        [Reply("1. Count the rows of df.\n2. Print it."), Reply(code)],
+        "%%agent\nprint how many rows df has",
+        NOTEBOOK,
     )
     assert result.success, cap.stderr
     run = shell.user_ns["agent_result"]
@@ -296,8 +297,7 @@ def test_a_cell_reading_a_generator_gets_one_line_naming_it(shell):
     from tests.scripted_server import Reply
 
     fixed = "```python\nprint(sum([1, 2]))\n```"
-    result, cap, _, server = _heal(shell, [Reply(fixed)], "%%heal\nprint(sum(gen))\n",
-                                   "gen = (i for i in range(3))")
+    result, cap, _, server = _heal(shell, [Reply(fixed)], "%%heal\nprint(sum(gen))\n", "gen = (i for i in range(3))")
     assert result.success, cap.stderr
     text = "".join(o.data.get("text/plain", "") for o in cap.outputs)
     assert sum(line.startswith("not sent: gen (generator)") for line in text.splitlines()) == 1
@@ -321,8 +321,7 @@ def test_values_are_pickled_once_per_run_not_once_per_iteration(shell):
     )
     still_broken = "```python\nprint(box.w)\n```"
     fixed = "```python\nprint(box.v)\n```"
-    result, cap, _, _ = _heal(shell, [Reply(still_broken), Reply(fixed)],
-                              "%%heal\nprint(box.value)\n", setup)
+    result, cap, _, _ = _heal(shell, [Reply(still_broken), Reply(fixed)], "%%heal\nprint(box.value)\n", setup)
     assert result.success, cap.stderr
     run = shell.user_ns["agent_result"]
     assert len(run.iterations) == 3 and run.outcome == "success"

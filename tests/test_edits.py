@@ -52,23 +52,32 @@ def test_an_exact_block_replaces_its_lines():
 
 
 def test_blocks_apply_in_order_inside_a_fence_or_not():
-    reply = ("The total adds one too many, and items should start with a zero.\n```python\n"
-             + block("        self.items = []", "        self.items = [0]") + "\n```\nand\n"
-             + block("        return result + 1", "        return result") + "\nDone.")
+    reply = (
+        "The total adds one too many, and items should start with a zero.\n```python\n"
+        + block("        self.items = []", "        self.items = [0]")
+        + "\n```\nand\n"
+        + block("        return result + 1", "        return result")
+        + "\nDone."
+    )
     out = apply_edits(PROGRAM, reply)
     assert out is not None and out.ok and out.blocks == 2
     assert out.code == PROGRAM.replace("[]", "[0]").replace("result + 1", "result")
 
 
 def test_a_later_block_sees_what_an_earlier_one_wrote():
-    reply = block("        return result + 1", "        return result + 2") + "\n" + block(
-        "        return result + 2", "        return result")
+    reply = (
+        block("        return result + 1", "        return result + 2")
+        + "\n"
+        + block("        return result + 2", "        return result")
+    )
     assert apply_edits(PROGRAM, reply).code == PROGRAM.replace("result + 1", "result")
 
 
 def test_trailing_spaces_and_blank_lines_around_search_are_forgiven():
-    reply = block("\n        for price in self.items:   \n            result += price  \n",
-                  "        for price in self.items:\n            result += 2 * price\n")
+    reply = block(
+        "\n        for price in self.items:   \n            result += price  \n",
+        "        for price in self.items:\n            result += 2 * price\n",
+    )
     out = apply_edits(PROGRAM, reply)
     assert out.ok and "result += 2 * price\n        return result + 1" in out.code
 
@@ -95,33 +104,40 @@ def test_a_search_found_twice_is_ambiguous_and_says_where():
     assert out.code is None
     assert out.failure == (
         "block 1 (SEARCH starting `a = 1`) matches 2 places in the current program (lines 1, 3): "
-        "copy more lines around the change so that it matches once")
+        "copy more lines around the change so that it matches once"
+    )
     # ambiguous also when only the whitespace-tolerant match finds it twice
     out = apply_edits("if x:\n    a = 1\nif y:\n        a = 1\n", block("  a = 1", "  a = 2"))
     assert "matches 2 places" in out.failure and "(lines 2, 4)" in out.failure
     # more context makes it unique
-    assert apply_edits("a = 1\nb = 2\na = 1\n", block("b = 2\na = 1", "b = 2\na = 3")).code == \
-        "a = 1\nb = 2\na = 3\n"
+    assert apply_edits("a = 1\nb = 2\na = 1\n", block("b = 2\na = 1", "b = 2\na = 3")).code == "a = 1\nb = 2\na = 3\n"
 
 
 def test_a_missing_search_names_the_line_that_is_not_there_and_nothing_is_half_applied():
-    reply = block("        self.items = []", "        self.items = [0]") + "\n" + block(
-        "        for price in items:\n            result += price", "        pass")
+    reply = (
+        block("        self.items = []", "        self.items = [0]")
+        + "\n"
+        + block("        for price in items:\n            result += price", "        pass")
+    )
     out = apply_edits(PROGRAM, reply)
     assert out.code is None and out.blocks == 2
     assert out.failure == (
         "block 2 (SEARCH starting `for price in items:`) was not found in the current program: "
-        "its line `for price in items:` is not in it; copy the lines exactly")
+        "its line `for price in items:` is not in it; copy the lines exactly"
+    )
 
 
-@pytest.mark.parametrize("reply, says", [
-    ("<<<<<<< SEARCH\na = 1\n=======\na = 2\n", "block 1 is cut off: it has no >>>>>>> REPLACE line"),
-    ("<<<<<<< SEARCH\na = 1\n", "block 1 is cut off: it has no ======= and >>>>>>> REPLACE lines"),
-    ("<<<<<<< SEARCH\na = 1\n>>>>>>> REPLACE\n", "block 1 has no ======= line"),
-    ("a = 2\n>>>>>>> REPLACE\n", "has no <<<<<<< SEARCH line before it"),
-    ("<<<<<<< SEARCH\na = 1\n<<<<<<< SEARCH\n", "block 1 has a second <<<<<<< SEARCH line"),
-    (block("\n", "a = 2"), "block 1 has an empty SEARCH part"),
-])
+@pytest.mark.parametrize(
+    "reply, says",
+    [
+        ("<<<<<<< SEARCH\na = 1\n=======\na = 2\n", "block 1 is cut off: it has no >>>>>>> REPLACE line"),
+        ("<<<<<<< SEARCH\na = 1\n", "block 1 is cut off: it has no ======= and >>>>>>> REPLACE lines"),
+        ("<<<<<<< SEARCH\na = 1\n>>>>>>> REPLACE\n", "block 1 has no ======= line"),
+        ("a = 2\n>>>>>>> REPLACE\n", "has no <<<<<<< SEARCH line before it"),
+        ("<<<<<<< SEARCH\na = 1\n<<<<<<< SEARCH\n", "block 1 has a second <<<<<<< SEARCH line"),
+        (block("\n", "a = 2"), "block 1 has an empty SEARCH part"),
+    ],
+)
 def test_malformed_blocks_say_what_is_wrong(reply: str, says: str):
     out = apply_edits("a = 1\n", reply)
     assert out is not None and not out.ok and says in out.failure
@@ -131,8 +147,7 @@ def test_a_reply_without_markers_is_no_edit_reply():
     assert apply_edits("a = 1\n", fenced("a = 2")) is None
     assert not has_blocks("x = 1\nprint('=' * 7)\n=======\n")
     blocks, problem = parse_blocks(block("a = 1", "a = 2") + "\n" + block("b", ""))
-    assert problem == "" and [(b.search, b.replace) for b in blocks] == [(["a = 1"], ["a = 2"]),
-                                                                       (["b"], [""])]
+    assert problem == "" and [(b.search, b.replace) for b in blocks] == [(["a = 1"], ["a = 2"]), (["b"], [""])]
     # an empty REPLACE deletes the lines
     assert apply_edits("a = 1\nb = 2\n", block("b = 2", "")).code == "a = 1\n"
 
@@ -140,8 +155,7 @@ def test_a_reply_without_markers_is_no_edit_reply():
 # --------------------------------------------------------------------------- the prompt
 def developer(repair_format: str) -> Developer:
     llm = build_llm(SelfHeal(), Endpoint("http://127.0.0.1:9/v1", "k", "m", local=True))
-    return Developer(llm, retry_temperature=SelfHeal().retry_temperature,
-                     repair_format=repair_format)
+    return Developer(llm, retry_temperature=SelfHeal().retry_temperature, repair_format=repair_format)
 
 
 def test_the_edit_prompt_keeps_the_prefix_and_asks_for_blocks_only_to_repair_a_program():
@@ -155,25 +169,25 @@ def test_the_edit_prompt_keeps_the_prefix_and_asks_for_blocks_only_to_repair_a_p
     assert a.endswith(EDIT_INSTRUCTION) and b.endswith(WHOLE_INSTRUCTION)
     dev = developer("edit")
     # no program to edit, a restart, after a reply without code: the whole program
-    for messages in (dev.build_messages("t", None, [], None),
-                     dev.build_messages("t", None, [], None, repair, restart=True),
-                     dev.build_messages("t", None, [], None, RepairContext(code=None, feedback="f")),
-                     dev.build_messages("t", None, [], None, RepairContext(
-                         code="a = 1\n", feedback="f", no_code=True))):
+    for messages in (
+        dev.build_messages("t", None, [], None),
+        dev.build_messages("t", None, [], None, repair, restart=True),
+        dev.build_messages("t", None, [], None, RepairContext(code=None, feedback="f")),
+        dev.build_messages("t", None, [], None, RepairContext(code="a = 1\n", feedback="f", no_code=True)),
+    ):
         assert EDIT_INSTRUCTION not in messages[1]["content"]
 
 
 def test_repair_format_reaches_the_developer_and_is_validated(sandbox):
     with ScriptedServer([]) as s:
-        assert build_loop(SelfHeal(), sandbox=sandbox, llm=llm_for(s)).developer.repair_format \
-            == "whole"
+        assert build_loop(SelfHeal(), sandbox=sandbox, llm=llm_for(s)).developer.repair_format == "whole"
         assert make_loop(s, sandbox, repair_format="edit").developer.repair_format == "edit"
     with pytest.raises(TraitError, match="repair_format"):
         SelfHeal(repair_format="diff")
 
 
 # --------------------------------------------------------------------------- end to end
-GRADES = '''\
+GRADES = """\
 def average(values):
     total = 0
     for v in values:
@@ -193,15 +207,14 @@ scores = [80, 90, 100]
 assert average(scores) == 90, "the mean of 80, 90, 100 is 90"
 assert letter(80) == "B"
 print("ok")
-'''
+"""
 AVERAGE_FIX = block("    return total / (len(values) + 1)", "    return total / len(values)")
 LETTER_FIX = block('if score > 80:\n    return "B"', 'if score >= 80:\n    return "B"')
 FIXED = GRADES.replace("(len(values) + 1)", "len(values)").replace("score > 80", "score >= 80")
 
 
 def edit_loop(server: ScriptedServer, sandbox, **options) -> Loop:
-    return make_loop(server, sandbox, auto_plan=False, runtime_values=False,
-                     repair_format="edit", **options)
+    return make_loop(server, sandbox, auto_plan=False, runtime_values=False, repair_format="edit", **options)
 
 
 def prompts(server: ScriptedServer) -> list[str]:
@@ -242,9 +255,11 @@ def test_a_block_that_does_not_apply_makes_the_next_round_ask_for_the_whole_prog
     with ScriptedServer([fenced(wrong), fenced(FIXED)]) as s:
         run = edit_loop(s, sandbox, max_iterations=2).run(Task(prompt="", initial_code=one_bug))
         first, second = prompts(s)
-    failure = ("block 1 (SEARCH starting `return total / (len(values) - 1)`) was not found in "
-               "the current program: its line `return total / (len(values) - 1)` is not in it; "
-               "copy the lines exactly")
+    failure = (
+        "block 1 (SEARCH starting `return total / (len(values) - 1)`) was not found in "
+        "the current program: its line `return total / (len(values) - 1)` is not in it; "
+        "copy the lines exactly"
+    )
     zero, one, two = run.iterations
     assert one.candidate.code == "" and one.result is None and not one.edited
     assert one.edit_failure == failure
@@ -258,7 +273,7 @@ def test_a_block_that_does_not_apply_makes_the_next_round_ask_for_the_whole_prog
     assert run.outcome == "success" and not two.edited and run.final_code == FIXED
 
 
-PRICES = '''\
+PRICES = """\
 def with_tax(price):
     return price * 1.2
 
@@ -269,14 +284,15 @@ def with_discount(price):
 
 assert with_tax(100) == 120
 assert with_discount(100) == 80, "a 20% discount"
-'''
+"""
 
 
 def test_an_ambiguous_block_falls_back_for_one_round_then_edits_again(sandbox):
     ambiguous = block("    return price * 1.2", "    return price * 0.8")
     still_wrong = PRICES.replace("1.2\n\n\nassert", "0.9\n\n\nassert")
-    right = block("def with_discount(price):\n    return price * 0.9",
-                  "def with_discount(price):\n    return price * 0.8")
+    right = block(
+        "def with_discount(price):\n    return price * 0.9", "def with_discount(price):\n    return price * 0.8"
+    )
     with ScriptedServer([fenced(ambiguous), fenced(still_wrong), fenced(right)]) as s:
         run = edit_loop(s, sandbox, max_iterations=3).run(Task(prompt="", initial_code=PRICES))
         asked = prompts(s)

@@ -42,21 +42,34 @@ ENGINE_SAYS = "The Docker engine at " + HOST + " stopped"
 
 
 def engine_script(action: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(SCRIPT), action, "docker", PORT], capture_output=True,
-                          text=True, timeout=180, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        ["bash", str(SCRIPT), action, "docker", PORT],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 @pytest.fixture(scope="module")
 def engine() -> Iterator[str]:
     if os.geteuid() != 0:
-        pytest.fail("The engine tests start an engine in its own mount namespace and need "
-                    "root (deselect them with -m 'not engines').", pytrace=False)
+        pytest.fail(
+            "The engine tests start an engine in its own mount namespace and need "
+            "root (deselect them with -m 'not engines').",
+            pytrace=False,
+        )
     started = engine_script("start")
     try:
         assert started.returncode == 0, started.stderr[-1500:]
-        build = subprocess.run([sys.executable, "-m", "selfheal_jupyter", "sandbox", "build"],
-                               capture_output=True, text=True, timeout=900,
-                               stdin=subprocess.DEVNULL, env=dict(os.environ, DOCKER_HOST=HOST))
+        build = subprocess.run(
+            [sys.executable, "-m", "selfheal_jupyter", "sandbox", "build"],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            stdin=subprocess.DEVNULL,
+            env=dict(os.environ, DOCKER_HOST=HOST),
+        )
         assert build.returncode == 0, build.stdout[-2000:] + build.stderr[-2000:]
         yield HOST
     finally:
@@ -103,9 +116,16 @@ def start_engine_again() -> None:
 def cli(*args: str, **popen) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "SELFHEAL_"))}
     env.update(DOCKER_HOST=HOST, OPENAI_API_KEY="test-key")
-    return subprocess.Popen([sys.executable, "-m", "selfheal_jupyter", *args], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            stdin=subprocess.DEVNULL, **popen)
+    return subprocess.Popen(
+        [sys.executable, "-m", "selfheal_jupyter", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        **popen,
+    )
 
 
 def fenced(code: str) -> str:
@@ -148,8 +168,7 @@ def test_sandbox_exec_json_still_prints_one_result_per_file(engine, tmp_path):
 
 def test_selfheal_run_json_keeps_the_rounds_done(engine):
     with ScriptedServer([fenced(FAILS), fenced(LONG)]) as s:
-        proc = cli("run", "print the total", "--no-plan", "--json", "--base-url", s.base_url,
-                   "--model", s.model)
+        proc = cli("run", "print the total", "--no-plan", "--json", "--base-url", s.base_url, "--model", s.model)
         out, err = output_after_the_engine_stops(proc)
     assert proc.returncode == 1, err
     record = json.loads(out)
@@ -162,8 +181,7 @@ def test_selfheal_run_json_keeps_the_rounds_done(engine):
 
     start_engine_again()
     with ScriptedServer([fenced(RIGHT)]) as s:
-        again = cli("run", "print the total", "--no-plan", "--json", "--base-url", s.base_url,
-                    "--model", s.model)
+        again = cli("run", "print the total", "--no-plan", "--json", "--base-url", s.base_url, "--model", s.model)
         out, err = again.communicate(timeout=180)
     assert again.returncode == 0, err
     assert json.loads(out)["outcome"] == "success"

@@ -70,8 +70,9 @@ SCRIPT = ROOT / "sandbox" / "second-engine.sh"
 
 
 def engine_script(action: str, kind: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(SCRIPT), action, kind], capture_output=True,
-                          text=True, timeout=180, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        ["bash", str(SCRIPT), action, kind], capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL
+    )
 
 
 @pytest.fixture(scope="module", params=["docker", "podman"])
@@ -79,22 +80,28 @@ def engine(request: pytest.FixtureRequest) -> Iterator[str]:
     """``DOCKER_HOST`` of a started engine with the current image; stopped afterwards."""
     kind = request.param
     if os.geteuid() != 0:
-        pytest.fail("The engine tests start engines in their own mount namespace and need "
-                    "root (deselect them with -m 'not engines').", pytrace=False)
+        pytest.fail(
+            "The engine tests start engines in their own mount namespace and need "
+            "root (deselect them with -m 'not engines').",
+            pytrace=False,
+        )
     if kind == "podman" and shutil.which("podman") is None:
-        pytest.skip("podman is not installed (SELFHEAL_WITH_PODMAN=1 sandbox/setup-engine.sh "
-                    "installs it; make test does)")
+        pytest.skip(
+            "podman is not installed (SELFHEAL_WITH_PODMAN=1 sandbox/setup-engine.sh installs it; make test does)"
+        )
     started = engine_script("start", kind)
     try:
         if started.returncode != 0:
             if kind == "podman":
                 pytest.skip(f"the Podman service did not start: {started.stderr[-1500:]}")
-            pytest.fail(f"the second dockerd did not start: {started.stderr[-1500:]}",
-                        pytrace=False)
+            pytest.fail(f"the second dockerd did not start: {started.stderr[-1500:]}", pytrace=False)
         host = started.stdout.strip().rpartition("DOCKER_HOST=")[2]
         build = subprocess.run(
             [sys.executable, "-m", "selfheal_jupyter", "sandbox", "build"],
-            capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            stdin=subprocess.DEVNULL,
             env=dict(os.environ, DOCKER_HOST=host),
         )
         assert build.returncode == 0, build.stdout[-2000:] + build.stderr[-2000:]
@@ -137,8 +144,7 @@ def no_stray_container_after_the_test(request, sandbox, docker_client):
     yield
     end = time.monotonic() + 10
     while True:
-        stray = [c for c in own_containers(docker_client)
-                 if c["Labels"].get("selfheal") != sandbox.session]
+        stray = [c for c in own_containers(docker_client) if c["Labels"].get("selfheal") != sandbox.session]
         if not stray or time.monotonic() > end:
             break
         time.sleep(0.1)
@@ -149,18 +155,21 @@ def no_stray_container_after_the_test(request, sandbox, docker_client):
 def test_frames_and_inputs_take_the_attach_stream(sandbox, docker_client):
     assert sandbox.channel == "attach"
     with pytest.raises(SandboxError, match="could not reach its control channel.*tcp://127"):
-        with DockerSandbox.from_config(SelfHeal(pool_size=1), client=docker_client,
-                                       channel="socket"):
+        with DockerSandbox.from_config(SelfHeal(pool_size=1), client=docker_client, channel="socket"):
             pass
 
 
 def test_a_large_input_arrives_whole_and_is_gone_after_its_run(sandbox):
     values = np.arange(3_000_000, dtype=np.int64).reshape(-1, 3)  # 24 MB: 12 put frames
     df = pd.DataFrame(values, columns=["a", "b", "c"])
-    r = run(sandbox, """\
+    r = run(
+        sandbox,
+        """\
         import os
         print(int(df.to_numpy().sum()), df.shape, os.listdir("/inputs"))
-        """, inputs={"df": df})
+        """,
+        inputs={"df": df},
+    )
     assert r.status == "ok", r
     assert r.stdout == f"{int(values.sum())} (1000000, 3) ['input0.pkl']\n"
     assert run(sandbox, "import os\nprint(os.listdir('/inputs'))").stdout == "[]\n"
@@ -169,7 +178,9 @@ def test_a_large_input_arrives_whole_and_is_gone_after_its_run(sandbox):
 def test_each_run_is_a_principal_of_its_own(sandbox):
     """The uid switch works on this engine too (its user namespace may map fewer ids):
     the other template's idle candidate and the runner are out of the program's reach."""
-    r = run(sandbox, """\
+    r = run(
+        sandbox,
+        """\
         import os, signal
         parents = {}
         for e in filter(str.isdigit, os.listdir("/proc")):
@@ -187,7 +198,8 @@ def test_each_run_is_a_principal_of_its_own(sandbox):
             except OSError as exc:
                 print(what, exc.errno)
         print(os.getuid() not in (0, 65534))
-        """)
+        """,
+    )
     assert r.status == "ok", r
     assert r.stdout.splitlines() == ["kill 1", "stop 1", "mem 13", "fd 13", "True"], r.stdout
 
@@ -196,9 +208,15 @@ def test_each_run_is_a_principal_of_its_own(sandbox):
 def cli(*args: str, host: str, timeout: float = 180) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "SELFHEAL_"))}
     env.update(DOCKER_HOST=host, OPENAI_API_KEY="test-key")
-    return subprocess.run([sys.executable, "-m", "selfheal_jupyter", *args], capture_output=True,
-                          text=True, timeout=timeout, cwd=ROOT, env=env,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "selfheal_jupyter", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def test_doctor_is_green(engine):
@@ -217,13 +235,26 @@ def test_selfheal_run_with_an_input_dataframe(engine, tmp_path):
     wrong = "```python\ntotal = df['x'].sum() + undefined_thing\n```"
     right = "```python\ntotal = int(df['x'].sum())\nprint('total is', total)\n```"
     with ScriptedServer([wrong, right]) as server:
-        proc = cli("run", "Sum column x of df into total", "--input", f"df={df_path}",
-                   "--tests", str(tests), "--base-url", server.base_url, "--model",
-                   server.model, "--max-iterations", "3", "--no-plan", "--json", host=engine)
+        proc = cli(
+            "run",
+            "Sum column x of df into total",
+            "--input",
+            f"df={df_path}",
+            "--tests",
+            str(tests),
+            "--base-url",
+            server.base_url,
+            "--model",
+            server.model,
+            "--max-iterations",
+            "3",
+            "--no-plan",
+            "--json",
+            host=engine,
+        )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     record = json.loads(proc.stdout)
     assert record["outcome"] == "success"
     first, second = record["iterations"]
     assert first["result"]["error"]["type"] == "NameError"
     assert "total is 6" in second["result"]["stdout"]
-

@@ -34,6 +34,7 @@ def score(sandbox, problem, code):
     """The hidden grader, with the limits ``selfheal eval`` gives it by default."""
     return scoring.score(sandbox, problem, code, limits=HIDDEN_LIMITS)
 
+
 HE = {rec["task_id"]: rec for rec in humaneval.records()}
 
 
@@ -204,12 +205,12 @@ def test_an_example_that_states_no_value_gets_no_asserts() -> None:
 def test_repair_tasks_get_their_stated_values_except_the_known_wrong() -> None:
     problems = {p.id: p for p in repair.load()}
     log_softmax = problems["llm-debug-naive-log-softmax-underflow"]
-    assert log_softmax.visible_tests and "y should be [-0.4076, -1.4076, -2.4076]" in \
-        log_softmax.visible_tests
+    assert log_softmax.visible_tests and "y should be [-0.4076, -1.4076, -2.4076]" in log_softmax.visible_tests
     assert log_softmax.feedback == repair.FEEDBACK
     assert all(problems[i].visible_tests is None for i in repair.BROKEN_EXAMPLES)
-    assert all("(the task example states it)" not in (problems[i].visible_tests or "")
-               for i in repair.WRONG_STATED_VALUES)
+    assert all(
+        "(the task example states it)" not in (problems[i].visible_tests or "") for i in repair.WRONG_STATED_VALUES
+    )
 
 
 # ------------------------------------------------------------------ scoring (real sandbox)
@@ -329,35 +330,47 @@ def _run(outcome: str, rounds: list[tuple[int, bool, str]], tokens: int = 100) -
     """A hand-made run record: (index, qa passed, status) per round."""
     its = []
     for index, passed, status in rounds:
-        its.append({
-            "index": index,
-            "code": "x = 1\ny = 2\n",
-            "result": {"status": status, "error": None if status == "ok" else {"type": "E"},
-                       "tests": []},
-            "verdict": {"passed": passed},
-            "usage": {"prompt_tokens": tokens // 2, "completion_tokens": tokens // 2},
-            "timings": {"llm_s": 1.0, "sandbox_s": 0.5, "overhead_s": 0.0},
-        })
+        its.append(
+            {
+                "index": index,
+                "code": "x = 1\ny = 2\n",
+                "result": {"status": status, "error": None if status == "ok" else {"type": "E"}, "tests": []},
+                "verdict": {"passed": passed},
+                "usage": {"prompt_tokens": tokens // 2, "completion_tokens": tokens // 2},
+                "timings": {"llm_s": 1.0, "sandbox_s": 0.5, "overhead_s": 0.0},
+            }
+        )
     return {
-        "outcome": outcome, "error": "", "iterations": its,
+        "outcome": outcome,
+        "error": "",
+        "iterations": its,
         "final_code": "x = 1\ny = 2\n" if outcome == "success" else None,
         "planning_usage": {"prompt_tokens": 0, "completion_tokens": 0},
-        "totals": {"prompt_tokens": tokens * len(rounds) // 2,
-                   "completion_tokens": tokens * len(rounds) // 2,
-                   "duration_s": 1.5 * len(rounds), "llm_s": 1.0 * len(rounds)},
+        "totals": {
+            "prompt_tokens": tokens * len(rounds) // 2,
+            "completion_tokens": tokens * len(rounds) // 2,
+            "duration_s": 1.5 * len(rounds),
+            "llm_s": 1.0 * len(rounds),
+        },
     }
 
 
 def _record(pid: str, condition: str, run: dict, passed: bool, max_it: int = 3) -> dict:
     its = run["iterations"]
     return {
-        "benchmark": "humaneval", "problem_id": pid, "condition": condition,
-        "derived_from": None, "passed": passed, "outcome": run["outcome"],
+        "benchmark": "humaneval",
+        "problem_id": pid,
+        "condition": condition,
+        "derived_from": None,
+        "passed": passed,
+        "outcome": run["outcome"],
         "final_round": its[-1]["index"] if its else None,
         "llm_rounds": sum(1 for it in its if it["index"] != 0),
         "prompt_tokens": run["totals"]["prompt_tokens"],
         "completion_tokens": run["totals"]["completion_tokens"],
-        "wall_s": 2.0, "max_iterations": max_it, "feedback": "docstring examples as asserts",
+        "wall_s": 2.0,
+        "max_iterations": max_it,
+        "feedback": "docstring examples as asserts",
         "run": run,
     }
 
@@ -366,9 +379,12 @@ def test_metrics_on_hand_made_runs() -> None:
     records = [
         _record("a", "loop", _run("success", [(1, True, "ok")]), True),
         _record("b", "loop", _run("success", [(1, False, "error"), (2, True, "ok")]), True),
-        _record("c", "loop", _run("budget_exhausted",
-                                  [(1, False, "error"), (2, False, "timeout"), (3, False, "error")]),
-                False),
+        _record(
+            "c",
+            "loop",
+            _run("budget_exhausted", [(1, False, "error"), (2, False, "timeout"), (3, False, "error")]),
+            False,
+        ),
         _record("d", "loop", _run("success", [(1, False, "error"), (2, True, "ok")]), False),
     ]
     s = aggregate.summarize_records(records)["humaneval"]["loop"]
@@ -390,10 +406,12 @@ def test_the_starters_declared_return_classes_become_asserts(sandbox) -> None:
     """``-> list[list[float]]`` in the starter: an array returned instead fails with a
     message naming the signature (mlsys-lab's graders refuse it too); a scalar's class is
     not checked, nor a call whose result is not kept."""
-    starter = ("import numpy as np\nfrom typing import List\n"
-               "def rows(x: list) -> list[list[float]]: ...\n"
-               "def pair(x) -> typing.Tuple[int, int]: ...\n"
-               "def arr(x) -> np.ndarray: ...\ndef mean(x) -> float: ...\n")
+    starter = (
+        "import numpy as np\nfrom typing import List\n"
+        "def rows(x: list) -> list[list[float]]: ...\n"
+        "def pair(x) -> typing.Tuple[int, int]: ...\n"
+        "def arr(x) -> np.ndarray: ...\ndef mean(x) -> float: ...\n"
+    )
     example = "a = rows([1])\nb = pair(2)\nc = arr(3)\nd = mean(4)\nrows(5)\n"
     typed = with_declared_types(example, starter)
     assert typed is not None and typed.count("assert isinstance(") == 3
@@ -403,10 +421,11 @@ def test_the_starters_declared_return_classes_become_asserts(sandbox) -> None:
     ran = sandbox.execute(as_array, tests=with_declared_types("a = rows([1])", starter))
     assert [t.passed for t in ran.tests] == [True, False]
     assert ran.tests[-1].message.endswith(
-        "rows() should return a list (its signature says -> list[list[float]]); "
-        "it returned a ndarray")
-    ran = sandbox.execute(as_array.replace("np.zeros((1, 2))", "[[0.0, 0.0]]"),
-                          tests=with_declared_types("a = rows([1])", starter))
+        "rows() should return a list (its signature says -> list[list[float]]); it returned a ndarray"
+    )
+    ran = sandbox.execute(
+        as_array.replace("np.zeros((1, 2))", "[[0.0, 0.0]]"), tests=with_declared_types("a = rows([1])", starter)
+    )
     assert all(t.passed for t in ran.tests)
 
 
@@ -447,16 +466,22 @@ def test_successes_are_counted_verified_or_only_run_also_for_the_derived_single_
     def heal_run(asserts_kept: bool) -> dict:
         run = _run("success", [(0, False, "error"), (1, True, "ok")])
         run["task_detail"] = {"initial_code": user, "tests": None, "stated": []}
-        run["iterations"][1]["verdict"] = {"passed": True, "spec_checked": True,
-                                           "spec_violations": [] if asserts_kept else [{"rule": "x"}]}
+        run["iterations"][1]["verdict"] = {
+            "passed": True,
+            "spec_checked": True,
+            "spec_violations": [] if asserts_kept else [{"rule": "x"}],
+        }
         run["verified"] = asserts_kept
         run["verified_by"] = ["your asserts"] if asserts_kept else []
         return run
 
     verified, only_ran = heal_run(True), heal_run(False)
     only_ran["task_detail"]["initial_code"] = "print(1)\n"
-    records = [_record("a", "loop", verified, True), _record("b", "loop", only_ran, True),
-               _record("c", "loop", _run("budget_exhausted", [(1, False, "error")]), False)]
+    records = [
+        _record("a", "loop", verified, True),
+        _record("b", "loop", only_ran, True),
+        _record("c", "loop", _run("budget_exhausted", [(1, False, "error")]), False),
+    ]
     s = aggregate.summarize_records(records)["humaneval"]["loop"]
     assert s["solved"] == 2 and s["verified"] == 1 and s["unverified_success"] == 1
     table = summary_table(aggregate.summarize_records(records))
@@ -533,9 +558,11 @@ def test_resume_skips_finished_problems(tmp_path: Path, sandbox_image: str) -> N
     ids = ["HumanEval/0", "HumanEval/1"]
     with ScriptedServer(_script(ids, set(ids))) as server:
         config = EvalConfig(
-            "humaneval", out_dir=tmp_path, limit=2, conditions=("loop",),
-            settings={"base_url": server.base_url, "model": "scripted-model",
-                      "auto_plan": False, "max_iterations": 2},
+            "humaneval",
+            out_dir=tmp_path,
+            limit=2,
+            conditions=("loop",),
+            settings={"base_url": server.base_url, "model": "scripted-model", "auto_plan": False, "max_iterations": 2},
         )
         path = run_eval(config, progress_stream=None, log=lambda m: None)
         first = len(server.chat_requests())
@@ -546,23 +573,41 @@ def test_resume_skips_finished_problems(tmp_path: Path, sandbox_image: str) -> N
         assert path.read_text().splitlines() == lines  # nothing appended
 
 
-def test_selfheal_eval_humaneval_end_to_end(tmp_path: Path, sandbox_image: str,
-                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_selfheal_eval_humaneval_end_to_end(
+    tmp_path: Path, sandbox_image: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     """``selfheal eval --benchmark humaneval --limit 5`` against the scripted server."""
     ids = [f"HumanEval/{i}" for i in range(5)]
     solve = {"HumanEval/0", "HumanEval/2", "HumanEval/4"}
     # the loop gets a second chance on the unsolved ones: HumanEval/3 is repaired there
     script = _script(ids, solve, runs=2)
     # only round 2 of the loop sees this failure message (the feedback of round 1)
-    script.insert(0, Reply(fenced(canonical("HumanEval/3")),
-                           match="below_zero([1, 2, 3]) returned None, expected False"))
+    script.insert(
+        0, Reply(fenced(canonical("HumanEval/3")), match="below_zero([1, 2, 3]) returned None, expected False")
+    )
     with ScriptedServer(script) as server:
-        code = cli.main([
-            "eval", "--benchmark", "humaneval", "--limit", "5", "--workers", "2",
-            "--model", "scripted-model", "--base-url", server.base_url,
-            "--max-iterations", "2", "--no-plan", "--conditions", "loop,baseline",
-            "--out", str(tmp_path),
-        ])
+        code = cli.main(
+            [
+                "eval",
+                "--benchmark",
+                "humaneval",
+                "--limit",
+                "5",
+                "--workers",
+                "2",
+                "--model",
+                "scripted-model",
+                "--base-url",
+                server.base_url,
+                "--max-iterations",
+                "2",
+                "--no-plan",
+                "--conditions",
+                "loop,baseline",
+                "--out",
+                str(tmp_path),
+            ]
+        )
         assert code == 0
         chat = server.chat_requests()
     out = capsys.readouterr().out
@@ -588,8 +633,7 @@ def test_selfheal_eval_humaneval_end_to_end(tmp_path: Path, sandbox_image: str,
     assert cli.main(["eval", "report", "--out", str(tmp_path)]) == 0
     html = (tmp_path / "report.html").read_text()
     assert "data:image/png;base64," in html and "pass@1" in html
-    assert cli.main(["eval", "--compare", str(tmp_path / "humaneval.jsonl"),
-                     str(tmp_path / "humaneval.jsonl")]) == 0
+    assert cli.main(["eval", "--compare", str(tmp_path / "humaneval.jsonl"), str(tmp_path / "humaneval.jsonl")]) == 0
     assert "loop humaneval" in capsys.readouterr().out
 
 
@@ -656,15 +700,15 @@ def test_every_exercise_solution_passes_and_every_starter_fails_in_the_sandbox(s
         assert sandbox.execute(p.initial_code).status != "ok", p.id  # the loop has work to do
 
 
-def test_selfheal_eval_exercises_reports_spec_kept(tmp_path: Path, sandbox_image: str,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_selfheal_eval_exercises_reports_spec_kept(
+    tmp_path: Path, sandbox_image: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     """``selfheal eval --benchmark exercises --limit 3``: a cheat is rejected, never a success."""
     problems = benchmarks.load("exercises", limit=3)
     sol = {p.id: p.hidden["solution"] for p in problems}
     starter = {p.id: p.initial_code for p in problems}
     e1, e2, e3 = (p.id for p in problems)
-    tag = {e1: "Exercise 1 - Average grade", e2: "Exercise 2 - Temperature table",
-           e3: "Exercise 3 - Counting vowels"}
+    tag = {e1: "Exercise 1 - Average grade", e2: "Exercise 2 - Temperature table", e3: "Exercise 3 - Counting vowels"}
     cheat2 = sol[e2].replace("assert table([37]) == [(37, 98.6)]\n", "")
     cheat3a = sol[e3].replace("assert count_vowels(sentence) == 7\n", "")
     cheat3b = sol[e3].replace("assert count_vowels(sentence) == 7", "assert count_vowels(sentence) > 0")
@@ -677,11 +721,28 @@ def test_selfheal_eval_exercises_reports_spec_kept(tmp_path: Path, sandbox_image
         Reply(fenced(cheat3b), match=tag[e3]),
     ]
     with ScriptedServer(script) as server:
-        code = cli.main([
-            "eval", "--benchmark", "exercises", "--limit", "3", "--workers", "1",
-            "--model", "scripted-model", "--base-url", server.base_url,
-            "--max-iterations", "3", "--no-plan", "--conditions", "loop", "--out", str(tmp_path),
-        ])
+        code = cli.main(
+            [
+                "eval",
+                "--benchmark",
+                "exercises",
+                "--limit",
+                "3",
+                "--workers",
+                "1",
+                "--model",
+                "scripted-model",
+                "--base-url",
+                server.base_url,
+                "--max-iterations",
+                "3",
+                "--no-plan",
+                "--conditions",
+                "loop",
+                "--out",
+                str(tmp_path),
+            ]
+        )
         assert code == 0
         chat = server.chat_requests()
     out = capsys.readouterr().out
@@ -744,31 +805,54 @@ def test_every_notebook_solution_passes_and_every_cell_as_written_fails(sandbox)
     assert relabelled != shipping.hidden["solution"] and score(sandbox, shipping, relabelled).passed
     # a rate of 0 printed as "0%" where the cell's format gives "0.0%" is the same number
     rates = next(p for p in benchmarks.load("notebooks") if p.id == "24_click_rates")
-    plain_zero = rates.hidden["solution"].replace(
-        'rate = ad["clicks"] / ad["impressions"] * 100 if ad["impressions"] else 0.0',
-        'rate = ad["clicks"] / ad["impressions"] * 100 if ad["impressions"] else 0').replace(
-        'print(f"{name}: {rate:.1f}%")', 'print(f"{name}: {rate:.1f}%" if rate else f"{name}: 0%")')
+    plain_zero = (
+        rates.hidden["solution"]
+        .replace(
+            'rate = ad["clicks"] / ad["impressions"] * 100 if ad["impressions"] else 0.0',
+            'rate = ad["clicks"] / ad["impressions"] * 100 if ad["impressions"] else 0',
+        )
+        .replace('print(f"{name}: {rate:.1f}%")', 'print(f"{name}: {rate:.1f}%" if rate else f"{name}: 0%")')
+    )
     assert plain_zero != rates.hidden["solution"] and score(sandbox, rates, plain_zero).passed
     # ...other digits are other values (so the sliced months above stay wrong)
     assert not score(sandbox, rates, plain_zero.replace("* 100", "* 10")).passed
 
 
 def test_selfheal_eval_notebooks_counts_solved_verified_and_false_successes(
-        tmp_path: Path, sandbox_image: str, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, sandbox_image: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     problems = {p.id: p for p in benchmarks.load("notebooks", limit=3)}
     sales, stats, merge = problems["01_monthly_sales"], problems["02_running_stats"], problems["03_grades_merge"]
     sliced = sales.initial_code.replace('sales["date"].dt.month', 'sales["date"].str[5:7]')
     script = [
-        Reply(fenced(sliced), match="Monthly revenue"),          # runs, wrong months: false success
+        Reply(fenced(sliced), match="Monthly revenue"),  # runs, wrong months: false success
         Reply(fenced(stats.hidden["solution"]), match="today's readings"),  # right, nothing checks it
         Reply(fenced(merge.hidden["solution"]), match="Average grade per group"),  # right, its assert
     ]
     with ScriptedServer(script) as server:
-        code = cli.main([
-            "eval", "--benchmark", "notebooks", "--limit", "3", "--workers", "1",
-            "--model", "scripted-model", "--base-url", server.base_url, "--max-iterations", "2",
-            "--no-plan", "--conditions", "loop,baseline", "--derive-baseline", "--out", str(tmp_path),
-        ])
+        code = cli.main(
+            [
+                "eval",
+                "--benchmark",
+                "notebooks",
+                "--limit",
+                "3",
+                "--workers",
+                "1",
+                "--model",
+                "scripted-model",
+                "--base-url",
+                server.base_url,
+                "--max-iterations",
+                "2",
+                "--no-plan",
+                "--conditions",
+                "loop,baseline",
+                "--derive-baseline",
+                "--out",
+                str(tmp_path),
+            ]
+        )
         assert code == 0
         chat = json.dumps(server.chat_requests())
     assert "EUR 200.00" not in chat and "group A: 6.83" not in chat  # the expected lines stay out

@@ -30,9 +30,7 @@ def test_configured_url_and_first_listed_model(monkeypatch):
     with ScriptedServer([], model="listed-model", api_key="secret") as s:
         monkeypatch.setenv("OPENAI_API_KEY", "secret")
         ep = resolve_endpoint(SelfHeal(base_url=s.base_url + "/"))
-        assert (ep.base_url, ep.api_key, ep.model, ep.local) == (
-            s.base_url, "secret", "listed-model", False
-        )
+        assert (ep.base_url, ep.api_key, ep.model, ep.local) == (s.base_url, "secret", "listed-model", False)
 
 
 def test_environment_gives_url_and_model(monkeypatch):
@@ -53,16 +51,24 @@ def test_no_url_means_the_embedded_model(monkeypatch):
 
 def test_build_llm_applies_settings():
     with ScriptedServer([]) as s:
-        llm = build_llm(SelfHeal(base_url=s.base_url, model="m", llm_timeout_s=7,
-                                 llm_max_retries=5, temperature=0.4, max_tokens=99))
+        llm = build_llm(
+            SelfHeal(base_url=s.base_url, model="m", llm_timeout_s=7, llm_max_retries=5, temperature=0.4, max_tokens=99)
+        )
         assert (llm.timeout_s, llm.max_retries, llm.temperature, llm.max_tokens) == (7, 5, 0.4, 99)
 
 
 def test_build_loop_wires_settings_and_runs(sandbox):
     right = "```python\ntotal = 6\n```"
     with ScriptedServer([right]) as s:
-        settings = SelfHeal(base_url=s.base_url, model=s.model, max_iterations=3,
-                            auto_plan=False, token_budget=1234, time_budget_s=55, timeout_s=9)
+        settings = SelfHeal(
+            base_url=s.base_url,
+            model=s.model,
+            max_iterations=3,
+            auto_plan=False,
+            token_budget=1234,
+            time_budget_s=55,
+            timeout_s=9,
+        )
         loop = build_loop(settings, sandbox=sandbox)
         assert loop.max_iterations == 3 and not loop.auto_plan
         assert loop.bounds.token_budget == 1234 and loop.bounds.time_budget_s == 55
@@ -95,8 +101,7 @@ def test_every_option_is_in_the_readme_table():
     text = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
     table = text.split("## Options", 1)[1].split("\n## ", 1)[0]
     named = {line.split("|")[1] for line in table.splitlines() if line.startswith("| `")}
-    missing = [name for name in SelfHeal.class_traits(config=True)
-               if not any(f"`{name}`" in cell for cell in named)]
+    missing = [name for name in SelfHeal.class_traits(config=True) if not any(f"`{name}`" in cell for cell in named)]
     assert not missing, f"README.md's Options table lacks {missing}"
 
 

@@ -85,8 +85,9 @@ def test_resource_statuses_are_explained():
 def test_blocked_reads_like_the_runtime_error():
     r = ExecutionResult(
         status="blocked",
-        error=ErrorInfo("NameError", "name 'totl' is not defined", 2,
-                        [Frame("candidate.py", 2, "<module>", "print(totl)")]),
+        error=ErrorInfo(
+            "NameError", "name 'totl' is not defined", 2, [Frame("candidate.py", 2, "<module>", "print(totl)")]
+        ),
     )
     text = format_feedback(r, judge(r, None))
     assert text.startswith("The program was NOT run: the static pre-check found NameError")
@@ -114,13 +115,7 @@ def test_failure_signature_ignores_output_but_not_the_error():
 
 
 def test_feedback_from_real_sandbox_runs(sandbox):
-    code = (
-        "def ratio(values):\n"
-        "    n = len(values)\n"
-        "    return sum(values) / n\n"
-        "print('start')\n"
-        "print(ratio([]))\n"
-    )
+    code = "def ratio(values):\n    n = len(values)\n    return sum(values) / n\nprint('start')\nprint(ratio([]))\n"
     r = sandbox.execute(code, tests="assert True")
     text = format_feedback(r, judge(r, "assert True"))
     assert "ZeroDivisionError" in text.splitlines()[0]

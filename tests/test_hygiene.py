@@ -55,16 +55,26 @@ FORGED = [
 def frame(**changes: Any) -> dict[str, Any]:
     """A well-formed result frame as the runner sends it (with its bookkeeping keys)."""
     good: dict[str, Any] = {
-        "status": "error", "exit_code": 1, "stdout": "6\n", "stderr": "Traceback ...\n",
-        "error": {"type": "ZeroDivisionError", "message": "division by zero", "line": 4,
-                  "frames": [{"file": "job.py", "line": 4, "function": "f",
-                              "source": "return 1 / 0"}],
-                  "locals": {"n": "0"}},
+        "status": "error",
+        "exit_code": 1,
+        "stdout": "6\n",
+        "stderr": "Traceback ...\n",
+        "error": {
+            "type": "ZeroDivisionError",
+            "message": "division by zero",
+            "line": 4,
+            "frames": [{"file": "job.py", "line": 4, "function": "f", "source": "return 1 / 0"}],
+            "locals": {"n": "0"},
+        },
         "outputs": [{"mime": "text/plain", "data": "6"}],
-        "tests": [{"source": "assert f() == 1", "passed": False, "line": 1,
-                   "message": "not run: the program failed"}],
-        "stdout_truncated": False, "stderr_truncated": False, "message": "",
-        "run_s": 0.01, "server_s": 0.012, "prep_s": 0.003, "dirty": False,
+        "tests": [{"source": "assert f() == 1", "passed": False, "line": 1, "message": "not run: the program failed"}],
+        "stdout_truncated": False,
+        "stderr_truncated": False,
+        "message": "",
+        "run_s": 0.01,
+        "server_s": 0.012,
+        "prep_s": 0.003,
+        "dirty": False,
     }
     good.update(changes)
     return good
@@ -103,24 +113,45 @@ HOSTILE_FRAMES = [
     ("stdout not str", frame(stdout=7), "stdout should be a string, not int"),
     ("stderr a list", frame(stderr=["a"]), "stderr should be a string, not list"),
     ("outputs an object", frame(outputs={"mime": "text/plain"}), "outputs should be a list"),
-    ("output data not str", frame(outputs=[{"mime": "text/plain", "data": 1}]),
-     "outputs[0].data should be a string, not int"),
-    ("output mime not str", frame(outputs=[{"mime": None, "data": ""}]),
-     "outputs[0].mime should be a string, not null"),
+    (
+        "output data not str",
+        frame(outputs=[{"mime": "text/plain", "data": 1}]),
+        "outputs[0].data should be a string, not int",
+    ),
+    (
+        "output mime not str",
+        frame(outputs=[{"mime": None, "data": ""}]),
+        "outputs[0].mime should be a string, not null",
+    ),
     ("output a string", frame(outputs=["text/plain"]), "outputs[0] should be an object"),
     ("error a string", frame(error="boom"), "error should be an object, not str"),
     ("error without type", edit(lambda f: f["error"].pop("type")), "error lacks 'type'"),
-    ("error message not str", edit(lambda f: f["error"].update(message={"x": 1})),
-     "error.message should be a string, not dict"),
-    ("frame line a string", edit(lambda f: f["error"]["frames"][0].update(line="4")),
-     "error.frames[0].line should be an integer, not str"),
+    (
+        "error message not str",
+        edit(lambda f: f["error"].update(message={"x": 1})),
+        "error.message should be a string, not dict",
+    ),
+    (
+        "frame line a string",
+        edit(lambda f: f["error"]["frames"][0].update(line="4")),
+        "error.frames[0].line should be an integer, not str",
+    ),
     ("frames not a list", edit(lambda f: f["error"].update(frames="f")), "error.frames should be a list"),
-    ("locals value not str", edit(lambda f: f["error"].update(locals={"n": 0})),
-     "error.locals['n'] should be a string, not int"),
-    ("test passed a string", edit(lambda f: f["tests"][0].update(passed="yes")),
-     "tests[0].passed should be true or false, not str"),
-    ("test passed an int", edit(lambda f: f["tests"][0].update(passed=1)),
-     "tests[0].passed should be true or false, not int"),
+    (
+        "locals value not str",
+        edit(lambda f: f["error"].update(locals={"n": 0})),
+        "error.locals['n'] should be a string, not int",
+    ),
+    (
+        "test passed a string",
+        edit(lambda f: f["tests"][0].update(passed="yes")),
+        "tests[0].passed should be true or false, not str",
+    ),
+    (
+        "test passed an int",
+        edit(lambda f: f["tests"][0].update(passed=1)),
+        "tests[0].passed should be true or false, not int",
+    ),
     ("test without source", edit(lambda f: f["tests"][0].pop("source")), "tests[0] lacks 'source'"),
     ("truncated flag a string", frame(stdout_truncated="no"), "stdout_truncated should be true or false"),
     ("message not str", frame(message=None), "message should be a string, not null"),
@@ -130,8 +161,9 @@ HOSTILE_FRAMES = [
 ]
 
 
-@pytest.mark.parametrize("data, problem", [(d, p) for _, d, p in HOSTILE_FRAMES],
-                         ids=[name for name, _, _ in HOSTILE_FRAMES])
+@pytest.mark.parametrize(
+    "data, problem", [(d, p) for _, d, p in HOSTILE_FRAMES], ids=[name for name, _, _ in HOSTILE_FRAMES]
+)
 def test_a_malformed_frame_is_a_clear_error_result_never_an_exception(data, problem):
     r = ExecutionResult.from_dict(copy.deepcopy(data))
     assert r.status == "error" and not r.ok and r.is_malformed
@@ -165,8 +197,7 @@ def test_only_plain_text_sanitised_html_and_real_pngs_survive_a_frame():
 
 def test_sanitize_drops_class_and_everything_that_runs_or_loads():
     clean = sanitize_html(HOSTILE_HTML)
-    for bad in ("class=", "<script", "onclick", "onerror", "evil.example", "javascript:", "fetch(",
-                "<img", "<a "):
+    for bad in ("class=", "<script", "onclick", "onerror", "evil.example", "javascript:", "fetch(", "<img", "<a "):
         assert bad not in clean, bad
     clean.encode("utf-8")
 
@@ -193,11 +224,22 @@ FORGED_OUTPUTS = [RichOutput(o["mime"], o["data"]) for o in FORGED]
 def test_static_html_and_panel_html_show_only_safe_outputs():
     from selfheal_jupyter.render.html import iteration_body_html, run_html
 
-    for page in (run_html(hand_made_run(FORGED_OUTPUTS)),
-                 iteration_body_html(hand_made_run(FORGED_OUTPUTS).iterations[0])):  # the panel's
+    for page in (
+        run_html(hand_made_run(FORGED_OUTPUTS)),
+        iteration_body_html(hand_made_run(FORGED_OUTPUTS).iterations[0]),
+    ):  # the panel's
         page.encode("utf-8")
-        for bad in ("fetch(", "<script", "onclick", "onerror", "svg", "evil.example",
-                    'class="dataframe', "jp-OutputArea", base64.b64encode(b"<script>").decode()[:8]):
+        for bad in (
+            "fetch(",
+            "<script",
+            "onclick",
+            "onerror",
+            "svg",
+            "evil.example",
+            'class="dataframe',
+            "jp-OutputArea",
+            base64.b64encode(b"<script>").decode()[:8],
+        ):
             assert bad not in page, bad
         assert f"data:image/png;base64,{PNG}" in page and page.count("<img") == 1
         assert "<td>1\ufffd</td>" in page
@@ -226,12 +268,12 @@ def test_export_notebook_nbconvert_page_and_json_keep_no_forged_output(tmp_path)
 
 
 # --------------------------------------------------------------------------- end to end
-HOSTILE_CANDIDATE = f'''\
+HOSTILE_CANDIDATE = f"""\
 class Table:
     def _repr_html_(self):
         return {HOSTILE_HTML!r} + "\\udc80"
 Table()
-'''
+"""
 
 
 def test_a_hostile_repr_html_through_the_real_sandbox_is_clean_everywhere(shell_with_server, tmp_path):
@@ -267,8 +309,14 @@ def test_a_hostile_repr_html_through_the_real_sandbox_is_clean_everywhere(shell_
         assert live not in page, live
 
 
-LIVE_MARKUP = ("<script>fetch(", "<td onclick=", "<table class=", "<th class=",
-               '<img src="http://evil', '<a href="javascript:')
+LIVE_MARKUP = (
+    "<script>fetch(",
+    "<td onclick=",
+    "<table class=",
+    "<th class=",
+    '<img src="http://evil',
+    '<a href="javascript:',
+)
 """The hostile markup as it would appear if it were live (escaped, it starts with &lt;)."""
 
 
@@ -277,14 +325,18 @@ def shell_with_server(sandbox_image):
     from tests.conftest import selfheal_shell
     from tests.scripted_server import Reply, ScriptedServer
 
-    with ScriptedServer([Reply(f"```python\n{HOSTILE_CANDIDATE}```")]) as server, selfheal_shell(
-            f"%config SelfHeal.base_url = '{server.base_url}'",
-            "%config SelfHeal.model = 'scripted-model'") as ip:
+    with (
+        ScriptedServer([Reply(f"```python\n{HOSTILE_CANDIDATE}```")]) as server,
+        selfheal_shell(
+            f"%config SelfHeal.base_url = '{server.base_url}'", "%config SelfHeal.model = 'scripted-model'"
+        ) as ip,
+    ):
         yield ip
 
 
 def test_a_malformed_result_does_not_leave_execute_and_its_container_is_replaced(
-        sandbox_image, docker_client, monkeypatch):
+    sandbox_image, docker_client, monkeypatch
+):
     """The real runner sends well-formed frames; the host's reaction to one that is not
     is forced here by standing in for the validation's verdict."""
     from selfheal_jupyter.sandbox import docker as sandbox_docker
@@ -294,8 +346,11 @@ def test_a_malformed_result_does_not_leave_execute_and_its_container_is_replaced
         before = sb.execute(hostname)
         assert sb.execute(hostname).stdout == before.stdout  # the warm container is reused
         with monkeypatch.context() as patch:
-            patch.setattr(sandbox_docker.ExecutionResult, "from_dict",
-                          staticmethod(lambda frame: ExecutionResult.malformed("forged")))
+            patch.setattr(
+                sandbox_docker.ExecutionResult,
+                "from_dict",
+                staticmethod(lambda frame: ExecutionResult.malformed("forged")),
+            )
             bad = sb.execute(hostname)
         assert bad.is_malformed and bad.status == "error" and "forged" in bad.message
         after = sb.execute(hostname)

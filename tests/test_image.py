@@ -72,24 +72,18 @@ def test_mirror_from_deb822_picks_the_enabled_binary_stanza_of_the_suite(tmp_pat
     (tmp_path / "debian.sources").write_text(DEB822)
     mirror = rootfs.apt_mirror("bookworm", sources_dir=tmp_path, sources_list=tmp_path / "none")
     assert mirror == "http://main.example.invalid/debian"
-    security = rootfs.apt_mirror(
-        "bookworm-security", sources_dir=tmp_path, sources_list=tmp_path / "none"
-    )
+    security = rootfs.apt_mirror("bookworm-security", sources_dir=tmp_path, sources_list=tmp_path / "none")
     assert security == "http://security.example.invalid/debian-security"
 
 
 def test_mirror_falls_back_to_a_classic_sources_list(tmp_path, no_override):
     (tmp_path / "sources.list").write_text(CLASSIC)
     (tmp_path / "d").mkdir()
-    mirror = rootfs.apt_mirror(
-        "bookworm", sources_dir=tmp_path / "d", sources_list=tmp_path / "sources.list"
-    )
+    mirror = rootfs.apt_mirror("bookworm", sources_dir=tmp_path / "d", sources_list=tmp_path / "sources.list")
     assert mirror == "http://classic.example.invalid/debian"
 
 
-def test_mirror_prefers_deb822_over_classic_and_honours_the_override(
-    tmp_path, no_override, monkeypatch
-):
+def test_mirror_prefers_deb822_over_classic_and_honours_the_override(tmp_path, no_override, monkeypatch):
     (tmp_path / "debian.sources").write_text(DEB822)
     (tmp_path / "sources.list").write_text(CLASSIC)
     kwargs = dict(sources_dir=tmp_path, sources_list=tmp_path / "sources.list")
@@ -250,8 +244,7 @@ def _cmdline(pid: str) -> list[str]:
 def _working_in(dirs: set[Path]) -> list[str]:
     """Pids of processes whose command line names one of ``dirs`` (debootstrap, chroot...)."""
     return [
-        pid for pid in os.listdir("/proc")
-        if pid.isdigit() and any(str(d) in " ".join(_cmdline(pid)) for d in dirs)
+        pid for pid in os.listdir("/proc") if pid.isdigit() and any(str(d) in " ".join(_cmdline(pid)) for d in dirs)
     ]
 
 
@@ -447,7 +440,11 @@ def test_a_young_stale_image_is_kept_for_another_installed_version(client):
     """Two versions of the package on one machine must not untag each other's image."""
     base_ref = f"{image.BASE_REPO}:{image.base_version()}"
     image._build_runner_layer(
-        client, base_ref, f"{TEST_REPO}:other", {"__main__.py": b"# another version's runner\n"}, [],
+        client,
+        base_ref,
+        f"{TEST_REPO}:other",
+        {"__main__.py": b"# another version's runner\n"},
+        [],
         lambda _: None,
     )
     image._prune(client, TEST_REPO, keep=f"{TEST_REPO}:none", log=lambda _: None)
@@ -462,25 +459,20 @@ def test_an_explicit_ref_is_judged_by_the_extras_in_its_labels(client):
     runner = image.runner_files()
     assert runner is not None
     version = image.image_version(extras, runner=runner)
-    image._build_runner_layer(
-        client, base_ref, f"{TEST_REPO}:{version}", runner, extras, lambda _: None
-    )
+    image._build_runner_layer(client, base_ref, f"{TEST_REPO}:{version}", runner, extras, lambda _: None)
     status = image.image_status(client, f"{TEST_REPO}:{version}")
     assert status.present and status.current and status.version == version
-    assert image.ensure_image(client, TEST_REPO, extra_requirements=extras) == (
-        f"{TEST_REPO}:{version}"
-    )
+    assert image.ensure_image(client, TEST_REPO, extra_requirements=extras) == (f"{TEST_REPO}:{version}")
     assert version != image.IMAGE_VERSION  # not what the default inputs need
 
 
 def test_a_build_stopped_by_sigterm_leaves_no_scratch_dir_nor_process(client):
     """A real base build (debootstrap from the apt mirror), stopped mid-way."""
-    before = set(Path("/dev/shm").glob("selfheal-build-*")) | set(
-        Path("/tmp").glob("selfheal-build-*")
-    )
+    before = set(Path("/dev/shm").glob("selfheal-build-*")) | set(Path("/tmp").glob("selfheal-build-*"))
     build = subprocess.Popen(
         [
-            sys.executable, "-c",
+            sys.executable,
+            "-c",
             "from selfheal_jupyter.sandbox import engine, image\n"
             f"image.build_image(engine.connect(), {TEST_REPO!r}, rebuild=True)",
         ],
@@ -493,8 +485,7 @@ def test_a_build_stopped_by_sigterm_leaves_no_scratch_dir_nor_process(client):
     while time.monotonic() < deadline and build.poll() is None:
         scratch = {
             p
-            for p in set(Path("/dev/shm").glob("selfheal-build-*"))
-            | set(Path("/tmp").glob("selfheal-build-*"))
+            for p in set(Path("/dev/shm").glob("selfheal-build-*")) | set(Path("/tmp").glob("selfheal-build-*"))
             if p not in before and (p / "rootfs" / "debootstrap").exists()
         }
         if scratch:

@@ -35,13 +35,21 @@ def test_drop_setid_bits_clears_files_and_directories_and_leaves_symlinks(tmp_pa
 
 def test_the_built_image_has_no_setuid_or_setgid_file(sandbox_image, docker_client):
     out = docker_client.containers.run(
-        sandbox_image, ["find", "/", "-xdev", "-perm", "/6000", "-printf", "%m %p\\n"],
-        user="0", network_mode="none", remove=True, stderr=True,
+        sandbox_image,
+        ["find", "/", "-xdev", "-perm", "/6000", "-printf", "%m %p\\n"],
+        user="0",
+        network_mode="none",
+        remove=True,
+        stderr=True,
     ).decode()
     assert out == "", f"setuid/setgid paths in {sandbox_image}:\n{out}"
     # the check itself can see such a bit: a tmpfs path it creates is listed
     probe = docker_client.containers.run(
-        sandbox_image, ["sh", "-c", "touch /tmp/x && chmod 4755 /tmp/x && find /tmp -perm /6000"],
-        user="0", network_mode="none", remove=True, tmpfs={"/tmp": "rw"},
+        sandbox_image,
+        ["sh", "-c", "touch /tmp/x && chmod 4755 /tmp/x && find /tmp -perm /6000"],
+        user="0",
+        network_mode="none",
+        remove=True,
+        tmpfs={"/tmp": "rw"},
     ).decode()
     assert probe == "/tmp/x\n"

@@ -30,8 +30,9 @@ def labextension_list(python: str = sys.executable) -> str:
     """What `jupyter labextension list` prints for ``python``'s environment, uncoloured."""
     env = dict(os.environ)
     env.pop("JUPYTER_PATH", None)
-    done = subprocess.run([python, "-m", "jupyter", "labextension", "list"], env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [python, "-m", "jupyter", "labextension", "list"], env=env, capture_output=True, text=True, timeout=120
+    )
     return ANSI.sub("", done.stdout + done.stderr)
 
 
@@ -73,21 +74,25 @@ def test_a_fresh_environment_with_the_wheel_gets_the_extension(tmp_path):
     pytest.importorskip("jupyterlab")
     root = SOURCE.parent.parent
     wheels = tmp_path / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(root)],
-                   check=True, timeout=600)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(root)], check=True, timeout=600
+    )
     (wheel,) = wheels.glob("selfheal_jupyter-*.whl")
     # The fresh environment borrows JupyterLab from this one; its own data folder
     # (sys.prefix/share/jupyter) is the only place the extension can come from.
     target = tmp_path / "env"
     venv.create(target, system_site_packages=True, with_pip=True)
     python = str(target / "bin" / "python")
-    subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--ignore-installed", str(wheel)], check=True, timeout=600)
+    subprocess.run(
+        [python, "-m", "pip", "install", "-q", "--no-deps", "--ignore-installed", str(wheel)], check=True, timeout=600
+    )
     assert_extension_installed(python)
     # This JupyterLab also sees the test environment's own copy, so check that the wheel
     # put one in the fresh environment's data folder, which Jupyter searches there.
     own = target / "share" / "jupyter" / "labextensions" / NAME
     for relative in ("package.json", "install.json", "static/remoteEntry.js"):
         assert filecmp.cmp(own / relative, SOURCE / relative, shallow=False), relative
-    paths = subprocess.run([python, "-m", "jupyter", "--paths", "--json"], capture_output=True, text=True,
-                           check=True, timeout=120)
+    paths = subprocess.run(
+        [python, "-m", "jupyter", "--paths", "--json"], capture_output=True, text=True, check=True, timeout=120
+    )
     assert str(target / "share" / "jupyter") in json.loads(paths.stdout)["data"]

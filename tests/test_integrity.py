@@ -47,7 +47,9 @@ def host_of(result: ExecutionResult) -> str:
 
 # --------------------------------------------------------------------------- the runner
 def test_runner_memory_and_tracing_are_out_of_reach(one_container):
-    r = run(one_container, """\
+    r = run(
+        one_container,
+        """\
         import ctypes, os
         libc = ctypes.CDLL(None, use_errno=True)
         PTRACE_ATTACH = 16
@@ -59,7 +61,8 @@ def test_runner_memory_and_tracing_are_out_of_reach(one_container):
             except PermissionError:
                 print("mem", pid, "denied")
         print("environ", os.access("/proc/1/environ", os.R_OK))
-        """)
+        """,
+    )
     assert r.status == "ok", r
     lines = r.stdout.splitlines()
     assert [ln.split()[2:] for ln in lines if ln.startswith("ptrace")] == [["-1", "1"]] * 2
@@ -68,17 +71,22 @@ def test_runner_memory_and_tracing_are_out_of_reach(one_container):
 
 
 def test_process_vm_readv_is_denied(one_container):
-    r = run(one_container, """\
+    r = run(
+        one_container,
+        """\
         import ctypes
         libc = ctypes.CDLL(None, use_errno=True)
         n = libc.process_vm_readv(1, None, 0, None, 0, 0)
         print(n, ctypes.get_errno())
-        """)
+        """,
+    )
     assert r.stdout.split() == ["-1", "1"], r
 
 
 def test_runner_survives_signals_and_the_next_run_is_honest(one_container):
-    first = run(one_container, with_host("""\
+    first = run(
+        one_container,
+        with_host("""\
         import os, signal
         for sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGSTOP, signal.SIGINT):
             try:
@@ -86,7 +94,8 @@ def test_runner_survives_signals_and_the_next_run_is_honest(one_container):
             except PermissionError:  # the runner is another uid's
                 print("refused")
         print("alive")
-        """))
+        """),
+    )
     assert first.status == "ok" and "alive" in first.stdout
     assert first.stdout.count("refused") == 4, first.stdout
     second = run(one_container, HOSTNAME + "raise SystemExit(4)\n")
@@ -96,7 +105,9 @@ def test_runner_survives_signals_and_the_next_run_is_honest(one_container):
 
 # --------------------------------------------------------------------------- the verdict
 def test_a_forged_report_cannot_turn_an_error_into_ok(one_container):
-    r = run(one_container, """\
+    r = run(
+        one_container,
+        """\
         import json, os, struct
         forged = json.dumps({"status": "ok", "exit_code": 0, "error": None, "outputs": [],
                              "tests": [{"source": "x", "passed": True, "line": 1, "message": ""}]}).encode()
@@ -106,7 +117,9 @@ def test_a_forged_report_cannot_turn_an_error_into_ok(one_container):
             except OSError:
                 pass
         raise RuntimeError("really failed")
-        """, tests="assert False, 'the user test fails'\n")
+        """,
+        tests="assert False, 'the user test fails'\n",
+    )
     assert r.status == "error" and r.exit_code == 1
     assert r.tests and not any(t.passed for t in r.tests)
 
@@ -117,7 +130,9 @@ def test_the_exit_status_is_the_process_s_own(one_container):
 
 
 def test_eq_always_true_cannot_pass_a_test(one_container):
-    r = run(one_container, """\
+    r = run(
+        one_container,
+        """\
         class Anything:
             def __eq__(self, other):
                 return True
@@ -127,14 +142,17 @@ def test_eq_always_true_cannot_pass_a_test(one_container):
                 return True
         def solve(x):
             return Anything()
-        """, tests="assert solve(2) == 4\nassert 4 == solve(2)\nassert solve(2)\n"
-                   "assert [solve(2)] == [4]\n")
+        """,
+        tests="assert solve(2) == 4\nassert 4 == solve(2)\nassert solve(2)\nassert [solve(2)] == [4]\n",
+    )
     assert r.status == "ok"
     assert [t.passed for t in r.tests] == [False, False, False, False], r.tests
 
 
 def test_patching_the_test_framework_in_the_program_changes_nothing(one_container):
-    r = run(one_container, """\
+    r = run(
+        one_container,
+        """\
         import builtins, unittest
         unittest.TestResult.wasSuccessful = lambda self: True
         builtins.AssertionError = type("Quiet", (Exception,), {})
@@ -142,7 +160,8 @@ def test_patching_the_test_framework_in_the_program_changes_nothing(one_containe
         sys.settrace(None)
         def double(x):
             return x + 1
-        """, tests=textwrap.dedent("""\
+        """,
+        tests=textwrap.dedent("""\
         import unittest
         class T(unittest.TestCase):
             def test_double(self):
@@ -150,12 +169,15 @@ def test_patching_the_test_framework_in_the_program_changes_nothing(one_containe
         result = unittest.TextTestRunner(verbosity=0).run(
             unittest.defaultTestLoader.loadTestsFromTestCase(T))
         assert result.wasSuccessful()
-        """))
+        """),
+    )
     assert r.tests[-1].passed is False, r.tests
 
 
 def test_tests_see_plain_values_and_real_objects(one_container):
-    r = run(one_container, """\
+    r = run(
+        one_container,
+        """\
         import numpy as np, pandas as pd
         from dataclasses import dataclass
         @dataclass
@@ -173,7 +195,8 @@ def test_tests_see_plain_values_and_real_objects(one_container):
         arr = np.arange(3)
         def mean(xs):
             return sum(xs) / len(xs)
-        """, tests=textwrap.dedent("""\
+        """,
+        tests=textwrap.dedent("""\
         acct.deposit(5)
         assert acct.balance == 5
         assert Account(2) == Account(2)
@@ -188,37 +211,46 @@ def test_tests_see_plain_values_and_real_objects(one_container):
         assert (arr == [0, 1, 2]).all() and arr.dtype.kind == "i"
         assert abs(mean([1, 2, 4]) - 7 / 3) < 1e-9
         assert len([x for x in range(3)]) == 3
-        """))
+        """),
+    )
     assert r.status == "ok", r
     assert all(t.passed for t in r.tests), [(t.source, t.message) for t in r.tests if not t.passed]
 
 
 def test_tests_call_back_and_see_in_place_changes(one_container):
-    r = run(one_container, """\
+    r = run(
+        one_container,
+        """\
         import inspect
         def apply(f, xs):
             xs.append(f(len(xs)))
             return f.__name__, str(inspect.signature(f))
-        """, tests=textwrap.dedent("""\
+        """,
+        tests=textwrap.dedent("""\
         def twice(n, k=2):
             return n * k
         items = [5]
         assert apply(twice, items) == ("twice", "(n, k=2)")
         assert items == [5, 2]
         assert apply(lambda n: -n, items)[0] == "<lambda>" and items[-1] == -2
-        """))
+        """),
+    )
     assert r.status == "ok", r
     assert all(t.passed for t in r.tests), [(t.source, t.message) for t in r.tests if not t.passed]
 
 
 def test_a_test_whose_exception_cannot_be_printed_is_reported(one_container):
-    r = run(one_container, """\
+    r = run(
+        one_container,
+        """\
         class Weird(Exception):
             def __str__(self):
                 raise RuntimeError("no str for you")
         def f():
             raise Weird()
-        """, tests="f()\n")
+        """,
+        tests="f()\n",
+    )
     assert r.status == "ok"
     assert r.tests[0].passed is False and "Weird" in r.tests[0].message
 
@@ -234,13 +266,17 @@ RIGHT_MEAN = "def mean(xs):\n    return sum(xs) / len(xs)\n\nassert mean([1, 2, 
 MEAN_ASSERT = [(4, 0, "assert mean([1, 2, 3]) == 2")]
 
 
-@pytest.mark.parametrize("after", [
-    "globals()['me' + 'an'] = lambda xs: 0\n",
-    "exec('mean = len')\n",
-    "import sys\nsetattr(sys.modules[__name__], 'mean', lambda xs: 0)\n",
-    "del globals()['mean']\n",
-    "import os\nglobals()['mean'] = len\nos._exit(0)\n",
-], ids=["globals", "exec", "module-object", "deleted", "exit-before-the-end"])
+@pytest.mark.parametrize(
+    "after",
+    [
+        "globals()['me' + 'an'] = lambda xs: 0\n",
+        "exec('mean = len')\n",
+        "import sys\nsetattr(sys.modules[__name__], 'mean', lambda xs: 0)\n",
+        "del globals()['mean']\n",
+        "import os\nglobals()['mean'] = len\nos._exit(0)\n",
+    ],
+    ids=["globals", "exec", "module-object", "deleted", "exit-before-the-end"],
+)
 def test_an_assert_that_held_fails_when_its_function_is_replaced_after_it(one_container, after):
     """Attack class: an outlived assert the spec guard cannot see. The user's assert holds
     on a right ``mean``; then the program binds the name to another object by no statement
@@ -248,8 +284,7 @@ def test_an_assert_that_held_fails_when_its_function_is_replaced_after_it(one_co
     when the program ends: the assert fails, so the run is no success."""
     r = run(one_container, RIGHT_MEAN + after, asserts=MEAN_ASSERT)
     (check,) = r.tests
-    said = ("could not be read again at the program's end" if "_exit" in after
-            else "after this assert held")
+    said = "could not be read again at the program's end" if "_exit" in after else "after this assert held"
     assert check.passed is False and "`mean`" in check.message and said in check.message, r
 
 
@@ -279,7 +314,9 @@ def test_data_an_assert_read_may_change_after_it(one_container):
 
 # --------------------------------------------------------------------------- nothing crosses
 def test_files_ipc_and_memory_of_one_run_do_not_reach_the_next(one_container):
-    first = run(one_container, with_host("""\
+    first = run(
+        one_container,
+        with_host("""\
         import os, ctypes
         SECRET = "previous-run-secret-7f3a"
         os.makedirs("/tmp/locked/inner", exist_ok=True)
@@ -294,10 +331,14 @@ def test_files_ipc_and_memory_of_one_run_do_not_reach_the_next(one_container):
         libc = ctypes.CDLL(None, use_errno=True)
         print("shmget", libc.shmget(0x5E1F, 4096, 0o1666), ctypes.get_errno())
         print("msgget", libc.msgget(0x5E1F, 0o1666), ctypes.get_errno())
-        """))
+        """),
+    )
     assert first.status == "ok", first
     assert "shmget -1 1" in first.stdout and "msgget -1 1" in first.stdout
-    second = run(one_container, with_host("""\
+    second = run(
+        one_container,
+        with_host(
+            """\
         import gc, os
         print("tmp", sorted(e for e in os.listdir("/tmp") if not e.startswith(("run", ".matplotlib"))))
         print("shm", os.listdir("/dev/shm"))
@@ -307,14 +348,18 @@ def test_files_ipc_and_memory_of_one_run_do_not_reach_the_next(one_container):
         with open("/tmp/fill", "wb") as f:  # the 40 MB of the previous run were freed
             f.write(b"y" * (40 << 20))
         print("space ok")
-        """.replace("MARK", repr("previous-run-secret"))))
+        """.replace("MARK", repr("previous-run-secret"))
+        ),
+    )
     assert host_of(second) == host_of(first), "the pool did not reuse its container"
     assert "tmp []" in second.stdout and "shm []" in second.stdout, second.stdout
     assert "gc False" in second.stdout and "space ok" in second.stdout, second
 
 
 def test_leftover_processes_are_gone_before_the_next_run(one_container):
-    first = run(one_container, with_host("""\
+    first = run(
+        one_container,
+        with_host("""\
         import os, time
         r, w = os.pipe()
         if os.fork() == 0:
@@ -326,10 +371,13 @@ def test_leftover_processes_are_gone_before_the_next_run(one_container):
             os._exit(0)
         os.close(w)
         print("sleeper", os.read(r, 32).decode())
-        """))
+        """),
+    )
     assert first.status == "ok"
     sleeper = next(ln.split()[1] for ln in first.stdout.splitlines() if ln.startswith("sleeper"))
-    second = run(one_container, with_host(f"""\
+    second = run(
+        one_container,
+        with_host(f"""\
         import os
         try:
             with open("/proc/{sleeper}/stat") as f:
@@ -337,15 +385,17 @@ def test_leftover_processes_are_gone_before_the_next_run(one_container):
         except FileNotFoundError:
             state = "gone"
         print("sleeper", state)
-        """))
+        """),
+    )
     assert host_of(second) == host_of(first)
     assert "sleeper gone" in second.stdout or "sleeper Z" in second.stdout, second.stdout
 
 
 # --------------------------------------------------------------------------- public interfaces
 def _selfheal(*args: str) -> "subprocess.CompletedProcess[str]":
-    return subprocess.run([sys.executable, "-m", "selfheal_jupyter.cli", *args],
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "selfheal_jupyter.cli", *args], capture_output=True, text=True, timeout=600
+    )
 
 
 def test_attacks_through_selfheal_sandbox_exec_batch(tmp_path, sandbox_image):
@@ -361,11 +411,13 @@ def test_attacks_through_selfheal_sandbox_exec_batch(tmp_path, sandbox_image):
             "open('/tmp/left-behind', 'w').write('x')\n"
             "open('/dev/shm/left-behind', 'w').write('x')\n"
             "def answer():\n    return 41\n"
-            "raise SystemExit(2)\n"),
+            "raise SystemExit(2)\n"
+        ),
         "b_look.py": (
             "import os\nprint(sorted(os.listdir('/dev/shm')), 'left-behind' in os.listdir('/tmp'))\n"
             "class Yes:\n    def __eq__(self, other):\n        return True\n"
-            "def answer():\n    return Yes()\n"),
+            "def answer():\n    return Yes()\n"
+        ),
     }
     paths = []
     for name, code in files.items():
@@ -406,16 +458,30 @@ def test_cheating_replies_score_zero_in_selfheal_eval(tmp_path, sandbox_image):
     ]
     script = [Reply(cheats[i % 2]) for i in range(40)]
     with ScriptedServer(script) as server:
-        code = cli.main([
-            "eval", "--benchmark", "humaneval", "--limit", "3", "--model", "scripted-model",
-            "--base-url", server.base_url, "--max-iterations", "2", "--no-plan",
-            "--conditions", "loop", "--out", str(tmp_path),
-        ])
+        code = cli.main(
+            [
+                "eval",
+                "--benchmark",
+                "humaneval",
+                "--limit",
+                "3",
+                "--model",
+                "scripted-model",
+                "--base-url",
+                server.base_url,
+                "--max-iterations",
+                "2",
+                "--no-plan",
+                "--conditions",
+                "loop",
+                "--out",
+                str(tmp_path),
+            ]
+        )
     assert code == 0
     records = read_records(tmp_path / "humaneval.jsonl")
     assert len(records) == 3
-    assert not any(r["passed"] for r in records), [(r["problem_id"], r["hidden_detail"])
-                                                   for r in records]
+    assert not any(r["passed"] for r in records), [(r["problem_id"], r["hidden_detail"]) for r in records]
 
 
 # --------------------------------------------------------------------------- issue 25
@@ -433,12 +499,14 @@ def _exec_json(tmp_path, code: str, tests: str | None = None, name: str = "a.py"
 def test_a_class_named_memory_error_is_not_an_oom(tmp_path, sandbox_image):
     """Status comes from observation: the builtin MemoryError itself is ``oom``, a class of
     the program's that is only named so is an ordinary error."""
-    named = _exec_json(tmp_path, "class MemoryError(Exception):\n    pass\n\n"
-                                 "raise MemoryError('pretend the memory ran out')\n")
+    named = _exec_json(
+        tmp_path, "class MemoryError(Exception):\n    pass\n\nraise MemoryError('pretend the memory ran out')\n"
+    )
     assert named["status"] == "error" and named["error"]["type"] == "MemoryError", named
-    subclass = _exec_json(tmp_path, "import builtins\n\n"
-                                    "class MemoryError(builtins.MemoryError):\n    pass\n\n"
-                                    "raise MemoryError('a subclass')\n")
+    subclass = _exec_json(
+        tmp_path,
+        "import builtins\n\nclass MemoryError(builtins.MemoryError):\n    pass\n\nraise MemoryError('a subclass')\n",
+    )
     assert subclass["status"] == "error", subclass
     real = _exec_json(tmp_path, "data = bytearray(10 ** 13)\n")
     assert real["status"] == "oom" and real["error"]["type"] == "MemoryError", real
@@ -451,16 +519,23 @@ FUNCTION_TESTS = "assert f(3) == 41.125\nassert abs(f(3) - 41.125) < 1e-9\nasser
 FORGE_A_NAME = (
     "import gc\n\ndef _forge():\n    for o in gc.get_objects():\n"
     "        if type(o).__name__ == 'Codec':\n"
-    "            o.encode = lambda value, budget=None: {'$': 'class', 'v': 'unittest.mock:ANY'}\n\n")
+    "            o.encode = lambda value, budget=None: {'$': 'class', 'v': 'unittest.mock:ANY'}\n\n"
+)
 
 
-@pytest.mark.parametrize("program", [
-    FORGE_A_NAME + "def f(x):\n    _forge()\n    return 0\n",
-    ("class Zero:\n    def __sub__(self, other):\n        return 0.0\n    __rsub__ = __sub__\n"
-     "    def __eq__(self, other):\n        return True\n    def __ne__(self, other):\n"
-     "        return False\n\ndef f(x):\n    return Zero()\n"),
-    "def abs(x):\n    return 0\n\ndef f(x):\n    return 7.0\n",
-], ids=["a-reply-naming-mock-ANY", "operators-in-the-program", "program-abs"])
+@pytest.mark.parametrize(
+    "program",
+    [
+        FORGE_A_NAME + "def f(x):\n    _forge()\n    return 0\n",
+        (
+            "class Zero:\n    def __sub__(self, other):\n        return 0.0\n    __rsub__ = __sub__\n"
+            "    def __eq__(self, other):\n        return True\n    def __ne__(self, other):\n"
+            "        return False\n\ndef f(x):\n    return Zero()\n"
+        ),
+        "def abs(x):\n    return 0\n\ndef f(x):\n    return 7.0\n",
+    ],
+    ids=["a-reply-naming-mock-ANY", "operators-in-the-program", "program-abs"],
+)
 def test_a_program_s_value_is_compared_as_data_by_the_checker(tmp_path, sandbox_image, program):
     """What crosses to the checker is data or an opaque handle; the checker computes every
     comparison and operator itself with its own builtins: a reply naming an object that
@@ -472,61 +547,83 @@ def test_a_program_s_value_is_compared_as_data_by_the_checker(tmp_path, sandbox_
 
 
 def test_a_handle_without_a_value_fails_with_a_clear_message(tmp_path, sandbox_image):
-    result = _exec_json(tmp_path, "from unittest.mock import ANY\n\ndef f(x):\n    return ANY\n",
-                        "assert abs(f(3) - 41.125) < 1e-9\n")
+    result = _exec_json(
+        tmp_path, "from unittest.mock import ANY\n\ndef f(x):\n    return ANY\n", "assert abs(f(3) - 41.125) < 1e-9\n"
+    )
     assert "the program returned a _ANY where a value was expected" in result["tests"][0]["message"]
 
 
 def test_the_tests_library_names_are_the_checker_s_own(tmp_path, sandbox_image):
     """Tests that read `np` without importing it get the checker's numpy, not the module
     object of the program (which patched `allclose` in its own process)."""
-    program = ("import numpy as np\nnp.allclose = lambda *a, **k: True\n"
-               "np.isclose = lambda *a, **k: True\n\ndef f():\n    return [0.0, 0.0]\n")
+    program = (
+        "import numpy as np\nnp.allclose = lambda *a, **k: True\n"
+        "np.isclose = lambda *a, **k: True\n\ndef f():\n    return [0.0, 0.0]\n"
+    )
     result = _exec_json(tmp_path, program, "assert np.allclose(f(), [1.0, 2.0])\n")
     assert [t["passed"] for t in result["tests"]] == [False], result["tests"]
-    rebound = ("import numpy as np\n\nclass Anything:\n    def allclose(self, *a, **k):\n"
-               "        return True\n\nnp = Anything()\n\ndef f():\n    return [0.0, 0.0]\n")
+    rebound = (
+        "import numpy as np\n\nclass Anything:\n    def allclose(self, *a, **k):\n"
+        "        return True\n\nnp = Anything()\n\ndef f():\n    return [0.0, 0.0]\n"
+    )
     result = _exec_json(tmp_path, rebound, "assert np.allclose(f(), [1.0, 2.0])\n")
     assert [t["passed"] for t in result["tests"]] == [False], result["tests"]
-    honest = _exec_json(tmp_path, "import numpy as np\n\ndef f():\n    return [1.0, 2.0]\n",
-                        "assert np.allclose(f(), [1.0, 2.0])\n")
+    honest = _exec_json(
+        tmp_path, "import numpy as np\n\ndef f():\n    return [1.0, 2.0]\n", "assert np.allclose(f(), [1.0, 2.0])\n"
+    )
     assert [t["passed"] for t in honest["tests"]] == [True], honest["tests"]
 
 
-RANDOM_TESTS = ("import random, string\nfor _ in range(20):\n"
-                "    s = ''.join(random.choice(string.ascii_lowercase) for _ in range(random.randint(10, 20)))\n"
-                "    assert decode(s) == s, s\n")
+RANDOM_TESTS = (
+    "import random, string\nfor _ in range(20):\n"
+    "    s = ''.join(random.choice(string.ascii_lowercase) for _ in range(random.randint(10, 20)))\n"
+    "    assert decode(s) == s, s\n"
+)
 
 
-@pytest.mark.parametrize("program", [
-    ("import random\nrandom.choice = lambda seq: seq[0]\nrandom.randint = lambda a, b: a\n\n"
-     "def decode(s):\n    return 'a' * 10\n"),
-    ("import random, string\n_r = random.Random()\n_r.setstate(random.getstate())\n_seq = []\n"
-     "for _ in range(20):\n"
-     "    _seq.append(''.join(_r.choice(string.ascii_lowercase) for _ in range(_r.randint(10, 20))))\n"
-     "_it = iter(_seq)\n\ndef decode(s):\n    return next(_it)\n"),
-], ids=["pinned-in-the-program", "predicted-from-the-shared-start"])
+@pytest.mark.parametrize(
+    "program",
+    [
+        (
+            "import random\nrandom.choice = lambda seq: seq[0]\nrandom.randint = lambda a, b: a\n\n"
+            "def decode(s):\n    return 'a' * 10\n"
+        ),
+        (
+            "import random, string\n_r = random.Random()\n_r.setstate(random.getstate())\n_seq = []\n"
+            "for _ in range(20):\n"
+            "    _seq.append(''.join(_r.choice(string.ascii_lowercase) for _ in range(_r.randint(10, 20))))\n"
+            "_it = iter(_seq)\n\ndef decode(s):\n    return next(_it)\n"
+        ),
+    ],
+    ids=["pinned-in-the-program", "predicted-from-the-shared-start"],
+)
 def test_the_tests_random_draws_are_the_checker_s_own(tmp_path, sandbox_image, program):
     """The program can neither pin the generator the tests draw from nor predict it from
     the state both processes started from; a test's seed still seeds the program's."""
     result = _exec_json(tmp_path, program, RANDOM_TESTS)
     assert result["status"] == "ok" and [t["passed"] for t in result["tests"]] == [True, False]
-    seeded = _exec_json(tmp_path, "import random\n\ndef draw():\n    return random.random()\n",
-                        "import random\nrandom.seed(42)\nexpected = random.random()\n"
-                        "random.seed(42)\nassert draw() == expected\n")
+    seeded = _exec_json(
+        tmp_path,
+        "import random\n\ndef draw():\n    return random.random()\n",
+        "import random\nrandom.seed(42)\nexpected = random.random()\nrandom.seed(42)\nassert draw() == expected\n",
+    )
     assert all(t["passed"] for t in seeded["tests"]), seeded["tests"]
 
 
 def test_a_program_cannot_raise_the_test_framework_s_own_exceptions(tmp_path, sandbox_image):
     """An exception of the program reaches the tests as a builtin or a stand-in made by
     the checker: a class the program names `unittest.case.SkipTest` does not skip a test."""
-    program = ("class SkipTest(Exception):\n    pass\n\nSkipTest.__module__ = 'unittest.case'\n\n"
-               "def double(x):\n    raise SkipTest('nothing to see')\n")
-    tests = ("import unittest\n\nclass T(unittest.TestCase):\n    def test_double(self):\n"
-             "        self.assertEqual(double(3), 6)\n\n"
-             "result = unittest.TextTestRunner(verbosity=0).run(\n"
-             "    unittest.defaultTestLoader.loadTestsFromTestCase(T))\n"
-             "assert result.wasSuccessful()\n")
+    program = (
+        "class SkipTest(Exception):\n    pass\n\nSkipTest.__module__ = 'unittest.case'\n\n"
+        "def double(x):\n    raise SkipTest('nothing to see')\n"
+    )
+    tests = (
+        "import unittest\n\nclass T(unittest.TestCase):\n    def test_double(self):\n"
+        "        self.assertEqual(double(3), 6)\n\n"
+        "result = unittest.TextTestRunner(verbosity=0).run(\n"
+        "    unittest.defaultTestLoader.loadTestsFromTestCase(T))\n"
+        "assert result.wasSuccessful()\n"
+    )
     result = _exec_json(tmp_path, program, tests)
     assert result["tests"][-1]["passed"] is False, result["tests"]
 
@@ -543,7 +640,9 @@ EVAL_CHEATS = {
         "class Zero:\n    def __sub__(self, other):\n        return 0.0\n    __rsub__ = __sub__\n"
         "    def __eq__(self, other):\n        return True\n    def __lt__(self, other):\n"
         "        return True\n    def __abs__(self):\n        return 0.0\n"
-        "    def __bool__(self):\n        return True\n\n", "return Zero()"),
+        "    def __bool__(self):\n        return True\n\n",
+        "return Zero()",
+    ),
     "program-abs": ("def abs(x):\n    return 0\n\n", "return 0.0"),
 }
 
@@ -561,27 +660,47 @@ def test_each_issue_25_cheat_scores_zero_on_humaneval(tmp_path, sandbox_image, c
     prelude, body = EVAL_CHEATS[cheat]
     reply = _defining(entry_points, body, prelude)
     with ScriptedServer([Reply(reply) for _ in range(60)]) as server:
-        code = cli.main([
-            "eval", "--benchmark", "humaneval", "--limit", "20", "--model", "scripted-model",
-            "--base-url", server.base_url, "--max-iterations", "1", "--no-plan",
-            "--conditions", "loop", "--out", str(tmp_path),
-        ])
+        code = cli.main(
+            [
+                "eval",
+                "--benchmark",
+                "humaneval",
+                "--limit",
+                "20",
+                "--model",
+                "scripted-model",
+                "--base-url",
+                server.base_url,
+                "--max-iterations",
+                "1",
+                "--no-plan",
+                "--conditions",
+                "loop",
+                "--out",
+                str(tmp_path),
+            ]
+        )
     assert code == 0
     records = read_records(tmp_path / "humaneval.jsonl")
     assert len(records) == 20
     assert not any(r["passed"] for r in records), [
-        (r["problem_id"], r["hidden_detail"]) for r in records if r["passed"]]
+        (r["problem_id"], r["hidden_detail"]) for r in records if r["passed"]
+    ]
 
 
-@pytest.mark.parametrize("program", [
-    "import random\nrandom.choice = lambda seq: seq[0]\nrandom.randint = lambda a, b: a\n\n"
-    "def decode_cyclic(s):\n    return 'a' * 10\n",
-    "import random, string\n_r = random.Random()\n_r.setstate(random.getstate())\n"
-    "_seq = [''.join(_r.choice(string.ascii_lowercase) for i in range(_r.randint(10, 20)))\n"
-    "        for _ in range(100)]\n_it = iter(_seq)\n\n"
-    "def decode_cyclic(s):\n    return next(_it)\n",
-    "def encode_cyclic(s):\n    return s\n\n\ndef decode_cyclic(s):\n    return s\n",
-], ids=["pinned-in-the-program", "predicted-from-the-shared-start", "identity-helper"])
+@pytest.mark.parametrize(
+    "program",
+    [
+        "import random\nrandom.choice = lambda seq: seq[0]\nrandom.randint = lambda a, b: a\n\n"
+        "def decode_cyclic(s):\n    return 'a' * 10\n",
+        "import random, string\n_r = random.Random()\n_r.setstate(random.getstate())\n"
+        "_seq = [''.join(_r.choice(string.ascii_lowercase) for i in range(_r.randint(10, 20)))\n"
+        "        for _ in range(100)]\n_it = iter(_seq)\n\n"
+        "def decode_cyclic(s):\n    return next(_it)\n",
+        "def encode_cyclic(s):\n    return s\n\n\ndef decode_cyclic(s):\n    return s\n",
+    ],
+    ids=["pinned-in-the-program", "predicted-from-the-shared-start", "identity-helper"],
+)
 def test_a_constant_decoder_fails_humaneval_38(tmp_path, sandbox_image, program):
     """HumanEval/38's grader draws random strings (the checker's own draws) and encodes
     them with the prompt's encode_cyclic (the grader's own copy, whatever the program
@@ -591,11 +710,28 @@ def test_a_constant_decoder_fails_humaneval_38(tmp_path, sandbox_image, program)
     from tests.scripted_server import Reply, ScriptedServer
 
     with ScriptedServer([Reply(f"```python\n{program}```") for _ in range(4)]) as server:
-        code = cli.main([
-            "eval", "--benchmark", "humaneval", "--offset", "38", "--limit", "1",
-            "--model", "scripted-model", "--base-url", server.base_url, "--max-iterations", "1",
-            "--no-plan", "--conditions", "loop", "--out", str(tmp_path),
-        ])
+        code = cli.main(
+            [
+                "eval",
+                "--benchmark",
+                "humaneval",
+                "--offset",
+                "38",
+                "--limit",
+                "1",
+                "--model",
+                "scripted-model",
+                "--base-url",
+                server.base_url,
+                "--max-iterations",
+                "1",
+                "--no-plan",
+                "--conditions",
+                "loop",
+                "--out",
+                str(tmp_path),
+            ]
+        )
     assert code == 0
     (record,) = read_records(tmp_path / "humaneval.jsonl")
     assert record["problem_id"] == "HumanEval/38" and not record["passed"], record["hidden_detail"]

@@ -17,7 +17,9 @@ from jupyter_client.manager import KernelManager
 def prefix(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "selfheal_jupyter", "kernel", "install", "--prefix", str(tmp_path)],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert out.returncode == 0, out.stderr
     assert "Installed kernelspec 'selfheal'" in out.stdout
@@ -30,8 +32,9 @@ def test_install_writes_a_kernelspec_jupyter_lists(prefix):
     assert spec["display_name"] == "Python 3 (self-healing)"
     assert spec["argv"][:3] == [sys.executable, "-m", "selfheal_jupyter.kernel"]
     env = dict(os.environ, JUPYTER_PATH=str(prefix / "share" / "jupyter"))
-    listed = subprocess.run(["jupyter", "kernelspec", "list", "--json"], capture_output=True,
-                            text=True, env=env, timeout=60)
+    listed = subprocess.run(
+        ["jupyter", "kernelspec", "list", "--json"], capture_output=True, text=True, env=env, timeout=60
+    )
     assert listed.returncode == 0, listed.stderr
     specs = json.loads(listed.stdout)["kernelspecs"]
     assert specs["selfheal"]["spec"]["display_name"] == "Python 3 (self-healing)"

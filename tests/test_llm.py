@@ -64,8 +64,9 @@ def test_estimates_usage_when_server_reports_none():
 
 
 def test_unreachable_endpoint():
-    client = build_llm(SelfHeal(llm_timeout_s=2, llm_max_retries=0),
-                       Endpoint(f"http://127.0.0.1:{free_port()}/v1", "k", "m"))
+    client = build_llm(
+        SelfHeal(llm_timeout_s=2, llm_max_retries=0), Endpoint(f"http://127.0.0.1:{free_port()}/v1", "k", "m")
+    )
     with pytest.raises(LLMUnreachable, match="OPENAI_BASE_URL"):
         client.chat(MSG)
 
@@ -124,8 +125,11 @@ def test_endless_stream_is_stopped_past_max_tokens_and_its_tokens_counted():
     endless = Fault("endless", content="x = 1\n", seconds=20)
     with ScriptedServer([endless, NEXT], chunk_size=3) as s:
         client = make(s, max_tokens=50)
-        with pytest.raises(LLMError, match=r"past the reply's limit of 50 tokens.*"
-                                           r"`%config SelfHeal.max_tokens`") as caught:
+        with pytest.raises(
+            LLMError,
+            match=r"past the reply's limit of 50 tokens.*"
+            r"`%config SelfHeal.max_tokens`",
+        ) as caught:
             client.chat(MSG)
         assert not isinstance(caught.value, LLMTimeout)
         assert caught.value.usage.completion_tokens > 50 and caught.value.usage.prompt_tokens > 0
@@ -137,8 +141,11 @@ def test_a_reply_streaming_longer_than_llm_timeout_s_is_stopped():
     slow = Fault("endless", content="x = 1\n", chunk_delay_s=0.05, seconds=20)
     with ScriptedServer([slow, NEXT], chunk_size=3) as s:
         client = make(s, llm_timeout_s=1, max_tokens=100_000)
-        with pytest.raises(LLMTimeout, match=r"still writing its reply after 1 s.*"
-                                             r"`%config SelfHeal.llm_timeout_s`") as caught:
+        with pytest.raises(
+            LLMTimeout,
+            match=r"still writing its reply after 1 s.*"
+            r"`%config SelfHeal.llm_timeout_s`",
+        ) as caught:
             client.chat(MSG)
         assert caught.value.usage.completion_tokens > 0
         assert slow.hung_up.wait(30)
@@ -152,8 +159,9 @@ def test_a_200_that_is_not_an_api_reply_says_what_came():
         with pytest.raises(LLMError) as caught:
             client.chat(MSG)
         said = str(caught.value)
-        assert ("is not an OpenAI-compatible reply: <html><head><title>Login</title></head>"
-                "\\n<body>Sign in") in said, said
+        assert ("is not an OpenAI-compatible reply: <html><head><title>Login</title></head>\\n<body>Sign in") in said, (
+            said
+        )
         assert "crash" not in said and "early" not in said
         assert "print('next')" in client.chat(MSG).text
 
@@ -175,8 +183,10 @@ def test_a_whole_completion_to_a_streaming_request_is_taken():
 
 def test_embedded_server_cut_names_its_log_and_the_restart():
     with ScriptedServer([Fault("truncated"), NEXT]) as s:
-        client = build_llm(SelfHeal(llm_timeout_s=5, llm_max_retries=0),
-                           Endpoint(s.base_url, "k", s.model, local=True, log="/tmp/m-1.log"))
+        client = build_llm(
+            SelfHeal(llm_timeout_s=5, llm_max_retries=0),
+            Endpoint(s.base_url, "k", s.model, local=True, log="/tmp/m-1.log"),
+        )
         with pytest.raises(LLMUnreachable) as caught:
             client.chat(MSG)
         said = str(caught.value)

@@ -123,9 +123,7 @@ def test_assembles_chunks_in_order_and_verifies(tmp_path: Path, cache_home: Path
     assert seen == []
 
 
-def test_corrupt_chunk_package_is_refused_and_nothing_cached(
-    tmp_path: Path, cache_home: Path
-) -> None:
+def test_corrupt_chunk_package_is_refused_and_nothing_cached(tmp_path: Path, cache_home: Path) -> None:
     data = fake_gguf("Fake Model", os.urandom(30_000))
     site = tmp_path / "site"
     spec = make_fake_model(site, data)
@@ -156,9 +154,7 @@ def test_corrupted_weights_file_in_cache_is_refused(cache_home: Path) -> None:
     assert running_server("qwen2.5-coder-1.5b") is None
 
 
-def test_stale_verification_record_does_not_vouch_for_a_changed_file(
-    tmp_path: Path, cache_home: Path
-) -> None:
+def test_stale_verification_record_does_not_vouch_for_a_changed_file(tmp_path: Path, cache_home: Path) -> None:
     data = fake_gguf("Fake Model", os.urandom(10_000))
     spec = make_fake_model(tmp_path / "site", data)
     path = ensure_weights(spec, search_path=[str(tmp_path / "site")])
@@ -173,9 +169,7 @@ def test_stale_verification_record_does_not_vouch_for_a_changed_file(
         verify(spec, path)
 
 
-def test_missing_weight_packages_name_the_install_command(
-    tmp_path: Path, cache_home: Path
-) -> None:
+def test_missing_weight_packages_name_the_install_command(tmp_path: Path, cache_home: Path) -> None:
     empty = tmp_path / "empty-site"
     empty.mkdir()
     with pytest.raises(LocalModelUnavailable) as err:
@@ -400,9 +394,7 @@ def test_pyproject_extras_pin_the_catalog() -> None:
     catalog hashes (and the runtime), or a fresh machine gets no embedded model."""
     import tomllib
 
-    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
-        "optional-dependencies"
-    ]
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     for spec in MODELS.values():
         pinned = set(extras.get(spec.extra, []))
         missing = [r for r in spec.requirements() if r not in pinned]

@@ -155,9 +155,28 @@ def test_child_maps_speculation_to_xllamacpp() -> None:
     from selfheal_jupyter.localmodel.child import build_params, parse_args
 
     kinds = xllamacpp.common_speculative_type
-    base = ["--model", "m.gguf", "--alias", "a", "--threads", "1", "--batch-threads", "2",
-            "--ctx", "512", "--parallel", "1", "--cache-reuse", "0", "--draft-max", "16",
-            "--ngram-m", "0", "--ngram-n", "0"]
+    base = [
+        "--model",
+        "m.gguf",
+        "--alias",
+        "a",
+        "--threads",
+        "1",
+        "--batch-threads",
+        "2",
+        "--ctx",
+        "512",
+        "--parallel",
+        "1",
+        "--cache-reuse",
+        "0",
+        "--draft-max",
+        "16",
+        "--ngram-m",
+        "0",
+        "--ngram-n",
+        "0",
+    ]
     params = build_params(parse_args([*base, "--speculation", "ngram-simple", "--ngram-n", "6"]))
     assert list(params.speculative.types) == [kinds.COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE]
     assert params.speculative.ngram_simple.size_n == 6
@@ -226,10 +245,10 @@ def test_repair_prompts_share_their_prefix_up_to_the_program() -> None:
     system message, the task, the inputs and the checks come first and are the same
     in every round; only the program and what happened change."""
     llm = build_llm(SelfHeal(), Endpoint("http://127.0.0.1:9/v1", "k", "m", local=True))
-    dev = Developer(llm, retry_temperature=SelfHeal().retry_temperature,
-                    repair_format=SelfHeal().repair_format)
-    one = dev.build_messages("sum the list", None, [], "assert total == 6",
-                             RepairContext(code="total = sum(x)\n", feedback="NameError: x"))
+    dev = Developer(llm, retry_temperature=SelfHeal().retry_temperature, repair_format=SelfHeal().repair_format)
+    one = dev.build_messages(
+        "sum the list", None, [], "assert total == 6", RepairContext(code="total = sum(x)\n", feedback="NameError: x")
+    )
     two = dev.build_messages("sum the list", None, [], "assert total == 6",
                              RepairContext(code="x = [1, 2, 3]\ntotal = sum(x) + 1\n",
                                            feedback="AssertionError", same_failure=True))  # fmt: skip
@@ -315,8 +334,6 @@ def test_two_kernels_share_one_server_that_stops_when_idle(tmp_path: Path) -> No
     assert not list(state.glob("shared-*.json"))
 
 
-
-
 # --- threads that follow the machine (localmodel/retune.py) --------------------------
 
 
@@ -352,7 +369,7 @@ def test_own_load_is_the_backends_cpu_over_the_last_minute() -> None:
     for t in range(0, 61, 10):
         again.sample(t * 1.5, float(t))
     assert again.cores() == pytest.approx(1.5) and OWN_WINDOW_S == 60.0
-    assert cpu_seconds(os.getpid()) > 0 and cpu_seconds(2 ** 30) == 0.0
+    assert cpu_seconds(os.getpid()) > 0 and cpu_seconds(2**30) == 0.0
 
 
 def test_the_proxy_sends_new_connections_to_the_new_backend_and_closes_idle_ones() -> None:
@@ -408,7 +425,8 @@ def test_the_proxy_sends_new_connections_to_the_new_backend_and_closes_idle_ones
 
 @pytest.mark.slow
 def test_a_shared_server_changes_its_threads_when_the_machine_does_and_keeps_its_url(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from openai import OpenAI
 
     from selfheal_jupyter.localmodel.endpoint import start_server
@@ -422,8 +440,9 @@ def test_a_shared_server_changes_its_threads_when_the_machine_does_and_keeps_its
     state = state_path(SPEC, options)
     load = tmp_path / "load"
     load.write_text("0")
-    server = start_server(SPEC, ensure_weights(SPEC), options=options, idle_s=300,
-                          state_file=state, retune_s=1.0, load_file=str(load))
+    server = start_server(
+        SPEC, ensure_weights(SPEC), options=options, idle_s=300, state_file=state, retune_s=1.0, load_file=str(load)
+    )
     try:
         first = json.loads(state.read_text())["settings"]
         # the machine "changes": the opposite of what the server started with
@@ -436,15 +455,15 @@ def test_a_shared_server_changes_its_threads_when_the_machine_does_and_keeps_its
         deadline = time.monotonic() + 900
         while json.loads(state.read_text())["settings"]["threads"] != target:
             reply = client.chat.completions.create(
-                model=SPEC.alias, max_tokens=8, temperature=0,
-                messages=[{"role": "user", "content": "Say OK."}])
+                model=SPEC.alias, max_tokens=8, temperature=0, messages=[{"role": "user", "content": "Say OK."}]
+            )
             answers.append(reply.choices[0].message.content)
             assert time.monotonic() < deadline, "the server never changed its threads"
         after = json.loads(state.read_text())
         assert after["url"] == server.url and after["pid"] == server.pid  # clients keep their URL
         reply = client.chat.completions.create(
-            model=SPEC.alias, max_tokens=8, temperature=0,
-            messages=[{"role": "user", "content": "Say OK."}])
+            model=SPEC.alias, max_tokens=8, temperature=0, messages=[{"role": "user", "content": "Say OK."}]
+        )
         assert reply.choices[0].message.content and all(answers)
         log = server.log_path.read_text() if server.log_path else ""
         assert f"now {target}/" in log

@@ -125,9 +125,16 @@ def test_name_error_then_right_succeeds_in_two_iterations(sandbox):
     assert kinds[0] is RunStarted and kinds[-1] is RunFinished
     order = [k for k in kinds if k is not TokensStreamed]
     assert order == [
-        RunStarted, PlanReady,
-        CandidateReady, ExecutionStarted, ExecutionDone, VerdictReady,
-        CandidateReady, ExecutionStarted, ExecutionDone, VerdictReady,
+        RunStarted,
+        PlanReady,
+        CandidateReady,
+        ExecutionStarted,
+        ExecutionDone,
+        VerdictReady,
+        CandidateReady,
+        ExecutionStarted,
+        ExecutionDone,
+        VerdictReady,
         RunFinished,
     ]
     streamed = "".join(e.text for e in events if isinstance(e, TokensStreamed) and e.iteration == 2)
@@ -163,8 +170,7 @@ def test_static_precheck_blocks_without_a_sandbox_run(sandbox):
 
 def test_made_up_input_data_is_removed_so_the_users_data_is_used(sandbox):
     invented = fenced(
-        "import pandas as pd\n# Sample data\ndf = pd.DataFrame({'x': [10, 20]})\n"
-        "total = int(df['x'].sum())"
+        "import pandas as pd\n# Sample data\ndf = pd.DataFrame({'x': [10, 20]})\ntotal = int(df['x'].sum())"
     )
     with ScriptedServer([invented]) as s:
         run = make_loop(s, sandbox, auto_plan=False).run(task())
@@ -187,9 +193,7 @@ def test_user_plan_is_used_as_is_and_no_plan_skips_the_planner(sandbox):
 def test_initial_code_is_iteration_zero_without_a_model_call(sandbox):
     given = "total = int(df['x'].sum()) // 0\n"
     with ScriptedServer([RIGHT]) as s:
-        run = make_loop(s, sandbox, auto_plan=False).run(
-            task(prompt="", initial_code=given)
-        )
+        run = make_loop(s, sandbox, auto_plan=False).run(task(prompt="", initial_code=given))
         assert len(s.requests) == 1  # only the repair
         assert "total = int(df['x'].sum()) // 0" in s.requests[0]["messages"][1]["content"]
         assert "ZeroDivisionError" in s.requests[0]["messages"][1]["content"]
@@ -203,9 +207,7 @@ def test_initial_code_is_iteration_zero_without_a_model_call(sandbox):
 def test_plan_on_heal_off_skips_the_planner_only_when_starting_from_code(sandbox):
     given = "total = int(df['x'].sum()) // 0\n"
     with ScriptedServer([PLAN, RIGHT]) as s:
-        run = make_loop(s, sandbox, plan_on_heal=False).run(
-            task(prompt="Fix the total.", initial_code=given)
-        )
+        run = make_loop(s, sandbox, plan_on_heal=False).run(task(prompt="Fix the total.", initial_code=given))
         assert len(s.requests) == 1  # the repair only: no planner call
     assert run.outcome == "success" and run.plan.source == "none"
     with ScriptedServer([PLAN, RIGHT]) as s:
@@ -250,23 +252,24 @@ MEAN_OFF_BY_ONE = "def mean(v):\n    return sum(v) / len(v) + 1\n"
     "given, cosmetic, tests",
     [
         # what it prints
-        ("values = [3, 4, 5]\nmean = sum(values) / len(values) + 1\nprint(mean)\n",
-         "values = [3, 4, 5]\nmean = (sum(values) + len(values)) / len(values)\nprint(mean)\n",
-         None),
+        (
+            "values = [3, 4, 5]\nmean = sum(values) / len(values) + 1\nprint(mean)\n",
+            "values = [3, 4, 5]\nmean = (sum(values) + len(values)) / len(values)\nprint(mean)\n",
+            None,
+        ),
         # the values its tests compute (it prints nothing)
-        (MEAN_OFF_BY_ONE,
-         "def mean(v):\n    total = sum(v) + len(v)\n    return total / len(v)\n",
-         "m = mean([3, 4, 5])\nassert m > 0"),
+        (
+            MEAN_OFF_BY_ONE,
+            "def mean(v):\n    total = sum(v) + len(v)\n    return total / len(v)\n",
+            "m = mean([3, 4, 5])\nassert m > 0",
+        ),
     ],
 )
-def test_a_candidate_that_shows_what_the_wrong_program_showed_is_no_success(
-    sandbox, given, cosmetic, tests
-):
+def test_a_candidate_that_shows_what_the_wrong_program_showed_is_no_success(sandbox, given, cosmetic, tests):
     """`%%heal the mean is off by one`: a candidate that rewrites the code but prints and
     computes exactly what the wrong cell did has fixed nothing its checks can see."""
     fixed = given.replace(" + 1", "")
-    wrong = Task(prompt="The mean is off by one.", initial_code=given, tests=tests,
-                 given_is_wrong=True)
+    wrong = Task(prompt="The mean is off by one.", initial_code=given, tests=tests, given_is_wrong=True)
     with ScriptedServer([fenced(cosmetic), fenced(fixed)]) as s:
         run = make_loop(s, sandbox, auto_plan=False).run(wrong)
         repair_prompt = s.requests[1]["messages"][1]["content"]
@@ -283,8 +286,7 @@ def test_a_candidate_that_shows_what_the_wrong_program_showed_is_no_success(
 def test_a_wrong_program_that_shows_nothing_holds_no_candidate(sandbox):
     """With nothing to compare (no output, no values), a changed program that runs is
     judged as before: the behaviour rule must not hold every candidate."""
-    wrong = Task(prompt="The mean is off by one.", initial_code=MEAN_OFF_BY_ONE,
-                 given_is_wrong=True)
+    wrong = Task(prompt="The mean is off by one.", initial_code=MEAN_OFF_BY_ONE, given_is_wrong=True)
     fixed = MEAN_OFF_BY_ONE.replace(" + 1", "")
     with ScriptedServer([fenced(fixed)]) as s:
         run = make_loop(s, sandbox, auto_plan=False).run(wrong)
@@ -295,8 +297,7 @@ def test_a_run_that_ends_without_a_pass_names_its_best_attempt(sandbox):
     """The attempt to review first: a clean run passing the most tests, the earliest of
     equals; an attempt that crashed, or came later with no more tests passed, is not it."""
     tests = "assert total > 0\nassert total == 6"
-    replies = [fenced("total = 5"), fenced("total = int('x')"), fenced("total = -1"),
-               fenced("total = 7")]
+    replies = [fenced("total = 5"), fenced("total = int('x')"), fenced("total = -1"), fenced("total = 7")]
     with ScriptedServer(replies) as s:
         run = make_loop(s, sandbox, auto_plan=False, max_iterations=4).run(task(tests=tests))
     assert run.outcome == "budget_exhausted" and run.final_code is None
@@ -330,9 +331,7 @@ def test_repeated_candidate_is_asked_again_with_a_new_strategy(sandbox):
 
 
 def test_same_failure_again_says_the_fix_did_not_work(sandbox):
-    with ScriptedServer(
-        [fenced("total = 5"), fenced("total = 4 + 0"), fenced("total = 3 + 0 + 0"), RIGHT]
-    ) as s:
+    with ScriptedServer([fenced("total = 5"), fenced("total = 4 + 0"), fenced("total = 3 + 0 + 0"), RIGHT]) as s:
         run = make_loop(s, sandbox, auto_plan=False, max_iterations=4).run(
             task(tests="assert total == 6, 'total must be six'")
         )
@@ -426,8 +425,7 @@ def test_rate_limited_then_ok_succeeds(sandbox):
 
 
 def test_unreachable_endpoint_is_recorded(sandbox):
-    settings = SelfHeal(base_url=f"http://127.0.0.1:{free_port()}/v1", model="m",
-                        llm_timeout_s=2, llm_max_retries=0)
+    settings = SelfHeal(base_url=f"http://127.0.0.1:{free_port()}/v1", model="m", llm_timeout_s=2, llm_max_retries=0)
     run = build_loop(settings, sandbox=sandbox).run(task())
     assert run.outcome == "error" and "OPENAI_BASE_URL" in run.error
     assert run.iterations == []

@@ -23,8 +23,14 @@ def local_settings(monkeypatch):
         monkeypatch.delenv(name, raising=False)
     # Greedy first attempts (reproducible) and no request timeout: the test is about
     # the repair, and on a loaded 2-core machine a reply may take minutes.
-    settings = SelfHeal(local_model="qwen2.5-coder-0.5b", max_iterations=4, local_threads=1,
-                        temperature=0.0, llm_timeout_s=1800, time_budget_s=0)
+    settings = SelfHeal(
+        local_model="qwen2.5-coder-0.5b",
+        max_iterations=4,
+        local_threads=1,
+        temperature=0.0,
+        llm_timeout_s=1800,
+        time_budget_s=0,
+    )
     yield settings
     stop_local_endpoint(settings.local_model)
 

@@ -20,8 +20,9 @@ from tests.conftest import selfheal_shell
 
 @pytest.fixture()
 def shell():
-    with selfheal_shell("%config SelfHeal.base_url = 'http://127.0.0.1:9/v1'",
-                        "%config SelfHeal.model = 'scripted-model'") as ip:
+    with selfheal_shell(
+        "%config SelfHeal.base_url = 'http://127.0.0.1:9/v1'", "%config SelfHeal.model = 'scripted-model'"
+    ) as ip:
         yield ip
 
 
@@ -38,8 +39,18 @@ def user_names(ip: InteractiveShell) -> set[str]:
 # ---------------------------------------------------------------- help and parsing
 def test_help_lists_every_option():
     doc = SelfHealMagics.agent.__doc__
-    for option in ("--max-iterations", "--model", "--no-plan", "--plan-only", "--plan", "--inputs",
-                   "--tests", "--timeout", "--memory", "--quiet"):
+    for option in (
+        "--max-iterations",
+        "--model",
+        "--no-plan",
+        "--plan-only",
+        "--plan",
+        "--inputs",
+        "--tests",
+        "--timeout",
+        "--memory",
+        "--quiet",
+    ):
         assert option in doc, option
     assert "{name}" in doc
     for option in ("--inputs", "--tests", "hint"):
@@ -148,7 +159,8 @@ def test_in_a_kernel_our_cell_magics_are_awaited_without_rewriting_the_cell():
     tree = AwaitCellMagics(kernel).visit(ast.parse(ours))
     assert ast.unparse(tree) == (
         "await __import__('selfheal_jupyter.notebook.controller', fromlist=['_'])"
-        ".run_cell_magic_async('agent', '--quiet', 'do it\\n')")
+        ".run_cell_magic_async('agent', '--quiet', 'do it\\n')"
+    )
     other = "get_ipython().run_cell_magic('time', '', 'x=1\\n')\n"
     assert ast.unparse(AwaitCellMagics(kernel).visit(ast.parse(other))) == other.strip()
     terminal = SimpleNamespace(kernel=None, autoawait=True, loop_runner=_asyncio_runner)

@@ -19,14 +19,18 @@ from selfheal_jupyter.model import TestOutcome as Outcome
 
 
 def it(index, code, status="ok", *, error=None, tests=(), passed=False):
-    result = ExecutionResult(status=status, error=ErrorInfo(error, "x") if error else None,
-                             tests=list(tests))
+    result = ExecutionResult(status=status, error=ErrorInfo(error, "x") if error else None, tests=list(tests))
     return Iteration(index, Candidate(code, index), result, Verdict(passed))
 
 
 def run(outcome, *iterations, error="", tokens=(0, 0)):
-    return Run(Task("t"), iterations=list(iterations), outcome=outcome, error=error,
-               totals=Totals(len(iterations), tokens[0], tokens[1], 2.0))
+    return Run(
+        Task("t"),
+        iterations=list(iterations),
+        outcome=outcome,
+        error=error,
+        totals=Totals(len(iterations), tokens[0], tokens[1], 2.0),
+    )
 
 
 FOUR_LINES = "import math\n\n# comment\nx = 1\ny = 2\nprint(x)\n"
@@ -72,9 +76,13 @@ def test_summary_over_runs():
         # success after a timeout: not within limits
         run("success", it(1, FOUR_LINES, "timeout"), it(2, FOUR_LINES, passed=True)),
         # never right: 2 errors first, 1 at the end
-        run("budget_exhausted", it(1, FOUR_LINES, "error", error="E", tests=[]),
+        run(
+            "budget_exhausted",
+            it(1, FOUR_LINES, "error", error="E", tests=[]),
             it(2, FOUR_LINES, "ok", tests=[FAILED_TEST, FAILED_TEST]),
-            it(3, FOUR_LINES, "ok", tests=[FAILED_TEST]), error="max_iterations"),
+            it(3, FOUR_LINES, "ok", tests=[FAILED_TEST]),
+            error="max_iterations",
+        ),
         # infrastructure error before any attempt
         run("error", error="endpoint down"),
     ]

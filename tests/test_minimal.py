@@ -33,12 +33,14 @@ def share(totals):
 totals = df.groupby('region')[measure].sum().sort_values(ascending=False)
 print(share(totals))
 """
-CONTEXT = NotebookContext(entries=[
-    ContextEntry("df", "value", type="DataFrame 7×2"),
-    ContextEntry("measure", "value", type="str"),
-    ContextEntry("share", "function", source=SHARE),
-    ContextEntry("np", "module", type="numpy", source="import numpy as np"),
-])
+CONTEXT = NotebookContext(
+    entries=[
+        ContextEntry("df", "value", type="DataFrame 7×2"),
+        ContextEntry("measure", "value", type="str"),
+        ContextEntry("share", "function", source=SHARE),
+        ContextEntry("np", "module", type="numpy", source="import numpy as np"),
+    ]
+)
 
 
 def the_models_program() -> str:
@@ -65,11 +67,15 @@ def test_what_the_notebook_supplies_is_left_out_and_the_users_text_kept():
 
 def test_the_users_own_statements_comments_and_blank_lines_stay():
     cell = "import numpy as np\n\n# per region\ntotals = df.groupby('Region')['sales'].sum()\nprint(totals)"
-    model = ("import numpy as np\nimport pandas as pd\n# per region\n"
-             "totals = df.groupby('region')['sales'].sum()\nprint(totals)\n")
+    model = (
+        "import numpy as np\nimport pandas as pd\n# per region\n"
+        "totals = df.groupby('region')['sales'].sum()\nprint(totals)\n"
+    )
     (only,) = smaller_versions(cell, model, CONTEXT)
     # the user's import stays (it is theirs), the blank line comes back, no final newline added
-    assert only.code == "import numpy as np\n\n# per region\ntotals = df.groupby('region')['sales'].sum()\nprint(totals)"
+    assert (
+        only.code == "import numpy as np\n\n# per region\ntotals = df.groupby('region')['sales'].sum()\nprint(totals)"
+    )
     assert only.dropped == ["import pandas as pd (unused)"]
 
 
@@ -96,9 +102,12 @@ def test_nothing_to_leave_out_gives_no_version():
 
 # ---------------------------------------------------------------- end to end
 def notebook(ip: InteractiveShell, share: str = SHARE) -> None:
-    for cell in ("import numpy as np\nimport pandas as pd\n"
-                 "df = pd.DataFrame({'region': ['north', 'south', 'north'], 'sales': [120, 80, 100]})\n"
-                 "measure = 'sales'", share):
+    for cell in (
+        "import numpy as np\nimport pandas as pd\n"
+        "df = pd.DataFrame({'region': ['north', 'south', 'north'], 'sales': [120, 80, 100]})\n"
+        "measure = 'sales'",
+        share,
+    ):
         assert ip.run_cell(cell, store_history=True).success
 
 
@@ -152,8 +161,7 @@ def test_a_smaller_program_that_fails_falls_back_to_the_whole_one_and_says_why(s
     # the import is read inside a string, where no AST sees it: leaving it out looks
     # safe and is not, and only the check in the sandbox can tell
     model = "import math\nprint(eval('math.sqrt(16)'))\n"
-    run, html = heal(shell, [Reply("```python\n" + model + "```", match="NameError")],
-                     cell="print(eval('sqrt(16)'))")
+    run, html = heal(shell, [Reply("```python\n" + model + "```", match="NameError")], cell="print(eval('sqrt(16)'))")
     assert run.outcome == "success"
     assert run.fix.code == run.final_code == model
     assert run.fix.note.startswith("A smaller version did not pass (raised NameError")

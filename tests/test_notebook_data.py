@@ -15,7 +15,7 @@ from selfheal_jupyter.spec import notebook_data
 from tests.conftest import selfheal_shell
 from tests.scripted_server import Reply, ScriptedServer
 
-NOTEBOOK = '''
+NOTEBOOK = """
 import pandas as pd
 
 class RunningStats:
@@ -40,14 +40,14 @@ sales = pd.DataFrame({"month": ["2024-01-05", "2024-02-11", "2024-02-20"], "amou
 
 def pct(part, whole):
     return part / whole * 10
-'''
+"""
 
-CELL = '''print("n =", stats.n)
+CELL = """print("n =", stats.n)
 print("mean =", stats.mean())
 share = pct(sales.amount.iloc[0], sales.amount.sum())
 print(f"share {share:.0f}%")
 assert share == 50
-'''
+"""
 FIXED_PCT = "def pct(part, whole):\n    return part / whole * 100\n\n\n"
 
 
@@ -61,19 +61,33 @@ def rules(ctx, candidate: str) -> list[str]:
     return [v.rule for v in notebook_data.check(ctx, CELL, candidate)]
 
 
-@pytest.mark.parametrize("added, rule", [
-    ("stats.add(1)\nstats.add(6)\n", "data_added"),
-    ("for v in range(6):\n    stats.add(v)\n", "data_added"),
-    ("stats.values.extend([1, 2, 3])\n", "data_added"),
-    ('sales.loc[len(sales)] = ["2024-03-01", 10]\n', "data_added"),
-    ('sales = pd.DataFrame({"month": ["2024-01"], "amount": [100]})\n', "data_replaced"),
-    ("sales = pd.concat([sales, pd.DataFrame({'amount': [10]})])\n", "data_replaced"),
-    ("stats = RunningStats()\n", None),  # a fresh empty object: not data (reported by the run)
-    ("sales = sales.dropna()\n", None),
-    ('sales["m"] = pd.to_datetime(sales["month"]).dt.month\n', None),
-    ("values = list(stats.values)\nvalues.append(4)\n", None),  # the candidate's own list
-], ids=["add-literals", "add-in-a-loop", "extend-attribute", "loc-row", "replace-frame",
-        "concat-made-up", "fresh-object", "derived", "new-column", "own-copy"])
+@pytest.mark.parametrize(
+    "added, rule",
+    [
+        ("stats.add(1)\nstats.add(6)\n", "data_added"),
+        ("for v in range(6):\n    stats.add(v)\n", "data_added"),
+        ("stats.values.extend([1, 2, 3])\n", "data_added"),
+        ('sales.loc[len(sales)] = ["2024-03-01", 10]\n', "data_added"),
+        ('sales = pd.DataFrame({"month": ["2024-01"], "amount": [100]})\n', "data_replaced"),
+        ("sales = pd.concat([sales, pd.DataFrame({'amount': [10]})])\n", "data_replaced"),
+        ("stats = RunningStats()\n", None),  # a fresh empty object: not data (reported by the run)
+        ("sales = sales.dropna()\n", None),
+        ('sales["m"] = pd.to_datetime(sales["month"]).dt.month\n', None),
+        ("values = list(stats.values)\nvalues.append(4)\n", None),  # the candidate's own list
+    ],
+    ids=[
+        "add-literals",
+        "add-in-a-loop",
+        "extend-attribute",
+        "loc-row",
+        "replace-frame",
+        "concat-made-up",
+        "fresh-object",
+        "derived",
+        "new-column",
+        "own-copy",
+    ],
+)
 def test_made_up_data_fed_to_or_replacing_a_notebook_value_is_refused(shell, added, rule):
     ctx = context.for_cell(CELL, shell.user_ns, hidden=shell.user_ns_hidden, max_bytes=1 << 20)
     assert {e.name: e.kind for e in ctx.entries}["stats"] == "value"
@@ -96,9 +110,14 @@ def test_a_changed_notebook_definition_is_named_an_identical_copy_is_not(shell):
 
 
 def test_a_heal_that_invents_data_is_rejected_and_a_fix_in_a_notebook_function_is_shown(shell):
-    invented = ("```python\nstats.add(1)\nstats.add(6)\n" + CELL.replace(
-        "share = pct(sales.amount.iloc[0], sales.amount.sum())",
-        "share = pct(sales.amount.iloc[0], sales.amount.sum()) * 10") + "```")
+    invented = (
+        "```python\nstats.add(1)\nstats.add(6)\n"
+        + CELL.replace(
+            "share = pct(sales.amount.iloc[0], sales.amount.sum())",
+            "share = pct(sales.amount.iloc[0], sales.amount.sum()) * 10",
+        )
+        + "```"
+    )
     fixed = f"```python\n{FIXED_PCT}{CELL}```"
     with ScriptedServer([Reply(invented), Reply(fixed, match="RULE data_added")]) as server:
         shell.run_cell(f"%config SelfHeal.base_url = '{server.base_url}'", store_history=False)

@@ -56,8 +56,7 @@ def execute(name: str, tmp_path: Path):
     nb.cells.insert(first + 1, nbformat.v4.new_code_cell("%who_ls"))
     nb.cells.insert(first, nbformat.v4.new_code_cell("%who_ls"))
     with ScriptedServer(load_script(str(SCRIPTS / f"{name}.json"))) as server:
-        client = NotebookClient(nb, timeout=300, kernel_name="python3",
-                                resources={"metadata": {"path": str(tmp_path)}})
+        client = NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
         started = time.monotonic()
         client.execute(env=kernel_env(server))  # raises on any cell error
         elapsed = time.monotonic() - started
@@ -143,8 +142,11 @@ def test_kernel_interrupt_stops_the_run_cleanly():
             assert stop_s < 10, f"the run took {stop_s:.1f} s to stop"
             # the kernel is alive and the record says what happened
             check = []
-            kc.execute_interactive("print(1 + 1, agent_result.outcome)", timeout=30,
-                                   output_hook=lambda m: check.append(m["content"].get("text", "")))
+            kc.execute_interactive(
+                "print(1 + 1, agent_result.outcome)",
+                timeout=30,
+                output_hook=lambda m: check.append(m["content"].get("text", "")),
+            )
             assert "2 cancelled" in "".join(check)
             # the killed container is gone (at most the warm pool remains while the kernel lives)
             deadline = time.monotonic() + 5
@@ -167,8 +169,7 @@ def test_teaching_notebook_runs_on_the_embedded_model(tmp_path):
     the iterations is not fixed, so only 'runs top to bottom with a record' is checked."""
     nb = nbformat.read(NOTEBOOKS / "03-teaching-self-debugging.ipynb", as_version=4)
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "SELFHEAL_MODEL")}
-    client = NotebookClient(nb, timeout=1800, kernel_name="python3",
-                            resources={"metadata": {"path": str(tmp_path)}})
+    client = NotebookClient(nb, timeout=1800, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
     started = time.monotonic()
     client.execute(env=env)
     print(f"03 on the embedded model: {time.monotonic() - started:.0f} s")

@@ -76,8 +76,11 @@ class Wire:
             state = msg["content"]["data"].get("state")
             if state and msg["content"]["comm_id"] in self.widgets:
                 self.widgets[msg["content"]["comm_id"]].update(state)
-        elif (msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle"
-              and msg["parent_header"].get("msg_id") == self.msg_id):
+        elif (
+            msg["msg_type"] == "status"
+            and msg["content"]["execution_state"] == "idle"
+            and msg["parent_header"].get("msg_id") == self.msg_id
+        ):
             self.idle = True
 
     def until(self, predicate, timeout: float, what: str):
@@ -112,14 +115,21 @@ class Wire:
         return self.widgets.get(layout, {}).get("display")
 
     def html(self) -> str:
-        return "".join(m["content"].get("data", {}).get("text/html", "") for m in self.messages
-                       if m["msg_type"] == "display_data")
+        return "".join(
+            m["content"].get("data", {}).get("text/html", "") for m in self.messages if m["msg_type"] == "display_data"
+        )
 
 
 def execute_in_cell(kc, code: str, cell_id: str) -> str:
     """An execute request as JupyterLab sends it (with the cell's id in the metadata)."""
-    content = {"code": code, "silent": False, "store_history": True, "user_expressions": {},
-               "allow_stdin": False, "stop_on_error": True}
+    content = {
+        "code": code,
+        "silent": False,
+        "store_history": True,
+        "user_expressions": {},
+        "allow_stdin": False,
+        "stop_on_error": True,
+    }
     msg = kc.session.msg("execute_request", content, metadata={"cellId": cell_id})
     kc.shell_channel.send(msg)
     return msg["header"]["msg_id"]
@@ -139,8 +149,10 @@ def execute_reply(kc, msg_id: str, timeout: float = 60) -> dict:
 
 
 def test_stop_button_cancels_a_running_cell(kernel_for):
-    slow = ("Sleeping as asked.\n```python\nimport time\ntime.sleep(60)\n```\nThe program waits a minute "
-            "before it ends, as the task asks; nothing else happens meanwhile, and it prints nothing at all.")
+    slow = (
+        "Sleeping as asked.\n```python\nimport time\ntime.sleep(60)\n```\nThe program waits a minute "
+        "before it ends, as the task asks; nothing else happens meanwhile, and it prints nothing at all."
+    )
     with ScriptedServer([Reply("1. Wait.\n2. Print done."), Reply(slow, chunk_delay_s=0.1)]) as server:
         _, kc = kernel_for(server)
         msg_id = kc.execute("%%agent\nWait a minute, then print done.")
@@ -152,13 +164,20 @@ def test_stop_button_cancels_a_running_cell(kernel_for):
         # ... until the toggle shows its newest lines, without the code fences
         toggle = wire.find("ToggleButtonModel", description="Show the model's writing")
         wire.set_value(toggle, True)
-        wire.until(lambda: any("selfheal-tokens" in str(s.get("value", "")) and "time.sleep(60)" in str(s.get("value", ""))
-                               for s in wire.widgets.values()), 60, "streamed tokens in the panel")
+        wire.until(
+            lambda: any(
+                "selfheal-tokens" in str(s.get("value", "")) and "time.sleep(60)" in str(s.get("value", ""))
+                for s in wire.widgets.values()
+            ),
+            60,
+            "streamed tokens in the panel",
+        )
         shown = next(str(s["value"]) for s in wire.widgets.values() if "selfheal-tokens" in str(s.get("value", "")))
         assert "```" not in shown
         wire.until(lambda: server.remaining == 0, 60, "the candidate")
-        wire.until(lambda: "Iteration 1 of 4 · running it in the sandbox" in status_text(wire), 60,
-                   "the candidate to run")
+        wire.until(
+            lambda: "Iteration 1 of 4 · running it in the sandbox" in status_text(wire), 60, "the candidate to run"
+        )
         bar = wire.find("FloatProgressModel")
         assert 0 < wire.widgets[bar]["value"] < 1  # iteration 1 of 4 under way: the bar has moved
         assert "Your kernel may show Idle meanwhile" in status_text(wire)
@@ -187,8 +206,11 @@ def test_without_the_extension_a_passing_cell_ends_and_hands_over_the_code(kerne
         assert wire.find("ButtonModel", description="Run in my kernel")
         # the user's namespace got the record only; the code itself was not run
         out = []
-        kc.execute_interactive("print(sorted(get_ipython().run_line_magic('who_ls', '')))", timeout=30,
-                               output_hook=lambda m: out.append(m["content"].get("text", "")))
+        kc.execute_interactive(
+            "print(sorted(get_ipython().run_line_magic('who_ls', '')))",
+            timeout=30,
+            output_hook=lambda m: out.append(m["content"].get("text", "")),
+        )
         assert "".join(out).strip() == "['agent_result']"
 
 
@@ -214,8 +236,9 @@ def test_insert_after_the_cell_ended_targets_the_agent_cell(kernel_for):
 
 
 def test_reject_leaves_everything_as_it_was_and_says_so(kernel_for):
-    with ScriptedServer([Reply("```python\nprices = {'tea': 2}\nprint(prices.get('coffee', 0))\n```",
-                               match="KeyError")]) as server:
+    with ScriptedServer(
+        [Reply("```python\nprices = {'tea': 2}\nprint(prices.get('coffee', 0))\n```", match="KeyError")]
+    ) as server:
         _, kc = kernel_for(server)
         msg_id = execute_in_cell(kc, "%%heal\nprices = {'tea': 2}\nprint(prices['coffee'])", "cell-heal")
         wire = Wire(kc, msg_id)
@@ -228,12 +251,18 @@ def test_reject_leaves_everything_as_it_was_and_says_so(kernel_for):
         assert accept and reject and wire.display_of(accept) != "none"
         assert "Runs — nothing checked its output" in wire.html()  # no assert, no test: a review
         wire.click(reject)
-        wire.until(lambda: "Rejected: your cell and your kernel are as they were" in status_text(wire), 30,
-                   "the decision to settle")
+        wire.until(
+            lambda: "Rejected: your cell and your kernel are as they were" in status_text(wire),
+            30,
+            "the decision to settle",
+        )
         assert wire.requests == []  # nothing was sent to edit the notebook
         out = []
-        kc.execute_interactive("print(sorted(get_ipython().run_line_magic('who_ls', '')))", timeout=30,
-                               output_hook=lambda m: out.append(m["content"].get("text", "")))
+        kc.execute_interactive(
+            "print(sorted(get_ipython().run_line_magic('who_ls', '')))",
+            timeout=30,
+            output_hook=lambda m: out.append(m["content"].get("text", "")),
+        )
         assert "".join(out).strip() == "['agent_result']"  # nothing ran in the kernel
 
 
@@ -253,7 +282,9 @@ def test_run_in_my_kernel_runs_the_code_there(kernel_for):
         printed = "".join(m["content"].get("text", "") for m in wire.messages if m["msg_type"] == "stream")
         assert "mean is 2.0" in printed
         out = []
-        kc.execute_interactive("print(mean)", timeout=30, output_hook=lambda m: out.append(m["content"].get("text", "")))
+        kc.execute_interactive(
+            "print(mean)", timeout=30, output_hook=lambda m: out.append(m["content"].get("text", ""))
+        )
         assert "".join(out).strip() == "2.0"
 
 
@@ -262,8 +293,9 @@ def test_a_run_without_a_pass_offers_its_best_attempt_to_insert_only(kernel_for)
     with ScriptedServer([Reply(f"```python\n{crash}\n```"), Reply(f"```python\n{closest}\n```")]) as server:
         _, kc = kernel_for(server)
         kc.execute_interactive("checks = 'assert total > 0\\nassert total == 6'", timeout=30)
-        msg_id = execute_in_cell(kc, "%%agent --no-plan --max-iterations 2 --tests checks\nSet total to six.",
-                                 "cell-total")
+        msg_id = execute_in_cell(
+            kc, "%%agent --no-plan --max-iterations 2 --tests checks\nSet total to six.", "cell-total"
+        )
         wire = Wire(kc, msg_id)
         wire.extension = True
         wire.until(lambda: wire.front_comm, 30, "the hello of the run")
@@ -271,8 +303,9 @@ def test_a_run_without_a_pass_offers_its_best_attempt_to_insert_only(kernel_for)
         wire.until(lambda: wire.idle, 10, "the cell to end")
         assert reply["content"]["payload"] == []  # a failed program never goes out by itself
         assert 'data-outcome="budget_exhausted"' in wire.html()
-        insert = wire.until(lambda: wire.find("ButtonModel", description="Insert best attempt below"),
-                            30, "the best attempt's button")
+        insert = wire.until(
+            lambda: wire.find("ButtonModel", description="Insert best attempt below"), 30, "the best attempt's button"
+        )
         assert "Round 2 came closest" in status_text(wire)
         assert wire.display_of(wire.find("ButtonModel", description="Run in my kernel")) == "none"  # it failed
         assert wire.display_of(wire.find("ButtonModel", description="Accept (Replace this cell)")) == "none"
@@ -291,8 +324,9 @@ def test_autoheal_offers_a_button_and_heals_on_request(kernel_for):
         msg_id = execute_in_cell(kc, "values = []\nprint(sum(values) / len(values))", "cell-failing")
         wire = Wire(kc, msg_id)
         wire.extension = True
-        button = wire.until(lambda: wire.find("ButtonModel", description="Ask the agent to fix this"),
-                            30, "the autoheal button")
+        button = wire.until(
+            lambda: wire.find("ButtonModel", description="Ask the agent to fix this"), 30, "the autoheal button"
+        )
         wire.until(lambda: wire.idle, 10, "the cell to end")
         errors = [m for m in wire.messages if m["msg_type"] == "error"]
         assert errors and errors[0]["content"]["ename"] == "ZeroDivisionError"  # the traceback still shows
@@ -303,12 +337,14 @@ def test_autoheal_offers_a_button_and_heals_on_request(kernel_for):
         assert wire.widgets[layout].get("width") == "auto"
         assert server.remaining == 1  # nothing happened by itself
         wire.click(button)
-        wire.until(lambda: wire.widgets[button].get("description") == "Fixing…"
-                   and wire.widgets[button].get("disabled"), 30, "the button to say it is fixing")
+        wire.until(
+            lambda: wire.widgets[button].get("description") == "Fixing…" and wire.widgets[button].get("disabled"),
+            30,
+            "the button to say it is fixing",
+        )
         wire.until(lambda: 'data-outcome="success"' in wire.html(), 60, "the healed record")
         assert server.remaining == 0
-        replace = wire.until(lambda: wire.find("ButtonModel", description="Accept (Replace this cell)"), 30,
-                             "Accept")
+        replace = wire.until(lambda: wire.find("ButtonModel", description="Accept (Replace this cell)"), 30, "Accept")
         wire.until(lambda: "Diff to your cell" in status_text(wire), 30, "the diff against the failing cell")
         wire.until(lambda: wire.display_of(button) == "none", 30, "the button to give way to the decision")
         wire.click(replace)
@@ -316,8 +352,11 @@ def test_autoheal_offers_a_button_and_heals_on_request(kernel_for):
         assert request["action"] == "replace" and request["cell_id"] == "cell-failing"
         assert request["code"] == fixed  # as typed: no newline of IPython's added at its end
         out = []
-        kc.execute_interactive("print(sorted(get_ipython().run_line_magic('who_ls', '')))", timeout=30,
-                               output_hook=lambda m: out.append(m["content"].get("text", "")))
+        kc.execute_interactive(
+            "print(sorted(get_ipython().run_line_magic('who_ls', '')))",
+            timeout=30,
+            output_hook=lambda m: out.append(m["content"].get("text", "")),
+        )
         assert "".join(out).strip() == "['agent_result', 'values']"
 
 
@@ -344,11 +383,14 @@ def test_in_n_shows_the_cell_as_ipython_writes_it_and_the_line_is_expanded(kerne
         _, kc = kernel_for(server)
         kc.execute_interactive("bad = 0", timeout=30)
         errors = []
-        reply = kc.execute_interactive("%%agent --max-iterations $bad\nPrint hi.", timeout=30,
-                                       output_hook=lambda m: errors.append(m["content"]))
+        reply = kc.execute_interactive(
+            "%%agent --max-iterations $bad\nPrint hi.", timeout=30, output_hook=lambda m: errors.append(m["content"])
+        )
         assert reply["content"]["status"] == "error"
         # $bad was expanded before parsing (else: "invalid int value: '$bad'")
         assert any("max_iterations must be at least 1, not 0" in str(e) for e in errors), errors
         out = []
-        kc.execute_interactive("print(In[-2])", timeout=30, output_hook=lambda m: out.append(m["content"].get("text", "")))
+        kc.execute_interactive(
+            "print(In[-2])", timeout=30, output_hook=lambda m: out.append(m["content"].get("text", ""))
+        )
         assert "".join(out).strip() == "get_ipython().run_cell_magic('agent', '--max-iterations $bad', 'Print hi.\\n')"

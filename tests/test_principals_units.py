@@ -82,8 +82,7 @@ def test_the_wipe_leaves_what_another_uid_owns(tmp_path):
     sweep.remove_owned(str(tmp_path), other, other)
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     kept = {str(tmp_path / "run1"), str(tmp_path / "pipe")}
-    assert sorted(sweep.leftovers([str(tmp_path)], kept)) == [str(tmp_path / "left.txt"),
-                                                              str(tmp_path / "out")]
+    assert sorted(sweep.leftovers([str(tmp_path)], kept)) == [str(tmp_path / "left.txt"), str(tmp_path / "out")]
     for path in (tmp_path / "run1" / "deep", tmp_path / "run1" / "deep" / "er"):
         os.chmod(path, stat.S_IRWXU)  # let pytest clean up
 

@@ -21,8 +21,14 @@ ROOT = Path(__file__).resolve().parent.parent
 def _selfheal(*args: str, timeout: float = 600) -> "subprocess.CompletedProcess[str]":
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "SELFHEAL_"))}
     env["OPENAI_API_KEY"] = "test-key"
-    return subprocess.run([sys.executable, "-m", "selfheal_jupyter.cli", *args], capture_output=True,
-                          text=True, timeout=timeout, cwd=ROOT, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "selfheal_jupyter.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env=env,
+    )
 
 
 def _exec_json(tmp_path: Path, *programs: str, tests: str | None = None) -> list[dict]:
@@ -44,8 +50,19 @@ def _heal(tmp_path: Path, cell: str, replies: list[str]) -> dict:
     path = tmp_path / "cell.py"
     path.write_text(cell)
     with ScriptedServer([Reply(r) for r in replies]) as server:
-        proc = _selfheal("run", "", "--code", str(path), "--base-url", server.base_url,
-                         "--model", server.model, "--max-iterations", str(len(replies)), "--json")
+        proc = _selfheal(
+            "run",
+            "",
+            "--code",
+            str(path),
+            "--base-url",
+            server.base_url,
+            "--model",
+            server.model,
+            "--max-iterations",
+            str(len(replies)),
+            "--json",
+        )
     assert proc.stdout.strip(), proc.stderr
     return json.loads(proc.stdout)
 
@@ -55,11 +72,15 @@ MEAN_CELL = "def mean(xs):\n    return sum(xs) / len(xs[5:])\n\nassert mean([1, 
 RIGHT_MEAN = "def mean(xs):\n    return sum(xs) / len(xs)\n\nassert mean([1, 2, 3]) == 2\n"
 
 
-@pytest.mark.parametrize("after", [
-    "\ndef mean(xs):\n    return sum(xs) / (len(xs) + 1)\n",
-    "\nmean = lambda xs: sum(xs) / (len(xs) + 1)\n",
-    "\ndef _swap():\n    global mean\n    mean = lambda xs: 0\n\n_swap()\n",
-], ids=["def-again", "assigned-again", "global-in-a-function"])
+@pytest.mark.parametrize(
+    "after",
+    [
+        "\ndef mean(xs):\n    return sum(xs) / (len(xs) + 1)\n",
+        "\nmean = lambda xs: sum(xs) / (len(xs) + 1)\n",
+        "\ndef _swap():\n    global mean\n    mean = lambda xs: 0\n\n_swap()\n",
+    ],
+    ids=["def-again", "assigned-again", "global-in-a-function"],
+)
 def test_an_assert_kept_but_outlived_does_not_heal(tmp_path, sandbox_image, after):
     """Attack class: an assert kept, where it stood, but made to check a value the program
     no longer ends with — a right ``mean`` is asserted, then a wrong one replaces it. The
@@ -79,19 +100,25 @@ def test_an_honest_repair_that_keeps_its_names_still_heals(tmp_path, sandbox_ima
 
 
 # --------------------------------------------------------------------------- status
-@pytest.mark.xfail(strict=True, reason=(
-    "the oom label for a MemoryError is read from the candidate's own report pipe (fd 4), "
-    "which the program shares with the runner code of its process; the allocator's "
-    "MemoryError cannot be told from one the program raised without an observation "
-    "outside the process (not local: needs a design decision on what 'oom' means)"))
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "the oom label for a MemoryError is read from the candidate's own report pipe (fd 4), "
+        "which the program shares with the runner code of its process; the allocator's "
+        "MemoryError cannot be told from one the program raised without an observation "
+        "outside the process (not local: needs a design decision on what 'oom' means)"
+    ),
+)
 def test_a_forged_report_cannot_claim_oom(tmp_path, sandbox_image):
     """Attack class: status from the program's own bytes. A program that allocates
     nothing writes a report frame saying `memory_error` to its report descriptor and
     exits 1: the status must be `error`, not `oom`."""
-    forge = ("import json, os, struct\n"
-             "f = json.dumps({'memory_error': True}).encode()\n"
-             "os.write(4, struct.pack('>I', len(f)) + f)\n"
-             "os._exit(1)\n")
+    forge = (
+        "import json, os, struct\n"
+        "f = json.dumps({'memory_error': True}).encode()\n"
+        "os.write(4, struct.pack('>I', len(f)) + f)\n"
+        "os._exit(1)\n"
+    )
     (result,) = _exec_json(tmp_path, forge)
     assert result["status"] == "error", result
 
@@ -109,17 +136,21 @@ def test_an_assert_outlived_through_globals_does_not_heal(tmp_path, sandbox_imag
 def test_a_test_function_kept_but_outlived_does_not_heal(tmp_path, sandbox_image):
     """Attack class: the outlived check through the user's test function: its call is
     kept where it stood, then the function it tests is replaced by a wrong one."""
-    cell = ("def mean(xs):\n    return sum(xs) / len(xs[5:])\n\n"
-            "def test_mean():\n    assert mean([1, 2, 3]) == 2\n\ntest_mean()\n")
-    cheat = ("```python\ndef mean(xs):\n    return sum(xs) / len(xs)\n\n"
-             "def test_mean():\n    assert mean([1, 2, 3]) == 2\n\ntest_mean()\n\n"
-             "def mean(xs):\n    return sum(xs) / (len(xs) + 1)\n```")
+    cell = (
+        "def mean(xs):\n    return sum(xs) / len(xs[5:])\n\n"
+        "def test_mean():\n    assert mean([1, 2, 3]) == 2\n\ntest_mean()\n"
+    )
+    cheat = (
+        "```python\ndef mean(xs):\n    return sum(xs) / len(xs)\n\n"
+        "def test_mean():\n    assert mean([1, 2, 3]) == 2\n\ntest_mean()\n\n"
+        "def mean(xs):\n    return sum(xs) / (len(xs) + 1)\n```"
+    )
     record = _heal(tmp_path, cell, [cheat, cheat])
     assert record["outcome"] != "success", record["final_code"]
 
 
 # --------------------------------------------------------------------------- between runs
-PLANT = r'''
+PLANT = r"""
 import ctypes, os, threading, time
 MODULE = "print('PLANTED-BY-A')\ndef rgb_to_hsv(*a):\n    return 'forged'\n"
 
@@ -146,7 +177,7 @@ if os.fork() == 0:
 else:
     time.sleep(0.3)
     print('planted')
-'''
+"""
 VICTIM = "import colorsys\nprint(colorsys.rgb_to_hsv(1, 0, 0))\n"
 
 
@@ -162,10 +193,14 @@ def test_a_run_cannot_plant_a_module_for_the_next_run(tmp_path, sandbox_image):
         assert victim["stdout"] == "(0.0, 1.0, 1)\n", victim["stdout"]
 
 
-DEEP_TREE = ("import os\nos.chdir('/tmp')\nfor _ in range(1500):\n    os.mkdir('d')\n"
-             "    os.chdir('d')\nopen('left', 'w').write('secret of A')\nprint('deep')\n")
-LOOK = ("import os\nprint(sorted(n for n in os.listdir('/tmp')\n"
-        "             if not n.startswith(('run', '.matplotlib'))))\n")
+DEEP_TREE = (
+    "import os\nos.chdir('/tmp')\nfor _ in range(1500):\n    os.mkdir('d')\n"
+    "    os.chdir('d')\nopen('left', 'w').write('secret of A')\nprint('deep')\n"
+)
+LOOK = (
+    "import os\nprint(sorted(n for n in os.listdir('/tmp')\n"
+    "             if not n.startswith(('run', '.matplotlib'))))\n"
+)
 
 
 def test_a_deep_directory_tree_does_not_break_the_next_run(tmp_path, sandbox_image):
@@ -182,8 +217,10 @@ def test_a_deep_directory_tree_does_not_break_the_next_run(tmp_path, sandbox_ima
 def test_an_assert_outlived_through_a_global_its_function_reads_does_not_heal(tmp_path, sandbox_image):
     """Attack class: the outlived assert one step removed — the asserted function reads
     a module constant that is right when the assert runs and changed after it."""
-    cheat = ("```python\nN = 3\n\ndef mean(xs):\n    return sum(xs) / N\n\n"
-             "assert mean([1, 2, 3]) == 2\n\nN = 4\nprint(mean([1, 2, 3]))\n```")
+    cheat = (
+        "```python\nN = 3\n\ndef mean(xs):\n    return sum(xs) / N\n\n"
+        "assert mean([1, 2, 3]) == 2\n\nN = 4\nprint(mean([1, 2, 3]))\n```"
+    )
     record = _heal(tmp_path, MEAN_CELL, [cheat, cheat])
     assert record["outcome"] != "success", record["final_code"]
 
@@ -191,43 +228,71 @@ def test_an_assert_outlived_through_a_global_its_function_reads_does_not_heal(tm
 # --------------------------------------------------------------------------- the end check (end_check.py)
 # The checker keeps, for each assert that held, handles of the callables it read and, at the
 # program's end, reads those names again: a name bound to another object (or none) fails it.
-STATS_CELL = ("class Stats:\n    def __init__(self, xs):\n        self.xs = xs\n\n"
-              "    def mean(self):\n        return sum(self.xs) / len(self.xs[5:])\n\n"
-              "assert Stats([1, 2, 3]).mean() == 2\n")
+STATS_CELL = (
+    "class Stats:\n    def __init__(self, xs):\n        self.xs = xs\n\n"
+    "    def mean(self):\n        return sum(self.xs) / len(self.xs[5:])\n\n"
+    "assert Stats([1, 2, 3]).mean() == 2\n"
+)
 RIGHT_STATS = STATS_CELL.replace("self.xs[5:]", "self.xs")
 IN_PLACE = {
-    "code-swapped": (MEAN_CELL, RIGHT_MEAN + "\ndef _wrong(xs):\n    return sum(xs) / (len(xs) + 1)\n\n"
-                     "mean.__code__ = _wrong.__code__\nprint(mean([1, 2, 3]))\n"),
-    "defaults-changed": (MEAN_CELL, "def mean(xs, n=None):\n    return sum(xs) / (n or len(xs))\n\n"
-                         "assert mean([1, 2, 3]) == 2\n\nmean.__defaults__ = (4,)\nprint(mean([1, 2, 3]))\n"),
-    "closure-cell-changed": (MEAN_CELL, "def _make(k):\n    def mean(xs):\n        return sum(xs) / (len(xs) + k)\n"
-                             "    return mean\n\nmean = _make(0)\n\nassert mean([1, 2, 3]) == 2\n\n"
-                             "mean.__closure__[0].cell_contents = 1\nprint(mean([1, 2, 3]))\n"),
-    "builtin-shadowed-in-its-globals": (MEAN_CELL, RIGHT_MEAN + "\nmean.__globals__['s' + 'um'] = lambda xs: 5\n"
-                                        "print(mean([1, 2, 3]))\n"),
-    "helper-rebound": (MEAN_CELL, "def _total(xs):\n    return sum(xs)\n\ndef mean(xs):\n"
-                       "    return _total(xs) / len(xs)\n\nassert mean([1, 2, 3]) == 2\n\n"
-                       "globals()['_to' + 'tal'] = lambda xs: sum(xs) + 1\nprint(mean([1, 2, 3]))\n"),
-    "method-monkeypatched": (STATS_CELL, RIGHT_STATS + "\nStats.mean = lambda self: sum(self.xs) / (len(self.xs) + 1)\n"
-                             "print(Stats([1, 2, 3]).mean())\n"),
-    "call-of-its-class-swapped": (MEAN_CELL, "class _Mean:\n    def __call__(self, xs):\n        return sum(xs) / len(xs)\n\n"
-                                  "mean = _Mean()\n\nassert mean([1, 2, 3]) == 2\n\n"
-                                  "_Mean.__call__ = lambda self, xs: sum(xs) / (len(xs) + 1)\nprint(mean([1, 2, 3]))\n"),
-    "class-of-the-object-swapped": (MEAN_CELL, "class _Mean:\n    def __call__(self, xs):\n        return sum(xs) / len(xs)\n\n"
-                                    "class _Wrong:\n    def __call__(self, xs):\n        return sum(xs) / (len(xs) + 1)\n\n"
-                                    "mean = _Mean()\n\nassert mean([1, 2, 3]) == 2\n\n"
-                                    "mean.__class__ = _Wrong\nprint(mean([1, 2, 3]))\n"),
+    "code-swapped": (
+        MEAN_CELL,
+        RIGHT_MEAN + "\ndef _wrong(xs):\n    return sum(xs) / (len(xs) + 1)\n\n"
+        "mean.__code__ = _wrong.__code__\nprint(mean([1, 2, 3]))\n",
+    ),
+    "defaults-changed": (
+        MEAN_CELL,
+        "def mean(xs, n=None):\n    return sum(xs) / (n or len(xs))\n\n"
+        "assert mean([1, 2, 3]) == 2\n\nmean.__defaults__ = (4,)\nprint(mean([1, 2, 3]))\n",
+    ),
+    "closure-cell-changed": (
+        MEAN_CELL,
+        "def _make(k):\n    def mean(xs):\n        return sum(xs) / (len(xs) + k)\n"
+        "    return mean\n\nmean = _make(0)\n\nassert mean([1, 2, 3]) == 2\n\n"
+        "mean.__closure__[0].cell_contents = 1\nprint(mean([1, 2, 3]))\n",
+    ),
+    "builtin-shadowed-in-its-globals": (
+        MEAN_CELL,
+        RIGHT_MEAN + "\nmean.__globals__['s' + 'um'] = lambda xs: 5\nprint(mean([1, 2, 3]))\n",
+    ),
+    "helper-rebound": (
+        MEAN_CELL,
+        "def _total(xs):\n    return sum(xs)\n\ndef mean(xs):\n"
+        "    return _total(xs) / len(xs)\n\nassert mean([1, 2, 3]) == 2\n\n"
+        "globals()['_to' + 'tal'] = lambda xs: sum(xs) + 1\nprint(mean([1, 2, 3]))\n",
+    ),
+    "method-monkeypatched": (
+        STATS_CELL,
+        RIGHT_STATS + "\nStats.mean = lambda self: sum(self.xs) / (len(self.xs) + 1)\nprint(Stats([1, 2, 3]).mean())\n",
+    ),
+    "call-of-its-class-swapped": (
+        MEAN_CELL,
+        "class _Mean:\n    def __call__(self, xs):\n        return sum(xs) / len(xs)\n\n"
+        "mean = _Mean()\n\nassert mean([1, 2, 3]) == 2\n\n"
+        "_Mean.__call__ = lambda self, xs: sum(xs) / (len(xs) + 1)\nprint(mean([1, 2, 3]))\n",
+    ),
+    "class-of-the-object-swapped": (
+        MEAN_CELL,
+        "class _Mean:\n    def __call__(self, xs):\n        return sum(xs) / len(xs)\n\n"
+        "class _Wrong:\n    def __call__(self, xs):\n        return sum(xs) / (len(xs) + 1)\n\n"
+        "mean = _Mean()\n\nassert mean([1, 2, 3]) == 2\n\n"
+        "mean.__class__ = _Wrong\nprint(mean([1, 2, 3]))\n",
+    ),
 }
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the end check compares the identity of the callables an assert read; a function's "
-    "behaviour is not its identity: its __code__, __defaults__, closure cells, the globals "
-    "and builtins it reads, its class's attributes all change under the same object (and "
-    "no statement binds a name, so the spec guard sees nothing). Fix by construction, not "
-    "local: re-evaluate each held assert at the program's end on the callables as they are "
-    "then and the data as it was read at the assert — a design decision (a function with "
-    "side effects, a counter, or one that prints would then run twice)"))
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "the end check compares the identity of the callables an assert read; a function's "
+        "behaviour is not its identity: its __code__, __defaults__, closure cells, the globals "
+        "and builtins it reads, its class's attributes all change under the same object (and "
+        "no statement binds a name, so the spec guard sees nothing). Fix by construction, not "
+        "local: re-evaluate each held assert at the program's end on the callables as they are "
+        "then and the data as it was read at the assert — a design decision (a function with "
+        "side effects, a counter, or one that prints would then run twice)"
+    ),
+)
 @pytest.mark.parametrize("kind", list(IN_PLACE))
 def test_an_assert_outlived_by_changing_its_callable_in_place_does_not_heal(tmp_path, sandbox_image, kind):
     """Attack class: the outlived assert with the same objects. The asserted function (or
@@ -240,37 +305,49 @@ def test_an_assert_outlived_by_changing_its_callable_in_place_does_not_heal(tmp_
 
 
 FORGED = {
-    "callable-flag-lies": ("import builtins\n_real = builtins.callable\nbuiltins.callable = lambda o: False\n\n"
-                           + RIGHT_MEAN + "\nglobals()['me' + 'an'] = lambda xs: sum(xs) / (len(xs) + 1)\n"
-                           "builtins.callable = _real\nprint(mean([1, 2, 3]))\n"),
-    "identity-tables-edited": ("import gc\n\n" + RIGHT_MEAN + "\ndef _wrong(xs):\n    return sum(xs) / (len(xs) + 1)\n\n"
-                               "for _o in gc.get_objects():\n    if type(_o).__name__ == 'ProgramObjects':\n"
-                               "        _k = _o.ids[id(mean)]\n        _o.objects[_k] = _wrong\n"
-                               "        _o.ids[id(_wrong)] = _k\nglobals()['me' + 'an'] = _wrong\n"
-                               "print(mean([1, 2, 3]))\n"),
-    "restored-while-read": ("import sys\n\n" + RIGHT_MEAN + "\n_right = mean\n"
-                            "globals()['me' + 'an'] = lambda xs: sum(xs) / (len(xs) + 1)\n\n"
-                            "def _restore(frame, event, arg):\n    if frame.f_code.co_name == 'handle':\n"
-                            "        sys.modules['__main__'].__dict__['me' + 'an'] = _right\n\n"
-                            "sys.settrace(_restore)\nprint(mean([1, 2, 3]))\n"),
-    "end-announced-early": ("import gc, json, os, struct\n\n" + RIGHT_MEAN
-                            + "\n_f = json.dumps({'ready': True, 'reason': ''}).encode()\n"
-                            "os.write(5, struct.pack('>I', len(_f)) + _f)\n"
-                            "for _o in gc.get_objects():\n    if type(_o).__name__ == 'ProgramObjects':\n"
-                            "        _o.serve(6, 5)\n        break\n"
-                            "globals()['me' + 'an'] = lambda xs: sum(xs) / (len(xs) + 1)\n"
-                            "print(mean([1, 2, 3]))\n"),
+    "callable-flag-lies": (
+        "import builtins\n_real = builtins.callable\nbuiltins.callable = lambda o: False\n\n"
+        + RIGHT_MEAN
+        + "\nglobals()['me' + 'an'] = lambda xs: sum(xs) / (len(xs) + 1)\n"
+        "builtins.callable = _real\nprint(mean([1, 2, 3]))\n"
+    ),
+    "identity-tables-edited": (
+        "import gc\n\n" + RIGHT_MEAN + "\ndef _wrong(xs):\n    return sum(xs) / (len(xs) + 1)\n\n"
+        "for _o in gc.get_objects():\n    if type(_o).__name__ == 'ProgramObjects':\n"
+        "        _k = _o.ids[id(mean)]\n        _o.objects[_k] = _wrong\n"
+        "        _o.ids[id(_wrong)] = _k\nglobals()['me' + 'an'] = _wrong\n"
+        "print(mean([1, 2, 3]))\n"
+    ),
+    "restored-while-read": (
+        "import sys\n\n" + RIGHT_MEAN + "\n_right = mean\n"
+        "globals()['me' + 'an'] = lambda xs: sum(xs) / (len(xs) + 1)\n\n"
+        "def _restore(frame, event, arg):\n    if frame.f_code.co_name == 'handle':\n"
+        "        sys.modules['__main__'].__dict__['me' + 'an'] = _right\n\n"
+        "sys.settrace(_restore)\nprint(mean([1, 2, 3]))\n"
+    ),
+    "end-announced-early": (
+        "import gc, json, os, struct\n\n" + RIGHT_MEAN + "\n_f = json.dumps({'ready': True, 'reason': ''}).encode()\n"
+        "os.write(5, struct.pack('>I', len(_f)) + _f)\n"
+        "for _o in gc.get_objects():\n    if type(_o).__name__ == 'ProgramObjects':\n"
+        "        _o.serve(6, 5)\n        break\n"
+        "globals()['me' + 'an'] = lambda xs: sum(xs) / (len(xs) + 1)\n"
+        "print(mean([1, 2, 3]))\n"
+    ),
 }
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the end check reads the program's names through the RPC server that runs in the "
-    "program's own process (program_rpc): the `callable` flag that decides what is held, "
-    "the reference tables that make an equal handle the same object, and the moment the "
-    "names are read (the program says when it has ended) are all the program's to change "
-    "(builtins, gc, sys.settrace, its own ready frame). Not "
-    "local: the bindings at the end would have to be read by a principal the program "
-    "cannot touch, or rebinding made impossible by construction"))
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "the end check reads the program's names through the RPC server that runs in the "
+        "program's own process (program_rpc): the `callable` flag that decides what is held, "
+        "the reference tables that make an equal handle the same object, and the moment the "
+        "names are read (the program says when it has ended) are all the program's to change "
+        "(builtins, gc, sys.settrace, its own ready frame). Not "
+        "local: the bindings at the end would have to be read by a principal the program "
+        "cannot touch, or rebinding made impossible by construction"
+    ),
+)
 @pytest.mark.parametrize("kind", list(FORGED))
 def test_the_end_check_trusts_no_answer_of_the_programs_process(tmp_path, sandbox_image, kind):
     """Attack class: forging the end check from inside the program's process — making
@@ -284,26 +361,36 @@ def test_the_end_check_trusts_no_answer_of_the_programs_process(tmp_path, sandbo
 
 
 LATER = {
-    "only-in-a-kernel": ("import sys\n\n" + RIGHT_MEAN + "\nif 'ipykernel' in sys.modules:\n"
-                         "    globals()['me' + 'an'] = lambda xs: sum(xs) / (len(xs) + 1)\n"
-                         "print(mean([1, 2, 3]))\n"),
-    "daemon-thread": ("import threading, time\n\n" + RIGHT_MEAN + "\ndef _later():\n    time.sleep(20)\n"
-                      "    globals()['me' + 'an'] = lambda xs: sum(xs) / (len(xs) + 1)\n\n"
-                      "threading.Thread(target=_later, daemon=True).start()\nprint(mean([1, 2, 3]))\n"),
-    "alarm-signal": ("import signal\n\n" + RIGHT_MEAN + "\ndef _later(*_):\n"
-                     "    globals()['me' + 'an'] = lambda xs: sum(xs) / (len(xs) + 1)\n\n"
-                     "signal.signal(signal.SIGALRM, _later)\nsignal.alarm(20)\nprint(mean([1, 2, 3]))\n"),
+    "only-in-a-kernel": (
+        "import sys\n\n" + RIGHT_MEAN + "\nif 'ipykernel' in sys.modules:\n"
+        "    globals()['me' + 'an'] = lambda xs: sum(xs) / (len(xs) + 1)\n"
+        "print(mean([1, 2, 3]))\n"
+    ),
+    "daemon-thread": (
+        "import threading, time\n\n" + RIGHT_MEAN + "\ndef _later():\n    time.sleep(20)\n"
+        "    globals()['me' + 'an'] = lambda xs: sum(xs) / (len(xs) + 1)\n\n"
+        "threading.Thread(target=_later, daemon=True).start()\nprint(mean([1, 2, 3]))\n"
+    ),
+    "alarm-signal": (
+        "import signal\n\n" + RIGHT_MEAN + "\ndef _later(*_):\n"
+        "    globals()['me' + 'an'] = lambda xs: sum(xs) / (len(xs) + 1)\n\n"
+        "signal.signal(signal.SIGALRM, _later)\nsignal.alarm(20)\nprint(mean([1, 2, 3]))\n"
+    ),
 }
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the sandbox sees the program end; a daemon thread or a timer signal that binds the "
-    "asserted name later does so only where the program never ends (the user's kernel, "
-    "after accept), and a program that tells a kernel from the sandbox (ipykernel loaded) "
-    "binds it only there. Not local: the end check would have to run where the code ends, "
-    "in the user's kernel after accept (the held asserts' callables read again there), "
-    "or a run with work of its own pending at its end (threads, timers) be not ok, seen "
-    "by the server from /proc — design decisions (libraries' native threads)"))
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "the sandbox sees the program end; a daemon thread or a timer signal that binds the "
+        "asserted name later does so only where the program never ends (the user's kernel, "
+        "after accept), and a program that tells a kernel from the sandbox (ipykernel loaded) "
+        "binds it only there. Not local: the end check would have to run where the code ends, "
+        "in the user's kernel after accept (the held asserts' callables read again there), "
+        "or a run with work of its own pending at its end (threads, timers) be not ok, seen "
+        "by the server from /proc — design decisions (libraries' native threads)"
+    ),
+)
 @pytest.mark.parametrize("kind", list(LATER))
 def test_an_assert_outlived_after_the_end_does_not_heal(tmp_path, sandbox_image, kind):
     """Attack class: the outlived assert after the end, or elsewhere. A daemon thread (or
@@ -319,16 +406,19 @@ OWN_REBINDING = {
         "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n\nassert fib(10) == 55\n\n"
         "from functools import lru_cache\n\n@lru_cache(maxsize=None)\ndef fib(n):\n"
         "    return n if n < 2 else fib(n - 1) + fib(n - 3)\n\nassert fib(30) == 832040\n",
-        ("fib(n - 3)", "fib(n - 2)")),
+        ("fib(n - 3)", "fib(n - 2)"),
+    ),
     "re-wrapped": (
         "import functools\n\n" + MEAN_CELL + "\ndef logged(f):\n    @functools.wraps(f)\n"
         "    def inner(*a):\n        return f(*a)\n    return inner\n\nmean = logged(mean)\n"
         "print(mean([4, 5, 6]))\n",
-        ("xs[5:]", "xs")),
+        ("xs[5:]", "xs"),
+    ),
     "rebound-by-its-global-statement": (
         "def predict(x):\n    return x * 2\n\nassert predict(2) == 4\n\ndef retrain(k):\n"
         "    global predict\n    predict = lambda x: x * k\n\nretrain(3)\nprint(predcit(2))\n",
-        ("predcit(2)", "predict(2)")),
+        ("predcit(2)", "predict(2)"),
+    ),
 }
 
 
@@ -349,8 +439,10 @@ def test_a_rebinding_the_end_check_leaves_to_the_spec_guard_is_seen_by_it(tmp_pa
     top-level statement binds to the spec guard; a binding form one side knows and the
     other does not (``case {**mean}``) would let the wrong function in through
     ``globals()`` with neither looking."""
-    cheat = (RIGHT_MEAN + "\nmatch {}:\n    case {**mean}:\n        pass\n\n"
-             "globals()['me' + 'an'] = lambda xs: sum(xs) / (len(xs) + 1)\nprint(mean([1, 2, 3]))\n")
+    cheat = (
+        RIGHT_MEAN + "\nmatch {}:\n    case {**mean}:\n        pass\n\n"
+        "globals()['me' + 'an'] = lambda xs: sum(xs) / (len(xs) + 1)\nprint(mean([1, 2, 3]))\n"
+    )
     record = _heal(tmp_path, MEAN_CELL, [f"```python\n{cheat}```"] * 2)
     assert record["outcome"] != "success", record["final_code"]
 
@@ -360,10 +452,12 @@ def test_an_assert_is_checked_on_the_namespace_the_program_runs_in(tmp_path, san
     in ``sys.modules["__main__"]`` with a right ``mean`` (made by ``exec``, which no rule
     reads) and runs on with its own wrong one: the user's assert must be checked on the
     ``mean`` the program uses, not on the one it shows."""
-    cheat = ("import sys, types\n\ndef mean(xs):\n    return sum(xs) / (len(xs) + 1)\n\n"
-             "_shown = types.ModuleType('__main__')\n"
-             "exec('def mean(xs):\\n    return sum(xs) / len(xs)\\n', _shown.__dict__)\n"
-             "sys.modules['__main__'] = _shown\n\nassert mean([1, 2, 3]) == 2\nprint(mean([1, 2, 3]))\n")
+    cheat = (
+        "import sys, types\n\ndef mean(xs):\n    return sum(xs) / (len(xs) + 1)\n\n"
+        "_shown = types.ModuleType('__main__')\n"
+        "exec('def mean(xs):\\n    return sum(xs) / len(xs)\\n', _shown.__dict__)\n"
+        "sys.modules['__main__'] = _shown\n\nassert mean([1, 2, 3]) == 2\nprint(mean([1, 2, 3]))\n"
+    )
     record = _heal(tmp_path, MEAN_CELL, [f"```python\n{cheat}```"] * 2)
     assert record["outcome"] != "success", record["final_code"]
 
@@ -381,11 +475,15 @@ def _grade_shows(expected: str, printed: str) -> bool:
     return notebooks.grade(problem, result, problem.hidden["solution"])[0]
 
 
-@pytest.mark.parametrize("expected, printed", [
-    ("period: 2024.10", "period: 2024.1"),
-    ("mean: 2.50", "mean: 2.5"),
-    ("mean: 2.05", "mean: 2.5"),
-], ids=["unpadded-month", "another-decimal", "dropped-zero"])
+@pytest.mark.parametrize(
+    "expected, printed",
+    [
+        ("period: 2024.10", "period: 2024.1"),
+        ("mean: 2.50", "mean: 2.5"),
+        ("mean: 2.05", "mean: 2.5"),
+    ],
+    ids=["unpadded-month", "another-decimal", "dropped-zero"],
+)
 def test_the_notebooks_grade_passes_no_other_number(expected, printed):
     """Attack class: the grader's normalisation. A program that prints January where
     October is expected ("2024.1" for "2024.10") is not solved: only a whole number's
@@ -394,12 +492,16 @@ def test_the_notebooks_grade_passes_no_other_number(expected, printed):
     assert _grade_shows("rate: 0.0%", "rate: 0%") is True
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the notebooks grade compares every printed line without letter case "
-    "(eval/notebooks.py _norm), so a fix may reword a label; where the case is the answer "
-    "(a country code the cell had to upper-case) a wrong output passes. Not local: which "
-    "lines are compared exactly is the case's own fact (its expected.txt would say so), "
-    "and none of the 24 cases has such a line"))
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "the notebooks grade compares every printed line without letter case "
+        "(eval/notebooks.py _norm), so a fix may reword a label; where the case is the answer "
+        "(a country code the cell had to upper-case) a wrong output passes. Not local: which "
+        "lines are compared exactly is the case's own fact (its expected.txt would say so), "
+        "and none of the 24 cases has such a line"
+    ),
+)
 def test_the_notebooks_grade_passes_no_wrong_case():
     """Attack class: the grader's normalisation, where the letter case is the fix."""
     assert _grade_shows("country: DE", "country: de") is False
@@ -410,8 +512,10 @@ def test_a_cell_that_deletes_its_helper_at_the_end_still_heals(tmp_path, sandbox
     """False rejection: a cell that cleans up its helper with ``del`` after using it.
     The static pre-check (pyflakes reads function bodies after the whole module) called
     the helper "never defined" and blocked the user's cell and every repair unrun."""
-    cell = ("def _pairs(xs):\n    return list(zip(xs, xs[2:]))\n\ndef diffs(xs):\n"
-            "    return [b - a for a, b in _pairs(xs)]\n\nassert diffs([1, 4, 9]) == [3, 5]\ndel _pairs\n")
+    cell = (
+        "def _pairs(xs):\n    return list(zip(xs, xs[2:]))\n\ndef diffs(xs):\n"
+        "    return [b - a for a, b in _pairs(xs)]\n\nassert diffs([1, 4, 9]) == [3, 5]\ndel _pairs\n"
+    )
     honest = cell.replace("xs[2:]", "xs[1:]")
     record = _heal(tmp_path, cell, [f"```python\n{honest}```"])
     assert record["outcome"] == "success", record["iterations"][-1]["verdict"]

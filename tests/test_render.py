@@ -41,8 +41,7 @@ def make_run(prompt: str = "Sum <sales> by region & plot") -> Run:
     first = Iteration(
         index=1,
         candidate=Candidate(BAD, 1, reply="```python\n" + BAD + "```"),
-        result=ExecutionResult(status="error", exit_code=1, stderr="Traceback ...", error=error,
-                               stdout="<before>"),
+        result=ExecutionResult(status="error", exit_code=1, stderr="Traceback ...", error=error, stdout="<before>"),
         verdict=Verdict(False, ["KeyError: 'regoin'"]),
         usage=Usage(100, 40),
     )
@@ -50,7 +49,9 @@ def make_run(prompt: str = "Sum <sales> by region & plot") -> Run:
         index=2,
         candidate=Candidate(GOOD, 2),
         result=ExecutionResult(
-            status="ok", exit_code=0, stdout="region\nnorth    3\n",
+            status="ok",
+            exit_code=0,
+            stdout="region\nnorth    3\n",
             outputs=[RichOutput("image/png", PNG), RichOutput("text/html", "<table><tr><td>north</td></tr></table>")],
             tests=[Outcome("assert totals['north'] == 3", True)],
         ),
@@ -231,8 +232,10 @@ def test_sampled_programs_in_plain_words():
     from selfheal_jupyter.model import Sample
 
     run = make_run()
-    run.iterations[1].samples = [Sample(GOOD, "ok", True, tests_passed=1, agreement=1, chosen=True),
-                                 Sample(BAD, "error", False, fresh=True)]
+    run.iterations[1].samples = [
+        Sample(GOOD, "ok", True, tests_passed=1, agreement=1, chosen=True),
+        Sample(BAD, "error", False, fresh=True),
+    ]
     page = run_html(run)
     assert "2 versions tried; the one marked ➜ was kept" in page
     assert "version 1: passed · 1 of your tests passed" in page
@@ -257,12 +260,13 @@ def test_a_success_says_what_verified_it_and_one_that_only_runs_never_reads_as_s
     last = only_runs.iterations[-1]
     last.verdict = Verdict(True, ["ran cleanly (no tests given)"])
     last.result.tests = []
-    only_runs.task = Task(prompt="Make this code run without errors.",
-                          initial_code="# monthly totals of the sales\nprint(totals)\n")
+    only_runs.task = Task(
+        prompt="Make this code run without errors.", initial_code="# monthly totals of the sales\nprint(totals)\n"
+    )
     assert summary_text(only_runs).startswith("● Runs — nothing checked its output ·")
     page = run_html(only_runs)
     assert 'data-verified="false"' in page and 'class="selfheal-intent-review"' in page
-    review = page[page.index('class="selfheal-intent-review"'):]
+    review = page[page.index('class="selfheal-intent-review"') :]
     assert "monthly totals of the sales" in review and "region\nnorth    3" in review
     failed = make_run()
     failed.outcome = "budget_exhausted"

@@ -72,9 +72,11 @@ def pipe():
 
 def test_frames_round_trip_in_order(pipe):
     r, w = pipe
-    sent = [{"op": "run", "code": "print('é')\n", "n": [1, 2.5, None, True]},
-            {"text": "\ud800 lone surrogate", "nested": {"a": {"b": []}}},
-            {}]
+    sent = [
+        {"op": "run", "code": "print('é')\n", "n": [1, 2.5, None, True]},
+        {"text": "\ud800 lone surrogate", "nested": {"a": {"b": []}}},
+        {},
+    ]
     for obj in sent:
         frames.write_frame(w, obj)
     reader = frames.FrameReader(r)
@@ -196,11 +198,34 @@ def _same(a: Any, b: Any) -> bool:
 
 
 PLAIN = [
-    None, True, False, 0, -7, 2**100, 1.5, -0.0, float("inf"), float("-inf"), float("nan"),
-    "", "text é \u2603", b"\x00\xffbytes", bytearray(b"ba"), complex(1.5, -2), range(1, 10, 3),
-    [1, [2, [3]]], (1, "a", None), {1, 2, 3}, frozenset({"a"}), {"k": [1, 2], 3: (4,), None: {}},
-    decimal.Decimal("1.10"), fractions.Fraction(3, 7), datetime.datetime(2026, 11, 25, 12, 30, 1, 5),
-    datetime.date(2026, 1, 2), datetime.time(23, 59), datetime.timedelta(days=2, seconds=3, microseconds=4),
+    None,
+    True,
+    False,
+    0,
+    -7,
+    2**100,
+    1.5,
+    -0.0,
+    float("inf"),
+    float("-inf"),
+    float("nan"),
+    "",
+    "text é \u2603",
+    b"\x00\xffbytes",
+    bytearray(b"ba"),
+    complex(1.5, -2),
+    range(1, 10, 3),
+    [1, [2, [3]]],
+    (1, "a", None),
+    {1, 2, 3},
+    frozenset({"a"}),
+    {"k": [1, 2], 3: (4,), None: {}},
+    decimal.Decimal("1.10"),
+    fractions.Fraction(3, 7),
+    datetime.datetime(2026, 11, 25, 12, 30, 1, 5),
+    datetime.date(2026, 1, 2),
+    datetime.time(23, 59),
+    datetime.timedelta(days=2, seconds=3, microseconds=4),
     uuid.UUID("12345678-1234-5678-1234-567812345678"),
 ]
 
@@ -238,9 +263,15 @@ def test_a_subclass_of_a_plain_type_crosses_as_the_plain_value_it_holds():
         def items(self):  # type: ignore[override]
             return []
 
-    for value, plain in ((Sneaky(3), 3), (Yes(0.5), 0.5), (Hollow([1, 2]), [1, 2]),
-                         (Loud("abc"), "abc"), (Few(a=1), {"a": 1}), ([1, Sneaky(2)], [1, 2]),
-                         (type("C", (complex,), {})(1 + 2j), 1 + 2j)):
+    for value, plain in (
+        (Sneaky(3), 3),
+        (Yes(0.5), 0.5),
+        (Hollow([1, 2]), [1, 2]),
+        (Loud("abc"), "abc"),
+        (Few(a=1), {"a": 1}),
+        ([1, Sneaky(2)], [1, 2]),
+        (type("C", (complex,), {})(1 + 2j), 1 + 2j),
+    ):
         encoded, decoded = _through_json(value)
         assert "ref" not in json.dumps(encoded)
         assert _same(decoded, plain), (value, decoded)
@@ -381,7 +412,11 @@ def test_exceptions_cross_as_their_builtin_base_and_message():
     Custom.__module__ = "__main__"
     described = codec.describe_exception(Custom("bad"))
     assert {k: described[k] for k in ("module", "name", "base", "message")} == {
-        "module": "__main__", "name": Custom.__qualname__, "base": "ValueError", "message": "bad"}
+        "module": "__main__",
+        "name": Custom.__qualname__,
+        "base": "ValueError",
+        "message": "bad",
+    }
     with pytest.raises(ValueError, match="bad") as raised:
         codec.raise_described(described)
     assert type(raised.value) is not Custom  # a local stand-in, never the program's class
@@ -390,9 +425,15 @@ def test_exceptions_cross_as_their_builtin_base_and_message():
 
 def test_numpy_arrays_and_scalars_round_trip():
     np = pytest.importorskip("numpy")
-    values = [np.arange(6, dtype=np.int32).reshape(2, 3), np.array([1.5, np.nan, -np.inf]),
-              np.array([True, False]), np.array([1 + 2j]), np.array(["a", "bc"]),
-              np.array(7, dtype=np.int64), np.zeros((0, 3))]
+    values = [
+        np.arange(6, dtype=np.int32).reshape(2, 3),
+        np.array([1.5, np.nan, -np.inf]),
+        np.array([True, False]),
+        np.array([1 + 2j]),
+        np.array(["a", "bc"]),
+        np.array(7, dtype=np.int64),
+        np.zeros((0, 3)),
+    ]
     for value in values:
         encoded, decoded = _through_json(value)
         assert encoded["$"] == "ndarray"
@@ -407,13 +448,15 @@ def test_numpy_arrays_and_scalars_round_trip():
         assert encoded["$"] == "npscalar" and type(decoded) is type(scalar) and decoded == scalar
     with pytest.raises(ValueError, match="unexpected dtype"):
         codec.Codec(_Refs().ref_of, _Refs().deref).decode(
-            {"$": "ndarray", "dtype": "object; import os", "shape": [0], "v": {"$": "list", "v": []}})
+            {"$": "ndarray", "dtype": "object; import os", "shape": [0], "v": {"$": "list", "v": []}}
+        )
 
 
 def test_pandas_objects_are_rebuilt_from_data():
     pd = pytest.importorskip("pandas")
-    frame = pd.DataFrame({"n": [1, 2, 3], "x": [0.5, None, 2.0], "s": ["a", "b", None]},
-                         index=pd.Index([10, 20, 30], name="id"))
+    frame = pd.DataFrame(
+        {"n": [1, 2, 3], "x": [0.5, None, 2.0], "s": ["a", "b", None]}, index=pd.Index([10, 20, 30], name="id")
+    )
     _, decoded = _through_json(frame)
     pd.testing.assert_frame_equal(decoded, frame)
     series = pd.Series([1.0, 2.0], index=["a", "b"], name="v")
@@ -484,7 +527,9 @@ def test_a_handle_compares_and_computes_here_and_the_tests_values_stay_here(prog
         "    __hash__ = float.__hash__\n"
         "    def __sub__(self, o): return Yes(0)\n"
         "def liar(*a): return Liar()\n"
-        "def yes(*a): return Yes(7.5)\n", ns)
+        "def yes(*a): return Yes(7.5)\n",
+        ns,
+    )
     server.start()
     got = _names(link, ["liar", "yes"])
     liar, yes = got["liar"], got["yes"]
@@ -492,9 +537,15 @@ def test_a_handle_compares_and_computes_here_and_the_tests_values_stay_here(prog
     value = liar(1)
     assert type(value) is Remote and value.__class__ is Remote
     assert value != 41.125  # a record of the program's class: equal to no plain value
-    for attempt in (lambda: abs(value - 41.125) < 1e-9, lambda: 41.125 - value,
-                    lambda: value < 41.125, lambda: bool(value), lambda: -value,
-                    lambda: float(value), lambda: f"{value:.2f}"):
+    for attempt in (
+        lambda: abs(value - 41.125) < 1e-9,
+        lambda: 41.125 - value,
+        lambda: value < 41.125,
+        lambda: bool(value),
+        lambda: -value,
+        lambda: float(value),
+        lambda: f"{value:.2f}",
+    ):
         with pytest.raises(TypeError, match="Liar"):
             attempt()
     assert not any("41.125" in json.dumps(req) for req in seen)  # never sent to the program
@@ -512,7 +563,9 @@ def test_two_of_the_program_s_objects_compare_as_data_and_by_the_program(program
         "    def __init__(self, x): self.x = x\n"
         "class AlwaysEqual:\n"
         "    def __init__(self, x): self.x = x\n"
-        "    def __eq__(self, o): return True\n", ns)
+        "    def __eq__(self, o): return True\n",
+        ns,
+    )
     server.start()
     got = _names(link, ["Point", "Bare", "AlwaysEqual"])
     Point, Bare, AlwaysEqual = got["Point"], got["Bare"], got["AlwaysEqual"]
@@ -528,9 +581,12 @@ def test_isinstance_of_a_handle_compares_names_and_loads_nothing(program):
     from selfheal_jupyter.sandbox.runner.checker_rpc import checker_isinstance, checker_issubclass
 
     ns, link, seen, server = program
-    exec("class Base: pass\nclass Child(Base): pass\nclass Fake: pass\n"
-         "Fake.__module__, Fake.__qualname__ = 'unittest.case', 'TestCase'\n"
-         "def make(): return Child()\ndef fake(): return Fake()\n", ns)
+    exec(
+        "class Base: pass\nclass Child(Base): pass\nclass Fake: pass\n"
+        "Fake.__module__, Fake.__qualname__ = 'unittest.case', 'TestCase'\n"
+        "def make(): return Child()\ndef fake(): return Fake()\n",
+        ns,
+    )
     server.start()
     got = _names(link, ["Base", "Child", "make", "fake"])
     child = got["make"]()
@@ -550,9 +606,12 @@ def test_isinstance_of_a_handle_compares_names_and_loads_nothing(program):
 
 def test_the_tests_own_exception_comes_back_through_the_program(program):
     ns, link, seen, server = program
-    exec("def apply(f):\n    try:\n        return f()\n    except Exception:\n        raise\n"
-         "class Oops(KeyError): pass\n"
-         "def fail(): raise Oops('k')\n", ns)
+    exec(
+        "def apply(f):\n    try:\n        return f()\n    except Exception:\n        raise\n"
+        "class Oops(KeyError): pass\n"
+        "def fail(): raise Oops('k')\n",
+        ns,
+    )
     server.start()
     got = _names(link, ["apply", "fail", "Oops"])
 
@@ -578,20 +637,21 @@ def test_the_tests_names_come_from_the_sources_not_from_the_program(program):
     from selfheal_jupyter.sandbox.runner.checker_rpc import Remote
 
     ns, link, seen, server = program
-    source = ("import math as m\nimport os.path\nfrom json import dumps as show, loads\n"
-              "from collections import *\n"
-              "def abs(x):\n    return 0\n"
-              "def f(x):\n    return x\n"
-              "def loads(text):\n    return text\n"
-              "for i in range(2):\n    total = i\n"
-              "globals()['sneaky'] = 1\n"
-              "m = 'a fake math'\n")
+    source = (
+        "import math as m\nimport os.path\nfrom json import dumps as show, loads\n"
+        "from collections import *\n"
+        "def abs(x):\n    return 0\n"
+        "def f(x):\n    return x\n"
+        "def loads(text):\n    return text\n"
+        "for i in range(2):\n    total = i\n"
+        "globals()['sneaky'] = 1\n"
+        "m = 'a fake math'\n"
+    )
     exec(source, ns)
     server.start()
     names = ProgramNames.of([source], ["data"])
     assert names.own >= {"abs", "f", "i", "total", "data", "m"} and "sneaky" not in names.own
-    got = names.resolve(["abs", "f", "os", "show", "deque", "sneaky", "math", "total", "random",
-                         "m", "loads"], link)
+    got = names.resolve(["abs", "f", "os", "show", "deque", "sneaky", "math", "total", "random", "m", "loads"], link)
     assert "abs" not in got and "math" not in got and "random" not in got  # the checker's own
     assert got["os"] is sys.modules["os"] and got["m"] is math  # a module stays the checker's
     import collections
@@ -625,8 +685,9 @@ def test_a_bare_assert_evaluates_each_side_once():
 
 def _status(report: dict) -> str:
     capture = outcome.Capture(cap=100)
-    return outcome.describe_result(1 << 8, "", capture, outcome.Capture(cap=100), report, None, "",
-                                   0, 0.1, 100, 1.0, 512 << 20)["status"]
+    return outcome.describe_result(
+        1 << 8, "", capture, outcome.Capture(cap=100), report, None, "", 0, 0.1, 100, 1.0, 512 << 20
+    )["status"]
 
 
 def test_oom_from_the_builtin_memory_error_itself_never_from_a_name():
@@ -643,11 +704,13 @@ def test_the_end_check_leaves_to_the_spec_guard_only_what_the_text_shows():
     from selfheal_jupyter.sandbox.runner.checker import ProgramNames
     from selfheal_jupyter.spec.rules import _bound_at_top
 
-    source = ("def mean(xs):\n    return sum(xs)\n\nassert mean([1]) == 1\n\n"
-              "import functools as ft\nmean = ft.lru_cache(mean)\n"
-              "match {}:\n    case {**rest}:\n        pass\n"
-              "def reset():\n    global model\n\n"
-              "globals()['hidden'] = len\nexec('sneaky = len')\n")
+    source = (
+        "def mean(xs):\n    return sum(xs)\n\nassert mean([1]) == 1\n\n"
+        "import functools as ft\nmean = ft.lru_cache(mean)\n"
+        "match {}:\n    case {**rest}:\n        pass\n"
+        "def reset():\n    global model\n\n"
+        "globals()['hidden'] = len\nexec('sneaky = len')\n"
+    )
     after = ProgramNames.bound_after(source, 4, 0)
     assert after == {"ft", "mean", "rest", "reset", "model"}
     assert ProgramNames.bound_after(source, 5, 0) == set()  # no statement there
@@ -662,17 +725,38 @@ def test_an_assert_unconfirmed_at_the_end_fails_only_a_run_that_is_otherwise_ok(
     from selfheal_jupyter.sandbox.runner.end_check import UNCONFIRMED
 
     def settled(status: int) -> dict:
-        held = {"source": "assert f(1) == 1", "line": 3, "passed": True, "message": "",
-                UNCONFIRMED: "`f` could not be read again at the program's end"}
-        result = outcome.describe_result(status, "", outcome.Capture(cap=100), outcome.Capture(cap=100),
-                                         {"error": None, "outputs": []}, {"tests": [held]}, "", 0, 0.1,
-                                         100, 1.0, 512 << 20, [[3, 0, "assert f(1) == 1"]])
+        held = {
+            "source": "assert f(1) == 1",
+            "line": 3,
+            "passed": True,
+            "message": "",
+            UNCONFIRMED: "`f` could not be read again at the program's end",
+        }
+        result = outcome.describe_result(
+            status,
+            "",
+            outcome.Capture(cap=100),
+            outcome.Capture(cap=100),
+            {"error": None, "outputs": []},
+            {"tests": [held]},
+            "",
+            0,
+            0.1,
+            100,
+            1.0,
+            512 << 20,
+            [[3, 0, "assert f(1) == 1"]],
+        )
         (test,) = result["tests"]
         assert UNCONFIRMED not in test
         return test
 
-    assert settled(0) == {"source": "assert f(1) == 1", "line": 3, "passed": False,
-                          "message": "`f` could not be read again at the program's end"}
+    assert settled(0) == {
+        "source": "assert f(1) == 1",
+        "line": 3,
+        "passed": False,
+        "message": "`f` could not be read again at the program's end",
+    }
     assert settled(1 << 8)["passed"] is True
 
 

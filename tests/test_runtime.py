@@ -22,12 +22,17 @@ KERNEL = "import os\nprint(os.uname().release)\n"
 @pytest.fixture(scope="module")
 def runsc(docker_client) -> None:
     if shutil.which("runsc") is None:
-        pytest.skip("runsc (gVisor) is not installed here and could not be: "
-                    "`apt-get install -y runsc` (sandbox/setup-engine.sh does it as root)")
+        pytest.skip(
+            "runsc (gVisor) is not installed here and could not be: "
+            "`apt-get install -y runsc` (sandbox/setup-engine.sh does it as root)"
+        )
     if "runsc" not in (docker_client.info().get("Runtimes") or {}):
-        pytest.fail("runsc is installed but the Docker engine does not offer it; run "
-                    "`bash sandbox/setup-engine.sh` as root (it registers it and reloads the "
-                    "engine)", pytrace=False)
+        pytest.fail(
+            "runsc is installed but the Docker engine does not offer it; run "
+            "`bash sandbox/setup-engine.sh` as root (it registers it and reloads the "
+            "engine)",
+            pytrace=False,
+        )
 
 
 def runtimes_of(sb: DockerSandbox) -> set[str]:

@@ -35,8 +35,7 @@ def no_stray_container_after_the_test(request, sandbox, docker_client):
     shared = sandbox.session
     end = time.monotonic() + 10
     while True:
-        stray = [c for c in own_containers(docker_client)
-                 if c["Labels"].get("selfheal") != shared]
+        stray = [c for c in own_containers(docker_client) if c["Labels"].get("selfheal") != shared]
         if not stray or time.monotonic() > end:
             break
         time.sleep(0.1)
@@ -86,13 +85,16 @@ def test_zero_division_line(sandbox):
 
 
 def test_key_error_inside_pandas_keeps_only_candidate_frames(sandbox):
-    r = run(sandbox, """\
+    r = run(
+        sandbox,
+        """\
         import pandas as pd
         df = pd.DataFrame({"price": [1.0, 2.0]})
         def total(frame):
             return frame["prices"].sum()
         print(total(df))
-        """)
+        """,
+    )
     assert r.error.type == "KeyError" and r.error.message == "'prices'"
     assert r.error.line == 4
     assert [(f.function, f.line) for f in r.error.frames] == [("<module>", 5), ("total", 4)]
@@ -111,7 +113,9 @@ def test_syntax_error_line(sandbox):
 
 
 def test_nested_function_frames_and_locals(sandbox):
-    r = run(sandbox, """\
+    r = run(
+        sandbox,
+        """\
         def outer(n):
             return inner(n + 1)
 
@@ -120,7 +124,8 @@ def test_nested_function_frames_and_locals(sandbox):
             return items[m]
 
         outer(3)
-        """)
+        """,
+    )
     assert r.error.type == "IndexError" and r.error.line == 6
     assert [(f.function, f.line, f.source) for f in r.error.frames] == [
         ("<module>", 8, "outer(3)"),
@@ -153,13 +158,16 @@ def test_memory_error_is_reported_as_oom_with_its_line(sandbox):
 def test_kernel_oom_kill_is_reported_as_oom(sandbox):
     # Shared anonymous memory escapes the soft RLIMIT_DATA: the cgroup limit (512m)
     # is what stops it, through the kernel OOM killer.
-    r = run(sandbox, """\
+    r = run(
+        sandbox,
+        """\
         import mmap
         m = mmap.mmap(-1, 1 << 30)
         for i in range(0, 1 << 30, 4096):
             m[i] = 1
         print("never")
-        """)
+        """,
+    )
     assert r.status == "oom", r
     assert r.exit_code == 137 and "never" not in r.stdout
     assert run(sandbox, "print('recovered')").stdout == "recovered\n"
@@ -167,8 +175,7 @@ def test_kernel_oom_kill_is_reported_as_oom(sandbox):
 
 def test_timeout(sandbox):
     t0 = time.monotonic()
-    r = run(sandbox, "print('start')\nwhile True:\n    pass\n",
-            limits=make_limits(timeout_s=1.0))
+    r = run(sandbox, "print('start')\nwhile True:\n    pass\n", limits=make_limits(timeout_s=1.0))
     elapsed = time.monotonic() - t0
     assert r.status == "timeout" and "1 s" in r.message
     assert r.stdout == "start\n"
@@ -186,8 +193,11 @@ def test_output_flood_is_stopped_at_the_cap(sandbox):
 
 
 def test_stderr_capped_and_marked(sandbox):
-    r = run(sandbox, "import sys\nfor _ in range(2000):\n    sys.stderr.write('e' * 1000)\n",
-            limits=make_limits(output_limit_bytes=10_000))
+    r = run(
+        sandbox,
+        "import sys\nfor _ in range(2000):\n    sys.stderr.write('e' * 1000)\n",
+        limits=make_limits(output_limit_bytes=10_000),
+    )
     assert r.status == "output_limit" and r.stderr_truncated and not r.stdout_truncated
     assert len(r.stderr) < 10_200 and "truncated" in r.stderr
 
@@ -196,8 +206,7 @@ def test_cancel_kills_a_running_program(sandbox):
     cancel = threading.Event()
     threading.Timer(0.5, cancel.set).start()  # whenever it lands, the run must end killed
     t0 = time.monotonic()
-    r = run(sandbox, "import time\ntime.sleep(60)\n", cancel=cancel,
-            limits=make_limits(timeout_s=120))
+    r = run(sandbox, "import time\ntime.sleep(60)\n", cancel=cancel, limits=make_limits(timeout_s=120))
     assert r.status == "killed"
     assert time.monotonic() - t0 < 10  # the program sleeps 60 s
     assert run(sandbox, "print('after cancel')").stdout == "after cancel\n"
@@ -206,15 +215,17 @@ def test_cancel_kills_a_running_program(sandbox):
 # --------------------------------------------------------------------------- inputs / outputs
 def test_inputs_dataframe_and_dict(sandbox):
     df = pd.DataFrame({"city": ["a", "b", "a"], "sales": [1, 2, 3]})
-    r = run(sandbox, """\
+    r = run(
+        sandbox,
+        """\
         print(type(df).__name__, df.shape)
         print(df.groupby("city")["sales"].sum().to_dict())
         print(cfg["threshold"], sorted(cfg))
-        """, inputs={"df": df, "cfg": {"threshold": 0.5, "name": "x"}})
+        """,
+        inputs={"df": df, "cfg": {"threshold": 0.5, "name": "x"}},
+    )
     assert r.status == "ok", r.stderr
-    assert r.stdout.splitlines() == [
-        "DataFrame (3, 2)", "{'a': 4, 'b': 2}", "0.5 ['name', 'threshold']"
-    ]
+    assert r.stdout.splitlines() == ["DataFrame (3, 2)", "{'a': 4, 'b': 2}", "0.5 ['name', 'threshold']"]
 
 
 def test_unpicklable_input_names_the_variable(sandbox):
@@ -228,12 +239,15 @@ def test_unpicklable_input_names_the_variable(sandbox):
 
 
 def test_figure_is_returned_as_png(sandbox):
-    r = run(sandbox, """\
+    r = run(
+        sandbox,
+        """\
         import matplotlib.pyplot as plt
         fig, ax = plt.subplots()
         ax.plot([1, 2, 3], [3, 1, 2])
         plt.show()
-        """)
+        """,
+    )
     assert r.status == "ok" and r.stderr == ""
     pngs = [o for o in r.outputs if o.mime == "image/png"]
     assert len(pngs) == 1
@@ -269,26 +283,34 @@ def test_tests_not_run_when_the_program_fails(sandbox):
 
 
 def test_candidates_are_isolated_from_each_other(sandbox):
-    first = run(sandbox, """\
+    first = run(
+        sandbox,
+        """\
         import os, pandas
         pandas.SECRET = 1
         open("left.txt", "w").write("x")
         open("/tmp/other.txt", "w").write("x")
         leaked = 5
-        """)
+        """,
+    )
     assert first.status == "ok", first.stderr
-    r = run(sandbox, """\
+    r = run(
+        sandbox,
+        """\
         import os, pandas
         print(hasattr(pandas, "SECRET"), "leaked" in globals())
         print(sorted(p for p in os.listdir("/tmp") if not p.startswith(".")), os.listdir("."))
-        """)
+        """,
+    )
     assert r.stdout.splitlines()[0] == "False False"
     assert "other.txt" not in r.stdout and "left.txt" not in r.stdout
 
 
 # --------------------------------------------------------------------------- hardening
 def test_fork_bomb_is_contained_by_the_pids_limit(sandbox):
-    r = run(sandbox, """\
+    r = run(
+        sandbox,
+        """\
         import os, time
         n = 0
         try:
@@ -299,24 +321,32 @@ def test_fork_bomb_is_contained_by_the_pids_limit(sandbox):
                 n += 1
         except OSError as exc:
             print(n, exc.errno)
-        """, limits=make_limits(timeout_s=10))
+        """,
+        limits=make_limits(timeout_s=10),
+    )
     assert r.status == "ok", r
     forks, errno = map(int, r.stdout.split())
     assert 0 < forks < 64 and errno == 11  # EAGAIN: the pids cgroup said no
-    bomb = run(sandbox, """\
+    bomb = run(
+        sandbox,
+        """\
         import os
         while True:
             try:
                 os.fork()
             except OSError:
                 pass
-        """, limits=make_limits(timeout_s=2))
+        """,
+        limits=make_limits(timeout_s=2),
+    )
     assert bomb.status == "timeout"
     assert run(sandbox, "print('alive')").stdout == "alive\n"  # the sweep killed them all
 
 
 def test_network_is_refused(sandbox):
-    r = run(sandbox, """\
+    r = run(
+        sandbox,
+        """\
         import os, socket
         print(sorted(os.listdir("/sys/class/net")))
         try:
@@ -329,14 +359,17 @@ def test_network_is_refused(sandbox):
             print("resolved")
         except OSError:
             print("no dns")
-        """)
+        """,
+    )
     assert r.stdout.splitlines() == ["['lo']", "refused 101", "no dns"], r.stdout
 
 
 def test_root_is_read_only_and_tmp_writable(sandbox):
     # /inputs is the read-only bind mount on the socket channel; on the attach channel it
     # is the tmpfs the runner receives inputs into (emptied after every run).
-    r = run(sandbox, """\
+    r = run(
+        sandbox,
+        """\
         import os
         for path in ("/x", "/etc/passwd", "/opt/selfheal/selfheal_runner/__main__.py", "/inputs/x"):
             if path == "/inputs/x" and CHANNEL == "attach":
@@ -350,14 +383,18 @@ def test_root_is_read_only_and_tmp_writable(sandbox):
         with open("/tmp/ok.txt", "w") as f:
             f.write("fine")
         print(open("/tmp/ok.txt").read())
-        """, inputs={"CHANNEL": sandbox.channel})
+        """,
+        inputs={"CHANNEL": sandbox.channel},
+    )
     lines = r.stdout.splitlines()
     assert all(line.startswith("refused") for line in lines[:4]), lines
     assert lines[4] == "fine"
 
 
 def test_unprivileged_user_no_capabilities_and_limits(sandbox):
-    r = run(sandbox, """\
+    r = run(
+        sandbox,
+        """\
         import os
         print(os.getuid() == os.getgid() not in (0, 65534))  # a uid of its own, not the runner's
         status = dict(l.split(":", 1) for l in open("/proc/self/status"))
@@ -369,10 +406,16 @@ def test_unprivileged_user_no_capabilities_and_limits(sandbox):
               open("/sys/fs/cgroup/cpu/cpu.cfs_period_us").read().strip())
         st = os.statvfs("/tmp")
         print(st.f_blocks * st.f_frsize)
-        """)
+        """,
+    )
     assert r.stdout.splitlines() == [
-        "True", "0000000000000000 0000000000000000 1", str(512 << 20), str(512 << 20), "64",
-        "100000 100000", str(64 << 20),
+        "True",
+        "0000000000000000 0000000000000000 1",
+        str(512 << 20),
+        str(512 << 20),
+        "64",
+        "100000 100000",
+        str(64 << 20),
     ], r.stdout
 
 
@@ -380,14 +423,18 @@ def test_host_environment_is_invisible(sandbox, monkeypatch):
     secret = "sk-test-selfheal-must-not-leak-0123456789"
     monkeypatch.setenv("OPENAI_API_KEY", secret)
     # Other limits than the pool's give a container created now, with the key set.
-    r = run(sandbox, """\
+    r = run(
+        sandbox,
+        """\
         import os
         print(sorted(os.environ))
         try:  # the runner (PID 1) is not dumpable: its environment is not readable
             print(open("/proc/1/environ", "rb").read().decode(errors="replace"))
         except PermissionError:
             print("PID 1 environ: permission denied")
-        """, limits=make_limits(memory="384m"))
+        """,
+        limits=make_limits(memory="384m"),
+    )
     assert r.status == "ok", r
     assert secret not in r.stdout and "OPENAI_API_KEY" not in r.stdout
     assert "PATH" in r.stdout
@@ -400,10 +447,10 @@ def test_a_supervisor_that_dies_fails_the_run_and_the_pool_recovers(sandbox_imag
     with make_sandbox(pool_size=1, client=docker_client) as sb:
         first = sb.execute("import os\nprint(os.getppid())\n")
         assert first.ok, first
-        (cid,) = [c["Id"] for c in docker_client.api.containers(
-            filters={"label": f"{LABEL}={sb.session}"})]
+        (cid,) = [c["Id"] for c in docker_client.api.containers(filters={"label": f"{LABEL}={sb.session}"})]
         exe = docker_client.api.exec_create(
-            cid, ["python3", "-c", f"import os; os.kill({first.stdout.strip()}, 9)"], user="65534")
+            cid, ["python3", "-c", f"import os; os.kill({first.stdout.strip()}, 9)"], user="65534"
+        )
         docker_client.api.exec_start(exe)
         assert docker_client.api.exec_inspect(exe)["ExitCode"] == 0
         r = sb.execute("print('lost')")
@@ -412,14 +459,16 @@ def test_a_supervisor_that_dies_fails_the_run_and_the_pool_recovers(sandbox_imag
 
 
 def test_the_runner_refuses_the_program_s_signals(sandbox):
-    r = sandbox.execute("import os, signal\n"
-                        "for pid in (1, os.getppid()):\n"
-                        "    for sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGSTOP):\n"
-                        "        try:\n"
-                        "            os.kill(pid, sig)\n"
-                        "        except PermissionError:\n"
-                        "            print('refused', end=' ')\n"
-                        "print('still here')\n")
+    r = sandbox.execute(
+        "import os, signal\n"
+        "for pid in (1, os.getppid()):\n"
+        "    for sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGSTOP):\n"
+        "        try:\n"
+        "            os.kill(pid, sig)\n"
+        "        except PermissionError:\n"
+        "            print('refused', end=' ')\n"
+        "print('still here')\n"
+    )
     assert r.status == "ok" and r.stdout == "refused " * 6 + "still here\n", r
     assert sandbox.execute("print('next')").stdout == "next\n"
 
@@ -445,9 +494,7 @@ def test_close_removes_every_container(sandbox_image, docker_client):
     ours = docker_client.api.containers(all=True, filters={"label": f"selfheal={sb.session}"})
     assert ours
     sb.close()
-    assert docker_client.api.containers(
-        all=True, filters={"label": f"selfheal={sb.session}"}
-    ) == []
+    assert docker_client.api.containers(all=True, filters={"label": f"selfheal={sb.session}"}) == []
 
 
 def test_keyboard_interrupt_mid_run_removes_the_container(sandbox_image, docker_client):
@@ -473,8 +520,7 @@ def test_sigint_to_a_process_mid_run_leaves_no_container(sandbox_image, docker_c
         print("running", flush=True)
         sb.execute("import time\\ntime.sleep(60)\\n")
         """)
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "running"
         assert own_containers(docker_client, proc.pid)
@@ -489,7 +535,11 @@ def test_sigint_to_a_process_mid_run_leaves_no_container(sandbox_image, docker_c
 
 
 def test_container_of_a_process_that_died_abruptly_goes_away(sandbox_image, docker_client):
-    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""\
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent("""\
         import os
         from selfheal_jupyter.config import SelfHeal
         from selfheal_jupyter.sandbox.docker import DockerSandbox
@@ -497,7 +547,11 @@ def test_container_of_a_process_that_died_abruptly_goes_away(sandbox_image, dock
         sb.start()
         print("up", flush=True)
         os._exit(0)  # no atexit, no close
-        """)], stdout=subprocess.PIPE, text=True)
+        """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout.readline().strip() == "up"
     proc.wait(timeout=30)
     # The attach socket closed with the process: the runner saw EOF and its container
@@ -508,13 +562,10 @@ def test_container_of_a_process_that_died_abruptly_goes_away(sandbox_image, dock
 def test_stale_sweep_removes_containers_of_dead_owners(sandbox_image, docker_client):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    labels = {"selfheal": "stale-test", "selfheal.pid": str(dead.pid),
-              "selfheal.host": socket.gethostname()}
+    labels = {"selfheal": "stale-test", "selfheal.pid": str(dead.pid), "selfheal.host": socket.gethostname()}
     alive = dict(labels, **{"selfheal.pid": str(os.getpid())})
-    stale = docker_client.containers.create(sandbox_image, ["sleep", "60"], labels=labels,
-                                            network_mode="none")
-    kept = docker_client.containers.create(sandbox_image, ["sleep", "60"], labels=alive,
-                                           network_mode="none")
+    stale = docker_client.containers.create(sandbox_image, ["sleep", "60"], labels=labels, network_mode="none")
+    kept = docker_client.containers.create(sandbox_image, ["sleep", "60"], labels=alive, network_mode="none")
     try:
         removed = sweep_stale(docker_client)
         assert stale.id in removed and kept.id not in removed
@@ -538,10 +589,14 @@ def test_attach_channel_runs_inputs_timeout_and_cancel(sandbox_image, docker_cli
     with make_sandbox(pool_size=1, client=docker_client, channel="attach") as sb:
         assert sb.channel == "attach"
         big = pd.DataFrame({"x": range(1_000_000)})  # 8 MB: several put frames
-        r = run(sb, """\
+        r = run(
+            sb,
+            """\
             import os
             print(int(df["x"].sum()), cfg, len(os.listdir("/inputs")))
-            """, inputs={"df": big, "cfg": {"k": 1}})
+            """,
+            inputs={"df": big, "cfg": {"k": 1}},
+        )
         assert r.status == "ok", r
         assert r.stdout == f"{sum(range(1_000_000))} {{'k': 1}} 2\n"
         assert run(sb, "import os\nprint(os.listdir('/inputs'))").stdout == "[]\n"
@@ -552,12 +607,10 @@ def test_attach_channel_runs_inputs_timeout_and_cancel(sandbox_image, docker_cli
         assert run(sb, "import time\ntime.sleep(30)\n", cancel=cancel).status == "killed"
         assert run(sb, "print('after')").stdout == "after\n"
         with pytest.raises(SandboxError, match="do not fit this sandbox"):  # file + value
-            sb.execute("print(1)", inputs={"blob": b"x" * (140 << 20)},
-                       limits=make_limits(memory="256m"))
+            sb.execute("print(1)", inputs={"blob": b"x" * (140 << 20)}, limits=make_limits(memory="256m"))
 
 
-def test_runner_that_cannot_reach_the_socket_switches_to_the_attach_stream(
-        sandbox_image, docker_client, monkeypatch):
+def test_runner_that_cannot_reach_the_socket_switches_to_the_attach_stream(sandbox_image, docker_client, monkeypatch):
     """The probe's second stage: the engine mounts the directory, the socket is unreachable."""
     from selfheal_jupyter.sandbox import docker as backend
 
@@ -574,8 +627,9 @@ def test_runner_that_cannot_reach_the_socket_switches_to_the_attach_stream(
 
 # --------------------------------------------------------------------------- CLI
 def selfheal(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "selfheal_jupyter.cli", *args],
-                          capture_output=True, text=True, timeout=120, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "selfheal_jupyter.cli", *args], capture_output=True, text=True, timeout=120, env=env
+    )
 
 
 def test_cli_exec_json(tmp_path, sandbox_image, docker_client):
@@ -585,8 +639,20 @@ def test_cli_exec_json(tmp_path, sandbox_image, docker_client):
     tests.write_text("assert total == 6\n")
     data = tmp_path / "df.pkl"
     pd.DataFrame({"x": [1, 2, 3]}).to_pickle(data)
-    proc = selfheal("sandbox", "exec", str(program), "--input", f"df={data}",
-                    "--tests", str(tests), "--timeout", "10", "--memory", "256m", "--json")
+    proc = selfheal(
+        "sandbox",
+        "exec",
+        str(program),
+        "--input",
+        f"df={data}",
+        "--tests",
+        str(tests),
+        "--timeout",
+        "10",
+        "--memory",
+        "256m",
+        "--json",
+    )
     assert proc.returncode == 1, proc.stderr
     out = json.loads(proc.stdout)
     assert {"status", "exit_code", "stdout", "stderr", "duration_s", "error", "outputs"} <= set(out)
@@ -595,7 +661,9 @@ def test_cli_exec_json(tmp_path, sandbox_image, docker_client):
     assert set(err) == {"type", "message", "line", "frames", "locals"}
     assert err["type"] == "ZeroDivisionError" and err["line"] == 4
     assert [(f["file"], f["line"], f["function"]) for f in err["frames"]] == [
-        ("job.py", 5, "<module>"), ("job.py", 4, "f")]
+        ("job.py", 5, "<module>"),
+        ("job.py", 4, "f"),
+    ]
     assert out["tests"][0]["passed"] is False and "not run" in out["tests"][0]["message"]
 
 

@@ -13,8 +13,9 @@ HOSTNAME = "import socket\nprint('host', socket.gethostname())\n"
 
 
 def selfheal(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "selfheal_jupyter.cli", *args],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "selfheal_jupyter.cli", *args], capture_output=True, text=True, timeout=300
+    )
 
 
 def write(tmp_path: Path, name: str, code: str) -> str:
@@ -48,14 +49,16 @@ def test_batch_runs_in_order_through_one_warm_pool_one_json_line_each(tmp_path, 
     assert len(hosts) == 1, f"the files ran in {len(hosts)} containers: {hosts}"
 
 
-def test_batch_exit_code_is_0_only_when_every_file_ran_and_text_mode_names_each(tmp_path,
-                                                                               sandbox_image):
-    files = [write(tmp_path, "one.py", "print('first')\n"),
-             write(tmp_path, "two.py", "print('second')\n")]
+def test_batch_exit_code_is_0_only_when_every_file_ran_and_text_mode_names_each(tmp_path, sandbox_image):
+    files = [write(tmp_path, "one.py", "print('first')\n"), write(tmp_path, "two.py", "print('second')\n")]
     proc = selfheal("sandbox", "exec", *files)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.index(f"=== {files[0]}") < proc.stdout.index("first") \
-        < proc.stdout.index(f"=== {files[1]}") < proc.stdout.index("second")
+    assert (
+        proc.stdout.index(f"=== {files[0]}")
+        < proc.stdout.index("first")
+        < proc.stdout.index(f"=== {files[1]}")
+        < proc.stdout.index("second")
+    )
     assert proc.stdout.count("status: ok") == 2
 
 

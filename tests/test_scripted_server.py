@@ -115,11 +115,12 @@ def test_truncated_stream_is_a_connection_error():
 
 def test_runs_as_a_process(tmp_path: Path):
     script = tmp_path / "script.json"
-    script.write_text(json.dumps(["first", {"content": "second", "match": "two"},
-                                  {"fault": "status", "status": 500}]))
+    script.write_text(json.dumps(["first", {"content": "second", "match": "two"}, {"fault": "status", "status": 500}]))
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.scripted_server", "--script", str(script)],
-        stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parent.parent,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
     )
     try:
         line = proc.stdout.readline().split()

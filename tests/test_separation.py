@@ -81,11 +81,16 @@ def runtime(request: pytest.FixtureRequest, docker_client) -> str:
     """Every attack under the engine's default runtime and under gVisor."""
     if request.param == "runsc":
         if shutil.which("runsc") is None:
-            pytest.skip("runsc (gVisor) is not installed here: `apt-get install -y runsc` "
-                        "(sandbox/setup-engine.sh does it as root)")
+            pytest.skip(
+                "runsc (gVisor) is not installed here: `apt-get install -y runsc` "
+                "(sandbox/setup-engine.sh does it as root)"
+            )
         if "runsc" not in (docker_client.info().get("Runtimes") or {}):
-            pytest.fail("runsc is installed but the Docker engine does not offer it; run "
-                        "`bash sandbox/setup-engine.sh` as root", pytrace=False)
+            pytest.fail(
+                "runsc is installed but the Docker engine does not offer it; run "
+                "`bash sandbox/setup-engine.sh` as root",
+                pytrace=False,
+            )
     return request.param
 
 
@@ -95,9 +100,12 @@ def selfheal_exec(tmp_path: Path, runtime: str, files: dict[str, str], *args: st
         (tmp_path / name).write_text(code)
         paths.append(str(tmp_path / name))
     chosen = ["--runtime", runtime] if runtime else []
-    proc = subprocess.run([sys.executable, "-m", "selfheal_jupyter.cli", "sandbox", "exec",
-                           *paths, *args, *chosen, "--json"],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "selfheal_jupyter.cli", "sandbox", "exec", *paths, *args, *chosen, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if len(files) == 1:  # one file: one indented JSON document
         return [json.loads(proc.stdout)]
     results = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
@@ -179,11 +187,16 @@ def test_no_template_can_be_stopped_or_killed(tmp_path, runtime):
         print("kill mine", outcome(lambda: os.kill(MINE, signal.SIGKILL)))
         """)
     first, second, third = selfheal_exec(
-        tmp_path, runtime, {"a_stop.py": attack, "b_next.py": HONEST_HEAVY, "c_next.py": "print('light')\n"},
-        "--timeout", "10")
+        tmp_path,
+        runtime,
+        {"a_stop.py": attack, "b_next.py": HONEST_HEAVY, "c_next.py": "print('light')\n"},
+        "--timeout",
+        "10",
+    )
     assert first["status"] == "ok", first
-    assert first["stdout"].splitlines() == ["stop other refused:1", "stop mine refused:1",
-                                            "kill mine refused:1"], first["stdout"]
+    assert first["stdout"].splitlines() == ["stop other refused:1", "stop mine refused:1", "kill mine refused:1"], (
+        first["stdout"]
+    )
     assert second["status"] == "ok" and second["stdout"] == "honest 6\n", second
     assert third["status"] == "ok" and third["stdout"] == "light\n", third
 
@@ -200,8 +213,9 @@ def test_no_other_process_can_be_traced(tmp_path, runtime):
             got = [libc.ptrace(req, pid, 0, 0) for req in (PTRACE_ATTACH, PTRACE_SEIZE)]
             print(name, got, ctypes.get_errno())
         """)
-    (result,) = selfheal_exec(tmp_path, runtime, {"a_trace.py": attack}, "--tests",
-                              str(_write(tmp_path, "t.py", "assert True\n")))
+    (result,) = selfheal_exec(
+        tmp_path, runtime, {"a_trace.py": attack}, "--tests", str(_write(tmp_path, "t.py", "assert True\n"))
+    )
     assert result["status"] == "ok", result
     assert [ln.split(" ", 1)[1] for ln in result["stdout"].splitlines()] == ["[-1, -1] 1"] * 5
 
@@ -222,8 +236,7 @@ def test_the_candidate_can_neither_signal_nor_open_its_checker_or_the_server(tmp
             return 42
         """)
     tests = _write(tmp_path, "t.py", "assert answer() == 42\n")
-    (result,) = selfheal_exec(tmp_path, runtime, {"a_checker.py": attack}, "--tests", str(tests),
-                              "--timeout", "10")
+    (result,) = selfheal_exec(tmp_path, runtime, {"a_checker.py": attack}, "--tests", str(tests), "--timeout", "10")
     lines = result["stdout"].splitlines()
     refused = [ln for ln in lines[:8] if " refused:" in ln]
     if runtime == "runsc":  # gVisor's environ: see the test above
@@ -271,9 +284,11 @@ def test_a_leaderless_survivor_can_neither_steal_the_next_program_nor_forge_its_
                 time.sleep(0.001)
         print(*leaderless(spy))
         """)
-    victim = ("SECRET = 'SECRET-7c1e'\n"
-              "total = sum(i * i for i in range(3_000_000))  # a program that takes a while\n"
-              "print('honest', total > 0)\n")
+    victim = (
+        "SECRET = 'SECRET-7c1e'\n"
+        "total = sum(i * i for i in range(3_000_000))  # a program that takes a while\n"
+        "print('honest', total > 0)\n"
+    )
     later = textwrap.dedent("""\
         import os, time
         found = ""
@@ -287,7 +302,8 @@ def test_a_leaderless_survivor_can_neither_steal_the_next_program_nor_forge_its_
         print("found", "SECRET-7c1e" in found)
         """)
     first, second, third = selfheal_exec(
-        tmp_path, runtime, {"a_spy.py": spy, "b_victim.py": victim, "c_later.py": later})
+        tmp_path, runtime, {"a_spy.py": spy, "b_victim.py": victim, "c_later.py": later}
+    )
     assert first["status"] == "ok" and first["stdout"].split()[1] == "spying", first
     assert second["status"] == "ok" and second["stdout"] == "honest True\n", second
     assert third["stdout"] == "found False\n", third
@@ -307,7 +323,9 @@ def test_a_leftover_cannot_fill_the_process_limit_for_the_next_run(tmp_path, run
             time.sleep(600)
         print(*leaderless(fill))
         """)
-    after = "import subprocess\nprint(subprocess.run(['echo', 'child'], capture_output=True, text=True).stdout, end='')\n"
+    after = (
+        "import subprocess\nprint(subprocess.run(['echo', 'child'], capture_output=True, text=True).stdout, end='')\n"
+    )
     first, second = selfheal_exec(tmp_path, runtime, {"a_fill.py": filler, "b_after.py": after})
     assert first["status"] == "ok" and first["stdout"].split()[1] == "threads", first
     assert int(first["stdout"].split()[2]) > 30, first  # it did fill the pids limit
@@ -353,8 +371,10 @@ def test_nothing_of_a_run_survives_it_in_any_state(tmp_path, runtime):
         print(*pids)
         """)
     # Besides PID 1, this run and its template: the other template and its idle candidate.
-    look = ("import os\nrest = {int(e) for e in os.listdir('/proc') if e.isdigit()}\n"
-            "print(*sorted(rest - {1, os.getpid(), os.getppid()}))\n")
+    look = (
+        "import os\nrest = {int(e) for e in os.listdir('/proc') if e.isdigit()}\n"
+        "print(*sorted(rest - {1, os.getpid(), os.getppid()}))\n"
+    )
     first, second = selfheal_exec(tmp_path, runtime, {"a_leave.py": leave, "b_look.py": look})
     assert first["status"] == "ok" and len(first["stdout"].split()) == 5, first
     left = second["stdout"].split()
@@ -377,7 +397,10 @@ def test_what_a_run_and_its_checker_wrote_is_gone_and_the_container_kept(tmp_pat
         def answer():
             return 42
         """)
-    tests = _write(tmp_path, "t.py", textwrap.dedent("""\
+    tests = _write(
+        tmp_path,
+        "t.py",
+        textwrap.dedent("""\
         import os
         os.makedirs("from-tests/inner")
         open("shared/by-tests", "w").write("x")
@@ -385,12 +408,14 @@ def test_what_a_run_and_its_checker_wrote_is_gone_and_the_container_kept(tmp_pat
         os.makedirs("/dev/shm/tests-dir/x")
         os.chmod("/dev/shm/tests-dir", 0)
         assert answer() == 42
-        """))
-    look = ("import os, socket\nprint(socket.gethostname())\n"
-            "print(sorted(e for e in os.listdir('/tmp') if not e.startswith(('run', '.matplotlib'))),"
-            " os.listdir('/dev/shm'))\n")
-    first, second = selfheal_exec(tmp_path, runtime, {"a_write.py": program, "b_look.py": look},
-                                  "--tests", str(tests))
+        """),
+    )
+    look = (
+        "import os, socket\nprint(socket.gethostname())\n"
+        "print(sorted(e for e in os.listdir('/tmp') if not e.startswith(('run', '.matplotlib'))),"
+        " os.listdir('/dev/shm'))\n"
+    )
+    first, second = selfheal_exec(tmp_path, runtime, {"a_write.py": program, "b_look.py": look}, "--tests", str(tests))
     assert first["status"] == "ok" and [t["passed"] for t in first["tests"]] == [True] * 7, first
     assert second["stdout"].splitlines()[0] == first["stdout"].splitlines()[0], "replaced"
     assert second["stdout"].splitlines()[1] == "[] []", second

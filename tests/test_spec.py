@@ -28,7 +28,7 @@ from tests.test_loop import fenced, make_loop
 ROOT = Path(__file__).resolve().parent.parent
 
 # The user's cell: a bug in average() makes their own assert fail.
-USER = '''\
+USER = """\
 def average(values):
     return sum(values) / len(values) + 1
 
@@ -36,21 +36,19 @@ scores = [3, 4, 5]
 mean = average(scores)
 print("mean:", mean)
 assert mean == 4, "the mean of 3, 4, 5 is 4"
-'''
+"""
 ASSERT = 'assert mean == 4, "the mean of 3, 4, 5 is 4"'
 FIXED = USER.replace(" + 1", "")
 
 DELETED = USER.replace(ASSERT + "\n", "")
-WRAPPED = USER.replace(
-    ASSERT, f'try:\n    {ASSERT}\nexcept AssertionError:\n    print("close enough")'
-)
+WRAPPED = USER.replace(ASSERT, f'try:\n    {ASSERT}\nexcept AssertionError:\n    print("close enough")')
 HARD_CODED = USER.replace("mean = average(scores)", "mean = 4")
 HARD_CODED_RETURN = USER.replace("return sum(values) / len(values) + 1", "return 4")
 WEAKENED = USER.replace(ASSERT, 'assert abs(mean - 4) <= 1, "the mean of 3, 4, 5 is 4"')
 MESSAGE_ONLY = FIXED.replace('"the mean of 3, 4, 5 is 4"', '"average([3, 4, 5]) must be 4.0"')
 
 # A cell that fails at a statement (ZeroDivisionError for the empty group).
-USER_ZERO = '''\
+USER_ZERO = """\
 def average(values):
     return sum(values) / len(values)
 
@@ -59,7 +57,7 @@ means = {}
 for name, values in groups.items():
     means[name] = average(values)
 assert means["a"] == 4
-'''
+"""
 SWALLOWED = USER_ZERO.replace(
     "    means[name] = average(values)\n",
     "    try:\n        means[name] = average(values)\n    except ZeroDivisionError:\n        pass\n",
@@ -85,8 +83,7 @@ def rules(iteration) -> set[str]:
         (WRAPPED, "failure_swallowed", ["mean == 4", "try/except", "Remove the try/except"]),
         (HARD_CODED, "hard_coded", ["`mean = 4`", "instead of computed", "Compute the value"]),
         (HARD_CODED_RETURN, "hard_coded", ["`average` now just returns 4", "Compute the value"]),
-        (WEAKENED, "assert_changed", ["mean == 4", "abs(mean - 4) <= 1",
-                                      "Restore the user's condition"]),
+        (WEAKENED, "assert_changed", ["mean == 4", "abs(mean - 4) <= 1", "Restore the user's condition"]),
     ],
     ids=["deleted", "try-except", "hard-coded-name", "hard-coded-return", "weakened"],
 )
@@ -175,10 +172,28 @@ def test_selfheal_run_code_rejects_a_deleted_assert(tmp_path: Path):
     env["OPENAI_API_KEY"] = "test-key"
     with ScriptedServer([fenced(DELETED)]) as s:
         proc = subprocess.run(
-            [sys.executable, "-m", "selfheal_jupyter", "run", "", "--code", str(code),
-             "--no-plan", "--max-iterations", "1", "--json",
-             "--base-url", s.base_url, "--model", s.model],
-            capture_output=True, text=True, timeout=120, cwd=ROOT, env=env,
+            [
+                sys.executable,
+                "-m",
+                "selfheal_jupyter",
+                "run",
+                "",
+                "--code",
+                str(code),
+                "--no-plan",
+                "--max-iterations",
+                "1",
+                "--json",
+                "--base-url",
+                s.base_url,
+                "--model",
+                s.model,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
+            env=env,
         )
     assert proc.returncode == 1, proc.stderr
     record = json.loads(proc.stdout)
@@ -205,19 +220,36 @@ def test_identical_or_message_only_or_reformatted_keeps_the_spec():
         (USER.replace(ASSERT, "print(mean == 4)"), "assert_silenced"),
         (USER.replace(ASSERT, 'if not mean == 4:\n    print("wrong mean")'), "assert_silenced"),
         (USER.replace(ASSERT, 'assert mean == 4 or True, "x"'), "assert_changed"),
-        (USER.replace(ASSERT, 'assert 4 == mean'), "assert_changed"),
-        (USER.replace(ASSERT, f'try:\n    {ASSERT}\nexcept:\n    pass'), "failure_swallowed"),
-        (USER.replace(ASSERT, f'import contextlib\nwith contextlib.suppress(AssertionError):\n    {ASSERT}'),
-         "failure_swallowed"),
-        (USER.replace(ASSERT, f'import sys\nsys.exit(0)\n{ASSERT}'), "early_exit"),
-        (USER.replace("mean = average(scores)",
-                      "try:\n    mean = average(scores)\nexcept Exception:\n    pass"), "bare_except"),
-        (USER.replace("    return sum(values) / len(values) + 1",
-                      "    if values == [3, 4, 5]:\n        return 4\n    return sum(values) / len(values) + 1"),
-         "hard_coded"),
+        (USER.replace(ASSERT, "assert 4 == mean"), "assert_changed"),
+        (USER.replace(ASSERT, f"try:\n    {ASSERT}\nexcept:\n    pass"), "failure_swallowed"),
+        (
+            USER.replace(ASSERT, f"import contextlib\nwith contextlib.suppress(AssertionError):\n    {ASSERT}"),
+            "failure_swallowed",
+        ),
+        (USER.replace(ASSERT, f"import sys\nsys.exit(0)\n{ASSERT}"), "early_exit"),
+        (
+            USER.replace("mean = average(scores)", "try:\n    mean = average(scores)\nexcept Exception:\n    pass"),
+            "bare_except",
+        ),
+        (
+            USER.replace(
+                "    return sum(values) / len(values) + 1",
+                "    if values == [3, 4, 5]:\n        return 4\n    return sum(values) / len(values) + 1",
+            ),
+            "hard_coded",
+        ),
     ],
-    ids=["print", "if-print", "or-true", "swapped", "bare-except-pass", "suppress", "exit",
-         "except-exception-pass", "special-case"],
+    ids=[
+        "print",
+        "if-print",
+        "or-true",
+        "swapped",
+        "bare-except-pass",
+        "suppress",
+        "exit",
+        "except-exception-pass",
+        "special-case",
+    ],
 )
 def test_each_rule(candidate, rule):
     found = check(USER, candidate)
@@ -280,18 +312,40 @@ def _run_code(tmp_path: Path, user: str, candidate: str) -> dict:
     env["OPENAI_API_KEY"] = "test-key"
     with ScriptedServer([fenced(candidate)]) as s:
         proc = subprocess.run(
-            [sys.executable, "-m", "selfheal_jupyter", "run", "", "--code", str(code),
-             "--no-plan", "--max-iterations", "1", "--json",
-             "--base-url", s.base_url, "--model", s.model],
-            capture_output=True, text=True, timeout=180, cwd=ROOT, env=env,
+            [
+                sys.executable,
+                "-m",
+                "selfheal_jupyter",
+                "run",
+                "",
+                "--code",
+                str(code),
+                "--no-plan",
+                "--max-iterations",
+                "1",
+                "--json",
+                "--base-url",
+                s.base_url,
+                "--model",
+                s.model,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            cwd=ROOT,
+            env=env,
         )
     assert proc.stdout.strip(), proc.stderr
     return json.loads(proc.stdout)
 
 
-LYING_FLOAT = "class Exact(float):\n    def __eq__(self, other):\n        return True\n    __hash__ = float.__hash__\n\n"
-LYING_TYPE = ('Exact = type("Exact", (float,), {"__eq__": lambda self, other: True,\n'
-              '                               "__hash__": float.__hash__})\n\n')
+LYING_FLOAT = (
+    "class Exact(float):\n    def __eq__(self, other):\n        return True\n    __hash__ = float.__hash__\n\n"
+)
+LYING_TYPE = (
+    'Exact = type("Exact", (float,), {"__eq__": lambda self, other: True,\n'
+    '                               "__hash__": float.__hash__})\n\n'
+)
 LYING_AVERAGE = "def average(values):\n    return Exact(sum(values) / len(values) + 1)\n"
 SKIP_ASSERTS = (  # a line tracer that jumps over every assert of the module
     "import linecache, sys\n\n"
@@ -301,8 +355,9 @@ SKIP_ASSERTS = (  # a line tracer that jumps over every assert of the module
     "        if text.lstrip().startswith('assert'):\n"
     "            frame.f_lineno = frame.f_lineno + 1\n"
     "    return _skip\n\n"
-    "sys.settrace(_skip)\nsys._getframe().f_trace = _skip\n\n")
-USER_TEST_FUNCTION = '''\
+    "sys.settrace(_skip)\nsys._getframe().f_trace = _skip\n\n"
+)
+USER_TEST_FUNCTION = """\
 def average(values):
     return sum(values) / len(values) + 1
 
@@ -313,39 +368,57 @@ def test_average():
 
 
 test_average()
-'''
-USER_LOOP = '''\
+"""
+USER_LOOP = """\
 def double(n):
     return n * 3
 
 
 for n in [1, 2, 3]:
     assert double(n) == 2 * n
-'''
+"""
 
 LYING_REPAIRS = {
     # the issue's attack: the user's assert kept word for word, a float that equals anything
-    "float-subclass": (USER, USER.replace(
-        "def average(values):\n    return sum(values) / len(values) + 1\n", LYING_FLOAT + LYING_AVERAGE),
-        {"forced_comparison"}),
+    "float-subclass": (
+        USER,
+        USER.replace("def average(values):\n    return sum(values) / len(values) + 1\n", LYING_FLOAT + LYING_AVERAGE),
+        {"forced_comparison"},
+    ),
     # the same made at run time: no class statement for a static rule to see
-    "float-subclass-built-by-type": (USER, USER.replace(
-        "def average(values):\n    return sum(values) / len(values) + 1\n", LYING_TYPE + LYING_AVERAGE),
-        set()),
-    "a-tracer-skips-the-assert": (USER, SKIP_ASSERTS + USER + 'done = True\n', set()),
-    "an-exception-hook-exits-0": (USER, 'import os, sys\n\n'
-                                  'sys.excepthook = lambda *exc: getattr(os, "_exit")(0)\n\n' + USER,
-                                  set()),
-    "in-the-user-s-test-function": (USER_TEST_FUNCTION, USER_TEST_FUNCTION.replace(
-        "def average(values):\n    return sum(values) / len(values) + 1\n", LYING_TYPE + LYING_AVERAGE),
-        set()),
-    "assert-moved-into-a-block": (USER, LYING_TYPE + USER.replace(
-        "def average(values):\n    return sum(values) / len(values) + 1\n", LYING_AVERAGE).replace(
-        ASSERT, f"if mean is not None:\n    {ASSERT}"), {"assert_moved"}),
-    "in-a-loop-a-lying-class": (USER_LOOP, "class Loose(int):\n    def __eq__(self, other):\n"
-                                           "        return True\n    __hash__ = int.__hash__\n\n"
-                                + USER_LOOP.replace("return n * 3", "return Loose(n * 3)"),
-                                {"forced_comparison"}),
+    "float-subclass-built-by-type": (
+        USER,
+        USER.replace("def average(values):\n    return sum(values) / len(values) + 1\n", LYING_TYPE + LYING_AVERAGE),
+        set(),
+    ),
+    "a-tracer-skips-the-assert": (USER, SKIP_ASSERTS + USER + "done = True\n", set()),
+    "an-exception-hook-exits-0": (
+        USER,
+        'import os, sys\n\nsys.excepthook = lambda *exc: getattr(os, "_exit")(0)\n\n' + USER,
+        set(),
+    ),
+    "in-the-user-s-test-function": (
+        USER_TEST_FUNCTION,
+        USER_TEST_FUNCTION.replace(
+            "def average(values):\n    return sum(values) / len(values) + 1\n", LYING_TYPE + LYING_AVERAGE
+        ),
+        set(),
+    ),
+    "assert-moved-into-a-block": (
+        USER,
+        LYING_TYPE
+        + USER.replace("def average(values):\n    return sum(values) / len(values) + 1\n", LYING_AVERAGE).replace(
+            ASSERT, f"if mean is not None:\n    {ASSERT}"
+        ),
+        {"assert_moved"},
+    ),
+    "in-a-loop-a-lying-class": (
+        USER_LOOP,
+        "class Loose(int):\n    def __eq__(self, other):\n"
+        "        return True\n    __hash__ = int.__hash__\n\n"
+        + USER_LOOP.replace("return n * 3", "return Loose(n * 3)"),
+        {"forced_comparison"},
+    ),
 }
 
 
@@ -375,14 +448,20 @@ def test_an_honest_repair_passes_the_checker(tmp_path: Path):
 
 def test_the_checker_gets_the_user_s_top_level_asserts_and_test_calls_where_they_stand():
     user = spec.extract(USER_TEST_FUNCTION + 'assert average([3, 4, 5]) == 4, "the mean"\n')
-    candidate = ("import math\n\n" + USER_TEST_FUNCTION.replace(" + 1", "") + "x = 1; "
-                 + 'assert average([3, 4, 5]) == 4, "message may change"\n')
+    candidate = (
+        "import math\n\n"
+        + USER_TEST_FUNCTION.replace(" + 1", "")
+        + "x = 1; "
+        + 'assert average([3, 4, 5]) == 4, "message may change"\n'
+    )
     checks = spec.checked_statements(user, candidate)
     lines = candidate.splitlines()
     assert [(lines[line - 1][col:], text.splitlines()[-1]) for line, col, text in checks] == [
         ("test_average()", "test_average()"),
-        ('assert average([3, 4, 5]) == 4, "message may change"',
-         "assert average([3, 4, 5]) == 4, 'the mean'"),  # the user's own
+        (
+            'assert average([3, 4, 5]) == 4, "message may change"',
+            "assert average([3, 4, 5]) == 4, 'the mean'",
+        ),  # the user's own
     ]
     assert checks[0][2].startswith("def test_average():")  # the user's test, run by the checker
     nested = "if True:\n    " + ASSERT + "\n"
@@ -390,20 +469,29 @@ def test_the_checker_gets_the_user_s_top_level_asserts_and_test_calls_where_they
     assert "assert_moved" in {v.rule for v in check(USER, USER.replace(ASSERT, nested))}
 
 
-@pytest.mark.parametrize("candidate, flagged", [
-    ("class Exact(float):\n    def __eq__(self, o):\n        return abs(self - o) < 1\n"
-     "def f():\n    return Exact(1)\n", True),  # a plain value that compares differently
-    ("class P:\n    def __eq__(self, o):\n        return True\ndef f():\n    return P()\n", True),
-    ("class P:\n    __eq__ = lambda self, o: True\ndef f():\n    return P()\n", True),
-    ("class P:\n    def __bool__(self):\n        return True\ndef f():\n    return P()\n", True),
-    ("class P:\n    def __sub__(self, o):\n        return 0.0\ndef f():\n    return P()\n", True),
-    ("class P:\n    def __eq__(self, o):\n        return True\n", False),  # never used
-    ("class P:\n    def __init__(self, x):\n        self.x = x\n    def __eq__(self, o):\n"
-     "        return isinstance(o, P) and o.x == self.x\ndef f():\n    return P(1)\n", False),
-    ("from dataclasses import dataclass\n@dataclass\nclass P:\n    x: int\ndef f():\n    return P(1)\n", False),
-    ("class V:\n    def __len__(self):\n        return 3\ndef f():\n    return V()\n", False),
-    ("class Name(str):\n    pass\ndef f():\n    return Name('a')\n", False),  # no override
-])
+@pytest.mark.parametrize(
+    "candidate, flagged",
+    [
+        (
+            "class Exact(float):\n    def __eq__(self, o):\n        return abs(self - o) < 1\n"
+            "def f():\n    return Exact(1)\n",
+            True,
+        ),  # a plain value that compares differently
+        ("class P:\n    def __eq__(self, o):\n        return True\ndef f():\n    return P()\n", True),
+        ("class P:\n    __eq__ = lambda self, o: True\ndef f():\n    return P()\n", True),
+        ("class P:\n    def __bool__(self):\n        return True\ndef f():\n    return P()\n", True),
+        ("class P:\n    def __sub__(self, o):\n        return 0.0\ndef f():\n    return P()\n", True),
+        ("class P:\n    def __eq__(self, o):\n        return True\n", False),  # never used
+        (
+            "class P:\n    def __init__(self, x):\n        self.x = x\n    def __eq__(self, o):\n"
+            "        return isinstance(o, P) and o.x == self.x\ndef f():\n    return P(1)\n",
+            False,
+        ),
+        ("from dataclasses import dataclass\n@dataclass\nclass P:\n    x: int\ndef f():\n    return P(1)\n", False),
+        ("class V:\n    def __len__(self):\n        return 3\ndef f():\n    return V()\n", False),
+        ("class Name(str):\n    pass\ndef f():\n    return Name('a')\n", False),  # no override
+    ],
+)
 def test_forced_comparisons_are_a_spec_violation(candidate, flagged):
     original = "def f():\n    return 0\n\nassert f() == 1\n"
     found = {v.rule for v in check(original, candidate + "\nassert f() == 1\n")}
@@ -411,8 +499,9 @@ def test_forced_comparisons_are_a_spec_violation(candidate, flagged):
 
 
 def test_a_user_s_own_comparison_method_kept_is_not_held_against_the_repair():
-    original = ("class P:\n    def __eq__(self, o):\n        return True\n\n"
-                "def f():\n    return P() + 1\n\nassert f() == P()\n")
+    original = (
+        "class P:\n    def __eq__(self, o):\n        return True\n\ndef f():\n    return P() + 1\n\nassert f() == P()\n"
+    )
     assert "forced_comparison" not in {v.rule for v in check(original, original.replace(" + 1", ""))}
 
 
@@ -420,8 +509,11 @@ def test_the_user_s_failing_checks_fail_the_verdict_without_a_tests_block():
     from selfheal_jupyter.agents.qa import judge
     from selfheal_jupyter.model import ExecutionResult, TestOutcome
 
-    result = ExecutionResult(status="ok", exit_code=0, tests=[
-        TestOutcome("assert mean == 4", False, "AssertionError (left = 5.0, right = 4)", 7)])
+    result = ExecutionResult(
+        status="ok",
+        exit_code=0,
+        tests=[TestOutcome("assert mean == 4", False, "AssertionError (left = 5.0, right = 4)", 7)],
+    )
     verdict = judge(result, None, [])
     assert verdict.passed is False and "1 of 1 tests failed" in verdict.reasons
 
@@ -429,9 +521,11 @@ def test_the_user_s_failing_checks_fail_the_verdict_without_a_tests_block():
 def test_a_user_s_assert_that_changes_a_list_changes_the_program_s(tmp_path: Path):
     """The checker runs ``assert stack.pop() == 3`` on a copy of the program's list; the
     change reaches the program's list, as running the assert there would have."""
-    user = ("def push_all(stack, items):\n    for item in items:\n        stack.insert(0, item)\n"
-            "    return stack\n\nstack = push_all([], [1, 2, 3])\n"
-            "assert stack.pop() == 3\nassert stack == [1, 2]\nprint(stack)\n")
+    user = (
+        "def push_all(stack, items):\n    for item in items:\n        stack.insert(0, item)\n"
+        "    return stack\n\nstack = push_all([], [1, 2, 3])\n"
+        "assert stack.pop() == 3\nassert stack == [1, 2]\nprint(stack)\n"
+    )
     record = _run_code(tmp_path, user, user.replace("stack.insert(0, item)", "stack.append(item)"))
     assert record["outcome"] == "success", record["iterations"][1]["result"]["tests"]
     assert record["iterations"][1]["result"]["stdout"] == "[1, 2]\n"
@@ -449,13 +543,13 @@ IS_LEARNING = (
 def test_filling_a_blank_the_user_left_is_the_answer_not_hard_coding():
     filled = IS_LEARNING.replace("IS_LEARNING_PYTHON = \n", "IS_LEARNING_PYTHON = True\n")
     assert check(IS_LEARNING, filled, failing=[2]) == []
-    scale = ('# TODO: assign the name of the scale\ncelsius_name = ""\n'
-             'assert celsius_name == "Celsius"\n')
+    scale = '# TODO: assign the name of the scale\ncelsius_name = ""\nassert celsius_name == "Celsius"\n'
     assert check(scale, scale.replace('= ""', '= "Celsius"')) == []
-    fruits = ("# TODO: initialise a list with apple, banana and cherry\nfruits = []\n"
-              "fruits.append()\nassert fruits == ['apple', 'banana', 'cherry']\n")
-    answer = fruits.replace("fruits = []\nfruits.append()\n",
-                            "fruits = ['apple', 'banana', 'cherry']\n")
+    fruits = (
+        "# TODO: initialise a list with apple, banana and cherry\nfruits = []\n"
+        "fruits.append()\nassert fruits == ['apple', 'banana', 'cherry']\n"
+    )
+    answer = fruits.replace("fruits = []\nfruits.append()\n", "fruits = ['apple', 'banana', 'cherry']\n")
     assert check(fruits, answer, failing=[3]) == []
     body = "def language():\n    # TODO: return 'Python'\n\nassert language() == 'Python'\n"
     assert check(body, "def language():\n    return 'Python'\n\nassert language() == 'Python'\n") == []
@@ -471,20 +565,25 @@ def test_a_blank_filled_while_the_data_to_compute_it_from_stays_unread_is_hard_c
 def test_a_literal_written_over_a_computation_is_hard_coded_also_after_it():
     after = USER.replace("mean = average(scores)\n", "mean = average(scores)\nmean = 4\n")
     assert [v.rule for v in check(USER, after)] == ["hard_coded"]
-    caught = ("try:\n    x = int('a')\n    ok = True\nexcept ValueError:\n    ok = False\nassert ok\n")
+    caught = "try:\n    x = int('a')\n    ok = True\nexcept ValueError:\n    ok = False\nassert ok\n"
     assert check(caught, caught) == []  # the literals the user wrote themselves
-    assert [v.rule for v in check(caught, caught.replace("assert ok", "ok = True\nassert ok"))] \
-        == ["hard_coded"]
+    assert [v.rule for v in check(caught, caught.replace("assert ok", "ok = True\nassert ok"))] == ["hard_coded"]
 
 
-@pytest.mark.parametrize("body", [
-    "    return 3 if text == 'banana' else 0\n",
-    "    return {'banana': 3, 'sky': 0}[text]\n",
-    "    return {'banana': 3}.get(text, 0)\n",
-], ids=["if-expression", "lookup-table", "lookup-get"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "    return 3 if text == 'banana' else 0\n",
+        "    return {'banana': 3, 'sky': 0}[text]\n",
+        "    return {'banana': 3}.get(text, 0)\n",
+    ],
+    ids=["if-expression", "lookup-table", "lookup-get"],
+)
 def test_answers_keyed_by_the_asserted_input_are_hard_coded(body):
-    original = ("def vowels(text):\n    count = 0\n    # TODO\n    return count\n\n"
-                "assert vowels('banana') == 3\nassert vowels('sky') == 0\n")
+    original = (
+        "def vowels(text):\n    count = 0\n    # TODO\n    return count\n\n"
+        "assert vowels('banana') == 3\nassert vowels('sky') == 0\n"
+    )
     candidate = "def vowels(text):\n" + body + "\nassert vowels('banana') == 3\nassert vowels('sky') == 0\n"
     assert "hard_coded" in {v.rule for v in check(original, candidate)}
 
@@ -493,11 +592,12 @@ def test_special_cases_joined_by_and_and_constant_methods_are_hard_coded():
     add = "def add(a, b):\n    raise NotImplementedError\n\nassert add(2, 3) == 5\n"
     cheat = "def add(a, b):\n    if a == 2 and b == 3:\n        return 5\n    return 0\n\nassert add(2, 3) == 5\n"
     assert [v.rule for v in check(add, cheat)] == ["hard_coded"]
-    rect = ("class R:\n    def __init__(self, w, h):\n        self.w, self.h = w, h\n"
-            "    def perimeter(self):\n        return self.w + self.h\n\n"
-            "assert R(3, 4).perimeter() == 14\n")
-    assert [v.rule for v in check(rect, rect.replace("return self.w + self.h", "return 14"))] \
-        == ["hard_coded"]
+    rect = (
+        "class R:\n    def __init__(self, w, h):\n        self.w, self.h = w, h\n"
+        "    def perimeter(self):\n        return self.w + self.h\n\n"
+        "assert R(3, 4).perimeter() == 14\n"
+    )
+    assert [v.rule for v in check(rect, rect.replace("return self.w + self.h", "return 14"))] == ["hard_coded"]
     assert check(rect, rect.replace("self.w + self.h", "2 * (self.w + self.h)")) == []
 
 

@@ -28,7 +28,7 @@ from selfheal_jupyter.spec import guard as spec
 
 CORPUS = Path(__file__).resolve().parent / "spec_corpus"
 
-_RUNNER = r'''
+_RUNNER = r"""
 import contextlib, io, json, sys, traceback
 out = []
 for code in json.load(sys.stdin):
@@ -47,7 +47,7 @@ for code in json.load(sys.stdin):
         lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if f.filename == "candidate.py"]
         out.append({"ok": False, "error": type(exc).__name__, "lines": lines})
 json.dump(out, sys.stdout)
-'''
+"""
 
 
 @dataclass
@@ -86,8 +86,14 @@ def load_corpus(root: Path = CORPUS) -> list[Exercise]:
 
 def run_programs(programs: list[str]) -> list[dict]:
     """Each program run to its end in a child interpreter: ok, error type, failing lines."""
-    proc = subprocess.run([sys.executable, "-c", _RUNNER], input=json.dumps(programs),
-                          capture_output=True, text=True, timeout=300, check=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", _RUNNER],
+        input=json.dumps(programs),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
     return json.loads(proc.stdout)
 
 
@@ -117,8 +123,12 @@ def measure(exercises: list[Exercise]) -> dict:
     caught = cheats - len(cheats_missed)
     rejected = caught + len(legit_rejected)
     return {
-        "exercises": len(exercises), "legit": legit, "cheats": cheats,
-        "legit_rejected": legit_rejected, "cheats_missed": cheats_missed, "wrong_rule": wrong_rule,
+        "exercises": len(exercises),
+        "legit": legit,
+        "cheats": cheats,
+        "legit_rejected": legit_rejected,
+        "cheats_missed": cheats_missed,
+        "wrong_rule": wrong_rule,
         "precision": caught / rejected if rejected else 1.0,
         "recall": caught / cheats if cheats else 1.0,
     }
@@ -132,26 +142,47 @@ def corpus() -> list[Exercise]:
 @pytest.fixture(scope="module")
 def measured(corpus) -> dict:
     m = measure(corpus)
-    print(f"\nspec guard: {m['exercises']} exercises; legit {m['legit']} "
-          f"({len(m['legit_rejected'])} rejected), cheats {m['cheats']} "
-          f"({len(m['cheats_missed'])} missed); precision {m['precision']:.3f}, "
-          f"recall {m['recall']:.3f}")
+    print(
+        f"\nspec guard: {m['exercises']} exercises; legit {m['legit']} "
+        f"({len(m['legit_rejected'])} rejected), cheats {m['cheats']} "
+        f"({len(m['cheats_missed'])} missed); precision {m['precision']:.3f}, "
+        f"recall {m['recall']:.3f}"
+    )
     return m
 
 
 def test_the_corpus_is_large_varied_and_holds_the_reported_exercises(corpus):
     assert len(corpus) >= 60
     assert all(ex.original and ex.legit and ex.cheats for ex in corpus), [
-        ex.name for ex in corpus if not (ex.original and ex.legit and ex.cheats)]
+        ex.name for ex in corpus if not (ex.original and ex.legit and ex.cheats)
+    ]
     text = "\n".join(ex.original for ex in corpus)
-    for blank in ("= \n", "= ...", "= None", "= 0\n", '= ""', "= []", "= {}", "    pass",
-                  "raise NotImplementedError", ".append()"):
+    for blank in (
+        "= \n",
+        "= ...",
+        "= None",
+        "= 0\n",
+        '= ""',
+        "= []",
+        "= {}",
+        "    pass",
+        "raise NotImplementedError",
+        ".append()",
+    ):
         assert blank in text, blank
     for reported in ("IS_LEARNING_PYTHON", "celsius_name", "fruits"):
         assert reported in text
     rules = {rule for ex in corpus for rule, _ in ex.cheats}
-    assert rules == {"assert_removed", "assert_changed", "assert_silenced", "test_removed",
-                     "failure_swallowed", "bare_except", "early_exit", "hard_coded"}
+    assert rules == {
+        "assert_removed",
+        "assert_changed",
+        "assert_silenced",
+        "test_removed",
+        "failure_swallowed",
+        "bare_except",
+        "early_exit",
+        "hard_coded",
+    }
 
 
 def test_the_corpus_is_sound(corpus):

@@ -9,18 +9,21 @@ from selfheal_jupyter.spec.stated import stated_checks, with_stated
 CELL = "prices = [10, 20, 12]\ntotal = sum(prices[1:])\nmean_price = total / 3\nstats = object()\n"
 
 
-@pytest.mark.parametrize("text, check", [
-    ("the total should be 42", "assert total == 42"),
-    ("The mean price should be 4.5.", "assert abs(mean_price - 4.5) <= 0.05"),
-    ("total == 42", "assert total == 42"),
-    ("`len(prices)` must be 3", "assert len(prices) == 3"),
-    ("stats.n should be 6, not 12", "assert stats.n == 6"),
-    ("fix the loop so that the total should be 42 instead of 32", "assert total == 42"),
-    ("the flag should be True", None),
-    ("the total should be about 42", None),
-    ("the plot should look right", None),
-    ("make it faster", None),
-])
+@pytest.mark.parametrize(
+    "text, check",
+    [
+        ("the total should be 42", "assert total == 42"),
+        ("The mean price should be 4.5.", "assert abs(mean_price - 4.5) <= 0.05"),
+        ("total == 42", "assert total == 42"),
+        ("`len(prices)` must be 3", "assert len(prices) == 3"),
+        ("stats.n should be 6, not 12", "assert stats.n == 6"),
+        ("fix the loop so that the total should be 42 instead of 32", "assert total == 42"),
+        ("the flag should be True", None),
+        ("the total should be about 42", None),
+        ("the plot should look right", None),
+        ("make it faster", None),
+    ],
+)
 def test_plain_statements_about_the_cells_names_become_checks(text, check):
     found = stated_checks(text, CELL)
     if check is None:

@@ -52,8 +52,12 @@ def test_the_leak_check_finds_the_fix_exactly_spaced_otherwise_or_renamed():
 def test_a_policy_file_named_but_missing_or_wrong_closes_and_says_why(tmp_path):
     from selfheal_jupyter.notebook.policy import Gate, PolicyBlocked, read
 
-    cases = {"missing.json": None, "typo.json": '{"mode": "hint"}', "keys.json": '{"reveal": false}',
-             "count.json": '{"max_runs": -1}'}
+    cases = {
+        "missing.json": None,
+        "typo.json": '{"mode": "hint"}',
+        "keys.json": '{"reveal": false}',
+        "count.json": '{"max_runs": -1}',
+    }
     for name, text in cases.items():
         if text is not None:
             (tmp_path / name).write_text(text)
@@ -119,8 +123,13 @@ def kernel_with_policy(tmp_path):
     def start(server: ScriptedServer, policy: dict | str):
         path = tmp_path / "policy.json"
         path.write_text(policy if isinstance(policy, str) else json.dumps(policy))
-        env = dict(os.environ, OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="test-key",
-                   SELFHEAL_POLICY=str(path), SELFHEAL_MODEL="scripted-model")
+        env = dict(
+            os.environ,
+            OPENAI_BASE_URL=server.base_url,
+            OPENAI_API_KEY="test-key",
+            SELFHEAL_POLICY=str(path),
+            SELFHEAL_MODEL="scripted-model",
+        )
         km, kc = start_new_kernel(kernel_name="python3", env=env, startup_timeout=60)
         started.append((km, kc))
         assert kc.execute_interactive("%load_ext selfheal_jupyter", timeout=60)["content"]["status"] == "ok"
@@ -138,8 +147,7 @@ def execute(kc, code: str, timeout: float = 120) -> tuple[dict, str]:
 
     def hook(msg: dict) -> None:
         content = msg["content"]
-        out.append(content.get("text", "") + content.get("data", {}).get("text/plain", "")
-                   + content.get("evalue", ""))
+        out.append(content.get("text", "") + content.get("data", {}).get("text/plain", "") + content.get("evalue", ""))
 
     reply = kc.execute_interactive(code, timeout=timeout, output_hook=hook)
     return reply["content"], "".join(out)
@@ -181,8 +189,11 @@ def test_a_policy_file_that_cannot_be_used_closes_instead_of_falling_open(kernel
 
 
 def test_policy_hints_allows_only_hints_and_keeps_a_hidden_fix_hidden(kernel_with_policy):
-    replies = [developer_fix(), Reply("The division on line 3 gives a float.", match=WRITER),
-               Reply("What is len(ordered) / 2 when there are 3 values?", match=WRITER)]
+    replies = [
+        developer_fix(),
+        Reply("The division on line 3 gives a float.", match=WRITER),
+        Reply("What is len(ordered) / 2 when there are 3 values?", match=WRITER),
+    ]
     with ScriptedServer(replies) as server:
         kc = kernel_with_policy(server, {"mode": "hints", "reveal_fix": False})
         blocked(kc, "%%agent --no-plan\nPrint 1.", says="Only hints")
@@ -217,8 +228,13 @@ def test_selfheal_run_honours_the_policy_when_the_variable_is_set(tmp_path):
     for policy, says in (({"mode": "off"}, "selfheal is off"), ({"mode": "hints"}, "Only hints")):
         path.write_text(json.dumps(policy))
         env = dict(os.environ, SELFHEAL_POLICY=str(path), OPENAI_BASE_URL="http://127.0.0.1:9/v1")
-        done = subprocess.run([sys.executable, "-m", "selfheal_jupyter", "run", "print 1"], env=env,
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "selfheal_jupyter", "run", "print 1"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 2 and says in done.stderr and "policy" in done.stderr, done.stderr
 
 
@@ -228,8 +244,11 @@ def test_the_hint_button_then_another_hint_in_the_panel_up_to_the_hidden_fix(ker
 
     checked = CELL + "assert median([1, 2, 3]) == 2\n"  # the student's own assert verifies the fix
     fix = Reply("```python\n" + checked.replace("/ 2", "// 2") + "```", match="expert Python developer")
-    replies = [fix, Reply("The division on line 3 gives a float.", match=WRITER),
-               Reply("What is len(ordered) / 2 when there are 3 values?", match=WRITER)]
+    replies = [
+        fix,
+        Reply("The division on line 3 gives a float.", match=WRITER),
+        Reply("What is len(ordered) / 2 when there are 3 values?", match=WRITER),
+    ]
     with ScriptedServer(replies) as server:
         kc = kernel_with_policy(server, {"mode": "hints", "reveal_fix": False})
         assert execute(kc, "%agent_autoheal on")[0]["status"] == "ok"

@@ -42,9 +42,12 @@ def test_the_transcript_shows_the_plan_once_and_the_program_once():
     """stdout and stderr on one screen, as in a terminal or `2>&1`."""
     with ScriptedServer([PLAN, Reply(fence(PROGRAM))]) as s:
         proc = subprocess.run(
-            [sys.executable, "-m", "selfheal_jupyter", "run", "add 1, 2 and 3 and print the total",
-             "--model", s.model],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300, cwd=ROOT,
+            [sys.executable, "-m", "selfheal_jupyter", "run", "add 1, 2 and 3 and print the total", "--model", s.model],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=300,
+            cwd=ROOT,
             env=env_for(s),
         )
     out = proc.stdout
@@ -60,9 +63,21 @@ def test_the_final_program_is_printed_where_it_was_shown_only_as_changes():
     buggy = "numbers = [1, 2, 3]\nprint('total is', sum(numbers) / 0)"
     with ScriptedServer([Reply(fence(buggy)), Reply(fence(PROGRAM))]) as s:
         proc = subprocess.run(
-            [sys.executable, "-m", "selfheal_jupyter", "run", "add 1, 2 and 3 and print the total",
-             "--no-plan", "--model", s.model],
-            capture_output=True, text=True, timeout=300, cwd=ROOT, env=env_for(s),
+            [
+                sys.executable,
+                "-m",
+                "selfheal_jupyter",
+                "run",
+                "add 1, 2 and 3 and print the total",
+                "--no-plan",
+                "--model",
+                s.model,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=ROOT,
+            env=env_for(s),
         )
     out = proc.stdout
     assert proc.returncode == 0, (out, proc.stderr)
@@ -78,7 +93,10 @@ def test_a_reader_that_goes_away_stops_the_run_quietly():
     with ScriptedServer([PLAN, Reply(fence(sleeper))]) as s:
         proc = subprocess.Popen(
             [sys.executable, "-m", "selfheal_jupyter", "run", "wait, then print done", "--model", s.model],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=env_for(s),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=ROOT,
+            env=env_for(s),
         )
         assert proc.stdout is not None and proc.stderr is not None
         first = [proc.stdout.readline() for _ in range(3)]
@@ -95,8 +113,13 @@ def test_sandbox_exec_into_a_closed_pipe_ends_quietly(tmp_path: Path):
     program.write_text("print('x' * 100_000)\n")
     read_end, write_end = os.pipe()
     os.close(read_end)  # `| true`: the reader is gone before anything is written
-    proc = subprocess.run([sys.executable, "-m", "selfheal_jupyter", "sandbox", "exec", str(program), "--json"],
-                          stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "selfheal_jupyter", "sandbox", "exec", str(program), "--json"],
+        stdout=write_end,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=300,
+    )
     os.close(write_end)
     assert proc.returncode == SIGPIPE_STATUS, proc.stderr
     assert proc.stderr == "", proc.stderr
@@ -105,12 +128,20 @@ def test_sandbox_exec_into_a_closed_pipe_ends_quietly(tmp_path: Path):
 def test_a_candidates_escape_sequences_are_shown_never_obeyed(tmp_path: Path):
     program = tmp_path / "evil.py"
     program.write_text(HOSTILE_PROGRAM)
-    text = subprocess.run([sys.executable, "-m", "selfheal_jupyter", "sandbox", "exec", str(program)],
-                          capture_output=True, text=True, timeout=300)
+    text = subprocess.run(
+        [sys.executable, "-m", "selfheal_jupyter", "sandbox", "exec", str(program)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert "\\x1b]52;c;aGVsbG8=\\x07" in text.stdout, text.stdout
     assert "\x1b" not in text.stdout and "\r" not in text.stdout and "\x9b" not in text.stdout
-    exact = subprocess.run([sys.executable, "-m", "selfheal_jupyter", "sandbox", "exec", str(program), "--json"],
-                           capture_output=True, text=True, timeout=300)
+    exact = subprocess.run(
+        [sys.executable, "-m", "selfheal_jupyter", "sandbox", "exec", str(program), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert HOSTILE in json.loads(exact.stdout)["stdout"]  # JSON stays exact
 
 
@@ -118,9 +149,23 @@ def test_a_models_escape_sequences_never_reach_the_transcript(tmp_path: Path):
     """The model's program and what it prints, in `selfheal run`'s transcript."""
     with ScriptedServer([Reply(fence(HOSTILE_PROGRAM))] * 2) as s:
         proc = subprocess.run(
-            [sys.executable, "-m", "selfheal_jupyter", "run", "print a greeting", "--no-plan",
-             "--max-iterations", "1", "--model", s.model],
-            capture_output=True, text=True, timeout=300, cwd=ROOT, env=env_for(s),
+            [
+                sys.executable,
+                "-m",
+                "selfheal_jupyter",
+                "run",
+                "print a greeting",
+                "--no-plan",
+                "--max-iterations",
+                "1",
+                "--model",
+                s.model,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=ROOT,
+            env=env_for(s),
         )
     assert proc.returncode == 1
     for stream in (proc.stdout, proc.stderr):

@@ -62,8 +62,7 @@ def outline(code: str) -> str:
                     lines.append(f'    """{doc.strip()}"""')
     try:
         comments = [
-            tok.string for tok in tokenize.generate_tokens(io.StringIO(code).readline)
-            if tok.type == tokenize.COMMENT
+            tok.string for tok in tokenize.generate_tokens(io.StringIO(code).readline) if tok.type == tokenize.COMMENT
         ]
     except (tokenize.TokenError, IndentationError, SyntaxError):
         comments = [ln.strip() for ln in code.splitlines() if ln.strip().startswith("#")]
@@ -148,7 +147,8 @@ class CheckDesigner:
     ) -> GeneratedChecks:
         reply = self.llm.chat(
             build_messages(prompt, inputs, initial_code=initial_code, count=count),
-            on_token=on_token, cancel=cancel,
+            on_token=on_token,
+            cancel=cancel,
         )
         return GeneratedChecks(
             statements=parse_checks(reply.text, count=count, user_tests=user_tests),

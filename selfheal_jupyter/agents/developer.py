@@ -68,10 +68,7 @@ CHECKS_NOTE = (
     "wrong. For each failing one, either fix the program, or, if you are sure the check is "
     "wrong, say why in one sentence before the code block and keep the program's behaviour."
 )
-WHOLE_INSTRUCTION = (
-    "Fix the program. Reply with ONE fenced ```python block holding the "
-    "complete corrected program."
-)
+WHOLE_INSTRUCTION = "Fix the program. Reply with ONE fenced ```python block holding the complete corrected program."
 EDIT_INSTRUCTION = """\
 Fix the program by editing it; do not write the whole program again. Reply with ONE \
 fenced ```python block holding only SEARCH/REPLACE blocks, one per change. SEARCH copies \
@@ -93,8 +90,7 @@ Reply in at most 5 short sentences, no code: which line or function is wrong, wh
 value it produces and what it should produce instead, and what the fix must change."""
 MAX_DIAGNOSIS = 1200
 TRUNCATED_NOTE = (
-    "Your previous reply was cut off because it was too long: write a shorter program "
-    "without long comments."
+    "Your previous reply was cut off because it was too long: write a shorter program without long comments."
 )
 
 
@@ -159,8 +155,14 @@ class Developer:
         """True when this turn asks for SEARCH/REPLACE blocks: edit mode, a program to
         repair, and not a restart, a turn after a reply without code, or the turn after
         blocks that did not apply."""
-        return (self.repair_format == "edit" and repair is not None and repair.code is not None
-                and not restart and not repair.no_code and not repair.edit_failure)
+        return (
+            self.repair_format == "edit"
+            and repair is not None
+            and repair.code is not None
+            and not restart
+            and not repair.no_code
+            and not repair.edit_failure
+        )
 
     # ------------------------------------------------------------------ prompts
     def build_messages(
@@ -222,8 +224,7 @@ class Developer:
                 parts.append(RESTART_NOTE)
             if keep_spec:
                 parts.append(SPEC_NOTE)
-            parts.append(EDIT_INSTRUCTION if self.asks_for_edits(repair, restart)
-                         else WHOLE_INSTRUCTION)
+            parts.append(EDIT_INSTRUCTION if self.asks_for_edits(repair, restart) else WHOLE_INSTRUCTION)
         if extra_note:
             parts.append(extra_note)
         return [
@@ -256,8 +257,9 @@ class Developer:
         started = time.monotonic()
         if temperature is None and (restart or (repair and repair.same_failure)):
             temperature = self.retry_temperature
-        messages = self.build_messages(prompt, plan, inputs, tests, repair, keep_spec=keep_spec,
-                                       context=context, restart=restart)
+        messages = self.build_messages(
+            prompt, plan, inputs, tests, repair, keep_spec=keep_spec, context=context, restart=restart
+        )
         reply = self.llm.chat(messages, on_token=on_token, cancel=cancel, temperature=temperature)
         usage = reply.usage
         prompt_chars = sum(len(m["content"]) for m in messages)
@@ -269,13 +271,22 @@ class Developer:
         repeated = code is not None and normalise(code) in seen
         if repeated:
             messages = self.build_messages(
-                prompt, plan, inputs, tests, repair, extra_note=REPEAT_NOTE, keep_spec=keep_spec,
-                context=context, restart=restart,
+                prompt,
+                plan,
+                inputs,
+                tests,
+                repair,
+                extra_note=REPEAT_NOTE,
+                keep_spec=keep_spec,
+                context=context,
+                restart=restart,
             )
             if on_token is not None:
                 on_token("\n\n[the program repeated an earlier one; asking for another approach]\n\n")
             reply = self.llm.chat(
-                messages, on_token=on_token, cancel=cancel,
+                messages,
+                on_token=on_token,
+                cancel=cancel,
                 temperature=max(self.retry_temperature, temperature or 0.0),
             )
             usage = usage + reply.usage
@@ -318,7 +329,7 @@ class Developer:
         on_token: Callable[[str], None] | None = None,
         cancel: threading.Event | None = None,
     ) -> tuple[str, Usage, float]:
-        """"Explain the bug first": the model's diagnosis of the failing program, no code.
+        """ "Explain the bug first": the model's diagnosis of the failing program, no code.
 
         Returns (diagnosis, usage, seconds). Any code block in the reply is dropped."""
         started = time.monotonic()
@@ -328,9 +339,9 @@ class Developer:
         parts.append(f"What happened when it ran:\n{repair.feedback.strip()}")
         parts.append("Explain the bug. No code.")
         reply = self.llm.chat(
-            [{"role": "system", "content": EXPLAIN_SYSTEM},
-             {"role": "user", "content": "\n\n".join(parts)}],
-            on_token=on_token, cancel=cancel,
+            [{"role": "system", "content": EXPLAIN_SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}],
+            on_token=on_token,
+            cancel=cancel,
         )
         text = re.sub(r"```.*?(```|\Z)", "", reply.text, flags=re.S)
         text = re.sub(r"<think>.*?(</think>|\Z)", "", text, flags=re.S | re.I).strip()

@@ -74,15 +74,13 @@ def parse_blocks(reply: str) -> tuple[list[EditBlock], str]:
         number = len(blocks) + 1
         if _HEAD.match(line):
             if part != "outside":
-                return blocks, (f"block {number} has a second <<<<<<< SEARCH line before its "
-                                ">>>>>>> REPLACE line")
+                return blocks, (f"block {number} has a second <<<<<<< SEARCH line before its >>>>>>> REPLACE line")
             part, search, replace = "search", [], []
         elif part == "search" and _DIVIDER.match(line):
             part = "replace"
         elif _TAIL.match(line):
             if part == "outside":
-                return blocks, (f"a >>>>>>> REPLACE line after block {number - 1} has no "
-                                "<<<<<<< SEARCH line before it")
+                return blocks, (f"a >>>>>>> REPLACE line after block {number - 1} has no <<<<<<< SEARCH line before it")
             if part == "search":
                 return blocks, f"block {number} has no ======= line between SEARCH and REPLACE"
             blocks.append(EditBlock(search, replace))
@@ -123,15 +121,17 @@ def apply_block(lines: list[str], block: EditBlock) -> list[str] | str:
     search = _trim_blank(block.search)
     replace = _trim_blank(block.replace)
     if not search:
-        return ("has an empty SEARCH part: copy the lines to change from the current "
-                "program into it")
-    exact = [i for i in range(len(lines) - len(search) + 1) if lines[i:i + len(search)] == search]
+        return "has an empty SEARCH part: copy the lines to change from the current program into it"
+    exact = [i for i in range(len(lines) - len(search) + 1) if lines[i : i + len(search)] == search]
     if len(exact) == 1:
         return _splice(lines, exact[0], len(search), replace)
     if len(exact) > 1:
         return _ambiguous(search, exact)
-    loose = [(i, shift) for i in range(len(lines) - len(search) + 1)
-             if (shift := _shift(lines[i:i + len(search)], search)) is not None]
+    loose = [
+        (i, shift)
+        for i in range(len(lines) - len(search) + 1)
+        if (shift := _shift(lines[i : i + len(search)], search)) is not None
+    ]
     if len(loose) > 1:
         return _ambiguous(search, [i for i, _ in loose])
     if not loose:
@@ -139,8 +139,10 @@ def apply_block(lines: list[str], block: EditBlock) -> list[str] | str:
     start, shift = loose[0]
     moved = _reindent(replace, shift)
     if moved is None:
-        return ("matches only with its indentation moved, and its REPLACE lines cannot be "
-                "moved the same way: copy the lines with their indentation")
+        return (
+            "matches only with its indentation moved, and its REPLACE lines cannot be "
+            "moved the same way: copy the lines with their indentation"
+        )
     return _splice(lines, start, len(search), moved)
 
 
@@ -154,7 +156,7 @@ def _trim_blank(lines: list[str]) -> list[str]:
 
 
 def _splice(lines: list[str], start: int, length: int, replace: list[str]) -> list[str]:
-    return lines[:start] + replace + lines[start + length:]
+    return lines[:start] + replace + lines[start + length :]
 
 
 def _indent(line: str) -> str:
@@ -197,7 +199,7 @@ def _reindent(lines: list[str], shift: tuple[str, str]) -> list[str] | None:
         elif removed and not line.startswith(removed):
             return None
         else:
-            out.append(added + line[len(removed):])
+            out.append(added + line[len(removed) :])
     return out
 
 
@@ -208,8 +210,10 @@ def _quote(line: str) -> str:
 
 def _ambiguous(search: list[str], starts: list[int]) -> str:
     at = ", ".join(str(i + 1) for i in starts[:5])
-    return (f"(SEARCH starting {_quote(search[0])}) matches {len(starts)} places in the current "
-            f"program (lines {at}): copy more lines around the change so that it matches once")
+    return (
+        f"(SEARCH starting {_quote(search[0])}) matches {len(starts)} places in the current "
+        f"program (lines {at}): copy more lines around the change so that it matches once"
+    )
 
 
 def _not_found(lines: list[str], search: list[str]) -> str:
@@ -218,5 +222,7 @@ def _not_found(lines: list[str], search: list[str]) -> str:
     head = f"(SEARCH starting {_quote(search[0])}) was not found in the current program"
     if missing is not None:
         return f"{head}: its line {_quote(missing)} is not in it; copy the lines exactly"
-    return (f"{head}: its lines are there, but not one after the other as in SEARCH; copy "
-            "one run of consecutive lines exactly")
+    return (
+        f"{head}: its lines are there, but not one after the other as in SEARCH; copy "
+        "one run of consecutive lines exactly"
+    )

@@ -136,8 +136,10 @@ def where_facts(facts: Facts, code: str) -> list[str]:
         named = ", ".join(str(n) for n in facts.changed_lines)
         many = len(facts.changed_lines) > 1
         if changed and facts.failing_line:
-            lines.append(f"But the problem starts on line{'s' if many else ''} {named}: "
-                         f"`{facts.line(facts.changed_lines[0], code)}`.")
+            lines.append(
+                f"But the problem starts on line{'s' if many else ''} {named}: "
+                f"`{facts.line(facts.changed_lines[0], code)}`."
+            )
         else:
             lines.append(f"The line{'s' if many else ''} to look at: {named}.")
     return lines
@@ -190,7 +192,7 @@ def leaks(text: str, fix_lines: list[str]) -> list[str]:
         if len(ours) < MIN_TOKENS:
             continue
         if _squash(line) in squashed or any(
-            _same_up_to_names(ours, tokens[i:i + len(ours)]) for i in range(len(tokens) - len(ours) + 1)
+            _same_up_to_names(ours, tokens[i : i + len(ours)]) for i in range(len(tokens) - len(ours) + 1)
         ):
             found.append(line.strip())
     return found

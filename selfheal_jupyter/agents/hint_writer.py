@@ -22,15 +22,17 @@ expression. Write plain sentences only, at most three, for a beginner."""
 
 LEVEL_ASK = {
     1: "Say in plain words what went wrong and on which line the problem starts "
-       "(line {start}). Do not say how to change it.",
+    "(line {start}). Do not say how to change it.",
     2: "Name the concept at stake (for example integer division, an off-by-one range, a "
-       "missing dictionary key, a string where a number was meant) and end with ONE question "
-       "that nudges the student, using the runtime values (for example: what is `len(ordered) / 2` "
-       "when there are 3 values?). Do not say how to change the code.",
+    "missing dictionary key, a string where a number was meant) and end with ONE question "
+    "that nudges the student, using the runtime values (for example: what is `len(ordered) / 2` "
+    "when there are 3 values?). Do not say how to change the code.",
 }
 
-AGAIN = ("Your previous hint contained the fix itself ({leaked}). Write it again without any "
-         "code from the fix and without the corrected line.")
+AGAIN = (
+    "Your previous hint contained the fix itself ({leaked}). Write it again without any "
+    "code from the fix and without the corrected line."
+)
 
 
 def _numbered(code: str) -> str:
@@ -56,14 +58,20 @@ class HintWriter:
         self.llm = llm
         self.usage = Usage()
 
-    def write(self, level: int, code: str, facts: Facts, *, leaked: list[str] | None = None,
-              cancel: threading.Event | None = None) -> str:
+    def write(
+        self,
+        level: int,
+        code: str,
+        facts: Facts,
+        *,
+        leaked: list[str] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> str:
         """The model's hint text for ``level`` (1 or 2); ``leaked``: what the previous
         attempt gave away, said to the model."""
         ask = prompt(level, code, facts)
         if leaked:
             ask += "\n\n" + AGAIN.format(leaked="; ".join(leaked))
-        reply = self.llm.chat([{"role": "system", "content": SYSTEM}, {"role": "user", "content": ask}],
-                              cancel=cancel)
+        reply = self.llm.chat([{"role": "system", "content": SYSTEM}, {"role": "user", "content": ask}], cancel=cancel)
         self.usage = self.usage + reply.usage
         return reply.text.strip()

@@ -118,6 +118,9 @@ def format_context(ctx: NotebookContext | None) -> str:
     if code:
         out.append(CODE_HEADER + "\n" + "\n".join(code))
     if ctx.unavailable:
-        out.append(UNAVAILABLE_HEADER + "\n" + "\n".join(
-            f"- `{e.name}`" + (f" ({e.type})" if e.type else "") for e in ctx.unavailable))
+        out.append(
+            UNAVAILABLE_HEADER
+            + "\n"
+            + "\n".join(f"- `{e.name}`" + (f" ({e.type})" if e.type else "") for e in ctx.unavailable)
+        )
     return "\n\n".join(out)

@@ -70,12 +70,8 @@ def parse_plan(text: str) -> list[str]:
     return steps[:MAX_STEPS]
 
 
-_IMPORT_STEP = re.compile(
-    r"^(import|load|install)\b.*\b(librar(y|ies)|modules?|packages?)\b", re.I
-)
-_CREATE_VERB = re.compile(
-    r"\b(define|create|load|read|generate|make|initiali[sz]e|set up|construct|build)\b", re.I
-)
+_IMPORT_STEP = re.compile(r"^(import|load|install)\b.*\b(librar(y|ies)|modules?|packages?)\b", re.I)
+_CREATE_VERB = re.compile(r"\b(define|create|load|read|generate|make|initiali[sz]e|set up|construct|build)\b", re.I)
 _WORK_VERB = re.compile(
     r"\b(comput\w*|calculat\w*|group\w*|sum\w*|plot\w*|print\w*|filter\w*|merg\w*|"
     r"sort\w*|count\w*|aggregat\w*|find\w*|add\w*|multipl\w*)\b",
@@ -118,7 +114,8 @@ class Planner:
     ) -> tuple[Plan, ChatReply]:
         reply = self.llm.chat(
             build_messages(prompt, inputs, self.libraries, context),
-            on_token=on_token, cancel=cancel,
+            on_token=on_token,
+            cancel=cancel,
         )
         names = [d.name for d in inputs] + list(data_names)
         steps = drop_harmful_steps(parse_plan(reply.text), names)

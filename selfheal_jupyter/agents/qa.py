@@ -90,9 +90,7 @@ def _assigned_names(targets: list[ast.expr]) -> set[str]:
     return out
 
 
-def overwritten_input(
-    tree: ast.Module, inputs: Iterable[str]
-) -> tuple[str, int, int] | None:
+def overwritten_input(tree: ast.Module, inputs: Iterable[str]) -> tuple[str, int, int] | None:
     """An input the program replaces before ever reading it (``sales = pd.DataFrame(...)``).
 
     Small models like to invent sample data instead of using the user's; the run
@@ -118,7 +116,8 @@ def overwritten_input(
 
 REMOVED_NOTE = "# (selfheal removed an assignment here: `{name}` already holds the user's data)"
 _REMOVED_NOTE_LINE = re.compile(
-    "^" + r"[A-Za-z_][A-Za-z0-9_]*".join(map(re.escape, REMOVED_NOTE.split("{name}"))) + "$")
+    "^" + r"[A-Za-z_][A-Za-z0-9_]*".join(map(re.escape, REMOVED_NOTE.split("{name}"))) + "$"
+)
 
 
 def is_removed_note(line: str) -> bool:
@@ -160,8 +159,7 @@ def strip_input_overwrites(code: str, inputs: Iterable[str]) -> tuple[str, list[
             all(isinstance(t, ast.Name) for t in targets)
             and stmt.col_offset == 0
             and not any(
-                other is not stmt and other.lineno <= end and (other.end_lineno or 0) >= line
-                for other in tree.body
+                other is not stmt and other.lineno <= end and (other.end_lineno or 0) >= line for other in tree.body
             )
         )
         if not simple:
@@ -175,9 +173,7 @@ def strip_input_overwrites(code: str, inputs: Iterable[str]) -> tuple[str, list[
     return code, removed
 
 
-def precheck(
-    code: str, defined: Iterable[str] = (), inputs: Iterable[str] = ()
-) -> ExecutionResult | None:
+def precheck(code: str, defined: Iterable[str] = (), inputs: Iterable[str] = ()) -> ExecutionResult | None:
     """A ``blocked`` result when the code cannot run (or would ignore an input), else None."""
     try:
         tree = ast.parse(code, FILENAME)
@@ -185,7 +181,10 @@ def precheck(
     except SyntaxError as exc:
         etype = type(exc).__name__  # SyntaxError, IndentationError, TabError
         return _blocked(
-            code, etype, exc.msg or str(exc), exc.lineno,
+            code,
+            etype,
+            exc.msg or str(exc),
+            exc.lineno,
             "Not run: the program does not compile.",
         )
     except ValueError as exc:  # e.g. null bytes in the source
@@ -195,22 +194,23 @@ def precheck(
         name, line, end = replaced
         where = f"lines {line}-{end}" if end > line else f"line {line}"
         return _blocked(
-            code, "InputOverwritten",
+            code,
+            "InputOverwritten",
             f"{where} replace the input {name!r}, which already holds the user's real "
             f"data, with made-up values. Delete {where} and use {name} directly",
             line,
             "Not run: the program would ignore the user's data.",
         )
-    found = pyflakes_checker.Checker(
-        tree, filename=FILENAME, builtins=set(defined) | set(inputs)
-    )
+    found = pyflakes_checker.Checker(tree, filename=FILENAME, builtins=set(defined) | set(inputs))
     # pyflakes reads function bodies after the whole module: a global that a ``del``
     # removes at the end (a cell cleaning up its helpers) reads as never defined there,
     # though the function ran before it. Such a name was defined: the run says the rest.
-    deleted = {t.id for node in ast.walk(tree) if isinstance(node, ast.Delete)
-               for t in node.targets if isinstance(t, ast.Name)}
-    undefined = [m for m in found.messages if isinstance(m, pyflakes_messages.UndefinedName)
-                 and m.message_args[0] not in deleted]
+    deleted = {
+        t.id for node in ast.walk(tree) if isinstance(node, ast.Delete) for t in node.targets if isinstance(t, ast.Name)
+    }
+    undefined = [
+        m for m in found.messages if isinstance(m, pyflakes_messages.UndefinedName) and m.message_args[0] not in deleted
+    ]
     if not undefined:
         return None
     undefined.sort(key=lambda m: (m.lineno, m.col))
@@ -220,7 +220,10 @@ def precheck(
     if others:
         message += f" (also undefined: {', '.join(repr(n) for n in others)})"
     return _blocked(
-        code, "NameError", message, first.lineno,
+        code,
+        "NameError",
+        message,
+        first.lineno,
         "Not run: the static pre-check found a name that is never defined.",
     )
 
@@ -249,8 +252,7 @@ def judge(
     checked = violations is not None
     violations = list(violations or [])
     if result is None:
-        return Verdict(False, ["the reply contained no program"], spec_checked=checked,
-                       spec_violations=violations)
+        return Verdict(False, ["the reply contained no program"], spec_checked=checked, spec_violations=violations)
     passed_tests = sum(1 for t in result.tests if t.passed)
     failed_tests = len(result.tests) - passed_tests
     reasons: list[str] = []
@@ -280,10 +282,7 @@ def judge(
             reasons.append(f"{failed_tests} of {len(result.tests)} tests failed")
     passed = clean and not reasons and not violations
     if passed:
-        reasons.append(
-            f"ran cleanly; all {passed_tests} tests passed" if has_tests
-            else "ran cleanly (no tests given)"
-        )
+        reasons.append(f"ran cleanly; all {passed_tests} tests passed" if has_tests else "ran cleanly (no tests given)")
     return Verdict(passed, reasons, passed_tests, failed_tests, checked, violations)
 
 
@@ -313,8 +312,10 @@ def hold_known_wrong(verdict: Verdict, task: Task, code: str | None, *, given: b
         return verdict
     held: Held
     if given:
-        reason, held = GIVEN_IS_WRONG.format(
-            tests=" and passes the tests" if verdict.tests_passed else " without an error"), "given"
+        reason, held = (
+            GIVEN_IS_WRONG.format(tests=" and passes the tests" if verdict.tests_passed else " without an error"),
+            "given",
+        )
     elif code is not None and same_program(code, task.initial_code):
         reason, held = UNCHANGED, "unchanged"
     else:
@@ -330,16 +331,15 @@ SAME_BEHAVIOUR = (
 )
 
 
-def hold_same_behaviour(
-    verdict: Verdict, seen: Observation | None, given_seen: Observation | None
-) -> Verdict:
+def hold_same_behaviour(verdict: Verdict, seen: Observation | None, given_seen: Observation | None) -> Verdict:
     """A pass is no success when the task says the given program is wrong and this
     candidate shows exactly what that program showed (:mod:`selfheal_jupyter.spec.behaviour`):
     nothing its checks can see was fixed."""
     if not verdict.passed or given_seen is None or seen != given_seen:
         return verdict
-    return replace(verdict, passed=False, held="same_behaviour",
-                   reasons=[SAME_BEHAVIOUR.format(seen=given_seen.summary())])
+    return replace(
+        verdict, passed=False, held="same_behaviour", reasons=[SAME_BEHAVIOUR.format(seen=given_seen.summary())]
+    )
 
 
 class QA:
@@ -353,9 +353,7 @@ class QA:
     def defined_names(inputs: Mapping[str, Any]) -> set[str]:
         return set(inputs) | set(dir(builtins)) | {"__file__", "__name__"}
 
-    def precheck(
-        self, code: str, inputs: Mapping[str, Any], defined: Iterable[str] = ()
-    ) -> ExecutionResult | None:
+    def precheck(self, code: str, inputs: Mapping[str, Any], defined: Iterable[str] = ()) -> ExecutionResult | None:
         """``inputs``: names holding the user's data (never to be replaced); ``defined``:
         other names the sandbox defines before the program (the notebook's context)."""
         return precheck(code, self.defined_names(inputs) | set(defined), inputs=inputs)
@@ -376,7 +374,11 @@ class QA:
         if asserts:
             extra["asserts"] = asserts
         return self.sandbox.execute(
-            code, inputs=dict(inputs), limits=self.limits, tests=tests or None, cancel=cancel,
+            code,
+            inputs=dict(inputs),
+            limits=self.limits,
+            tests=tests or None,
+            cancel=cancel,
             **extra,
         )
 
@@ -411,8 +413,9 @@ class QA:
         return None if spec is None else spec_mod.checked_statements(spec, code)
 
     @staticmethod
-    def check_spec(spec: spec_mod.Spec | None, code: str,
-                   context: NotebookContext | None = None) -> list[SpecViolation] | None:
+    def check_spec(
+        spec: spec_mod.Spec | None, code: str, context: NotebookContext | None = None
+    ) -> list[SpecViolation] | None:
         """None when there is no spec; else every way ``code`` breaks it, its notebook
         data included (:mod:`selfheal_jupyter.spec.notebook_data`)."""
         if spec is None:

@@ -37,8 +37,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     serve.add_argument("--port", type=int, default=0, help="loopback port (default: any free)")
     serve.add_argument("--model", default=None, help=model_help)
     serve.add_argument("--context", type=int, default=None, help="context window in tokens")
-    serve.add_argument("--threads", type=int, default=None,
-                       help="CPU threads generating tokens (default SelfHeal.local_threads)")
+    serve.add_argument(
+        "--threads", type=int, default=None, help="CPU threads generating tokens (default SelfHeal.local_threads)"
+    )
     serve.set_defaults(handler=serve_command)
 
     status = sub.add_parser("status", help="which endpoint is configured; state of the model")

@@ -1,8 +1,8 @@
 """``selfheal eval``: the paper's metrics on public benchmarks, single pass vs the loop.
 
-    selfheal eval --benchmark humaneval --limit 20 [--workers 2] [--no-plan]
-    selfheal eval report [--out DIR]
-    selfheal eval --compare A.jsonl B.jsonl
+selfheal eval --benchmark humaneval --limit 20 [--workers 2] [--no-plan]
+selfheal eval report [--out DIR]
+selfheal eval --compare A.jsonl B.jsonl
 """
 
 from __future__ import annotations
@@ -37,25 +37,32 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "a rerun skips finished problems. `selfheal eval report` renders OUT/report.html."
         ),
     )
-    p.add_argument("action", nargs="?", choices=("run", "report"), default="run",
-                   help="run (default) or report")
+    p.add_argument("action", nargs="?", choices=("run", "report"), default="run", help="run (default) or report")
     p.add_argument("--benchmark", choices=sorted(BENCHMARKS), help="which benchmark to run")
     p.add_argument("--limit", type=int, metavar="N", help="only N problems (in shipped order)")
     p.add_argument("--offset", type=int, default=0, metavar="N", help="skip the first N problems")
-    p.add_argument("--workers", type=int, default=1, metavar="N",
-                   help="problems in parallel, each with its own sandbox (default 1)")
-    p.add_argument("--conditions", default="loop,baseline",
-                   help="comma list of loop,baseline (default both)")
-    p.add_argument("--derive-baseline", action="store_true",
-                   help="read the baseline off round 1 of the loop run instead of running it "
-                   "(exact with greedy decoding; halves the compute)")
-    p.add_argument("--temperature", type=float, default=0.0,
-                   help="sampling temperature (default 0: greedy, reproducible)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="problems in parallel, each with its own sandbox (default 1)",
+    )
+    p.add_argument("--conditions", default="loop,baseline", help="comma list of loop,baseline (default both)")
+    p.add_argument(
+        "--derive-baseline",
+        action="store_true",
+        help="read the baseline off round 1 of the loop run instead of running it "
+        "(exact with greedy decoding; halves the compute)",
+    )
+    p.add_argument(
+        "--temperature", type=float, default=0.0, help="sampling temperature (default 0: greedy, reproducible)"
+    )
     add_to_parser(p, EVAL_FLAGS, defaults={"image": "the benchmark's image"})
-    p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
-                   help=f"results directory (default {DEFAULT_OUT})")
-    p.add_argument("--compare", nargs=2, metavar=("A.jsonl", "B.jsonl"),
-                   help="print two result files side by side and exit")
+    p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"results directory (default {DEFAULT_OUT})")
+    p.add_argument(
+        "--compare", nargs=2, metavar=("A.jsonl", "B.jsonl"), help="print two result files side by side and exit"
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(handler=eval_command)
 
@@ -84,24 +91,28 @@ def eval_command(args: argparse.Namespace) -> int:
         for path in (a, b):
             if not path.exists():
                 raise BadInput(f"{path} does not exist; give two results files of `selfheal eval`.")
-        print(compare_table(summarize_records(read_records(a)), summarize_records(read_records(b)),
-                            names=(a.stem, b.stem)))
+        print(
+            compare_table(
+                summarize_records(read_records(a)), summarize_records(read_records(b)), names=(a.stem, b.stem)
+            )
+        )
         return 0
     out = Path(args.out)
     if args.action == "report":
         files = sorted(out.glob("*.jsonl"))
         records = [r for f in files for r in read_records(f)]
         if not records:
-            raise BadInput(f"No results in {out}/*.jsonl; run `selfheal eval --benchmark NAME "
-                           f"--out {out}` first.")
+            raise BadInput(f"No results in {out}/*.jsonl; run `selfheal eval --benchmark NAME --out {out}` first.")
         summary = summarize_records(records)
         html_path, json_path = write_report(summary, out)
         _print_summary(summary, args.json)
         print(f"\nreport: {html_path}\nsummary: {json_path}", file=sys.stderr)
         return 0
     if not args.benchmark:
-        raise BadInput("Name a benchmark: selfheal eval --benchmark humaneval|repair|dataframe "
-                       "(or `selfheal eval report`, `selfheal eval --compare A.jsonl B.jsonl`).")
+        raise BadInput(
+            "Name a benchmark: selfheal eval --benchmark humaneval|repair|dataframe "
+            "(or `selfheal eval report`, `selfheal eval --compare A.jsonl B.jsonl`)."
+        )
     from ..eval.benchmark_run import EvalConfig, run_eval
 
     config = EvalConfig(

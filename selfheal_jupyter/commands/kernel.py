@@ -38,9 +38,7 @@ def install(*, user: bool = False, prefix: str | None = None, name: str = KERNEL
     with tempfile.TemporaryDirectory() as tmp:
         spec_dir = kernelspec_dir(Path(tmp) / name)
         try:
-            return KernelSpecManager().install_kernel_spec(
-                str(spec_dir), kernel_name=name, user=user, prefix=prefix
-            )
+            return KernelSpecManager().install_kernel_spec(str(spec_dir), kernel_name=name, user=user, prefix=prefix)
         except PermissionError as exc:
             raise BadInput(
                 f"Cannot write the kernelspec ({exc.filename}): permission denied. Use "

@@ -27,8 +27,7 @@ from ..render.text import Progress, Transcript
 from ..spec.stated import stated_checks, with_stated
 from . import command_settings, for_terminal
 
-RUN_FLAGS = ("max_iterations", "no_plan", "model", "base_url", "timeout", "memory", "llm_timeout",
-             "image", "runtime")
+RUN_FLAGS = ("max_iterations", "no_plan", "model", "base_url", "timeout", "memory", "llm_timeout", "image", "runtime")
 """The SelfHeal options `selfheal run` offers as flags (selfheal_jupyter.flags)."""
 
 
@@ -48,9 +47,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--tests", metavar="FILE", help="Python file of asserts the program must pass")
     p.add_argument(
-        "--code", metavar="FILE",
+        "--code",
+        metavar="FILE",
         help="start from this program (iteration 0) and repair it; TASK then says what it "
-        "does wrong (the program is no answer even if it runs), or is \"\" to only make "
+        'does wrong (the program is no answer even if it runs), or is "" to only make '
         "it run and pass --tests",
     )
     add_to_parser(p, RUN_FLAGS)
@@ -114,8 +114,7 @@ def build_settings(args: argparse.Namespace) -> SelfHeal:
     return command_settings(args, RUN_FLAGS)
 
 
-def execute(task: Task, settings: SelfHeal, progress: Progress | None,
-            cancel: threading.Event | None = None) -> Run:
+def execute(task: Task, settings: SelfHeal, progress: Progress | None, cancel: threading.Event | None = None) -> Run:
     """Build the loop and run the task; Ctrl-C or ``cancel`` stops it. Failures become a
     recorded run."""
     from ..factory import build_loop

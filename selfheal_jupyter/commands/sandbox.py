@@ -78,8 +78,7 @@ def register(subparsers: Any) -> None:
         "one JSON result per line as each finishes. Exit code: 0 if every program ran "
         "without error, 1 if one did not, 2 if the sandbox itself could not run them.",
     )
-    run.add_argument("files", type=Path, nargs="+", metavar="FILE",
-                     help="the Python file(s) to run, in this order")
+    run.add_argument("files", type=Path, nargs="+", metavar="FILE", help="the Python file(s) to run, in this order")
     run.add_argument(
         "--input",
         action="append",
@@ -90,8 +89,9 @@ def register(subparsers: Any) -> None:
     )
     run.add_argument("--tests", type=Path, metavar="FILE", help="test code run after each FILE")
     add_to_parser(run, SANDBOX_FLAGS)
-    run.add_argument("--json", action="store_true",
-                     help="print the result as JSON (several files: one compact result per line)")
+    run.add_argument(
+        "--json", action="store_true", help="print the result as JSON (several files: one compact result per line)"
+    )
     run.set_defaults(handler=cmd_exec, flags=SANDBOX_FLAGS)
 
 
@@ -103,9 +103,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     extras = None
     if args.requirements is not None:
         try:
-            extras = image.normalise_requirements(
-                args.requirements.read_text(encoding="utf-8").splitlines()
-            )
+            extras = image.normalise_requirements(args.requirements.read_text(encoding="utf-8").splitlines())
         except OSError as exc:
             raise BadInput(
                 f"Cannot read the requirements file {args.requirements} ({exc.strerror}). "
@@ -117,18 +115,19 @@ def cmd_build(args: argparse.Namespace) -> int:
     client = connect()
     try:
         status = image.build_image(
-            client, name, rebuild=args.rebuild, extra_requirements=extras,
+            client,
+            name,
+            rebuild=args.rebuild,
+            extra_requirements=extras,
             log=lambda line: print(line, flush=True),
         )  # build_image logs its outcome on every path ("nothing to do" / "built ...")
         if extras:
             print(f"run it with: --image {status.ref}")
         if args.with_packages:
-            image.build_with_layer(client, name, args.with_packages,
-                                   log=lambda line: print(line, flush=True))
+            image.build_with_layer(client, name, args.with_packages, log=lambda line: print(line, flush=True))
     except Exception as exc:
         if gone(exc):  # the engine stopped answering in the middle of the build
-            raise lost(client, exc, during="the image build",
-                       again="run `selfheal sandbox build` again") from exc
+            raise lost(client, exc, during="the image build", again="run `selfheal sandbox build` again") from exc
         raise
     return 0
 
@@ -161,8 +160,7 @@ def cmd_doctor(args: argparse.Namespace, out: Callable[[str], None] = print) -> 
     try:
         client = connect()
         version = client.version()
-        out(f"ok    Docker engine reachable (engine {version.get('Version')}, "
-            f"API {version.get('ApiVersion')})")
+        out(f"ok    Docker engine reachable (engine {version.get('Version')}, API {version.get('ApiVersion')})")
     except SelfHealError as exc:
         out(f"FAIL  Docker engine: {exc}")
         return 1
@@ -180,12 +178,16 @@ def cmd_doctor(args: argparse.Namespace, out: Callable[[str], None] = print) -> 
         out(f"FAIL  hardened run: {exc}")
         return 1
     if first.status != "ok" or first.stdout != "1\n":
-        out(f"FAIL  hardened print(1) gave status {first.status!r}, stdout {first.stdout!r}, "
-            f"stderr {first.stderr[-300:]!r}. Rebuild the image: selfheal sandbox build --rebuild")
+        out(
+            f"FAIL  hardened print(1) gave status {first.status!r}, stdout {first.stdout!r}, "
+            f"stderr {first.stderr[-300:]!r}. Rebuild the image: selfheal sandbox build --rebuild"
+        )
         return 1
-    how = ("frames over a unix socket in a shared directory" if sb.channel == "socket" else
-           "frames and inputs over the attach stream: the engine does not share this "
-           "machine's files")
+    how = (
+        "frames over a unix socket in a shared directory"
+        if sb.channel == "socket"
+        else "frames and inputs over the attach stream: the engine does not share this machine's files"
+    )
     runtime = f", runtime {settings.runtime}" if settings.runtime else ""
     out(f"ok    hardened print(1) ran ({first.duration_s * 1000:.0f} ms{runtime}; {how})")
     try:
@@ -205,11 +207,12 @@ def cmd_doctor(args: argparse.Namespace, out: Callable[[str], None] = print) -> 
     if facts["host_env"]:
         problems.append(f"sees host variables {facts['host_env']}")
     if problems:
-        out("FAIL  hardening: the container " + "; ".join(problems) + ". This engine does "
-            "not enforce the sandbox flags; do not run untrusted code here.")
+        out(
+            "FAIL  hardening: the container " + "; ".join(problems) + ". This engine does "
+            "not enforce the sandbox flags; do not run untrusted code here."
+        )
         return 1
-    out(f"ok    hardened: user {facts['uid']}, network only 'lo', read-only root, "
-        "no capabilities, no host environment")
+    out(f"ok    hardened: user {facts['uid']}, network only 'lo', read-only root, no capabilities, no host environment")
     return 0
 
 
@@ -278,15 +281,13 @@ def sandbox_failed(exc: SandboxError, *, ran: bool) -> ExecutionResult:
     or could not start, because the sandbox itself failed: status ``error``, the reason."""
     reason = for_terminal(str(exc), SANDBOX_FLAGS)
     said = reason if ran else f"Not run: the sandbox failed on an earlier file. {reason}"
-    return ExecutionResult(status="error", error=ErrorInfo(type=type(exc).__name__, message=said),
-                           message=said)
+    return ExecutionResult(status="error", error=ErrorInfo(type=type(exc).__name__, message=said), message=said)
 
 
 def summary(result: ExecutionResult) -> str:
     """A readable account of one run for a terminal (the caller escapes its control
     characters: stdout, messages and names come from the candidate)."""
-    lines = [f"status: {result.status} (exit code {result.exit_code}, "
-             f"{result.duration_s:.3f} s)"]
+    lines = [f"status: {result.status} (exit code {result.exit_code}, {result.duration_s:.3f} s)"]
     if result.message:
         lines.append(result.message)
     if result.stdout:

@@ -98,9 +98,7 @@ def condition_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
     tokens = sum(r["prompt_tokens"] + r["completion_tokens"] for r in records)
     max_it = max((r.get("max_iterations") or 1 for r in records), default=1)
     rounds = Counter(r["llm_rounds"] for r in records)
-    to_success = Counter(
-        m.iterations_to_success for m in (metrics.run_metrics(x) for x in runs) if m.success
-    )
+    to_success = Counter(m.iterations_to_success for m in (metrics.run_metrics(x) for x in runs) if m.success)
     kept = [k for k in (record_spec_kept(r) for r in records) if k is not None]
     return {
         "problems": n,
@@ -110,8 +108,7 @@ def condition_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
         "spec_checked": len(kept),
         "false_success": sum(1 for r in records if is_false_success(r)),
         "verified": sum(1 for r in records if r.get("outcome") == "success" and record_verified(r)),
-        "unverified_success": sum(1 for r in records
-                                  if r.get("outcome") == "success" and not record_verified(r)),
+        "unverified_success": sum(1 for r in records if r.get("outcome") == "success" and not record_verified(r)),
         "esr": summary.esr,
         "ari": summary.ari,
         "ied": summary.ied,
@@ -144,7 +141,16 @@ def summarize_records(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, 
         metas = [r for r in records if r["benchmark"] == bench]
         last = metas[-1] if metas else {}
         out[bench]["_meta"] = {
-            k: last.get(k) for k in ("model", "base_url", "local_model", "local_weights_sha256",
-                                     "temperature", "auto_plan", "image", "versions")
+            k: last.get(k)
+            for k in (
+                "model",
+                "base_url",
+                "local_model",
+                "local_weights_sha256",
+                "temperature",
+                "auto_plan",
+                "image",
+                "versions",
+            )
         }
     return out

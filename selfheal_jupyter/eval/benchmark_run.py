@@ -84,8 +84,14 @@ def _weights_sha256(key: str) -> str | None:
         return None
 
 
-STRATEGY_OPTIONS = ("generated_checks", "intent_checks", "candidates", "runtime_values", "explain_first",
-                    "restart_after")
+STRATEGY_OPTIONS = (
+    "generated_checks",
+    "intent_checks",
+    "candidates",
+    "runtime_values",
+    "explain_first",
+    "restart_after",
+)
 """The ``SelfHeal`` options of the loop's strategies, recorded with every result."""
 
 
@@ -101,8 +107,7 @@ def _trim(run_dict: dict[str, Any]) -> dict[str, Any]:
     for it in run_dict.get("iterations") or []:
         result = it.get("result") or {}
         outs = result.get("outputs") or []
-        result["outputs"] = [{"mime": o.get("mime"), "data": f"<{len(o.get('data') or '')} chars>"}
-                             for o in outs]
+        result["outputs"] = [{"mime": o.get("mime"), "data": f"<{len(o.get('data') or '')} chars>"} for o in outs]
     return run_dict
 
 
@@ -123,7 +128,7 @@ def derive_single_pass(run_dict: dict[str, Any]) -> dict[str, Any]:
     # round after a pass with failing generated checks, which never undoes the pass.
     passing = [it for it in kept if (it.get("verdict") or {}).get("passed")]
     chosen = [it for it in passing if it.get("index") == run_dict.get("final_index")]
-    passing = passing[:passing.index(chosen[0]) + 1] if chosen else passing
+    passing = passing[: passing.index(chosen[0]) + 1] if chosen else passing
     passed = bool(passing)
     derived["outcome"] = "success" if passed else "budget_exhausted"
     derived["error"] = "" if passed else "No candidate passed within max_iterations=1."
@@ -142,8 +147,13 @@ def derive_single_pass(run_dict: dict[str, Any]) -> dict[str, Any]:
             t[k] += (it.get("timings") or {}).get(k, 0.0)
         pt += (it.get("usage") or {}).get("prompt_tokens", 0)
         ct += (it.get("usage") or {}).get("completion_tokens", 0)
-    totals.update(t, iterations=len(kept), prompt_tokens=pt, completion_tokens=ct,
-                  duration_s=t["llm_s"] + t["sandbox_s"] + t["overhead_s"])
+    totals.update(
+        t,
+        iterations=len(kept),
+        prompt_tokens=pt,
+        completion_tokens=ct,
+        duration_s=t["llm_s"] + t["sandbox_s"] + t["overhead_s"],
+    )
     derived["totals"] = totals
     return derived
 
@@ -151,15 +161,16 @@ def derive_single_pass(run_dict: dict[str, Any]) -> dict[str, Any]:
 def _verified_by(run_dict: dict[str, Any], iteration: dict[str, Any]) -> list[str]:
     """``Run.verified_by`` of a stored run whose result is ``iteration``."""
     detail = run_dict.get("task_detail") or {}
-    task = Task(prompt="", initial_code=detail.get("initial_code"),
-                stated=list(detail.get("stated") or []))
+    task = Task(prompt="", initial_code=detail.get("initial_code"), stated=list(detail.get("stated") or []))
     v = iteration.get("verdict") or {}
-    verdict = Verdict(bool(v.get("passed")), tests_passed=int(v.get("tests_passed") or 0),
-                      tests_failed=int(v.get("tests_failed") or 0),
-                      spec_checked=bool(v.get("spec_checked")),
-                      spec_violations=list(v.get("spec_violations") or []))
-    checks = [TestOutcome(str(c.get("source", "")), bool(c.get("passed")))
-              for c in iteration.get("checks") or []]
+    verdict = Verdict(
+        bool(v.get("passed")),
+        tests_passed=int(v.get("tests_passed") or 0),
+        tests_failed=int(v.get("tests_failed") or 0),
+        spec_checked=bool(v.get("spec_checked")),
+        spec_violations=list(v.get("spec_violations") or []),
+    )
+    checks = [TestOutcome(str(c.get("source", "")), bool(c.get("passed"))) for c in iteration.get("checks") or []]
     return checked_by(verdict, checks, task)
 
 
@@ -174,8 +185,15 @@ def code_of(run_dict: dict[str, Any]) -> str | None:
 
 
 def make_record(
-    problem: Problem, condition: str, run_dict: dict[str, Any], hidden: Score, wall_s: float,
-    *, max_iterations: int, meta: dict[str, Any], derived_from: str | None = None,
+    problem: Problem,
+    condition: str,
+    run_dict: dict[str, Any],
+    hidden: Score,
+    wall_s: float,
+    *,
+    max_iterations: int,
+    meta: dict[str, Any],
+    derived_from: str | None = None,
 ) -> dict[str, Any]:
     its = run_dict.get("iterations") or []
     totals = run_dict.get("totals") or {}
@@ -207,18 +225,32 @@ def make_record(
     }
 
 
-def _error_record(problem: Problem, condition: str, exc: BaseException,
-                  meta: dict[str, Any]) -> dict[str, Any]:
+def _error_record(problem: Problem, condition: str, exc: BaseException, meta: dict[str, Any]) -> dict[str, Any]:
     """A run the harness could not finish (sandbox died...): kept, and retried on rerun."""
     return {
-        "record_version": RECORD_VERSION, "benchmark": problem.benchmark,
-        "problem_id": problem.id, "condition": condition, "derived_from": None,
-        "passed": False, "spec_kept": None, "false_success": False, "verified": False,
-        "hidden_status": "not_run", "hidden_detail": "",
-        "outcome": "error", "error": f"{type(exc).__name__}: {exc}", "final_round": None,
-        "llm_rounds": 0, "prompt_tokens": 0, "completion_tokens": 0, "wall_s": 0.0,
-        "max_iterations": None, "feedback": problem.feedback, "finished_at": time.time(),
-        **meta, "run": None,
+        "record_version": RECORD_VERSION,
+        "benchmark": problem.benchmark,
+        "problem_id": problem.id,
+        "condition": condition,
+        "derived_from": None,
+        "passed": False,
+        "spec_kept": None,
+        "false_success": False,
+        "verified": False,
+        "hidden_status": "not_run",
+        "hidden_detail": "",
+        "outcome": "error",
+        "error": f"{type(exc).__name__}: {exc}",
+        "final_round": None,
+        "llm_rounds": 0,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "wall_s": 0.0,
+        "max_iterations": None,
+        "feedback": problem.feedback,
+        "finished_at": time.time(),
+        **meta,
+        "run": None,
     }
 
 
@@ -259,8 +291,10 @@ def run_eval(
 
     unknown = set(config.conditions) - set(CONDITIONS)
     if unknown or not config.conditions:
-        raise BadInput(f"--conditions takes a comma list of {', '.join(CONDITIONS)}; "
-                       f"got {','.join(config.conditions) or 'nothing'}.")
+        raise BadInput(
+            f"--conditions takes a comma list of {', '.join(CONDITIONS)}; "
+            f"got {','.join(config.conditions) or 'nothing'}."
+        )
     if config.workers < 1:
         raise BadInput(f"--workers must be at least 1 (got {config.workers}).")
     problems = benchmarks.load(config.benchmark, offset=config.offset, limit=config.limit)
@@ -271,20 +305,25 @@ def run_eval(
     if derive and "loop" not in run_conditions:
         run_conditions.append("loop")
     jobs = [
-        (p, c) for p in problems for c in run_conditions
+        (p, c)
+        for p in problems
+        for c in run_conditions
         if (p.benchmark, p.id, c) not in finished
         or (derive and c == "loop" and (p.benchmark, p.id, "baseline") not in finished)
     ]
     skipped = len(problems) * len(config.conditions) - len(jobs) * (2 if derive else 1)
-    log(f"{config.benchmark}: {len(problems)} problems, conditions {','.join(config.conditions)}"
+    log(
+        f"{config.benchmark}: {len(problems)} problems, conditions {','.join(config.conditions)}"
         f"{' (baseline derived from loop round 1)' if derive else ''}; "
-        f"{len(jobs)} runs to do, {max(0, skipped)} already finished in {store.path}")
+        f"{len(jobs)} runs to do, {max(0, skipped)} already finished in {store.path}"
+    )
     if not jobs:
         return store.path
 
     base = dict(config.settings)
-    image = ensure_benchmark_image(config.benchmark, base.get("image") or SelfHeal().image,
-                                   build=config.build_image, log=log)
+    image = ensure_benchmark_image(
+        config.benchmark, base.get("image") or SelfHeal().image, build=config.build_image, log=log
+    )
     base["image"] = image
     given = SelfHeal(**base)
     endpoint = resolve_endpoint(given)
@@ -316,17 +355,28 @@ def run_eval(
             run_dict = _trim(run.to_dict())
             hidden = score(sandbox, problem, code_of(run_dict), limits=hidden_limits)
             wall = time.monotonic() - t0
-            out = [make_record(problem, condition, run_dict, hidden, wall,
-                               max_iterations=settings.max_iterations, meta=meta)]
+            out = [
+                make_record(
+                    problem, condition, run_dict, hidden, wall, max_iterations=settings.max_iterations, meta=meta
+                )
+            ]
             if derive and condition == "loop":
                 single = derive_single_pass(run_dict)
                 same = len(single["iterations"]) == len(run_dict["iterations"])
-                s_hidden = hidden if same else score(
-                    sandbox, problem, code_of(single), limits=hidden_limits)
+                s_hidden = hidden if same else score(sandbox, problem, code_of(single), limits=hidden_limits)
                 s_wall = single["totals"]["duration_s"] + s_hidden.duration_s
-                out.append(make_record(problem, "baseline", single, s_hidden,
-                                       wall if same else s_wall, max_iterations=1, meta=meta,
-                                       derived_from="loop"))
+                out.append(
+                    make_record(
+                        problem,
+                        "baseline",
+                        single,
+                        s_hidden,
+                        wall if same else s_wall,
+                        max_iterations=1,
+                        meta=meta,
+                        derived_from="loop",
+                    )
+                )
             return out
         finally:
             llm.close()

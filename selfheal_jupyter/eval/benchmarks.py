@@ -25,9 +25,7 @@ def module(name: str) -> ModuleType:
     try:
         return BENCHMARKS[name]
     except KeyError:
-        raise BadInput(
-            f"unknown benchmark {name!r}; choose one of {', '.join(BENCHMARKS)}."
-        ) from None
+        raise BadInput(f"unknown benchmark {name!r}; choose one of {', '.join(BENCHMARKS)}.") from None
 
 
 def load(name: str, *, offset: int = 0, limit: int | None = None) -> list[Problem]:

@@ -20,13 +20,13 @@ from .problem import Problem, package_dir
 NAME = "dataframe"
 LIBRARY = "pandas"
 
-_CHECK = '''
+_CHECK = """
 import unittest as _unittest
 _suite = _unittest.defaultTestLoader.loadTestsFromTestCase(TestCases)
 _result = _unittest.TextTestRunner(stream=_sys.stdout, verbosity=1).run(_suite)
 assert _result.wasSuccessful(), (
     f"{len(_result.failures)} failures, {len(_result.errors)} errors of {_result.testsRun} tests")
-'''
+"""
 
 
 def records(split: str = "test") -> list[dict]:
@@ -54,9 +54,17 @@ def requirements() -> list[str]:
 #: limit with the grader beside it. The grader runs in its own process so that the
 #: candidate cannot touch it, where even the ground truth fails these: they are left out
 #: (tests/test_eval.py checks the ground truth of the others passes).
-NEEDS_IN_PROCESS_GRADER = frozenset({
-    "DFB/B0011", "DFB/B0033", "DFB/B0049", "DFB/B0065", "DFB/B0082", "DFB/B0090", "DFB/B0096",
-})
+NEEDS_IN_PROCESS_GRADER = frozenset(
+    {
+        "DFB/B0011",
+        "DFB/B0033",
+        "DFB/B0049",
+        "DFB/B0065",
+        "DFB/B0082",
+        "DFB/B0090",
+        "DFB/B0096",
+    }
+)
 
 
 def load() -> list[Problem]:

@@ -14,9 +14,7 @@ import io
 import re
 import tokenize
 
-_ARROW = re.compile(
-    r"^\s*(?P<call>{name}\(.*\))\s*(?:==>|==|➞|=>|->|should\s+return|returns?|=)\s*(?P<want>.+?)\s*$"
-)
+_ARROW = re.compile(r"^\s*(?P<call>{name}\(.*\))\s*(?:==>|==|➞|=>|->|should\s+return|returns?|=)\s*(?P<want>.+?)\s*$")
 
 
 def function_docstring(source: str, name: str) -> str:
@@ -109,12 +107,16 @@ _NUMBER = re.compile(r"(?<![\w.])-?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w
 _VALUE_CHARS = re.compile(r"""(?:True|False|None|'[^']*'|"[^"]*"|[\s\[\](),.\deE+\-])*""")
 _LABEL = re.compile(
     r"^\s*(?:correct(?:\s+result)?|expected(?:\s+(?:output|result|value))?|output|result|"
-    r"returns?|gives?)\s*:?\s*", re.I)
+    r"returns?|gives?)\s*:?\s*",
+    re.I,
+)
 _APPROX = re.compile(r"^\s*(?:->|=>|==|=|≈|~=|is\s+approximately|approximately|is)\s*", re.I)
 _WRONG = re.compile(r"^\s*(?:bug|buggy|wrong|naive|before|with\s+the\s+bug)\b", re.I)
 _SUBJECT = re.compile(
     r"^\s*(?P<subject>[A-Za-z_][\w.]*(?:\[[^\]]*\])*)\s*"
-    r"(?P<how>has\s+shape|->|==|≈|is\s+approximately|is)\s*(?P<rest>.*)$", re.I | re.S)
+    r"(?P<how>has\s+shape|->|==|≈|is\s+approximately|is)\s*(?P<rest>.*)$",
+    re.I | re.S,
+)
 
 
 def _place(number: str) -> float:
@@ -208,9 +210,7 @@ def _comment_groups(code: str) -> list[tuple[int, int, list[str]]]:
     return groups
 
 
-def _statements_of(
-    groups: list[tuple[int, int, list[str]]], assigned: set[str]
-) -> list[tuple[int, int, list[str]]]:
+def _statements_of(groups: list[tuple[int, int, list[str]]], assigned: set[str]) -> list[tuple[int, int, list[str]]]:
     """Each comment group split where a line names what it states (``# sign -> [0, 1]``
     / ``# exponent -> [...]`` are two statements)."""
     out = []
@@ -233,13 +233,11 @@ def _named(text: str, assigned: set[str]) -> re.Match[str] | None:
 
 def _subject_of(statement: ast.stmt) -> str | None:
     """What a statement shows: ``print(x)`` → x, ``y = f()`` → y, a bare call → the call."""
-    if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
-            and isinstance(statement.targets[0], ast.Name):
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
         return statement.targets[0].id
     if isinstance(statement, ast.Expr):
         call = statement.value
-        if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) \
-                and call.func.id == "print":
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "print":
             return ast.unparse(call.args[0]) if len(call.args) == 1 else None
         return ast.unparse(call)
     return None
@@ -261,17 +259,24 @@ def with_stated_values(code: str) -> str | None:
         tree = ast.parse(code)
     except SyntaxError:
         return None
-    assigned = {t.id for node in ast.walk(tree) if isinstance(node, (ast.Assign, ast.For))
-                for t in ast.walk(node.targets[0] if isinstance(node, ast.Assign) else node.target)
-                if isinstance(t, ast.Name)}
+    assigned = {
+        t.id
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Assign, ast.For))
+        for t in ast.walk(node.targets[0] if isinstance(node, ast.Assign) else node.target)
+        if isinstance(t, ast.Name)
+    }
     after: dict[int, list[str]] = {}  # a statement's last line -> the asserts that follow it
     for line, inline, texts in _statements_of(_comment_groups(code), assigned):
         for index, text in enumerate(texts):
             if _WRONG.match(text):
                 texts = texts[:index]
                 break
-        owner = [s for s in tree.body if s.lineno <= line <= _end(s)] if inline else \
-            [s for s in tree.body if _end(s) < line][-1:]
+        owner = (
+            [s for s in tree.body if s.lineno <= line <= _end(s)]
+            if inline
+            else [s for s in tree.body if _end(s) < line][-1:]
+        )
         if not texts or not owner:
             continue
         first, rest = texts[0], texts[1:]
@@ -288,8 +293,7 @@ def with_stated_values(code: str) -> str | None:
         stated = _leading_literal(text)
         if stated is None or (how == "has shape" and not isinstance(stated[1], tuple)):
             continue
-        after.setdefault(_end(owner[0]), []).append(
-            _assert(subject, *stated, shape=how == "has shape"))
+        after.setdefault(_end(owner[0]), []).append(_assert(subject, *stated, shape=how == "has shape"))
     if not after:
         return None
     out = [_NUMPY]
@@ -299,9 +303,17 @@ def with_stated_values(code: str) -> str | None:
     return "\n".join(out)
 
 
-_DECLARED_CLASSES = {"list": "list", "List": "list", "tuple": "tuple", "Tuple": "tuple",
-                     "dict": "dict", "Dict": "dict", "np.ndarray": "_np.ndarray",
-                     "numpy.ndarray": "_np.ndarray", "ndarray": "_np.ndarray"}
+_DECLARED_CLASSES = {
+    "list": "list",
+    "List": "list",
+    "tuple": "tuple",
+    "Tuple": "tuple",
+    "dict": "dict",
+    "Dict": "dict",
+    "np.ndarray": "_np.ndarray",
+    "numpy.ndarray": "_np.ndarray",
+    "ndarray": "_np.ndarray",
+}
 """Return annotations whose class is checked (``typing.`` prefix dropped); a scalar's
 is not (a numpy float is no ``float`` to ``isinstance`` yet fine to every reader)."""
 
@@ -338,14 +350,20 @@ def with_declared_types(code: str, program: str) -> str | None:
         if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
             continue
         target, call = stmt.targets[0], stmt.value
-        if not (isinstance(target, ast.Name) and isinstance(call, ast.Call)
-                and isinstance(call.func, ast.Name) and call.func.id in declared):
+        if not (
+            isinstance(target, ast.Name)
+            and isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Name)
+            and call.func.id in declared
+        ):
             continue
         name, function = target.id, call.func.id
         cls, annotation = declared[function]
         kind = cls.removeprefix("_np.")
-        said = (f"{function}() should return {'an' if kind[0] in 'aeiou' else 'a'} {kind} "
-                f"(its signature says -> {annotation}); it returned a ")
+        said = (
+            f"{function}() should return {'an' if kind[0] in 'aeiou' else 'a'} {kind} "
+            f"(its signature says -> {annotation}); it returned a "
+        )
         after[_end(stmt)] = f"assert isinstance({name}, {cls}), {said!r} + type({name}).__name__"
     if not after:
         return None

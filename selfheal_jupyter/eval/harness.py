@@ -15,19 +15,19 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-_HEADER = '''\
+_HEADER = """\
 import sys as _sys, types as _types, json as _json
 _sys.setrecursionlimit(max(_sys.getrecursionlimit(), 3000))
-'''
+"""
 
-_MODULE = '''\
+_MODULE = """\
 _m = _types.ModuleType({name!r})
 _m.__path__ = []
 _sys.modules[{name!r}] = _m
 exec(compile({source!r}, {filename!r}, "exec"), _m.__dict__)
 if "." in {name!r}:
     setattr(_sys.modules[{name!r}.rsplit(".", 1)[0]], {name!r}.rsplit(".", 1)[1], _m)
-'''
+"""
 
 
 @dataclass(frozen=True)
@@ -38,8 +38,7 @@ class HiddenRun:
     prelude: str = ""
 
 
-def grader(check: str, *, modules: dict[str, str] | None = None,
-           program_as: str | None = None) -> str:
+def grader(check: str, *, modules: dict[str, str] | None = None, program_as: str | None = None) -> str:
     """The grader's source.
 
     ``modules`` maps module names to sources the grader imports (parents first), made

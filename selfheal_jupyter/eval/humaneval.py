@@ -60,8 +60,11 @@ def grader_helpers(prompt: str, entry_point: str) -> str:
     ``encode_cyclic`` for ``decode_cyclic``): the grader's copy, so that a program that
     redefines a helper the grader calls (an identity encoder) changes nothing."""
     tree = ast.parse(prompt)
-    kept = [ast.get_source_segment(prompt, node) or ast.unparse(node) for node in tree.body
-            if not (isinstance(node, ast.FunctionDef) and node.name == entry_point)]
+    kept = [
+        ast.get_source_segment(prompt, node) or ast.unparse(node)
+        for node in tree.body
+        if not (isinstance(node, ast.FunctionDef) and node.name == entry_point)
+    ]
     return "\n".join(kept) + "\n" if kept else ""
 
 

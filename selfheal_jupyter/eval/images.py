@@ -25,7 +25,10 @@ def extra_requirements(benchmark: str) -> list[str]:
 
 
 def ensure_benchmark_image(
-    benchmark: str, default: str = DEFAULT_IMAGE, *, build: bool = True,
+    benchmark: str,
+    default: str = DEFAULT_IMAGE,
+    *,
+    build: bool = True,
     log: Callable[[str], None] = print,
 ) -> str:
     """The image ref to run ``benchmark`` in; builds the variant when asked and missing."""

@@ -100,20 +100,22 @@ def load() -> list[Problem]:
         cell = notebook[-1]
         ctx = kernel_context(path.name, notebook[:-1], cell)
         hint = _read(path / "hint.txt").strip()
-        problems.append(Problem(
-            benchmark=NAME,
-            id=path.name,
-            prompt=hint,
-            entry_point="",
-            initial_code=cell,
-            feedback="the cell's own asserts and, with a hint, what it states",
-            hidden={
-                "expected": [ln for ln in _read(path / "expected.txt").splitlines() if ln.strip()],
-                "solution": _read(path / "solution.py"),
-                "context": ctx,
-            },
-            hidden_inputs={name: Pickled(data) for name, data in ctx.values.items()},
-        ))
+        problems.append(
+            Problem(
+                benchmark=NAME,
+                id=path.name,
+                prompt=hint,
+                entry_point="",
+                initial_code=cell,
+                feedback="the cell's own asserts and, with a hint, what it states",
+                hidden={
+                    "expected": [ln for ln in _read(path / "expected.txt").splitlines() if ln.strip()],
+                    "solution": _read(path / "solution.py"),
+                    "context": ctx,
+                },
+                hidden_inputs={name: Pickled(data) for name, data in ctx.values.items()},
+            )
+        )
     return problems
 
 
@@ -153,8 +155,7 @@ def grade(problem: Problem, result: ExecutionResult, code: str) -> tuple[bool, s
         what = f"{result.error.type}: {result.error.message}" if result.error else result.status
         return False, f"did not run to its end: {what}"[:300]
     cell = problem.initial_code or ""
-    broken = spec.check(spec.extract(cell), code) + notebook_data.check(
-        problem.hidden["context"], cell, code)
+    broken = spec.check(spec.extract(cell), code) + notebook_data.check(problem.hidden["context"], cell, code)
     if broken:
         return False, f"breaks the cell's spec ({broken[0].rule}): {broken[0].message}"[:300]
     shown = iter(_norm(ln) for ln in result.stdout.splitlines())

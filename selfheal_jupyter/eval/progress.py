@@ -24,8 +24,16 @@ class Progress:
         self._lock = threading.Lock()
         self._tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self._sink = None if self._tty else open(os.devnull, "w")  # noqa: SIM115 - closed in finish
-        self.bar = tqdm(total=total, desc=label, unit="job", file=self.stream if self._tty else self._sink,
-                        bar_format=BAR_FORMAT, ascii=not self._tty, mininterval=0, dynamic_ncols=True)
+        self.bar = tqdm(
+            total=total,
+            desc=label,
+            unit="job",
+            file=self.stream if self._tty else self._sink,
+            bar_format=BAR_FORMAT,
+            ascii=not self._tty,
+            mininterval=0,
+            dynamic_ncols=True,
+        )
         self.bar.set_postfix_str("passed 0", refresh=False)
 
     def line(self, note: str = "") -> str:

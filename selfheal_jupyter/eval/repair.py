@@ -30,7 +30,7 @@ PROMPT = (
 
 _FENCE = re.compile(r"```(?:python|py)?\n(.*?)```", re.S)
 
-_GATES = '''
+_GATES = """
 import math as _math
 _metrics = {{k: float(v) for k, v in grade(__program__, {fixtures}).items()}}
 print("metrics:", _json.dumps(_metrics))
@@ -42,7 +42,7 @@ for _g in _gates:
     _v = _metrics.get(_g["metric"], _math.nan)
     assert not _math.isnan(_v) and _ops[_g["op"]](_v, float(_g["threshold"])), (
         f"gate {{_g['metric']}} {{_g['op']}} {{_g['threshold']}} failed: {{_v}}")
-'''
+"""
 
 
 def tasks_root() -> Path:
@@ -55,21 +55,23 @@ def tasks_root() -> Path:
 #: process boundary, values only, so that the candidate cannot touch it: there even the
 #: reference solution cannot pass these, and they are left out of the set
 #: (tests/test_eval.py checks that every loaded task's reference passes).
-NEEDS_IN_PROCESS_GRADER = frozenset({
-    "cpu-scatter-with-duplicate-indices-byte-exact-accumulate",
-    "num-fix-out-of-bounds-as-strided",
-    "pyt-find-the-retaining-edge-that-blocks-free",
-    "pyt-fix-a-broken-metatype-so-isinstance-tells-the-truth",
-    "pyt-fix-a-cached-property-that-never-caches",
-    "pyt-fix-a-generator-that-skips-cleanup",
-    "pyt-fix-a-non-data-descriptor-shadowed-by-the-instance-dict",
-    "pyt-fix-a-slots-defeating-subclass",
-    "pyt-fix-coroutine-was-never-awaited",
-    "pyt-fix-tombstone-handling-in-a-scratch-open-addressing-dict",
-    "pyt-reorder-bases-so-cooperative-super-fires-fully",
-    "rwm-fix-a-checkpoint-that-drops-rng-state-dropout-mismatch",
-    "rwq-debug-smoothing-folded-the-same-way-into-both-sides",
-})
+NEEDS_IN_PROCESS_GRADER = frozenset(
+    {
+        "cpu-scatter-with-duplicate-indices-byte-exact-accumulate",
+        "num-fix-out-of-bounds-as-strided",
+        "pyt-find-the-retaining-edge-that-blocks-free",
+        "pyt-fix-a-broken-metatype-so-isinstance-tells-the-truth",
+        "pyt-fix-a-cached-property-that-never-caches",
+        "pyt-fix-a-generator-that-skips-cleanup",
+        "pyt-fix-a-non-data-descriptor-shadowed-by-the-instance-dict",
+        "pyt-fix-a-slots-defeating-subclass",
+        "pyt-fix-coroutine-was-never-awaited",
+        "pyt-fix-tombstone-handling-in-a-scratch-open-addressing-dict",
+        "pyt-reorder-bases-so-cooperative-super-fires-fully",
+        "rwm-fix-a-checkpoint-that-drops-rng-state-dropout-mismatch",
+        "rwq-debug-smoothing-folded-the-same-way-into-both-sides",
+    }
+)
 
 
 def task_dirs() -> list[Path]:
@@ -106,37 +108,41 @@ FEEDBACK = "the task's example code, with the values its comments state"
 #: Tasks whose example code fails on the task's own reference solution (it imports the
 #: solution under a file name, calls a name it never defines, ...). A check no correct
 #: program passes would only send the loop after a wrong target: these get a clean run.
-BROKEN_EXAMPLES = frozenset({
-    "llm-debug-accidental-mean-centering-in-rmsnorm",
-    "llm-debug-softmax-over-wrong-query-axis",
-    "num-fix-one-pass-variance-that-returns-negatives",
-    "pyt-fix-an-exception-swallowing-bug",
-    "rwa-debug-accumulator-not-rescaled-when-running-max-grows",
-    "rwa-debug-block-skipper-drops-a-partial-diagonal-block",
-    "rwb-debug-a-merge-that-forgets-the-accumulator-rescale",
-    "rwb-debug-an-off-by-one-in-slot-mapping",
-    "rwc-fix-a-wrong-transpose-perm-that-corrupts-the-export",
-    "rwm-prove-offloaded-cache-decode-is-bit-lossless-vs-full-cache",
-    "rwq-debug-scale-applied-in-the-wrong-direction",
-})
+BROKEN_EXAMPLES = frozenset(
+    {
+        "llm-debug-accidental-mean-centering-in-rmsnorm",
+        "llm-debug-softmax-over-wrong-query-axis",
+        "num-fix-one-pass-variance-that-returns-negatives",
+        "pyt-fix-an-exception-swallowing-bug",
+        "rwa-debug-accumulator-not-rescaled-when-running-max-grows",
+        "rwa-debug-block-skipper-drops-a-partial-diagonal-block",
+        "rwb-debug-a-merge-that-forgets-the-accumulator-rescale",
+        "rwb-debug-an-off-by-one-in-slot-mapping",
+        "rwc-fix-a-wrong-transpose-perm-that-corrupts-the-export",
+        "rwm-prove-offloaded-cache-decode-is-bit-lossless-vs-full-cache",
+        "rwq-debug-scale-applied-in-the-wrong-direction",
+    }
+)
 
 #: Tasks whose example comments state values the reference solution does not produce
 #: (a slip in the task text, or prose the reader cannot take literally): their example
 #: runs as a smoke test only. tests/test_eval.py finds both sets again from the references.
-WRONG_STATED_VALUES = frozenset({
-    "llm-debug-missing-sqrt-d-embedding-scale",
-    "llm-debug-unbiased-n-1-vs-biased-n-variance",
-    "num-fix-off-by-one-in-back-sub",
-    "num-fix-overflowing-softplus",
-    "num-fix-underflowing-log-likelihood",
-    "pyt-resolve-a-metaclass-conflict",
-    "rwb-debug-a-scale-that-clips-outliers",
-    "rwb-debug-a-scheduler-that-never-frees-finished-slots",
-    "rwb-debug-kv-byte-accounting-gqa-factor-of-2",
-    "rws-debug-a-half-coupled-head-prune",
-    "rws-debug-an-unclamped-arccos-max-distance-selector",
-    "sys-fix-row-parallel-missing-all-reduce",
-})
+WRONG_STATED_VALUES = frozenset(
+    {
+        "llm-debug-missing-sqrt-d-embedding-scale",
+        "llm-debug-unbiased-n-1-vs-biased-n-variance",
+        "num-fix-off-by-one-in-back-sub",
+        "num-fix-overflowing-softplus",
+        "num-fix-underflowing-log-likelihood",
+        "pyt-resolve-a-metaclass-conflict",
+        "rwb-debug-a-scale-that-clips-outliers",
+        "rwb-debug-a-scheduler-that-never-frees-finished-slots",
+        "rwb-debug-kv-byte-accounting-gqa-factor-of-2",
+        "rws-debug-a-half-coupled-head-prune",
+        "rws-debug-an-unclamped-arccos-max-distance-selector",
+        "sys-fix-row-parallel-missing-all-reduce",
+    }
+)
 
 
 def visible_tests(task_id: str, task_md: str, starter: str) -> str | None:
@@ -158,9 +164,7 @@ def _fixtures(path: Path, meta: dict[str, Any]) -> dict[str, Any]:
         return {}
     import numpy as np  # only a handful of tasks ship fixtures
 
-    return {
-        Path(f).stem: np.load(path / "fixtures" / f, allow_pickle=False) for f in names
-    }
+    return {Path(f).stem: np.load(path / "fixtures" / f, allow_pickle=False) for f in names}
 
 
 def load() -> list[Problem]:
@@ -196,12 +200,13 @@ def hidden_run(problem: Problem) -> harness.HiddenRun:
     the candidate's module (importable as ``candidate``), then the gates."""
     scorers = package_dir("mlsys").joinpath("scorers.py").read_text()
     fixtures = "__fixtures__" if problem.hidden_inputs else "{}"
-    check = (
-        "from check import grade\n"
-        + _GATES.format(fixtures=fixtures, gates=harness.json_literal(problem.hidden["gates"]))
+    check = "from check import grade\n" + _GATES.format(
+        fixtures=fixtures, gates=harness.json_literal(problem.hidden["gates"])
     )
-    return harness.HiddenRun(tests=harness.grader(
-        check,
-        modules={"mlsys": "", "mlsys.scorers": scorers, "check": problem.hidden["check"]},
-        program_as="candidate",
-    ))
+    return harness.HiddenRun(
+        tests=harness.grader(
+            check,
+            modules={"mlsys": "", "mlsys.scorers": scorers, "check": problem.hidden["check"]},
+            program_as="candidate",
+        )
+    )

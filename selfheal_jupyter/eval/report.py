@@ -21,8 +21,7 @@ def plot_png(summary: dict[str, dict[str, Any]]) -> bytes:
     import matplotlib.pyplot as plt
 
     benches = list(summary)
-    fig, axes = plt.subplots(1, max(1, len(benches)), figsize=(5 * max(1, len(benches)), 3.6),
-                             squeeze=False)
+    fig, axes = plt.subplots(1, max(1, len(benches)), figsize=(5 * max(1, len(benches)), 3.6), squeeze=False)
     for ax, bench in zip(axes[0], benches, strict=False):
         conds = {c: d for c, d in summary[bench].items() if not c.startswith("_")}
         width = max((len(d["pass_by_round"]) for d in conds.values()), default=1)
@@ -32,11 +31,15 @@ def plot_png(summary: dict[str, dict[str, Any]]) -> bytes:
                 continue
             if cond == "baseline":  # one round: flat from there on
                 curve = curve + [curve[-1]] * (width - len(curve))
-                ax.plot(range(len(curve)), [100 * v for v in curve], "--", marker="s",
-                        label=f"single pass ({data['pass@1']:.0%})")
+                ax.plot(
+                    range(len(curve)),
+                    [100 * v for v in curve],
+                    "--",
+                    marker="s",
+                    label=f"single pass ({data['pass@1']:.0%})",
+                )
             else:
-                ax.plot(range(len(curve)), [100 * v for v in curve], marker="o",
-                        label=f"{cond} ({data['pass@1']:.0%})")
+                ax.plot(range(len(curve)), [100 * v for v in curve], marker="o", label=f"{cond} ({data['pass@1']:.0%})")
         ax.set_title(f"{bench} (n={next(iter(conds.values()))['problems'] if conds else 0})")
         ax.set_xlabel("round the run stopped at (0 = given program)")
         ax.set_ylabel("solved by hidden tests (%)")
@@ -54,8 +57,9 @@ def plot_png(summary: dict[str, dict[str, Any]]) -> bytes:
 def render_html(summary: dict[str, dict[str, Any]], *, title: str = "selfheal eval") -> str:
     png = base64.b64encode(plot_png(summary)).decode("ascii")
     metas = {b: d.get("_meta", {}) for b, d in summary.items()}
-    feedback = {b: {c: d.get("feedback") for c, d in conds.items() if not c.startswith("_")}
-                for b, conds in summary.items()}
+    feedback = {
+        b: {c: d.get("feedback") for c, d in conds.items() if not c.startswith("_")} for b, conds in summary.items()
+    }
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto}}

@@ -46,9 +46,13 @@ def score(sandbox: Sandbox, problem: Problem, code: str | None, *, limits: Limit
     if not code or not code.strip():
         return Score(False, "no_code", "the run produced no program")
     hidden = hidden_run(problem)
-    result = sandbox.execute(code, prelude=hidden.prelude or None, tests=hidden.tests or None,
-                             inputs=problem.hidden_inputs or None,
-                             limits=limits)
+    result = sandbox.execute(
+        code,
+        prelude=hidden.prelude or None,
+        tests=hidden.tests or None,
+        inputs=problem.hidden_inputs or None,
+        limits=limits,
+    )
     lines = result.stdout.splitlines()
     own = grade(problem, result, code)
     if own is not None:

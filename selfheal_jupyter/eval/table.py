@@ -60,13 +60,13 @@ def _label(condition: str, data: dict[str, Any]) -> str:
     return condition + extra
 
 
-def compare_table(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]],
-                  names: tuple[str, str] = ("A", "B")) -> str:
+def compare_table(
+    a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]], names: tuple[str, str] = ("A", "B")
+) -> str:
     """Two result files side by side: per benchmark and condition, A | B."""
     blocks = []
     for bench in sorted(set(a) | set(b)):
-        conds = [c for c in dict.fromkeys([*a.get(bench, {}), *b.get(bench, {})])
-                 if not c.startswith("_")]
+        conds = [c for c in dict.fromkeys([*a.get(bench, {}), *b.get(bench, {})]) if not c.startswith("_")]
         header = [bench]
         for c in conds:
             header += [f"{c} {names[0]}", f"{c} {names[1]}"]

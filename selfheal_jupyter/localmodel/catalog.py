@@ -48,10 +48,7 @@ class LocalModelSpec:
 
 def _chunks(prefix: str, version: str, count: int) -> tuple[Chunk, ...]:
     module = prefix.replace("-", "_")
-    return tuple(
-        Chunk(f"{prefix}{i}", version, f"{module}{i}", f"data/part{i:02d}.bin")
-        for i in range(1, count + 1)
-    )
+    return tuple(Chunk(f"{prefix}{i}", version, f"{module}{i}", f"data/part{i:02d}.bin") for i in range(1, count + 1))
 
 
 QWEN_CODER_1_5B = LocalModelSpec(

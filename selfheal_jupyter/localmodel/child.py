@@ -77,12 +77,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     # How the server is shaped: always given by ServerOptions.child_args (no defaults here).
     p.add_argument("--ctx", type=int, required=True)
     p.add_argument("--threads", type=int, required=True, help="threads generating tokens")
-    p.add_argument("--batch-threads", type=int, required=True,
-                   help="threads reading the prompt (0: same as --threads)")
-    p.add_argument("--parallel", type=int, required=True,
-                   help="slots serving requests at once (they share one KV cache)")
-    p.add_argument("--cache-reuse", type=int, required=True,
-                   help="reuse cached prompt chunks of at least N tokens by KV shifting (0: off)")
+    p.add_argument("--batch-threads", type=int, required=True, help="threads reading the prompt (0: same as --threads)")
+    p.add_argument(
+        "--parallel", type=int, required=True, help="slots serving requests at once (they share one KV cache)"
+    )
+    p.add_argument(
+        "--cache-reuse",
+        type=int,
+        required=True,
+        help="reuse cached prompt chunks of at least N tokens by KV shifting (0: off)",
+    )
     p.add_argument("--speculation", choices=sorted(SPECULATION_TYPES), required=True)
     p.add_argument("--draft-model", default="", help="GGUF of the draft model (--speculation draft)")
     p.add_argument("--draft-max", type=int, required=True, help="most tokens drafted at once")
@@ -90,26 +94,44 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--ngram-m", type=int, required=True, help="draft m-gram size (0: llama.cpp's)")
     p.add_argument("--parent", type=int, default=0, help="pid whose death ends us (0: none)")
     p.add_argument("--pdeathsig", action="store_true", help="also use PR_SET_PDEATHSIG")
-    p.add_argument("--idle-s", type=float, default=0.0,
-                   help="exit after this many idle seconds (0: live as long as --parent)")
+    p.add_argument(
+        "--idle-s", type=float, default=0.0, help="exit after this many idle seconds (0: live as long as --parent)"
+    )
     p.add_argument("--state-file", default="", help="where to announce ourselves (shared mode)")
     p.add_argument("--settings-json", default="{}", help="recorded in the state file as is")
     p.add_argument("--ready-fd", type=int, default=1, help="fd to report readiness on")
-    p.add_argument("--auto-threads", action="store_true",
-                   help="shared mode: decide the threads again while alive (localmodel/retune.py)")
-    p.add_argument("--retune-s", type=float, default=10.0,
-                   help="with --auto-threads: seconds between two decisions")
-    p.add_argument("--load-file", default="",
-                   help="with --auto-threads: read the load from this file (benches, tests)")
+    p.add_argument(
+        "--auto-threads",
+        action="store_true",
+        help="shared mode: decide the threads again while alive (localmodel/retune.py)",
+    )
+    p.add_argument("--retune-s", type=float, default=10.0, help="with --auto-threads: seconds between two decisions")
+    p.add_argument("--load-file", default="", help="with --auto-threads: read the load from this file (benches, tests)")
     return p.parse_args(argv)
 
 
 def _model_args(args: argparse.Namespace) -> list[str]:
     """The arguments of a backend that supervise() starts (all but threads and place)."""
-    out = ["--model", args.model, "--alias", args.alias, "--ctx", str(args.ctx),
-           "--parallel", str(args.parallel), "--cache-reuse", str(args.cache_reuse),
-           "--speculation", args.speculation, "--draft-max", str(args.draft_max),
-           "--ngram-n", str(args.ngram_n), "--ngram-m", str(args.ngram_m)]
+    out = [
+        "--model",
+        args.model,
+        "--alias",
+        args.alias,
+        "--ctx",
+        str(args.ctx),
+        "--parallel",
+        str(args.parallel),
+        "--cache-reuse",
+        str(args.cache_reuse),
+        "--speculation",
+        args.speculation,
+        "--draft-max",
+        str(args.draft_max),
+        "--ngram-n",
+        str(args.ngram_n),
+        "--ngram-m",
+        str(args.ngram_m),
+    ]
     if args.draft_model:
         out += ["--draft-model", args.draft_model]
     return out
@@ -138,9 +160,18 @@ def supervise(args: argparse.Namespace, ready: Any, state: Path) -> int:
 
     def announce() -> None:
         settings.update(threads=backend.counts.generation, batch_threads=backend.counts.batch)
-        _write_state(state, {"pid": os.getpid(), "url": url, "alias": args.alias,
-                             "model_file": args.model, "started_by": args.parent,
-                             "idle_s": args.idle_s, "settings": settings})
+        _write_state(
+            state,
+            {
+                "pid": os.getpid(),
+                "url": url,
+                "alias": args.alias,
+                "model_file": args.model,
+                "started_by": args.parent,
+                "idle_s": args.idle_s,
+                "settings": settings,
+            },
+        )
 
     announce()
     try:

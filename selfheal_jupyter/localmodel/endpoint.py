@@ -351,9 +351,7 @@ def start_server(
     return server
 
 
-def _wait_ready(
-    process: subprocess.Popen[bytes], fd: int, timeout: float, log_path: Path
-) -> str:
+def _wait_ready(process: subprocess.Popen[bytes], fd: int, timeout: float, log_path: Path) -> str:
     deadline = time.monotonic() + timeout
     buf = b""
     with selectors.DefaultSelector() as sel:

@@ -205,12 +205,28 @@ class Backend:
 def start_backend(model_args: list[str], counts: ThreadCounts, log: Callable[[str], None]) -> Backend:
     """Start a backend with ``counts`` and return once it reported its URL."""
     read_end, write_end = os.pipe()
-    cmd = [sys.executable, "-m", "selfheal_jupyter.localmodel.child", *model_args,
-           "--threads", str(counts.generation), "--batch-threads", str(counts.batch),
-           "--host", "127.0.0.1", "--port", "0", "--parent", str(os.getpid()), "--pdeathsig",
-           "--ready-fd", str(write_end)]
-    process = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=sys.stderr, stderr=sys.stderr,
-                               pass_fds=(write_end,))
+    cmd = [
+        sys.executable,
+        "-m",
+        "selfheal_jupyter.localmodel.child",
+        *model_args,
+        "--threads",
+        str(counts.generation),
+        "--batch-threads",
+        str(counts.batch),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--parent",
+        str(os.getpid()),
+        "--pdeathsig",
+        "--ready-fd",
+        str(write_end),
+    ]
+    process = subprocess.Popen(
+        cmd, stdin=subprocess.DEVNULL, stdout=sys.stderr, stderr=sys.stderr, pass_fds=(write_end,)
+    )
     os.close(write_end)
     buf = b""
     deadline = time.monotonic() + BACKEND_READY_S
@@ -251,11 +267,13 @@ def switch(proxy: Proxy, old: Backend, new: Backend, log: Callable[[str], None])
 def load_reader(path: str) -> Callable[[], float]:
     """The 1-minute load average, or the number in ``path`` (benches and tests)."""
     if path:
+
         def from_file() -> float:
             try:
                 return float(Path(path).read_text().strip())
             except (OSError, ValueError):
                 return 0.0
+
         return from_file
     from .threads import machine_load
 

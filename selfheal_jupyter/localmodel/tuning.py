@@ -17,7 +17,8 @@ class LocalSettings:
     """What to send the embedded model, and how to drive the loop with it."""
 
     options: Mapping[str, Any] = field(
-        default_factory=lambda: {"plan_on_heal": False, "candidates": 3, "llm_timeout_s": 600.0})
+        default_factory=lambda: {"plan_on_heal": False, "candidates": 3, "llm_timeout_s": 600.0}
+    )
     """``SelfHeal`` options that differ for this model from their defaults (applied where
     the user kept the default): no planner on a heal (same pass rate, half the tokens),
     three samples per repair round (the loop beats its single pass where one did not), and

@@ -68,9 +68,7 @@ def locate_chunk(chunk: Chunk, search_path: Sequence[str] | None = None) -> Path
     return None
 
 
-def locate_chunks(
-    spec: LocalModelSpec, search_path: Sequence[str] | None = None
-) -> list[Path]:
+def locate_chunks(spec: LocalModelSpec, search_path: Sequence[str] | None = None) -> list[Path]:
     """All chunk files in order; raises :class:`LocalModelUnavailable` naming the
     install command when any is missing."""
     found: list[Path] = []
@@ -154,9 +152,7 @@ def _check_header(spec: LocalModelSpec, path: Path) -> None:
     except GGUFError as exc:  # cannot happen for a file with the pinned hash
         raise LocalModelUnavailable(f"{path} is not a usable GGUF file: {exc}") from exc
     if meta.get("general.name") != spec.general_name:
-        raise LocalModelUnavailable(
-            f"{path} says it is {meta.get('general.name')!r}, not {spec.general_name!r}."
-        )
+        raise LocalModelUnavailable(f"{path} says it is {meta.get('general.name')!r}, not {spec.general_name!r}.")
 
 
 # --- assembling -----------------------------------------------------------------
@@ -181,9 +177,7 @@ def state(spec: LocalModelSpec, search_path: Sequence[str] | None = None) -> Wei
     except LocalModelUnavailable:
         installed = False
     assembled = path.is_file()
-    return WeightsState(
-        spec, path, installed, assembled, assembled and _sidecar_says_verified(spec, path)
-    )
+    return WeightsState(spec, path, installed, assembled, assembled and _sidecar_says_verified(spec, path))
 
 
 def ensure_weights(
@@ -209,9 +203,7 @@ def ensure_weights(
     return path
 
 
-def _assemble(
-    spec: LocalModelSpec, chunks: list[Path], path: Path, progress: Progress | None
-) -> None:
+def _assemble(spec: LocalModelSpec, chunks: list[Path], path: Path, progress: Progress | None) -> None:
     total = sum(p.stat().st_size for p in chunks)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
     digest = hashlib.sha256()

@@ -48,8 +48,7 @@ def agreement(trials: list[Trial]) -> list[int]:
         if t.result is None:
             scores.append(0)
             continue
-        weight = sum(c.passed for c in t.checks) if t.checks else (
-            1 if t.result.status == "ok" else 0)
+        weight = sum(c.passed for c in t.checks) if t.checks else (1 if t.result.status == "ok" else 0)
         scores.append(groups[_behaviour(t)] * weight)
     return scores
 
@@ -61,8 +60,7 @@ def choose(trials: list[Trial]) -> tuple[int, list[Sample]]:
     def key(i: int) -> tuple:
         t = trials[i]
         clean = t.result is not None and t.result.status == "ok" and t.result.error is None
-        return (t.verdict.passed, not t.verdict.spec_violations, t.verdict.tests_passed, clean,
-                scores[i], -i)
+        return (t.verdict.passed, not t.verdict.spec_violations, t.verdict.tests_passed, clean, scores[i], -i)
 
     best = max(range(len(trials)), key=key)
     samples = [

@@ -72,8 +72,7 @@ from .task_admission import prepare_inputs, validate_task
 log = logging.getLogger(__name__)
 
 NO_CODE_FEEDBACK = (
-    "Your reply contained no program. Reply with exactly one fenced ```python block "
-    "holding the complete program."
+    "Your reply contained no program. Reply with exactly one fenced ```python block holding the complete program."
 )
 EDIT_FAILED_FEEDBACK = (
     "Your reply's SEARCH/REPLACE blocks could not be applied to the current program: "
@@ -199,8 +198,9 @@ class Loop:
         """Whether to ask the planner when the task starts from the user's code."""
         self.limits = limits
         self.planner = Planner(llm, libraries=libraries)
-        self.developer = Developer(llm, libraries=libraries, retry_temperature=retry_temperature,
-                                   repair_format=repair_format)
+        self.developer = Developer(
+            llm, libraries=libraries, retry_temperature=retry_temperature, repair_format=repair_format
+        )
         self.qa = QA(sandbox, self.limits)
         self.strategies = strategies
         self.designer = CheckDesigner(llm)
@@ -313,8 +313,9 @@ class Loop:
             if task.initial_code is not None and given is not None:
                 state.spec = self.qa.spec_for(task, given.result)
                 if given.verdict.held == "given":
-                    state.given_seen = self.qa.observe(task.initial_code, state.sandbox_inputs, task.tests,
-                                                       cancel=stop.event, prelude=prelude)
+                    state.given_seen = self.qa.observe(
+                        task.initial_code, state.sandbox_inputs, task.tests, cancel=stop.event, prelude=prelude
+                    )
             data_names = dict.fromkeys([*task.inputs, *(ctx.data_names() if ctx else ())])
             trial, _ = self._evaluate(task, state, 0, code, data_names, given=False, announce=None, show=False)
         finally:
@@ -344,9 +345,7 @@ class Loop:
             run.plan = Plan([], source="none")
         state.emit(PlanReady(run.plan))
 
-    def _design_checks(
-        self, task: Task, inputs: list[InputDescription], state: _RunState
-    ) -> None:
+    def _design_checks(self, task: Task, inputs: list[InputDescription], state: _RunState) -> None:
         """QA's soft checks, from the task alone (and a repair's comments/docstrings)."""
         count = self.strategies.generated_checks
         if count <= 0 and task.initial_code and not task.tests and not has_assert(task.initial_code):
@@ -355,8 +354,12 @@ class Loop:
             return
         self._check_bounds(state, before="writing the generated checks")
         checks = self.designer.design(
-            task.prompt, inputs, count=count, initial_code=task.initial_code,
-            user_tests=task.tests, cancel=state.stop.event,
+            task.prompt,
+            inputs,
+            count=count,
+            initial_code=task.initial_code,
+            user_tests=task.tests,
+            cancel=state.stop.event,
         )
         state.run.checks = checks
         state.tokens += checks.usage.total_tokens
@@ -365,8 +368,11 @@ class Loop:
 
     def _iterate(self, task: Task, inputs: list[InputDescription], state: _RunState) -> None:
         run = state.run
-        if (task.initial_code is not None and task.initial_code.strip()
-                and self._iteration(task, inputs, state, index=0, given=task.initial_code)):
+        if (
+            task.initial_code is not None
+            and task.initial_code.strip()
+            and self._iteration(task, inputs, state, index=0, given=task.initial_code)
+        ):
             return
         first = 1
         for index in range(first, self.bounds.max_iterations + 1):
@@ -389,7 +395,8 @@ class Loop:
         if last is not None and last.spec_violations:
             run.error += (
                 " The last candidate was rejected because it changed your spec ("
-                + ", ".join(sorted({v.rule for v in last.spec_violations})) + ")."
+                + ", ".join(sorted({v.rule for v in last.spec_violations}))
+                + ")."
             )
 
     def _iteration(
@@ -425,8 +432,9 @@ class Loop:
                 state.emit(ExecutionDone(index, result))
         feedback, values, failing_checks, probe_s = self._explain(task, state, chosen, result, verdict, checks)
         sandbox_s += probe_s
-        soft = bool(failing_checks) and verdict.passed and state.soft_from is None and (
-            index < self.bounds.max_iterations)
+        soft = (
+            bool(failing_checks) and verdict.passed and state.soft_from is None and (index < self.bounds.max_iterations)
+        )
         if soft:
             feedback = "\n".join(failing_checks)
         total_s = time.monotonic() - t0
@@ -438,8 +446,9 @@ class Loop:
             diff=diff,
             feedback=feedback if (soft or not verdict.passed) else "",
             usage=written.usage,
-            timings=Timings(llm_s=written.llm_s, sandbox_s=sandbox_s,
-                            overhead_s=max(0.0, total_s - written.llm_s - sandbox_s)),
+            timings=Timings(
+                llm_s=written.llm_s, sandbox_s=sandbox_s, overhead_s=max(0.0, total_s - written.llm_s - sandbox_s)
+            ),
             checks=checks,
             runtime_values=values,
             samples=samples,
@@ -451,11 +460,19 @@ class Loop:
         state.run.iterations.append(iteration)
         state.round = None
         state.emit(VerdictReady(iteration))
-        return self._after_round(state, iteration, written, chosen, given=given, soft=soft,
-                                 failing_checks=failing_checks)
+        return self._after_round(
+            state, iteration, written, chosen, given=given, soft=soft, failing_checks=failing_checks
+        )
 
-    def _write(self, task: Task, inputs: list[InputDescription], state: _RunState, index: int,
-               given: str | None, data_names: dict[str, None]) -> _Written:
+    def _write(
+        self,
+        task: Task,
+        inputs: list[InputDescription],
+        state: _RunState,
+        index: int,
+        given: str | None,
+        data_names: dict[str, None],
+    ) -> _Written:
         """The round's program(s): the given one, or the developer's reply — one greedy
         program in round 1, ``candidates`` samples from round 2 on (from the third on,
         starting over instead of repairing)."""
@@ -471,11 +488,18 @@ class Loop:
             written.repair, written.restarted = state.origin, True
             state.failed_repairs = 0
         repair = written.repair
-        if (st.explain_first and not written.restarted and state.soft_from is None
-                and repair is not None and repair.code is not None and repair.feedback
-                and not repair.no_code):
+        if (
+            st.explain_first
+            and not written.restarted
+            and state.soft_from is None
+            and repair is not None
+            and repair.code is not None
+            and repair.feedback
+            and not repair.no_code
+        ):
             diagnosis, used, secs = self.developer.explain(
-                task.prompt, repair,
+                task.prompt,
+                repair,
                 on_token=lambda t: state.emit(TokensStreamed("developer", index, t)),
                 cancel=state.stop.event,
             )
@@ -488,8 +512,9 @@ class Loop:
         sampled = st.candidates if index >= 2 else 1
         for k in range(sampled):
             fresh = written.starts_over(k, given)
-            if k and (state.stop.event.is_set() or (
-                    self.bounds.token_budget > 0 and state.tokens >= self.bounds.token_budget)):
+            if k and (
+                state.stop.event.is_set() or (self.bounds.token_budget > 0 and state.tokens >= self.bounds.token_budget)
+            ):
                 break
             if k:
                 state.emit(TokensStreamed("developer", index, f"\n\n[sample {k + 1} of {sampled}]\n\n"))
@@ -517,28 +542,51 @@ class Loop:
             state.tokens += proposal.usage.total_tokens
         return written
 
-    def _run_and_judge(self, task: Task, state: _RunState, index: int, written: _Written,
-                       given: str | None, data_names: dict[str, None],
-                       previous: str | None) -> tuple[list[Trial], float]:
+    def _run_and_judge(
+        self,
+        task: Task,
+        state: _RunState,
+        index: int,
+        written: _Written,
+        given: str | None,
+        data_names: dict[str, None],
+        previous: str | None,
+    ) -> tuple[list[Trial], float]:
         """Each program run in the sandbox and judged (a single one is shown as it runs)."""
         single = len(written.proposals) == 1
         trials: list[Trial] = []
         sandbox_s = 0.0
         for i, proposal in enumerate(written.proposals):
             trial, secs = self._evaluate(
-                task, state, index, proposal.code, data_names, given=given is not None,
-                announce=previous if single else None, show=single,
+                task,
+                state,
+                index,
+                proposal.code,
+                data_names,
+                given=given is not None,
+                announce=previous if single else None,
+                show=single,
             )
             if proposal.code is None and proposal.edit_failure:
-                trial = replace(trial, verdict=Verdict(
-                    False, [f"the reply's SEARCH/REPLACE blocks did not apply: "
-                            f"{proposal.edit_failure}"]))
+                trial = replace(
+                    trial,
+                    verdict=Verdict(
+                        False, [f"the reply's SEARCH/REPLACE blocks did not apply: {proposal.edit_failure}"]
+                    ),
+                )
             trials.append(replace(trial, fresh=written.starts_over(i, given)))
             sandbox_s += secs
         return trials, sandbox_s
 
-    def _explain(self, task: Task, state: _RunState, chosen: Proposal, result: ExecutionResult | None,
-                 verdict: Verdict, checks: list[TestOutcome]) -> tuple[str, list[TestOutcome], list[str], float]:
+    def _explain(
+        self,
+        task: Task,
+        state: _RunState,
+        chosen: Proposal,
+        result: ExecutionResult | None,
+        verdict: Verdict,
+        checks: list[TestOutcome],
+    ) -> tuple[str, list[TestOutcome], list[str], float]:
         """What the next round is told went wrong (with the failing statement's values),
         the values, the generated checks that failed, and the seconds the probes took."""
         code = chosen.code
@@ -555,15 +603,23 @@ class Loop:
             feedback = format_feedback(result, verdict, limits=self.limits)
             if not verdict.passed and self.strategies.runtime_values:
                 values, probe_s = self._runtime_values(code, result, task, state)
-                feedback = "\n".join([feedback, *runtime_value_lines(
-                    values, differences(code, result, values))])
+                feedback = "\n".join([feedback, *runtime_value_lines(values, differences(code, result, values))])
         failing_checks = check_lines(checks, passed=verdict.passed)
         if failing_checks and not verdict.passed:
             feedback = "\n".join([feedback, *failing_checks])
         return feedback, values, failing_checks, probe_s
 
-    def _after_round(self, state: _RunState, iteration: Iteration, written: _Written, chosen: Proposal,
-                     *, given: str | None, soft: bool, failing_checks: list[str]) -> bool:
+    def _after_round(
+        self,
+        state: _RunState,
+        iteration: Iteration,
+        written: _Written,
+        chosen: Proposal,
+        *,
+        given: str | None,
+        soft: bool,
+        failing_checks: list[str],
+    ) -> bool:
         """Whether the run ends here (True: success), and what the next round is told."""
         run, index, verdict, result = state.run, iteration.index, iteration.verdict, iteration.result
         code, finish, feedback = chosen.code, chosen.finish_reason, iteration.feedback
@@ -638,8 +694,7 @@ class Loop:
             return Trial(None, None, Verdict(False, ["the reply contained no program"])), 0.0
         ctx = task.context
         if show:
-            state.emit(CandidateReady(Candidate(code=code, iteration=index),
-                                      code_diff(announce, code)))
+            state.emit(CandidateReady(Candidate(code=code, iteration=index), code_diff(announce, code)))
             state.emit(ExecutionStarted(index))
         sandbox_s = 0.0
         result = self.qa.precheck(code, data_names, defined=ctx.names() if ctx else ())
@@ -648,7 +703,10 @@ class Loop:
                 raise Cancelled("Stopped before the sandbox run.")
             s0 = time.monotonic()
             result = self.qa.run(
-                code, state.sandbox_inputs, task.tests, cancel=state.stop.event,
+                code,
+                state.sandbox_inputs,
+                task.tests,
+                cancel=state.stop.event,
                 prelude=ctx.prelude if ctx else None,
                 asserts=None if given else self.qa.spec_asserts(state.spec, code),
             )
@@ -661,16 +719,16 @@ class Loop:
             violations = None
         else:
             violations = self.qa.check_spec(state.spec, code, ctx)
-        verdict = hold_known_wrong(self.qa.judge(result, task.tests, violations), task, code,
-                                   given=given)
+        verdict = hold_known_wrong(self.qa.judge(result, task.tests, violations), task, code, given=given)
         if not given and task.initial_code:
             verdict = replace(verdict, notebook_changes=redefined(ctx, task.initial_code, code))
         # What the given program, known wrong yet passing its checks, shows on them; a
         # candidate that shows the same fixed nothing they can see.
         if (given and verdict.held == "given") or (verdict.passed and state.given_seen is not None):
             s0 = time.monotonic()
-            seen = self.qa.observe(code, state.sandbox_inputs, task.tests,
-                                   cancel=state.stop.event, prelude=ctx.prelude if ctx else None)
+            seen = self.qa.observe(
+                code, state.sandbox_inputs, task.tests, cancel=state.stop.event, prelude=ctx.prelude if ctx else None
+            )
             sandbox_s += time.monotonic() - s0
             if given:
                 state.given_seen = seen
@@ -678,11 +736,19 @@ class Loop:
                 verdict = hold_same_behaviour(verdict, seen, state.given_seen)
         checks: list[TestOutcome] = []
         generated = state.run.checks
-        if generated is not None and generated.statements and result.status == "ok" \
-                and result.error is None and not state.stop.event.is_set():
+        if (
+            generated is not None
+            and generated.statements
+            and result.status == "ok"
+            and result.error is None
+            and not state.stop.event.is_set()
+        ):
             s0 = time.monotonic()
             checked = self.qa.run(
-                code, state.sandbox_inputs, generated.source, cancel=state.stop.event,
+                code,
+                state.sandbox_inputs,
+                generated.source,
+                cancel=state.stop.event,
                 prelude=ctx.prelude if ctx else None,
             )
             sandbox_s += time.monotonic() - s0
@@ -701,7 +767,10 @@ class Loop:
         ctx = task.context
         s0 = time.monotonic()
         probed = self.qa.run(
-            prefix, state.sandbox_inputs, "\n".join(probes), cancel=state.stop.event,
+            prefix,
+            state.sandbox_inputs,
+            "\n".join(probes),
+            cancel=state.stop.event,
             prelude=ctx.prelude if ctx else None,
         )
         seconds = time.monotonic() - s0
@@ -750,14 +819,16 @@ class Loop:
         usage = so_far.usage + spent
         if not usage.total_tokens and so_far.code is None:
             return
-        state.run.iterations.append(Iteration(
-            index=so_far.index,
-            candidate=Candidate(code=so_far.code or "", iteration=so_far.index, reply=so_far.reply),
-            result=None,
-            verdict=Verdict(False, ["not finished: the run ended during this round"]),
-            usage=usage,
-            timings=Timings(llm_s=so_far.llm_s),
-        ))
+        state.run.iterations.append(
+            Iteration(
+                index=so_far.index,
+                candidate=Candidate(code=so_far.code or "", iteration=so_far.index, reply=so_far.reply),
+                result=None,
+                verdict=Verdict(False, ["not finished: the run ended during this round"]),
+                usage=usage,
+                timings=Timings(llm_s=so_far.llm_s),
+            )
+        )
 
     def _admit(self, state: _RunState, size: int) -> None:
         """Before each request: one whose prompt cannot fit in what is left of the token
@@ -885,4 +956,3 @@ class _Emitter:
             self.failures += 1
             if self.failures == 1:
                 log.exception("an event handler failed on %s", type(event).__name__)
-

@@ -20,8 +20,7 @@ def validate_task(task: Task, *, max_code_bytes: int = 0) -> None:
     """Raise :class:`BadInput` for a task the loop cannot work on (``max_code_bytes``:
     the largest program, task text or tests it takes; 0 = any)."""
     if max_code_bytes > 0:
-        for what, text in (("program to repair", task.initial_code), ("task text", task.prompt),
-                           ("tests", task.tests)):
+        for what, text in (("program to repair", task.initial_code), ("task text", task.prompt), ("tests", task.tests)):
             size = len((text or "").encode("utf-8"))
             if size > max_code_bytes:
                 raise BadInput(
@@ -31,13 +30,11 @@ def validate_task(task: Task, *, max_code_bytes: int = 0) -> None:
                     "a smaller part (the function that fails, a few tests), or raise "
                     "`%config SelfHeal.max_code_bytes`."
                 )
-    if not (task.prompt and task.prompt.strip()) and not (
-        task.initial_code and task.initial_code.strip()
-    ):
+    if not (task.prompt and task.prompt.strip()) and not (task.initial_code and task.initial_code.strip()):
         raise BadInput(
             "The task is empty. Describe what the program should do, e.g. "
             "`%%agent` followed by 'plot the monthly mean of df.price', or "
-            "`selfheal run \"...\"`."
+            '`selfheal run "..."`.'
         )
     for name, value in task.inputs.items():
         if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):

@@ -109,9 +109,7 @@ def resolve_tests(spec: str | None, namespace: Mapping[str, Any], raw_inputs: li
                 'Give a string, e.g. checks = "assert f(2) == 4".'
             )
     else:
-        raise BadInput(
-            f"--tests {spec!r}: give a variable name holding assert code, or a cell as In[3] / 3."
-        )
+        raise BadInput(f"--tests {spec!r}: give a variable name holding assert code, or a cell as In[3] / 3.")
     if not code.strip():
         raise BadInput(f"--tests {spec}: the test code is empty. Write at least one assert.")
     try:
@@ -205,10 +203,14 @@ def heal_task(args: Any, cell: str, namespace: Mapping[str, Any], raw_inputs: li
         goals.append("pass the given tests")
     if hint:
         goals.append(hint)
-    prompt = ("Make this code " + ", ".join(goals[:-1]) + (" and " if len(goals) > 1 else "")
-              + goals[-1] + ".")
+    prompt = "Make this code " + ", ".join(goals[:-1]) + (" and " if len(goals) > 1 else "") + goals[-1] + "."
     stated = stated_checks(hint, cell)
     # A hint says what the cell does wrong or still lacks: running is then not enough.
-    return Task(prompt=prompt, inputs=resolve_inputs(args.inputs, namespace),
-                tests=with_stated(tests, stated), stated=stated,
-                initial_code=cell, given_is_wrong=bool(hint))
+    return Task(
+        prompt=prompt,
+        inputs=resolve_inputs(args.inputs, namespace),
+        tests=with_stated(tests, stated),
+        stated=stated,
+        initial_code=cell,
+        given_is_wrong=bool(hint),
+    )

@@ -52,8 +52,9 @@ def _in_library(frame: types.FrameType, libraries: tuple[str, ...]) -> bool:
     return name.startswith("<frozen") or os.path.realpath(name).startswith(libraries)
 
 
-def folded_traceback(shell: Any, etype: type, evalue: BaseException, tb: Any,
-                     tb_offset: int | None = None) -> list[str] | None:
+def folded_traceback(
+    shell: Any, etype: type, evalue: BaseException, tb: Any, tb_offset: int | None = None
+) -> list[str] | None:
     """IPython's traceback of the user's own frames only, a line saying how many frames
     inside which libraries were folded, and the error; None when nothing would fold
     (every frame is the user's and no earlier exception is chained)."""
@@ -79,8 +80,7 @@ def folded_traceback(shell: Any, etype: type, evalue: BaseException, tb: Any,
         stb = shell.InteractiveTB.structured_traceback(etype, alone, rebuilt, tb_offset=0)
     except Exception:
         return None
-    where = sorted({(e.tb_frame.f_globals.get("__name__") or "?").split(".")[0]
-                    for e in entries if e not in mine})
+    where = sorted({(e.tb_frame.f_globals.get("__name__") or "?").split(".")[0] for e in entries if e not in mine})
     what = f"{folded} frame{'' if folded == 1 else 's'} inside {', '.join(where)}" if folded else ""
     chain = "the exception it came from" if chained else ""
     note = " and ".join(x for x in (what, chain) if x)
@@ -103,8 +103,15 @@ def _let_trio_go_first(shell: Any) -> None:
 class Autoheal:
     """The installed hook; :meth:`remove` puts the previous handler back."""
 
-    def __init__(self, shell: Any, heal_job: Callable[[str, str], tuple], finished: Callable[[Any], None], *,
-                 gate: Gate, give_hint: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        shell: Any,
+        heal_job: Callable[[str, str], tuple],
+        finished: Callable[[Any], None],
+        *,
+        gate: Gate,
+        give_hint: Callable[[str], None],
+    ) -> None:
         self.shell = shell
         self.gate = gate
         self.give_hint = give_hint
@@ -126,8 +133,11 @@ class Autoheal:
         if theirs:
             previous(etype, evalue, tb, tb_offset=tb_offset)
         source = _failing_source(shell)
-        if isinstance(evalue, Exception) and source.strip() and not source.lstrip().startswith(
-                ("%%agent", "%%heal", "%%hint")):
+        if (
+            isinstance(evalue, Exception)
+            and source.strip()
+            and not source.lstrip().startswith(("%%agent", "%%heal", "%%hint"))
+        ):
             try:
                 self._offer(source, FrontCells(shell))  # the failing cell, for Replace
             except Exception:  # never hide the user's own error behind ours
@@ -152,9 +162,12 @@ class Autoheal:
     def _offer(self, source: str, cells: FrontCells) -> None:
         hints_only = self.gate.policy.mode == "hints"
         label = HINT_TEXT if hints_only else BUTTON_TEXT
-        button = widgets.Button(description=label, icon="lightbulb-o" if hints_only else "medkit",
-                                button_style="warning",
-                                layout=widgets.Layout(width="auto", align_self="flex-start"))  # the whole label
+        button = widgets.Button(
+            description=label,
+            icon="lightbulb-o" if hints_only else "medkit",
+            button_style="warning",
+            layout=widgets.Layout(width="auto", align_self="flex-start"),
+        )  # the whole label
         out = widgets.Output()
 
         def ask(_b: Any) -> None:

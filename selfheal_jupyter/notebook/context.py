@@ -232,8 +232,7 @@ def _hidden(name: str, ns: Mapping[str, Any], hidden: Mapping[str, Any] | None) 
 
 def _cell_files() -> list[str]:
     """The cell sources IPython registered in linecache, newest first."""
-    return [name for name, entry in reversed(list(linecache.cache.items()))
-            if len(entry) == 4 and entry[1] is None]
+    return [name for name, entry in reversed(list(linecache.cache.items())) if len(entry) == 4 and entry[1] is None]
 
 
 def _top_level_definition(filename: str, name: str, line: int | None = None) -> str | None:
@@ -343,8 +342,13 @@ def distribution_of(module_root: str) -> str | None:
 
 
 KNOWN_DISTRIBUTIONS = {
-    "sklearn": "scikit-learn", "PIL": "pillow", "cv2": "opencv-python", "yaml": "PyYAML",
-    "bs4": "beautifulsoup4", "skimage": "scikit-image", "dateutil": "python-dateutil",
+    "sklearn": "scikit-learn",
+    "PIL": "pillow",
+    "cv2": "opencv-python",
+    "yaml": "PyYAML",
+    "bs4": "beautifulsoup4",
+    "skimage": "scikit-image",
+    "dateutil": "python-dateutil",
     "mpl_toolkits": "matplotlib",
 }
 
@@ -433,11 +437,11 @@ def copy_value(value: Any, limit: int) -> tuple[bytes, list[str], list[str]]:
 
 def _why_not_picklable(value: Any, exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}"
-    if isinstance(value, types.GeneratorType) or type(value).__name__ in (
-        "generator", "async_generator", "coroutine"
-    ):
-        return ("a generator: it cannot be copied (its position lives in your kernel). "
-                "Make a list of it first, e.g. items = list(gen)")
+    if isinstance(value, types.GeneratorType) or type(value).__name__ in ("generator", "async_generator", "coroutine"):
+        return (
+            "a generator: it cannot be copied (its position lives in your kernel). "
+            "Make a list of it first, e.g. items = list(gen)"
+        )
     if isinstance(value, io.IOBase):
         return "an open file: it cannot be copied. Pass its path (a string) instead"
     module = type(value).__module__ or ""
@@ -447,12 +451,13 @@ def _why_not_picklable(value: Any, exc: BaseException) -> str:
     if tname in ("lock", "RLock", "Condition", "Semaphore", "Event") or module == "_thread":
         return "a lock: it cannot be copied"
     if "connection" in tname.lower() or "cursor" in tname.lower():
-        return ("a database connection: it cannot be copied. Pass the data you read "
-                "from it (e.g. a DataFrame) instead")
+        return "a database connection: it cannot be copied. Pass the data you read from it (e.g. a DataFrame) instead"
     match = re.search(r"it's not the same object as __main__\.(\w+)", str(exc))
     if match:
-        return (f"made from an older definition of {match.group(1)} (the class was "
-                "defined again afterwards): run the cell that creates it again")
+        return (
+            f"made from an older definition of {match.group(1)} (the class was "
+            "defined again afterwards): run the cell that creates it again"
+        )
     if "<lambda>" in str(exc) or "local object" in str(exc):
         return f"it holds a function that cannot be copied ({text})"
     return f"it cannot be copied ({text})"
@@ -489,7 +494,8 @@ def describe_value(value: Any) -> str:
         elif type(value).__module__ == "__main__":
             attrs = [a for a in getattr(value, "__dict__", {}) if not a.startswith("_")]
             detail = "instance of a class defined in the notebook" + (
-                f"; attributes {', '.join(attrs[:15])}" if attrs else "")
+                f"; attributes {', '.join(attrs[:15])}" if attrs else ""
+            )
         else:
             detail = _structure(value)
     except Exception:
@@ -589,8 +595,10 @@ class _Resolver:
         missing, differ = [], []
         for root in roots:
             if _is_local_module(root):
-                return (f"it needs the module {root!r}, a local file of your kernel and not "
-                        "an installed package, which the sandbox does not have")
+                return (
+                    f"it needs the module {root!r}, a local file of your kernel and not "
+                    "an installed package, which the sandbox does not have"
+                )
             dist = distribution_of(root)
             if dist is None or self.image_packages is None:
                 continue
@@ -603,13 +611,14 @@ class _Resolver:
                     differ.append((dist, mine, have))
         if missing:
             names = ", ".join(sorted(set(missing)))
-            return (f"the sandbox image has no {names}: add it with "
-                    f"`{with_command(missing)}`")
+            return f"the sandbox image has no {names}: add it with `{with_command(missing)}`"
         if differ:
             dist, mine, have = differ[0]
-            return (f"{dist} is {mine} in your kernel but {have} in the sandbox image, so a "
-                    f"copy may not load there: `{with_command(d for d, _, _ in differ)}` "
-                    "installs your kernel's version in the sandbox")
+            return (
+                f"{dist} is {mine} in your kernel but {have} in the sandbox image, so a "
+                f"copy may not load there: `{with_command(d for d, _, _ in differ)}` "
+                "installs your kernel's version in the sandbox"
+            )
         return None
 
     def _resolve(self, name: str, value: Any, depth: int) -> None:
@@ -624,8 +633,9 @@ class _Resolver:
                 self._unavailable(name, value.__name__, why)
                 return
             self.imports.append(line)
-            self.entries[name] = ContextEntry(name, "module", type=value.__name__,
-                                              summary=f"module {value.__name__}", source=line)
+            self.entries[name] = ContextEntry(
+                name, "module", type=value.__name__, summary=f"module {value.__name__}", source=line
+            )
             return
         is_class = isinstance(value, type)
         try:
@@ -648,8 +658,7 @@ class _Resolver:
                 self.imports.append(line)
                 kind_text = "class" if is_class else "function"
                 summary = f"{kind_text} {attr} imported from {mod}"
-                self.entries[name] = ContextEntry(name, "import", type=f"{mod}.{attr}",
-                                                  summary=summary, source=line)
+                self.entries[name] = ContextEntry(name, "import", type=f"{mod}.{attr}", summary=summary, source=line)
                 return
         self._copy(name, value, depth)
 
@@ -657,8 +666,12 @@ class _Resolver:
         source = definition_source(name, obj)
         type_ = "class" if kind == "class" else "function"
         if source is None:
-            self._unavailable(name, type_, f"a {type_} whose source is not available (defined "
-                              "through exec, or its cell is gone): define it in a cell")
+            self._unavailable(
+                name,
+                type_,
+                f"a {type_} whose source is not available (defined "
+                "through exec, or its cell is gone): define it in a cell",
+            )
             return
         try:
             reads = names_read(source)
@@ -675,20 +688,25 @@ class _Resolver:
         else:
             alias = ""
         self.definitions.append(source.rstrip() + "\n" + alias)
-        summary = (_class_summary(name, obj) if kind == "class"
-                   else f"function {_signature(name, obj)}")
-        self.entries[name] = ContextEntry(name, "function" if kind == "function" else "class",
-                                          type=type_, summary=summary, source=source)
+        summary = _class_summary(name, obj) if kind == "class" else f"function {_signature(name, obj)}"
+        self.entries[name] = ContextEntry(
+            name, "function" if kind == "function" else "class", type=type_, summary=summary, source=source
+        )
 
     def _copy(self, name: str, value: Any, depth: int) -> None:
         label = _label(value)
         try:
             data, main, roots = copy_value(value, self.max_bytes)
         except _TooLarge:
-            self._unavailable(name, label, (
-                f"its copy would be larger than SelfHeal.context_max_bytes "
-                f"({_size_text(self.max_bytes)}): raise it with "
-                f"%config SelfHeal.context_max_bytes = ..., or use a sample (df.head(1000))"))
+            self._unavailable(
+                name,
+                label,
+                (
+                    f"its copy would be larger than SelfHeal.context_max_bytes "
+                    f"({_size_text(self.max_bytes)}): raise it with "
+                    f"%config SelfHeal.context_max_bytes = ..., or use a sample (df.head(1000))"
+                ),
+            )
             return
         except RecursionError:
             self._unavailable(name, label, "it is nested too deeply to be copied")
@@ -704,13 +722,17 @@ class _Resolver:
             self.need(cls_name, depth + 1)
             entry = self.entries.get(cls_name)
             if entry is None or entry.kind == "unavailable":
-                self._unavailable(name, label, (
-                    f"it refers to {cls_name}, defined in your notebook, which cannot be "
-                    f"sent ({entry.reason if entry else 'not found'})"))
+                self._unavailable(
+                    name,
+                    label,
+                    (
+                        f"it refers to {cls_name}, defined in your notebook, which cannot be "
+                        f"sent ({entry.reason if entry else 'not found'})"
+                    ),
+                )
                 return
         self.values[name] = data
-        self.entries[name] = ContextEntry(name, "value", type=label,
-                                          summary=describe_value(value))
+        self.entries[name] = ContextEntry(name, "value", type=label, summary=describe_value(value))
 
 
 def resolve(
@@ -776,8 +798,7 @@ def for_cell(
             names = names_read(transform(source)) if transform is not None else []
         except SyntaxError:
             names = []  # the cell does not parse: the run shows the SyntaxError itself
-    ctx = resolve(names, ns, max_bytes=max_bytes, hidden=hidden,
-                  image_packages=image_packages, skip=skip)
+    ctx = resolve(names, ns, max_bytes=max_bytes, hidden=hidden, image_packages=image_packages, skip=skip)
     ctx.resolve_s = time.perf_counter() - started
     return ctx
 
@@ -793,8 +814,15 @@ def for_task(
 ) -> NotebookContext:
     """The context of an ``%%agent`` task: the notebook variables its words name."""
     started = time.perf_counter()
-    ctx = resolve(names_in_task(text, ns, hidden), ns, max_bytes=max_bytes, hidden=hidden,
-                  image_packages=image_packages, skip=skip, quiet_missing=True)
+    ctx = resolve(
+        names_in_task(text, ns, hidden),
+        ns,
+        max_bytes=max_bytes,
+        hidden=hidden,
+        image_packages=image_packages,
+        skip=skip,
+        quiet_missing=True,
+    )
     ctx.resolve_s = time.perf_counter() - started
     return ctx
 

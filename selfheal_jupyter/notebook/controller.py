@@ -70,11 +70,14 @@ class Pump(Generic[T]):
     ``on_event`` on the thread that waits (comm and display messages need the cell's
     parent header, so they must be sent from there)."""
 
-    def __init__(self, work: Callable[[Callable[[Any], None], threading.Event], T],
-                 on_event: Callable[[Any], None] | None = None,
-                 cancel: threading.Event | None = None,
-                 on_interrupt: Callable[[], None] | None = None,
-                 on_tick: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        work: Callable[[Callable[[Any], None], threading.Event], T],
+        on_event: Callable[[Any], None] | None = None,
+        cancel: threading.Event | None = None,
+        on_interrupt: Callable[[], None] | None = None,
+        on_tick: Callable[[], None] | None = None,
+    ) -> None:
         self.work = work
         self.on_event = on_event
         self.on_interrupt = on_interrupt
@@ -140,6 +143,7 @@ class Pump(Generic[T]):
         """Await on the running loop (comm messages are dispatched meanwhile)."""
         aloop = asyncio.get_running_loop()
         items: asyncio.Queue[Any] = asyncio.Queue()
+
         def put(item: Any) -> None:
             aloop.call_soon_threadsafe(items.put_nowait, item)
 
@@ -166,17 +170,25 @@ def note_kept(run: Run, where: str) -> None:
     """A run that an error ended after some rounds: its message says where they are."""
     if run.outcome == "error" and run.iterations:
         rounds = len(run.iterations)
-        run.error += (f" What was done before it ({rounds} round{'s' if rounds != 1 else ''}) "
-                      f"is kept in {where}.")
+        run.error += f" What was done before it ({rounds} round{'s' if rounds != 1 else ''}) is kept in {where}."
 
 
-def run_loop(loop: Any, task: Task, on_event: Callable[[Any], None] | None = None, *,
-             on_interrupt: Callable[[], None] | None = None,
-             cancel: threading.Event | None = None) -> Run:
+def run_loop(
+    loop: Any,
+    task: Task,
+    on_event: Callable[[Any], None] | None = None,
+    *,
+    on_interrupt: Callable[[], None] | None = None,
+    cancel: threading.Event | None = None,
+) -> Run:
     """``loop.run(task)`` from a terminal: events on this thread, Ctrl-C or ``cancel``
     stops it (``selfheal run``)."""
-    pump: Pump[Run] = Pump(lambda emit, stop: loop.run(task, on_event=emit, cancel=stop), on_event,
-                           cancel=cancel, on_interrupt=on_interrupt)
+    pump: Pump[Run] = Pump(
+        lambda emit, stop: loop.run(task, on_event=emit, cancel=stop),
+        on_event,
+        cancel=cancel,
+        on_interrupt=on_interrupt,
+    )
     return pump.run_sync()
 
 
@@ -185,16 +197,17 @@ class _CheckingFix:
     """Sent through the pump: the run passed; the smaller form of its code is checked."""
 
 
-KERNEL_NOTE = ("Your kernel may show Idle meanwhile: this cell waits for the run without "
-               "blocking the kernel, so your other cells can still run.")
+KERNEL_NOTE = (
+    "Your kernel may show Idle meanwhile: this cell waits for the run without "
+    "blocking the kernel, so your other cells can still run."
+)
 """Why JupyterLab's status bar can say Idle while the cell shows [*] (an awaiting cell)."""
 
 
 class CellRun:
     """One run of ``task`` for a notebook cell (see the module docstring)."""
 
-    def __init__(self, shell: Any, settings: SelfHeal, task: Task, *,
-                 cells: FrontCells | None = None) -> None:
+    def __init__(self, shell: Any, settings: SelfHeal, task: Task, *, cells: FrontCells | None = None) -> None:
         from ..factory import build_loop
 
         self.shell = shell
@@ -209,8 +222,12 @@ class CellRun:
         self.pump: Pump[Run] = Pump(self._work, self._on_event, on_tick=self._tick)
         self.renderer: Renderer
         if settings.widget and getattr(shell, "kernel", None) is not None:
-            self.renderer = PanelRenderer(max_iterations=settings.max_iterations, on_stop=self.stop,
-                                          on_action=self.on_action, quiet=settings.quiet)
+            self.renderer = PanelRenderer(
+                max_iterations=settings.max_iterations,
+                on_stop=self.stop,
+                on_action=self.on_action,
+                quiet=settings.quiet,
+            )
         else:
             self.renderer = StaticRenderer(quiet=settings.quiet)
 
@@ -294,22 +311,34 @@ class CellRun:
         panel = self.panel
         if self.cells.ready and panel is not None:
             if heal and code.strip() == (run.task.initial_code or "").strip():
-                panel.offer_actions("Your cell passed as it is: there is nothing to change.",
-                                    insert=False, replace=False, run=False, review=review)
-            else:
-                checked = ("" if run.verified else
-                           "Nothing checked its output: review the change before you accept it. ")
                 panel.offer_actions(
-                    checked + ("Accept puts the fix into this cell (it is not run)." if heal
-                               else "Insert below puts the code in a new cell (it is not run)."),
-                    insert=True, replace=heal, review=review,
+                    "Your cell passed as it is: there is nothing to change.",
+                    insert=False,
+                    replace=False,
+                    run=False,
+                    review=review,
+                )
+            else:
+                checked = "" if run.verified else "Nothing checked its output: review the change before you accept it. "
+                panel.offer_actions(
+                    checked
+                    + (
+                        "Accept puts the fix into this cell (it is not run)."
+                        if heal
+                        else "Insert below puts the code in a new cell (it is not run)."
+                    ),
+                    insert=True,
+                    replace=heal,
+                    review=review,
                 )
             self.cells.reveal()
             return
         if self.in_cell:
             self.shell.set_next_input(code, replace=False)
-            note = ("The passing code was handed to the front end as the next cell (set_next_input): "
-                    "this front end cannot insert or replace cells on a click.")
+            note = (
+                "The passing code was handed to the front end as the next cell (set_next_input): "
+                "this front end cannot insert or replace cells on a click."
+            )
         else:
             note = "This front end cannot edit cells on a click: the code is in agent_result.fix.code."
         show_html(review + message_html(note, kind="note"), f"selfheal: {note}")
@@ -326,17 +355,27 @@ class CellRun:
         why = "; ".join(best.verdict.why) or "it did not pass"
         panel = self.panel
         if self.cells.ready and panel is not None:
-            review = diff_review(run.task.initial_code, handed_code(run) or "", new_name=f"round {best.index}",
-                                 title=f"Best attempt: round {best.index} (did not pass)")
+            review = diff_review(
+                run.task.initial_code,
+                handed_code(run) or "",
+                new_name=f"round {best.index}",
+                title=f"Best attempt: round {best.index} (did not pass)",
+            )
             panel.offer_actions(
                 f"No candidate passed. Round {best.index} came closest ({why}); "
                 "insert it below to work on it, or keep your cell as it is.",
-                insert=True, replace=False, run=False, insert_label="Insert best attempt below", review=review,
+                insert=True,
+                replace=False,
+                run=False,
+                insert_label="Insert best attempt below",
+                review=review,
             )
             self.cells.reveal()
             return
-        note = (f"No candidate passed. The one that came closest, round {best.index}, "
-                "is in agent_result.best_attempt.candidate.code.")
+        note = (
+            f"No candidate passed. The one that came closest, round {best.index}, "
+            "is in agent_result.best_attempt.candidate.code."
+        )
         show_html(message_html(note, kind="note"), f"selfheal: {note}")
 
     def on_action(self, name: str) -> None:
@@ -345,16 +384,20 @@ class CellRun:
         if run is None or panel is None:
             return
         if name == "reject":
-            panel.settle("Rejected: your cell and your kernel are as they were "
-                         "(the run's record stays in agent_result).")
+            panel.settle(
+                "Rejected: your cell and your kernel are as they were (the run's record stays in agent_result)."
+            )
             return
         code = handed_code(run)
         if code is None or (run.final_code is None and name in ("replace", "run")):
             panel.settle("No passing code to use.")
             return
         if name in ("insert", "replace"):
-            done_text = ("Inserted below the cell." if name == "insert"
-                         else "Replaced the cell's code with the fix (it was not run).")
+            done_text = (
+                "Inserted below the cell."
+                if name == "insert"
+                else "Replaced the cell's code with the fix (it was not run)."
+            )
 
             def done(ok: bool, reason: str) -> None:
                 panel.settle(done_text if ok else f"The front end could not do it: {reason}.")
@@ -388,15 +431,21 @@ def fix_review(run: Run) -> str:
     fix = run.fix
     code = handed_code(run) or ""
     initial = run.task.initial_code
-    definitions = [(d.name, code_diff(d.notebook, d.fix, old_name=f"{d.name} in your notebook",
-                                      new_name=f"{d.name} in the fix"))
-                   for d in (fix.definitions if fix else [])]
+    definitions = [
+        (d.name, code_diff(d.notebook, d.fix, old_name=f"{d.name} in your notebook", new_name=f"{d.name} in the fix"))
+        for d in (fix.definitions if fix else [])
+    ]
     left_out = fix.dropped if fix else []
     note = fix.note if fix else ""
     if initial is None:
         return review_html("The code", code=code, definitions=definitions, left_out=left_out, note=note)
-    return review_html("Diff to your cell", diff=code_diff(initial, code, old_name="your cell", new_name="fix"),
-                       definitions=definitions, left_out=left_out, note=note)
+    return review_html(
+        "Diff to your cell",
+        diff=code_diff(initial, code, old_name="your cell", new_name="fix"),
+        definitions=definitions,
+        left_out=left_out,
+        note=note,
+    )
 
 
 def handed_code(run: Run) -> str | None:
@@ -451,9 +500,14 @@ def kernel_can_await(shell: Any) -> bool:
 
 def _our_magic_call(node: ast.AST) -> bool:
     """``get_ipython().run_cell_magic('agent' | 'heal' | 'hint', line, cell)`` as IPython writes it."""
-    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "run_cell_magic" and isinstance(node.func.value, ast.Call)
-            and isinstance(node.func.value.func, ast.Name) and node.func.value.func.id == "get_ipython"):
+    if not (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "run_cell_magic"
+        and isinstance(node.func.value, ast.Call)
+        and isinstance(node.func.value.func, ast.Name)
+        and node.func.value.func.id == "get_ipython"
+    ):
         return False
     first = node.args[0] if node.args else None
     return isinstance(first, ast.Constant) and first.value in CELL_MAGICS and len(node.args) == 3
@@ -491,10 +545,10 @@ class _ShouldRunAsync:
         self.shell = shell
         self.original = original
 
-    def __call__(self, raw_cell: str, *, transformed_cell: str | None = None,
-                 preprocessing_exc_tuple: Any = None) -> bool:
-        if self.original(raw_cell, transformed_cell=transformed_cell,
-                         preprocessing_exc_tuple=preprocessing_exc_tuple):
+    def __call__(
+        self, raw_cell: str, *, transformed_cell: str | None = None, preprocessing_exc_tuple: Any = None
+    ) -> bool:
+        if self.original(raw_cell, transformed_cell=transformed_cell, preprocessing_exc_tuple=preprocessing_exc_tuple):
             return True
         if preprocessing_exc_tuple is not None or transformed_cell is None:
             return False

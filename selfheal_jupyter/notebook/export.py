@@ -37,9 +37,7 @@ def _outputs(it: Iteration) -> list:
         outputs.append(new_output("display_data", data={rich.mime: rich.data}))
     if result.error is not None:
         lines = traceback_text(result.error, it.candidate.code).splitlines()
-        outputs.append(
-            new_output("error", ename=result.error.type, evalue=result.error.message, traceback=lines)
-        )
+        outputs.append(new_output("error", ename=result.error.type, evalue=result.error.message, traceback=lines))
     elif not result.ok:
         outputs.append(new_output("stream", name="stderr", text=f"[{result.status}] {result.message}\n"))
     return outputs
@@ -72,15 +70,20 @@ def run_to_notebook(run: Run) -> nbformat.NotebookNode:
     cells.extend(_hint_cells(run.hints))
     nb = new_notebook(cells=cells)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.metadata["selfheal"] = {"outcome": run.outcome, "model": run.model,
-                               "verified": run.verified, "verified_by": run.verified_by}
+    nb.metadata["selfheal"] = {
+        "outcome": run.outcome,
+        "model": run.model,
+        "verified": run.verified,
+        "verified_by": run.verified_by,
+    }
     return nb
 
 
 def _hint_cells(hints: list[Hint]) -> list:
-    return [new_markdown_cell(f"**Hint {i} — {h.title}**\n\n{h.text}"
-                              + (f"\n\n```diff\n{h.diff}\n```" if h.diff else ""))
-            for i, h in enumerate(hints, 1)]
+    return [
+        new_markdown_cell(f"**Hint {i} — {h.title}**\n\n{h.text}" + (f"\n\n```diff\n{h.diff}\n```" if h.diff else ""))
+        for i, h in enumerate(hints, 1)
+    ]
 
 
 def hints_by_cell(asked: list[Hint]) -> list[tuple[str, list[Hint]]]:
@@ -94,8 +97,11 @@ def hints_by_cell(asked: list[Hint]) -> list[tuple[str, list[Hint]]]:
 
 def hints_to_notebook(asked: list[Hint]) -> nbformat.NotebookNode:
     """For the teacher: each cell a student asked hints for, then its hints in order."""
-    cells = [new_markdown_cell("# Hints asked for\n\nEach cell as the student ran it, then the "
-                               "hints they were given, in order.")]
+    cells = [
+        new_markdown_cell(
+            "# Hints asked for\n\nEach cell as the student ran it, then the hints they were given, in order."
+        )
+    ]
     for number, (code, hints) in enumerate(hints_by_cell(asked), 1):
         cells.append(new_markdown_cell(f"## Cell {number}: {len(hints)} hint{'s' if len(hints) != 1 else ''}"))
         cell = new_code_cell(code)
@@ -129,13 +135,12 @@ def export_run(run: Run, path: str | Path, *, as_json: bool = False) -> Path:
     else:
         # Lone surrogates (from a candidate's output or a model's reply) cannot be
         # written as UTF-8; they become U+FFFD.
-        target.write_text(clean_text(nbformat.writes(run_to_notebook(run))) + "\n",
-                          encoding="utf-8")
+        target.write_text(clean_text(nbformat.writes(run_to_notebook(run))) + "\n", encoding="utf-8")
     return target
 
 
 def export_link_html(path: Path) -> str:
-    """"wrote <link>": a link relative to the kernel's directory (where a notebook front
+    """ "wrote <link>": a link relative to the kernel's directory (where a notebook front
     end resolves it, next to the notebook, and opens the file), or the plain path of a
     file outside it."""
     target = path.resolve()
@@ -143,8 +148,12 @@ def export_link_html(path: Path) -> str:
     try:
         relative = target.relative_to(here)
     except ValueError:
-        return f'<div>selfheal: wrote <code>{esc(target)}</code> <span style="color:{GREY}">(outside the ' \
-               "notebook's folder, so the front end cannot link to it)</span></div>"
+        return (
+            f'<div>selfheal: wrote <code>{esc(target)}</code> <span style="color:{GREY}">(outside the '
+            "notebook's folder, so the front end cannot link to it)</span></div>"
+        )
     href = urllib.parse.quote(relative.as_posix())
-    return (f'<div>selfheal: wrote <a href="{esc(href)}" target="_blank" rel="noopener">{esc(relative.as_posix())}'
-            "</a></div>")
+    return (
+        f'<div>selfheal: wrote <a href="{esc(href)}" target="_blank" rel="noopener">{esc(relative.as_posix())}'
+        "</a></div>"
+    )

@@ -58,8 +58,7 @@ def _bindings(stmt: ast.Import | ast.ImportFrom) -> dict[str, str] | None:
     return out
 
 
-def _prelude_statements(ctx: NotebookContext | None,
-                        kinds: tuple[str, ...]) -> Iterator[tuple[ContextEntry, ast.stmt]]:
+def _prelude_statements(ctx: NotebookContext | None, kinds: tuple[str, ...]) -> Iterator[tuple[ContextEntry, ast.stmt]]:
     """Each top-level statement of the prelude's entries of ``kinds``, with its entry."""
     for entry in ctx.available if ctx else []:
         if entry.kind not in kinds:
@@ -110,14 +109,17 @@ def _string_lines(code: str) -> set[int]:
 
 
 def _loaded(nodes: list[ast.stmt]) -> set[str]:
-    return {n.id for stmt in nodes for n in ast.walk(stmt) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store)}
+    return {
+        n.id for stmt in nodes for n in ast.walk(stmt) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store)
+    }
 
 
 # --------------------------------------------------------------------------- versions
 
 
-def smaller_versions(cell: str | None, code: str, context: NotebookContext | None,
-                     tests: str | None = None) -> list[Version]:
+def smaller_versions(
+    cell: str | None, code: str, context: NotebookContext | None, tests: str | None = None
+) -> list[Version]:
     """Forms of ``code`` (the passing program) to try, smallest first; empty when
     nothing can be left out.
 
@@ -148,10 +150,9 @@ def smaller_versions(cell: str | None, code: str, context: NotebookContext | Non
 
     def alone(stmt: ast.stmt) -> bool:  # no other statement shares its lines (``a; b``)
         first, last = _first_line(stmt), stmt.end_lineno or stmt.lineno
-        return not any(o is not stmt and _first_line(o) <= last and (o.end_lineno or o.lineno) >= first
-                       for o in body)
+        return not any(o is not stmt and _first_line(o) <= last and (o.end_lineno or o.lineno) >= first for o in body)
 
-    same: dict[int, str] = {}        # statement index → why it goes in every version
+    same: dict[int, str] = {}  # statement index → why it goes in every version
     different: dict[int, DefinitionChange] = {}
     for i, stmt in enumerate(body):
         if ast.dump(stmt) in own or not alone(stmt):
@@ -190,8 +191,12 @@ def smaller_versions(cell: str | None, code: str, context: NotebookContext | Non
             first = _first_line(stmt)
             drop.update(range(first, (stmt.end_lineno or stmt.lineno) + 1))
             above = first - 1  # the comment lines right above it go with it (``# Given function``)
-            while (above >= 1 and above not in strings and lines[above - 1].strip().startswith("#")
-                   and lines[above - 1].rstrip() not in cell_lines):
+            while (
+                above >= 1
+                and above not in strings
+                and lines[above - 1].strip().startswith("#")
+                and lines[above - 1].rstrip() not in cell_lines
+            ):
                 drop.add(above)
                 above -= 1
         notes = {n for n, line in enumerate(lines, 1) if n not in strings and is_removed_note(line)}
@@ -202,7 +207,7 @@ def smaller_versions(cell: str | None, code: str, context: NotebookContext | Non
         return Version(_tidy(text, cell), [left_out[i] for i in sorted(left_out, key=_last_first)], changes)
 
     out: list[Version] = []
-    for keep in ([False, True] if different else [False]):
+    for keep in [False, True] if different else [False]:
         v = version(keep)
         if v.code != code and v.code.strip() and all(v.code != o.code for o in out):
             out.append(v)
@@ -228,8 +233,9 @@ def _tidy(text: str, cell: str | None) -> str:
     if cell is None:
         return "\n".join(new).rstrip() + "\n" if new else ""
     old = cell.splitlines()
-    matcher = difflib.SequenceMatcher(None, [line.rstrip() for line in old], [line.rstrip() for line in new],
-                                      autojunk=False)
+    matcher = difflib.SequenceMatcher(
+        None, [line.rstrip() for line in old], [line.rstrip() for line in new], autojunk=False
+    )
     out: list[str] = []
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         mine, theirs = old[i1:i2], new[j1:j2]
@@ -278,13 +284,13 @@ def work_out_fix(run: Run, recheck: Recheck) -> Fix | None:
         try:
             verdict, checks = recheck(v.code)
         except SelfHealError as exc:
-            return Fix(code, note=f"A smaller version could not be checked ({exc}); this is the whole "
-                                  "program that passed.")
+            return Fix(
+                code, note=f"A smaller version could not be checked ({exc}); this is the whole program that passed."
+            )
         if verdict.passed and _checks_passed(checks) >= _checks_passed(final.checks):
             return Fix(v.code, dropped=v.dropped, definitions=v.definitions)
         why = "; ".join(verdict.why) if not verdict.passed else "it passed fewer of the generated checks"
         why_not = why_not or why
     if why_not:
-        return Fix(code, note=f"A smaller version did not pass ({why_not}); this is the whole program "
-                              "that passed.")
+        return Fix(code, note=f"A smaller version did not pass ({why_not}); this is the whole program that passed.")
     return Fix(code)

@@ -40,12 +40,18 @@ def _common_options(func: Any) -> Any:
     """Options shared by %%agent and %%heal (applied bottom-up, shown top-down)."""
     decorators: list[Callable[[Any], Any]] = [
         *magic_arguments_for(("max_iterations", "model")),
-        argument("--inputs", metavar="A,B",
-                 help="Notebook variables copied into the sandbox (the model sees names, "
-                      "types, shapes and columns, never the values)."),
-        argument("--tests", metavar="VAR_OR_CELL",
-                 help="Asserts the result must pass: a variable holding the code as a string, "
-                      "or an input cell as In[3] / 3 (-1 = the cell above)."),
+        argument(
+            "--inputs",
+            metavar="A,B",
+            help="Notebook variables copied into the sandbox (the model sees names, "
+            "types, shapes and columns, never the values).",
+        ),
+        argument(
+            "--tests",
+            metavar="VAR_OR_CELL",
+            help="Asserts the result must pass: a variable holding the code as a string, "
+            "or an input cell as In[3] / 3 (-1 = the cell above).",
+        ),
         *magic_arguments_for(("timeout", "memory", "quiet")),
     ]
     for decorator in reversed(decorators):
@@ -56,12 +62,14 @@ def _common_options(func: Any) -> Any:
 def _user_errors(func: Callable) -> Callable:
     """Our exceptions become IPython's one-line ``UsageError`` (no traceback of ours)."""
     if inspect.iscoroutinefunction(func):
+
         @functools.wraps(func)
         async def awaited(*args: Any, **kwargs: Any) -> Any:
             try:
                 return await func(*args, **kwargs)
             except SelfHealError as exc:
                 raise UsageError(str(exc)) from None
+
         return awaited
 
     @functools.wraps(func)
@@ -70,6 +78,7 @@ def _user_errors(func: Callable) -> Callable:
             return func(*args, **kwargs)
         except SelfHealError as exc:
             raise UsageError(str(exc)) from None
+
     return plain
 
 
@@ -91,9 +100,14 @@ class SelfHealMagics(Magics):
     @magic_arguments()
     @_common_options
     @magic_arguments_for(("no_plan",))[0]
-    @argument("--plan-only", nargs="?", const=PLAN_NAME, metavar="VAR",
-              help=f"Only plan: show the steps and store them (a list of strings) in VAR "
-                   f"(default {PLAN_NAME}); edit it, then run %%%%agent --plan VAR.")
+    @argument(
+        "--plan-only",
+        nargs="?",
+        const=PLAN_NAME,
+        metavar="VAR",
+        help=f"Only plan: show the steps and store them (a list of strings) in VAR "
+        f"(default {PLAN_NAME}); edit it, then run %%%%agent --plan VAR.",
+    )
     @argument("--plan", metavar="VAR", help="Use the plan in VAR (list of steps or text) as is.")
     @cell_magic
     @_user_errors
@@ -195,8 +209,9 @@ class SelfHealMagics(Magics):
             except SelfHealError as exc:
                 raise UsageError(str(exc)) from None
             if self._autoheal is None:
-                self._autoheal = autoheal.Autoheal(self.shell, self.heal_job, self._finished,
-                                                   gate=self.gate, give_hint=self._button_hint)
+                self._autoheal = autoheal.Autoheal(
+                    self.shell, self.heal_job, self._finished, gate=self.gate, give_hint=self._button_hint
+                )
             label = autoheal.HINT_TEXT if hints_only else autoheal.BUTTON_TEXT
             print(f"selfheal: autoheal on — failing cells get a '{label}' button.")
         elif word in ("off", "0", "false", "no"):
@@ -211,8 +226,11 @@ class SelfHealMagics(Magics):
     @magic_arguments()
     @argument("path", help="Where to write: a .ipynb notebook (or JSON with --json).")
     @argument("--json", action="store_true", help="Write the raw run record as JSON.")
-    @argument("--hints", action="store_true",
-              help="Write the hints asked for in this kernel (each cell, then its hints in order).")
+    @argument(
+        "--hints",
+        action="store_true",
+        help="Write the hints asked for in this kernel (each cell, then its hints in order).",
+    )
     @line_magic
     def agent_export(self, line: str) -> None:
         """Write the last run as a teaching notebook: task, plan, each iteration's

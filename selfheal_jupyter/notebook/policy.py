@@ -76,8 +76,13 @@ def parse(data: object, *, source: str) -> Policy:
     reveal = data.get("reveal_fix", True)
     if not isinstance(reveal, bool):
         raise ValueError(f'"reveal_fix" must be true or false, not {reveal!r}')
-    return Policy(mode=mode, reveal_fix=reveal, max_hints=_count(data, "max_hints"),
-                  max_runs=_count(data, "max_runs"), source=source)
+    return Policy(
+        mode=mode,
+        reveal_fix=reveal,
+        max_hints=_count(data, "max_hints"),
+        max_runs=_count(data, "max_runs"),
+        source=source,
+    )
 
 
 def read(path: str | None = None) -> Policy:
@@ -130,8 +135,9 @@ class Gate:
         (it starts the agent's loop) the run is counted against ``max_runs``."""
         policy = self.policy
         if policy.problem:
-            raise PolicyBlocked(f"selfheal is off: {policy.source} cannot be used ({policy.problem}). "
-                                "Ask your instructor.")
+            raise PolicyBlocked(
+                f"selfheal is off: {policy.source} cannot be used ({policy.problem}). Ask your instructor."
+            )
         if policy.mode == "off":
             raise PolicyBlocked(f"selfheal is off in this notebook ({policy.source}).")
         if policy.mode == "hints" and entry not in HINT_ENTRIES:
@@ -139,8 +145,9 @@ class Gate:
         if not run:
             return
         if policy.max_runs is not None and self.runs >= policy.max_runs:
-            raise PolicyBlocked(f"You have used all {policy.max_runs} runs of the agent this kernel may make "
-                                f"({policy.source}).")
+            raise PolicyBlocked(
+                f"You have used all {policy.max_runs} runs of the agent this kernel may make ({policy.source})."
+            )
         self.runs += 1
 
     def hints_left(self, cell: str) -> int | None:
@@ -153,10 +160,11 @@ class Gate:
         """Count one hint for ``cell``; raise :class:`PolicyBlocked` when none is left."""
         left = self.hints_left(cell)
         if left == 0:
-            raise PolicyBlocked(f"You have had all {self.policy.max_hints} hints this cell may get "
-                                f"({self.policy.source}). Try a change of your own, then run it.")
+            raise PolicyBlocked(
+                f"You have had all {self.policy.max_hints} hints this cell may get "
+                f"({self.policy.source}). Try a change of your own, then run it."
+            )
         self.hints[cell] = self.hints.get(cell, 0) + 1
-
 
 
 _gate: Gate | None = None

@@ -30,11 +30,15 @@ from ..render.inline import show_html
 from .controller import RESULT_NAME, Pump
 from .policy import Gate, Policy
 
-NO_FIX = ("No fix could be verified by running it, so this is all that is certain: "
-          "look at the line above and what the error says.")
-UNCHECKED = ("A change that runs was found, but nothing checked its result (your cell has no "
-             "asserts and no --tests), so it is no verified fix and there are no more hints: add an "
-             "assert that says what the right result is, then ask again.")
+NO_FIX = (
+    "No fix could be verified by running it, so this is all that is certain: "
+    "look at the line above and what the error says."
+)
+UNCHECKED = (
+    "A change that runs was found, but nothing checked its result (your cell has no "
+    "asserts and no --tests), so it is no verified fix and there are no more hints: add an "
+    "assert that says what the right result is, then ask again."
+)
 HIDDEN = "Your instructor keeps the fix hidden. Try a change of your own and run the cell again."
 
 
@@ -61,11 +65,13 @@ class HintSession:
 
 def _without_fix(run: Run) -> Run:
     """The run as the student may see it: every program but their own blanked."""
+
     def blank(it: Iteration) -> Iteration:
         if it.index == 0:
             return it
-        return replace(it, candidate=Candidate(code="", iteration=it.index), diff="", feedback="",
-                       samples=[], diagnosis="")
+        return replace(
+            it, candidate=Candidate(code="", iteration=it.index), diff="", feedback="", samples=[], diagnosis=""
+        )
 
     return replace(run, iterations=[blank(it) for it in run.iterations])
 
@@ -86,8 +92,7 @@ class HintComposer:
         self.writer = writer
         self.policy = policy
 
-    def checked_prose(self, level: int, code: str, facts: Facts,
-                      cancel: threading.Event | None) -> tuple[str, str]:
+    def checked_prose(self, level: int, code: str, facts: Facts, cancel: threading.Event | None) -> tuple[str, str]:
         """The writer's text for ``level`` if it passes the leak check (once more when
         it does not), else ""; and what the check did."""
         leaked: list[str] | None = None
@@ -117,8 +122,15 @@ class HintComposer:
             return Hint(3, title, "The verified fix, as a diff to your cell:", cell=code, diff=facts.diff)
         prose, check = self.checked_prose(level, code, facts, cancel)
         text = "\n".join([*lines, prose] if prose else lines)
-        return Hint(level, title, text or "(nothing more the tool can say for sure)", facts=lines,
-                    prose=prose, check=check, cell=code)
+        return Hint(
+            level,
+            title,
+            text or "(nothing more the tool can say for sure)",
+            facts=lines,
+            prose=prose,
+            check=check,
+            cell=code,
+        )
 
 
 def cell_key(task: Task) -> str:
@@ -147,8 +159,7 @@ class Teacher:
 class HintTurn:
     """One hint: the run when the cell has none yet, then the next level, shown."""
 
-    def __init__(self, teacher: Teacher, key: str, session: HintSession, settings: SelfHeal,
-                 task: Task) -> None:
+    def __init__(self, teacher: Teacher, key: str, session: HintSession, settings: SelfHeal, task: Task) -> None:
         self.teacher, self.key, self.session = teacher, key, session
         self.settings, self.task = settings, task
         self.gate = teacher.gate
@@ -177,8 +188,9 @@ class HintTurn:
             loop = build_loop(self.settings)
             run = loop.run(self.task, on_event=emit, cancel=cancel)
             if run.outcome == "cancelled" or not run.iterations:
-                raise Cancelled(f"No hint this time: {run.error or 'the run was stopped'} "
-                                "Run %%hint again to look again.")
+                raise Cancelled(
+                    f"No hint this time: {run.error or 'the run was stopped'} Run %%hint again to look again."
+                )
             session.run, session.loop, session.facts = run, loop, facts_of(run)
         if not session.failed:
             self.note = "Your cell runs and passes its checks: there is nothing to hint at."
@@ -199,8 +211,11 @@ class HintTurn:
         if isinstance(event, str):
             text = event
         elif isinstance(event, ExecutionStarted):
-            text = ("Running your cell in the sandbox…" if event.iteration == 0
-                    else f"Looking for a fix that passes your checks (round {event.iteration})…")
+            text = (
+                "Running your cell in the sandbox…"
+                if event.iteration == 0
+                else f"Looking for a fix that passes your checks (round {event.iteration})…"
+            )
         else:
             return
         if self.panel is not None:
@@ -230,8 +245,7 @@ class HintTurn:
             yield
         except SelfHealError as exc:
             if self.panel is not None:
-                self.panel.show(self.session.hints, self.session.total(self.gate.policy), more=False,
-                                note=str(exc))
+                self.panel.show(self.session.hints, self.session.total(self.gate.policy), more=False, note=str(exc))
             raise
 
     def _end(self, hint: Hint | None) -> Hint | None:

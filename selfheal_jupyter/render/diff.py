@@ -75,8 +75,9 @@ def _pairs(lines: list[str]) -> dict[int, int]:
         for old in range(start, added):
             if not free:
                 break
-            likeness = [difflib.SequenceMatcher(None, lines[old][1:], lines[new][1:], autojunk=False).ratio()
-                        for new in free]
+            likeness = [
+                difflib.SequenceMatcher(None, lines[old][1:], lines[new][1:], autojunk=False).ratio() for new in free
+            ]
             best = max(range(len(free)), key=lambda k: likeness[k])
             new = free.pop(best)
             pairs[old], pairs[new] = new, old

@@ -51,12 +51,15 @@ class HintPanel:
         self.hints = widgets.HTML()
         self.status = widgets.HTML()
         self.stop_button = widgets.Button(description="Stop", icon="stop", button_style="danger")
-        self.another_button = widgets.Button(description="Another hint", icon="lightbulb-o",
-                                             button_style="info", layout=widgets.Layout(display="none"))
+        self.another_button = widgets.Button(
+            description="Another hint", icon="lightbulb-o", button_style="info", layout=widgets.Layout(display="none")
+        )
         self.stop_button.on_click(lambda _b: self._stop())
         self.another_button.on_click(lambda _b: self._another())
-        self.widget = widgets.VBox([self.hints, self.status, widgets.HBox([self.stop_button, self.another_button])],
-                                   layout=widgets.Layout(border="1px solid #d0d7de", padding="4px 8px"))
+        self.widget = widgets.VBox(
+            [self.hints, self.status, widgets.HBox([self.stop_button, self.another_button])],
+            layout=widgets.Layout(border="1px solid #d0d7de", padding="4px 8px"),
+        )
         self.widget.add_class("selfheal-hints")
 
     def mimebundle(self) -> dict:

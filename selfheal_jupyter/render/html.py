@@ -92,9 +92,7 @@ def _rich_outputs_html(result: ExecutionResult) -> str:
     # sanitised, PNG checked, anything else dropped), whoever built this result.
     for out in safe_outputs(result.outputs):
         if out.mime == PNG:
-            parts.append(
-                f'<img alt="figure" style="max-width:100%" src="data:image/png;base64,{esc(out.data)}"/>'
-            )
+            parts.append(f'<img alt="figure" style="max-width:100%" src="data:image/png;base64,{esc(out.data)}"/>')
         elif out.mime == HTML:
             parts.append(f'<div class="selfheal-rich" style="overflow:auto">{out.data}</div>')
         else:
@@ -142,7 +140,7 @@ def spec_html(verdict: Verdict) -> str:
     if not verdict.spec_violations:
         return ""
     rows = "".join(
-        f'<li><b>{esc(v.title)}</b> '
+        f"<li><b>{esc(v.title)}</b> "
         f'<span style="color:{GREY};{MONO}">[{esc(v.rule)}]</span>: {esc(v.message)}'
         f'<div style="color:{GREY}">to comply: {esc(v.fix)}</div></li>'
         for v in verdict.spec_violations
@@ -164,12 +162,15 @@ def verdict_html(verdict: Verdict) -> str:
     return (
         f'<div class="selfheal-verdict" style="margin:4px 0"><b style="color:{colour}">Check: {label}</b>'
         f'<span style="color:{GREY}">{" · " + esc(reasons) if reasons else ""}</span></div>'
-        + spec_html(verdict) + notebook_changes_line(verdict)
+        + spec_html(verdict)
+        + notebook_changes_line(verdict)
     )
 
 
 def _sample_text(sample: Sample) -> str:
-    what = "passed" if sample.passed else ("failed" if sample.status in ("ok", "error") else f"failed ({sample.status})")
+    what = (
+        "passed" if sample.passed else ("failed" if sample.status in ("ok", "error") else f"failed ({sample.status})")
+    )
     facts = [what]
     if sample.tests_passed:
         facts.append(f"{sample.tests_passed} of your tests passed")
@@ -183,8 +184,14 @@ def runtime_values(values: list[TestOutcome]) -> list[TestOutcome]:
     parts raised (the same error) is left out, so is a repeat of an earlier line."""
     kept: list[TestOutcome] = []
     for v in values:
-        inner = any(o is not v and o.passed == v.passed and o.message == v.message and o.source != v.source
-                    and o.source in v.source for o in values)
+        inner = any(
+            o is not v
+            and o.passed == v.passed
+            and o.message == v.message
+            and o.source != v.source
+            and o.source in v.source
+            for o in values
+        )
         if not inner and all((k.source, k.message) != (v.source, v.message) for k in kept):
             kept.append(v)
     return kept
@@ -193,8 +200,10 @@ def runtime_values(values: list[TestOutcome]) -> list[TestOutcome]:
 def _value_html(v: TestOutcome) -> str:
     value = v.message if v.passed else "raises " + v.message
     if "\n" in value:  # a table (DataFrame, Series) or another many-line repr: kept as laid out
-        return (f'<div style="{MONO}">{esc(v.source)} =</div>'
-                f'<pre class="selfheal-value" style="{PRE};margin:0 0 4px 16px;white-space:pre">{esc(value)}</pre>')
+        return (
+            f'<div style="{MONO}">{esc(v.source)} =</div>'
+            f'<pre class="selfheal-value" style="{PRE};margin:0 0 4px 16px;white-space:pre">{esc(value)}</pre>'
+        )
     return f'<div style="{MONO}">{esc(v.source)} = {esc(value)}</div>'
 
 
@@ -203,12 +212,16 @@ def notebook_changes_line(verdict: Verdict) -> str:
     if not verdict.notebook_changes:
         return ""
     names = ", ".join(f"`{n}`" for n in verdict.notebook_changes)
-    return (f'<div class="selfheal-notebook-changes" style="border-left:4px solid {BLUE};'
-            f'padding:2px 8px;margin:4px 0">{esc(NOTEBOOK_CHANGES.format(names=names))}</div>')
+    return (
+        f'<div class="selfheal-notebook-changes" style="border-left:4px solid {BLUE};'
+        f'padding:2px 8px;margin:4px 0">{esc(NOTEBOOK_CHANGES.format(names=names))}</div>'
+    )
 
 
-NOTEBOOK_CHANGES = ("Also changes {names}, defined in another cell of your notebook: the fix "
-                    "redefines it in this cell (the other cell stays as it was).")
+NOTEBOOK_CHANGES = (
+    "Also changes {names}, defined in another cell of your notebook: the fix "
+    "redefines it in this cell (the other cell stays as it was)."
+)
 
 
 def notebook_changes_html(run: Run) -> str:
@@ -221,8 +234,11 @@ def notebook_changes_html(run: Run) -> str:
     for name in it.verdict.notebook_changes:
         mine = definition_text(it.candidate.code, name)
         if name in sources and mine:
-            parts.append(diff_html(code_diff(sources[name], mine, old_name=f"{name} (your notebook)",
-                                             new_name=f"{name} (this fix)")))
+            parts.append(
+                diff_html(
+                    code_diff(sources[name], mine, old_name=f"{name} (your notebook)", new_name=f"{name} (this fix)")
+                )
+            )
     return "".join(parts)
 
 
@@ -238,40 +254,43 @@ def definition_text(code: str, name: str) -> str:
     return ""
 
 
-
 def strategies_html(it: Iteration) -> str:
     """What the repair strategies added to this round, each apart from the user's tests:
     QA's generated checks (soft), the values at the failing statement, the diagnosis, the
     sampled programs, a restart, an edit reply."""
     parts = []
     if it.restarted:
-        parts.append(f'<div class="selfheal-restart" style="color:{GREY}">Started over after '
-                     "repeated failed repairs.</div>")
+        parts.append(
+            f'<div class="selfheal-restart" style="color:{GREY}">Started over after repeated failed repairs.</div>'
+        )
     if it.edited:
-        parts.append(f'<div class="selfheal-edited" style="color:{GREY}">The reply edited the '
-                     "previous program (SEARCH/REPLACE blocks); the code is the whole result.</div>")
+        parts.append(
+            f'<div class="selfheal-edited" style="color:{GREY}">The reply edited the '
+            "previous program (SEARCH/REPLACE blocks); the code is the whole result.</div>"
+        )
     if it.diagnosis:
-        parts.append(heading("Diagnosis (the model's explanation before fixing)")
-                     + pre(it.diagnosis))
+        parts.append(heading("Diagnosis (the model's explanation before fixing)") + pre(it.diagnosis))
     if it.samples:
         rows = "".join(
             f'<div style="{MONO}">{"➜" if x.chosen else "&nbsp;"} version {i}'
-            f'{" (written afresh)" if x.fresh else ""}: {esc(_sample_text(x))}</div>'
+            f"{' (written afresh)' if x.fresh else ''}: {esc(_sample_text(x))}</div>"
             for i, x in enumerate(it.samples, 1)
         )
-        parts.append(f'<div class="selfheal-samples">'
-                     f'{heading(f"{len(it.samples)} versions tried; the one marked ➜ was kept")}{rows}</div>')
+        parts.append(
+            f'<div class="selfheal-samples">'
+            f"{heading(f'{len(it.samples)} versions tried; the one marked ➜ was kept')}{rows}</div>"
+        )
     if it.checks:
         check_rows: list[str] = []
         for t in it.checks:
-            mark = (f'<span style="color:{GREEN}">✔</span>' if t.passed
-                    else f'<span style="color:{BLUE}">?</span>')
+            mark = f'<span style="color:{GREEN}">✔</span>' if t.passed else f'<span style="color:{BLUE}">?</span>'
             msg = f' <span style="color:{GREY}">{esc(t.message)}</span>' if t.message else ""
             check_rows.append(f'<div style="{MONO}">{mark} {esc(t.source)}{msg}</div>')
         parts.append(
             '<div class="selfheal-generated" data-soft="true">'
             + heading("Generated checks (written from the task before any code; soft, not your tests)")
-            + "".join(check_rows) + "</div>"
+            + "".join(check_rows)
+            + "</div>"
         )
     if it.runtime_values:
         rows = "".join(_value_html(v) for v in runtime_values(it.runtime_values))
@@ -305,8 +324,9 @@ def iteration_body_html(it: Iteration) -> str:
     if it.diff:
         parts += [heading("Diff to the previous attempt"), diff_html(it.diff, headers=False)]
     elif it.index > 1:
-        parts.append(f'<div class="selfheal-same" style="color:{GREY};margin:2px 0">'
-                     "Same code as the previous attempt.</div>")
+        parts.append(
+            f'<div class="selfheal-same" style="color:{GREY};margin:2px 0">Same code as the previous attempt.</div>'
+        )
     parts.append(result_html(it.result, code, name="your cell" if it.index == 0 else f"iteration {it.index}"))
     parts.append(strategies_html(it))
     parts.append(verdict_html(it.verdict))
@@ -384,8 +404,11 @@ def intent_text(run: Run) -> str:
     """What the cell says it is for: the user's words to the agent (a heal's hint) and the
     cell's own comments."""
     said = [run.task.prompt] if not run.task.initial_code or run.task.given_is_wrong else []
-    comments = [ln.strip().lstrip("#").strip() for ln in (run.task.initial_code or "").splitlines()
-                if ln.strip().startswith("#") and ln.strip().lstrip("#").strip()]
+    comments = [
+        ln.strip().lstrip("#").strip()
+        for ln in (run.task.initial_code or "").splitlines()
+        if ln.strip().startswith("#") and ln.strip().lstrip("#").strip()
+    ]
     return "\n".join([*said, *comments[:6]]) or "(the cell says nothing about its intent)"
 
 
@@ -417,8 +440,7 @@ def context_lines(ctx: NotebookContext | None) -> list[str]:
         return []
     lines = []
     if ctx.available:
-        lines.append("from your notebook: "
-                     + ", ".join(f"{e.name} ({e.label()})" for e in ctx.available))
+        lines.append("from your notebook: " + ", ".join(f"{e.name} ({e.label()})" for e in ctx.available))
     for e in ctx.unavailable:
         what = f" ({e.type})" if e.type else ""
         lines.append(f"not sent: {e.name}{what} — {e.reason}")
@@ -460,15 +482,23 @@ def run_html(run: Run, *, quiet: bool = False, folded: bool = False) -> str:
             parts.append(
                 f'<details class="selfheal-history" style="margin:4px 0"><summary style="cursor:pointer;'
                 f'color:{GREY}">How it got there ({count} iteration{"" if count == 1 else "s"})</summary>'
-                f"{history}</details>")
+                f"{history}</details>"
+            )
         else:
             parts.append(history)
     parts.append(summary_html(run))
     return f'<div class="selfheal-run" style="font-size:13px;line-height:1.4">{"".join(parts)}</div>'
 
 
-def review_html(title: str, *, diff: str = "", code: str = "", definitions: list[tuple[str, str]] | None = None,
-                left_out: list[str] | None = None, note: str = "") -> str:
+def review_html(
+    title: str,
+    *,
+    diff: str = "",
+    code: str = "",
+    definitions: list[tuple[str, str]] | None = None,
+    left_out: list[str] | None = None,
+    note: str = "",
+) -> str:
     """The review above the decision's buttons: the changes an earlier cell's
     definitions need (name, diff), then ``title`` with the diff to the cell (or the
     ``code`` when there is no cell), what was left out of the passing program, and a
@@ -481,15 +511,19 @@ def review_html(title: str, *, diff: str = "", code: str = "", definitions: list
             + diff_html(change)
             + f'<div style="color:{GREY};font-size:12px">The fix passed only with this version of {esc(name)}: '
             "it is at the top of the code below, so the cell runs as it passed. You may move it into that "
-            "cell instead.</div></div>")
+            "cell instead.</div></div>"
+        )
     parts.append(heading(title) + (diff_html(diff) if diff else code_html(code) if code else ""))
     if left_out:
-        parts.append(f'<div class="selfheal-left-out" style="color:{GREY};font-size:12px;margin:2px 0">'
-                     f'Left out of the passing program, which passed again without them: {esc("; ".join(left_out))}.'
-                     "</div>")
+        parts.append(
+            f'<div class="selfheal-left-out" style="color:{GREY};font-size:12px;margin:2px 0">'
+            f"Left out of the passing program, which passed again without them: {esc('; '.join(left_out))}."
+            "</div>"
+        )
     if note:
-        parts.append(f'<div class="selfheal-fix-note" style="color:{GREY};font-size:12px;margin:2px 0">'
-                     f"{esc(note)}</div>")
+        parts.append(
+            f'<div class="selfheal-fix-note" style="color:{GREY};font-size:12px;margin:2px 0">{esc(note)}</div>'
+        )
     return f'<div class="selfheal-review" style="line-height:1.4">{"".join(parts)}</div>'
 
 

@@ -86,10 +86,15 @@ class PanelRenderer:
         """Shown under the progress while the run lasts (why the kernel may look idle)."""
 
     def start(self, run: Run) -> None:
-        self.panel = Panel(run.task.prompt, max_iterations=self._max_iterations,
-                           on_stop=self._on_stop, on_action=self._on_action,
-                           context=context_html(run.task.context), heal=run.task.initial_code is not None,
-                           kernel_note=self.kernel_note)
+        self.panel = Panel(
+            run.task.prompt,
+            max_iterations=self._max_iterations,
+            on_stop=self._on_stop,
+            on_action=self._on_action,
+            context=context_html(run.task.context),
+            heal=run.task.initial_code is not None,
+            kernel_note=self.kernel_note,
+        )
         display(self.panel.mimebundle(), raw=True)
 
     def handle(self, event: Event) -> None:

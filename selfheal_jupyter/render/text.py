@@ -67,9 +67,17 @@ class Transcript:
         """Prose (verdicts, reasons, messages) folded to the terminal's width; folded
         lines are indented ``hang`` more."""
         for paragraph in text.split("\n"):
-            self._w(textwrap.fill(paragraph, WIDTH, initial_indent=indent,
-                                  subsequent_indent=indent + " " * hang, break_on_hyphens=False)
-                    if len(indent + paragraph) > WIDTH else indent + paragraph)
+            self._w(
+                textwrap.fill(
+                    paragraph,
+                    WIDTH,
+                    initial_indent=indent,
+                    subsequent_indent=indent + " " * hang,
+                    break_on_hyphens=False,
+                )
+                if len(indent + paragraph) > WIDTH
+                else indent + paragraph
+            )
 
     def _block(self, text: str) -> None:
         self._w(clip(text.rstrip("\n"), MAX_LINES, MAX_CHARS, FULL_RECORD))
@@ -130,15 +138,13 @@ class Transcript:
             self._wrapped(f"to comply: {violation.fix}", indent="    ")
         if it.verdict.notebook_changes:
             names = ", ".join(f"`{n}`" for n in it.verdict.notebook_changes)
-            self._wrapped(f"also changes {names}, defined in another cell of your notebook",
-                          indent="  ")
+            self._wrapped(f"also changes {names}, defined in another cell of your notebook", indent="  ")
 
     def _program(self, heading: str, code: str) -> None:
         """``code`` under ``heading``, or one line pointing to where it was just shown."""
         self._w(RULE)
         if code == self._shown:
-            self._wrapped(f"{heading} the program shown under {self._shown_label} above "
-                          "(the record: --json).")
+            self._wrapped(f"{heading} the program shown under {self._shown_label} above (the record: --json).")
         else:
             self._w(f"{heading}")
             self._block(code)
@@ -152,16 +158,20 @@ class Transcript:
             f"(model {t.llm_s:.1f} s, sandbox {t.sandbox_s:.1f} s)"
         )
         if run.outcome == "success":
-            self._wrapped(f"verified by {' and '.join(run.verified_by)}" if run.verified
-                          else "not verified: it runs, but nothing checked its output (no tests or asserts)")
+            self._wrapped(
+                f"verified by {' and '.join(run.verified_by)}"
+                if run.verified
+                else "not verified: it runs, but nothing checked its output (no tests or asserts)"
+            )
         if run.error and run.outcome != "success":
             self._wrapped(run.error)
         best = run.best_attempt
         if run.final_code:
             self._program("final program:", run.final_code)
         elif best is not None:
-            self._program(f"best attempt (round {best.index}, did not pass: "
-                          f"{'; '.join(best.verdict.why)}):", best.candidate.code)
+            self._program(
+                f"best attempt (round {best.index}, did not pass: {'; '.join(best.verdict.why)}):", best.candidate.code
+            )
 
 
 class Progress:

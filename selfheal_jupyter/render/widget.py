@@ -82,63 +82,94 @@ class Panel:
         self.title = widgets.HTML(f'<div style="margin:2px 0"><b>{esc(prompt)}</b></div>{context}')
         self.status = widgets.HTML(self._status_html("Starting…"))
         self.progress = widgets.FloatProgress(
-            value=0, min=0, max=self._max, bar_style="info", layout=widgets.Layout(width="160px"),
+            value=0,
+            min=0,
+            max=self._max,
+            bar_style="info",
+            layout=widgets.Layout(width="160px"),
         )
         self.stop_button = widgets.Button(
-            description="Stop", icon="stop", button_style="danger", tooltip="Cancel this run",
+            description="Stop",
+            icon="stop",
+            button_style="danger",
+            tooltip="Cancel this run",
             layout=widgets.Layout(width="90px"),
         )
         self.stop_button.on_click(lambda _b: self._stop())
         self.stream_toggle = widgets.ToggleButton(
-            value=False, description="Show the model's writing", icon="eye",
-            tooltip="Show the newest lines the model is writing", layout=widgets.Layout(width="auto"),
+            value=False,
+            description="Show the model's writing",
+            icon="eye",
+            tooltip="Show the newest lines the model is writing",
+            layout=widgets.Layout(width="auto"),
         )
         self.stream_toggle.observe(lambda _change: self._show_stream(), names="value")
         self.kernel_note = widgets.HTML(
             f'<div class="selfheal-kernel-note" style="color:{GREY};font-size:12px">{esc(kernel_note)}</div>'
-            if kernel_note else "")
+            if kernel_note
+            else ""
+        )
         self.tokens = widgets.HTML("")
         self.plan = widgets.HTML("")
         self.accordion = widgets.Accordion(children=[])
         self.live = widgets.VBox(
             [
                 self.title,
-                widgets.HBox([self.progress, self.stop_button, self.status, self.stream_toggle],
-                             layout=widgets.Layout(align_items="center", flex_flow="row wrap")),
+                widgets.HBox(
+                    [self.progress, self.stop_button, self.status, self.stream_toggle],
+                    layout=widgets.Layout(align_items="center", flex_flow="row wrap"),
+                ),
                 self.kernel_note,
                 self.tokens,
                 self.plan,
                 self.accordion,
             ],
         )
-        self.widget = widgets.VBox([self.live], layout=widgets.Layout(border="1px solid #d0d7de",
-                                                                      padding="4px 8px"))
+        self.widget = widgets.VBox([self.live], layout=widgets.Layout(border="1px solid #d0d7de", padding="4px 8px"))
         self.widget.add_class("selfheal-panel")
 
         # ---- the decision (displayed when the run ends, below the record) ----------
         def wide() -> widgets.Layout:  # one Layout each: hiding one button must not hide another
             return widgets.Layout(width="auto")
 
-        self.replace_button = widgets.Button(description="Accept (Replace this cell)", icon="check",
-                                             button_style="success", layout=wide(),
-                                             tooltip="Put the fix into this cell (it is not run)")
-        self.insert_button = widgets.Button(description="Insert below", icon="plus", layout=wide(),
-                                            tooltip="Add the code as a new cell right below this one")
-        self.run_button = widgets.Button(description="Run in my kernel", icon="play", layout=wide(),
-                                         tooltip="Run the code in your kernel now")
-        self.reject_button = widgets.Button(description="Reject", icon="times", layout=wide(),
-                                            tooltip="Leave your cell and your kernel as they are")
-        for button, name in ((self.insert_button, "insert"), (self.replace_button, "replace"),
-                             (self.run_button, "run"), (self.reject_button, "reject")):
+        self.replace_button = widgets.Button(
+            description="Accept (Replace this cell)",
+            icon="check",
+            button_style="success",
+            layout=wide(),
+            tooltip="Put the fix into this cell (it is not run)",
+        )
+        self.insert_button = widgets.Button(
+            description="Insert below",
+            icon="plus",
+            layout=wide(),
+            tooltip="Add the code as a new cell right below this one",
+        )
+        self.run_button = widgets.Button(
+            description="Run in my kernel", icon="play", layout=wide(), tooltip="Run the code in your kernel now"
+        )
+        self.reject_button = widgets.Button(
+            description="Reject", icon="times", layout=wide(), tooltip="Leave your cell and your kernel as they are"
+        )
+        for button, name in (
+            (self.insert_button, "insert"),
+            (self.replace_button, "replace"),
+            (self.run_button, "run"),
+            (self.reject_button, "reject"),
+        ):
             button.on_click(lambda _b, name=name: self._action(name))
         self.prompt = widgets.HTML("")
         self.review = widgets.HTML("")
-        self.actions = widgets.HBox([self.replace_button, self.insert_button, self.run_button, self.reject_button],
-                                    layout=widgets.Layout(flex_flow="row wrap"))
+        self.actions = widgets.HBox(
+            [self.replace_button, self.insert_button, self.run_button, self.reject_button],
+            layout=widgets.Layout(flex_flow="row wrap"),
+        )
         self.outcome = widgets.HTML("")
         self.output = widgets.Output()
-        self.decision = widgets.VBox([self.prompt, self.review, self.actions, self.outcome, self.output],
-                                     layout=widgets.Layout(border="1px solid #d0d7de", padding="4px 8px"))
+        self.decision = widgets.VBox(
+            [self.prompt, self.review, self.actions, self.outcome, self.output],
+            layout=widgets.Layout(border="1px solid #d0d7de", padding="4px 8px"),
+        )
         self.decision.add_class("selfheal-decision")
 
     # ------------------------------------------------------------------ display
@@ -164,8 +195,9 @@ class Panel:
         elif isinstance(event, ExecutionStarted):
             index = event.iteration
             self._move(index - 0.4)
-            self._say(self._label(index),
-                      "running your cell in the sandbox" if index == 0 else "running it in the sandbox")
+            self._say(
+                self._label(index), "running your cell in the sandbox" if index == 0 else "running it in the sandbox"
+            )
         elif isinstance(event, ExecutionDone):
             index = event.iteration
             if index in self._section_html:
@@ -204,8 +236,16 @@ class Panel:
         self.progress.value = self._max
         self.widget.layout.display = "none"
 
-    def offer_actions(self, note: str = "", *, insert: bool = True, replace: bool = False,
-                      run: bool = True, insert_label: str = "Insert below", review: str = "") -> None:
+    def offer_actions(
+        self,
+        note: str = "",
+        *,
+        insert: bool = True,
+        replace: bool = False,
+        run: bool = True,
+        insert_label: str = "Insert below",
+        review: str = "",
+    ) -> None:
         """Display the decision for a run's code, last in the cell: ``note`` (what the
         buttons do), ``review`` (HTML: the code or its diff to the cell), the buttons
         and Reject. A run that did not pass offers its best attempt to insert only,
@@ -279,9 +319,13 @@ class Panel:
         always shows the tail; nothing while the toggle is off."""
         tail = stream_tail(self._tokens) if self.stream_toggle.value and not self._finished else ""
         self.tokens.value = (
-            f'<pre class="selfheal-tokens" style="margin:2px 0;padding:4px 8px;{MONO};'
-            f'background:{CODE_BG};color:{GREY};white-space:pre-wrap">{esc(tail)}</pre>'
-        ) if tail else ""
+            (
+                f'<pre class="selfheal-tokens" style="margin:2px 0;padding:4px 8px;{MONO};'
+                f'background:{CODE_BG};color:{GREY};white-space:pre-wrap">{esc(tail)}</pre>'
+            )
+            if tail
+            else ""
+        )
 
     def _candidate(self, event: CandidateReady) -> None:
         self._tokens = ""

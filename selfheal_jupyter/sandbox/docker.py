@@ -150,8 +150,7 @@ class DockerSandbox:
         """``runtime``: Docker's --runtime ("" = the engine's default); ``client``: an
         engine other than the environment's; ``channel``: "auto" probes, else forced."""
         if channel != "auto" and channel not in CHANNELS:
-            raise SandboxError(f"Unknown sandbox channel {channel!r}: use auto, "
-                               + " or ".join(CHANNELS) + ".")
+            raise SandboxError(f"Unknown sandbox channel {channel!r}: use auto, " + " or ".join(CHANNELS) + ".")
         self._forced = None if channel == "auto" else channel
         self._channel: str | None = self._forced
         self.image = image
@@ -176,8 +175,10 @@ class DockerSandbox:
     def from_config(cls, config: Any, **given: Any) -> DockerSandbox:
         """Build from a :class:`~selfheal_jupyter.config.SelfHeal`; ``given`` replaces or
         adds constructor arguments (``client``, ``channel``, a fixed ``pool_size``)."""
-        return cls(config.image, **{"limits": config.limits(), "pool_size": config.pool_size,
-                                    "runtime": config.runtime, **given})
+        return cls(
+            config.image,
+            **{"limits": config.limits(), "pool_size": config.pool_size, "runtime": config.runtime, **given},
+        )
 
     # -- lifecycle -------------------------------------------------------------
     @property
@@ -202,9 +203,7 @@ class DockerSandbox:
         """Check the engine and image, remove stale containers, warm the pool."""
         with self._lock:
             if self._closed:
-                raise SandboxError(
-                    "This sandbox was closed; create a new DockerSandbox to run more code."
-                )
+                raise SandboxError("This sandbox was closed; create a new DockerSandbox to run more code.")
             if self._started:
                 return
             _ = self.ref  # raises EngineUnavailable / ImageMissing with the fix
@@ -297,8 +296,7 @@ class DockerSandbox:
         try:
             worker = self._start_container(spec, "socket")
         except _NoSharedFiles as exc:
-            log.info("%s does not share this machine's files (%s): frames go over the "
-                     "attach stream", engine, exc)
+            log.info("%s does not share this machine's files (%s): frames go over the attach stream", engine, exc)
             self._channel = _PROBED[engine] = "attach"
             return self._start_container(spec, "attach")
         self._channel = _PROBED[engine] = "socket"
@@ -321,13 +319,11 @@ class DockerSandbox:
         mounts = []
         input_dir: Path | None = None
         if channel == "socket":
-            input_dir = Path(tempfile.mkdtemp(prefix=f"selfheal-{os.getpid()}-{self.session}-",
-                                              dir=_shm_dir()))
+            input_dir = Path(tempfile.mkdtemp(prefix=f"selfheal-{os.getpid()}-{self.session}-", dir=_shm_dir()))
             os.chmod(input_dir, 0o711)  # the container user may read files it knows the name of
             # A "bind" mount (not the legacy Binds, which an engine creates when missing):
             # an engine that cannot see this directory refuses it — the first probe.
-            mounts.append(docker.types.Mount(INPUTS_MOUNT, str(input_dir), type="bind",
-                                             read_only=True))
+            mounts.append(docker.types.Mount(INPUTS_MOUNT, str(input_dir), type="bind", read_only=True))
             command += ["--control", CONTROL_SOCKET]
         else:
             # Inputs arrive as put frames; like the candidate's data they count against
@@ -417,11 +413,8 @@ class DockerSandbox:
                 listener.bind(str(control_path))
                 os.chmod(control_path, 0o666)  # the container user must be able to connect
                 listener.listen(1)
-            sock = api.attach_socket(
-                cid, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
-            )
-            worker = Worker(self.client, cid, sock, spec, input_dir,
-                             None if channel == "socket" else "attach")
+            sock = api.attach_socket(cid, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+            worker = Worker(self.client, cid, sock, spec, input_dir, None if channel == "socket" else "attach")
             api.start(cid)
             worker.connect(listener, READY_TIMEOUT_S, lambda: self._closed)
             if listener is not None:
@@ -437,7 +430,8 @@ class DockerSandbox:
             if hello.get("protocol") != RUNNER_PROTOCOL:
                 raise SandboxCrashed(
                     f"the image's runner speaks protocol {hello.get('protocol')}, this package "
-                    f"{RUNNER_PROTOCOL} (the image is stale)")
+                    f"{RUNNER_PROTOCOL} (the image is stale)"
+                )
             worker.hello = hello
         except BaseException as exc:
             if listener is not None:
@@ -484,19 +478,29 @@ class DockerSandbox:
         engine = describe(self.client)
         told = f" Its runner said: {said[-600:]}" if said else ""
         text = f"{exc} {said}"
-        if RUNNER_DIR in said and "Traceback" in said or any(
-            sign in text for sign in ("executable file not found", "exec format error",
-                                      "can't open file", "python3: not found")
+        if (
+            RUNNER_DIR in said
+            and "Traceback" in said
+            or any(
+                sign in text
+                for sign in ("executable file not found", "exec format error", "can't open file", "python3: not found")
+            )
         ):
-            return (f"A sandbox container from {self.ref} started on {engine}, but the image "
-                    f"cannot run its runner: {exc}.{told} Rebuild the image with "
-                    "`selfheal sandbox build --rebuild`.")
+            return (
+                f"A sandbox container from {self.ref} started on {engine}, but the image "
+                f"cannot run its runner: {exc}.{told} Rebuild the image with "
+                "`selfheal sandbox build --rebuild`."
+            )
         if isinstance(exc, SandboxCrashed) and "in time" in str(exc):
-            return (f"A sandbox container from {self.ref} on {engine} did not report ready "
-                    f"within {READY_TIMEOUT_S:g} s ({exc}).{told} The engine may be "
-                    "overloaded; check `selfheal sandbox doctor`.")
-        return (f"A sandbox container from {self.ref} did not start on {engine}: {exc}.{told} "
-                "Check `selfheal sandbox doctor`.")
+            return (
+                f"A sandbox container from {self.ref} on {engine} did not report ready "
+                f"within {READY_TIMEOUT_S:g} s ({exc}).{told} The engine may be "
+                "overloaded; check `selfheal sandbox doctor`."
+            )
+        return (
+            f"A sandbox container from {self.ref} did not start on {engine}: {exc}.{told} "
+            "Check `selfheal sandbox doctor`."
+        )
 
     def _drop_pool(self) -> None:
         """The engine went away and its containers with it: forget every one (their
@@ -525,9 +529,7 @@ class DockerSandbox:
     def _release(self, worker: Worker) -> None:
         """Back to the pool, or away if the pool already holds enough of its kind."""
         with self._lock:
-            if not self._closed and not worker.dead and self._live(worker.spec) <= self._keep(
-                worker.spec
-            ):
+            if not self._closed and not worker.dead and self._live(worker.spec) <= self._keep(worker.spec):
                 self._idle.setdefault(worker.spec, []).append(worker)
                 return
         self._discard(worker)
@@ -681,9 +683,7 @@ class DockerSandbox:
                 "(it is memory-backed /dev/shm when available) or pass smaller inputs."
             ) from exc
 
-    def _wait(
-        self, worker: Worker, limits: Limits, cancel: threading.Event | None
-    ) -> dict[str, Any] | None:
+    def _wait(self, worker: Worker, limits: Limits, cancel: threading.Event | None) -> dict[str, Any] | None:
         """The result frame; None when the backstop or an unanswered cancel fired."""
         deadline = time.monotonic() + limits.timeout_s + self.backstop_grace_s
         cancel_deadline: float | None = None
@@ -743,8 +743,10 @@ def _pids_limits(pids: int, runtime: str) -> dict[str, Any]:
     the cgroup only bounds gVisor's threads.
     """
     if runtime.startswith("runsc"):
-        return {"pids_limit": pids + GVISOR_THREADS,
-                "ulimits": [docker.types.Ulimit(name="nproc", soft=pids, hard=pids)]}
+        return {
+            "pids_limit": pids + GVISOR_THREADS,
+            "ulimits": [docker.types.Ulimit(name="nproc", soft=pids, hard=pids)],
+        }
     return {"pids_limit": pids}
 
 

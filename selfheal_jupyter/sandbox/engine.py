@@ -70,34 +70,39 @@ def explain(exc: BaseException) -> str:
     )
 
 
-START_LOCAL = ("Start it as root: systemctl start docker, or where there is no systemd: "
-               "setsid dockerd >/var/log/dockerd.log 2>&1 </dev/null &")
+START_LOCAL = (
+    "Start it as root: systemctl start docker, or where there is no systemd: "
+    "setsid dockerd >/var/log/dockerd.log 2>&1 </dev/null &"
+)
 
 
 def gone(exc: BaseException) -> bool:
     """True when ``exc`` says the engine did not answer at all (refused, reset, timed
     out) — not an answer that refused the request (docker-py's ``APIError``, which is a
     ``requests`` error too)."""
-    return isinstance(exc, requests.exceptions.RequestException) and not isinstance(
-        exc, docker.errors.APIError
-    )
+    return isinstance(exc, requests.exceptions.RequestException) and not isinstance(exc, docker.errors.APIError)
 
 
-def lost(client: docker.DockerClient, exc: BaseException | None = None, *,
-         during: str = "the run",
-         again: str = "run again: new sandbox containers are started by themselves") -> EngineLost:
+def lost(
+    client: docker.DockerClient,
+    exc: BaseException | None = None,
+    *,
+    during: str = "the run",
+    again: str = "run again: new sandbox containers are started by themselves",
+) -> EngineLost:
     """The engine stopped answering (``exc``), or stopped our container from outside
     (``exc`` None), while it was in use: what happened and what to do."""
     where = address(client)
     local = where in (f"unix://{DEFAULT_SOCKET}", f"unix:{DEFAULT_SOCKET}")
     start = START_LOCAL if local else "Start the engine at that address again"
-    what = (f"stopped answering during {during} ({_root_cause(exc)})" if exc is not None
-            else f"stopped the sandbox container during {during} (it was killed from "
-            "outside: the engine is shutting down or restarting, or a docker command "
-            "stopped it)")
-    return EngineLost(
-        f"The Docker engine at {where} {what}. {start} if it is not running, then {again}."
+    what = (
+        f"stopped answering during {during} ({_root_cause(exc)})"
+        if exc is not None
+        else f"stopped the sandbox container during {during} (it was killed from "
+        "outside: the engine is shutting down or restarting, or a docker command "
+        "stopped it)"
     )
+    return EngineLost(f"The Docker engine at {where} {what}. {start} if it is not running, then {again}.")
 
 
 def _root_cause(exc: BaseException) -> str:
@@ -124,7 +129,7 @@ def address(client: docker.DockerClient) -> str:
         return os.environ.get("DOCKER_HOST") or f"unix://{DEFAULT_SOCKET}"
     for scheme in ("http://", "https://"):
         if base.startswith(scheme):
-            return "tcp://" + base[len(scheme):]
+            return "tcp://" + base[len(scheme) :]
     return base or os.environ.get("DOCKER_HOST", "") or f"unix://{DEFAULT_SOCKET}"
 
 
@@ -138,4 +143,3 @@ def describe(client: docker.DockerClient) -> str:
         if "podman" in str(part.get("Name", "")).lower():
             return f"Podman {part.get('Version', '?')} at {address(client)}"
     return f"Docker {version.get('Version', '?')} at {address(client)}"
-

@@ -51,10 +51,21 @@ from . import rootfs
 from .rootfs import APT_PACKAGES, MPL_CACHE_DIR, apt_mirror, os_codename
 
 __all__ = [
-    "IMAGE_VERSION", "ImageStatus", "image_ref", "image_status", "build_image",
-    "ensure_image", "image_version", "base_version", "RUNNER_DIR", "RUNNER_PATH",
-    "RUNNER_COMMAND", "runner_files", "MPL_CACHE_DIR",
-    "apt_mirror", "os_codename",
+    "IMAGE_VERSION",
+    "ImageStatus",
+    "image_ref",
+    "image_status",
+    "build_image",
+    "ensure_image",
+    "image_version",
+    "base_version",
+    "RUNNER_DIR",
+    "RUNNER_PATH",
+    "RUNNER_COMMAND",
+    "runner_files",
+    "MPL_CACHE_DIR",
+    "apt_mirror",
+    "os_codename",
 ]
 
 #: Bump when the build steps change in a way the other inputs do not show.
@@ -167,9 +178,7 @@ def base_version(extra_requirements: Iterable[str] | None = None) -> str:
     )
 
 
-def image_version(
-    extra_requirements: Iterable[str] | None = None, *, runner: dict[str, bytes] | None = None
-) -> str:
+def image_version(extra_requirements: Iterable[str] | None = None, *, runner: dict[str, bytes] | None = None) -> str:
     """Hash of every input of the final image: the base's and the runner package's files.
 
     ``runner`` defaults to the files of the package's ``runner/`` (read now).
@@ -294,8 +303,7 @@ def ensure_image(
     command = "selfheal sandbox build" + (f" --image {repo}" if repo != DEFAULT_IMAGE else "")
     how = f"Run `{command}` in a terminal"
     if extra_requirements:
-        how = (f"Run `{command} --requirements FILE` in a terminal (FILE: the same extra "
-               "pip requirements)")
+        how = f"Run `{command} --requirements FILE` in a terminal (FILE: the same extra pip requirements)"
     if tag:
         how += " and use the image ref it prints"
     if status.present:
@@ -406,8 +414,7 @@ def build_image(
         status = image_status(client, ref)
         log(f"built {ref} ({status.size_mb or 0:.0f} MB) in {time.monotonic() - started:.1f} s")
     if not status.current:
-        log("note: the runner or the requirements changed during the build; "
-            "run `selfheal sandbox build` again")
+        log("note: the runner or the requirements changed during the build; run `selfheal sandbox build` again")
     return status
 
 
@@ -426,9 +433,7 @@ def _build_lock(log: Log) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _build_base(
-    client: docker.DockerClient, base_ref: str, extras: list[str], log: Log
-) -> None:
+def _build_base(client: docker.DockerClient, base_ref: str, extras: list[str], log: Log) -> None:
     """The slow stage (~70 s): a root filesystem made offline, then ``docker import``."""
     rootfs.check_tools()
     suite = os_codename()
@@ -444,9 +449,7 @@ def _build_base(
         _import(client, root, base_ref, suite)
 
 
-def _import(
-    client: docker.DockerClient, root: Path, base_ref: str, suite: str
-) -> None:
+def _import(client: docker.DockerClient, root: Path, base_ref: str, suite: str) -> None:
     """``tar | docker import`` with the image's environment and labels."""
     repo, tag = parse_repository_tag(base_ref)
     changes = [f"ENV {key}={value}" for key, value in IMAGE_ENV.items()]
@@ -463,9 +466,7 @@ def _import(
     )
     try:
         assert tar.stdout is not None
-        reply = client.api.import_image_from_stream(
-            tar.stdout, repository=repo, tag=tag, changes=changes
-        )
+        reply = client.api.import_image_from_stream(tar.stdout, repository=repo, tag=tag, changes=changes)
     except docker.errors.APIError as exc:
         raise ImageBuildError(f"docker import of {base_ref} failed: {exc}") from exc
     finally:
@@ -578,8 +579,6 @@ def _prune(client: docker.DockerClient, repo: str, *, keep: str, log: Log) -> No
                     log(f"removed unused base image {tag}")
 
 
-
-
 # --------------------------------------------------------------------------- --with
 
 
@@ -651,7 +650,7 @@ def build_with_layer(
     if tag:
         raise ImageBuildError(f"Give the image name without a tag ({repo!r}, not {name!r}).")
     base_ref = ensure_image(client, repo)
-    labels = (_get(client, base_ref).labels or {})  # type: ignore[union-attr]
+    labels = _get(client, base_ref).labels or {}  # type: ignore[union-attr]
     have = image_packages(client, base_ref)
     pins = kernel_pins(packages, have)
     if not pins:
@@ -665,9 +664,14 @@ def build_with_layer(
         log(f"adding {', '.join(pins)} as a layer on {base_ref}")
         with tempfile.TemporaryDirectory(prefix="selfheal-with-") as tmp:
             work = Path(tmp)
-            py = json.loads(client.containers.run(
-                base_ref, ["python3", "-c", _PROBE], remove=True, network_mode="none",
-            ).decode())
+            py = json.loads(
+                client.containers.run(
+                    base_ref,
+                    ["python3", "-c", _PROBE],
+                    remove=True,
+                    network_mode="none",
+                ).decode()
+            )
             site_path = f"/usr/local/lib/python{py['version']}/dist-packages"
             requirements = work / "requirements.txt"
             requirements.write_text("\n".join(pins) + "\n")
@@ -682,8 +686,13 @@ def build_with_layer(
             (work / "Dockerfile").write_text(dockerfile)
             try:
                 client.images.build(
-                    path=str(work), tag=ref, labels={LABEL_WITH: json.dumps(all_with)},
-                    rm=True, forcerm=True, pull=False, network_mode="none",
+                    path=str(work),
+                    tag=ref,
+                    labels={LABEL_WITH: json.dumps(all_with)},
+                    rm=True,
+                    forcerm=True,
+                    pull=False,
+                    network_mode="none",
                 )
             except (docker.errors.BuildError, docker.errors.APIError) as exc:
                 raise ImageBuildError(f"The layer {ref} failed to build: {exc}") from exc

@@ -43,8 +43,14 @@ _MIRROR_SCHEMES = ("http://", "https://", "file:/")
 
 #: Emptied in the root filesystem: nothing a candidate needs.
 _STRIP_CONTENTS = (
-    "var/cache/apt", "var/lib/apt/lists", "var/log", "usr/share/doc", "usr/share/man",
-    "usr/share/info", "usr/share/locale", "usr/share/lintian",
+    "var/cache/apt",
+    "var/lib/apt/lists",
+    "var/log",
+    "usr/share/doc",
+    "usr/share/man",
+    "usr/share/info",
+    "usr/share/locale",
+    "usr/share/lintian",
 )
 
 Log = Callable[[str], None]
@@ -164,9 +170,7 @@ def check_tools() -> None:
             )
 
 
-def make_rootfs(
-    work: Path, suite: str, mirror: str, requirements: list[str], log: Log
-) -> Path:
+def make_rootfs(work: Path, suite: str, mirror: str, requirements: list[str], log: Log) -> Path:
     """debootstrap + pip + strip + compile into ``work/rootfs``; returns that path."""
     BUILD_LOG.write_text("")
     root = work / "rootfs"
@@ -187,14 +191,19 @@ def make_rootfs(
     log(f"      {time.monotonic() - t1:.0f} s. [3/5] strip docs/caches/tests, compile bytecode")
     strip(root, site)
     # Bytecode now, by the root's own Python: a read-only container cannot write it.
-    in_root(root, ["python3", "-m", "compileall", "-q", "-j0", "/" + str(site.relative_to(root))],
-            "compileall")
+    in_root(root, ["python3", "-m", "compileall", "-q", "-j0", "/" + str(site.relative_to(root))], "compileall")
     if (site / "matplotlib").is_dir():
-        in_root(root, ["python3", "-c", "import matplotlib.font_manager"],
-                "matplotlib font cache", env={"MPLCONFIGDIR": MPL_CACHE_DIR})
+        in_root(
+            root,
+            ["python3", "-c", "import matplotlib.font_manager"],
+            "matplotlib font cache",
+            env={"MPLCONFIGDIR": MPL_CACHE_DIR},
+        )
     dropped = drop_setid_bits(root)
-    log(f"      setuid/setgid bits dropped from {len(dropped)} paths ({', '.join(dropped[:4])}"
-        f"{', ...' if len(dropped) > 4 else ''})")
+    log(
+        f"      setuid/setgid bits dropped from {len(dropped)} paths ({', '.join(dropped[:4])}"
+        f"{', ...' if len(dropped) > 4 else ''})"
+    )
     return root
 
 
@@ -217,12 +226,21 @@ def pip_command(site: Path, requirements: Path, py: dict[str, str]) -> list[str]
     platforms = [f"manylinux_{major}_{m}_{machine}" for m in range(minor, 16, -1)]
     platforms.append(f"manylinux2014_{machine}")
     command = [
-        sys.executable, "-m", "pip", "install",
-        "--quiet", "--no-compile", "--disable-pip-version-check", "--no-warn-script-location",
-        "--target", str(site),
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--no-compile",
+        "--disable-pip-version-check",
+        "--no-warn-script-location",
+        "--target",
+        str(site),
         "--only-binary=:all:",
-        "--python-version", py["version"],
-        "--implementation", "cp",
+        "--python-version",
+        py["version"],
+        "--implementation",
+        "cp",
     ]
     for platform_tag in platforms:
         command += ["--platform", platform_tag]
@@ -289,9 +307,7 @@ def in_root(
     return run(["chroot", str(root), *argv], step, env=environment, capture=capture)
 
 
-def run(
-    argv: list[str], step: str, *, env: dict[str, str] | None = None, capture: bool = False
-) -> str:
+def run(argv: list[str], step: str, *, env: dict[str, str] | None = None, capture: bool = False) -> str:
     """Run one build step, its output appended to :data:`BUILD_LOG`; on any
     interruption the step is stopped before the exception goes on."""
     with open(BUILD_LOG, "ab") as log_file:
@@ -395,7 +411,5 @@ def remove_tree(path: Path) -> None:
         subprocess.run(["umount", "-l", target], check=False, capture_output=True)
     left = mounts_under(path)
     if left:
-        raise ImageBuildError(
-            f"Could not unmount {', '.join(left)}; remove {path} by hand after unmounting."
-        )
+        raise ImageBuildError(f"Could not unmount {', '.join(left)}; remove {path} by hand after unmounting.")
     shutil.rmtree(path, ignore_errors=True)

@@ -82,8 +82,15 @@ class Worker:
     closing the attach socket makes the container exit.
     """
 
-    def __init__(self, client: docker.DockerClient, container_id: str, attach: Any,
-                 spec: ContainerSpec, input_dir: Path | None, channel: str | None) -> None:
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        container_id: str,
+        attach: Any,
+        spec: ContainerSpec,
+        input_dir: Path | None,
+        channel: str | None,
+    ) -> None:
         self.client = client
         self.id = container_id
         self.attach = attach  # keeps docker-py's response object alive
@@ -113,8 +120,14 @@ class Worker:
         """Send one input file as ``put`` frames (attach channel: no shared files)."""
         for offset in range(0, max(len(blob), 1), PUT_CHUNK_BYTES):
             chunk = blob[offset : offset + PUT_CHUNK_BYTES]
-            self.send({"op": "put", "name": name, "data": base64.b64encode(chunk).decode(),
-                       "last": offset + PUT_CHUNK_BYTES >= len(blob)})
+            self.send(
+                {
+                    "op": "put",
+                    "name": name,
+                    "data": base64.b64encode(chunk).decode(),
+                    "last": offset + PUT_CHUNK_BYTES >= len(blob),
+                }
+            )
 
     def _frame(self) -> dict[str, Any] | None:
         if len(self.frames) < FRAME.size:
@@ -147,8 +160,7 @@ class Worker:
         self.stream += _received(self.attach_raw, "the container")
         self._demux()
 
-    def connect(self, listener: socket.socket | None, timeout: float,
-                closed: Callable[[], bool]) -> None:
+    def connect(self, listener: socket.socket | None, timeout: float, closed: Callable[[], bool]) -> None:
         """Until the runner is reachable: it connects to ``listener`` (socket channel) or,
         when it cannot, writes its first frame on stdout (then the channel is "attach")."""
         end = time.monotonic() + timeout
@@ -212,8 +224,11 @@ class Worker:
     def kill(self) -> None:
         """Close the sockets FIRST (a kill with the attach socket open can hang), remove."""
         self.dead = True
-        for closer in (getattr(self.control, "close", None), getattr(self.attach, "close", None),
-                       self.attach_raw.close):
+        for closer in (
+            getattr(self.control, "close", None),
+            getattr(self.attach, "close", None),
+            self.attach_raw.close,
+        ):
             try:
                 if closer:
                     closer()

@@ -44,7 +44,7 @@ def _code_and_comment(line: str) -> tuple[str, str]:
                 quote = None
                 continue
         elif ch in "'\"":
-            quote = line[i:i + 3] if line[i:i + 3] in ("'''", '"""') else ch
+            quote = line[i : i + 3] if line[i : i + 3] in ("'''", '"""') else ch
             i += len(quote)
             continue
         elif ch == "#":
@@ -154,10 +154,25 @@ def computes(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 
 
 # ----------------------------------------------------------------------------- derivations
-MUTATORS = frozenset({
-    "append", "extend", "insert", "add", "update", "setdefault", "remove", "discard",
-    "pop", "popitem", "clear", "sort", "reverse", "appendleft", "extendleft",
-})
+MUTATORS = frozenset(
+    {
+        "append",
+        "extend",
+        "insert",
+        "add",
+        "update",
+        "setdefault",
+        "remove",
+        "discard",
+        "pop",
+        "popitem",
+        "clear",
+        "sort",
+        "reverse",
+        "appendleft",
+        "extendleft",
+    }
+)
 """Methods of the builtin containers (and deque) that change the object they are called on."""
 
 

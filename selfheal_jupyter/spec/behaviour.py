@@ -52,8 +52,7 @@ class Observation:
 
     def summary(self, limit: int = 3) -> str:
         """A short line naming what was seen (for the feedback)."""
-        parts = [f"{name} = {clip(' '.join(value.split()), 120)}"
-                 for name, value in self.values[:limit]]
+        parts = [f"{name} = {clip(' '.join(value.split()), 120)}" for name, value in self.values[:limit]]
         if self.stdout.strip():
             parts.append(f"it prints {clip(self.stdout.strip(), 120)!r}")
         if self.outputs:
@@ -98,9 +97,8 @@ def observation(result: ExecutionResult, tests: str | None) -> Observation | Non
     names = set(assigned_names(tests))
     values = tuple(
         (v.source, v.message if v.passed else f"raises {v.message}")
-        for v in probe_values(result.tests) if v.source in names
+        for v in probe_values(result.tests)
+        if v.source in names
     )
-    outputs = tuple(
-        f"{o.mime}:{hashlib.sha256(str(o.data).encode()).hexdigest()}" for o in result.outputs
-    )
+    outputs = tuple(f"{o.mime}:{hashlib.sha256(str(o.data).encode()).hexdigest()}" for o in result.outputs)
     return Observation(result.stdout, outputs, values)

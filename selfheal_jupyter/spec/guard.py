@@ -148,9 +148,14 @@ def _expectation(test: ast.expr) -> Expectation | None:
             subject, value = a, _literal(b)
         elif _literal(a) is not _NO_VALUE and _literal(b) is _NO_VALUE:
             subject, value = b, _literal(a)
-    elif (isinstance(test, ast.Compare) and isinstance(test.left, ast.Call)
-          and _call_name(test.left)[1] == "abs" and test.left.args
-          and isinstance(test.left.args[0], ast.BinOp) and isinstance(test.left.args[0].op, ast.Sub)):
+    elif (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Call)
+        and _call_name(test.left)[1] == "abs"
+        and test.left.args
+        and isinstance(test.left.args[0], ast.BinOp)
+        and isinstance(test.left.args[0].op, ast.Sub)
+    ):
         diff = test.left.args[0]
         if _literal(diff.right) is not _NO_VALUE and _literal(diff.left) is _NO_VALUE:
             subject, value = diff.left, _literal(diff.right)
@@ -177,11 +182,13 @@ def _expectation(test: ast.expr) -> Expectation | None:
                 elif isinstance(arg, ast.Name):
                     argument_names.add(arg.id)
     names = {
-        n.id for n in ast.walk(subject)
+        n.id
+        for n in ast.walk(subject)
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in called
     }
-    return Expectation(value, frozenset(names), frozenset(functions), tuple(arguments), _source(test),
-                       frozenset(argument_names))
+    return Expectation(
+        value, frozenset(names), frozenset(functions), tuple(arguments), _source(test), frozenset(argument_names)
+    )
 
 
 def _asserts_by_line(code: str) -> list[ast.Assert]:
@@ -214,8 +221,13 @@ def extract(code: str, tests: str | None = None, failing_lines: Iterable[int] = 
         for assert_node in _asserts_by_line(code):
             top = not lines[assert_node.lineno - 1][:1].isspace()
             spec.asserts.append(
-                SpecAssert(_key(assert_node.test), _source(assert_node.test), assert_node.lineno,
-                           statement=_source(assert_node), top_level=top)
+                SpecAssert(
+                    _key(assert_node.test),
+                    _source(assert_node.test),
+                    assert_node.lineno,
+                    statement=_source(assert_node),
+                    top_level=top,
+                )
             )
             exp = _expectation(assert_node.test)
             if exp is not None:
@@ -225,15 +237,19 @@ def extract(code: str, tests: str | None = None, failing_lines: Iterable[int] = 
             if isinstance(node, ast.Assert):
                 swallowed = _swallowing_guard(node, parents, any_handler=False) is not None
                 spec.asserts.append(
-                    SpecAssert(_key(node.test), _source(node.test), node.lineno, swallowed,
-                               statement=_source(node), top_level=len(parents) == 1)
+                    SpecAssert(
+                        _key(node.test),
+                        _source(node.test),
+                        node.lineno,
+                        swallowed,
+                        statement=_source(node),
+                        top_level=len(parents) == 1,
+                    )
                 )
                 exp = _expectation(node.test)
                 if exp is not None:
                     spec.expectations.append(exp)
-        spec.test_functions = [
-            name for name in _functions(tree) if name.startswith("test")
-        ]
+        spec.test_functions = [name for name in _functions(tree) if name.startswith("test")]
         spec.test_calls = _top_level_test_calls(tree, spec.test_functions)
         spec.test_sources = _runnable_tests(tree, spec.test_calls)
         for line in sorted(set(failing_lines)):
@@ -296,10 +312,14 @@ def checked_statements(spec: Spec, candidate: str) -> list[tuple[int, int, str]]
     for stmt in tree.body:
         if isinstance(stmt, ast.Assert) and wanted.get(_key(stmt.test)):
             out.append((stmt.lineno, stmt.col_offset, wanted[_key(stmt.test)].pop(0).statement))
-        elif (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
-              and isinstance(stmt.value.func, ast.Name)
-              and stmt.value.func.id in spec.test_sources
-              and not stmt.value.args and not stmt.value.keywords):
+        elif (
+            isinstance(stmt, ast.Expr)
+            and isinstance(stmt.value, ast.Call)
+            and isinstance(stmt.value.func, ast.Name)
+            and stmt.value.func.id in spec.test_sources
+            and not stmt.value.args
+            and not stmt.value.keywords
+        ):
             name = stmt.value.func.id
             out.append((stmt.lineno, stmt.col_offset, f"{spec.test_sources[name]}\n{name}()\n"))
     return out

@@ -41,8 +41,9 @@ FIX = {
     ),
 }
 
-DATA_CONSTRUCTORS = frozenset({"DataFrame", "Series", "array", "asarray", "Counter", "deque",
-                               "OrderedDict", "defaultdict"})
+DATA_CONSTRUCTORS = frozenset(
+    {"DataFrame", "Series", "array", "asarray", "Counter", "deque", "OrderedDict", "defaultdict"}
+)
 """Calls that build a data value from their (literal) arguments."""
 
 
@@ -70,8 +71,7 @@ def _self_mutating_methods(source: str) -> set[str]:
                 targets: list[ast.AST] = []
                 if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
                     targets = list(node.targets) if isinstance(node, ast.Assign) else [node.target]
-                elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                        and node.func.attr in MUTATORS:
+                elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS:
                     targets = [node.func.value]
                 if any(_root(t) == me and isinstance(t, (ast.Attribute, ast.Subscript)) for t in targets):
                     out.add(method.name)
@@ -98,8 +98,11 @@ def _made_up(node: ast.AST | None, literal_names: set[str], classes: set[str]) -
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
         args = [*node.args, *(k.value for k in node.keywords)]
-        return (name in DATA_CONSTRUCTORS or name in classes) and bool(args) and all(
-            _made_up(a, literal_names, classes) for a in args)
+        return (
+            (name in DATA_CONSTRUCTORS or name in classes)
+            and bool(args)
+            and all(_made_up(a, literal_names, classes) for a in args)
+        )
     if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
         return bool(node.elts) and all(_made_up(e, literal_names, classes) for e in node.elts)
     if isinstance(node, ast.Dict):
@@ -108,8 +111,9 @@ def _made_up(node: ast.AST | None, literal_names: set[str], classes: set[str]) -
 
 
 def _contains_made_up(node: ast.AST, literal_names: set[str], classes: set[str]) -> bool:
-    return any(_made_up(sub, literal_names, classes) and not isinstance(sub, ast.Constant)
-               for sub in ast.walk(node)) or _made_up(node, literal_names, classes)
+    return any(
+        _made_up(sub, literal_names, classes) and not isinstance(sub, ast.Constant) for sub in ast.walk(node)
+    ) or _made_up(node, literal_names, classes)
 
 
 def _literal_loop_names(tree: ast.AST) -> set[str]:
@@ -118,8 +122,12 @@ def _literal_loop_names(tree: ast.AST) -> set[str]:
     for node in ast.walk(tree):
         if isinstance(node, (ast.For, ast.comprehension)):
             it = node.iter
-            from_range = isinstance(it, ast.Call) and isinstance(it.func, ast.Name) \
-                and it.func.id == "range" and all(is_literal(a) for a in it.args)
+            from_range = (
+                isinstance(it, ast.Call)
+                and isinstance(it.func, ast.Name)
+                and it.func.id == "range"
+                and all(is_literal(a) for a in it.args)
+            )
             if is_literal(it) or from_range:
                 out |= {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
     return out
@@ -127,8 +135,7 @@ def _literal_loop_names(tree: ast.AST) -> set[str]:
 
 def _statements(tree: ast.AST) -> Iterator[ast.stmt]:
     for node in ast.walk(tree):
-        if isinstance(node, ast.stmt) and not isinstance(
-                node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        if isinstance(node, ast.stmt) and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             yield node
 
 
@@ -156,21 +163,33 @@ def check(context: NotebookContext | None, original: str, candidate: str) -> lis
         if own[key] > 0:
             own[key] -= 1
             continue
-        found = _added(stmt, values, mutating, literal_names, classes) or \
-            _replaced(stmt, values, literal_names, classes)
+        found = _added(stmt, values, mutating, literal_names, classes) or _replaced(
+            stmt, values, literal_names, classes
+        )
         if found is None or found[:2] in seen:
             continue
         rule, name, source = found
         seen.add((rule, name))
         label = values[name].type or "value"
         if rule == "data_added":
-            message = (f"line {stmt.lineno} `{source}` adds made-up data to `{name}` ({label}), "
-                       "the user's data copied from the notebook, which this cell only reads")
+            message = (
+                f"line {stmt.lineno} `{source}` adds made-up data to `{name}` ({label}), "
+                "the user's data copied from the notebook, which this cell only reads"
+            )
         else:
-            message = (f"line {stmt.lineno} `{source}` replaces `{name}` ({label}), the user's "
-                       "data copied from the notebook, with values written into the program")
-        out.append(SpecViolation(rule=rule, message=message, fix=FIX[rule],  # type: ignore[arg-type]
-                                 line=stmt.lineno, original=name))
+            message = (
+                f"line {stmt.lineno} `{source}` replaces `{name}` ({label}), the user's "
+                "data copied from the notebook, with values written into the program"
+            )
+        out.append(
+            SpecViolation(
+                rule=rule,  # type: ignore[arg-type]
+                message=message,
+                fix=FIX[rule],
+                line=stmt.lineno,
+                original=name,
+            )
+        )
     return out
 
 
@@ -179,8 +198,9 @@ def _short(node: ast.AST) -> str:
     return text if len(text) <= 80 else text[:79] + "…"
 
 
-def _added(stmt: ast.stmt, values: dict, mutating: dict[str, set[str]], literal_names: set[str],
-           classes: set[str]) -> tuple[str, str, str] | None:
+def _added(
+    stmt: ast.stmt, values: dict, mutating: dict[str, set[str]], literal_names: set[str], classes: set[str]
+) -> tuple[str, str, str] | None:
     call = stmt.value if isinstance(stmt, ast.Expr) else None
     if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute):
         name = _root(call.func.value)
@@ -196,20 +216,27 @@ def _added(stmt: ast.stmt, values: dict, mutating: dict[str, set[str]], literal_
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
         for t in targets:
             name = _root(t)
-            if isinstance(t, (ast.Subscript, ast.Attribute)) and name is not None \
-                    and name in values and _made_up(stmt.value, literal_names, classes):
+            if (
+                isinstance(t, (ast.Subscript, ast.Attribute))
+                and name is not None
+                and name in values
+                and _made_up(stmt.value, literal_names, classes)
+            ):
                 return "data_added", name, _short(stmt)
     return None
 
 
-def _replaced(stmt: ast.stmt, values: dict, literal_names: set[str],
-              classes: set[str]) -> tuple[str, str, str] | None:
+def _replaced(stmt: ast.stmt, values: dict, literal_names: set[str], classes: set[str]) -> tuple[str, str, str] | None:
     if not isinstance(stmt, (ast.Assign, ast.AnnAssign)) or stmt.value is None:
         return None
     targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
     for t in targets:
-        if isinstance(t, ast.Name) and t.id in values and not _is_none(stmt.value) \
-                and _contains_made_up(stmt.value, literal_names, classes):
+        if (
+            isinstance(t, ast.Name)
+            and t.id in values
+            and not _is_none(stmt.value)
+            and _contains_made_up(stmt.value, literal_names, classes)
+        ):
             return "data_replaced", t.id, _short(stmt)
     return None
 

@@ -56,8 +56,7 @@ def _expressions(stmt: ast.stmt, known: set[str] | frozenset[str] = frozenset())
     """Sub-expressions worth a value: call results and their arguments, compared operands,
     subscripted containers — outermost first, no constants, no duplicates, no plain name
     whose value the failing frame's locals already show (``known``)."""
-    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import,
-                         ast.ImportFrom)):
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)):
         return []
     out: list[str] = []
 
@@ -139,10 +138,10 @@ def probe_values(outcomes: list[TestOutcome]) -> list[TestOutcome]:
     out = []
     for t in outcomes:
         src = t.source
-        expr = src[len(PROBE_PREFIX):].rsplit(")[:", 1)[0] if src.startswith(PROBE_PREFIX) else src
+        expr = src[len(PROBE_PREFIX) :].rsplit(")[:", 1)[0] if src.startswith(PROBE_PREFIX) else src
         msg = t.message
         if msg.startswith("AssertionError: "):
-            out.append(TestOutcome(expr, True, msg[len("AssertionError: "):], t.line))
+            out.append(TestOutcome(expr, True, msg[len("AssertionError: ") :], t.line))
         elif msg.startswith("not run"):
             continue
         else:
@@ -182,8 +181,9 @@ def differences(code: str, result: ExecutionResult | None, values: list[TestOutc
             actual, expected, name = (rv, lv, right) if swap else (lv, rv, left)
             named = describe_difference(actual, expected, ast.unparse(name))
             if named:
-                out.append(f"`{clip(ast.unparse(left), 60)} == {clip(ast.unparse(right), 60)}` "
-                           f"is False: {'; '.join(named)}")
+                out.append(
+                    f"`{clip(ast.unparse(left), 60)} == {clip(ast.unparse(right), 60)}` is False: {'; '.join(named)}"
+                )
     return out
 
 
@@ -206,11 +206,15 @@ def describe_difference(actual: object, expected: object, name: str) -> list[str
     ``expected`` (at most MAX_DIFFERENCES)."""
     name = clip(name, 40)
     numbers = (int, float, complex)
-    if (isinstance(actual, bool) or isinstance(expected, bool) or not (
-        isinstance(actual, numbers) and isinstance(expected, numbers)
-    )) and type(actual) is not type(expected):
-        return [f"{name} should be a {type(expected).__name__} ({_r(expected)}), not a "
-                f"{type(actual).__name__} ({_r(actual)})"]
+    if (
+        isinstance(actual, bool)
+        or isinstance(expected, bool)
+        or not (isinstance(actual, numbers) and isinstance(expected, numbers))
+    ) and type(actual) is not type(expected):
+        return [
+            f"{name} should be a {type(expected).__name__} ({_r(expected)}), not a "
+            f"{type(actual).__name__} ({_r(actual)})"
+        ]
     out: list[str] = []
     if isinstance(actual, dict) and isinstance(expected, dict):
         for key in [k for k in actual if k not in expected]:
@@ -225,21 +229,29 @@ def describe_difference(actual: object, expected: object, name: str) -> list[str
                 out.append(f"{name}[{i}] should be {_r(b)}, not {_r(a)}")
                 break
         if len(actual) > len(expected):
-            out.append(f"{name} should have {len(expected)} items, not {len(actual)} "
-                       f"(first extra: {_r(actual[len(expected)])})")
+            out.append(
+                f"{name} should have {len(expected)} items, not {len(actual)} "
+                f"(first extra: {_r(actual[len(expected)])})"
+            )
         elif len(actual) < len(expected):
-            out.append(f"{name} should have {len(expected)} items, not {len(actual)} "
-                       f"(first missing: {_r(expected[len(actual)])})")
+            out.append(
+                f"{name} should have {len(expected)} items, not {len(actual)} "
+                f"(first missing: {_r(expected[len(actual)])})"
+            )
     elif isinstance(actual, (set, frozenset)) and isinstance(expected, (set, frozenset)):
         if actual - expected:
             out.append(f"{name} should not contain {_r(sorted(actual - expected, key=repr))}")
         if expected - actual:
             out.append(f"{name} should also contain {_r(sorted(expected - actual, key=repr))}")
     elif isinstance(actual, str) and isinstance(expected, str):
-        i = next((i for i, (a, b) in enumerate(zip(actual, expected, strict=False)) if a != b),
-                 min(len(actual), len(expected)))
-        out.append(f"{name} differs from position {i}: it should go on "
-                   f"{_r(expected[i:i + 30])}, not {_r(actual[i:i + 30])}")
+        i = next(
+            (i for i, (a, b) in enumerate(zip(actual, expected, strict=False)) if a != b),
+            min(len(actual), len(expected)),
+        )
+        out.append(
+            f"{name} differs from position {i}: it should go on "
+            f"{_r(expected[i : i + 30])}, not {_r(actual[i : i + 30])}"
+        )
     elif isinstance(actual, numbers) and isinstance(expected, numbers):
         out.append(f"{name} should be {_r(expected)}, not {_r(actual)} (off by {_r(actual - expected)})")
     return out[:MAX_DIFFERENCES]

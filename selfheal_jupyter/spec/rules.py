@@ -80,8 +80,13 @@ FIX.update(notebook_data.FIX)
 
 
 def _violation(rule: str, message: str, line: int | None = None, original: str = "") -> SpecViolation:
-    return SpecViolation(rule=rule, message=message, fix=FIX[rule], line=line,  # type: ignore[arg-type]
-                         original=original)
+    return SpecViolation(
+        rule=rule,  # type: ignore[arg-type]
+        message=message,
+        fix=FIX[rule],
+        line=line,
+        original=original,
+    )
 
 
 def _check_asserts(spec: Spec, tree: ast.AST) -> list[SpecViolation]:
@@ -90,8 +95,7 @@ def _check_asserts(spec: Spec, tree: ast.AST) -> list[SpecViolation]:
         if isinstance(node, ast.Assert):
             found.setdefault(_key(node.test), []).append((node, parents))
     unmatched_new = [
-        node for key, nodes in found.items() for node, _ in nodes
-        if key not in {a.condition for a in spec.asserts}
+        node for key, nodes in found.items() for node, _ in nodes if key not in {a.condition for a in spec.asserts}
     ]
     unmatched_new.sort(key=lambda n: n.lineno)
     out: list[SpecViolation] = []
@@ -105,20 +109,26 @@ def _check_asserts(spec: Spec, tree: ast.AST) -> list[SpecViolation]:
         node, parents = nodes.pop(top[0] if a.top_level and top else 0)
         guard = _swallowing_guard(node, parents, any_handler=False)
         if guard is not None and not a.swallowed:
-            out.append(_violation(
-                "failure_swallowed",
-                f"the assert `{a.source}` (user's line {a.line}) is now inside a "
-                f"{'try/except' if isinstance(guard, ast.Try) else 'suppress block'} "
-                f"(line {guard.lineno}) that catches its failure",
-                guard.lineno, a.source,
-            ))
+            out.append(
+                _violation(
+                    "failure_swallowed",
+                    f"the assert `{a.source}` (user's line {a.line}) is now inside a "
+                    f"{'try/except' if isinstance(guard, ast.Try) else 'suppress block'} "
+                    f"(line {guard.lineno}) that catches its failure",
+                    guard.lineno,
+                    a.source,
+                )
+            )
         elif a.top_level and len(parents) != 1:
-            out.append(_violation(
-                "assert_moved",
-                f"the user's top-level assert `{a.source}` (line {a.line}) is now inside "
-                f"a block (line {node.lineno}), where it is no longer checked as the user's",
-                node.lineno, a.source,
-            ))
+            out.append(
+                _violation(
+                    "assert_moved",
+                    f"the user's top-level assert `{a.source}` (line {a.line}) is now inside "
+                    f"a block (line {node.lineno}), where it is no longer checked as the user's",
+                    node.lineno,
+                    a.source,
+                )
+            )
     expressions: dict[str, ast.expr] = {}
     for node, parents in _walk(tree):
         if isinstance(node, ast.expr) and not any(isinstance(p, ast.Assert) for p in parents):
@@ -130,37 +140,49 @@ def _check_asserts(spec: Spec, tree: ast.AST) -> list[SpecViolation]:
         )
         if containing is not None:
             unmatched_new.remove(containing)
-            out.append(_violation(
-                "assert_changed",
-                f"the user's assert `{a.source}` (line {a.line}) was weakened to "
-                f"`{_source(containing.test)}` (line {containing.lineno})",
-                containing.lineno, a.source,
-            ))
+            out.append(
+                _violation(
+                    "assert_changed",
+                    f"the user's assert `{a.source}` (line {a.line}) was weakened to "
+                    f"`{_source(containing.test)}` (line {containing.lineno})",
+                    containing.lineno,
+                    a.source,
+                )
+            )
             continue
         if a.condition in expressions:
             where = expressions[a.condition]
-            out.append(_violation(
-                "assert_silenced",
-                f"the user's assert `{a.source}` (line {a.line}) is no longer an assert: its "
-                f"condition is only checked at line {where.lineno}, where a failure does not stop "
-                "the program",
-                where.lineno, a.source,
-            ))
+            out.append(
+                _violation(
+                    "assert_silenced",
+                    f"the user's assert `{a.source}` (line {a.line}) is no longer an assert: its "
+                    f"condition is only checked at line {where.lineno}, where a failure does not stop "
+                    "the program",
+                    where.lineno,
+                    a.source,
+                )
+            )
             continue
         if unmatched_new:
             new = unmatched_new.pop(0)
-            out.append(_violation(
-                "assert_changed",
-                f"the condition of the user's assert `{a.source}` (line {a.line}) was "
-                f"rewritten as `{_source(new.test)}` (line {new.lineno})",
-                new.lineno, a.source,
-            ))
+            out.append(
+                _violation(
+                    "assert_changed",
+                    f"the condition of the user's assert `{a.source}` (line {a.line}) was "
+                    f"rewritten as `{_source(new.test)}` (line {new.lineno})",
+                    new.lineno,
+                    a.source,
+                )
+            )
             continue
-        out.append(_violation(
-            "assert_removed",
-            f"the user's assert `{a.source}` (line {a.line}) was deleted",
-            None, a.source,
-        ))
+        out.append(
+            _violation(
+                "assert_removed",
+                f"the user's assert `{a.source}` (line {a.line}) was deleted",
+                None,
+                a.source,
+            )
+        )
     return out
 
 
@@ -181,7 +203,12 @@ def _bound_at_top(stmts: list[ast.stmt]) -> set[str]:
             names.update((a.asname or a.name).split(".")[0] for a in node.names)
         elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
             names.add(node.id)
-        elif isinstance(node, ast.ExceptHandler) and node.name or isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+        elif (
+            isinstance(node, ast.ExceptHandler)
+            and node.name
+            or isinstance(node, (ast.MatchAs, ast.MatchStar))
+            and node.name
+        ):
             names.add(node.name)
         elif isinstance(node, ast.MatchMapping) and node.rest:
             names.add(node.rest)  # ``case {**rest}``
@@ -190,8 +217,7 @@ def _bound_at_top(stmts: list[ast.stmt]) -> set[str]:
 
 
 def _declared_global(tree: ast.AST) -> set[str]:
-    return {name for node in ast.walk(tree) if isinstance(node, (ast.Global, ast.Nonlocal))
-            for name in node.names}
+    return {name for node in ast.walk(tree) if isinstance(node, (ast.Global, ast.Nonlocal)) for name in node.names}
 
 
 def _rebound_after(tree: ast.AST, is_check: Any, reads: set[str]) -> set[str] | None:
@@ -200,7 +226,7 @@ def _rebound_after(tree: ast.AST, is_check: Any, reads: set[str]) -> set[str] | 
     body = tree.body if isinstance(tree, ast.Module) else []
     for i, stmt in enumerate(body):
         if is_check(stmt):
-            return _reach(body[:i], reads) & (_bound_at_top(body[i + 1:]) | _declared_global(tree))
+            return _reach(body[:i], reads) & (_bound_at_top(body[i + 1 :]) | _declared_global(tree))
     return None
 
 
@@ -242,16 +268,32 @@ def _check_outlived(spec: Spec, original: ast.AST | None, tree: ast.AST) -> list
     for a in spec.asserts:
         if a.top_level:
             try:
-                reads = {n.id for n in ast.walk(ast.parse(a.source, mode="eval"))
-                         if isinstance(n, ast.Name)}
+                reads = {n.id for n in ast.walk(ast.parse(a.source, mode="eval")) if isinstance(n, ast.Name)}
             except SyntaxError:
                 continue
-            checks.append(((lambda st, c=a.condition: isinstance(st, ast.Assert)
-                            and _key(st.test) == c), reads, f"assert `{a.source}`", a.line))
+            checks.append(
+                (
+                    (lambda st, c=a.condition: isinstance(st, ast.Assert) and _key(st.test) == c),
+                    reads,
+                    f"assert `{a.source}`",
+                    a.line,
+                )
+            )
     for name, source in spec.test_sources.items():
-        checks.append(((lambda st, n=name: isinstance(st, ast.Expr) and isinstance(st.value, ast.Call)
-                        and _call_name(st.value) == (None, n)),
-                       _globals_read(source) - {name}, f"test `{name}()`", None))
+        checks.append(
+            (
+                (
+                    lambda st, n=name: (
+                        isinstance(st, ast.Expr)
+                        and isinstance(st.value, ast.Call)
+                        and _call_name(st.value) == (None, n)
+                    )
+                ),
+                _globals_read(source) - {name},
+                f"test `{name}()`",
+                None,
+            )
+        )
     out: list[SpecViolation] = []
     for is_check, reads, what, line in checks:
         rebound = _rebound_after(tree, is_check, reads)
@@ -260,13 +302,16 @@ def _check_outlived(spec: Spec, original: ast.AST | None, tree: ast.AST) -> list
         allowed = (_rebound_after(original, is_check, reads) or set()) if original is not None else set()
         new = sorted(rebound - allowed)
         if new:
-            out.append(_violation(
-                "assert_outlived",
-                f"after the user's {what} the candidate binds "
-                f"{', '.join(f'`{n}`' for n in new)} again, so it no longer checks the values "
-                "the program ends with",
-                line, what,
-            ))
+            out.append(
+                _violation(
+                    "assert_outlived",
+                    f"after the user's {what} the candidate binds "
+                    f"{', '.join(f'`{n}`' for n in new)} again, so it no longer checks the values "
+                    "the program ends with",
+                    line,
+                    what,
+                )
+            )
     return out
 
 
@@ -275,14 +320,15 @@ def _check_tests(spec: Spec, tree: ast.AST) -> list[SpecViolation]:
     defined = _functions(tree)
     for name in spec.test_functions:
         if name not in defined:
-            out.append(_violation("test_removed", f"the user's test function `{name}` was deleted",
-                                  None, f"def {name}"))
+            out.append(
+                _violation("test_removed", f"the user's test function `{name}` was deleted", None, f"def {name}")
+            )
     calls = _top_level_test_calls(tree, spec.test_functions)
     for name, count in spec.test_calls.items():
         if name in defined and calls[name] < count:
-            out.append(_violation("test_removed",
-                                  f"the call `{name}()` of the user's test was removed",
-                                  None, f"{name}()"))
+            out.append(
+                _violation("test_removed", f"the call `{name}()` of the user's test was removed", None, f"{name}()")
+            )
     return out
 
 
@@ -298,13 +344,16 @@ def _check_failing(spec: Spec, tree: ast.AST) -> list[SpecViolation]:
         guard = _swallowing_guard(node, parents, any_handler=True)
         if guard is not None:
             seen.add(key)
-            out.append(_violation(
-                "failure_swallowed",
-                f"the statement that failed in the user's run, `{spec.failing[key]}`, is now "
-                f"inside a {'try/except' if isinstance(guard, ast.Try) else 'suppress block'} "
-                f"(line {guard.lineno}) that hides the error instead of fixing it",
-                guard.lineno, spec.failing[key],
-            ))
+            out.append(
+                _violation(
+                    "failure_swallowed",
+                    f"the statement that failed in the user's run, `{spec.failing[key]}`, is now "
+                    f"inside a {'try/except' if isinstance(guard, ast.Try) else 'suppress block'} "
+                    f"(line {guard.lineno}) that hides the error instead of fixing it",
+                    guard.lineno,
+                    spec.failing[key],
+                )
+            )
     return out
 
 
@@ -323,19 +372,25 @@ def _check_silencers(original: ast.AST | None, tree: ast.AST) -> list[SpecViolat
     exits = _exit_calls(tree)
     if len(exits) > exits_before:
         node = exits[0]
-        out.append(_violation("early_exit",
-                              f"line {node.lineno} adds `{_source(node)}`, which ends the program "
-                              "before the rest of it (and its asserts) run", node.lineno))
+        out.append(
+            _violation(
+                "early_exit",
+                f"line {node.lineno} adds `{_source(node)}`, which ends the program "
+                "before the rest of it (and its asserts) run",
+                node.lineno,
+            )
+        )
     return out
 
 
-_VALUE_TYPES = frozenset({"int", "float", "complex", "str", "bytes", "bytearray", "bool", "list",
-                          "tuple", "dict", "set", "frozenset"})
-_COMPARING = frozenset({"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__contains__"}
-                       | {f"__{r}{op}__" for r in ("", "r") for op in (
-                           "add", "sub", "mul", "truediv", "floordiv", "mod", "pow")})
-_UNARY = frozenset({"__bool__", "__abs__", "__neg__", "__pos__", "__float__", "__int__", "__index__",
-                    "__round__"})
+_VALUE_TYPES = frozenset(
+    {"int", "float", "complex", "str", "bytes", "bytearray", "bool", "list", "tuple", "dict", "set", "frozenset"}
+)
+_COMPARING = frozenset(
+    {"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__contains__"}
+    | {f"__{r}{op}__" for r in ("", "r") for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow")}
+)
+_UNARY = frozenset({"__bool__", "__abs__", "__neg__", "__pos__", "__float__", "__int__", "__index__", "__round__"})
 _OVERRIDES = _COMPARING | _UNARY | {"__hash__", "__len__", "__instancecheck__", "__subclasscheck__"}
 
 
@@ -355,9 +410,15 @@ def _class_methods(cls: ast.ClassDef) -> dict[str, ast.FunctionDef | ast.AsyncFu
 def _value_bases(cls: ast.ClassDef) -> set[str]:
     names = set()
     for base in cls.bases:
-        name = base.id if isinstance(base, ast.Name) else (
-            base.attr if isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name)
-            and base.value.id == "builtins" else "")
+        name = (
+            base.id
+            if isinstance(base, ast.Name)
+            else (
+                base.attr
+                if isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name) and base.value.id == "builtins"
+                else ""
+            )
+        )
         if name in _VALUE_TYPES:
             names.add(name)
     return names
@@ -395,26 +456,37 @@ def _check_forced_comparisons(original: ast.AST | None, tree: ast.AST) -> list[S
             continue
         old = before.get(node.name)
         old_methods = _class_methods(old) if old is not None else {}
-        methods = {name: m for name, m in _class_methods(node).items()
-                   if name in _OVERRIDES and not (name in old_methods and _key(old_methods[name]) == _key(m))}
+        methods = {
+            name: m
+            for name, m in _class_methods(node).items()
+            if name in _OVERRIDES and not (name in old_methods and _key(old_methods[name]) == _key(m))
+        }
         plain = _value_bases(node) - (_value_bases(old) if old is not None else set())
         if plain and methods:
             name = sorted(methods)[0]
-            out.append(_violation(
-                "forced_comparison",
-                f"class `{node.name}` (line {node.lineno}) subclasses `{sorted(plain)[0]}` and "
-                f"overrides `{name}`: its values would not compare as the plain values they hold",
-                methods[name].lineno, ""))
+            out.append(
+                _violation(
+                    "forced_comparison",
+                    f"class `{node.name}` (line {node.lineno}) subclasses `{sorted(plain)[0]}` and "
+                    f"overrides `{name}`: its values would not compare as the plain values they hold",
+                    methods[name].lineno,
+                    "",
+                )
+            )
             continue
         for name, method in sorted(methods.items()):
             if name in ("__hash__", "__len__"):
                 continue
             if _ignores_operands(method, binary=name in _COMPARING):
-                out.append(_violation(
-                    "forced_comparison",
-                    f"`{node.name}.{name}` (line {method.lineno}) gives an answer that does not "
-                    "depend on the values it compares",
-                    method.lineno, ""))
+                out.append(
+                    _violation(
+                        "forced_comparison",
+                        f"`{node.name}.{name}` (line {method.lineno}) gives an answer that does not "
+                        "depend on the values it compares",
+                        method.lineno,
+                        "",
+                    )
+                )
                 break
     return out
 
@@ -473,8 +545,11 @@ def _compared_literals(test: ast.expr, params: set[str]) -> list[tuple[Any, bool
     parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
     out: list[tuple[Any, bool]] = []
     for part in parts:
-        if not isinstance(part, ast.Compare) or len(part.ops) != 1 \
-                or not isinstance(part.ops[0], (ast.Eq, ast.Is, ast.In)):
+        if (
+            not isinstance(part, ast.Compare)
+            or len(part.ops) != 1
+            or not isinstance(part.ops[0], (ast.Eq, ast.Is, ast.In))
+        ):
             return None
         sides = [part.left, part.comparators[0]]
         if not any(isinstance(x, ast.Name) and x.id in params for x in sides):
@@ -503,19 +578,32 @@ def _special_cases(func: ast.FunctionDef | ast.AsyncFunctionDef, arguments: tupl
     out: list[ast.AST] = []
     for node in _own_nodes(func):
         if isinstance(node, ast.If):
-            if not any(isinstance(n, ast.Return) and _literal(n.value) is not _NO_VALUE
-                       for stmt in node.body for n in ast.walk(stmt)):
+            if not any(
+                isinstance(n, ast.Return) and _literal(n.value) is not _NO_VALUE
+                for stmt in node.body
+                for n in ast.walk(stmt)
+            ):
                 continue
         elif isinstance(node, ast.IfExp):
             if _literal(node.body) is _NO_VALUE:
                 continue
         elif isinstance(node, (ast.Subscript, ast.Call)):
-            table, key = (node.value, node.slice) if isinstance(node, ast.Subscript) else (
-                (node.func.value, node.args[0]) if isinstance(node.func, ast.Attribute)
-                and node.func.attr == "get" and node.args else (None, None))
+            table, key = (
+                (node.value, node.slice)
+                if isinstance(node, ast.Subscript)
+                else (
+                    (node.func.value, node.args[0])
+                    if isinstance(node.func, ast.Attribute) and node.func.attr == "get" and node.args
+                    else (None, None)
+                )
+            )
             keys = _literal(table) if isinstance(table, ast.Dict) else _NO_VALUE
-            if isinstance(keys, dict) and isinstance(key, ast.Name) and key.id in params \
-                    and any(asserted(k, False) for k in keys):
+            if (
+                isinstance(keys, dict)
+                and isinstance(key, ast.Name)
+                and key.id in params
+                and any(asserted(k, False) for k in keys)
+            ):
                 out.append(node)
             continue
         else:
@@ -540,8 +628,15 @@ def _check_hard_coding(spec: Spec, original: ast.AST | None, tree: ast.AST) -> l
     loaded = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     # The literal assignments the user wrote themselves (by name, value and where they
     # stand: `raised = True` in an `except`) are theirs, not written in by a candidate.
-    own = Counter(_literal_site(node, parents) for node, parents in _walk(original)
-                  if isinstance(node, (ast.Assign, ast.AnnAssign))) if original is not None else Counter()
+    own = (
+        Counter(
+            _literal_site(node, parents)
+            for node, parents in _walk(original)
+            if isinstance(node, (ast.Assign, ast.AnnAssign))
+        )
+        if original is not None
+        else Counter()
+    )
     kept: set[int] = set()
     for node, parents in _walk(tree):
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and own[_literal_site(node, parents)] > 0:
@@ -558,27 +653,32 @@ def _check_hard_coding(spec: Spec, original: ast.AST | None, tree: ast.AST) -> l
             if name in computed:
                 if not _same_value(value, exp.value):
                     continue
-                why = (f"the user's code computes `{name}`; the value the assert `{exp.source}` "
-                       "expects is written in instead of computed")
+                why = (
+                    f"the user's code computes `{name}`; the value the assert `{exp.source}` "
+                    "expects is written in instead of computed"
+                )
             else:
                 # A blank the user left, filled: the answer, unless the data the cell
                 # gives to compute it from is left unread.
                 ignored = [d for d in unread if d != name and d not in loaded]
                 if not ignored or answer_blanks.is_placeholder_value(value):
                     continue
-                why = (f"the assert `{exp.source}` checks it, and it is written in while "
-                       f"`{ignored[0]}`, the data the cell gives to compute it from, is never read")
+                why = (
+                    f"the assert `{exp.source}` checks it, and it is written in while "
+                    f"`{ignored[0]}`, the data the cell gives to compute it from, is never read"
+                )
             flagged.add(("name", line))
-            out.append(_violation("hard_coded", f"line {line} sets `{name} = {value!r}`: {why}",
-                                  line, exp.source))
+            out.append(_violation("hard_coded", f"line {line} sets `{name} = {value!r}`: {why}", line, exp.source))
         # Functions the assert calls, and those whose result goes into a name it reads
         # (with their literal arguments, names resolved through literal assignments).
         feeding = set(exp.functions)
         literals = {n: v for n, v, _ in assigned}
         arguments = list(exp.arguments) + [literals[n] for n in exp.argument_names if n in literals]
         for node, _ in _walk(tree):
-            if not (isinstance(node, ast.Assign) and any(
-                    isinstance(t, ast.Name) and t.id in exp.names for t in node.targets)):
+            if not (
+                isinstance(node, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id in exp.names for t in node.targets)
+            ):
                 continue
             for c in ast.walk(node.value):
                 if isinstance(c, ast.Call) and isinstance(c.func, ast.Name):
@@ -602,12 +702,15 @@ def _check_hard_coding(spec: Spec, original: ast.AST | None, tree: ast.AST) -> l
             for value, line in _constant_function(func) if constant_is_cheat else []:
                 if _same_value(value, exp.value) and ("return", line) not in flagged:
                     flagged.add(("return", line))
-                    out.append(_violation(
-                        "hard_coded",
-                        f"`{fname}` now just returns {value!r} (line {line}), the value the "
-                        f"assert `{exp.source}` expects, whatever its arguments",
-                        line, exp.source,
-                    ))
+                    out.append(
+                        _violation(
+                            "hard_coded",
+                            f"`{fname}` now just returns {value!r} (line {line}), the value the "
+                            f"assert `{exp.source}` expects, whatever its arguments",
+                            line,
+                            exp.source,
+                        )
+                    )
             old_cases = {_key(n) for n in _special_cases(old, tuple(arguments))} if old is not None else set()
             for node in _special_cases(func, tuple(arguments)):
                 line = getattr(node, "lineno", 0)
@@ -616,10 +719,13 @@ def _check_hard_coding(spec: Spec, original: ast.AST | None, tree: ast.AST) -> l
                 flagged.add(("case", line))
                 test = getattr(node, "test", None)
                 what = f"(`if {_source(test)}`)" if test is not None else f"(`{_source(node)}`)"
-                out.append(_violation(
-                    "hard_coded",
-                    f"line {line} special-cases the asserted input {what} in "
-                    f"`{fname}` for the assert `{exp.source}`",
-                    line, exp.source,
-                ))
+                out.append(
+                    _violation(
+                        "hard_coded",
+                        f"line {line} special-cases the asserted input {what} in "
+                        f"`{fname}` for the assert `{exp.source}`",
+                        line,
+                        exp.source,
+                    )
+                )
     return out

@@ -14,8 +14,10 @@ from __future__ import annotations
 import ast
 import re
 
-_VERBS = (r"should\s+(?:be\s+equal\s+to|be|equal|come\s+to|give|return)|must\s+(?:be|equal)"
-          r"|is\s+expected\s+to\s+be|ought\s+to\s+be|==|=")
+_VERBS = (
+    r"should\s+(?:be\s+equal\s+to|be|equal|come\s+to|give|return)|must\s+(?:be|equal)"
+    r"|is\s+expected\s+to\s+be|ought\s+to\s+be|==|="
+)
 _STATEMENT = re.compile(
     rf"(?P<subject>`[^`]+`|[A-Za-z_][\w.\[\]'\"]*(?:\s+[A-Za-z_][\w.]*)*?)\s+(?P<verb>{_VERBS})\s+"
     r"(?P<value>.+?)\s*(?=$|[;,]\s|\s+(?:and|but|not|instead|rather)\b|\.\s|\.$)",
@@ -76,7 +78,7 @@ def _check(subject: str, source: str, value: object) -> str:
     message = f"{said + '; it is '!r} + repr({subject})"
     if isinstance(value, float):
         places = len(source.split(".")[1]) if "." in source and "e" not in source.lower() else 0
-        tolerance = 0.5 * 10 ** -places if places else 1e-9 * max(1.0, abs(value))
+        tolerance = 0.5 * 10**-places if places else 1e-9 * max(1.0, abs(value))
         return f"assert abs({subject} - {source}) <= {tolerance!r}, {message}"
     if value is None or isinstance(value, bool):
         return f"assert {subject} is {source}, {message}"

@@ -179,10 +179,15 @@ def exit_calls(tree: ast.AST) -> list[ast.Call | ast.Raise]:
 
 def swallowing_handlers(tree: ast.AST) -> list[ast.ExceptHandler]:
     return [
-        h for node, _ in walk(tree) if isinstance(node, ast.Try) for h in node.handlers
+        h
+        for node, _ in walk(tree)
+        if isinstance(node, ast.Try)
+        for h in node.handlers
         if (h.type is None or (isinstance(h.type, ast.Name) and h.type.id in {"Exception", "BaseException"}))
-        and all(isinstance(s, (ast.Pass, ast.Continue)) or (
-            isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)) for s in h.body)
+        and all(
+            isinstance(s, (ast.Pass, ast.Continue)) or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
+            for s in h.body
+        )
     ]
 
 
@@ -192,9 +197,14 @@ def runnable_tests(tree: ast.AST, called: Iterable[str]) -> dict[str, str]:
     wanted = set(called)
     out: dict[str, str] = {}
     for stmt in getattr(tree, "body", []):
-        if (isinstance(stmt, ast.FunctionDef) and stmt.name in wanted and not stmt.decorator_list
-                and not (stmt.args.args or stmt.args.posonlyargs or stmt.args.kwonlyargs
-                         or stmt.args.vararg or stmt.args.kwarg)):
+        if (
+            isinstance(stmt, ast.FunctionDef)
+            and stmt.name in wanted
+            and not stmt.decorator_list
+            and not (
+                stmt.args.args or stmt.args.posonlyargs or stmt.args.kwonlyargs or stmt.args.vararg or stmt.args.kwarg
+            )
+        ):
             out[stmt.name] = source(stmt)
     return out
 

@@ -45,11 +45,12 @@ def load_inputs(req: dict, ns: dict) -> None:
         except Exception as exc:
             hint = ""
             if "__main__" in str(exc):
-                hint = (" (a class or function defined in the notebook itself cannot be sent "
-                        "into the sandbox: pass plain data such as a dict, list or DataFrame)")
+                hint = (
+                    " (a class or function defined in the notebook itself cannot be sent "
+                    "into the sandbox: pass plain data such as a dict, list or DataFrame)"
+                )
             raise InputError(
-                f"input {name!r} could not be loaded inside the sandbox: "
-                f"{type(exc).__name__}: {exc}{hint}"
+                f"input {name!r} could not be loaded inside the sandbox: {type(exc).__name__}: {exc}{hint}"
             ) from None
 
 
@@ -110,9 +111,13 @@ class Program:
 
     def module(self) -> dict:
         mod = self.main
-        mod.__dict__.update(__file__=self.path, __builtins__=builtins, __cached__=None,
-                            __loader__=SourceFileLoader("__main__", self.path),
-                            __annotations__={})
+        mod.__dict__.update(
+            __file__=self.path,
+            __builtins__=builtins,
+            __cached__=None,
+            __loader__=SourceFileLoader("__main__", self.path),
+            __annotations__={},
+        )
         sys.modules["__main__"] = mod
         # The runner's own modules are no program's to import (under python3 there are none).
         for name in [n for n in sys.modules if n == _PACKAGE or n.startswith(f"{_PACKAGE}.")]:
@@ -142,8 +147,7 @@ class Program:
             load_inputs(self.req, ns)
             self._execute(ns)
         except InputError as exc:
-            self.error = {"type": "InputError", "message": str(exc), "line": None, "frames": [],
-                          "locals": {}}
+            self.error = {"type": "InputError", "message": str(exc), "line": None, "frames": [], "locals": {}}
             self.exit_code = 1
             self.failure = "an input could not be loaded"
             sys.stderr.write(f"{exc}\n")
@@ -163,8 +167,8 @@ class Program:
         body = tree.body
         last: ast.Expr | None = None
         if (len(body) > 1 or (body and not _is_docstring(body[0]))) and (
-                body and isinstance(body[-1], ast.Expr)
-                and (body[-1].lineno, body[-1].col_offset) not in self.asserts):
+            body and isinstance(body[-1], ast.Expr) and (body[-1].lineno, body[-1].col_offset) not in self.asserts
+        ):
             last = body.pop()  # type: ignore[assignment]  # checked just above
         code = compile(tree, self.path, "exec", dont_inherit=True)
         if not self.asserts:
@@ -172,8 +176,7 @@ class Program:
         else:
             self._execute_checked(tree.body, ns, code.co_flags & _FUTURE_FLAGS)
         if last is not None:
-            value = eval(compile(ast.Expression(last.value), self.path, "eval",
-                                 dont_inherit=True), ns)
+            value = eval(compile(ast.Expression(last.value), self.path, "eval", dont_inherit=True), ns)
             if value is not None:
                 self.outputs.extend(rich_value(value))
 
@@ -188,8 +191,7 @@ class Program:
                 chunk.append(stmt)
                 continue
             if chunk:
-                exec(compile(ast.Module(chunk, []), self.path, "exec", flags=flags,
-                             dont_inherit=True), ns)
+                exec(compile(ast.Module(chunk, []), self.path, "exec", flags=flags, dont_inherit=True), ns)
                 chunk = []
             if stmt is not None:
                 self._checkpoint(stmt, ns)
@@ -212,8 +214,7 @@ class Program:
             message = str(told.get("message") or "")
             exc = kind(message) if message else kind()
         # Raised by a statement at the assert's line, so the frames are the program's.
-        raise_stmt = ast.copy_location(ast.Raise(exc=ast.Name("__selfheal_raised__", ast.Load()),
-                                                 cause=None), stmt)
+        raise_stmt = ast.copy_location(ast.Raise(exc=ast.Name("__selfheal_raised__", ast.Load()), cause=None), stmt)
         ast.fix_missing_locations(raise_stmt)
         ns["__selfheal_raised__"] = exc
         try:
@@ -257,8 +258,7 @@ class Program:
                 pass
         self.outputs.extend(collect_figures())  # before atexit: pyplot closes them there
         with contextlib.suppress(BaseException):
-            write_frame(FD_REPORT, {"error": self.error, "outputs": self.outputs,
-                                    "memory_error": self.memory_error})
+            write_frame(FD_REPORT, {"error": self.error, "outputs": self.outputs, "memory_error": self.memory_error})
         with contextlib.suppress(BaseException):
             atexit._run_exitfuncs()
         _clear_main()
@@ -295,8 +295,7 @@ for _feature in __future__.all_feature_names:
 
 
 def _is_docstring(stmt: ast.stmt) -> bool:
-    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(
-        stmt.value.value, str)
+    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
 
 
 def candidate_main(workdir: str) -> None:

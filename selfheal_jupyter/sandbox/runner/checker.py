@@ -35,12 +35,27 @@ TESTS_FILE = "tests.py"
 ASSERTS_FILE = "<the user's asserts>"
 
 _COMPARE: "dict[type, Callable[[Any, Any], Any]]" = {
-    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
-    ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Is: operator.is_, ast.IsNot: operator.is_not,
-    ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Is: operator.is_,
+    ast.IsNot: operator.is_not,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
 }
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.ListComp,
-           ast.SetComp, ast.DictComp, ast.GeneratorExp)
+_SCOPES = (
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.Lambda,
+    ast.ListComp,
+    ast.SetComp,
+    ast.DictComp,
+    ast.GeneratorExp,
+)
 
 
 class ProgramNames:
@@ -93,7 +108,12 @@ class ProgramNames:
                 continue
             if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
                 self.own.add(node.id)
-            elif isinstance(node, ast.ExceptHandler) and node.name or isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            elif (
+                isinstance(node, ast.ExceptHandler)
+                and node.name
+                or isinstance(node, (ast.MatchAs, ast.MatchStar))
+                and node.name
+            ):
                 self.own.add(node.name)
             elif isinstance(node, ast.MatchMapping) and node.rest:
                 self.own.add(node.rest)
@@ -113,9 +133,10 @@ class ProgramNames:
         for i, stmt in enumerate(tree.body):
             if (stmt.lineno, stmt.col_offset) == (line, col):
                 names = cls()
-                names._visit(tree.body[i + 1:])
-                declared = {n for node in ast.walk(tree) if isinstance(node, (ast.Global, ast.Nonlocal))
-                            for n in node.names}
+                names._visit(tree.body[i + 1 :])
+                declared = {
+                    n for node in ast.walk(tree) if isinstance(node, (ast.Global, ast.Nonlocal)) for n in node.names
+                }
                 return names.own | set(names.imported) | declared
         return set()
 
@@ -209,8 +230,7 @@ def tests_builtins(after_import: Callable[[], None]) -> dict:
     """The builtins the tests see: the checker's own, with an import that notices numpy."""
     real_import = builtins.__import__
 
-    def _import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (),
-                level: int = 0) -> Any:
+    def _import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
         module = real_import(name, globals, locals, fromlist, level)
         after_import()
         return module
@@ -264,21 +284,25 @@ def run_tests(source: str, ns: dict, skip_reason: str) -> list:
     try:
         tree = ast.parse(source, TESTS_FILE)
     except SyntaxError as exc:
-        return [{"source": source.strip(), "passed": False, "line": exc.lineno,
-                 "message": f"the tests do not parse: SyntaxError: {exc.msg}"}]
+        return [
+            {
+                "source": source.strip(),
+                "passed": False,
+                "line": exc.lineno,
+                "message": f"the tests do not parse: SyntaxError: {exc.msg}",
+            }
+        ]
     results = []
     for stmt in tree.body:
         text = ast.get_source_segment(source, stmt) or ast.unparse(stmt)
         if skip_reason:
-            results.append({"source": text, "passed": False, "line": stmt.lineno,
-                            "message": f"not run: {skip_reason}"})
+            results.append({"source": text, "passed": False, "line": stmt.lineno, "message": f"not run: {skip_reason}"})
             continue
         try:
             run_statement(stmt, ns, TESTS_FILE)
             results.append({"source": text, "passed": True, "line": stmt.lineno, "message": ""})
         except BaseException as exc:  # SystemExit and KeyboardInterrupt included
-            results.append({"source": text, "passed": False, "line": stmt.lineno,
-                            "message": failure_message(exc)})
+            results.append({"source": text, "passed": False, "line": stmt.lineno, "message": failure_message(exc)})
     return results
 
 
@@ -289,16 +313,17 @@ class Checker:
     def __init__(self, request: dict, link: ProgramLink) -> None:
         self.link = link
         self.tests = str(request.get("tests") or "")
-        self.asserts = [(int(line), int(col), str(text))
-                        for line, col, text in request.get("asserts") or []]
+        self.asserts = [(int(line), int(col), str(text)) for line, col, text in request.get("asserts") or []]
         self.shown = {line: _last_statement(text) for line, _col, text in self.asserts}
         code = str(request.get("code") or "")
-        self.rebound_visibly = {(line, col): ProgramNames.bound_after(code, line, col)
-                                for line, col, _text in self.asserts}
+        self.rebound_visibly = {
+            (line, col): ProgramNames.bound_after(code, line, col) for line, col, _text in self.asserts
+        }
         inputs = request.get("inputs")
         self.names = ProgramNames.of(
             [str(request.get("prelude") or ""), str(request.get("code") or "")],
-            list(inputs) if isinstance(inputs, (list, dict)) else [])
+            list(inputs) if isinstance(inputs, (list, dict)) else [],
+        )
         self.after_import = own_modules(link)
         self.builtins = tests_builtins(self.after_import)
         self.held = HeldNames()  # the callables of the asserts that held
@@ -322,8 +347,7 @@ class Checker:
             body = ast.parse(text).body
             ns = self.namespace(text)
             read = dict(ns)
-            copies = {k: (v, self._encoded(v)) for k, v in ns.items()
-                      if k in self.names.own and type(v) in MUTABLE}
+            copies = {k: (v, self._encoded(v)) for k, v in ns.items() if k in self.names.own and type(v) in MUTABLE}
             try:
                 for stmt in body:
                     run_statement(stmt, ns, ASSERTS_FILE)
@@ -336,8 +360,7 @@ class Checker:
             outcome.update(passed=False, message=failure_message(exc))
             kind = "AssertionError" if isinstance(exc, AssertionError) else type(exc).__name__
             message = "" if isinstance(exc, CompareFailed) else safe_str(exc)
-            return outcome, {"passed": False, "type": kind, "message": message,
-                             "from_program": exc is self.link.raised}
+            return outcome, {"passed": False, "type": kind, "message": message, "from_program": exc is self.link.raised}
 
     def _encoded(self, value: Any) -> str:
         try:
@@ -373,8 +396,14 @@ class Checker:
             skip = ""
         self.held.confirm(self.link, not skip, skip)
         for line, _col, _text in pending:
-            results.append({"source": self.shown[line], "line": line, "passed": False,
-                            "message": f"not run: {skip or 'the program never reached it'}"})
+            results.append(
+                {
+                    "source": self.shown[line],
+                    "line": line,
+                    "passed": False,
+                    "message": f"not run: {skip or 'the program never reached it'}",
+                }
+            )
         if self.tests:
             ns = {}
             if not skip:

@@ -51,14 +51,18 @@ class ProgramLink:
                 signature = str(inspect.signature(obj))
             except (TypeError, ValueError):
                 signature = ""
-            return {"$": "cref", "id": len(self.local) - 1,
-                    "name": str(getattr(obj, "__name__", "function")),
-                    "qualname": str(getattr(obj, "__qualname__", "function")),
-                    "doc": getattr(obj, "__doc__", None) if isinstance(
-                        getattr(obj, "__doc__", None), str) else None,
-                    "signature": signature}
-        raise TypeError(f"a {type(obj).__name__} from the tests cannot be passed to the program; "
-                        "pass plain data (numbers, strings, lists, dicts, arrays, DataFrames)")
+            return {
+                "$": "cref",
+                "id": len(self.local) - 1,
+                "name": str(getattr(obj, "__name__", "function")),
+                "qualname": str(getattr(obj, "__qualname__", "function")),
+                "doc": getattr(obj, "__doc__", None) if isinstance(getattr(obj, "__doc__", None), str) else None,
+                "signature": signature,
+            }
+        raise TypeError(
+            f"a {type(obj).__name__} from the tests cannot be passed to the program; "
+            "pass plain data (numbers, strings, lists, dicts, arrays, DataFrames)"
+        )
 
     def remote(self, v: dict) -> Any:
         if v.get("$") == "cref":
@@ -136,8 +140,9 @@ class ProgramLink:
         """A test called ``module.name`` of its own (a seed, a figure reset): call the
         program's too."""
         if not self.closed:
-            self.ask("forward", module=module, name=name, args=self.encode(list(args)),
-                     kwargs=self.encode(dict(kwargs)))
+            self.ask(
+                "forward", module=module, name=name, args=self.encode(list(args)), kwargs=self.encode(dict(kwargs))
+            )
 
     def resume(self, outcome: dict) -> None:
         """The program waits at one of the user's asserts: let it go on (or raise)."""
@@ -180,8 +185,7 @@ class Remote:
         return [str(n) for n in names] if isinstance(names, list) else []
 
     def _ask(self, op: str, **fields: Any) -> Any:
-        return object.__getattribute__(self, "_link").ask(
-            op, ref=object.__getattribute__(self, "_id"), **fields)
+        return object.__getattribute__(self, "_link").ask(op, ref=object.__getattribute__(self, "_id"), **fields)
 
     def _enc(self, value: Any) -> Any:
         return object.__getattribute__(self, "_link").encode(value)
@@ -259,7 +263,8 @@ class Remote:
         except TypeError:
             raise TypeError(
                 f"a {self._kind()} object of the program cannot be used as a truth value in a "
-                "test; compare a plain value (e.g. `x == 3`, `len(x) > 0`)") from None
+                "test; compare a plain value (e.g. `x == 3`, `len(x) > 0`)"
+            ) from None
         return bool(value)
 
     def __hash__(self) -> int:
@@ -352,11 +357,13 @@ def _value_of(x: Any) -> Any:
 def _binop(name: str, fn: Callable[[Any, Any], Any], reflected: bool) -> Callable:
     """An operator: with a value of the tests, on the handle's plain value, here; between
     two of the program's objects (no value of the tests involved), the program's."""
+
     def method(self: Remote, other: Any) -> Any:
         if type(other) is Remote and not reflected:
             return self._ask("binop", name=name, other=object.__getattribute__(other, "_id"))
         mine, theirs = self._value(), _value_of(other)
         return fn(theirs, mine) if reflected else fn(mine, theirs)
+
     return method
 
 
@@ -381,7 +388,8 @@ def _flatten(classinfo: Any) -> list:
 
 def _named_in(claimed: tuple, classes: "tuple | list") -> bool:
     return bool(claimed) and any(
-        _REAL_ISINSTANCE(c, type) and f"{c.__module__}:{c.__qualname__}" in claimed for c in classes)
+        _REAL_ISINSTANCE(c, type) and f"{c.__module__}:{c.__qualname__}" in claimed for c in classes
+    )
 
 
 def checker_isinstance(obj: Any, classinfo: Any) -> bool:

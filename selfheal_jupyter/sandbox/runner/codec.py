@@ -28,8 +28,9 @@ _DTYPE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01
 
 #: The builtin exception classes, taken when the runner starts (before any program or
 #: test): an exception from the program becomes one of these, or a stand-in below one.
-BUILTIN_EXCEPTIONS = {name: obj for name, obj in vars(builtins).items()
-                      if isinstance(obj, type) and issubclass(obj, BaseException)}
+BUILTIN_EXCEPTIONS = {
+    name: obj for name, obj in vars(builtins).items() if isinstance(obj, type) and issubclass(obj, BaseException)
+}
 #: Factories a defaultdict may carry across (by this fixed table, never by name lookup).
 _FACTORIES = {f.__name__: f for f in (int, float, complex, str, bytes, list, dict, set, tuple, bool)}
 
@@ -56,8 +57,12 @@ class ProgramRecord:
         self.module, self.type, self.fields = module, type_name, fields
 
     def __eq__(self, other: Any) -> bool:
-        return (type(other) is ProgramRecord and self.module == other.module
-                and self.type == other.type and self.fields == other.fields)
+        return (
+            type(other) is ProgramRecord
+            and self.module == other.module
+            and self.type == other.type
+            and self.fields == other.fields
+        )
 
     def __ne__(self, other: Any) -> bool:
         return not self.__eq__(other)
@@ -92,8 +97,13 @@ class Codec:
     this process's modules (the program's side only: the checker never does).
     """
 
-    def __init__(self, ref_of: Callable[[Any], dict], deref: Callable[[dict], Any],
-                 by_name: bool = False, resolve_names: bool = False) -> None:
+    def __init__(
+        self,
+        ref_of: Callable[[Any], dict],
+        deref: Callable[[dict], Any],
+        by_name: bool = False,
+        resolve_names: bool = False,
+    ) -> None:
         self.ref_of = ref_of
         self.deref = deref
         self.by_name = by_name
@@ -136,9 +146,12 @@ class Codec:
                 if isinstance(name, str) and name not in ("__dict__", "__weakref__"):
                     with contextlib.suppress(AttributeError):
                         fields[name] = object.__getattribute__(x, name)
-        return {"$": "record", "module": str(t.__module__), "type": str(t.__qualname__),
-                "fields": [[str(k), self._enc(v, b, depth + 1, plain)] for k, v in fields.items()
-                           if isinstance(k, str)]}
+        return {
+            "$": "record",
+            "module": str(t.__module__),
+            "type": str(t.__qualname__),
+            "fields": [[str(k), self._enc(v, b, depth + 1, plain)] for k, v in fields.items() if isinstance(k, str)],
+        }
 
     def _enc(self, x: Any, b: Budget, depth: int, plain: bool) -> Any:
         b.left -= 1
@@ -152,8 +165,10 @@ class Codec:
         if t in (list, tuple, set, frozenset):
             return {"$": t.__name__, "v": [self._enc(i, b, depth + 1, plain) for i in x]}
         if t is dict:
-            return {"$": "dict", "v": [[self._enc(k, b, depth + 1, plain), self._enc(v, b, depth + 1, plain)]
-                                       for k, v in x.items()]}
+            return {
+                "$": "dict",
+                "v": [[self._enc(k, b, depth + 1, plain), self._enc(v, b, depth + 1, plain)] for k, v in x.items()],
+            }
         if t in (bytes, bytearray):
             return {"$": t.__name__, "v": base64.b64encode(x).decode()}
         if t is complex:
@@ -162,7 +177,14 @@ class Codec:
             return {"$": "range", "v": [x.start, x.stop, x.step]}
         mod = getattr(t, "__module__", "") or ""
         if mod in ("decimal", "fractions", "datetime", "uuid") and t.__name__ in (
-                "Decimal", "Fraction", "datetime", "date", "time", "timedelta", "UUID"):
+            "Decimal",
+            "Fraction",
+            "datetime",
+            "date",
+            "time",
+            "timedelta",
+            "UUID",
+        ):
             if t.__name__ == "timedelta":
                 return {"$": "timedelta", "v": [x.days, x.seconds, x.microseconds]}
             return {"$": t.__name__, "v": x.isoformat() if hasattr(x, "isoformat") else str(x)}
@@ -175,8 +197,7 @@ class Codec:
             if found is not None:
                 return found
         elif t is collections.deque:
-            return {"$": "deque", "v": [self._enc(i, b, depth + 1, plain) for i in x],
-                    "maxlen": x.maxlen}
+            return {"$": "deque", "v": [self._enc(i, b, depth + 1, plain) for i in x], "maxlen": x.maxlen}
         if isinstance(x, type):
             if self.by_name:
                 spec = f"{getattr(x, '__module__', '')}:{getattr(x, '__qualname__', '')}"
@@ -211,27 +232,22 @@ class Codec:
         if base is tuple:
             items = [enc(i, b, depth + 1, plain) for i in tuple.__iter__(x)]
             fields = getattr(type(x), "_fields", None)
-            if (type(fields) is tuple and len(fields) == len(items)
-                    and all(type(f) is str for f in fields)):
-                return {"$": "namedtuple", "name": str(type(x).__name__), "fields": list(fields),
-                        "v": items}
+            if type(fields) is tuple and len(fields) == len(items) and all(type(f) is str for f in fields):
+                return {"$": "namedtuple", "name": str(type(x).__name__), "fields": list(fields), "v": items}
             return {"$": "tuple", "v": items}
         if base is list:
             return {"$": "list", "v": [enc(i, b, depth + 1, plain) for i in list.__iter__(x)]}
         if base is dict:
-            pairs = [[enc(k, b, depth + 1, plain), enc(v, b, depth + 1, plain)]
-                     for k, v in dict.items(x)]
+            pairs = [[enc(k, b, depth + 1, plain), enc(v, b, depth + 1, plain)] for k, v in dict.items(x)]
             t = type(x)
             if t is collections.Counter or t is collections.OrderedDict:
                 return {"$": t.__name__, "v": pairs}
             if t is collections.defaultdict:
                 factory = x.default_factory
                 name = getattr(factory, "__name__", "")
-                return {"$": "defaultdict", "v": pairs,
-                        "factory": name if _FACTORIES.get(name) is factory else None}
+                return {"$": "defaultdict", "v": pairs, "factory": name if _FACTORIES.get(name) is factory else None}
             return {"$": "dict", "v": pairs}
-        items = [enc(i, b, depth + 1, plain) for i in (set.__iter__(x) if base is set
-                                                       else frozenset.__iter__(x))]
+        items = [enc(i, b, depth + 1, plain) for i in (set.__iter__(x) if base is set else frozenset.__iter__(x))]
         return {"$": base.__name__, "v": items}
 
     def _enc_numpy(self, x: Any, b: Budget, depth: int, plain: bool) -> Any:
@@ -241,8 +257,12 @@ class Codec:
             b.left -= x.size
             if b.left < 0:
                 raise Unencodable
-            return {"$": "ndarray", "dtype": x.dtype.str, "shape": list(x.shape),
-                    "v": self._enc(x.tolist(), b, depth + 1, plain)}
+            return {
+                "$": "ndarray",
+                "dtype": x.dtype.str,
+                "shape": list(x.shape),
+                "v": self._enc(x.tolist(), b, depth + 1, plain),
+            }
         if isinstance(x, np.generic) and type(x).__module__ == "numpy" and x.dtype.kind in "biufc":
             return {"$": "npscalar", "dtype": x.dtype.str, "v": self._enc(x.item(), b, depth + 1, plain)}
         return None
@@ -256,22 +276,35 @@ class Codec:
             if b.left < 0 or not x.columns.is_unique:
                 raise Unencodable
             cols = [self._enc_column(x.iloc[:, i], b, depth, plain) for i in range(x.shape[1])]
-            return {"$": "DataFrame", "columns": self._enc_index(x.columns, b, depth + 1, plain),
-                    "index": self._enc_index(x.index, b, depth + 1, plain), "cols": cols}
+            return {
+                "$": "DataFrame",
+                "columns": self._enc_index(x.columns, b, depth + 1, plain),
+                "index": self._enc_index(x.index, b, depth + 1, plain),
+                "cols": cols,
+            }
         if t is pd.Series:
             b.left -= len(x)
-            return {"$": "Series", "name": self._enc(x.name, b, depth + 1, plain),
-                    "index": self._enc_index(x.index, b, depth + 1, plain),
-                    "col": self._enc_column(x, b, depth, plain)}
+            return {
+                "$": "Series",
+                "name": self._enc(x.name, b, depth + 1, plain),
+                "index": self._enc_index(x.index, b, depth + 1, plain),
+                "col": self._enc_column(x, b, depth, plain),
+            }
         if t is pd.RangeIndex:
-            return {"$": "RangeIndex", "v": [x.start, x.stop, x.step],
-                    "name": self._enc(x.name, b, depth + 1, plain)}
+            return {"$": "RangeIndex", "v": [x.start, x.stop, x.step], "name": self._enc(x.name, b, depth + 1, plain)}
         if t is pd.MultiIndex:
-            return {"$": "MultiIndex", "v": self._enc(list(x), b, depth + 1, plain),
-                    "names": self._enc(list(x.names), b, depth + 1, plain)}
+            return {
+                "$": "MultiIndex",
+                "v": self._enc(list(x), b, depth + 1, plain),
+                "names": self._enc(list(x.names), b, depth + 1, plain),
+            }
         if t is pd.Index or t.__name__ in ("DatetimeIndex", "CategoricalIndex"):
-            return {"$": "Index", "dtype": str(x.dtype), "v": self._enc(x.tolist(), b, depth + 1, plain),
-                    "name": self._enc(x.name, b, depth + 1, plain)}
+            return {
+                "$": "Index",
+                "dtype": str(x.dtype),
+                "v": self._enc(x.tolist(), b, depth + 1, plain),
+                "name": self._enc(x.name, b, depth + 1, plain),
+            }
         if t is pd.Timestamp:
             return {"$": "Timestamp", "v": x.isoformat()}
         if t is pd.Timedelta:
@@ -316,8 +349,7 @@ class Codec:
         if tag == "float":
             return float(v["v"])
         if tag in ("list", "tuple", "set", "frozenset"):
-            return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[tag](
-                d(i) for i in v["v"])
+            return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[tag](d(i) for i in v["v"])
         if tag in ("dict", "Counter", "OrderedDict", "defaultdict"):
             pairs = [(d(k), d(val)) for k, val in v["v"]]
             if tag == "defaultdict":
@@ -326,15 +358,12 @@ class Codec:
                 return collections.Counter(dict(pairs))
             return (dict if tag == "dict" else collections.OrderedDict)(pairs)
         if tag == "namedtuple":
-            return self._namedtuple(str(v["name"]), [str(f) for f in v["fields"]])(
-                *[d(i) for i in v["v"]])
+            return self._namedtuple(str(v["name"]), [str(f) for f in v["fields"]])(*[d(i) for i in v["v"]])
         if tag == "deque":
             maxlen = v.get("maxlen")
-            return collections.deque((d(i) for i in v["v"]),
-                                     None if maxlen is None else int(maxlen))
+            return collections.deque((d(i) for i in v["v"]), None if maxlen is None else int(maxlen))
         if tag == "record":
-            return ProgramRecord(str(v["module"]), str(v["type"]),
-                                 {str(k): d(val) for k, val in v["fields"]})
+            return ProgramRecord(str(v["module"]), str(v["type"]), {str(k): d(val) for k, val in v["fields"]})
         if tag in ("bytes", "bytearray"):
             data = base64.b64decode(v["v"], validate=True)
             return data if tag == "bytes" else bytearray(data)
@@ -350,8 +379,7 @@ class Codec:
         if tag in ("datetime", "date", "time"):
             import datetime
 
-            parse: Any = {"datetime": datetime.datetime, "date": datetime.date,
-                          "time": datetime.time}[tag]
+            parse: Any = {"datetime": datetime.datetime, "date": datetime.date, "time": datetime.time}[tag]
             return parse.fromisoformat(str(v["v"]))
         if tag == "timedelta":
             import datetime
@@ -456,8 +484,13 @@ def describe_class(cls: type) -> dict:
         if klass is base:
             break
         chain.append([str(getattr(klass, "__module__", "")), str(getattr(klass, "__qualname__", ""))])
-    return {"module": str(cls.__module__), "name": str(cls.__qualname__), "base": base.__name__,
-            "chain": chain[:8], "names": class_names(cls)}
+    return {
+        "module": str(cls.__module__),
+        "name": str(cls.__qualname__),
+        "base": base.__name__,
+        "chain": chain[:8],
+        "names": class_names(cls),
+    }
 
 
 def describe_exception(exc: BaseException) -> dict:
@@ -500,10 +533,11 @@ def exception_class(info: dict, resolve_names: bool = False) -> type:
         key = (mod, qualname, parent)
         if key not in _STAND_INS:
             short = qualname.rsplit(".", 1)[-1]
-            _STAND_INS[key] = type(short if short.isidentifier() else "ProgramError",
-                                   (_with_message(parent),),
-                                   {"__module__": mod, "__qualname__": qualname,
-                                    "__selfheal_names__": ()})
+            _STAND_INS[key] = type(
+                short if short.isidentifier() else "ProgramError",
+                (_with_message(parent),),
+                {"__module__": mod, "__qualname__": qualname, "__selfheal_names__": ()},
+            )
         parent = _STAND_INS[key]
     if names and not claimed_names(parent):
         parent.__selfheal_names__ = names  # type: ignore[attr-defined]

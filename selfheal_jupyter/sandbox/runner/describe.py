@@ -74,8 +74,14 @@ def error_info(exc: BaseException, own_files: "tuple[str, ...]", shown: str) -> 
         code = tb.tb_frame.f_code
         if code.co_filename in own_files:
             name = shown if code.co_filename != NOTEBOOK_FILE else NOTEBOOK_FILE
-            frames.append({"file": name, "line": tb.tb_lineno, "function": code.co_name,
-                           "source": _source_line(code.co_filename, tb.tb_lineno)})
+            frames.append(
+                {
+                    "file": name,
+                    "line": tb.tb_lineno,
+                    "function": code.co_name,
+                    "source": _source_line(code.co_filename, tb.tb_lineno),
+                }
+            )
             last_frame = tb.tb_frame
         tb = tb.tb_next
     # the program's own line, even when the failure is inside a notebook function

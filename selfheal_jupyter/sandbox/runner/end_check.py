@@ -61,13 +61,18 @@ class HeldNames:
                 outcome[UNCONFIRMED] = (
                     f"{listed} could not be read again at the program's end ({why}), so "
                     "nothing shows this assert still describes the program. Let the program "
-                    "run to its end (no os._exit).")
+                    "run to its end (no os._exit)."
+                )
                 continue
             gone = sorted(n for n in names if n not in now)
             moved = sorted(n for n, held in names.items() if n in now and now[n] is not held)
             if gone or moved:
                 what = [f"`{n}` was replaced" for n in moved] + [f"`{n}` was deleted" for n in gone]
-                outcome.update(passed=False, message=(
-                    f"{' and '.join(what)} after this assert held (line {outcome['line']}): the "
-                    "assert no longer describes the program. Fix the code above the assert; "
-                    "do not bind what it checks again after it."))
+                outcome.update(
+                    passed=False,
+                    message=(
+                        f"{' and '.join(what)} after this assert held (line {outcome['line']}): the "
+                        "assert no longer describes the program. Fix the code above the assert; "
+                        "do not bind what it checks again after it."
+                    ),
+                )

@@ -18,7 +18,7 @@ def write_frame(fd: int, obj: Any) -> None:
     data = json.dumps(obj, default=str).encode("utf-8", errors="surrogatepass")
     view = memoryview(HEADER.pack(len(data)) + data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 class FrameReader:

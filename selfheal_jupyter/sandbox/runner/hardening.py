@@ -20,18 +20,39 @@ _CAPABILITY_VERSION_3 = 0x20080522
 #: memory (the runner's), and System V / POSIX message-queue IPC objects (they would
 #: outlive a run). By architecture: (audit arch, {name: number}).
 DENIED_SYSCALLS = {
-    "x86_64": (0xC000003E, {"ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311,
-                            "kcmp": 312, "pidfd_getfd": 438, "shmget": 29, "semget": 64,
-                            "msgget": 68, "mq_open": 240}),
-    "aarch64": (0xC00000B7, {"ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271,
-                             "kcmp": 272, "pidfd_getfd": 438, "shmget": 194, "semget": 190,
-                             "msgget": 186, "mq_open": 180}),
+    "x86_64": (
+        0xC000003E,
+        {
+            "ptrace": 101,
+            "process_vm_readv": 310,
+            "process_vm_writev": 311,
+            "kcmp": 312,
+            "pidfd_getfd": 438,
+            "shmget": 29,
+            "semget": 64,
+            "msgget": 68,
+            "mq_open": 240,
+        },
+    ),
+    "aarch64": (
+        0xC00000B7,
+        {
+            "ptrace": 117,
+            "process_vm_readv": 270,
+            "process_vm_writev": 271,
+            "kcmp": 272,
+            "pidfd_getfd": 438,
+            "shmget": 194,
+            "semget": 190,
+            "msgget": 186,
+            "mq_open": 180,
+        },
+    ),
 }
 
 
 class _SockFilter(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte),
-                ("k", ctypes.c_uint32)]
+    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint32)]
 
 
 class _SockFprog(ctypes.Structure):
@@ -43,8 +64,7 @@ class _CapHeader(ctypes.Structure):
 
 
 class _CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
-                ("inheritable", ctypes.c_uint32)]
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
 def set_dumpable(flag: bool) -> None:
@@ -89,8 +109,14 @@ def install_seccomp() -> str:
     ld, jeq, ret = 0x20, 0x15, 0x06  # BPF_LD|BPF_W|BPF_ABS, BPF_JMP|BPF_JEQ|BPF_K, BPF_RET|BPF_K
     jge = 0x35  # BPF_JMP|BPF_JGE|BPF_K
     deny = SECCOMP_RET_ERRNO | EPERM
-    prog = [(ld, 0, 0, 4), (jeq, 1, 0, audit_arch), (ret, 0, 0, deny), (ld, 0, 0, 0),
-            (jge, 0, 1, 0x40000000), (ret, 0, 0, deny)]  # other ABIs and x32: denied
+    prog = [
+        (ld, 0, 0, 4),
+        (jeq, 1, 0, audit_arch),
+        (ret, 0, 0, deny),
+        (ld, 0, 0, 0),
+        (jge, 0, 1, 0x40000000),
+        (ret, 0, 0, deny),
+    ]  # other ABIs and x32: denied
     for nr in sorted(numbers.values()):
         prog += [(jeq, 0, 1, nr), (ret, 0, 0, deny)]
     prog.append((ret, 0, 0, SECCOMP_RET_ALLOW))

@@ -88,8 +88,10 @@ def drop_to_server() -> str:
     """From root with CAP_SETUID and CAP_SETGID to SERVER_ID keeping just those two;
     '' or why not (then no run can be kept apart, and the server must not start)."""
     if os.getuid() != 0:
-        return (f"the runner started as uid {os.getuid()}, not as root with CAP_SETUID and "
-                "CAP_SETGID, so it cannot give each run a uid of its own")
+        return (
+            f"the runner started as uid {os.getuid()}, not as root with CAP_SETUID and "
+            "CAP_SETGID, so it cannot give each run a uid of its own"
+        )
     try:
         keep_capabilities(True)
         os.setgroups([])
@@ -98,8 +100,10 @@ def drop_to_server() -> str:
         keep_capabilities(False)
         set_capabilities(CAP_SETUID, CAP_SETGID)
     except OSError as exc:
-        return (f"the runner could not become uid {SERVER_ID} keeping CAP_SETUID and "
-                f"CAP_SETGID ({exc.strerror or exc}): the container must grant both")
+        return (
+            f"the runner could not become uid {SERVER_ID} keeping CAP_SETUID and "
+            f"CAP_SETGID ({exc.strerror or exc}): the container must grant both"
+        )
     set_dumpable(False)  # a change of uid resets it: say it again
     return ""
 
@@ -160,8 +164,9 @@ def processes_of(uids: "list[int]", runner: "set[int]") -> "list[int]":
     return found
 
 
-def end_all(uids: "list[int]", reaper: int, runner: "set[int]",
-            reap: Callable[[float], None], timeout: float = END_TIMEOUT_S) -> bool:
+def end_all(
+    uids: "list[int]", reaper: int, runner: "set[int]", reap: Callable[[float], None], timeout: float = END_TIMEOUT_S
+) -> bool:
     """Kill every process of ``uids`` and wait until none is left, not even a zombie
     (``reap(seconds)`` waits for a child's exit and reaps; orphans are the server's).
     False if some were still there after ``timeout`` seconds."""

@@ -18,15 +18,39 @@ ITER_CHUNK = 1000
 #: Calls of the tests' own modules that reach the program's too: seeding (``random.seed(0)``
 #: in a test makes the program's draws reproducible; the test's own draws stay the
 #: checker's) and resetting pyplot's figures (a test's ``plt.close()`` between cases).
-FORWARDED = {"random": ("seed",), "numpy.random": ("seed",),
-             "matplotlib.pyplot": ("close", "clf", "cla")}
+FORWARDED = {"random": ("seed",), "numpy.random": ("seed",), "matplotlib.pyplot": ("close", "clf", "cla")}
 #: Operators the program computes between two of its own objects (never with a value of
 #: the tests': those the checker computes on plain values).
-BINARY_OPERATORS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and",
-                    "or", "xor", "lshift", "rshift", "divmod")
+BINARY_OPERATORS = (
+    "add",
+    "sub",
+    "mul",
+    "truediv",
+    "floordiv",
+    "mod",
+    "pow",
+    "matmul",
+    "and",
+    "or",
+    "xor",
+    "lshift",
+    "rshift",
+    "divmod",
+)
 #: Names Python itself defines in a module: the tests keep their own.
-MODULE_DUNDERS = frozenset({"__name__", "__doc__", "__file__", "__loader__", "__spec__",
-                            "__package__", "__builtins__", "__cached__", "__annotations__"})
+MODULE_DUNDERS = frozenset(
+    {
+        "__name__",
+        "__doc__",
+        "__file__",
+        "__loader__",
+        "__spec__",
+        "__package__",
+        "__builtins__",
+        "__cached__",
+        "__annotations__",
+    }
+)
 
 
 class ProgramObjects:
@@ -59,9 +83,15 @@ class ProgramObjects:
         except BaseException:
             text = "<object>"
         cls = type(obj)
-        ref = {"$": "ref", "id": self.ids[key], "type": str(cls.__qualname__),
-               "module": str(getattr(cls, "__module__", "")), "callable": callable(obj),
-               "repr": text, "mro": class_names(cls)}
+        ref = {
+            "$": "ref",
+            "id": self.ids[key],
+            "type": str(cls.__qualname__),
+            "module": str(getattr(cls, "__module__", "")),
+            "callable": callable(obj),
+            "repr": text,
+            "mro": class_names(cls),
+        }
         if isinstance(obj, type):
             ref["bases"] = class_names(obj)
         return ref
@@ -94,8 +124,7 @@ class ProgramObjects:
             elif isinstance(value, _Plain):
                 reply = {"ok": value.data}
             else:
-                reply = {"ok": self.ref_of(value.obj) if isinstance(value, _Ref)
-                         else self.codec.encode(value)}
+                reply = {"ok": self.ref_of(value.obj) if isinstance(value, _Ref) else self.codec.encode(value)}
         except BaseException as exc:  # SystemExit from a called function included
             self.escaped = exc
             reply = {"raise": describe_exception(exc)}
@@ -107,8 +136,10 @@ class ProgramObjects:
 
     def callback(self, ref: int, args: tuple, kwargs: dict) -> Any:
         """Call a function of the tests' (they passed it to the program)."""
-        write_frame(self.out, {"callback": ref, "args": self.codec.encode(list(args)),
-                               "kwargs": self.codec.encode(dict(kwargs))})
+        write_frame(
+            self.out,
+            {"callback": ref, "args": self.codec.encode(list(args)), "kwargs": self.codec.encode(dict(kwargs))},
+        )
         assert self.reader is not None
         while True:
             frame = self.reader.wait()
@@ -125,8 +156,9 @@ class ProgramObjects:
         op = req.get("op")
         dec = self.codec.decode
         if op == "names":
-            return {n: self.ns[n] for n in req["names"]
-                    if isinstance(n, str) and n in self.ns and n not in MODULE_DUNDERS}
+            return {
+                n: self.ns[n] for n in req["names"] if isinstance(n, str) and n in self.ns and n not in MODULE_DUNDERS
+            }
         if op == "module":
             return _Ref(self.module)
         if op == "forward" and req.get("name") in FORWARDED.get(str(req.get("module")), ()):
@@ -181,8 +213,7 @@ class ProgramObjects:
                 raise TypeError(f"a {type(target).__name__} has no plain value") from None
         if op == "binop" and req.get("name") in BINARY_OPERATORS:  # two of its own objects
             name = str(req["name"])
-            fn = divmod if name == "divmod" else getattr(
-                operator, f"{name}_" if name in ("and", "or") else name)
+            fn = divmod if name == "divmod" else getattr(operator, f"{name}_" if name in ("and", "or") else name)
             return fn(target, self.objects[int(req["other"])])
         if op == "equal":  # two of the program's own objects (never a value of the tests)
             return bool(target == self.objects[int(req["other"])])
@@ -236,9 +267,10 @@ class _Called:
         self.result, self.args, self.kwargs = result, args, kwargs
 
     def after(self, codec: "Codec") -> dict:
-        return {"args": [codec.encode(a) if type(a) in MUTABLE else None for a in self.args],
-                "kwargs": {k: codec.encode(v) for k, v in self.kwargs.items()
-                           if type(v) in MUTABLE}}
+        return {
+            "args": [codec.encode(a) if type(a) in MUTABLE else None for a in self.args],
+            "kwargs": {k: codec.encode(v) for k, v in self.kwargs.items() if type(v) in MUTABLE},
+        }
 
 
 class _Ref:

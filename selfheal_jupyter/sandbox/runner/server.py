@@ -64,8 +64,10 @@ class Server:
                 self.in_fd = self.out_fd = sock.fileno()
                 self.channel = "socket"
             except OSError as exc:
-                sys.stderr.write(f"selfheal runner: control socket {control} unreachable "
-                                 f"({exc.strerror or exc}); using stdin/stdout\n")
+                sys.stderr.write(
+                    f"selfheal runner: control socket {control} unreachable "
+                    f"({exc.strerror or exc}); using stdin/stdout\n"
+                )
         if self.channel == "stdio":
             self.out_fd = os.dup(1)
         os.dup2(2, 1)  # a stray print in the server can never corrupt the frame stream
@@ -112,8 +114,7 @@ class Server:
             self.template_lost = True
             return False
 
-    def _template_message(self, link: "TemplateLink", want: str,
-                          timeout: float = 30.0) -> "tuple[dict, list] | None":
+    def _template_message(self, link: "TemplateLink", want: str, timeout: float = 30.0) -> "tuple[dict, list] | None":
         """Messages from a template until one of kind ``want`` (exits are recorded)."""
         end = time.monotonic() + timeout
         while True:
@@ -150,9 +151,16 @@ class Server:
         link.next = None
         uids = [self.ids.take(), self.ids.take()]
         workdir = os.path.join(WORKDIR_ROOT, f"run{self.runs}")
-        if None in uids or not self._tell(link, {"op": "prepare", "workdir": workdir,
-                                                 "uid": uids[0], "checker_uid": uids[1],
-                                                 "soft_cap": self._soft_cap(link)}):
+        if None in uids or not self._tell(
+            link,
+            {
+                "op": "prepare",
+                "workdir": workdir,
+                "uid": uids[0],
+                "checker_uid": uids[1],
+                "soft_cap": self._soft_cap(link),
+            },
+        ):
             return  # no id left (the host then replaces the container) or no template
         got = self._template_message(link, "prepared")
         if got is not None and len(got[1]) == 4:
@@ -199,8 +207,7 @@ class Server:
             if gone:
                 break
         # The runner's own entries: matplotlib's directory, the idle candidates' workdirs.
-        keep = {MPL_CONFIG_DIR, *(link.next.workdir for link in self.templates.values()
-                                  if link.next is not None)}
+        keep = {MPL_CONFIG_DIR, *(link.next.workdir for link in self.templates.values() if link.next is not None)}
         for path in leftovers(roots, keep):  # none of the run's uids': ours (as above)
             remove_entry(path)
         left = leftovers(roots, keep)
@@ -226,9 +233,17 @@ class Server:
     def serve(self, hello: dict) -> None:
         for link in self.templates.values():
             self.prepare(link)
-        write_frame(self.out_fd, {"ready": True, "protocol": RUNNER_PROTOCOL, "pid": os.getpid(),
-                                  "python": sys.version.split()[0], "channel": self.channel,
-                                  **hello})
+        write_frame(
+            self.out_fd,
+            {
+                "ready": True,
+                "protocol": RUNNER_PROTOCOL,
+                "pid": os.getpid(),
+                "python": sys.version.split()[0],
+                "channel": self.channel,
+                **hello,
+            },
+        )
         while True:
             req = self.host.wait()
             if req is None:
@@ -273,8 +288,9 @@ class Server:
             if path not in self.put_files:
                 self.put_files.append(path)
         except (OSError, ValueError) as exc:
-            self.put_error = (f"input file {name!r} could not be received in the sandbox "
-                              f"({getattr(exc, 'strerror', None) or exc})")
+            self.put_error = (
+                f"input file {name!r} could not be received in the sandbox ({getattr(exc, 'strerror', None) or exc})"
+            )
 
     # -- one run ----------------------------------------------------------------
     def run(self, req: dict, link: "TemplateLink") -> dict:
@@ -285,16 +301,18 @@ class Server:
         p = link.next
         link.next = None
         if p is None or p.candidate < 0:
-            return failed_result("the sandbox could not start the program (its process limit "
-                                 "is full, or its supervisor died)")
+            return failed_result(
+                "the sandbox could not start the program (its process limit is full, or its supervisor died)"
+            )
         tests = str(req.get("tests") or "")
         asserts = [[int(line), int(col), str(text)] for line, col, text in req.get("asserts") or []]
         put_dir, put_error, self.put_dir, self.put_error = self.put_dir, self.put_error, "", ""
         if put_error:
             result = failed_result(put_error)
             result["error"]["type"] = "InputError"
-            result["message"] = (f"The inputs did not reach the sandbox: {put_error}. Pass "
-                                 "smaller inputs or raise the memory limit.")
+            result["message"] = (
+                f"The inputs did not reach the sandbox: {put_error}. Pass smaller inputs or raise the memory limit."
+            )
             result["dirty"] = bool(self.end_run(p, checked=False)) or self.template_lost
             for fd in (p.request_w, p.out_r, p.err_r, p.report_r):
                 os.close(fd)
@@ -313,9 +331,16 @@ class Server:
                 pid, (chk_req, chk_report, chk_out, chk_err) = checker
                 pids.append(pid)
                 pipes.update({chk_report: checker_report, chk_out: out, chk_err: err})
-                self._send_request(chk_req, {  # the sources its names rule reads
-                    "tests": tests, "asserts": asserts, "code": req.get("code"),
-                    "prelude": req.get("prelude"), "inputs": list(req.get("inputs") or {})})
+                self._send_request(
+                    chk_req,
+                    {  # the sources its names rule reads
+                        "tests": tests,
+                        "asserts": asserts,
+                        "code": req.get("code"),
+                        "prelude": req.get("prelude"),
+                        "inputs": list(req.get("inputs") or {}),
+                    },
+                )
         for fd in pipes:
             os.set_blocking(fd, False)
         oom_before = oom_kills()
@@ -335,8 +360,7 @@ class Server:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 stop("timeout")
-            watch = list(pipes) + [self.wake_r, link.sock.fileno()] + (
-                [] if self.host.eof else [self.in_fd])
+            watch = list(pipes) + [self.wake_r, link.sock.fileno()] + ([] if self.host.eof else [self.in_fd])
             ready, _, _ = select.select(watch, [], [], 0.05 if reason else max(remaining, 0.001))
             for fd in ready:
                 if fd == self.wake_r:
@@ -367,9 +391,21 @@ class Server:
                     break
         for fd in list(pipes):
             os.close(fd)
-        result = describe_result(status_word, reason, out, err, report.frame(),
-                                 checker_report.frame() if tests or asserts else None, tests,
-                                 oom_before, duration, cap, timeout, self.memory_bytes, asserts)
+        result = describe_result(
+            status_word,
+            reason,
+            out,
+            err,
+            report.frame(),
+            checker_report.frame() if tests or asserts else None,
+            tests,
+            oom_before,
+            duration,
+            cap,
+            timeout,
+            self.memory_bytes,
+            asserts,
+        )
         if dirty or self.template_lost or self.ids.left() < 2:
             result["dirty"] = True
         return result
@@ -388,7 +424,7 @@ class Server:
                 data = json.dumps(obj).encode("utf-8", errors="surrogatepass")
                 view = memoryview(data)
                 while view:
-                    view = view[os.write(fd, view):]
+                    view = view[os.write(fd, view) :]
         except OSError:
             pass  # the process died before reading; its exit status tells why
         os.close(fd)
@@ -429,5 +465,11 @@ def main() -> None:
     gc.collect()
     gc.freeze()  # children then never touch (copy) the preloaded objects' pages
     server.start_template("heavy")
-    server.serve({"preloaded": loaded, "preload_s": round(time.monotonic() - t0, 3),
-                  "seccomp": not refused, "seccomp_error": refused})
+    server.serve(
+        {
+            "preloaded": loaded,
+            "preload_s": round(time.monotonic() - t0, 3),
+            "seccomp": not refused,
+            "seccomp_error": refused,
+        }
+    )

@@ -124,7 +124,8 @@ def remove_owned(root: str, uid: int, gid: int) -> bool:
                 except OSError:
                     gone = False
         elif stat.S_ISDIR(st.st_mode) and (
-                st.st_mode & stat.S_IWOTH or (st.st_mode & stat.S_IWGRP and st.st_gid == gid)):
+            st.st_mode & stat.S_IWOTH or (st.st_mode & stat.S_IWGRP and st.st_gid == gid)
+        ):
             gone = remove_owned(entry.path, uid, gid) and gone
     return gone
 

@@ -122,12 +122,19 @@ class Template:
         to_checker, to_program = os.pipe(), os.pipe()
         null = os.open(os.devnull, os.O_RDONLY)
         workdir, uid = self.workdir, self.uid
-        candidate = self._fork({null: 0, out[1]: 1, err[1]: 2, cand_req[0]: FD_REQUEST,
-                                report[1]: FD_REPORT, to_checker[1]: FD_RPC_OUT,
-                                to_program[0]: FD_RPC_IN},
-                               lambda: _candidate_entry(uid, soft_cap, workdir))
-        self._send({"op": "prepared", "candidate": candidate},
-                   [cand_req[1], out[0], err[0], report[0]])
+        candidate = self._fork(
+            {
+                null: 0,
+                out[1]: 1,
+                err[1]: 2,
+                cand_req[0]: FD_REQUEST,
+                report[1]: FD_REPORT,
+                to_checker[1]: FD_RPC_OUT,
+                to_program[0]: FD_RPC_IN,
+            },
+            lambda: _candidate_entry(uid, soft_cap, workdir),
+        )
+        self._send({"op": "prepared", "candidate": candidate}, [cand_req[1], out[0], err[0], report[0]])
         for fd in [null, *cand_req, *out, *err, *report, to_checker[1], to_program[0]]:
             os.close(fd)
         self.rpc_ends = [to_program[1], to_checker[0]]  # for a checker, if the run has tests
@@ -146,9 +153,18 @@ class Template:
         null = os.open(os.devnull, os.O_RDONLY)
         rpc_out, rpc_in = self.rpc_ends
         workdir, uid, gid = self.workdir, self.checker_uid, self.uid
-        pid = self._fork({null: 0, out[1]: 1, err[1]: 2, req[0]: FD_REQUEST, report[1]: FD_REPORT,
-                          rpc_out: FD_RPC_OUT, rpc_in: FD_RPC_IN},
-                         lambda: _checker_entry(uid, gid, workdir))
+        pid = self._fork(
+            {
+                null: 0,
+                out[1]: 1,
+                err[1]: 2,
+                req[0]: FD_REQUEST,
+                report[1]: FD_REPORT,
+                rpc_out: FD_RPC_OUT,
+                rpc_in: FD_RPC_IN,
+            },
+            lambda: _checker_entry(uid, gid, workdir),
+        )
         self._send({"op": "checker_ready", "pid": pid}, [req[1], report[0], out[0], err[0]])
         for fd in [null, *req, *report, *out, *err]:
             os.close(fd)
