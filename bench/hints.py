@@ -34,8 +34,8 @@ from selfheal_jupyter.agents.hint_writer import HintWriter  # noqa: E402
 from selfheal_jupyter.config import SelfHeal  # noqa: E402
 from selfheal_jupyter.eval import exercises  # noqa: E402
 from selfheal_jupyter.factory import build_loop  # noqa: E402
-from selfheal_jupyter.notebook.policy import Policy  # noqa: E402
 from selfheal_jupyter.notebook.teaching import HintComposer, HintSession  # noqa: E402
+from selfheal_jupyter.teaching.policy import Policy
 
 
 class CountingWriter(HintWriter):

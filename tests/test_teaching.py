@@ -50,7 +50,7 @@ def test_the_leak_check_finds_the_fix_exactly_spaced_otherwise_or_renamed():
 
 
 def test_a_policy_file_named_but_missing_or_wrong_closes_and_says_why(tmp_path):
-    from selfheal_jupyter.notebook.policy import Gate, PolicyBlocked, read
+    from selfheal_jupyter.teaching.policy import Gate, PolicyBlocked, read
 
     cases = {
         "missing.json": None,

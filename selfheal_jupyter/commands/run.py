@@ -137,7 +137,7 @@ def admit_by_policy() -> None:
     """With ``SELFHEAL_POLICY`` set, the instructor's policy applies here too (a terminal
     in a class image); it allows ``selfheal run`` only in ``full`` mode. Raises
     ``PolicyBlocked`` (exit code 2, one line naming the policy)."""
-    from ..notebook.policy import ENV_VAR, kernel_gate
+    from ..teaching.policy import ENV_VAR, kernel_gate
 
     if os.environ.get(ENV_VAR):
         kernel_gate().admit("run")

@@ -28,9 +28,9 @@ from IPython.display import display
 
 from ..errors import SelfHealError
 from ..render.html import message_html
+from ..teaching.policy import Gate
 from . import controller
 from .cells import FrontCells
-from .policy import Gate
 
 BUTTON_TEXT = "Ask the agent to fix this"
 BUSY_TEXT = "Fixing…"

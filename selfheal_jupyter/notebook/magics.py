@@ -27,8 +27,8 @@ from ..flags import magic_arguments as magic_arguments_for
 from ..model import Run, Task
 from ..render.html import plan_html
 from ..render.inline import show_html
+from ..teaching.policy import kernel_gate
 from . import arguments, autoheal, controller, teaching
-from .policy import kernel_gate
 
 PLAN_NAME = "agent_plan"
 HEAL_FLAGS = ("max_iterations", "model", "timeout", "memory", "quiet")

@@ -27,8 +27,8 @@ from ..loop.events import ExecutionStarted
 from ..model import Candidate, Hint, Iteration, Run, Task
 from ..render.hints import HintPanel, hint_text, hints_html
 from ..render.inline import show_html
+from ..teaching.policy import Gate, Policy
 from .controller import RESULT_NAME, Pump
-from .policy import Gate, Policy
 
 NO_FIX = (
     "No fix could be verified by running it, so this is all that is certain: "

@@ -9,8 +9,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from ..model import SpecViolation
-from . import answer_blanks
-from . import notebook_data
+from . import answer_blanks, notebook_data
 from .syntax import NO_VALUE as _NO_VALUE
 from .syntax import call_name as _call_name
 from .syntax import exit_calls as _exit_calls
