@@ -665,31 +665,6 @@ def has_assert(code: str) -> bool:
     return any(isinstance(node, ast.Assert) for node in ast.walk(tree))
 
 
-def checked_by(verdict: Verdict, checks: list[TestOutcome], task: Task) -> list[str]:
-    """What checked a passing program's output, beyond its running without an error:
-    "your tests" (``--tests``: they ran and all passed), "your stated expectation"
-    (``%%heal the total should be 42``, read into a check: it ran and passed), "your
-    asserts" (the asserts of the user's own code, kept by the spec guard, in a program
-    that ran to its end), "generated checks" (QA's checks from the task, all passed).
-    Empty when nothing did: the program only runs."""
-    found = []
-    cell_asserts = bool(task.initial_code) and has_assert(task.initial_code or "")
-    stated = {statement.strip() for statement in task.stated}
-    given_tests = [ln for ln in (task.tests or "").splitlines() if ln.strip() and ln.strip() not in stated]
-    if verdict.tests_passed and not verdict.tests_failed:
-        # The cell's own asserts, checked outside the candidate, are reported among the
-        # tests too: they are "your asserts"; "your tests" are --tests.
-        if given_tests or (not cell_asserts and verdict.tests_passed > len(task.stated)):
-            found.append("your tests")
-        if task.stated:
-            found.append("your stated expectation")
-    if verdict.spec_kept and cell_asserts:
-        found.append("your asserts")
-    if checks and all(check.passed for check in checks):
-        found.append("generated checks")
-    return found
-
-
 @dataclass
 class DefinitionChange:
     """A fix that passes only with a notebook function or class defined differently: the
@@ -794,10 +769,12 @@ class Run:
 
     @property
     def verified_by(self) -> list[str]:
-        """What checked the passing program's output (:func:`checked_by`); empty when no
-        candidate passed, or when it passed only by running."""
-        it = self.final_iteration
-        return [] if it is None else checked_by(it.verdict, it.checks, self.task)
+        """What checked the passing program's output; empty when no candidate passed, or
+        when it passed only by running. The rule is the verdict's
+        (:func:`selfheal_jupyter.loop.verdict.verified_by`)."""
+        from .loop.verdict import verified_by  # the rule lives with the verdict; model.py holds data
+
+        return verified_by(self)
 
     @property
     def verified(self) -> bool:

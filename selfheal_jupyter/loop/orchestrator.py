@@ -21,12 +21,7 @@ from ..agents.checks import CheckDesigner
 from ..agents.developer import Developer, Proposal, RepairContext
 from ..agents.inputs import describe_inputs, format_context
 from ..agents.planner import Planner
-from ..agents.qa import (
-    QA,
-    hold_known_wrong,
-    hold_same_behaviour,
-    strip_input_overwrites,
-)
+from ..agents.qa import QA, strip_input_overwrites
 from ..codeblocks import code_diff
 from ..errors import BadInput, Cancelled, LLMError, SandboxError, SelfHealError
 from ..feedback import check_lines, failure_signature, format_feedback, runtime_value_lines
@@ -52,8 +47,8 @@ from ..sandbox.base import Sandbox
 from ..sandbox.serialize import Pickled
 from ..spec.behaviour import Observation
 from ..spec.guard import Spec
-from ..spec.notebook_data import redefined
 from ..spec.probes import differences, plan_probes, probe_values
+from . import verdict as judging
 from .choice import Trial, choose
 from .events import (
     CandidateReady,
@@ -289,8 +284,7 @@ class Loop:
         finally:
             stop.close()
             self.llm.admit = None
-        if state.soft_from is not None and run.outcome in ("budget_exhausted", "failed", "error"):
-            # A candidate had passed the user's tests; only the soft round after it failed.
+        if judging.soft_pass_stands(state.soft_pass, run.outcome):
             run.outcome, run.error = "success", ""
         self._finish(state)
         emit(RunFinished(run))
@@ -432,8 +426,8 @@ class Loop:
                 state.emit(ExecutionDone(index, result))
         feedback, values, failing_checks, probe_s = self._explain(task, state, chosen, result, verdict, checks)
         sandbox_s += probe_s
-        soft = (
-            bool(failing_checks) and verdict.passed and state.soft_from is None and (index < self.bounds.max_iterations)
+        soft = judging.opens_soft_round(
+            verdict, failing_checks, index=index, max_iterations=self.bounds.max_iterations, soft_pass=state.soft_pass
         )
         if soft:
             feedback = "\n".join(failing_checks)
@@ -491,7 +485,7 @@ class Loop:
         if (
             st.explain_first
             and not written.restarted
-            and state.soft_from is None
+            and state.soft_pass is None
             and repair is not None
             and repair.code is not None
             and repair.feedback
@@ -568,12 +562,7 @@ class Loop:
                 show=single,
             )
             if proposal.code is None and proposal.edit_failure:
-                trial = replace(
-                    trial,
-                    verdict=Verdict(
-                        False, [f"the reply's SEARCH/REPLACE blocks did not apply: {proposal.edit_failure}"]
-                    ),
-                )
+                trial = replace(trial, verdict=judging.no_program(proposal.edit_failure))
             trials.append(replace(trial, fresh=written.starts_over(i, given)))
             sandbox_s += secs
         return trials, sandbox_s
@@ -623,14 +612,12 @@ class Loop:
         """Whether the run ends here (True: success), and what the next round is told."""
         run, index, verdict, result = state.run, iteration.index, iteration.verdict, iteration.result
         code, finish, feedback = chosen.code, chosen.finish_reason, iteration.feedback
-        if state.soft_from is not None:
+        if state.soft_pass is not None:
             # The round after a pass with failing generated checks ends the run with
             # success: a new pass replaces the earlier one only if it passes more of the
             # generated checks; otherwise (no code, an explanation, a worse program) the
             # earlier pass stands.
-            earlier = next(it for it in run.iterations if it.index == state.soft_from)
-            better = verdict.passed and _passed(iteration.checks) > _passed(earlier.checks)
-            run.final_index = index if better else state.soft_from
+            run.final_index = judging.soft_round_result(state.soft_pass, iteration)
             run.outcome = "success"
             return True
         if verdict.passed and not soft:
@@ -658,7 +645,7 @@ class Loop:
             return False
         repair = written.repair
         if soft:
-            state.soft_from = index
+            state.soft_pass = iteration
         elif given is None and repair is not None and repair.code is not None and not written.restarted:
             state.failed_repairs += 1
         signature = failure_signature(result)
@@ -691,7 +678,7 @@ class Loop:
 
         ``show``: emit the candidate and execution events (the single program of a round)."""
         if code is None:
-            return Trial(None, None, Verdict(False, ["the reply contained no program"])), 0.0
+            return Trial(None, None, judging.no_program()), 0.0
         ctx = task.context
         if show:
             state.emit(CandidateReady(Candidate(code=code, iteration=index), code_diff(announce, code)))
@@ -716,15 +703,12 @@ class Loop:
         if given:
             # The user's own code is the spec, not a candidate against it.
             state.spec = self.qa.spec_for(task, result)
-            violations = None
+            verdict = judging.judge_given(result, task)
         else:
-            violations = self.qa.check_spec(state.spec, code, ctx)
-        verdict = hold_known_wrong(self.qa.judge(result, task.tests, violations), task, code, given=given)
-        if not given and task.initial_code:
-            verdict = replace(verdict, notebook_changes=redefined(ctx, task.initial_code, code))
+            verdict = judging.judge_candidate(result, task, code, self.qa.check_spec(state.spec, code, ctx), ctx)
         # What the given program, known wrong yet passing its checks, shows on them; a
         # candidate that shows the same fixed nothing they can see.
-        if (given and verdict.held == "given") or (verdict.passed and state.given_seen is not None):
+        if judging.observes_given(verdict) if given else judging.compares_behaviour(verdict, state.given_seen):
             s0 = time.monotonic()
             seen = self.qa.observe(
                 code, state.sandbox_inputs, task.tests, cancel=state.stop.event, prelude=ctx.prelude if ctx else None
@@ -733,7 +717,7 @@ class Loop:
             if given:
                 state.given_seen = seen
             else:
-                verdict = hold_same_behaviour(verdict, seen, state.given_seen)
+                verdict = judging.hold_same_behaviour(verdict, seen, state.given_seen)
         checks: list[TestOutcome] = []
         generated = state.run.checks
         if (
@@ -824,7 +808,7 @@ class Loop:
                 index=so_far.index,
                 candidate=Candidate(code=so_far.code or "", iteration=so_far.index, reply=so_far.reply),
                 result=None,
-                verdict=Verdict(False, ["not finished: the run ended during this round"]),
+                verdict=judging.unfinished(),
                 usage=usage,
                 timings=Timings(llm_s=so_far.llm_s),
             )
@@ -872,10 +856,6 @@ class Loop:
         totals.completion_tokens = usage.completion_tokens
         totals.duration_s = time.monotonic() - state.started
         run.totals = totals
-
-
-def _passed(outcomes: list[TestOutcome]) -> int:
-    return sum(1 for t in outcomes if t.passed)
 
 
 @dataclass
@@ -927,7 +907,7 @@ class _RunState:
     assert_changes: list[tuple[int, str]] = field(default_factory=list)
     """(round, the user's assert) for every round whose candidate changed an assert/test."""
     sandbox_inputs: dict[str, Pickled] = field(default_factory=dict)
-    soft_from: int | None = None
+    soft_pass: Iteration | None = None
     """The round that passed the user's tests but failed generated checks (one soft round)."""
     failed_repairs: int = 0
     """Failed repairs in a row since the start or the last restart."""
