@@ -135,7 +135,9 @@ class _Stop(Exception):
 
 
 @dataclass
-class LoopLimits:
+class LoopBudget:
+    """What one run may spend: rounds, tokens, wall clock, and the size of what it takes."""
+
     max_iterations: int
     token_budget: int
     """0 = no limit."""
@@ -176,10 +178,10 @@ class Loop:
         llm: LLMClient,
         sandbox: Sandbox,
         *,
-        bounds: LoopLimits,
+        budget: LoopBudget,
         auto_plan: bool,
         plan_on_heal: bool,
-        limits: Limits,
+        sandbox_limits: Limits,
         retry_temperature: float,
         repair_format: str,
         strategies: Strategies,
@@ -187,22 +189,23 @@ class Loop:
     ) -> None:
         self.llm = llm
         self.sandbox = sandbox
-        self.bounds = bounds
+        self.budget = budget
         self.auto_plan = auto_plan
         self.plan_on_heal = plan_on_heal
         """Whether to ask the planner when the task starts from the user's code."""
-        self.limits = limits
+        self.sandbox_limits = sandbox_limits
+        """The limits of each sandbox run (memory, CPU, time, output)."""
         self.planner = Planner(llm, libraries=libraries)
         self.developer = Developer(
             llm, libraries=libraries, retry_temperature=retry_temperature, repair_format=repair_format
         )
-        self.qa = QA(sandbox, self.limits)
+        self.qa = QA(sandbox, sandbox_limits)
         self.strategies = strategies
         self.designer = CheckDesigner(llm)
 
     @property
     def max_iterations(self) -> int:
-        return self.bounds.max_iterations
+        return self.budget.max_iterations
 
     # ------------------------------------------------------------------ plan only
     def plan(
@@ -247,13 +250,13 @@ class Loop:
             started_at=time.time(),
         )
         emit = _Emitter(on_event)
-        deadline = started + self.bounds.time_budget_s if self.bounds.time_budget_s > 0 else None
+        deadline = started + self.budget.time_budget_s if self.budget.time_budget_s > 0 else None
         stop = _StopSignal(cancel, deadline)
         state = _RunState(run=run, stop=stop, emit=emit, started=started)
         emit(RunStarted(run))
         self.llm.admit = functools.partial(self._admit, state)
         try:
-            validate_task(task, max_code_bytes=self.bounds.max_code_bytes)
+            validate_task(task, max_code_bytes=self.budget.max_code_bytes)
             inputs = describe_inputs(task.inputs)
             state.sandbox_inputs = prepare_inputs(task)
             self._plan_step(task, inputs, state)
@@ -322,7 +325,7 @@ class Loop:
         if task.plan is not None:
             run.plan = Plan(list(task.plan.steps), source="user")
         elif self.auto_plan and task.prompt.strip() and (self.plan_on_heal or not task.initial_code):
-            self._check_bounds(state, before="planning")
+            self._check_budget(state, before="planning")
             plan, reply = self.planner.plan(
                 task.prompt,
                 inputs,
@@ -346,7 +349,7 @@ class Loop:
             count = self.strategies.intent_checks
         if count <= 0:
             return
-        self._check_bounds(state, before="writing the generated checks")
+        self._check_budget(state, before="writing the generated checks")
         checks = self.designer.design(
             task.prompt,
             inputs,
@@ -369,10 +372,10 @@ class Loop:
         ):
             return
         first = 1
-        for index in range(first, self.bounds.max_iterations + 1):
+        for index in range(first, self.budget.max_iterations + 1):
             if self._iteration(task, inputs, state, index=index):
                 return
-            if state.no_code_in_a_row >= MAX_NO_CODE_IN_A_ROW and index < self.bounds.max_iterations:
+            if state.no_code_in_a_row >= MAX_NO_CODE_IN_A_ROW and index < self.budget.max_iterations:
                 raise _Stop(
                     "failed",
                     f"The model replied {state.no_code_in_a_row} times in a row without a "
@@ -381,7 +384,7 @@ class Loop:
                 )
         run.outcome = "budget_exhausted"
         run.error = (
-            f"No candidate passed within max_iterations={self.bounds.max_iterations}. "
+            f"No candidate passed within max_iterations={self.budget.max_iterations}. "
             "Raise `%config SelfHeal.max_iterations`, add detail "
             "to the task, or fix the last program by hand."
         )
@@ -427,7 +430,7 @@ class Loop:
         feedback, values, failing_checks, probe_s = self._explain(task, state, chosen, result, verdict, checks)
         sandbox_s += probe_s
         soft = judging.opens_soft_round(
-            verdict, failing_checks, index=index, max_iterations=self.bounds.max_iterations, soft_pass=state.soft_pass
+            verdict, failing_checks, index=index, max_iterations=self.budget.max_iterations, soft_pass=state.soft_pass
         )
         if soft:
             feedback = "\n".join(failing_checks)
@@ -476,7 +479,7 @@ class Loop:
         if given is not None:
             written.proposals.append(Proposal(code=given, reply=""))
             return written
-        self._check_bounds(state, before=f"iteration {index}")
+        self._check_budget(state, before=f"iteration {index}")
         st = self.strategies
         if st.restart_after > 0 and state.failed_repairs >= st.restart_after:
             written.repair, written.restarted = state.origin, True
@@ -507,7 +510,7 @@ class Loop:
         for k in range(sampled):
             fresh = written.starts_over(k, given)
             if k and (
-                state.stop.event.is_set() or (self.bounds.token_budget > 0 and state.tokens >= self.bounds.token_budget)
+                state.stop.event.is_set() or (self.budget.token_budget > 0 and state.tokens >= self.budget.token_budget)
             ):
                 break
             if k:
@@ -589,7 +592,7 @@ class Loop:
             feedback = NO_CODE_FEEDBACK
         else:
             state.no_code_in_a_row = 0
-            feedback = format_feedback(result, verdict, limits=self.limits)
+            feedback = format_feedback(result, verdict, limits=self.sandbox_limits)
             if not verdict.passed and self.strategies.runtime_values:
                 values, probe_s = self._runtime_values(code, result, task, state)
                 feedback = "\n".join([feedback, *runtime_value_lines(values, differences(code, result, values))])
@@ -772,17 +775,17 @@ class Loop:
             "stronger model."
         )
 
-    # ------------------------------------------------------------------ bounds
-    def _check_bounds(self, state: _RunState, *, before: str) -> None:
+    # ------------------------------------------------------------------ budget
+    def _check_budget(self, state: _RunState, *, before: str) -> None:
         if state.stop.cancelled:
             raise Cancelled(f"Stopped before {before}.")
         if state.stop.expired:
             raise _Stop(
                 "budget_exhausted",
-                f"The wall-clock budget of {self.bounds.time_budget_s:g} s ran out before "
+                f"The wall-clock budget of {self.budget.time_budget_s:g} s ran out before "
                 f"{before}. Raise `%config SelfHeal.time_budget_s` (0 = no limit).",
             )
-        budget = self.bounds.token_budget
+        budget = self.budget.token_budget
         if budget > 0 and state.tokens >= budget:
             raise _Stop(
                 "budget_exhausted",
@@ -817,7 +820,7 @@ class Loop:
     def _admit(self, state: _RunState, size: int) -> None:
         """Before each request: one whose prompt cannot fit in what is left of the token
         budget ends the run, before it is sent."""
-        budget = self.bounds.token_budget
+        budget = self.budget.token_budget
         if budget > 0 and state.tokens + size > budget:
             raise _Stop(
                 "budget_exhausted",
@@ -836,7 +839,7 @@ class Loop:
         else:
             run.outcome = "budget_exhausted"
             run.error = (
-                f"The wall-clock budget of {self.bounds.time_budget_s:g} s ran out. "
+                f"The wall-clock budget of {self.budget.time_budget_s:g} s ran out. "
                 "Raise `%config SelfHeal.time_budget_s` (0 = no limit)."
             )
 
