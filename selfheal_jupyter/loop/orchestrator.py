@@ -24,10 +24,9 @@ from ..agents.planner import Planner
 from ..agents.qa import QA, strip_input_overwrites
 from ..codeblocks import code_diff
 from ..errors import BadInput, Cancelled, LLMError, SandboxError, SelfHealError
-from ..feedback import check_lines, failure_signature, format_feedback, runtime_value_lines
+from ..feedback import check_lines, format_feedback, runtime_value_lines
 from ..llm import LLMClient
 from ..model import (
-    ASSERT_RULES,
     Candidate,
     ExecutionResult,
     InputDescription,
@@ -35,6 +34,7 @@ from ..model import (
     Limits,
     Plan,
     Run,
+    Sample,
     Task,
     TestOutcome,
     Timings,
@@ -48,6 +48,7 @@ from ..sandbox.serialize import Pickled
 from ..spec.behaviour import Observation
 from ..spec.guard import Spec
 from ..spec.probes import differences, plan_probes, probe_values
+from . import rounds
 from . import verdict as judging
 from .choice import Trial, choose
 from .events import (
@@ -74,11 +75,6 @@ EDIT_FAILED_FEEDBACK = (
     "{failure}. The program was not changed and not run. Reply with the whole corrected "
     "program in one fenced ```python block."
 )
-MAX_NO_CODE_IN_A_ROW = 2
-MAX_ASSERT_CHANGES = 2
-"""Rounds whose candidate changed one of the user's asserts or tests before the run ends
-``failed``: a model that keeps doing so believes the assert itself is wrong, and only
-the user may decide that."""
 STOP_POLL_S = 0.05
 FRESH_FROM_SAMPLE = 3
 """From this sample of a repair round on (``SelfHeal.candidates`` ≥ 3), a sample starts
@@ -207,6 +203,11 @@ class Loop:
     def max_iterations(self) -> int:
         return self.budget.max_iterations
 
+    @property
+    def rules(self) -> rounds.Rules:
+        """What decides the next round (:func:`~selfheal_jupyter.loop.rounds.next_step`)."""
+        return rounds.Rules(self.budget.max_iterations, self.strategies.restart_after)
+
     # ------------------------------------------------------------------ plan only
     def plan(
         self,
@@ -287,7 +288,7 @@ class Loop:
         finally:
             stop.close()
             self.llm.admit = None
-        if judging.soft_pass_stands(state.soft_pass, run.outcome):
+        if judging.soft_pass_stands(state.progress.soft_pass, run.outcome):
             run.outcome, run.error = "success", ""
         self._finish(state)
         emit(RunFinished(run))
@@ -302,19 +303,15 @@ class Loop:
         task = run.task
         stop = _StopSignal(cancel, None)
         state = _RunState(run=run, stop=stop, emit=_Emitter(None), started=time.monotonic())
-        ctx = task.context
-        prelude = ctx.prelude if ctx else None
         try:
             state.sandbox_inputs = prepare_inputs(task)
             given = next((it for it in run.iterations if it.index == 0), None)
             if task.initial_code is not None and given is not None:
-                state.spec = self.qa.spec_for(task, given.result)
-                if given.verdict.held == "given":
-                    state.given_seen = self.qa.observe(
-                        task.initial_code, state.sandbox_inputs, task.tests, cancel=stop.event, prelude=prelude
-                    )
-            data_names = dict.fromkeys([*task.inputs, *(ctx.data_names() if ctx else ())])
-            trial, _ = self._evaluate(task, state, 0, code, data_names, given=False, announce=None, show=False)
+                seen = None
+                if judging.observes_given(given.verdict):
+                    seen, _ = self._observe(task, state, task.initial_code)
+                state.baseline = _Baseline(spec=self.qa.spec_for(task, given.result), seen=seen)
+            trial, _ = self._judge_candidate(task, state, 0, code, announce=None, show=False)
         finally:
             stop.close()
         return trial
@@ -364,83 +361,91 @@ class Loop:
         state.run.planning_usage = state.run.planning_usage + checks.usage
 
     def _iterate(self, task: Task, inputs: list[InputDescription], state: _RunState) -> None:
-        run = state.run
-        if (
-            task.initial_code is not None
-            and task.initial_code.strip()
-            and self._iteration(task, inputs, state, index=0, given=task.initial_code)
-        ):
-            return
-        first = 1
+        """Round 0 (the user's own program, when the task starts from it), then the
+        developer's rounds, each followed by :func:`~selfheal_jupyter.loop.rounds.next_step`."""
+        first = 0 if task.initial_code is not None and task.initial_code.strip() else 1
         for index in range(first, self.budget.max_iterations + 1):
-            if self._iteration(task, inputs, state, index=index):
+            end = self._round_zero(task, state) if index == 0 else self._round(task, inputs, state, index)
+            step, state.progress = rounds.next_step(state.progress, end, self.rules, stopping=state.stop.event.is_set())
+            if isinstance(step, rounds.Success):
+                state.run.outcome, state.run.final_index = "success", step.final_index
                 return
-            if state.no_code_in_a_row >= MAX_NO_CODE_IN_A_ROW and index < self.budget.max_iterations:
-                raise _Stop(
-                    "failed",
-                    f"The model replied {state.no_code_in_a_row} times in a row without a "
-                    "program. Try a stronger model (`%config SelfHeal.model`), or rephrase "
-                    "the task.",
-                )
-        run.outcome = "budget_exhausted"
-        run.error = (
-            f"No candidate passed within max_iterations={self.budget.max_iterations}. "
-            "Raise `%config SelfHeal.max_iterations`, add detail "
-            "to the task, or fix the last program by hand."
-        )
-        last = run.iterations[-1].verdict if run.iterations else None
-        if last is not None and last.spec_violations:
-            run.error += (
-                " The last candidate was rejected because it changed your spec ("
-                + ", ".join(sorted({v.rule for v in last.spec_violations}))
-                + ")."
-            )
+            if isinstance(step, rounds.Stop):
+                raise _Stop(step.outcome, step.message)
+            if isinstance(step, rounds.Stopped):
+                raise Cancelled(step.message)
+        raise _Stop("budget_exhausted", rounds.out_of_rounds_message(self.budget.max_iterations, None))
 
-    def _iteration(
-        self,
-        task: Task,
-        inputs: list[InputDescription],
-        state: _RunState,
-        *,
-        index: int,
-        given: str | None = None,
-    ) -> bool:
-        """One developer → QA round, in steps: write (one program, or samples), run and
-        judge each, choose, say what went wrong, record; True when the run ends with
-        success."""
+    def _round_zero(self, task: Task, state: _RunState) -> rounds.RoundEnd:
+        """Round 0: the user's own program, run as it is (no model call). It is the spec the
+        repairs keep, and, when the task says it is wrong yet it passes its checks, what it
+        shows on them; its failure is what round 1 is told."""
         t0 = time.monotonic()
-        ctx = task.context
-        # The user's data (inputs and copied notebook values) must never be replaced.
-        data_names = dict.fromkeys([*task.inputs, *(ctx.data_names() if ctx else ())])
-        state.round = _RoundSoFar(index, code=given)
-        written = self._write(task, inputs, state, index, given, data_names)
-        previous = state.last_code
-        trials, sandbox_s = self._run_and_judge(task, state, index, written, given, data_names, previous)
+        code = task.initial_code or ""
+        state.round = _RoundSoFar(0, code=code)
+        result, sandbox_s = self._execute(task, state, 0, code, asserts=None, announce=None)
+        verdict = judging.judge_given(result, task)
+        seen = None
+        if judging.observes_given(verdict):
+            seen, secs = self._observe(task, state, code)
+            sandbox_s += secs
+        state.baseline = _Baseline(spec=self.qa.spec_for(task, result), seen=seen)
+        checks, secs = self._generated_checks(task, state, code, result)
+        trial = Trial(code, result, verdict, checks)
+        return self._close_round(
+            task, state, 0, trial, Proposal(code=code, reply=""), _Written(), [], sandbox_s + secs, t0
+        )
+
+    def _round(self, task: Task, inputs: list[InputDescription], state: _RunState, index: int) -> rounds.RoundEnd:
+        """One developer → QA round, in steps: write (one program, or samples), run and
+        judge each, choose, then close the round (say what went wrong, record)."""
+        t0 = time.monotonic()
+        state.round = _RoundSoFar(index)
+        written = self._write(task, inputs, state, index)
+        previous = state.progress.last_code
+        trials, sandbox_s = self._run_and_judge(task, state, index, written, previous)
         best, samples = (0, []) if len(trials) == 1 else choose(trials)
         trial, chosen = trials[best], written.proposals[best]
-        code = chosen.code
-        result, verdict, checks = trial.result, trial.verdict, trial.checks
-        candidate = Candidate(code=code or "", iteration=index, reply=chosen.reply)
-        diff = "" if code is None else code_diff(previous, code)
-        if len(trials) > 1 and code is not None:
-            state.emit(CandidateReady(candidate, diff))
+        if len(trials) > 1 and chosen.code is not None:
+            state.emit(CandidateReady(Candidate(chosen.code, index, chosen.reply), code_diff(previous, chosen.code)))
             state.emit(ExecutionStarted(index))
-            if result is not None:
-                state.emit(ExecutionDone(index, result))
+            if trial.result is not None:
+                state.emit(ExecutionDone(index, trial.result))
+        return self._close_round(task, state, index, trial, chosen, written, samples, sandbox_s, t0)
+
+    def _close_round(
+        self,
+        task: Task,
+        state: _RunState,
+        index: int,
+        trial: Trial,
+        chosen: Proposal,
+        written: _Written,
+        samples: list[Sample],
+        sandbox_s: float,
+        t0: float,
+    ) -> rounds.RoundEnd:
+        """Say what went wrong (with the failing statement's values), record the round and
+        announce it; what :func:`~selfheal_jupyter.loop.rounds.next_step` reads of it."""
+        code, result, verdict, checks = chosen.code, trial.result, trial.verdict, trial.checks
         feedback, values, failing_checks, probe_s = self._explain(task, state, chosen, result, verdict, checks)
-        sandbox_s += probe_s
         soft = judging.opens_soft_round(
-            verdict, failing_checks, index=index, max_iterations=self.budget.max_iterations, soft_pass=state.soft_pass
+            verdict,
+            failing_checks,
+            index=index,
+            max_iterations=self.budget.max_iterations,
+            soft_pass=state.progress.soft_pass,
         )
         if soft:
             feedback = "\n".join(failing_checks)
+        sandbox_s += probe_s
         total_s = time.monotonic() - t0
         iteration = Iteration(
             index=index,
-            candidate=candidate,
+            candidate=Candidate(code=code or "", iteration=index, reply=chosen.reply),
             result=result,
             verdict=verdict,
-            diff=diff,
+            diff="" if code is None else code_diff(state.progress.last_code, code),
             feedback=feedback if (soft or not verdict.passed) else "",
             usage=written.usage,
             timings=Timings(
@@ -457,38 +462,33 @@ class Loop:
         state.run.iterations.append(iteration)
         state.round = None
         state.emit(VerdictReady(iteration))
-        return self._after_round(
-            state, iteration, written, chosen, given=given, soft=soft, failing_checks=failing_checks
+        repair = written.repair
+        return rounds.RoundEnd(
+            iteration,
+            code,
+            finish_reason=chosen.finish_reason,
+            soft=soft,
+            failing_checks=bool(failing_checks),
+            repaired=repair is not None and repair.code is not None and not written.restarted,
         )
 
-    def _write(
-        self,
-        task: Task,
-        inputs: list[InputDescription],
-        state: _RunState,
-        index: int,
-        given: str | None,
-        data_names: dict[str, None],
-    ) -> _Written:
-        """The round's program(s): the given one, or the developer's reply — one greedy
-        program in round 1, ``candidates`` samples from round 2 on (from the third on,
-        starting over instead of repairing)."""
-        written = _Written(repair=state.repair)
+    def _write(self, task: Task, inputs: list[InputDescription], state: _RunState, index: int) -> _Written:
+        """The round's program(s): the developer's reply — one greedy program in round 1,
+        ``candidates`` samples from round 2 on (from the third on, starting over instead
+        of repairing)."""
+        progress = state.progress
+        written = _Written(repair=progress.repair)
         so_far = state.round
         assert so_far is not None
-        if given is not None:
-            written.proposals.append(Proposal(code=given, reply=""))
-            return written
         self._check_budget(state, before=f"iteration {index}")
         st = self.strategies
-        if st.restart_after > 0 and state.failed_repairs >= st.restart_after:
-            written.repair, written.restarted = state.origin, True
-            state.failed_repairs = 0
+        if progress.restart:
+            written.repair, written.restarted = progress.origin, True
         repair = written.repair
         if (
             st.explain_first
             and not written.restarted
-            and state.soft_pass is None
+            and progress.soft_pass is None
             and repair is not None
             and repair.code is not None
             and repair.feedback
@@ -507,8 +507,9 @@ class Loop:
         # The first program is one greedy reply: most tasks pass there, and it is the
         # single pass the eval compares against. Samples are spent once it failed.
         sampled = st.candidates if index >= 2 else 1
+        data_names = _data_names(task)
         for k in range(sampled):
-            fresh = written.starts_over(k, given)
+            fresh = written.starts_over(k)
             if k and (
                 state.stop.event.is_set() or (self.budget.token_budget > 0 and state.tokens >= self.budget.token_budget)
             ):
@@ -520,9 +521,9 @@ class Loop:
                 state.run.plan,
                 inputs,
                 task.tests,
-                state.origin if fresh else written.repair,
+                progress.origin if fresh else written.repair,
                 previous_codes=[it.candidate.code for it in state.run.iterations if it.candidate.code],
-                keep_spec=state.spec is not None and not state.spec.empty,
+                keep_spec=state.baseline.spec is not None and not state.baseline.spec.empty,
                 on_token=lambda t: state.emit(TokensStreamed("developer", index, t)),
                 cancel=state.stop.event,
                 context=format_context(task.context),
@@ -540,33 +541,20 @@ class Loop:
         return written
 
     def _run_and_judge(
-        self,
-        task: Task,
-        state: _RunState,
-        index: int,
-        written: _Written,
-        given: str | None,
-        data_names: dict[str, None],
-        previous: str | None,
+        self, task: Task, state: _RunState, index: int, written: _Written, previous: str | None
     ) -> tuple[list[Trial], float]:
         """Each program run in the sandbox and judged (a single one is shown as it runs)."""
         single = len(written.proposals) == 1
         trials: list[Trial] = []
         sandbox_s = 0.0
         for i, proposal in enumerate(written.proposals):
-            trial, secs = self._evaluate(
-                task,
-                state,
-                index,
-                proposal.code,
-                data_names,
-                given=given is not None,
-                announce=previous if single else None,
-                show=single,
-            )
-            if proposal.code is None and proposal.edit_failure:
-                trial = replace(trial, verdict=judging.no_program(proposal.edit_failure))
-            trials.append(replace(trial, fresh=written.starts_over(i, given)))
+            if proposal.code is None:
+                trial, secs = Trial(None, None, judging.no_program(proposal.edit_failure)), 0.0
+            else:
+                trial, secs = self._judge_candidate(
+                    task, state, index, proposal.code, announce=previous if single else None, show=single
+                )
+            trials.append(replace(trial, fresh=written.starts_over(i)))
             sandbox_s += secs
         return trials, sandbox_s
 
@@ -585,13 +573,10 @@ class Loop:
         values: list[TestOutcome] = []
         probe_s = 0.0
         if code is None and chosen.edit_failure:
-            state.no_code_in_a_row = 0
             feedback = EDIT_FAILED_FEEDBACK.format(failure=chosen.edit_failure)
         elif code is None:
-            state.no_code_in_a_row += 1
             feedback = NO_CODE_FEEDBACK
         else:
-            state.no_code_in_a_row = 0
             feedback = format_feedback(result, verdict, limits=self.sandbox_limits)
             if not verdict.passed and self.strategies.runtime_values:
                 values, probe_s = self._runtime_values(code, result, task, state)
@@ -601,93 +586,46 @@ class Loop:
             feedback = "\n".join([feedback, *failing_checks])
         return feedback, values, failing_checks, probe_s
 
-    def _after_round(
-        self,
-        state: _RunState,
-        iteration: Iteration,
-        written: _Written,
-        chosen: Proposal,
-        *,
-        given: str | None,
-        soft: bool,
-        failing_checks: list[str],
-    ) -> bool:
-        """Whether the run ends here (True: success), and what the next round is told."""
-        run, index, verdict, result = state.run, iteration.index, iteration.verdict, iteration.result
-        code, finish, feedback = chosen.code, chosen.finish_reason, iteration.feedback
-        if state.soft_pass is not None:
-            # The round after a pass with failing generated checks ends the run with
-            # success: a new pass replaces the earlier one only if it passes more of the
-            # generated checks; otherwise (no code, an explanation, a worse program) the
-            # earlier pass stands.
-            run.final_index = judging.soft_round_result(state.soft_pass, iteration)
-            run.outcome = "success"
-            return True
-        if verdict.passed and not soft:
-            run.outcome = "success"
-            return True
-        if result is not None and result.status == "killed" and state.stop.event.is_set():
-            raise Cancelled("Stopped during the sandbox run.")
-        changed = [v for v in verdict.spec_violations if v.rule in ASSERT_RULES]
-        if changed:
-            state.assert_changes.append((index, changed[0].original or changed[0].message))
-            if len(state.assert_changes) >= MAX_ASSERT_CHANGES:
-                raise _Stop("failed", self._assert_change_message(state))
-        # What the next round is told: the program as it stands and what went wrong.
-        if code is None:
-            # The program as it stands did not change: keep its feedback, ask for code
-            # (the whole program, saying which block failed, when the edits did not apply).
-            state.repair = RepairContext(
-                code=state.last_code,
-                feedback=state.repair.feedback if state.repair else "",
-                no_code=not chosen.edit_failure,
-                edit_failure=chosen.edit_failure,
-                truncated=finish == "length",
-                soft_checks=state.repair.soft_checks if state.repair else False,
-            )
-            return False
-        repair = written.repair
-        if soft:
-            state.soft_pass = iteration
-        elif given is None and repair is not None and repair.code is not None and not written.restarted:
-            state.failed_repairs += 1
-        signature = failure_signature(result)
-        state.last_code = code
-        state.repair = RepairContext(
-            code=state.last_code,
-            feedback=feedback,
-            same_failure=signature == state.last_signature and not soft,
-            truncated=finish == "length",
-            soft_checks=bool(failing_checks),
-        )
-        if given is not None:
-            state.origin = state.repair
-        state.last_signature = signature
-        return False
+    # ------------------------------------------------------------------ one program
+    def _judge_candidate(
+        self, task: Task, state: _RunState, index: int, code: str, *, announce: str | None, show: bool
+    ) -> tuple[Trial, float]:
+        """Pre-check, run, spec-check and judge one candidate (against what round 0 found),
+        then run the generated checks; and the seconds the sandbox took.
 
-    def _evaluate(
+        ``show``: emit the candidate and execution events (the single program of a round)."""
+        spec, given_seen = state.baseline.spec, state.baseline.seen
+        result, sandbox_s = self._execute(
+            task, state, index, code, asserts=self.qa.spec_asserts(spec, code), announce=announce, show=show
+        )
+        ctx = task.context
+        verdict = judging.judge_candidate(result, task, code, self.qa.check_spec(spec, code, ctx), ctx)
+        if judging.compares_behaviour(verdict, given_seen):
+            seen, secs = self._observe(task, state, code)
+            sandbox_s += secs
+            verdict = judging.hold_same_behaviour(verdict, seen, given_seen)
+        checks, secs = self._generated_checks(task, state, code, result)
+        return Trial(code, result, verdict, checks), sandbox_s + secs
+
+    def _execute(
         self,
         task: Task,
         state: _RunState,
         index: int,
-        code: str | None,
-        data_names: dict[str, None],
+        code: str,
         *,
-        given: bool,
+        asserts: list[tuple[int, int, str]] | None,
         announce: str | None,
-        show: bool,
-    ) -> tuple[Trial, float]:
-        """Pre-check, run, spec-check and judge one program, then run the generated checks.
-
-        ``show``: emit the candidate and execution events (the single program of a round)."""
-        if code is None:
-            return Trial(None, None, judging.no_program()), 0.0
+        show: bool = True,
+    ) -> tuple[ExecutionResult, float]:
+        """The static pre-check, else the sandbox run with the user's tests (and the
+        user's asserts the checker evaluates); and the seconds the sandbox took."""
         ctx = task.context
         if show:
             state.emit(CandidateReady(Candidate(code=code, iteration=index), code_diff(announce, code)))
             state.emit(ExecutionStarted(index))
         sandbox_s = 0.0
-        result = self.qa.precheck(code, data_names, defined=ctx.names() if ctx else ())
+        result = self.qa.precheck(code, _data_names(task), defined=ctx.names() if ctx else ())
         if result is None:
             if state.stop.event.is_set():
                 raise Cancelled("Stopped before the sandbox run.")
@@ -698,49 +636,41 @@ class Loop:
                 task.tests,
                 cancel=state.stop.event,
                 prelude=ctx.prelude if ctx else None,
-                asserts=None if given else self.qa.spec_asserts(state.spec, code),
+                asserts=asserts,
             )
             sandbox_s = time.monotonic() - s0
         if show:
             state.emit(ExecutionDone(index, result))
-        if given:
-            # The user's own code is the spec, not a candidate against it.
-            state.spec = self.qa.spec_for(task, result)
-            verdict = judging.judge_given(result, task)
-        else:
-            verdict = judging.judge_candidate(result, task, code, self.qa.check_spec(state.spec, code, ctx), ctx)
-        # What the given program, known wrong yet passing its checks, shows on them; a
-        # candidate that shows the same fixed nothing they can see.
-        if judging.observes_given(verdict) if given else judging.compares_behaviour(verdict, state.given_seen):
-            s0 = time.monotonic()
-            seen = self.qa.observe(
-                code, state.sandbox_inputs, task.tests, cancel=state.stop.event, prelude=ctx.prelude if ctx else None
-            )
-            sandbox_s += time.monotonic() - s0
-            if given:
-                state.given_seen = seen
-            else:
-                verdict = judging.hold_same_behaviour(verdict, seen, state.given_seen)
-        checks: list[TestOutcome] = []
+        return result, sandbox_s
+
+    def _observe(self, task: Task, state: _RunState, code: str) -> tuple[Observation | None, float]:
+        """What ``code`` shows on the user's checks (a second sandbox run) and its seconds."""
+        ctx = task.context
+        s0 = time.monotonic()
+        seen = self.qa.observe(
+            code, state.sandbox_inputs, task.tests, cancel=state.stop.event, prelude=ctx.prelude if ctx else None
+        )
+        return seen, time.monotonic() - s0
+
+    def _generated_checks(
+        self, task: Task, state: _RunState, code: str, result: ExecutionResult
+    ) -> tuple[list[TestOutcome], float]:
+        """QA's generated checks on a program that ran cleanly (soft: never the verdict)."""
         generated = state.run.checks
         if (
-            generated is not None
-            and generated.statements
-            and result.status == "ok"
-            and result.error is None
-            and not state.stop.event.is_set()
+            generated is None
+            or not generated.statements
+            or result.status != "ok"
+            or result.error is not None
+            or state.stop.event.is_set()
         ):
-            s0 = time.monotonic()
-            checked = self.qa.run(
-                code,
-                state.sandbox_inputs,
-                generated.source,
-                cancel=state.stop.event,
-                prelude=ctx.prelude if ctx else None,
-            )
-            sandbox_s += time.monotonic() - s0
-            checks = list(checked.tests)
-        return Trial(code, result, verdict, checks), sandbox_s
+            return [], 0.0
+        ctx = task.context
+        s0 = time.monotonic()
+        checked = self.qa.run(
+            code, state.sandbox_inputs, generated.source, cancel=state.stop.event, prelude=ctx.prelude if ctx else None
+        )
+        return list(checked.tests), time.monotonic() - s0
 
     def _runtime_values(
         self, code: str, result: ExecutionResult | None, task: Task, state: _RunState
@@ -762,18 +692,6 @@ class Loop:
         )
         seconds = time.monotonic() - s0
         return (probe_values(probed.tests) if probed.status == "ok" else []), seconds
-
-    @staticmethod
-    def _assert_change_message(state: _RunState) -> str:
-        rounds = ", ".join(str(i) for i, _ in state.assert_changes)
-        asserts = "; ".join(dict.fromkeys(f"`{what}`" for _, what in state.assert_changes))
-        return (
-            f"Stopped without success: in rounds {rounds} the model changed your assert(s) "
-            f"{asserts} instead of making the program satisfy them. Your asserts and tests are "
-            "the specification and are never weakened to reach success. If an assert itself "
-            "is wrong, correct it and run again; otherwise add detail to the task or try a "
-            "stronger model."
-        )
 
     # ------------------------------------------------------------------ budget
     def _check_budget(self, state: _RunState, *, before: str) -> None:
@@ -866,7 +784,7 @@ class _Written:
     """What a round's writing step produced: the programs, what they cost, and how the
     round began (a restart, a diagnosis, the repair context it wrote from)."""
 
-    repair: RepairContext | None
+    repair: RepairContext | None = None
     proposals: list[Proposal] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     llm_s: float = 0.0
@@ -877,9 +795,9 @@ class _Written:
         self.usage, self.llm_s = self.usage + used, self.llm_s + secs
         so_far.usage, so_far.llm_s = self.usage, self.llm_s
 
-    def starts_over(self, k: int, given: str | None) -> bool:
+    def starts_over(self, k: int) -> bool:
         """Sample ``k`` (from 0) writes the program again rather than repairing it."""
-        return given is None and not self.restarted and k + 1 >= FRESH_FROM_SAMPLE
+        return not self.restarted and k + 1 >= FRESH_FROM_SAMPLE
 
 
 @dataclass
@@ -893,34 +811,39 @@ class _RoundSoFar:
     llm_s: float = 0.0
 
 
+@dataclass(frozen=True)
+class _Baseline:
+    """What round 0 found out about the user's own program (empty for a task from scratch)."""
+
+    spec: Spec | None = None
+    """The spec a repair keeps (None: the task did not start from the user's code)."""
+    seen: Observation | None = None
+    """What it showed on its checks, when the task says it is wrong and it passed them
+    anyway (None: nothing to compare a candidate with)."""
+
+
 @dataclass
 class _RunState:
+    """One run in progress: its record, its stop signal and what it spent so far."""
+
     run: Run
     stop: _StopSignal
     emit: Callable[[Event], None]
     started: float
     tokens: int = 0
     llm_s: float = 0.0
-    last_code: str | None = None
-    last_signature: tuple[str, ...] | None = None
-    repair: RepairContext | None = None
-    no_code_in_a_row: int = 0
-    spec: Spec | None = None
-    """The user's spec (set by round 0 when the task starts from their code)."""
-    assert_changes: list[tuple[int, str]] = field(default_factory=list)
-    """(round, the user's assert) for every round whose candidate changed an assert/test."""
     sandbox_inputs: dict[str, Pickled] = field(default_factory=dict)
-    soft_pass: Iteration | None = None
-    """The round that passed the user's tests but failed generated checks (one soft round)."""
-    failed_repairs: int = 0
-    """Failed repairs in a row since the start or the last restart."""
-    origin: RepairContext | None = None
-    """Where a restart begins: the user's code and its feedback (None: from the task)."""
-    given_seen: Observation | None = None
-    """What the given program showed on its checks, when the task says it is wrong and it
-    passed them anyway (None: nothing to compare a candidate with)."""
+    baseline: _Baseline = field(default_factory=_Baseline)
+    progress: rounds.Progress = field(default_factory=rounds.Progress)
+    """What the last round hands to the next (:func:`~selfheal_jupyter.loop.rounds.next_step`)."""
     round: _RoundSoFar | None = None
     """The round in progress (None between rounds)."""
+
+
+def _data_names(task: Task) -> dict[str, None]:
+    """The user's data (inputs and copied notebook values): never to be replaced."""
+    ctx = task.context
+    return dict.fromkeys([*task.inputs, *(ctx.data_names() if ctx else ())])
 
 
 class _Emitter:
