@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from ..agents import diagnosis
 from ..agents.checks import CheckDesigner
 from ..agents.developer import Developer, Proposal, RepairContext
 from ..agents.inputs import describe_inputs, format_context
@@ -67,14 +68,6 @@ from .task_admission import prepare_inputs, validate_task
 
 log = logging.getLogger(__name__)
 
-NO_CODE_FEEDBACK = (
-    "Your reply contained no program. Reply with exactly one fenced ```python block holding the complete program."
-)
-EDIT_FAILED_FEEDBACK = (
-    "Your reply's SEARCH/REPLACE blocks could not be applied to the current program: "
-    "{failure}. The program was not changed and not run. Reply with the whole corrected "
-    "program in one fenced ```python block."
-)
 STOP_POLL_S = 0.05
 FRESH_FROM_SAMPLE = 3
 """From this sample of a repair round on (``SelfHeal.candidates`` ≥ 3), a sample starts
@@ -145,7 +138,11 @@ class LoopBudget:
 
 @dataclass
 class Strategies:
-    """What the loop does beyond write → run → repair (the defaults live in ``SelfHeal``)."""
+    """What the loop does beyond write → run → repair (the defaults live in ``SelfHeal``, the
+    figures behind them in docs/measurements.md). Each is reached at one place: the checks in
+    ``_design_checks`` (their soft round: :mod:`~selfheal_jupyter.loop.verdict`), samples and
+    runtime values in a round's steps, explain-first in ``_write``, restarts in
+    :func:`~selfheal_jupyter.loop.rounds.next_step`."""
 
     generated_checks: int
     """How many soft checks QA writes from the task before any code (0 = none)."""
@@ -155,9 +152,9 @@ class Strategies:
     runtime_values: bool
     """Show the values of the failing statement's sub-expressions (:mod:`~selfheal_jupyter.spec.probes`)."""
     explain_first: bool
-    """Ask the model to explain the bug before each repair."""
+    """Ask the model to explain the bug before each repair (:mod:`~selfheal_jupyter.agents.diagnosis`)."""
     restart_after: int
-    """Start over after this many failed repairs in a row (0 = never)."""
+    """Start over after this many failed repairs in a row (0 = never; :class:`~selfheal_jupyter.loop.rounds.Rules`)."""
     intent_checks: int = 0
     """Like ``generated_checks``, for a heal of a cell without asserts or tests: checks
     from the cell's intent (used when ``generated_checks`` is 0)."""
@@ -487,21 +484,17 @@ class Loop:
         repair = written.repair
         if (
             st.explain_first
-            and not written.restarted
-            and progress.soft_pass is None
             and repair is not None
-            and repair.code is not None
-            and repair.feedback
-            and not repair.no_code
+            and diagnosis.wanted(repair, restarted=written.restarted, soft_round=progress.soft_pass is not None)
         ):
-            diagnosis, used, secs = self.developer.explain(
+            written.diagnosis, used, secs = diagnosis.explain(
+                self.llm,
                 task.prompt,
                 repair,
                 on_token=lambda t: state.emit(TokensStreamed("developer", index, t)),
                 cancel=state.stop.event,
             )
-            written.diagnosis = diagnosis
-            written.repair = replace(repair, diagnosis=diagnosis)
+            written.repair = replace(repair, diagnosis=written.diagnosis)
             written.add(used, secs, so_far)
             state.tokens += used.total_tokens
         # The first program is one greedy reply: most tasks pass there, and it is the
@@ -572,10 +565,8 @@ class Loop:
         code = chosen.code
         values: list[TestOutcome] = []
         probe_s = 0.0
-        if code is None and chosen.edit_failure:
-            feedback = EDIT_FAILED_FEEDBACK.format(failure=chosen.edit_failure)
-        elif code is None:
-            feedback = NO_CODE_FEEDBACK
+        if code is None:
+            feedback = chosen.no_program_feedback
         else:
             feedback = format_feedback(result, verdict, limits=self.sandbox_limits)
             if not verdict.passed and self.strategies.runtime_values:
