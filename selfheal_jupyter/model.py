@@ -533,6 +533,11 @@ class Verdict:
     notebook_changes: list[str] = field(default_factory=list)
     """Notebook functions and classes (from other cells) that the program defines again
     with a different body: the fix changes those cells too (:mod:`~selfheal_jupyter.spec.notebook_data`)."""
+    verified_by: list[str] = field(default_factory=list)
+    """For a pass: what checked the program's output beyond its running without an error
+    ("your tests", "your stated expectation", "your asserts", "generated checks"); empty
+    when it only runs, and for every verdict that did not pass. Decided with the rest of
+    the verdict (:func:`selfheal_jupyter.loop.verdict.checked_by`)."""
 
     @property
     def spec_kept(self) -> bool | None:
@@ -769,12 +774,10 @@ class Run:
 
     @property
     def verified_by(self) -> list[str]:
-        """What checked the passing program's output; empty when no candidate passed, or
-        when it passed only by running. The rule is the verdict's
-        (:func:`selfheal_jupyter.loop.verdict.verified_by`)."""
-        from .loop.verdict import verified_by  # the rule lives with the verdict; model.py holds data
-
-        return verified_by(self)
+        """What checked the passing program's output (:attr:`Verdict.verified_by` of the
+        final iteration); empty when no candidate passed, or when it passed only by running."""
+        it = self.final_iteration
+        return [] if it is None else list(it.verdict.verified_by)
 
     @property
     def verified(self) -> bool:

@@ -167,9 +167,12 @@ def test_verified_by_names_what_checked_the_output():
     assert v.checked_by(Verdict(True, tests_passed=1, tests_failed=1), [], tests) == []
 
 
-def test_a_runs_verified_by_is_its_final_iterations_and_empty_without_a_pass():
-    run = Run(task=Task(prompt="", tests="assert total == 6"))
-    run.iterations = [it(1, False, ())]
-    assert v.verified_by(run) == [] and not run.verified
-    run.iterations.append(Iteration(2, Candidate("x = 1\n", 2), ran(True), Verdict(True, tests_passed=1)))
-    assert v.verified_by(run) == run.verified_by == ["your tests"] and run.verified
+def test_only_a_pass_is_verified_and_a_run_reads_it_from_its_final_iteration():
+    task = Task(prompt="", tests="assert total == 6")
+    failed = v.with_verified_by(Verdict(False, tests_passed=1), [], task)
+    assert failed.verified_by == []
+    run = Run(task=task, iterations=[Iteration(1, Candidate("x = 1\n", 1), ran(True), failed)])
+    assert run.verified_by == [] and not run.verified
+    passed = v.with_verified_by(Verdict(True, tests_passed=1), [], task)
+    run.iterations.append(Iteration(2, Candidate("x = 1\n", 2), ran(True), passed))
+    assert passed.verified_by == run.verified_by == ["your tests"] and run.verified

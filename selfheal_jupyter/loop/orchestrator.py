@@ -388,7 +388,7 @@ class Loop:
             sandbox_s += secs
         state.baseline = _Baseline(spec=self.qa.spec_for(task, result), seen=seen)
         checks, secs = self._generated_checks(task, state, code, result)
-        trial = Trial(code, result, verdict, checks)
+        trial = Trial(code, result, judging.with_verified_by(verdict, checks, task), checks)
         return self._close_round(
             task, state, 0, trial, Proposal(code=code, reply=""), _Written(), [], sandbox_s + secs, t0
         )
@@ -596,7 +596,7 @@ class Loop:
             sandbox_s += secs
             verdict = judging.hold_same_behaviour(verdict, seen, given_seen)
         checks, secs = self._generated_checks(task, state, code, result)
-        return Trial(code, result, verdict, checks), sandbox_s + secs
+        return Trial(code, result, judging.with_verified_by(verdict, checks, task), checks), sandbox_s + secs
 
     def _execute(
         self,

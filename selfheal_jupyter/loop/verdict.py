@@ -17,11 +17,12 @@
    that round ends the run with success, the later pass standing only when it passes more
    of the generated checks (:func:`soft_round_result`), and the earlier pass standing when
    the run ends otherwise during it (:func:`soft_pass_stands`).
-4. **Verified by** (:func:`verified_by`): what checked the passing program's output beyond
-   its running without an error. A success nothing checked "only runs".
+4. **Verified by** (:func:`with_verified_by`): what checked a passing program's output
+   beyond its running without an error, recorded on its verdict
+   (:attr:`~selfheal_jupyter.model.Verdict.verified_by`, which ``Run.verified_by`` reads).
+   A success nothing checked "only runs".
 
-The loop calls these and holds no rule of its own; :class:`~selfheal_jupyter.model.Run`
-reads "verified by" from here.
+The loop calls these and holds no rule of its own.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ from ..model import (
     Held,
     Iteration,
     NotebookContext,
-    Run,
     SpecViolation,
     Task,
     TestOutcome,
@@ -264,8 +264,8 @@ def checked_by(verdict: Verdict, checks: list[TestOutcome], task: Task) -> list[
     return found
 
 
-def verified_by(run: Run) -> list[str]:
-    """What checked the run's passing program (:func:`checked_by` of its final
-    iteration); empty when no candidate passed, or when it passed only by running."""
-    it = run.final_iteration
-    return [] if it is None else checked_by(it.verdict, it.checks, run.task)
+def with_verified_by(verdict: Verdict, checks: list[TestOutcome], task: Task) -> Verdict:
+    """The verdict with what checked the program's output (:func:`checked_by`, given the
+    outcomes of the generated ``checks``) when it passed; a verdict that did not pass was
+    verified by nothing."""
+    return replace(verdict, verified_by=checked_by(verdict, checks, task) if verdict.passed else [])
