@@ -128,10 +128,17 @@ class Service:
         self.settings = settings
         self.policy_file = PolicyFile(policy)
         self.log = log
-        self.endpoint = resolve_endpoint(settings)
-        self.sandbox = shared_sandbox(settings)
         self.model_slots = threading.BoundedSemaphore(settings.service_model_requests)
         self.hints = HintSessions()
+        self.endpoint: Any = None
+        self.sandbox: Any = None
+
+    def start(self) -> None:
+        """Resolve the model endpoint and warm the sandbox (slow: the service listens
+        first, so the hub sees it up, and answers 503 saying so until this is done);
+        raises the package's own error when the engine or the endpoint cannot be used."""
+        self.endpoint = resolve_endpoint(self.settings)
+        self.sandbox = shared_sandbox(self.settings)
 
     # ------------------------------------------------------------------ policy
     def policy_for(self, groups: set[str], notebook: str) -> policies.Policy:
