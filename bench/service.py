@@ -23,12 +23,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from selfheal_jupyter.config import SelfHeal  # noqa: E402
-from selfheal_jupyter.loop.events import RunStarted  # noqa: E402
-from selfheal_jupyter.model import Task  # noqa: E402
-from selfheal_jupyter.service.client import ServiceClient  # noqa: E402
-from tests.class_hub import MODEL_KEY, class_hub  # noqa: E402
-from tests.scripted_server import Reply, ScriptedServer  # noqa: E402
+from selfheal_jupyter.config import SelfHeal
+from selfheal_jupyter.loop.events import RunStarted
+from selfheal_jupyter.model import Task
+from selfheal_jupyter.service.client import ServiceClient
+from tests.class_hub import MODEL_KEY, class_hub
+from tests.scripted_server import Reply, ScriptedServer
 
 CELL = "def mean(xs):\n    return sum(xs) / (len(xs) + 1)\n\nassert mean([2, 4]) == 3\n"
 FIX = "```python\ndef mean(xs):\n    return sum(xs) / len(xs)\n\nassert mean([2, 4]) == 3\n```"
@@ -53,9 +53,10 @@ def main() -> int:
     args = parser.parse_args()
     n = args.students
     folder = Path(tempfile.mkdtemp(prefix="selfheal-bench-service-"))
-    with ScriptedServer([Reply(FIX)] * n, api_key=MODEL_KEY) as model, class_hub(
-        folder / "hub", {"mode": "full"}, model.base_url
-    ) as hub:
+    with (
+        ScriptedServer([Reply(FIX)] * n, api_key=MODEL_KEY) as model,
+        class_hub(folder / "hub", {"mode": "full"}, model.base_url) as hub,
+    ):
         names = [f"bench{i:02d}" for i in range(n)]
         response = hub.api("POST", "users", json={"usernames": names})
         assert response.status_code in (200, 201, 409), response.text
@@ -84,9 +85,7 @@ def main() -> int:
             with lock:
                 results[name] = {"wait": start - asked, "run": ended - start, "outcome": outcome}
 
-        threads = [
-            threading.Thread(target=student, args=(name, i * args.within / n)) for i, name in enumerate(names)
-        ]
+        threads = [threading.Thread(target=student, args=(name, i * args.within / n)) for i, name in enumerate(names)]
         began = time.monotonic()
         for t in threads:
             t.start()
