@@ -17,6 +17,7 @@ import pytest
 import requests
 
 from tests.class_hub import (
+    Relay,
     COURSE,
     INSTRUCTOR,
     MODEL_KEY,
@@ -110,6 +111,8 @@ def test_two_students_heal_and_hint_through_the_service(students, tmp_path, dock
         env1 = student_env(s1, hub, hub.token(s1), "lab.ipynb")
         # s2: a token with the server role's scopes, as a kernel's $JUPYTERHUB_API_TOKEN has
         env2 = student_env(s2, hub, hub.token(s2, roles=["server"]), "hw/a1.ipynb")
+        relay = Relay(hub.port)  # every byte the hints student's process receives from the service
+        env2["SELFHEAL_SERVICE_URL"] = relay.url(hub)
         checks = CHECKS.format(secret=MODEL_KEY, fix_hash=_sha(AVERAGE_FIX_LINE))
         nb1 = notebook(
             "%load_ext selfheal_jupyter",
@@ -159,6 +162,8 @@ def test_two_students_heal_and_hint_through_the_service(students, tmp_path, dock
         # not its memory, not the record, not the outputs, not the widget state
         assert not facts2["fix_held"]
         assert AVERAGE_FIX_LINE not in facts2["record"]
+        assert relay.received and AVERAGE_FIX_LINE.encode() not in relay.received, "the fix went over the wire"
+        assert b"HintsFinished" in relay.received
         assert AVERAGE_FIX_LINE not in json.dumps(got2), "the fix reached the notebook (outputs or widget state)"
         assert got2.metadata.get("widgets"), "the hint panel's widget state was saved"
 
