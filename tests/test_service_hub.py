@@ -310,3 +310,38 @@ def test_the_hub_down_is_said_in_one_clear_line(tmp_path, sandbox_image):
         lines = _usage_lines(output)
         assert len(lines) == 1, output
         assert "JupyterHub" in lines[0] and "down" in lines[0] and "Traceback" not in output
+
+
+def test_selfheal_run_and_plan_only_go_through_the_service_too(tmp_path, sandbox_image):
+    import os
+    import subprocess
+    import sys
+
+    plan = "1. Add the numbers from 1 to 10.\n2. Print the sum."
+    script = [Reply(plan, match="Sum the numbers"), Reply(MEAN_FIX, match="def mean(")]
+    with (
+        ScriptedServer(script, api_key=MODEL_KEY) as model,
+        class_hub(tmp_path / "hub", {"mode": "full"}, model.base_url) as hub,
+    ):
+        token = hub.token(STUDENTS[0])
+        planned = kernel(
+            hub, token, tmp_path, "%%agent --plan-only\nSum the numbers 1 to 10 and print the sum", "print(agent_plan)"
+        )
+        output, _ = planned.communicate(timeout=600)
+        assert "Add the numbers from 1 to 10." in output and "UsageError" not in output, output
+        cell = tmp_path / "mean.py"
+        cell.write_text(MEAN)
+        env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
+        env.update(SELFHEAL_SERVICE_URL=hub.service_url, JUPYTERHUB_API_TOKEN=token, DOCKER_HOST="unix:///nonexistent")
+        ran = subprocess.run(
+            [sys.executable, "-m", "selfheal_jupyter.cli", "run", "", "--code", str(cell), "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert ran.returncode == 0, ran.stderr
+        record = json.loads(ran.stdout)
+        assert record["outcome"] == "success" and "len(xs)\n" in record["fix"]["code"]
+        entries = [json.loads(line) for line in (tmp_path / "hub" / "service-log.jsonl").read_text().splitlines()]
+        assert [e["entry"] for e in entries] == ["agent", "run"]

@@ -210,6 +210,8 @@ class Service:
         try:
             if request.entry == "hint":
                 self._hint(user, request, policy, settings, emit, cancel, entry)
+            elif request.options.get("plan_only") is True:
+                self._plan(request, settings, emit, cancel, entry)
             else:
                 self._full(request, settings, emit, cancel, entry)
         except SelfHealError as exc:
@@ -235,6 +237,13 @@ class Service:
         run = run_with_fix(loop, task, forward, cancel)
         entry.update(runs=1, outcome=run.outcome, tokens=_tokens(run), cell=cell_key(task), rounds=len(run.iterations))
         emit(wire.Finished(replace(run, task=light(task))))
+
+    def _plan(self, request: Request, settings: SelfHeal, emit: Emit, cancel: threading.Event, entry: dict) -> None:
+        """``%%agent --plan-only``: the planner's steps, nothing run."""
+        loop = build_loop(settings, sandbox=self.sandbox, llm=self._llm(settings))
+        plan = loop.plan(request.task, cancel=cancel)
+        entry.update(runs=0, outcome="planned")
+        emit(wire.Finished(Run(task=light(request.task), plan=plan)))
 
     def _hint(
         self,
