@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import docker
 import pytest

@@ -35,9 +35,10 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterable, Literal, Union
+from typing import Any, Literal
 
 _TOKEN_RE = re.compile(r"\w+|[^\w\s]")
 
@@ -106,7 +107,7 @@ class Fault:
     """``endless``: set when the client stopped reading."""
 
 
-ScriptItem = Union[str, Reply, Fault]
+ScriptItem = str | Reply | Fault
 
 
 def _normalise(item: ScriptItem) -> Reply | Fault:
@@ -261,7 +262,7 @@ class _Handler(BaseHTTPRequestHandler):
     server_ref: ScriptedServer
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     # --- helpers ----------------------------------------------------------------
@@ -305,7 +306,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._write_chunk(f"data: {text}\n\n".encode())
 
     # --- routes -----------------------------------------------------------------
-    def do_GET(self) -> None:  # noqa: N802 - http.server API
+    def do_GET(self) -> None:
         srv = self.server_ref
         if not self._authorised():
             return
@@ -320,7 +321,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send_error(404, f"no route {self.path}", code="not_found")
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server API
+    def do_POST(self) -> None:
         srv = self.server_ref
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""

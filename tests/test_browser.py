@@ -103,7 +103,7 @@ def _jupyter(
     (settings / "notification.jupyterlab-settings").write_text(
         json.dumps({"fetchNews": "false", "checkForUpdates": False})
     )
-    with ScriptedServer(replies) as server:
+    with ScriptedServer(replies) as server, open(tmp_path / f"{app}.log", "w") as log:
         port = free_port()
         env = dict(
             os.environ,
@@ -115,7 +115,6 @@ def _jupyter(
         )
         env.pop("SELFHEAL_MODEL", None)
         env.pop("JUPYTER_PATH", None)
-        log = open(tmp_path / f"{app}.log", "w")
         proc = subprocess.Popen(
             [
                 sys.executable,
@@ -144,7 +143,6 @@ def _jupyter(
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
-            log.close()
 
 
 @pytest.fixture()

@@ -17,15 +17,15 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
 from tests.conftest import pid_gone, selfheal_shell
-from tests.scripted_server import Reply, ScriptedServer
+from tests.scripted_server import ScriptedServer
 
 pytestmark = pytest.mark.engines
 

@@ -20,8 +20,8 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import docker
 import numpy as np
@@ -154,9 +154,11 @@ def no_stray_container_after_the_test(request, sandbox, docker_client):
 # --------------------------------------------------------------------------- the transport
 def test_frames_and_inputs_take_the_attach_stream(sandbox, docker_client):
     assert sandbox.channel == "attach"
-    with pytest.raises(SandboxError, match="could not reach its control channel.*tcp://127"):
-        with DockerSandbox.from_config(SelfHeal(pool_size=1), client=docker_client, channel="socket"):
-            pass
+    with (
+        pytest.raises(SandboxError, match="could not reach its control channel.*tcp://127"),
+        DockerSandbox.from_config(SelfHeal(pool_size=1), client=docker_client, channel="socket"),
+    ):
+        pass
 
 
 def test_a_large_input_arrives_whole_and_is_gone_after_its_run(sandbox):

@@ -90,9 +90,8 @@ def test_shared_sandbox_is_one_per_image_and_limits():
 
 def test_sandbox_unavailable_raises_the_package_error(monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent.sock")
-    with ScriptedServer([]) as s:
-        with pytest.raises(EngineUnavailable, match="DOCKER_HOST"):
-            build_loop(SelfHeal(base_url=s.base_url, model="m", timeout_s=11))
+    with ScriptedServer([]) as s, pytest.raises(EngineUnavailable, match="DOCKER_HOST"):
+        build_loop(SelfHeal(base_url=s.base_url, model="m", timeout_s=11))
 
 
 def test_every_option_is_in_the_readme_table():

@@ -171,11 +171,10 @@ def test_top_level_requirements_are_the_packaged_list():
 
 
 def test_scratch_dir_is_removed_when_the_build_is_interrupted():
-    with pytest.raises(KeyboardInterrupt):
-        with rootfs.scratch_dir() as work:
-            (work / "rootfs" / "usr").mkdir(parents=True)
-            (work / "rootfs" / "usr" / "file").write_bytes(b"x" * 1000)
-            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt), rootfs.scratch_dir() as work:
+        (work / "rootfs" / "usr").mkdir(parents=True)
+        (work / "rootfs" / "usr" / "file").write_bytes(b"x" * 1000)
+        raise KeyboardInterrupt
     assert not work.exists()
 
 

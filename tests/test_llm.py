@@ -72,9 +72,8 @@ def test_unreachable_endpoint():
 
 
 def test_wrong_key():
-    with ScriptedServer(["never"], api_key="right") as s:
-        with pytest.raises(LLMAuthError, match="OPENAI_API_KEY"):
-            make(s, api_key="wrong").chat(MSG)
+    with ScriptedServer(["never"], api_key="right") as s, pytest.raises(LLMAuthError, match="OPENAI_API_KEY"):
+        make(s, api_key="wrong").chat(MSG)
 
 
 def test_unknown_model():
@@ -113,9 +112,8 @@ def test_hang_past_timeout():
 
 
 def test_truncated_stream():
-    with ScriptedServer([Fault("truncated")]) as s:
-        with pytest.raises(LLMError, match="cut in the middle"):
-            make(s).chat(MSG)
+    with ScriptedServer([Fault("truncated")]) as s, pytest.raises(LLMError, match="cut in the middle"):
+        make(s).chat(MSG)
 
 
 NEXT = "```python\nprint('next')\n```"

@@ -384,7 +384,7 @@ def test_the_proxy_sends_new_connections_to_the_new_backend_and_closes_idle_ones
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def do_GET(self) -> None:  # noqa: N802 - http.server's API
+            def do_GET(self) -> None:
                 body = name.encode()
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(body)))

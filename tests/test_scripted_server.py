@@ -66,9 +66,8 @@ def test_match_serves_replies_out_of_order():
 
 
 def test_exhausted_script_fails_loudly():
-    with ScriptedServer([]) as s:
-        with pytest.raises(openai.InternalServerError, match="script exhausted"):
-            client(s).chat.completions.create(model="scripted-model", messages=MSG)
+    with ScriptedServer([]) as s, pytest.raises(openai.InternalServerError, match="script exhausted"):
+        client(s).chat.completions.create(model="scripted-model", messages=MSG)
 
 
 def test_status_faults_and_sdk_retry():
@@ -80,9 +79,8 @@ def test_status_faults_and_sdk_retry():
         with pytest.raises(openai.RateLimitError):
             stream_text(client(s, max_retries=2))
         assert len(s.requests) == 3 and s.remaining == 1
-    with ScriptedServer([Fault("status", status=401)]) as s:
-        with pytest.raises(openai.AuthenticationError):
-            stream_text(client(s))
+    with ScriptedServer([Fault("status", status=401)]) as s, pytest.raises(openai.AuthenticationError):
+        stream_text(client(s))
 
 
 def test_api_key_and_unknown_model():

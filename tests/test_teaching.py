@@ -262,7 +262,8 @@ def test_the_hint_button_then_another_hint_in_the_panel_up_to_the_hidden_fix(ker
         for number in (2, 3):
             another = wire.until(lambda: _visible_another(wire), 60, "Another hint")
             wire.click(another)
-            wire.until(lambda: f"Hint {number} of 3" in status_text(wire), 60, f"hint {number}")
+            shown = f"Hint {number} of 3"
+            wire.until(lambda shown=shown: shown in status_text(wire), 60, f"hint {number}")
         assert "keeps the fix hidden" in status_text(wire) and "// 2" not in status_text(wire)
         assert server.remaining == 0
         content, text = execute(kc, "print(sorted(get_ipython().run_line_magic('who_ls', '')))")
