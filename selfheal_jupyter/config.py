@@ -15,8 +15,8 @@ from traitlets.config import Configurable
 
 from .errors import BadInput
 from .model import Limits
+from .sandbox.image import DEFAULT_IMAGE
 
-DEFAULT_IMAGE = "selfheal-sandbox"
 MIN_MEMORY_BYTES = 6 << 20
 """Docker refuses a smaller memory limit."""
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([bkmg]?)b?\s*$", re.IGNORECASE)
