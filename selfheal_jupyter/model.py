@@ -212,7 +212,6 @@ class NotebookContext:
     """Imports and notebook definitions run before the candidate (never part of it)."""
     values: dict[str, bytes] = field(default_factory=dict, repr=False)
     """Data values pickled once at run start; copied into the sandbox, never to the model."""
-    resolve_s: float = 0.0
 
     @property
     def available(self) -> list[ContextEntry]:
