@@ -7,9 +7,9 @@ would hide exactly the breakage it is there to catch.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,6 +21,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from selfheal_jupyter.config import SelfHeal
 from selfheal_jupyter.errors import EngineUnavailable, ImageMissing
 from selfheal_jupyter.sandbox.docker import LABEL, LABEL_PID, DockerSandbox
+from tests.waiting import wait_until
 
 # A suite started in the background by a shell without job control inherits SIGINT
 # ignored, and every program it starts inherits that too: the Ctrl-C and interrupt tests
@@ -35,13 +36,11 @@ def own_containers(client: docker.DockerClient, pid: int | None = None) -> list[
 
 
 def wait_no_containers(client: docker.DockerClient, pid: int | None = None, timeout: float = 10.0) -> list[dict]:
-    """What is left after ``timeout`` s (removal by the engine is asynchronous)."""
-    end = time.monotonic() + timeout
-    left = own_containers(client, pid)
-    while left and time.monotonic() < end:
-        time.sleep(0.1)
-        left = own_containers(client, pid)
-    return left
+    """What is left after ``timeout`` s (removal by the engine is asynchronous): [] as
+    soon as nothing is."""
+    with contextlib.suppress(AssertionError):
+        wait_until(lambda: not own_containers(client, pid), timeout, "the containers to go")
+    return own_containers(client, pid)
 
 
 @pytest.fixture(scope="session")

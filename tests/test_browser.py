@@ -32,6 +32,7 @@ import pytest
 
 from tests.scripted_server import Reply, ScriptedServer
 from tests.test_install import assert_extension_installed
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -64,16 +65,6 @@ def free_port() -> int:
 def get_json(url: str):
     with urllib.request.urlopen(url, timeout=5) as response:
         return json.loads(response.read())
-
-
-def wait_until(predicate, timeout: float, what: str, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def _kernelspec_notebook(cells: list[str]) -> nbformat.NotebookNode:

@@ -8,7 +8,6 @@ import pickle
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -165,16 +164,20 @@ def test_ctrl_c_cancels_and_still_prints_the_record(files):
         )
         try:
             assert s.asked.wait(60), "the developer was never asked"
-            t0 = time.monotonic()
             proc.send_signal(signal.SIGINT)
-            out, err = proc.communicate(timeout=30)
-            stopped_in = time.monotonic() - t0
+            out, err = proc.communicate(timeout=120)
         finally:
             if proc.poll() is None:
                 proc.kill()
-    assert proc.returncode == 1, (out, err)
-    assert json.loads(out)["outcome"] == "cancelled"
-    assert stopped_in < 30  # a loose bound (the candidate sleeps 60 s); includes removing the containers
+        assert proc.returncode == 1, (out, err)
+        record = json.loads(out)
+        assert record["outcome"] == "cancelled"
+        # stopped where it was, not waited out: the reply mid-stream, or the program mid-sleep
+        results = [it["result"] for it in record["iterations"] if it.get("result")]
+        if results:
+            assert results[-1]["status"] == "killed", record
+        else:
+            assert s.hung_up.wait(60), record
     assert "Traceback" not in err
 
 

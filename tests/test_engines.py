@@ -19,7 +19,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -62,6 +61,7 @@ from tests.test_sandbox import (  # noqa: F401
     test_unpicklable_input_names_the_variable,
     test_unprivileged_user_no_capabilities_and_limits,
 )
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.engines
 
@@ -142,13 +142,12 @@ def sandbox(sandbox_image: str, docker_client: docker.DockerClient) -> Iterator[
 def no_stray_container_after_the_test(request, sandbox, docker_client):
     """After each test, every container of this process on the engine is the shared pool's."""
     yield
-    end = time.monotonic() + 10
-    while True:
-        stray = [c for c in own_containers(docker_client) if c["Labels"].get("selfheal") != sandbox.session]
-        if not stray or time.monotonic() > end:
-            break
-        time.sleep(0.1)
-    assert not stray, f"containers left by {request.node.name}: {[c['Id'][:12] for c in stray]}"
+
+    def stray() -> list[str]:
+        own = own_containers(docker_client)
+        return [c["Id"][:12] for c in own if c["Labels"].get("selfheal") != sandbox.session]
+
+    wait_until(lambda: not stray(), 10, lambda: f"the containers {request.node.name} left to go: {stray()}")
 
 
 # --------------------------------------------------------------------------- the transport
