@@ -76,6 +76,7 @@ def test_build_loop_wires_settings_and_runs(sandbox):
         assert run.model == s.model and run.base_url == s.base_url
 
 
+@pytest.mark.sandbox
 def test_shared_sandbox_is_one_per_image_and_limits():
     settings = SelfHeal(pool_size=1)
     try:

@@ -249,6 +249,7 @@ def _working_in(dirs: set[Path]) -> list[str]:
 # --------------------------------------------------------------------------- engine
 
 
+@pytest.mark.sandbox
 def test_connect_reaches_the_engine():
     client = connect()
     try:
@@ -270,8 +271,8 @@ def test_unreachable_docker_host_is_named_in_the_error(monkeypatch, host):
 
 
 @pytest.fixture(scope="module")
-def client():
-    client = connect()
+def client(docker_client):
+    client = docker_client
     yield client
     for img in client.images.list(name=TEST_REPO):
         for tag in img.tags:

@@ -453,6 +453,7 @@ def test_bad_input_is_recorded_before_any_model_call(sandbox, bad, expect):
     assert run.outcome == "error" and expect in run.error
 
 
+@pytest.mark.sandbox
 def test_missing_image_is_recorded():
     box = DockerSandbox.from_config(SelfHeal(image="selfheal-no-such-image"))
     try:

@@ -21,6 +21,8 @@ from nbconvert import HTMLExporter
 from tests.scripted_server import Reply, ScriptedServer, load_script
 from tests.waiting import wait_until
 
+pytestmark = pytest.mark.sandbox  # kernels that run cells in the sandbox
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 SCRIPTS = Path(__file__).resolve().parent / "notebook_scripts"

@@ -149,6 +149,7 @@ def execute_reply(kc, msg_id: str, timeout: float = 60) -> dict:
     return wait_until(reply, timeout, "the execute reply", interval=0)
 
 
+@pytest.mark.sandbox
 def test_stop_button_cancels_a_running_cell(kernel_for):
     slow = (
         "Sleeping as asked.\n```python\nimport time\ntime.sleep(60)\n```\nThe program waits a minute "
@@ -196,6 +197,7 @@ def test_stop_button_cancels_a_running_cell(kernel_for):
         assert "killed" in "".join(said)  # the candidate was stopped, its 60 s sleep not waited out
 
 
+@pytest.mark.sandbox
 def test_without_the_extension_a_passing_cell_ends_and_hands_over_the_code(kernel_for):
     code = "print(sum([1, 2, 3]) / 3)"
     with ScriptedServer([Reply("1. Print the mean."), Reply(f"```python\n{code}\n```")]) as server:
@@ -219,6 +221,7 @@ def test_without_the_extension_a_passing_cell_ends_and_hands_over_the_code(kerne
         assert "".join(out).strip() == "['agent_result']"
 
 
+@pytest.mark.sandbox
 def test_insert_after_the_cell_ended_targets_the_agent_cell(kernel_for):
     code = "print(sum([1, 2, 3]) / 3)"
     with ScriptedServer([Reply("1. Print the mean."), Reply(f"```python\n{code}\n```")]) as server:
@@ -240,6 +243,7 @@ def test_insert_after_the_cell_ended_targets_the_agent_cell(kernel_for):
         assert [r["cell_id"] for r in wire.reveals] == ["cell-agent"]  # the view was brought to it once
 
 
+@pytest.mark.sandbox
 def test_reject_leaves_everything_as_it_was_and_says_so(kernel_for):
     with ScriptedServer(
         [Reply("```python\nprices = {'tea': 2}\nprint(prices.get('coffee', 0))\n```", match="KeyError")]
@@ -271,6 +275,7 @@ def test_reject_leaves_everything_as_it_was_and_says_so(kernel_for):
         assert "".join(out).strip() == "['agent_result']"  # nothing ran in the kernel
 
 
+@pytest.mark.sandbox
 def test_run_in_my_kernel_runs_the_code_there(kernel_for):
     code = "mean = sum([1, 2, 3]) / 3\nprint('mean is', mean)"
     with ScriptedServer([Reply("1. Compute the mean."), Reply(f"```python\n{code}\n```")]) as server:
@@ -293,6 +298,7 @@ def test_run_in_my_kernel_runs_the_code_there(kernel_for):
         assert "".join(out).strip() == "2.0"
 
 
+@pytest.mark.sandbox
 def test_a_run_without_a_pass_offers_its_best_attempt_to_insert_only(kernel_for):
     crash, closest = "total = int('x')", "total = 5"
     with ScriptedServer([Reply(f"```python\n{crash}\n```"), Reply(f"```python\n{closest}\n```")]) as server:
@@ -321,6 +327,7 @@ def test_a_run_without_a_pass_offers_its_best_attempt_to_insert_only(kernel_for)
         wire.until(lambda: "Inserted below the cell." in status_text(wire), 30, "the panel to settle")
 
 
+@pytest.mark.sandbox
 def test_autoheal_offers_a_button_and_heals_on_request(kernel_for):
     fixed = "values = []\nprint(sum(values) / len(values) if values else 0.0)"
     with ScriptedServer([Reply(f"```python\n{fixed}\n```", match="ZeroDivisionError")]) as server:
