@@ -220,6 +220,17 @@ def cli(*args: str, host: str, timeout: float = 180) -> subprocess.CompletedProc
     )
 
 
+def test_an_oom_kill_writes_nothing_where_the_tests_run(sandbox):
+    """Podman's conmon drops an empty file ``oom`` into its working directory when it sees
+    an OOM kill: the engine works in its own state folder, never in its caller's (the
+    repository's root, for a test run)."""
+    stray = Path.cwd() / "oom"
+    before = stray.stat().st_mtime_ns if stray.exists() else None
+    r = run(sandbox, "import mmap\nm = mmap.mmap(-1, 1 << 30)\nfor i in range(0, 1 << 30, 4096):\n    m[i] = 1\n")
+    assert r.status == "oom", r
+    assert (stray.stat().st_mtime_ns if stray.exists() else None) == before
+
+
 def test_doctor_is_green(engine):
     proc = cli("sandbox", "doctor", host=engine)
     lines = proc.stdout.splitlines()
