@@ -282,7 +282,6 @@ def client(docker_client):
                 client.images.remove(tag)
             except docker.errors.APIError:
                 pass
-    client.close()
 
 
 def test_only_latest_left_is_still_current_and_build_restores_the_version_tag(client):
