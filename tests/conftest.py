@@ -7,7 +7,7 @@ would hide exactly the breakage it is there to catch.
 The marker ``sandbox`` says a test needs more than Python: a container engine, the
 embedded model or a browser. ``python3 -m pytest -m "not sandbox"`` is the unit lane,
 which passes with none of them. A test that takes an engine fixture (below) or is
-marked ``slow``, ``browser`` or ``engines`` is marked ``sandbox`` here; any other that
+marked ``slow``, ``browser``, ``engines`` or ``hub`` is marked ``sandbox`` here; any other that
 reaches the engine (through ``selfheal``, a kernel, a notebook shell) says so itself.
 """
 
@@ -31,8 +31,8 @@ from tests.waiting import wait_until
 
 #: The fixtures that reach the Docker engine (taken directly or through another fixture).
 ENGINE_FIXTURES = frozenset({"docker_client", "sandbox_image", "sandbox"})
-#: Markers whose tests need the embedded model, a browser or a second engine.
-NEEDS_MORE_THAN_PYTHON = ("slow", "browser", "engines")
+#: Markers whose tests need the embedded model, a browser, a second engine or a hub.
+NEEDS_MORE_THAN_PYTHON = ("slow", "browser", "engines", "hub")
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m selects
