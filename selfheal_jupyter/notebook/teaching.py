@@ -183,7 +183,7 @@ class HintTurn:
 
     def _remote(self, emit: Callable[[Any], None], cancel: threading.Event) -> Hint | None:
         """The class service decides and builds the hint; only hints come back."""
-        from ..service.client import ServiceClient
+        from ..service_client.client import ServiceClient
 
         def progress(event: Any) -> None:
             if isinstance(event, Waiting):

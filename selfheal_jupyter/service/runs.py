@@ -25,8 +25,8 @@ from ..llm import LLMClient
 from ..loop import events as loop_events
 from ..loop.fix_handover import run_with_fix
 from ..model import NotebookContext, Run, Task
+from ..service_client import wire
 from ..teaching import policy as policies
-from . import wire
 from .hints import HintSessions, cell_key
 from .log import RunLog
 
