@@ -200,6 +200,14 @@ class SelfHeal(Configurable):
     ).tag(config=True)
     local_context = Int(8192, help="Context window (tokens) of the embedded model's server.").tag(config=True)
 
+    # --- teaching mode ----------------------------------------------------------
+    hint_prose = Bool(
+        True,
+        help="%%hint: ask the model for a few sentences around the facts of levels 1 and 2; "
+        "they are shown only when the checks against the verified fix find nothing wrong "
+        "with them (else the hint is the facts alone).",
+    ).tag(config=True)
+
     # --- front ----------------------------------------------------------------
     quiet = Bool(False, help="Show only the final summary, not every iteration.").tag(config=True)
     widget = Bool(True, help="Show the live ipywidgets panel when a front end is attached.").tag(config=True)
