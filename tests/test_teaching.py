@@ -459,3 +459,27 @@ def test_reveal_fix_true_shows_the_diff_at_level_3_and_a_leaky_model_never_befor
     for text in texts[:2]:
         assert "// 2" not in text and "//2" not in text
     assert "Hint 3 of 3" in texts[2] and "+    middle = len(ordered) // 2" in texts[2]
+
+
+def test_stop_in_the_hint_panel_is_a_calm_note_said_once_with_the_hints_kept(kernel_with_policy):
+    """A Stop was a red UsageError and said twice (the panel and the error line); now one
+    grey note under the hints the student already had, and the cell ends ``ok``."""
+    from tests.test_panel import Wire, execute_reply, status_text
+
+    slow = Reply("```python\n" + FIX + "```\n" + "Done. " * 400, match="expert Python developer", chunk_delay_s=0.05)
+    with ScriptedServer([slow]) as server:
+        kc = kernel_with_policy(server, {"mode": "hints", "reveal_fix": False})
+        execute(kc, TESTS)
+        msg_id = kc.execute(f"%%hint --tests median_tests\n{CELL}")
+        wire = Wire(kc, msg_id)
+        stop = wire.until(lambda: wire.find("ButtonModel", description="Stop"), 60, "the Stop button")
+        wire.until(lambda: "Finding a hint…" in status_text(wire), 60, "the hint-mode words")
+        assert "fix" not in status_text(wire).lower()
+        wire.click(stop)
+        reply = execute_reply(kc, msg_id, timeout=60)
+        wire.until(lambda: wire.idle, 30, "the cell to end")
+    assert reply["content"]["status"] == "ok"
+    assert not any(m["msg_type"] == "error" for m in wire.messages)
+    said = [m for m in wire.messages if "No hint this time" in json.dumps(m["content"])]
+    assert said and "No hint this time" in status_text(wire)
+    assert all("UsageError" not in json.dumps(m["content"]) for m in wire.messages)

@@ -22,7 +22,7 @@ from IPython.display import display
 
 from ..config import SelfHeal
 from ..errors import Cancelled, SelfHealError
-from ..loop.events import ExecutionStarted
+from ..loop.events import ExecutionStarted, TokensStreamed, VerdictReady
 from ..model import Hint, Task
 from ..render.hints import HintPanel, hint_text, hints_html, note_html
 from ..render.inline import show_html
@@ -82,6 +82,7 @@ class HintTurn:
         self.panel: HintPanel | None = None
         self._handle: Any = None
         self.note = ""
+        self._shown = ""
         if settings.widget and getattr(teacher.shell, "kernel", None) is not None:
             self.panel = HintPanel(on_another=self.another, on_stop=lambda: self.pump.cancel.set())
         self.pump: Pump[Hint | None] = Pump(self._work, self._on_event)
@@ -124,10 +125,17 @@ class HintTurn:
     def _on_event(self, event: Any) -> None:
         if isinstance(event, str):
             text = event
-        elif isinstance(event, ExecutionStarted):
-            text = RUNNING if event.iteration == 0 else f"{FINDING} (trying an idea, round {event.iteration})"
+        elif isinstance(event, ExecutionStarted) and event.iteration == 0:
+            text = RUNNING
+        elif isinstance(event, (ExecutionStarted, TokensStreamed)) and event.iteration > 0:
+            text = f"{FINDING} (trying an idea, round {event.iteration})"
+        elif isinstance(event, VerdictReady) and event.iteration.index == 0:
+            text = FINDING
         else:
             return
+        if self._shown == text:
+            return
+        self._shown = text
         if self.panel is not None:
             self.panel.working(text)
 

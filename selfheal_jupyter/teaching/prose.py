@@ -330,7 +330,13 @@ def problems(
 
 
 def _number_words(text: str) -> str:
-    return re.sub(r"(?i)\b(" + "|".join(_NUMBER_WORDS) + r")\b", lambda m: _NUMBER_WORDS[m.group(1).lower()], text)
+    """Number words that stand for a value ("starts at one", "plus two") as digits ("one
+    of the marks" stays a word)."""
+    return re.sub(
+        r"(?i)\b(at|from|to|by|is|be|equals?|than|plus|minus|times|over)\s+(" + "|".join(_NUMBER_WORDS) + r")\b",
+        lambda m: f"{m.group(1)} {_NUMBER_WORDS[m.group(2).lower()]}",
+        text,
+    )
 
 
 def _is_value(span: str, facts: Facts, allowed: Iterable[str]) -> bool:
