@@ -30,12 +30,16 @@ MODULE_MAKERS = frozenset({"import_module", "reload", "__import__", "ModuleType"
 READ_ONLY_METHODS = frozenset({"get", "keys", "items", "values", "copy", "__contains__"})
 
 
+NAMESPACES = frozenset({"__main__", "builtins", "__builtins__"})
+"""Modules whose attributes are names the program's code reads (``sys`` or ``math`` are not)."""
+
+
 def _module_names(tree: ast.AST) -> set[str]:
-    """Names the code binds to a module (``import sys``, ``import __main__ as m``)."""
-    names = {"__main__", "__builtins__", "builtins"}
+    """Names bound to the program's own namespaces (``import __main__ as m``)."""
+    names = set(NAMESPACES)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+            names.update(a.asname or a.name for a in node.names if a.name in NAMESPACES)
     return names
 
 

@@ -164,8 +164,16 @@ def leaked_lines(text: str, fix_lines: Iterable[str]) -> list[str]:
 
 # ---------------------------------------------------------------- layer 2: the holder's checks
 OPERATOR_WORDS = {
-    "//": ("integer division", "floor division", "whole-number division", "whole number division", "floor-divide"),
-    "/": ("true division", "float division", "floating-point division", "floating point division"),
+    "//": (
+        "integer division",
+        "floor division",
+        "whole-number division",
+        "whole number division",
+        "floor-divide",
+        "slash",
+        "rounds down",
+    ),
+    "/": ("true division", "float division", "floating-point division", "floating point division", "slash"),
     "%": ("modulo", "modulus", "remainder"),
     "**": ("exponent", "to the power", "squared", "cubed"),
     "==": ("equality check", "double equals"),
@@ -293,7 +301,7 @@ def problems(
                 kind = (
                     "name" if _is_name(token) else "literal" if token[0].isdigit() or token[0] in "'\"" else "operator"
                 )
-                out.append(f"it names a {kind} the fix changes")
+                out.append(f"it names {'an' if kind == 'operator' else 'a'} {kind} the fix changes")
                 break
     strangers = sorted(n for n in code_names if n not in names and n.lower() not in ("e", "g", "i.e", "etc"))
     if strangers:
