@@ -40,7 +40,7 @@ from selfheal_jupyter.agents.hint_writer import HintAsk, HintWriter  # noqa: E40
 from selfheal_jupyter.config import SelfHeal  # noqa: E402
 from selfheal_jupyter.eval import exercises  # noqa: E402
 from selfheal_jupyter.factory import build_loop  # noqa: E402
-from selfheal_jupyter.teaching import prose  # noqa: E402
+from selfheal_jupyter.teaching import prose, small_fix  # noqa: E402
 from selfheal_jupyter.teaching.facts import Facts, HeldFix, changes_of  # noqa: E402
 from selfheal_jupyter.teaching.policy import Policy  # noqa: E402
 from selfheal_jupyter.teaching.session import HintSession  # noqa: E402
@@ -85,6 +85,9 @@ def run_bench(args: argparse.Namespace) -> list[dict]:
     for problem in chosen[: args.limit]:
         started = time.monotonic()
         run = loop.run(problem.task())
+        if not run.verified and run.outcome != "error":  # as %%hint does
+            found = run
+            run = small_fix.search(found, lambda code: loop.recheck(found, code))
         session = HintSession(problem.initial_code or "", Policy())
         session.attach(run)
         writer = RecordingWriter(loop.llm)

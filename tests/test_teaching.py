@@ -435,17 +435,49 @@ def _visible_another(wire) -> str | None:
     return None
 
 
+NO_SMALL_FIX = "def median(values):\n    return values[len(values)]\n\nprint(median([3, 1, 2]))\n"
+
+
 def test_without_a_verified_fix_the_student_gets_the_facts_and_is_told_so(shell):
-    still_broken = CELL.replace("len(ordered) / 2", "len(ordered) / 2.0")
+    from selfheal_jupyter.teaching.small_fix import mutants
+
+    assert list(mutants(NO_SMALL_FIX)) == []  # no one-token change to try either
+    still_broken = NO_SMALL_FIX.replace("len(values)]", "len(values) + 1]")
     with ScriptedServer([Reply(f"```python\n{still_broken}```", match="expert Python developer")]) as server:
         shell.run_cell(f"%config SelfHeal.base_url = '{server.base_url}'", store_history=False)
         shell.run_cell(TESTS, store_history=True)
         with capture_output() as cap:
-            shell.run_cell(f"%%hint --tests median_tests --max-iterations 1\n{CELL}", store_history=True)
+            shell.run_cell(f"%%hint --tests median_tests --max-iterations 1\n{NO_SMALL_FIX}", store_history=True)
         assert len(server.chat_requests()) == 1  # the developer only: the hint writer was not asked to guess
     text = shown(cap)
-    assert "Hint 1 of 1" in text and "It fails on line 5" in text and "No fix could be verified" in text
+    assert "Hint 1 of 1" in text and "It fails on line 3" in text and "No fix could be verified" in text
     assert shell.user_ns["agent_result"].hints[0].prose == ""
+
+
+def test_when_the_model_finds_no_fix_a_one_token_change_is_tried_and_judged_like_a_round(shell):
+    """Notebook 03 dead-ended on the embedded model ("Hint 1 of 1 … No fix could be
+    verified"): the small changes a beginner's bug usually is are tried, each judged by
+    the loop's own QA (the student's tests, the spec guard), and the first that passes is
+    the verified fix the hints come from."""
+    from selfheal_jupyter.teaching.small_fix import REPLY, mutants
+
+    assert FIX in list(mutants(CELL))
+    rewrites_the_check = CELL + "assert True\n"  # the model's one try: still the same TypeError
+    with ScriptedServer([Reply(f"```python\n{rewrites_the_check}```", match="expert Python developer")]) as server:
+        shell.run_cell(f"%config SelfHeal.base_url = '{server.base_url}'", store_history=False)
+        shell.run_cell("%config SelfHeal.hint_prose = False", store_history=False)
+        shell.run_cell(TESTS, store_history=True)
+        texts = []
+        for _ in range(3):
+            with capture_output() as cap:
+                shell.run_cell(f"%%hint --tests median_tests --max-iterations 1\n{CELL}", store_history=True)
+            texts.append(shown(cap))
+        assert len(server.chat_requests()) == 1
+    assert "Hint 1 of 3" in texts[0] and "starts on line 4" in texts[0]
+    assert "line 4 is an operator" in texts[1]
+    assert "Hint 3 of 3" in texts[2] and "+    middle = len(ordered) // 2" in texts[2]
+    record = shell.user_ns["agent_result"]
+    assert record.verified and record.final_code == FIX and record.final_iteration.candidate.reply == REPLY
 
 
 def test_reveal_fix_true_shows_the_diff_at_level_3_and_a_leaky_model_never_before(kernel_with_policy):

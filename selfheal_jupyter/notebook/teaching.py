@@ -27,6 +27,7 @@ from ..model import Hint, Task
 from ..render.hints import HintPanel, hint_text, hints_html, note_html
 from ..render.inline import show_html
 from ..teaching.policy import Gate, PolicyBlocked
+from ..teaching import small_fix
 from ..teaching.session import HintSession
 from .controller import RESULT_NAME, Pump
 
@@ -106,7 +107,15 @@ class HintTurn:
             run = loop.run(self.task, on_event=emit, cancel=cancel)
             if run.outcome == "cancelled" or not run.iterations:
                 raise Cancelled(f"No hint this time: {run.error or 'you stopped it.'} Run %%hint again to look again.")
+            if not run.verified and run.outcome != "error":
+                emit(f"{FINDING} (trying small changes to your code)")
+                found = run
+                run = small_fix.search(found, lambda code: loop.recheck(found, code, cancel=cancel), cancel=cancel)
+                if cancel.is_set():
+                    raise Cancelled("No hint this time: you stopped it. Run %%hint again to look again.")
             session.attach(run)
+            if run.outcome == "error" and run.error:
+                self.note = run.error  # why no fix was looked for (the endpoint, the engine...)
         loop = self.teacher.loops.get(self.key) or build_loop(self.settings)
         if not session.failed:
             self.note = "Your cell runs and passes its checks: there is nothing to hint at."
