@@ -219,7 +219,7 @@ def _line_kind(old_tree: ast.AST | None, new_tree: ast.AST | None, old_line: int
     if a is None or b is None:
         return "statement"
     kinds = _kinds(a, b)
-    for kind in ("operator", "constant", "name", "call", "expression", "statement"):
+    for kind in ("operator", "constant", "call", "name", "expression", "statement"):
         if kind in kinds:
             return kind
     return "statement"
