@@ -202,10 +202,12 @@ class SelfHeal(Configurable):
 
     # --- teaching mode ----------------------------------------------------------
     hint_prose = Bool(
-        True,
-        help="%%hint: ask the model for a few sentences around the facts of levels 1 and 2; "
-        "they are shown only when the checks against the verified fix find nothing wrong "
-        "with them (else the hint is the facts alone).",
+        False,
+        help="%%hint: also ask the model for a few sentences around the facts of levels 1 "
+        "and 2, shown only when the checks against the verified fix find nothing wrong with "
+        "them. Off by default: with the embedded model none of its replies on the exercises "
+        "passed (it guesses the change or says something wrong; docs/measurements.md), so "
+        "the facts alone are the hint, sooner. Worth trying with a stronger endpoint.",
     ).tag(config=True)
 
     # --- front ----------------------------------------------------------------

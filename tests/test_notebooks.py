@@ -191,9 +191,9 @@ def test_teaching_notebook_hints_never_the_answer_until_level_3(tmp_path):
     hint_cells = [c for c in nb.cells if is_magic(c, "hint")]
     pages = ["".join(o.get("data", {}).get("text/plain", "") for o in c.outputs) for c in hint_cells]
     assert "Hint 1 of 3" in pages[0] and "fails on line 8" in pages[0] and "starts on line 4" in pages[0]
-    assert "never adds one of the marks" in pages[0]  # the writer's words, right and keeping the change
+    (listing,) = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("for hint in agent_result")]
+    assert "".join(o.get("text", "") for o in listing.outputs).count("facts only") == 3  # the default: no prose
     assert "Hint 2 of 3" in pages[1] and "6.333" in pages[1] and "line 4 is a call" in pages[1]
-    assert "which positions a range visits" in pages[1]
     for page in pages[:2]:
         assert "range(len(marks))" not in page
     assert "Hint 3 of 3" in pages[2] and "+    for i in range(len(marks)):" in pages[2]

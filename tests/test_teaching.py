@@ -211,6 +211,7 @@ def test_the_writer_never_sees_the_fix_its_disguises_never_reach_the_student_nor
     replies = [fix, Reply(DISGUISES["zero-width"], match=WRITER), Reply(DISGUISES["split-spans"], match=WRITER)]
     with ScriptedServer(replies) as server:
         shell.run_cell(f"%config SelfHeal.base_url = '{server.base_url}'", store_history=False)
+        shell.run_cell("%config SelfHeal.hint_prose = True", store_history=False)
         shell.run_cell(TESTS, store_history=True)
         before = set(shell.run_line_magic("who_ls", ""))
         outputs, records = [], []
@@ -273,6 +274,7 @@ def kernel_with_policy(tmp_path):
         km, kc = start_new_kernel(kernel_name="python3", env=env, startup_timeout=60)
         started.append((km, kc))
         assert kc.execute_interactive("%load_ext selfheal_jupyter", timeout=60)["content"]["status"] == "ok"
+        kc.execute_interactive("%config SelfHeal.hint_prose = True", timeout=60)  # the writer's words, checked
         return kc
 
     yield start
@@ -340,8 +342,8 @@ def test_a_policy_file_that_cannot_be_used_closes_instead_of_falling_open(kernel
 def test_policy_hints_allows_only_hints_and_keeps_a_hidden_fix_hidden(kernel_with_policy):
     replies = [
         developer_fix(),
-        Reply("The division on line 3 gives a float.", match=WRITER),
-        Reply("What is len(ordered) / 2 when there are 3 values?", match=WRITER),
+        Reply("Look at the value of middle when line 5 runs.", match=WRITER),  # right, keeps the change
+        Reply("What is len(ordered) / 2 when there are 3 values?", match=WRITER),  # names the changed operator
     ]
     with ScriptedServer(replies) as server:
         kc = kernel_with_policy(server, {"mode": "hints", "reveal_fix": False})
@@ -354,6 +356,8 @@ def test_policy_hints_allows_only_hints_and_keeps_a_hidden_fix_hidden(kernel_wit
             assert content["status"] == "ok", content
             texts.append(text)
         assert "Hint 1 of 3" in texts[0] and "line 4" in texts[0]
+        assert "Look at the value of middle when line 5 runs." in texts[0]  # shown: nothing wrong with it
+        assert "len(ordered) / 2 when" not in texts[1]  # dropped: it names the operator the fix changes
         assert "Hint 3 of 3" in texts[2] and "keeps the fix hidden" in texts[2] and "// 2" not in texts[2]
         content, text = execute(kc, "print('// 2' in repr(agent_result.to_dict()), len(agent_result.hints))")
         assert text.split() == ["False", "3"]  # no fix code anywhere in the record
@@ -515,3 +519,32 @@ def test_stop_in_the_hint_panel_is_a_calm_note_said_once_with_the_hints_kept(ker
     said = [m for m in wire.messages if "No hint this time" in json.dumps(m["content"])]
     assert said and "No hint this time" in status_text(wire)
     assert all("UsageError" not in json.dumps(m["content"]) for m in wire.messages)
+
+
+NOTEBOOK_03 = """def average(marks):
+    total = 0
+    for i in range(1, len(marks)):
+        total += marks[i]
+    return total / len(marks)
+
+assert average([7, 9, 10]) == 26 / 3
+"""
+
+
+def test_notebook_03s_cell_reaches_level_3_when_the_model_only_rewrites_the_assert(shell):
+    """What the embedded model did with notebook 03's cell (issue 35, and again at load 11:
+    the run ended ``failed`` after it changed the student's assert twice): the small-change
+    search still finds the verified fix, so the student gets where, why and the fix."""
+    weakened = NOTEBOOK_03.replace("== 26 / 3", "== round(26 / 3, 2)")
+    replies = [Reply(f"```python\n{weakened}```", match="expert Python developer")] * 6
+    with ScriptedServer(replies) as server:
+        shell.run_cell(f"%config SelfHeal.base_url = '{server.base_url}'", store_history=False)
+        texts = []
+        for _ in range(3):
+            with capture_output() as cap:
+                shell.run_cell(f"%%hint\n{NOTEBOOK_03}", store_history=True)
+            texts.append(shown(cap))
+    record = shell.user_ns["agent_result"]
+    assert "Hint 1 of 3" in texts[0] and "fails on line 8" in texts[0] and "starts on line 4" in texts[0]
+    assert "Hint 3 of 3" in texts[2] and "+    for i in range(len(marks)):" in texts[2]
+    assert record.outcome == "success" and record.final_code == NOTEBOOK_03.replace("range(1, len", "range(len")
