@@ -22,24 +22,18 @@ from IPython.display import display
 
 from ..config import SelfHeal
 from ..errors import Cancelled, SelfHealError
-from ..loop.events import ExecutionStarted, TokensStreamed, VerdictReady
+from ..loop.events import ExecutionStarted, TokensStreamed, VerdictReady, Waiting
 from ..model import Hint, Task
 from ..render.hints import HintPanel, hint_text, hints_html, note_html
 from ..render.inline import show_html
 from ..teaching.policy import Gate, PolicyBlocked
 from ..teaching import small_fix
-from ..teaching.session import HintSession
+from ..teaching.session import HintSession, cell_key
 from .controller import RESULT_NAME, Pump
 
 RUNNING = "Running your cell in the sandbox…"
 FINDING = "Finding a hint…"
 WRITING = "Writing the hint…"
-
-
-def cell_key(task: Task, line_offset: int = 0) -> str:
-    """Hints continue while the code and its tests stay the same (whitespace aside)."""
-    code = "\n".join(line.rstrip() for line in (task.initial_code or "").strip().splitlines())
-    return f"{line_offset}\0{code}\0{(task.tests or '').strip()}"
 
 
 class Teacher:
@@ -84,6 +78,8 @@ class HintTurn:
         self._handle: Any = None
         self.note = ""
         self._shown = ""
+        self.remote: Any = None
+        """The class service's last answer (its hints, total, whether more may come, record)."""
         if settings.widget and getattr(teacher.shell, "kernel", None) is not None:
             self.panel = HintPanel(on_another=self.another, on_stop=lambda: self.pump.cancel.set())
         self.pump: Pump[Hint | None] = Pump(self._work, self._on_event)
@@ -97,10 +93,31 @@ class HintTurn:
         if not self.session.ran:
             self.gate.admit("hint")
 
+    def _remote(self, emit: Callable[[Any], None], cancel: threading.Event) -> Hint | None:
+        """The class service decides and builds the hint; only hints come back."""
+        from ..service.client import ServiceClient
+
+        def progress(event: Any) -> None:
+            if isinstance(event, Waiting):
+                emit(f"Queued: {event.text()}")
+            elif isinstance(event, str) or hasattr(event, "text"):
+                emit(event if isinstance(event, str) else event.text)
+
+        turn = ServiceClient.from_settings(self.settings).hint_turn(self.settings, self.task, progress, cancel)
+        self.remote = turn
+        self.session.hints = list(turn.hints)
+        self.note = turn.note
+        if not turn.hints or turn.note:
+            return None
+        self.teacher.asked.append(turn.hints[-1])  # for %agent_export --hints
+        return turn.hints[-1]
+
     def _work(self, emit: Callable[[Any], None], cancel: threading.Event) -> Hint | None:
         from ..agents.hint_writer import HintWriter
         from ..factory import build_loop
 
+        if self.settings.service_url:
+            return self._remote(emit, cancel)
         session = self.session
         if not session.ran:
             loop = self.teacher.loops[self.key] = build_loop(self.settings)
@@ -197,20 +214,26 @@ class HintTurn:
         return None
 
     def _end(self, hint: Hint | None) -> Hint | None:
-        if self.session.ran or self.session.hints:
+        if self.remote is not None:
+            if self.remote.record is not None:
+                self.teacher.shell.user_ns[RESULT_NAME] = self.remote.record
+        elif self.session.ran or self.session.hints:
             self.teacher.shell.user_ns[RESULT_NAME] = self.session.record()
         self.show()
         return hint
 
     def show(self) -> None:
         session = self.session
-        total = session.total()
+        total = self.remote.total if self.remote is not None else session.total()
         html = hints_html(session.hints, total)
         text = "\n\n".join(hint_text(h, i, total) for i, h in enumerate(session.hints, 1))
         if self.note:
             html += note_html(self.note)
             text = (text + "\n\n" + self.note).strip()
-        more = session.more and self.gate.hints_left(self.key) != 0
+        if self.remote is not None:
+            more = self.remote.more
+        else:
+            more = session.more and self.gate.hints_left(self.key) != 0
         if self.panel is not None and self._handle is not None:
             self.panel.show(session.hints, total, more=more, note=self.note)
             bundle = self.panel.mimebundle()

@@ -112,6 +112,12 @@ def ask_of(level: int, facts: Facts, lines: Lines) -> HintAsk:
     )
 
 
+def cell_key(task: Task, line_offset: int = 0) -> str:
+    """Hints continue while the code and its tests stay the same (whitespace aside)."""
+    code = "\n".join(line.rstrip() for line in (task.initial_code or "").strip().splitlines())
+    return f"{line_offset}\0{code}\0{(task.tests or '').strip()}"
+
+
 class HintSession:
     """One student cell: the verified run (kept here), its facts and the hints so far."""
 
