@@ -5,7 +5,8 @@ not the whole conversation, so token cost per iteration stays flat. What helps a
 model repair code (and what the debugging literature, e.g. LDB, found lifts repair
 rates) is precise: the exception, the failing line with its source, the program's own
 frames, the failing frame's local variables, the end of stdout/stderr, and which of
-the user's tests failed and why. Every part is capped.
+the user's tests failed and why. Every part is capped, and a local or a value whose
+name or text looks like a secret (a key, a token, a password) is ``<redacted>``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .model import NOTEBOOK_FILE, ExecutionResult, Limits, SpecViolation, TestOutcome, Verdict
+from .redact import redact_value
 
 MAX_FRAMES = 6
 MAX_LOCALS = 12
@@ -103,7 +105,7 @@ def _location(result: ExecutionResult) -> list[str]:
         items = list(error.locals.items())
         out.append("Local variables of the failing frame:")
         for name, summary in items[:MAX_LOCALS]:
-            out.append(f"  {name} = {clip(summary, 160)}")
+            out.append(f"  {name} = {clip(redact_value(name, summary), 160)}")
         if len(items) > MAX_LOCALS:
             out.append(f"  … {len(items) - MAX_LOCALS} more")
     return out
@@ -250,7 +252,7 @@ def runtime_value_lines(values: list[TestOutcome], differences: Sequence[str] = 
         out.append("Values at the failing statement (evaluated where it failed):")
     for v in values:
         shown = v.message if v.passed else f"raises {v.message}"
-        out.append(f"  {clip(v.source, 120)} = {clip(shown, 200)}")
+        out.append(f"  {clip(v.source, 120)} = {clip(redact_value(v.source, shown), 200)}")
     if differences:
         out.append("What differs (change the program so that these hold; never the assert):")
         out += [f"  {clip(d, 400)}" for d in differences]

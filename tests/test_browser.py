@@ -32,6 +32,7 @@ import pytest
 
 from tests.scripted_server import Reply, ScriptedServer
 from tests.test_install import assert_extension_installed
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -66,16 +67,6 @@ def get_json(url: str):
         return json.loads(response.read())
 
 
-def wait_until(predicate, timeout: float, what: str, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
 def _kernelspec_notebook(cells: list[str]) -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in cells])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -103,7 +94,7 @@ def _jupyter(
     (settings / "notification.jupyterlab-settings").write_text(
         json.dumps({"fetchNews": "false", "checkForUpdates": False})
     )
-    with ScriptedServer(replies) as server:
+    with ScriptedServer(replies) as server, open(tmp_path / f"{app}.log", "w") as log:
         port = free_port()
         env = dict(
             os.environ,
@@ -115,7 +106,6 @@ def _jupyter(
         )
         env.pop("SELFHEAL_MODEL", None)
         env.pop("JUPYTER_PATH", None)
-        log = open(tmp_path / f"{app}.log", "w")
         proc = subprocess.Popen(
             [
                 sys.executable,
@@ -144,7 +134,6 @@ def _jupyter(
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
-            log.close()
 
 
 @pytest.fixture()
@@ -214,14 +203,8 @@ def lab_with_hints_policy(tmp_path):
     """JupyterLab whose kernels read an instructor's policy: hints only, fix hidden."""
     policy = tmp_path / "policy.json"
     policy.write_text(json.dumps({"mode": "hints", "reveal_fix": False}))
-    replies = [
-        Reply(fence(STUDENT_CELL.replace("/ 2", "// 2")), match="expert Python developer"),
-        Reply(
-            "The division on line 3 gives a float, and line 4 uses it as a position.",
-            match="patient programming teacher",
-        ),
-        Reply("What is `len(ordered) / 2` when there are 3 values?", match="patient programming teacher"),
-    ]
+    # Facts only (SelfHeal.hint_prose is off by default): the model is asked for the fix alone.
+    replies = [Reply(fence(STUDENT_CELL.replace("/ 2", "// 2")), match="expert Python developer")]
     notebooks = {"hints.ipynb": ["%load_ext selfheal_jupyter", "%agent_autoheal on", STUDENT_CELL]}
     with _jupyter("jupyterlab", tmp_path, replies, notebooks, {"SELFHEAL_POLICY": str(policy)}) as (base, server):
         yield base, server
@@ -249,6 +232,7 @@ def test_give_me_a_hint_then_another_hint_then_the_policy_blocked_fix(lab_with_h
             expect(ask).to_be_visible()
             expect(student.locator(".jp-Cell-outputArea")).to_contain_text("TypeError")
             ask.click()
+            expect(student.get_by_role("button", name="Finding a hint…")).to_be_visible()
             expect(student.get_by_text("Hint 1 of 3 — Where")).to_be_visible(timeout=120_000)
             expect(student.locator(".selfheal-hints")).to_contain_text("line 3")
             student.get_by_role("button", name="Another hint").click()

@@ -19,6 +19,9 @@ from nbclient import NotebookClient
 from nbconvert import HTMLExporter
 
 from tests.scripted_server import Reply, ScriptedServer, load_script
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.sandbox  # kernels that run cells in the sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -113,22 +116,19 @@ def test_kernel_interrupt_stops_the_run_cleanly():
             assert kc.execute_interactive("%load_ext selfheal_jupyter", timeout=60)["content"]["status"] == "ok"
             outputs: list[dict] = []
             msg_id = kc.execute("%%agent\nWait a long time, then print done.")
-            # wait for the panel to say the candidate runs (it sleeps 60 s in the sandbox)
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
+
+            def candidate_runs() -> bool:
                 msg = kc.get_iopub_msg(timeout=60)
                 if msg["parent_header"].get("msg_id") == msg_id:
                     outputs.append(msg)
-                if "Iteration 1 of 4 · running it in the sandbox" in str(msg["content"].get("data", "")):
-                    break
-            else:
-                raise AssertionError("the candidate never started")
-            interrupted = time.monotonic()
+                return "Iteration 1 of 4 · running it in the sandbox" in str(msg["content"].get("data", ""))
+
+            # the panel says the candidate runs (it sleeps 60 s in the sandbox)
+            wait_until(candidate_runs, 60, "the candidate to start", interval=0)
             km.interrupt_kernel()
             reply = kc.get_shell_msg(timeout=60)
             while reply["parent_header"].get("msg_id") != msg_id:
                 reply = kc.get_shell_msg(timeout=60)
-            stop_s = time.monotonic() - interrupted
             while True:
                 msg = kc.get_iopub_msg(timeout=10)
                 if msg["parent_header"].get("msg_id") != msg_id:
@@ -139,34 +139,32 @@ def test_kernel_interrupt_stops_the_run_cleanly():
             html = "".join(m["content"].get("data", {}).get("text/html", "") for m in outputs)
             assert 'data-outcome="cancelled"' in html and "■ stopped" in html
             assert not any(m["msg_type"] == "error" for m in outputs)
-            assert stop_s < 10, f"the run took {stop_s:.1f} s to stop"
-            # the kernel is alive and the record says what happened
+            # the kernel is alive and the record says what happened: the candidate was
+            # stopped, its 60 s sleep not waited out
             check = []
             kc.execute_interactive(
-                "print(1 + 1, agent_result.outcome)",
+                "print(1 + 1, agent_result.outcome, agent_result.iterations[-1].result.status)",
                 timeout=30,
                 output_hook=lambda m: check.append(m["content"].get("text", "")),
             )
-            assert "2 cancelled" in "".join(check)
+            assert "2 cancelled killed" in "".join(check)
             # the killed container is gone (at most the warm pool remains while the kernel lives)
-            deadline = time.monotonic() + 5
-            while len(_containers_of(pid)) > 1 and time.monotonic() < deadline:
-                time.sleep(0.2)
-            left = [(c.short_id, c.status) for c in _containers_of(pid)]
-            assert len(left) <= 1, left
+            wait_until(
+                lambda: len(_containers_of(pid)) <= 1,
+                30,
+                lambda: f"the killed container to go: {[(c.short_id, c.status) for c in _containers_of(pid)]}",
+            )
         finally:
             kc.stop_channels()
             km.shutdown_kernel(now=False)
-    deadline = time.monotonic() + 15
-    while _containers_of(pid) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert _containers_of(pid) == []
+    wait_until(lambda: not _containers_of(pid), 30, lambda: f"the kernel's containers to go: {_containers_of(pid)}")
 
 
 @pytest.mark.slow
 def test_teaching_notebook_runs_on_the_embedded_model(tmp_path):
     """No endpoint configured: the embedded default model answers. Its path through
-    the iterations is not fixed, so only 'runs top to bottom with a record' is checked."""
+    the iterations is not fixed, so only 'runs top to bottom with a record' is checked,
+    and that the student's %%hint cells reach all three levels (a verified fix found)."""
     nb = nbformat.read(NOTEBOOKS / "03-teaching-self-debugging.ipynb", as_version=4)
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "SELFHEAL_MODEL")}
     client = NotebookClient(nb, timeout=1800, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
@@ -177,14 +175,22 @@ def test_teaching_notebook_runs_on_the_embedded_model(tmp_path):
     assert "your cell · ✘ TypeError" in page
     assert re.search(r'data-outcome="(success|failed|budget_exhausted)"', page)
     assert (tmp_path / "median-debugging.ipynb").exists()
+    # The student's path reaches every level: where, why, then the fix (no policy: shown).
+    hints = [
+        "".join(o.get("data", {}).get("text/plain", "") for o in c.outputs) for c in nb.cells if is_magic(c, "hint")
+    ]
+    assert "Hint 1 of 3" in hints[0] and "Hint 2 of 3" in hints[1], hints
+    assert "Hint 3 of 3" in hints[2] and "The verified fix, as a diff" in hints[2], hints[2]
 
 
 def test_teaching_notebook_hints_never_the_answer_until_level_3(tmp_path):
     nb, _, _ = execute("03-teaching-self-debugging", tmp_path)
     hint_cells = [c for c in nb.cells if is_magic(c, "hint")]
     pages = ["".join(o.get("data", {}).get("text/plain", "") for o in c.outputs) for c in hint_cells]
-    assert "Hint 1 of 3" in pages[0] and "fails on line 7" in pages[0] and "starts on line 3" in pages[0]
-    assert "Hint 2 of 3" in pages[1] and "16" in pages[1]
+    assert "Hint 1 of 3" in pages[0] and "fails on line 8" in pages[0] and "starts on line 4" in pages[0]
+    (listing,) = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("for hint in agent_result")]
+    assert "".join(o.get("text", "") for o in listing.outputs).count("facts only") == 3  # the default: no prose
+    assert "Hint 2 of 3" in pages[1] and "6.333" in pages[1] and "line 4 is a call" in pages[1]
     for page in pages[:2]:
         assert "range(len(marks))" not in page
     assert "Hint 3 of 3" in pages[2] and "+    for i in range(len(marks)):" in pages[2]

@@ -17,8 +17,8 @@ import json
 import pytest
 from traitlets import TraitError
 
-from selfheal_jupyter.agents.checks import build_messages, outline, parse_checks
 from selfheal_jupyter.agents import diagnosis
+from selfheal_jupyter.agents.checks import build_messages, outline, parse_checks
 from selfheal_jupyter.agents.developer import CHECKS_NOTE, RESTART_NOTE, RepairContext
 from selfheal_jupyter.config import SelfHeal
 from selfheal_jupyter.factory import build_loop

@@ -14,8 +14,10 @@ from selfheal_jupyter.model import (
     Run,
     SpecViolation,
     Task,
-    TestOutcome as Outcome,
     Verdict,
+)
+from selfheal_jupyter.model import (
+    TestOutcome as Outcome,
 )
 from selfheal_jupyter.spec.behaviour import Observation
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 
 from ..llm import LLMClient
 from ..model import InputDescription, Plan, Usage
-from .diagnosis import note as diagnosis_note
 from . import edits
+from .diagnosis import note as diagnosis_note
 from .edits import EDIT_FAILED_FEEDBACK, EDIT_FAILED_NOTE, EDIT_INSTRUCTION
 from .environment import environment_text
 from .inputs import INPUTS_HEADER, format_inputs

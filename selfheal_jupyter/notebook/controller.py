@@ -9,7 +9,7 @@
   loop kills the sandbox run, and the caller still gets the run's record.
 * :class:`CellRun` is one run for a notebook cell: the renderer (the live panel when a
   front end is attached, else static HTML), Stop, the ``agent_result`` record, and the
-  hand-over of passing code — its smallest form that passes again (``fix_handover.py``) —
+  hand-over of passing code — its smallest form that passes again (``loop/fix_handover.py``) —
   through the decision (Accept (Replace this cell) / Insert below / Run in my kernel /
   Reject, only on a click; see ``cells.py``), or of the best attempt of a run that did
   not pass (Insert best attempt below, only). The cell ends when the run ends.
@@ -40,11 +40,11 @@ from typing import Any, Generic, TypeVar
 from ..codeblocks import code_diff
 from ..config import SelfHeal
 from ..loop.events import CheckingFix, RunFinished, RunStarted, Waiting
+from ..loop.fix_handover import run_with_fix, without_notes
 from ..model import Run, Task
 from ..render.html import message_html, review_html
 from ..render.inline import PanelRenderer, Renderer, StaticRenderer, show_html
 from .cells import FrontCells
-from .fix_handover import run_with_fix, without_notes
 
 T = TypeVar("T")
 
@@ -462,7 +462,7 @@ def cell_work(settings: SelfHeal, entry: str) -> CellWork:
     """Where a cell's run happens: the class service when ``SelfHeal.service_url`` is
     set (this kernel then needs no engine and no key), else a loop built here."""
     if settings.service_url:
-        from ..service.client import ServiceClient
+        from ..service_client.client import ServiceClient
 
         return ServiceClient.from_settings(settings).cell_work(settings, entry)
     from ..factory import build_loop
@@ -474,7 +474,7 @@ def cell_work(settings: SelfHeal, entry: str) -> CellWork:
 def plan_pump(settings: SelfHeal, task: Task) -> Pump[Any]:
     """A pump that only plans ``task`` (``--plan-only``), here or in the class service."""
     if settings.service_url:
-        from ..service.client import ServiceClient
+        from ..service_client.client import ServiceClient
 
         client = ServiceClient.from_settings(settings)
         return Pump(lambda _emit, cancel: client.plan(settings, task, cancel))

@@ -28,6 +28,9 @@ candidate is never trusted to report on itself):
   after it (a later ``def``, assignment or import at top level, or a ``global``
   declaration in a function), where the user's code did not: the assert then checks a
   value the program no longer has (a right function asserted, a wrong one kept);
+- ``dynamic_binding``: a name is bound where no reading of the code can follow it
+  (``globals()``, ``vars()``, ``setattr`` on a module, ``sys.modules``, ``exec`` /
+  ``eval``), where the user's code did not (:mod:`selfheal_jupyter.spec.dynamic`);
 - ``forced_comparison``: a class of the candidate's makes comparisons lie (a new
   subclass of a plain type such as ``float`` that overrides a comparison, or a
   comparison / truth / hash method whose result ignores what it compares).
@@ -43,15 +46,15 @@ Nothing here runs code or knows the loop; QA calls :func:`extract` and :func:`ch
 from __future__ import annotations
 
 import ast
-from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..model import SpecViolation
 from . import answer_blanks
+from .kept import Expectation, Spec, SpecAssert
 from .rules import (
     _check_asserts,
+    _check_dynamic_binding,
     _check_failing,
     _check_forced_comparisons,
     _check_hard_coding,
@@ -74,62 +77,6 @@ from .syntax import walk as _walk
 
 
 # ----------------------------------------------------------------------------- the spec
-@dataclass(frozen=True)
-class Expectation:
-    """``subject == value`` read off an assert: what hard-coding would write in."""
-
-    value: Any
-    names: frozenset[str]
-    """Variables the subject reads (not the functions it calls)."""
-    functions: frozenset[str]
-    """Functions the subject calls by name."""
-    arguments: tuple[Any, ...]
-    """Literal arguments of those calls (the asserted inputs)."""
-    source: str
-    argument_names: frozenset[str] = frozenset()
-    """Names passed to those calls (``cart_total(cart)``): asserted inputs too, through
-    the literal a program assigns them."""
-
-
-@dataclass(frozen=True)
-class SpecAssert:
-    condition: str
-    """The condition's AST key (positions and the message excluded)."""
-    source: str
-    line: int
-    swallowed: bool = False
-    """Already inside a swallowing ``try`` in the user's code (then not held against a candidate)."""
-    statement: str = ""
-    """The whole assert as the user wrote it (message included), for the checker."""
-    top_level: bool = False
-    """A statement of the module itself (not inside a function or a block)."""
-
-
-@dataclass
-class Spec:
-    """What a candidate must keep, extracted from the user's original code (and tests)."""
-
-    code: str
-    asserts: list[SpecAssert] = field(default_factory=list)
-    test_functions: list[str] = field(default_factory=list)
-    test_calls: Counter = field(default_factory=Counter)
-    test_sources: dict[str, str] = field(default_factory=dict)
-    """``def`` source of each test function the checker can run itself (no parameters, no
-    decorators), by name."""
-    expectations: list[Expectation] = field(default_factory=list)
-    failing: dict[str, str] = field(default_factory=dict)
-    """AST key -> source of the statements that failed when the user's code ran."""
-    parsed: bool = True
-    """False when the user's code does not parse: asserts were read line by line."""
-    source: str = ""
-    """The user's code as it was parsed: blanks left for the answer (``x = ``, a body of
-    comments only) filled with ``...`` (:func:`~selfheal_jupyter.spec.answer_blanks.parse_with_blanks`)."""
-
-    @property
-    def empty(self) -> bool:
-        return not (self.asserts or self.test_functions or self.expectations or self.failing)
-
-
 def _expectation(test: ast.expr) -> Expectation | None:
     subject: ast.expr | None = None
     value: Any = _NO_VALUE
@@ -290,6 +237,7 @@ def check(spec: Spec, candidate: str) -> list[SpecViolation]:
     out += _check_silencers(original_tree, tree)
     out += _check_hard_coding(spec, original_tree, tree)
     out += _check_outlived(spec, original_tree, tree)
+    out += _check_dynamic_binding(spec, original_tree, tree)
     if not spec.empty:
         out += _check_forced_comparisons(original_tree, tree)
     return out
