@@ -178,10 +178,11 @@ class _Refs:
 
 
 def _through_json(value: Any, refs: _Refs | None = None) -> tuple[Any, Any]:
+    """A program's value as the checker gets it: encoded by the program's side, decoded
+    by the checker's."""
     refs = refs or _Refs()
-    c = codec.Codec(refs.ref_of, refs.deref)
-    encoded = json.loads(json.dumps(c.encode(value)))  # what crosses is plain JSON
-    return encoded, c.decode(encoded)
+    encoded = json.loads(json.dumps(codec.ProgramCodec(refs.ref_of, refs.deref).encode(value)))  # plain JSON
+    return encoded, codec.CheckerCodec(refs.ref_of, refs.deref).decode(encoded)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -311,10 +312,10 @@ def test_library_containers_are_rebuilt_here_from_data():
 
 
 def test_the_checker_loads_no_class_the_program_names():
-    checker = codec.Codec(_Refs().ref_of, _Refs().deref)  # the checker's decoder
+    checker = codec.CheckerCodec(_Refs().ref_of, _Refs().deref)
     with pytest.raises(ValueError, match="not accepted"):
         checker.decode({"$": "class", "v": "unittest.mock:ANY"})
-    program = codec.Codec(_Refs().ref_of, _Refs().deref, resolve_names=True)
+    program = codec.ProgramCodec(_Refs().ref_of, _Refs().deref)
     import unittest.mock
 
     assert program.decode({"$": "class", "v": "unittest.mock:MagicMock"}) is unittest.mock.MagicMock
@@ -327,13 +328,14 @@ def test_an_exception_from_the_program_is_a_builtin_or_a_stand_in_made_here():
         pass
 
     SkipTest.__module__, SkipTest.__qualname__ = "unittest.case", "SkipTest"  # a loaded class's name
+    checker = codec.CheckerCodec(_Refs().ref_of, _Refs().deref)
     described = codec.describe_exception(SkipTest("skip me"))
     with pytest.raises(Exception) as raised:
-        codec.raise_described(described)
+        checker.raise_described(described)
     assert not isinstance(raised.value, unittest.SkipTest)
     assert type(raised.value).__name__ == "SkipTest" and str(raised.value) == "skip me"
     # ... while the program's side may resolve the names the tests send it
-    program_side = codec.exception_class(described, resolve_names=True)
+    program_side = codec.ProgramCodec(_Refs().ref_of, _Refs().deref).exception_class(described)
     assert program_side is unittest.SkipTest
 
     class Base(ValueError):
@@ -344,14 +346,14 @@ def test_an_exception_from_the_program_is_a_builtin_or_a_stand_in_made_here():
 
     for cls in (Base, Special):
         cls.__module__ = "__main__"
-    special = codec.exception_class(codec.describe_exception(Special("x")))
-    base = codec.exception_class(codec.describe_class(Base))
+    special = checker.exception_class(codec.describe_exception(Special("x")))
+    base = checker.exception_class(codec.describe_class(Base))
     assert issubclass(special, base) and issubclass(base, ValueError)
     assert special is not Special and base is not Base
-    assert codec.exception_class(codec.describe_class(Special)) is special  # one per chain
-    assert codec.exception_class(codec.describe_class(KeyError)) is KeyError
+    assert checker.exception_class(codec.describe_class(Special)) is special  # one per chain
+    assert checker.exception_class(codec.describe_class(KeyError)) is KeyError
     with pytest.raises(UnicodeError):  # a builtin that takes more than a message
-        codec.raise_described(codec.describe_exception(UnicodeDecodeError("utf-8", b"x", 0, 1, "r")))
+        checker.raise_described(codec.describe_exception(UnicodeDecodeError("utf-8", b"x", 0, 1, "r")))
 
 
 def test_plain_mode_makes_records_of_the_program_s_own_objects_only():
@@ -368,12 +370,13 @@ def test_plain_mode_makes_records_of_the_program_s_own_objects_only():
 
     for cls in (Account, Slotted):
         cls.__module__ = "__main__"
-    c = codec.Codec(_Refs().ref_of, _Refs().deref)
-    record = c.decode(json.loads(json.dumps(c.plain(Account(2)))))
+    c = codec.ProgramCodec(_Refs().ref_of, _Refs().deref)
+    checker = codec.CheckerCodec(_Refs().ref_of, _Refs().deref)
+    record = checker.decode(json.loads(json.dumps(c.plain(Account(2)))))
     assert isinstance(record, codec.ProgramRecord) and record.fields == {"balance": 2, "history": [2]}
-    assert record == c.decode(c.plain(Account(2))) and record != c.decode(c.plain(Account(3)))
+    assert record == checker.decode(c.plain(Account(2))) and record != checker.decode(c.plain(Account(3)))
     assert record != 2 and record != {"balance": 2, "history": [2]}
-    assert c.decode(c.plain(Slotted())).fields == {"x": 1}
+    assert checker.decode(c.plain(Slotted())).fields == {"x": 1}
     for other in (len, threading.Lock(), Account):
         with pytest.raises(codec.Unencodable):
             c.plain(other)
@@ -381,7 +384,7 @@ def test_plain_mode_makes_records_of_the_program_s_own_objects_only():
 
 def test_a_value_over_the_budget_or_too_deep_is_a_reference():
     refs = _Refs()
-    c = codec.Codec(refs.ref_of, refs.deref)
+    c = codec.ProgramCodec(refs.ref_of, refs.deref)
     budget = codec.Budget()
     budget.left = 10
     big = list(range(20))
@@ -394,7 +397,7 @@ def test_a_value_over_the_budget_or_too_deep_is_a_reference():
 
 
 def test_decode_refuses_what_encode_never_makes():
-    c = codec.Codec(_Refs().ref_of, _Refs().deref)
+    c = codec.CheckerCodec(_Refs().ref_of, _Refs().deref)
     with pytest.raises(ValueError):
         c.decode([1, 2])  # lists always travel tagged
     with pytest.raises(ValueError, match="unknown value tag"):
@@ -402,8 +405,9 @@ def test_decode_refuses_what_encode_never_makes():
 
 
 def test_exceptions_cross_as_their_builtin_base_and_message():
+    checker = codec.CheckerCodec(_Refs().ref_of, _Refs().deref)
     with pytest.raises(KeyError) as info:
-        codec.raise_described(codec.describe_exception(KeyError("k")))
+        checker.raise_described(codec.describe_exception(KeyError("k")))
     assert type(info.value) is KeyError and info.value.args == ("'k'",)
 
     class Custom(ValueError):
@@ -418,7 +422,7 @@ def test_exceptions_cross_as_their_builtin_base_and_message():
         "message": "bad",
     }
     with pytest.raises(ValueError, match="bad") as raised:
-        codec.raise_described(described)
+        checker.raise_described(described)
     assert type(raised.value) is not Custom  # a local stand-in, never the program's class
     assert type(raised.value).__name__ == "Custom"
 
@@ -447,7 +451,7 @@ def test_numpy_arrays_and_scalars_round_trip():
         encoded, decoded = _through_json(scalar)
         assert encoded["$"] == "npscalar" and type(decoded) is type(scalar) and decoded == scalar
     with pytest.raises(ValueError, match="unexpected dtype"):
-        codec.Codec(_Refs().ref_of, _Refs().deref).decode(
+        codec.CheckerCodec(_Refs().ref_of, _Refs().deref).decode(
             {"$": "ndarray", "dtype": "object; import os", "shape": [0], "v": {"$": "list", "v": []}}
         )
 
@@ -772,7 +776,7 @@ def test_a_library_exception_from_the_program_answers_type_checks_by_name():
         json_module.loads("{")
     except json_module.JSONDecodeError as exc:
         described = codec.describe_exception(exc)
-    stand_in = codec.exception_class(described)
+    stand_in = codec.CheckerCodec(_Refs().ref_of, _Refs().deref).exception_class(described)
     assert stand_in is not json_module.JSONDecodeError and issubclass(stand_in, ValueError)
     assert checker_issubclass(stand_in, json_module.JSONDecodeError)
     assert checker_isinstance(stand_in("x"), (KeyError, json_module.JSONDecodeError))

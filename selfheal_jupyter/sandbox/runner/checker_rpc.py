@@ -15,12 +15,11 @@ from typing import Any
 from .codec import (
     MUTABLE,
     Budget,
-    Codec,
+    CheckerCodec,
     ProgramRecord,
     Unencodable,
     claimed_names,
     describe_exception,
-    raise_described,
 )
 from .frames import FrameReader, write_frame
 from .program_rpc import BINARY_OPERATORS
@@ -35,7 +34,7 @@ class ProgramLink:
         self.remotes: dict = {}
         self.local: list = []
         self.after: dict | None = None
-        self.codec = Codec(self.ref_of, self.remote, by_name=True)
+        self.codec = CheckerCodec(self.ref_of, self.remote)
         self.closed = False
         self.raised: BaseException | None = None  # the last exception the program raised
         self.sent: list[BaseException] = []  # exceptions functions of the tests raised
@@ -75,7 +74,7 @@ class ProgramLink:
     def encode(self, value: Any) -> Any:
         """A test-side value for the program; program objects travel as references."""
         try:
-            return self.codec._enc(value, Budget(), 0, False)
+            return self.codec._enc(value, Budget(), 0)
         except Unencodable:
             raise TypeError("a value from the tests is too large to pass to the program") from None
 
@@ -100,7 +99,7 @@ class ProgramLink:
             try:
                 if type(token) is int and 0 <= token < len(self.sent):
                     raise self.sent[token]  # the tests' own exception, passed through
-                raise_described(reply["raise"])
+                self.codec.raise_described(reply["raise"])
             except BaseException as exc:
                 self.raised = exc
                 raise

@@ -9,7 +9,7 @@ import ast
 import operator
 from typing import Any
 
-from .codec import MUTABLE, Codec, Unencodable, class_names, describe_exception, raise_described
+from .codec import MUTABLE, ProgramCodec, Unencodable, class_names, describe_exception
 from .describe import short_repr
 from .frames import FrameReader, write_frame
 
@@ -64,7 +64,7 @@ class ProgramObjects:
         self.ns = module.__dict__
         self.objects: list = []
         self.ids: dict = {}
-        self.codec = Codec(self.ref_of, self.deref, resolve_names=True)
+        self.codec = ProgramCodec(self.ref_of, self.deref)
         self.reader: FrameReader | None = None
         self.out = -1
         self.escaped: BaseException | None = None  # the last exception a request raised
@@ -149,7 +149,7 @@ class ProgramObjects:
                 self.answer(frame)
                 continue
             if "raise" in frame:
-                raise_described(frame["raise"], resolve_names=True)
+                self.codec.raise_described(frame["raise"])
             return self.codec.decode(frame.get("ok"))
 
     def handle(self, req: dict) -> Any:
@@ -266,7 +266,7 @@ class _Called:
     def __init__(self, result: Any, args: list, kwargs: dict) -> None:
         self.result, self.args, self.kwargs = result, args, kwargs
 
-    def after(self, codec: "Codec") -> dict:
+    def after(self, codec: "ProgramCodec") -> dict:
         return {
             "args": [codec.encode(a) if type(a) in MUTABLE else None for a in self.args],
             "kwargs": {k: codec.encode(v) for k, v in self.kwargs.items() if type(v) in MUTABLE},
