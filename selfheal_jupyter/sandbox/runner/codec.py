@@ -20,16 +20,26 @@ import base64
 import builtins
 import collections
 import contextlib
+import dataclasses
+import functools
+import inspect
+import operator
 import sys
+import types
+import typing
 from collections.abc import Callable
 from typing import Any
 
 from .describe import safe_str
+from .type_table import TYPES
 
 # Values cross between the program and the checker as tagged JSON. Exact types travel by
 # value and are rebuilt from plain data on the other side; a subclass of a plain type
 # (int, float, str, list, dict...) travels as the plain value it holds, without its
-# methods; anything else (functions, classes, instances) is a reference.
+# methods; a class of the fixed table (``type_table``) by its name there, and what is
+# made of such classes (``list[int]``, ``int | None``, ``typing.Optional[str]``, a
+# signature, a dataclass's fields) as data; anything else (functions, other classes,
+# instances) is a reference.
 MAX_ENCODED_ITEMS = 500_000
 _DTYPE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789[], :<>|=/._-+")
 
@@ -37,6 +47,22 @@ _DTYPE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01
 #: test): an exception from the program becomes one of these, or a stand-in below one.
 BUILTIN_EXCEPTIONS = {
     name: obj for name, obj in vars(builtins).items() if isinstance(obj, type) and issubclass(obj, BaseException)
+}
+#: The kinds of a signature's parameters, by their numbers.
+_PARAMETER_KINDS = {
+    int(kind): kind
+    for kind in (
+        inspect.Parameter.POSITIONAL_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        inspect.Parameter.VAR_POSITIONAL,
+        inspect.Parameter.KEYWORD_ONLY,
+        inspect.Parameter.VAR_KEYWORD,
+    )
+}
+#: What kind of field of a dataclass a ``dataclasses.Field`` is (what ``fields()`` reads).
+_FIELD_KINDS = {
+    k: getattr(dataclasses, f"_FIELD{s}")
+    for k, s in (("field", ""), ("classvar", "_CLASSVAR"), ("initvar", "_INITVAR"))
 }
 #: Factories a defaultdict may carry across (by this fixed table, never by name lookup).
 _FACTORIES = {f.__name__: f for f in (int, float, complex, str, bytes, list, dict, set, tuple, bool)}
@@ -121,7 +147,13 @@ class _Encoding:
         return self.ref_of(x)
 
     def _enc_class(self, x: type, b: Budget, depth: int) -> Any:
-        """A class: described when it is an exception class, else what is not data."""
+        """A class: by its name in the table of types, described when it is an exception
+        class, else what is not data."""
+        name = TYPES.name_of(x)
+        if name is not None:
+            return {"$": "type", "v": name}
+        if x is inspect.Parameter.empty:
+            return {"$": "empty"}
         try:
             is_exception_class = issubclass(x, BaseException)
         except Exception:
@@ -177,10 +209,75 @@ class _Encoding:
             return {"$": "deque", "v": [self._enc(i, b, depth + 1) for i in x], "maxlen": x.maxlen}
         if isinstance(x, type):
             return self._enc_class(x, b, depth)
+        form = self._enc_form(x, b, depth)
+        if form is not None:
+            return form
         base = _plain_base(x)
         if base is not None:
             return self._enc_subclass(x, base, b, depth)
         return self._other(x, b, depth)
+
+    def _enc_form(self, x: Any, b: Budget, depth: int) -> Any:
+        """What is made of classes, as data: generic aliases and unions (``list[int]``,
+        ``int | None``), ``typing``'s forms, a signature, a dataclass's field (None:
+        ``x`` is none of these)."""
+        t = type(x)
+        enc = self._enc
+        if t is types.GenericAlias:
+            return {
+                "$": "alias",
+                "origin": enc(x.__origin__, b, depth + 1),
+                "args": [enc(a, b, depth + 1) for a in x.__args__],
+            }
+        if t is types.UnionType:
+            return {"$": "union", "args": [enc(a, b, depth + 1) for a in x.__args__]}
+        if x is Ellipsis:
+            return {"$": "ellipsis"}
+        if x is dataclasses.MISSING:
+            return {"$": "missing"}
+        if t is inspect.Signature:
+            return {
+                "$": "signature",
+                "parameters": [enc(p, b, depth + 1) for p in x.parameters.values()],
+                "return": enc(x.return_annotation, b, depth + 1),
+            }
+        if t is inspect.Parameter:
+            return {
+                "$": "parameter",
+                "name": x.name,
+                "kind": int(x.kind),
+                "default": enc(x.default, b, depth + 1),
+                "annotation": enc(x.annotation, b, depth + 1),
+            }
+        if t is dataclasses.Field:
+            return self._enc_field(x, b, depth)
+        if t is typing.ForwardRef:
+            return {"$": "forwardref", "v": str(x.__forward_arg__)}
+        if getattr(t, "__module__", None) == "typing":
+            name = TYPES.form_name_of(x)
+            if name is not None:
+                return {"$": "typing", "name": name}
+            name = TYPES.form_name_of(typing.get_origin(x)) or getattr(x, "_name", None)
+            if type(name) is str and isinstance(getattr(x, "__args__", None), tuple):
+                return {"$": "typing", "name": name, "args": [enc(a, b, depth + 1) for a in typing.get_args(x)]}
+        return None
+
+    def _enc_field(self, x: Any, b: Budget, depth: int) -> dict:
+        """A dataclass's field (``dataclasses.fields``, ``__dataclass_fields__``)."""
+        return {
+            "$": "field",
+            "name": str(x.name),
+            "type": self._enc(x.type, b, depth + 1),
+            "default": self._enc(x.default, b, depth + 1),
+            "default_factory": self._enc(x.default_factory, b, depth + 1),
+            "init": bool(x.init),
+            "repr": bool(x.repr),
+            "hash": self._enc(x.hash, b, depth + 1),
+            "compare": bool(x.compare),
+            "metadata": self._enc(dict(x.metadata), b, depth + 1),
+            "kw_only": self._enc(x.kw_only, b, depth + 1),
+            "kind": next((k for k, v in _FIELD_KINDS.items() if v is getattr(x, "_field_type", None)), "field"),
+        }
 
     def _enc_subclass(self, x: Any, base: type, b: Budget, depth: int) -> Any:
         """A subclass of a plain type: the plain value it holds, read with the plain type's
@@ -306,6 +403,8 @@ class _Encoding:
         own = self._decode_own(tag, v)
         if own is not _NOT_OWN:
             return own
+        if tag in _FORM_TAGS:
+            return self._dec_form(tag, v)
         if tag == "float":
             return float(v["v"])
         if tag in ("list", "tuple", "set", "frozenset"):
@@ -370,6 +469,61 @@ class _Encoding:
         """A tag only this side accepts (``_NOT_OWN``: none of them)."""
         return _NOT_OWN
 
+    def _dec_form(self, tag: str, v: dict) -> Any:
+        """A class by its name in this process's table of types, or what is made of
+        classes, built here by ``typing``, ``inspect`` and ``dataclasses``."""
+        d = self.decode
+        if tag == "type":
+            return TYPES.class_named(v.get("v"))
+        if tag == "empty":
+            return inspect.Parameter.empty
+        if tag == "ellipsis":
+            return ...
+        if tag == "missing":
+            return dataclasses.MISSING
+        if tag == "forwardref":
+            return typing.ForwardRef(str(v["v"]))  # compiled, never evaluated here
+        if tag == "typing":
+            form = TYPES.form_named(v.get("name"))
+            return form if v.get("args") is None else form[tuple(d(a) for a in v["args"])]
+        if tag == "alias":
+            origin = d(v["origin"])
+            if not isinstance(origin, type):
+                raise ValueError("a generic alias of something that is not a class")
+            return types.GenericAlias(origin, tuple(d(a) for a in v["args"]))
+        if tag == "union":
+            args = [d(a) for a in v["args"]]
+            if len(args) > 1 and all(a is None or type(a) in (type, types.GenericAlias) for a in args):
+                return functools.reduce(operator.or_, args)
+            return TYPES.form_named("Union")[tuple(args)]
+        if tag == "parameter":
+            kind = _PARAMETER_KINDS[int(v["kind"])]
+            return inspect.Parameter(str(v["name"]), kind, default=d(v["default"]), annotation=d(v["annotation"]))
+        if tag == "signature":
+            parameters = [d(p) for p in v["parameters"]]
+            if not all(type(p) is inspect.Parameter for p in parameters):
+                raise ValueError("a signature whose parameters are not parameters")
+            return inspect.Signature(parameters, return_annotation=d(v["return"]))
+        return self._dec_field(v)
+
+    def _dec_field(self, v: dict) -> Any:
+        d = self.decode
+        metadata = d(v["metadata"])
+        field = dataclasses.Field(  # type: ignore[call-arg]  # its arguments in 3.10 and 3.11
+            d(v["default"]),
+            d(v["default_factory"]),
+            bool(v["init"]),
+            bool(v["repr"]),
+            d(v["hash"]),
+            bool(v["compare"]),
+            metadata if type(metadata) is dict else {},
+            d(v["kw_only"]),
+        )
+        field.name = str(v["name"])
+        field.type = d(v["type"])
+        field._field_type = _FIELD_KINDS.get(str(v.get("kind")), _FIELD_KINDS["field"])  # type: ignore[attr-defined]
+        return field
+
     def _namedtuple(self, name: str, fields: list) -> Any:
         """A named tuple class made here for the names the program gave (never looked up)."""
         key = (name, tuple(fields))
@@ -418,6 +572,21 @@ class _Encoding:
 
 
 _NOT_OWN = object()
+_FORM_TAGS = frozenset(
+    (
+        "type",
+        "empty",
+        "ellipsis",
+        "missing",
+        "forwardref",
+        "typing",
+        "alias",
+        "union",
+        "parameter",
+        "signature",
+        "field",
+    )
+)
 
 
 class CheckerCodec(_Encoding):
@@ -431,10 +600,22 @@ class CheckerCodec(_Encoding):
     (``deref``), or a stand-in exception class made here. It refuses a class by name:
     nothing the program sends makes it load anything."""
 
+    def __init__(
+        self, ref_of: Callable[[Any], dict], deref: Callable[[dict], Any], handle: "type | None" = None
+    ) -> None:
+        super().__init__(ref_of, deref)
+        self.handle = handle  # the class of the checker's handles of the program's objects
+
+    def _enc(self, x: Any, b: Budget, depth: int) -> Any:
+        if type(x) is self.handle:  # one of the program's objects: its reference, always
+            return self.ref_of(x)
+        return super()._enc(x, b, depth)
+
     def _enc_class(self, x: type, b: Budget, depth: int) -> Any:
-        spec = f"{getattr(x, '__module__', '')}:{getattr(x, '__qualname__', '')}"
-        if local_class(spec) is x:  # a library's class: the program can import it
-            return {"$": "class", "v": spec}
+        if TYPES.name_of(x) is None:
+            spec = f"{getattr(x, '__module__', '')}:{getattr(x, '__qualname__', '')}"
+            if local_class(spec) is x:  # a library's class: the program can import it
+                return {"$": "class", "v": spec}
         return super()._enc_class(x, b, depth)
 
     def _decode_own(self, tag: Any, v: dict) -> Any:
@@ -612,6 +793,14 @@ def stand_in_class(info: dict) -> type:
     if names and not claimed_names(parent):
         parent.__selfheal_names__ = names  # type: ignore[attr-defined]
     return parent
+
+
+def is_stand_in(cls: Any) -> bool:
+    """``cls`` is a stand-in made here for an exception class of the other side."""
+    try:
+        return "__selfheal_names__" in type.__dict__["__dict__"].__get__(cls)
+    except Exception:
+        return False
 
 
 def claimed_names(cls: Any) -> tuple:
