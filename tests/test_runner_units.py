@@ -796,6 +796,8 @@ TYPED_PROGRAM = (
     "@dataclass\nclass Point:\n    x: float\n    y: float = 0.0\n    tags: list = field(default_factory=list)\n"
     "    def moved(self, dx: float) -> 'Point':\n        return Point(self.x + dx, self.y)\n"
     "def make(): return Point(1.0)\n"
+    "T = typing.TypeVar('T')\nclass Box(typing.Generic[T]):\n    pass\n"
+    "def generic(x: typing.Generic[T]):\n    return x\n"
 )
 
 
@@ -803,7 +805,7 @@ def _typed(program: Any) -> dict:
     ns, link, seen, server = program
     exec(compile(TYPED_PROGRAM, "<program>", "exec", dont_inherit=True), ns)  # no future flags of this file
     server.start()
-    return _names(link, ["greet", "area", "shapes", "maybe", "Animal", "Dog", "Point", "make"])
+    return _names(link, ["greet", "area", "shapes", "maybe", "Animal", "Dog", "Point", "make", "generic"])
 
 
 def test_builtin_and_standard_types_cross_as_the_checker_s_own(program):
@@ -812,7 +814,7 @@ def test_builtin_and_standard_types_cross_as_the_checker_s_own(program):
     import inspect
     import typing
 
-    from selfheal_jupyter.sandbox.runner.checker_rpc import type_of
+    from selfheal_jupyter.sandbox.runner.checker_rpc import Remote, type_of
 
     got = _typed(program)
     sig = inspect.signature(got["greet"])
@@ -833,6 +835,8 @@ def test_builtin_and_standard_types_cross_as_the_checker_s_own(program):
     assert maybe["w"].annotation == typing.Literal["a", 1]
     assert got["greet"].__annotations__ == {"name": str, "times": int, "sep": "str", "return": str}
     assert got["greet"].__name__ == "greet" and got["greet"].__defaults__ == (1,)
+    generic = inspect.signature(got["generic"]).parameters["x"].annotation  # a form not in the table
+    assert type(generic) is Remote and repr(generic) == "typing.Generic[~T]"
     assert type_of(type, got["greet"]) is __import__("types").FunctionType
 
 

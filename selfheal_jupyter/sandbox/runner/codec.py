@@ -258,7 +258,7 @@ class _Encoding:
             if name is not None:
                 return {"$": "typing", "name": name}
             name = TYPES.form_name_of(typing.get_origin(x)) or getattr(x, "_name", None)
-            if type(name) is str and isinstance(getattr(x, "__args__", None), tuple):
+            if TYPES.is_form(name) and isinstance(getattr(x, "__args__", None), tuple):
                 return {"$": "typing", "name": name, "args": [enc(a, b, depth + 1) for a in typing.get_args(x)]}
         return None
 

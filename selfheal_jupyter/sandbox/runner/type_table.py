@@ -142,6 +142,10 @@ class TypeTable:
         name = self._form_names.get(id(form))
         return name if name is not None and self._forms[name] is form else None
 
+    def is_form(self, name: Any) -> bool:
+        self.freeze()
+        return type(name) is str and name in self._forms
+
     def form_named(self, name: Any) -> Any:
         self.freeze()
         found = self._forms.get(name) if type(name) is str else None
