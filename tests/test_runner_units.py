@@ -862,6 +862,9 @@ def test_the_program_s_classes_are_handles_compared_by_identity(program):
     assert [f.name for f in fields] == ["x", "y", "tags"] and [f.type for f in fields] == [float, float, list]
     assert fields[1].default == 0.0 and fields[0].default is dataclasses.MISSING and fields[2].default_factory is list
     assert [f.name for f in dataclasses.fields(p)] == ["x", "y", "tags"]
+    assert vars(p) == {"x": 1.0, "y": 0.0, "tags": []} and "x" in p.__dict__
+    vars(p)["x"] = 5.0  # the program's own __dict__, changed there
+    assert p.x == 5.0 and got["make"]().x == 1.0
     moved = inspect.signature(p.moved)
     assert list(moved.parameters) == ["dx"] and moved.return_annotation == "Point"
     assert inspect.signature(Point).parameters["x"].annotation is float

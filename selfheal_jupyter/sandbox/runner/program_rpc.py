@@ -204,7 +204,8 @@ class ProgramObjects:
             args, kwargs = dec(req["args"]), dec(req["kwargs"])
             return _Called(target(*args, **kwargs), args, kwargs)
         if op == "getattr":
-            return getattr(target, str(req["name"]))
+            value = getattr(target, str(req["name"]))
+            return _Ref(value) if req["name"] == "__dict__" else value  # changed in place, here
         if op == "setattr":
             setattr(target, str(req["name"]), dec(req["value"]))
             return None
