@@ -518,7 +518,7 @@ FUNCTION_TESTS = "assert f(3) == 41.125\nassert abs(f(3) - 41.125) < 1e-9\nasser
 # e.g. a reply that names a class or object for the checker to load (here mock.ANY).
 FORGE_A_NAME = (
     "import gc\n\ndef _forge():\n    for o in gc.get_objects():\n"
-    "        if type(o).__name__ == 'Codec':\n"
+    "        if type(o).__name__ == 'ProgramCodec':\n"
     "            o.encode = lambda value, budget=None: {'$': 'class', 'v': 'unittest.mock:ANY'}\n\n"
 )
 

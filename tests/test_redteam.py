@@ -41,6 +41,8 @@ def _exec_json(tmp_path: Path, *programs: str, tests: str | None = None) -> list
         (tmp_path / "tests.py").write_text(tests)
         args += ["--tests", str(tmp_path / "tests.py")]
     proc = _selfheal(*args, "--json")
+    if len(programs) == 1:  # one result, as one JSON document
+        return [json.loads(proc.stdout)] if proc.stdout.strip() else []
     results = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
     assert len(results) == len(programs), proc.stderr
     return results
@@ -554,3 +556,190 @@ def test_a_cell_that_deletes_its_helper_at_the_end_still_heals(tmp_path, sandbox
     honest = cell.replace("xs[2:]", "xs[1:]")
     record = _heal(tmp_path, cell, [f"```python\n{honest}```"])
     assert record["outcome"] == "success", record["iterations"][-1]["verdict"]
+
+
+# --------------------------------------------------------------------------- types (issue 41)
+# Types cross by the runner's fixed table (type_table.py), found by a class's identity on the
+# program's side and resolved to the checker's own class there; a class of the program's
+# crosses as a handle the checker compares by identity. Each attack below is a program that
+# tries to pass type asserts only a right program passes; the tests are the user's.
+TYPE_TESTS = (
+    "import inspect\nsig = inspect.signature(greet)\n"
+    "assert sig.parameters['name'].annotation == str\n"
+    "assert sig.return_annotation is str\n"
+    "assert {str: 'ok'}.get(sig.return_annotation) == 'ok'\n"
+    "assert type(make()) is str\n"
+    "assert isinstance(make(), str)\n"
+    "assert issubclass(Made, str)\n"
+    "assert make().__class__ is str\n"
+)
+TYPE_ATTACKS = {
+    "a-class-named-str": (
+        "class Made:\n    pass\n\nMade.__name__ = Made.__qualname__ = 'str'\nMade.__module__ = 'builtins'\n\n"
+        "def greet(name: Made) -> Made:\n    return Made()\n\ndef make():\n    return Made()\n"
+    ),
+    "a-metaclass-that-equals-everything": (
+        "class Meta(type):\n    def __eq__(cls, other):\n        return True\n    def __ne__(cls, other):\n"
+        "        return False\n    def __hash__(cls):\n        return hash(str)\n"
+        "    def __instancecheck__(cls, obj):\n        return True\n    def __subclasscheck__(cls, sub):\n"
+        "        return True\n\nclass Made(metaclass=Meta):\n    pass\n\n"
+        "def greet(name: Made) -> Made:\n    return Made()\n\ndef make():\n    return Made()\n"
+    ),
+    "a-type-subclass-named-str": (
+        "class StrType(type):\n    def __eq__(cls, other):\n        return other is str or other is cls\n"
+        "    __hash__ = type.__hash__\n\n"
+        "Made = StrType('str', (), {'__module__': 'builtins', '__qualname__': 'str'})\n\n"
+        "def greet(name: Made) -> Made:\n    return Made()\n\ndef make():\n    return Made()\n"
+    ),
+}
+RIGHT_TYPES = "def greet(name: str) -> str:\n    return name\n\nMade = str\n\ndef make():\n    return 'made'\n"
+
+
+@pytest.mark.parametrize("kind", sorted(TYPE_ATTACKS))
+def test_a_program_s_class_cannot_pass_for_str(tmp_path, sandbox_image, kind):
+    """Attack class: the type seam. A class of the program's that names itself ``str``
+    (by its names, its metaclass's ``__eq__`` / ``__hash__`` / ``__instancecheck__``, a
+    ``type`` subclass) is none of the checker's ``str``: every assert about it fails.
+    The right program passes the same tests."""
+    attacked, honest = _exec_json(tmp_path, TYPE_ATTACKS[kind], RIGHT_TYPES, tests=TYPE_TESTS)
+    assert attacked["status"] == "ok", attacked
+    assert [t["passed"] for t in attacked["tests"]] == [True, True] + [False] * 7, attacked["tests"]
+    assert all(t["passed"] for t in honest["tests"]), honest["tests"]
+
+
+def test_an_object_s_class_is_the_one_it_has_not_the_one_it_says(tmp_path, sandbox_image):
+    """Attack class: the class an object says it has. ``type(x)``, ``x.__class__`` and
+    ``isinstance`` of one of the program's objects are its real class's, not what a
+    ``__class__`` property answers (``fractions.Fraction``, a class of the table)."""
+    attack = (
+        "from fractions import Fraction\n\nclass Made:\n    @property\n    def __class__(self):\n"
+        "        return Fraction\n\ndef half(n):\n    return Made()\n"
+    )
+    right = "from fractions import Fraction\n\ndef half(n):\n    return Fraction(n, 2)\n"
+    tests = (
+        "from fractions import Fraction\nassert type(half(3)) is Fraction\nassert half(3).__class__ is Fraction\n"
+        "assert isinstance(half(3), Fraction)\n"
+    )
+    attacked, honest = _exec_json(tmp_path, attack, right, tests=tests)
+    assert [t["passed"] for t in attacked["tests"]] == [True, False, False, False], attacked["tests"]
+    assert all(t["passed"] for t in honest["tests"]), honest["tests"]
+
+
+def test_a_metaclass_hook_does_not_answer_the_tests_type_checks(tmp_path, sandbox_image):
+    """Attack class: the program's hooks as the checker's answer. ``isinstance`` and
+    ``issubclass`` against the program's own class are answered from the classes' MROs,
+    never by its metaclass's ``__instancecheck__`` / ``__subclasscheck__``."""
+    shapes = "class Meta(type):\n    pass\n\nclass Shape(metaclass=Meta):\n    pass\n\n"
+    hooks = "class Meta(type):\n    def __instancecheck__(cls, obj):\n        return True\n"
+    hooks += "    def __subclasscheck__(cls, sub):\n        return True\n\nclass Shape(metaclass=Meta):\n    pass\n\n"
+    tests = (
+        "assert isinstance(make(), Shape)\nassert issubclass(Circle, Shape)\nassert isinstance(make(), (int, Shape))\n"
+    )
+    attacked, honest = _exec_json(
+        tmp_path,
+        hooks + "class Circle:\n    pass\n\ndef make():\n    return Circle()\n",
+        shapes + "class Circle(Shape):\n    pass\n\ndef make():\n    return Circle()\n",
+        tests=tests,
+    )
+    assert [t["passed"] for t in attacked["tests"]] == [False, False, False], attacked["tests"]
+    assert [t["passed"] for t in honest["tests"]] == [True, True, True], honest["tests"]
+
+
+def test_the_table_of_types_is_made_before_the_program_runs(tmp_path, sandbox_image):
+    """Attack class: making the table resolve something else. The program binds
+    ``builtins.frozenset`` and ``collections.OrderedDict`` to a class of its own before
+    its annotations name them: the table was read before the program ran, so that class
+    crosses as what it is, a handle, not as the checker's ``frozenset``."""
+    attack = (
+        "import builtins, collections\n\nclass Made:\n    pass\n\n"
+        "builtins.frozenset = Made\ncollections.OrderedDict = Made\n\n"
+        "def greet(name: frozenset) -> collections.OrderedDict:\n    return None\n"
+    )
+    right = "import collections\n\ndef greet(name: frozenset) -> collections.OrderedDict:\n    return None\n"
+    tests = (
+        "import collections, inspect\nsig = inspect.signature(greet)\n"
+        "assert sig.parameters['name'].annotation is frozenset\n"
+        "assert sig.return_annotation is collections.OrderedDict\n"
+    )
+    attacked, honest = _exec_json(tmp_path, attack, right, tests=tests)
+    assert [t["passed"] for t in attacked["tests"]] == [True, True, False, False], attacked["tests"]
+    assert all(t["passed"] for t in honest["tests"]), honest["tests"]
+
+
+# The program's process is the program's: it can make its end of the RPC answer anything.
+FORGE_ANSWERS = (
+    "import gc\n\ndef _forge(encoded):\n    for o in gc.get_objects():\n"
+    "        if type(o).__name__ == 'ProgramCodec':\n            o.encode = lambda value, budget=None: encoded\n\n"
+)
+
+
+@pytest.mark.parametrize(
+    "encoded",
+    [
+        {"$": "type", "v": "unittest.mock.ANY"},
+        {"$": "type", "v": "builtins.__import__"},
+        {"$": "typing", "name": "cast"},
+        {"$": "typing", "name": "Literal", "args": [{"$": "type", "v": "unittest.mock.ANY"}]},
+        {"$": "alias", "origin": {"$": "class", "v": "unittest.mock:ANY"}, "args": []},
+    ],
+    ids=["a-name-outside-the-table", "a-function-s-name", "a-typing-function", "nested", "a-class-by-name"],
+)
+def test_a_reply_cannot_make_the_checker_resolve_another_name(tmp_path, sandbox_image, encoded):
+    """Attack class: the table as a way to load. The program answers the tests' call
+    with a type named outside the runner's table (``unittest.mock.ANY`` equals
+    everything): the checker refuses the name, it loads nothing."""
+    program = FORGE_ANSWERS + f"def f(x):\n    _forge({encoded!r})\n    return 0\n"
+    (result,) = _exec_json(tmp_path, program, tests="assert f(3) == 41.125\nassert f(3) == 41.125\n")
+    assert result["status"] == "ok", result
+    assert [t["passed"] for t in result["tests"]] == [False, False], result["tests"]
+
+
+def test_string_annotations_are_evaluated_by_the_program_never_by_the_checker(tmp_path, sandbox_image):
+    """Attack class: the program's code run by the checker. ``typing.get_type_hints``
+    and ``inspect.get_annotations(eval_str=True)`` evaluate string annotations; of a
+    program's function the checker asks the program for them, so an annotation that
+    runs code (here: marks ``sys.modules``) runs it in the program's process only."""
+    mark = "(__import__('sys').modules.__setitem__('evaluated_here', 1), int)[1]"
+    program = f"def f(x: {mark!r}) -> 'int':\n    return x\n"
+    tests = (
+        "import inspect, sys, typing\n"
+        "assert typing.get_type_hints(f) == {'x': int, 'return': int}\n"
+        "assert inspect.get_annotations(f, eval_str=True)['x'] is int\n"
+        "assert inspect.signature(f, eval_str=True).parameters['x'].annotation is int\n"
+        "assert 'evaluated_here' not in sys.modules\n"
+    )
+    (result,) = _exec_json(tmp_path, program, tests=tests)
+    assert result["status"] == "ok", result
+    assert all(t["passed"] for t in result["tests"]), result["tests"]
+
+
+def test_type_in_the_tests_is_the_checker_s_own(tmp_path, sandbox_image):
+    """Attack class: the name the tests call. A program that defines ``type`` of its own
+    does not answer the tests' ``type(...)``."""
+    program = "def type(x):\n    return float\n\ndef area(r):\n    return 3\n"
+    (result,) = _exec_json(tmp_path, program, tests="assert type(area(2)) is float\n")
+    assert [t["passed"] for t in result["tests"]] == [False], result["tests"]
+
+
+def test_deep_and_recursive_types_fail_closed(tmp_path, sandbox_image):
+    """Attack class: recursion. A class hierarchy 400 deep answers; an annotation
+    nested past the encoder's depth, and a reply nested past what the checker decodes,
+    fail their statement only, and the checker goes on."""
+    program = (
+        FORGE_ANSWERS + "class Base:\n    pass\n\nDeep = Base\nfor _ in range(400):\n"
+        "    Deep = type('Deep', (Deep,), {})\n\nAlias = int\nfor _ in range(300):\n    Alias = list[Alias]\n\n"
+        "def nested(x: Alias) -> Alias:\n    return x\n\n"
+        "def f():\n    encoded = {'$': 'type', 'v': 'builtins.int'}\n    for _ in range(400):\n"
+        "        encoded = {'$': 'alias', 'origin': {'$': 'type', 'v': 'builtins.list'}, 'args': [encoded]}\n"
+        "    _forge(encoded)\n    return 0\n"
+    )
+    tests = (
+        "assert issubclass(Deep, Base) and not issubclass(Base, Deep)\n"
+        "assert len(Deep.__mro__) == 402 and Deep.__mro__[-2] is Base\n"
+        "import inspect\nassert inspect.signature(nested).return_annotation == list[int]\n"
+        "assert f() == list[int]\n"
+        "assert issubclass(Deep, object)\n"
+    )
+    (result,) = _exec_json(tmp_path, program, tests=tests)
+    assert result["status"] == "ok", result
+    assert [t["passed"] for t in result["tests"]] == [True, True, True, False, False, True], result["tests"]

@@ -178,10 +178,11 @@ class _Refs:
 
 
 def _through_json(value: Any, refs: _Refs | None = None) -> tuple[Any, Any]:
+    """A program's value as the checker gets it: encoded by the program's side, decoded
+    by the checker's."""
     refs = refs or _Refs()
-    c = codec.Codec(refs.ref_of, refs.deref)
-    encoded = json.loads(json.dumps(c.encode(value)))  # what crosses is plain JSON
-    return encoded, c.decode(encoded)
+    encoded = json.loads(json.dumps(codec.ProgramCodec(refs.ref_of, refs.deref).encode(value)))  # plain JSON
+    return encoded, codec.CheckerCodec(refs.ref_of, refs.deref).decode(encoded)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -311,10 +312,10 @@ def test_library_containers_are_rebuilt_here_from_data():
 
 
 def test_the_checker_loads_no_class_the_program_names():
-    checker = codec.Codec(_Refs().ref_of, _Refs().deref)  # the checker's decoder
+    checker = codec.CheckerCodec(_Refs().ref_of, _Refs().deref)
     with pytest.raises(ValueError, match="not accepted"):
         checker.decode({"$": "class", "v": "unittest.mock:ANY"})
-    program = codec.Codec(_Refs().ref_of, _Refs().deref, resolve_names=True)
+    program = codec.ProgramCodec(_Refs().ref_of, _Refs().deref)
     import unittest.mock
 
     assert program.decode({"$": "class", "v": "unittest.mock:MagicMock"}) is unittest.mock.MagicMock
@@ -327,13 +328,14 @@ def test_an_exception_from_the_program_is_a_builtin_or_a_stand_in_made_here():
         pass
 
     SkipTest.__module__, SkipTest.__qualname__ = "unittest.case", "SkipTest"  # a loaded class's name
+    checker = codec.CheckerCodec(_Refs().ref_of, _Refs().deref)
     described = codec.describe_exception(SkipTest("skip me"))
     with pytest.raises(Exception) as raised:
-        codec.raise_described(described)
+        checker.raise_described(described)
     assert not isinstance(raised.value, unittest.SkipTest)
     assert type(raised.value).__name__ == "SkipTest" and str(raised.value) == "skip me"
     # ... while the program's side may resolve the names the tests send it
-    program_side = codec.exception_class(described, resolve_names=True)
+    program_side = codec.ProgramCodec(_Refs().ref_of, _Refs().deref).exception_class(described)
     assert program_side is unittest.SkipTest
 
     class Base(ValueError):
@@ -344,14 +346,14 @@ def test_an_exception_from_the_program_is_a_builtin_or_a_stand_in_made_here():
 
     for cls in (Base, Special):
         cls.__module__ = "__main__"
-    special = codec.exception_class(codec.describe_exception(Special("x")))
-    base = codec.exception_class(codec.describe_class(Base))
+    special = checker.exception_class(codec.describe_exception(Special("x")))
+    base = checker.exception_class(codec.describe_class(Base))
     assert issubclass(special, base) and issubclass(base, ValueError)
     assert special is not Special and base is not Base
-    assert codec.exception_class(codec.describe_class(Special)) is special  # one per chain
-    assert codec.exception_class(codec.describe_class(KeyError)) is KeyError
+    assert checker.exception_class(codec.describe_class(Special)) is special  # one per chain
+    assert checker.exception_class(codec.describe_class(KeyError)) is KeyError
     with pytest.raises(UnicodeError):  # a builtin that takes more than a message
-        codec.raise_described(codec.describe_exception(UnicodeDecodeError("utf-8", b"x", 0, 1, "r")))
+        checker.raise_described(codec.describe_exception(UnicodeDecodeError("utf-8", b"x", 0, 1, "r")))
 
 
 def test_plain_mode_makes_records_of_the_program_s_own_objects_only():
@@ -368,12 +370,13 @@ def test_plain_mode_makes_records_of_the_program_s_own_objects_only():
 
     for cls in (Account, Slotted):
         cls.__module__ = "__main__"
-    c = codec.Codec(_Refs().ref_of, _Refs().deref)
-    record = c.decode(json.loads(json.dumps(c.plain(Account(2)))))
+    c = codec.ProgramCodec(_Refs().ref_of, _Refs().deref)
+    checker = codec.CheckerCodec(_Refs().ref_of, _Refs().deref)
+    record = checker.decode(json.loads(json.dumps(c.plain(Account(2)))))
     assert isinstance(record, codec.ProgramRecord) and record.fields == {"balance": 2, "history": [2]}
-    assert record == c.decode(c.plain(Account(2))) and record != c.decode(c.plain(Account(3)))
+    assert record == checker.decode(c.plain(Account(2))) and record != checker.decode(c.plain(Account(3)))
     assert record != 2 and record != {"balance": 2, "history": [2]}
-    assert c.decode(c.plain(Slotted())).fields == {"x": 1}
+    assert checker.decode(c.plain(Slotted())).fields == {"x": 1}
     for other in (len, threading.Lock(), Account):
         with pytest.raises(codec.Unencodable):
             c.plain(other)
@@ -381,7 +384,7 @@ def test_plain_mode_makes_records_of_the_program_s_own_objects_only():
 
 def test_a_value_over_the_budget_or_too_deep_is_a_reference():
     refs = _Refs()
-    c = codec.Codec(refs.ref_of, refs.deref)
+    c = codec.ProgramCodec(refs.ref_of, refs.deref)
     budget = codec.Budget()
     budget.left = 10
     big = list(range(20))
@@ -394,7 +397,7 @@ def test_a_value_over_the_budget_or_too_deep_is_a_reference():
 
 
 def test_decode_refuses_what_encode_never_makes():
-    c = codec.Codec(_Refs().ref_of, _Refs().deref)
+    c = codec.CheckerCodec(_Refs().ref_of, _Refs().deref)
     with pytest.raises(ValueError):
         c.decode([1, 2])  # lists always travel tagged
     with pytest.raises(ValueError, match="unknown value tag"):
@@ -402,8 +405,9 @@ def test_decode_refuses_what_encode_never_makes():
 
 
 def test_exceptions_cross_as_their_builtin_base_and_message():
+    checker = codec.CheckerCodec(_Refs().ref_of, _Refs().deref)
     with pytest.raises(KeyError) as info:
-        codec.raise_described(codec.describe_exception(KeyError("k")))
+        checker.raise_described(codec.describe_exception(KeyError("k")))
     assert type(info.value) is KeyError and info.value.args == ("'k'",)
 
     class Custom(ValueError):
@@ -418,7 +422,7 @@ def test_exceptions_cross_as_their_builtin_base_and_message():
         "message": "bad",
     }
     with pytest.raises(ValueError, match="bad") as raised:
-        codec.raise_described(described)
+        checker.raise_described(described)
     assert type(raised.value) is not Custom  # a local stand-in, never the program's class
     assert type(raised.value).__name__ == "Custom"
 
@@ -447,7 +451,7 @@ def test_numpy_arrays_and_scalars_round_trip():
         encoded, decoded = _through_json(scalar)
         assert encoded["$"] == "npscalar" and type(decoded) is type(scalar) and decoded == scalar
     with pytest.raises(ValueError, match="unexpected dtype"):
-        codec.Codec(_Refs().ref_of, _Refs().deref).decode(
+        codec.CheckerCodec(_Refs().ref_of, _Refs().deref).decode(
             {"$": "ndarray", "dtype": "object; import os", "shape": [0], "v": {"$": "list", "v": []}}
         )
 
@@ -531,11 +535,11 @@ def test_a_handle_compares_and_computes_here_and_the_tests_values_stay_here(prog
         ns,
     )
     server.start()
-    got = _names(link, ["liar", "yes"])
+    got = _names(link, ["liar", "yes", "Liar"])
     liar, yes = got["liar"], got["yes"]
     assert type(yes(1)) is float and yes(1) != 2.5 and abs(yes(1) - 2.5) > 1
     value = liar(1)
-    assert type(value) is Remote and value.__class__ is Remote
+    assert type(value) is Remote and value.__class__ is got["Liar"]  # a handle; its class the program's
     assert value != 41.125  # a record of the program's class: equal to no plain value
     for attempt in (
         lambda: abs(value - 41.125) < 1e-9,
@@ -549,7 +553,7 @@ def test_a_handle_compares_and_computes_here_and_the_tests_values_stay_here(prog
         with pytest.raises(TypeError, match="Liar"):
             attempt()
     assert not any("41.125" in json.dumps(req) for req in seen)  # never sent to the program
-    assert {req["op"] for req in seen} <= {"names", "call", "value"}
+    assert {req["op"] for req in seen} <= {"names", "call", "value", "type"}
 
 
 def test_two_of_the_program_s_objects_compare_as_data_and_by_the_program(program):
@@ -577,7 +581,7 @@ def test_two_of_the_program_s_objects_compare_as_data_and_by_the_program(program
     assert p == p and {p: 1}[p] == 1
 
 
-def test_isinstance_of_a_handle_compares_names_and_loads_nothing(program):
+def test_type_checks_of_a_handle_are_the_program_s_classes_and_load_nothing(program):
     from selfheal_jupyter.sandbox.runner.checker_rpc import checker_isinstance, checker_issubclass
 
     ns, link, seen, server = program
@@ -597,9 +601,9 @@ def test_isinstance_of_a_handle_compares_names_and_loads_nothing(program):
     import unittest
 
     fake = got["fake"]()
-    assert checker_isinstance(fake, unittest.TestCase)  # the program's claim answers a type check ...
+    assert not checker_isinstance(fake, unittest.TestCase)  # a class that only names itself so is none
     assert type(fake) is not unittest.TestCase and fake.__class__ is not unittest.TestCase
-    with pytest.raises(TypeError):  # ... and nothing else: it is no TestCase here
+    with pytest.raises(TypeError):  # and it is no value here
         fake == 1  # noqa: B015 - the comparison itself is what must raise
     assert checker_isinstance(3, int) and not checker_isinstance(3, str)
 
@@ -772,11 +776,226 @@ def test_a_library_exception_from_the_program_answers_type_checks_by_name():
         json_module.loads("{")
     except json_module.JSONDecodeError as exc:
         described = codec.describe_exception(exc)
-    stand_in = codec.exception_class(described)
+    stand_in = codec.CheckerCodec(_Refs().ref_of, _Refs().deref).exception_class(described)
     assert stand_in is not json_module.JSONDecodeError and issubclass(stand_in, ValueError)
     assert checker_issubclass(stand_in, json_module.JSONDecodeError)
     assert checker_isinstance(stand_in("x"), (KeyError, json_module.JSONDecodeError))
     assert not checker_issubclass(stand_in, KeyError) and not checker_issubclass(ValueError, stand_in)
+
+
+# --------------------------------------------------------------------------- types (issue 41)
+TYPED_PROGRAM = (
+    "import typing\nfrom dataclasses import dataclass, field\nfrom typing import Optional\n"
+    "def greet(name: str, times: int = 1, *, sep: 'str' = ' ') -> str:\n    return sep.join([name] * times)\n"
+    "def area(r: float) -> float:\n    return 3.14159 * r * r\n"
+    "def shapes(xs: list[int], ys: typing.List[typing.Tuple[int, ...]]) -> 'int | None':\n    return None\n"
+    "def maybe(x: Optional[str], y: int | None, z: typing.Callable[[int], str], w: typing.Literal['a', 1]):\n"
+    "    return x\n"
+    "class Animal:\n    pass\n"
+    "class Dog(Animal):\n    pass\n"
+    "@dataclass\nclass Point:\n    x: float\n    y: float = 0.0\n    tags: list = field(default_factory=list)\n"
+    "    def moved(self, dx: float) -> 'Point':\n        return Point(self.x + dx, self.y)\n"
+    "def make(): return Point(1.0)\n"
+    "T = typing.TypeVar('T')\nclass Box(typing.Generic[T]):\n    pass\n"
+    "def generic(x: typing.Generic[T]):\n    return x\n"
+)
+
+
+def _typed(program: Any) -> dict:
+    ns, link, seen, server = program
+    exec(compile(TYPED_PROGRAM, "<program>", "exec", dont_inherit=True), ns)  # no future flags of this file
+    server.start()
+    return _names(link, ["greet", "area", "shapes", "maybe", "Animal", "Dog", "Point", "make", "generic"])
+
+
+def test_builtin_and_standard_types_cross_as_the_checker_s_own(program):
+    """Annotations, signatures and the class of a value cross by the table of types: the
+    checker's own ``str``, ``float``, ``typing.Optional[str]``... so ``==`` / ``is`` hold."""
+    import inspect
+    import typing
+
+    from selfheal_jupyter.sandbox.runner.checker_rpc import Remote, type_of
+
+    got = _typed(program)
+    sig = inspect.signature(got["greet"])
+    params = sig.parameters
+    assert params["name"].annotation == str and params["name"].annotation is str
+    assert sig.return_annotation == str and params["times"].annotation is int
+    assert params["times"].default == 1 and params["name"].default is inspect.Parameter.empty
+    assert params["sep"].annotation == "str" and params["sep"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert str(sig) == "(name: str, times: int = 1, *, sep: 'str' = ' ') -> str"
+    assert inspect.signature(got["area"]).return_annotation is float
+    assert type_of(type, got["area"](2.0)) is float and type_of(type, got["area"](2.0)) != int
+    shapes = inspect.signature(got["shapes"])
+    assert shapes.parameters["xs"].annotation == list[int]
+    assert shapes.parameters["ys"].annotation == typing.List[typing.Tuple[int, ...]]
+    maybe = inspect.signature(got["maybe"]).parameters
+    assert maybe["x"].annotation == typing.Optional[str] and maybe["y"].annotation == (int | None)
+    assert maybe["z"].annotation == typing.Callable[[int], str]
+    assert maybe["w"].annotation == typing.Literal["a", 1]
+    assert got["greet"].__annotations__ == {"name": str, "times": int, "sep": "str", "return": str}
+    assert got["greet"].__name__ == "greet" and got["greet"].__defaults__ == (1,)
+    generic = inspect.signature(got["generic"]).parameters["x"].annotation  # a form not in the table
+    assert type(generic) is Remote and repr(generic) == "typing.Generic[~T]"
+    assert type_of(type, got["greet"]) is __import__("types").FunctionType
+
+
+def test_the_program_s_classes_are_handles_compared_by_identity(program):
+    import dataclasses
+    import inspect
+
+    from selfheal_jupyter.sandbox.runner.checker_rpc import checker_isinstance, checker_issubclass, type_of
+
+    got = _typed(program)
+    Point, Dog, Animal = got["Point"], got["Dog"], got["Animal"]
+    p = got["make"]()
+    assert type_of(type, p) is Point and p.__class__ is Point and type_of(type, p) == Point
+    assert type_of(type, p) is not Dog and type_of(type, p) != Animal and Point != str
+    assert checker_isinstance(p, (int, Point)) and not checker_isinstance(p, (Dog, str))
+    assert checker_issubclass(Dog, Animal) and checker_issubclass(Dog, (str, Animal))
+    assert not checker_issubclass(Animal, Dog) and checker_issubclass(Dog, object)
+    assert checker_isinstance(Point, type) and type_of(type, Point) is type
+    assert Point.__name__ == "Point" and Point.__qualname__ == "Point" and Point.__module__ == "__main__"
+    assert {Point: 1, Dog: 2}[Point] == 1 and Point in (Dog, Point) and bool(Point)
+    assert Dog.__mro__ == (Dog, Animal, object) and Dog.__bases__ == (Animal,)
+    fields = dataclasses.fields(Point)
+    assert [f.name for f in fields] == ["x", "y", "tags"] and [f.type for f in fields] == [float, float, list]
+    assert fields[1].default == 0.0 and fields[0].default is dataclasses.MISSING and fields[2].default_factory is list
+    assert [f.name for f in dataclasses.fields(p)] == ["x", "y", "tags"]
+    assert vars(p) == {"x": 1.0, "y": 0.0, "tags": []} and "x" in p.__dict__
+    vars(p)["x"] = 5.0  # the program's own __dict__, changed there
+    assert p.x == 5.0 and got["make"]().x == 1.0
+    moved = inspect.signature(p.moved)
+    assert list(moved.parameters) == ["dx"] and moved.return_annotation == "Point"
+    assert inspect.signature(Point).parameters["x"].annotation is float
+
+
+def test_library_functions_read_a_handle_in_the_program(monkeypatch):
+    """``typing.get_type_hints`` of a program's function evaluates its string annotations
+    where its names are (the program); ``asdict`` / ``is_dataclass`` of its instance."""
+    import builtins
+
+    from selfheal_jupyter.sandbox.runner import checker_rpc
+
+    for module, name, _view in checker_rpc.LIBRARY_VIEWS:  # put back after the test
+        monkeypatch.setattr(module, name, getattr(module, name))
+    for name in ("isinstance", "issubclass"):
+        monkeypatch.setattr(builtins, name, getattr(builtins, name))
+    checker_rpc.install_type_checks()
+    _check_views()
+
+
+def _check_views() -> None:
+    import dataclasses
+    import inspect
+    import typing
+
+    from selfheal_jupyter.sandbox.runner import checker_rpc, program_rpc
+
+    to_program, to_checker = os.pipe(), os.pipe()
+    main = types.ModuleType("__main__")
+    source = (
+        "from dataclasses import dataclass\n@dataclass\nclass Point:\n    x: 'float'\n    y: float = 0.0\n"
+        "def f(p: 'Point', n: 'int') -> 'list[Point]':\n    return [p] * n\n"
+    )
+    exec(compile(source, "<program>", "exec", dont_inherit=True), main.__dict__)
+    objects = program_rpc.ProgramObjects(main)
+    server = threading.Thread(target=objects.serve, args=(to_program[0], to_checker[1]), daemon=True)
+    server.start()
+    link = checker_rpc.ProgramLink(to_program[1], to_checker[0])
+    try:
+        got = link.ask("names", names=["Point", "f"])
+        Point, f = got["Point"], got["f"]
+        assert typing.get_type_hints(f) == {"p": Point, "n": int, "return": list[Point]}
+        assert inspect.get_annotations(f) == {"p": "Point", "n": "int", "return": "list[Point]"}
+        assert inspect.signature(f, eval_str=True).parameters["n"].annotation is int
+        p = Point(1.5)
+        assert dataclasses.is_dataclass(p) and dataclasses.is_dataclass(Point) and not dataclasses.is_dataclass(f)
+        assert dataclasses.asdict(p) == {"x": 1.5, "y": 0.0} and dataclasses.astuple(p) == (1.5, 0.0)
+        assert dataclasses.replace(p, y=2.0).y == 2.0 and isinstance(p, Point)
+        assert typing.get_type_hints(Point) == {"x": float, "y": float}
+    finally:
+        link.done()
+        server.join(timeout=10)
+        for fd in (*to_program, *to_checker):
+            os.close(fd)
+
+
+def test_an_exception_the_program_returns_is_of_its_exception_classes(program):
+    from selfheal_jupyter.sandbox.runner.checker_rpc import checker_isinstance, type_of
+
+    ns, link, seen, server = program
+    exec("class Bad(ValueError):\n    pass\n\ndef check(x):\n    return Bad('no') if x < 0 else None\n", ns)
+    server.start()
+    got = _names(link, ["Bad", "check"])
+    err = got["check"](-1)
+    assert type_of(type, err) is got["Bad"] and checker_isinstance(err, (KeyError, got["Bad"]))
+    assert checker_isinstance(err, ValueError) and not checker_isinstance(err, KeyError)
+
+
+def test_a_class_crosses_by_its_identity_never_by_the_names_it_gives():
+    """A class of the program that names itself ``builtins.str`` (or a class put in
+    place of a module's name after the table was made) is a handle, not ``str``."""
+    from selfheal_jupyter.sandbox.runner.type_table import TypeTable
+
+    refs = _Refs()
+    program_side = codec.ProgramCodec(refs.ref_of, refs.deref)
+    liar = type("str", (), {"__module__": "builtins", "__qualname__": "str"})
+    meta = type("Meta", (type,), {"__eq__": lambda c, o: True, "__hash__": lambda c: hash(str)})
+    loud = meta("Loud", (), {})
+    for cls in (liar, loud):
+        assert program_side.encode(cls)["$"] == "ref"
+    assert program_side.encode(str) == {"$": "type", "v": "builtins.str"}
+    table = TypeTable()
+    table.freeze()
+    import collections
+
+    real = collections.OrderedDict
+    collections.OrderedDict = liar  # type: ignore[misc]  # a program rebinding a module's name
+    try:
+        assert table.name_of(liar) is None and table.class_named("collections.OrderedDict") is real
+    finally:
+        collections.OrderedDict = real  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        {"$": "type", "v": "unittest.mock.ANY"},
+        {"$": "type", "v": "os.system"},
+        {"$": "type", "v": "builtins.eval"},
+        {"$": "type", "v": ["builtins.str"]},
+        {"$": "typing", "name": "cast"},
+        {"$": "typing", "name": "ForwardRef", "args": ["__import__('os')"]},
+        {"$": "alias", "origin": {"$": "float", "v": "1.5"}, "args": []},
+        {"$": "signature", "parameters": [1], "return": None},
+    ],
+)
+def test_the_checker_resolves_only_names_of_its_table(forged):
+    checker = codec.CheckerCodec(_Refs().ref_of, _Refs().deref)
+    with pytest.raises((ValueError, TypeError)):
+        checker.decode(forged)
+
+
+def test_type_in_the_tests_text_is_the_program_s_class_for_a_handle(program):
+    from selfheal_jupyter.sandbox.runner import checker
+
+    ns, link, seen, server = program
+    exec("class Point:\n    pass\np = Point()\nx = 2.5\n", ns)
+    server.start()
+    names = _names(link, ["Point", "p", "x"])
+    tests_ns = {"__builtins__": checker.tests_builtins(lambda: None), **names}
+    for text in (
+        "assert type(p) is Point",
+        "assert type(p) == Point and type(x) is float",
+        "def t(v):\n    assert type(v) is Point\nt(p)",
+        "assert (lambda v: type(v))(p) is Point",
+        "assert type('T', (), {})().__class__.__name__ == 'T'",
+    ):
+        for stmt in ast.parse(text).body:
+            checker.run_statement(stmt, tests_ns, "t.py")
+    with pytest.raises(AssertionError):
+        checker.run_statement(ast.parse("assert type(x) is Point").body[0], tests_ns, "t.py")
 
 
 def test_the_runner_and_the_host_name_frames_alike():

@@ -19,8 +19,9 @@ Three kinds of process, and why each exists (the candidate is hostile):
   Python's own exit, thread and ``atexit`` semantics) and, when there are tests or the
   user's asserts to check, the **checker**: a separate, non-dumpable process that runs
   them. It trusts only data (``codec``, ``checker_rpc``): what the program answers over
-  the JSON RPC is plain data the checker rebuilds, or an opaque handle; nothing the
-  program sends names a class or module for it to load; comparisons and operators with
+  the JSON RPC is plain data the checker rebuilds (a class by a name of the fixed
+  ``type_table``), or an opaque handle; nothing the program sends makes it load a
+  class or module; comparisons and operators with
   a test's value are computed in the checker; builtins and libraries are its own, and
   which names come from the program is read from the sources (``checker``). The user's
   top-level asserts are run there too, while the candidate waits at each.
@@ -58,7 +59,10 @@ path of ``__main__.py``. Its modules, each with one job:
 * ``outlived``: an assert that held fails when a callable it read is bound again
   before the program ends by no statement the spec guard reads (identity of the
   checker's handles).
-* ``codec``: values and exceptions as tagged JSON across that RPC (the trust rules).
+* ``codec``: values and exceptions as tagged JSON across that RPC (the trust rules:
+  ``CheckerCodec`` and ``ProgramCodec``, one per side).
+* ``type_table``: the classes that cross by name (builtins, the standard library's,
+  numpy's and pandas'), one fixed table frozen in each template before any program.
 * ``frames``: the length-prefixed JSON frames every channel carries.
 * ``outcome``: a run's result from what the server observed.
 * ``describe``: what a candidate says about itself (errors, values, figures).

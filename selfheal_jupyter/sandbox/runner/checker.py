@@ -23,7 +23,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from .checker_rpc import ProgramLink, Remote, install_type_checks
+from .checker_rpc import ProgramLink, Remote, install_type_checks, type_of
 from .codec import MUTABLE
 from .describe import safe_str, short_repr
 from .end_check import HeldNames
@@ -33,6 +33,8 @@ from .program_rpc import FORWARDED, MODULE_DUNDERS
 
 TESTS_FILE = "tests.py"
 ASSERTS_FILE = "<the user's asserts>"
+#: The builtin of the tests that ``type(x)`` in their text calls (``TypeOf``).
+TYPE_OF = "__selfheal_type_of__"
 
 _COMPARE: "dict[type, Callable[[Any, Any], Any]]" = {
     ast.Eq: operator.eq,
@@ -235,7 +237,7 @@ def tests_builtins(after_import: Callable[[], None]) -> dict:
         after_import()
         return module
 
-    return dict(builtins.__dict__, __import__=_import)
+    return dict(builtins.__dict__, __import__=_import, **{TYPE_OF: type_of})
 
 
 # ----------------------------------------------------------------------------- statements
@@ -247,8 +249,28 @@ class CompareFailed(AssertionError):
         self.detail = detail
 
 
+class TypeOf(ast.NodeTransformer):
+    """``type(x)`` in the tests' text becomes ``__selfheal_type_of__(type, x)``: the
+    same call, but of one of the program's objects it gives the program's class (which
+    Python's ``type`` cannot: the object here is a handle)."""
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        if (
+            isinstance(node.func, ast.Name)
+            and node.func.id == "type"
+            and len(node.args) == 1
+            and not isinstance(node.args[0], ast.Starred)
+            and not node.keywords
+        ):
+            call = ast.Call(ast.Name(TYPE_OF, ast.Load()), [node.func, node.args[0]], [])
+            return ast.fix_missing_locations(ast.copy_location(call, node))
+        return node
+
+
 def run_statement(stmt: ast.stmt, ns: dict, filename: str) -> None:
     """Run one statement; a bare ``assert a OP b`` evaluates each side once, here."""
+    stmt = TypeOf().visit(stmt)
     test = stmt.test if isinstance(stmt, ast.Assert) else None
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _COMPARE:
         left = _eval(test.left, ns, filename)

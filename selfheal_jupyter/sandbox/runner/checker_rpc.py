@@ -4,23 +4,34 @@ What the program answers is data (rebuilt here by the codec's fixed rules) or a
 ``Remote``: an opaque handle. Comparisons, operators, truth values and conversions of a
 handle are computed here on its plain value, fetched as data; a handle with none fails
 the test with a clear message. A value of the tests never goes to the program for it to
-compare or combine: it goes only as the argument of a call the test makes."""
+compare or combine: it goes only as the argument of a call the test makes.
+
+A handle of one of the program's classes is compared by identity only (one handle per
+object: ``type(p) is Point``), whatever its metaclass says; the builtin and standard
+library classes are never handles, they cross as the checker's own (``type_table``).
+What the tests' library functions read of a program's object (``inspect.signature``,
+``dataclasses.fields``, ``typing.get_type_hints``) is computed by the program and comes
+back as data: nothing the program wrote is evaluated here."""
 
 import builtins
 import contextlib
+import dataclasses
+import functools
+import inspect
 import operator
+import typing
 from collections.abc import Callable
 from typing import Any
 
 from .codec import (
     MUTABLE,
     Budget,
-    Codec,
+    CheckerCodec,
     ProgramRecord,
     Unencodable,
     claimed_names,
     describe_exception,
-    raise_described,
+    is_stand_in,
 )
 from .frames import FrameReader, write_frame
 from .program_rpc import BINARY_OPERATORS
@@ -35,7 +46,7 @@ class ProgramLink:
         self.remotes: dict = {}
         self.local: list = []
         self.after: dict | None = None
-        self.codec = Codec(self.ref_of, self.remote, by_name=True)
+        self.codec = CheckerCodec(self.ref_of, self.remote, handle=Remote)
         self.closed = False
         self.raised: BaseException | None = None  # the last exception the program raised
         self.sent: list[BaseException] = []  # exceptions functions of the tests raised
@@ -75,7 +86,7 @@ class ProgramLink:
     def encode(self, value: Any) -> Any:
         """A test-side value for the program; program objects travel as references."""
         try:
-            return self.codec._enc(value, Budget(), 0, False)
+            return self.codec._enc(value, Budget(), 0)
         except Unencodable:
             raise TypeError("a value from the tests is too large to pass to the program") from None
 
@@ -100,7 +111,7 @@ class ProgramLink:
             try:
                 if type(token) is int and 0 <= token < len(self.sent):
                     raise self.sent[token]  # the tests' own exception, passed through
-                raise_described(reply["raise"])
+                self.codec.raise_described(reply["raise"])
             except BaseException as exc:
                 self.raised = exc
                 raise
@@ -160,6 +171,34 @@ def _no_value(remote: "Remote") -> TypeError:
     return TypeError(f"the program returned a {remote._kind()} where a value was expected")
 
 
+#: Attributes of a program's object that Python names with dunders and that are data
+#: about it (its names, annotations, fields, classes, defaults): read from the program.
+#: Not ``__doc__`` (``doctest`` would run its examples here) nor ``__code__`` /
+#: ``__globals__`` (no data).
+DATA_DUNDERS = frozenset(
+    {
+        "__name__",
+        "__qualname__",
+        "__module__",
+        "__annotations__",
+        "__dataclass_fields__",
+        "__match_args__",
+        "__mro__",
+        "__bases__",
+        "__base__",
+        "__func__",
+        "__self__",
+        "__defaults__",
+        "__kwdefaults__",
+        "__dict__",
+        "__members__",
+        "__slots__",
+    }
+)
+#: The classes whose values always cross as values: a handle is an instance of none.
+_PLAIN_TYPES = frozenset({bool, int, float, complex, str, bytes, bytearray, list, tuple, dict, set, frozenset, range})
+
+
 class Remote:
     """An object of the program, seen from the checker: an opaque handle. Attributes,
     calls, items, ``len`` and iteration are the program's answers (data or handles);
@@ -180,9 +219,9 @@ class Remote:
         """The program said its object is callable (a function, a class)."""
         return object.__getattribute__(self, "_info").get("callable") is True
 
-    def _names(self, key: str) -> "list[str]":
-        names = object.__getattribute__(self, "_info").get(key)
-        return [str(n) for n in names] if isinstance(names, list) else []
+    def _is_class(self) -> bool:
+        """The program said its object is a class (a handle compared by identity)."""
+        return object.__getattribute__(self, "_info").get("class") is True
 
     def _ask(self, op: str, **fields: Any) -> Any:
         return object.__getattribute__(self, "_link").ask(op, ref=object.__getattribute__(self, "_id"), **fields)
@@ -204,7 +243,25 @@ class Remote:
             raise _no_value(self)
         return value
 
+    def _type(self) -> Any:
+        """``type()`` of the program's object: a class of the table (the checker's own)
+        or a handle of the program's class."""
+        return self._ask("type")
+
+    def _view(self, name: str, args: tuple, kwargs: dict) -> Any:
+        """A library function of the tests applied to this object, by the program."""
+        return self._ask("view", name=name, args=self._enc(list(args)), kwargs=self._enc(dict(kwargs)))
+
     # -- the program's answers
+    def __getattribute__(self, name: str) -> Any:
+        if name == "__class__":
+            return object.__getattribute__(self, "_type")()
+        if name == "__signature__":
+            return object.__getattribute__(self, "_view")("signature", (), {})
+        if name in DATA_DUNDERS:
+            return object.__getattribute__(self, "_ask")("getattr", name=name)
+        return object.__getattribute__(self, name)
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
@@ -258,6 +315,8 @@ class Remote:
 
     # -- computed here
     def __bool__(self) -> bool:
+        if self._is_class():
+            return True
         try:
             value = self._value()
         except TypeError:
@@ -268,12 +327,18 @@ class Remote:
         return bool(value)
 
     def __hash__(self) -> int:
+        if self._is_class():
+            return hash(("selfheal-class", object.__getattribute__(self, "_id")))
         return hash(("selfheal-remote", self._kind()))  # equal handles have equal kinds
 
     def __eq__(self, other: Any) -> Any:
+        if self._is_class() or (type(other) is not Remote and _REAL_ISINSTANCE(other, type)):
+            return other is self  # a class is equal to itself only
         if type(other) is Remote:
             if object.__getattribute__(other, "_id") == object.__getattribute__(self, "_id"):
                 return True
+            if other._is_class():
+                return False
             try:
                 mine, theirs = self._plain(), other._plain()
             except TypeError:
@@ -287,7 +352,7 @@ class Remote:
         return mine == other
 
     def __ne__(self, other: Any) -> Any:
-        if type(other) is Remote:
+        if type(other) is Remote or self._is_class() or _REAL_ISINSTANCE(other, type):
             return not self.__eq__(other)
         return self._plain() != other
 
@@ -330,24 +395,35 @@ class Remote:
     def __index__(self) -> int:
         return operator.index(self._value())
 
-    # -- type checks: against the names the program gave for its object's classes
+    # -- type checks: answered by the program from its classes' MROs (program_rpc.is_subclass)
     def _is_instance(self, cls: Any) -> bool:
-        if type(cls) is Remote:  # one of the program's own classes: both sides are its
-            return self._ask("isinstance", cls=object.__getattribute__(cls, "_id")) is True
+        if cls is Remote or cls is object:
+            return True  # what this handle is here
         if cls is type:
-            return bool(self._names("bases"))
-        if not isinstance(cls, type) or getattr(cls, "__module__", "") == "builtins":
+            return self._is_class()
+        if cls in _PLAIN_TYPES:
             return False  # plain values cross as values: a handle is none of them
-        return f"{cls.__module__}:{cls.__qualname__}" in self._names("mro")
+        if is_stand_in(cls):  # an exception class of the program's, as the checker made it
+            own = self._type()
+            return type(own) is not Remote and checker_issubclass(own, cls)
+        return self._type_check("isinstance", cls)
 
     def _is_subclass(self, cls: Any) -> bool:
-        if not self._names("bases"):
+        if not self._is_class():
             raise TypeError("issubclass() arg 1 must be a class")
-        if type(cls) is Remote:
-            return self._ask("issubclass", cls=object.__getattribute__(cls, "_id")) is True
-        if not isinstance(cls, type):
+        if cls is object:
+            return True
+        return self._type_check("issubclass", cls)
+
+    def _type_check(self, op: str, cls: Any) -> bool:
+        """Ask the program, for one of its classes or a class it can name (one of the
+        table, a library's); a class of the tests' own is none of its objects'."""
+        if type(cls) is not Remote and not _REAL_ISINSTANCE(cls, type):
+            raise TypeError(f"{op}() arg 2 must be a type, a tuple of types, or a union")
+        encoded = self._enc(cls)
+        if not isinstance(encoded, dict) or encoded.get("$") not in ("ref", "type", "class", "excclass"):
             return False
-        return f"{cls.__module__}:{cls.__qualname__}" in self._names("bases")
+        return self._ask(op, cls=encoded) is True
 
 
 def _value_of(x: Any) -> Any:
@@ -393,14 +469,15 @@ def _named_in(claimed: tuple, classes: "tuple | list") -> bool:
 
 
 def checker_isinstance(obj: Any, classinfo: Any) -> bool:
-    """``isinstance`` that also answers for handles and the program's exceptions, by the
-    names the program gave (the checker's builtin while tests run)."""
+    """``isinstance`` that also answers for handles (the program's answer, from its
+    classes' MROs) and for the stand-ins of its exceptions (by the names the program
+    gave): the checker's builtin while tests run."""
     classes = _flatten(classinfo)
+    if type(obj) is Remote:  # never Python's own check: it would read the handle's __class__
+        return any(obj._is_instance(c) for c in classes)
     local = tuple(c for c in classes if type(c) is not Remote)
     if local and _REAL_ISINSTANCE(obj, local if len(local) > 1 else local[0]):
         return True
-    if type(obj) is Remote:
-        return any(obj._is_instance(c) for c in classes)
     return _named_in(claimed_names(type(obj)), local)
 
 
@@ -415,8 +492,47 @@ def checker_issubclass(cls: Any, classinfo: Any) -> bool:
     return _named_in(claimed_names(cls), local)
 
 
+def type_of(given: Any, obj: Any) -> Any:
+    """``type(obj)`` as the tests wrote it (``given`` is what their name ``type`` is): of
+    a handle, the class of the program's object (``type(p) is Point``)."""
+    if given is builtins.type and type(obj) is Remote:
+        return obj._type()
+    return given(obj)
+
+
+#: The tests' library functions that, given a handle, the program computes: (module,
+#: function, the name of the view in ``program_rpc.VIEWS``).
+LIBRARY_VIEWS = (
+    (inspect, "signature", "signature"),
+    (typing, "get_type_hints", "type_hints"),
+    (inspect, "get_annotations", "annotations"),
+    (dataclasses, "is_dataclass", "is_dataclass"),
+    (dataclasses, "asdict", "asdict"),
+    (dataclasses, "astuple", "astuple"),
+    (dataclasses, "replace", "replace"),
+)
+
+
+def _by_the_program(name: str, own: Callable) -> Callable:
+    """A library function of the tests that, given a handle, is computed by the program
+    (``VIEWS`` in program_rpc)."""
+
+    @functools.wraps(own)
+    def view(obj: Any, *args: Any, **kwargs: Any) -> Any:
+        if type(obj) is Remote:
+            return obj._view(name, args, kwargs)
+        return own(obj, *args, **kwargs)
+
+    return view
+
+
 def install_type_checks() -> None:
     """Make ``isinstance`` / ``issubclass`` answer for handles everywhere in the checker
-    (``unittest``'s ``assertIsInstance`` reads the builtin too)."""
+    (``unittest``'s ``assertIsInstance`` reads the builtin too), and the library
+    functions that read an object's annotations or fields ask the program for a handle:
+    ``typing.get_type_hints`` and ``inspect.get_annotations`` would evaluate the
+    program's string annotations here."""
     builtins.isinstance = checker_isinstance
     builtins.issubclass = checker_issubclass
+    for module, name, view in LIBRARY_VIEWS:
+        setattr(module, name, _by_the_program(view, getattr(module, name)))

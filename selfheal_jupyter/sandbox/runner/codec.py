@@ -1,28 +1,45 @@
 """Values as tagged JSON between the program and the checker (and exceptions).
 
-The trust rule: what the checker decodes is plain data built by the checker itself
-(from a fixed table of tags), a reference to an object that stays in the program (an
-opaque handle), or a stand-in exception class it makes. Nothing the program sends
-names a class, module or function for the checker to load: names from the program are
-only ever compared as strings or used as the name of a class the checker creates.
-The program's side may resolve names the tests sent (library classes, exceptions):
-that happens in the program's own process.
+The trust boundary is two types, one per side of the RPC:
+
+* ``CheckerCodec``, the trusted side (the checker). What it may encode: the tests'
+  values for the program, a library class by its name, one of the program's objects by
+  its reference, a function of the tests as a callback. What the program's bytes decode
+  to there: plain data built by the checker itself (from a fixed table of tags), a
+  record of one of the program's objects, a reference to an object that stays in the
+  program (an opaque handle), or a stand-in exception class it makes. Nothing the
+  program sends names a class, module or function for it to load: names from the
+  program are only ever compared as strings or used as the name of a class it creates.
+* ``ProgramCodec``, the untrusted side (the program's process, which the program may
+  change at will). It encodes the program's values (as data, references, or in
+  ``plain`` view as records of its own objects), and may resolve the names the tests
+  sent (library classes, exceptions) in its own process.
 """
 
 import base64
 import builtins
 import collections
 import contextlib
+import dataclasses
+import functools
+import inspect
+import operator
 import sys
+import types
+import typing
 from collections.abc import Callable
 from typing import Any
 
 from .describe import safe_str
+from .type_table import TYPES
 
 # Values cross between the program and the checker as tagged JSON. Exact types travel by
 # value and are rebuilt from plain data on the other side; a subclass of a plain type
 # (int, float, str, list, dict...) travels as the plain value it holds, without its
-# methods; anything else (functions, classes, instances) is a reference.
+# methods; a class of the fixed table (``type_table``) by its name there, and what is
+# made of such classes (``list[int]``, ``int | None``, ``typing.Optional[str]``, a
+# signature, a dataclass's fields) as data; anything else (functions, other classes,
+# instances) is a reference.
 MAX_ENCODED_ITEMS = 500_000
 _DTYPE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789[], :<>|=/._-+")
 
@@ -30,6 +47,22 @@ _DTYPE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01
 #: test): an exception from the program becomes one of these, or a stand-in below one.
 BUILTIN_EXCEPTIONS = {
     name: obj for name, obj in vars(builtins).items() if isinstance(obj, type) and issubclass(obj, BaseException)
+}
+#: The kinds of a signature's parameters, by their numbers.
+_PARAMETER_KINDS = {
+    int(kind): kind
+    for kind in (
+        inspect.Parameter.POSITIONAL_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        inspect.Parameter.VAR_POSITIONAL,
+        inspect.Parameter.KEYWORD_ONLY,
+        inspect.Parameter.VAR_KEYWORD,
+    )
+}
+#: What kind of field of a dataclass a ``dataclasses.Field`` is (what ``fields()`` reads).
+_FIELD_KINDS = {
+    k: getattr(dataclasses, f"_FIELD{s}")
+    for k, s in (("field", ""), ("classvar", "_CLASSVAR"), ("initvar", "_INITVAR"))
 }
 #: Factories a defaultdict may carry across (by this fixed table, never by name lookup).
 _FACTORIES = {f.__name__: f for f in (int, float, complex, str, bytes, list, dict, set, tuple, bool)}
@@ -89,71 +122,47 @@ def _plain_base(x: Any) -> "type | None":
     return None
 
 
-class Codec:
-    """Encode / decode values; ``ref_of`` / ``deref`` link references to objects.
+class _Encoding:
+    """The value rules both sides share: plain data, and the values of the standard
+    library, numpy and pandas, rebuilt from data. ``ref_of`` / ``deref`` link references
+    to objects; what a side does with classes, with what is not data and with the tags
+    only it accepts is that side's type's (``CheckerCodec``, ``ProgramCodec``)."""
 
-    ``by_name``: library classes travel by name (the tests' side, towards the program).
-    ``resolve_names``: a class or exception named by the other side may be looked up in
-    this process's modules (the program's side only: the checker never does).
-    """
-
-    def __init__(
-        self,
-        ref_of: Callable[[Any], dict],
-        deref: Callable[[dict], Any],
-        by_name: bool = False,
-        resolve_names: bool = False,
-    ) -> None:
+    def __init__(self, ref_of: Callable[[Any], dict], deref: Callable[[dict], Any]) -> None:
         self.ref_of = ref_of
         self.deref = deref
-        self.by_name = by_name
-        self.resolve_names = resolve_names
         self._namedtuples: dict = {}
 
     # -- out
     def encode(self, value: Any, budget: "Budget | None" = None) -> Any:
+        """The value as data, or as a reference when it is not data (or too large)."""
         budget = budget or Budget()
         try:
-            return self._enc(value, budget, 0, False)
+            return self._enc(value, budget, 0)
         except (Unencodable, RecursionError):
             return self.ref_of(value)
 
-    def plain(self, value: Any) -> Any:
-        """The value as data only: the program's own objects as records of their fields;
-        raises Unencodable when some part is neither (a function, a library object)."""
-        try:
-            return self._enc(value, Budget(), 0, True)
-        except RecursionError:
-            raise Unencodable from None
+    def _other(self, x: Any, b: Budget, depth: int) -> Any:
+        """What is not plain data: a reference."""
+        return self.ref_of(x)
 
-    def _other(self, x: Any, b: Budget, depth: int, plain: bool) -> Any:
-        """What is not plain data: a reference, or in ``plain`` mode a record or nothing."""
-        if not plain:
-            return self.ref_of(x)
-        t = type(x)
-        if getattr(t, "__module__", None) != "__main__" or isinstance(x, type) or callable(x):
-            raise Unencodable
-        fields: dict = {}
+    def _enc_class(self, x: type, b: Budget, depth: int) -> Any:
+        """A class: by its name in the table of types, described when it is an exception
+        class, else what is not data."""
+        name = TYPES.name_of(x)
+        if name is not None:
+            return {"$": "type", "v": name}
+        if x is inspect.Parameter.empty:
+            return {"$": "empty"}
         try:
-            attrs = object.__getattribute__(x, "__dict__")
-        except AttributeError:
-            attrs = {}
-        if type(attrs) is dict:
-            fields.update(attrs)
-        for klass in t.__mro__:
-            slots = klass.__dict__.get("__slots__", ())
-            for name in [slots] if isinstance(slots, str) else slots:
-                if isinstance(name, str) and name not in ("__dict__", "__weakref__"):
-                    with contextlib.suppress(AttributeError):
-                        fields[name] = object.__getattribute__(x, name)
-        return {
-            "$": "record",
-            "module": str(t.__module__),
-            "type": str(t.__qualname__),
-            "fields": [[str(k), self._enc(v, b, depth + 1, plain)] for k, v in fields.items() if isinstance(k, str)],
-        }
+            is_exception_class = issubclass(x, BaseException)
+        except Exception:
+            is_exception_class = False
+        if is_exception_class:
+            return {"$": "excclass", **describe_class(x)}
+        return self._other(x, b, depth)
 
-    def _enc(self, x: Any, b: Budget, depth: int, plain: bool) -> Any:
+    def _enc(self, x: Any, b: Budget, depth: int) -> Any:
         b.left -= 1
         if b.left < 0 or depth > 100:
             raise Unencodable
@@ -163,11 +172,11 @@ class Codec:
         if t is float:
             return x if x == x and x not in (float("inf"), float("-inf")) else {"$": "float", "v": repr(x)}
         if t in (list, tuple, set, frozenset):
-            return {"$": t.__name__, "v": [self._enc(i, b, depth + 1, plain) for i in x]}
+            return {"$": t.__name__, "v": [self._enc(i, b, depth + 1) for i in x]}
         if t is dict:
             return {
                 "$": "dict",
-                "v": [[self._enc(k, b, depth + 1, plain), self._enc(v, b, depth + 1, plain)] for k, v in x.items()],
+                "v": [[self._enc(k, b, depth + 1), self._enc(v, b, depth + 1)] for k, v in x.items()],
             }
         if t in (bytes, bytearray):
             return {"$": t.__name__, "v": base64.b64encode(x).decode()}
@@ -189,56 +198,111 @@ class Codec:
                 return {"$": "timedelta", "v": [x.days, x.seconds, x.microseconds]}
             return {"$": t.__name__, "v": x.isoformat() if hasattr(x, "isoformat") else str(x)}
         if mod == "numpy" or mod.startswith("numpy."):
-            found = self._enc_numpy(x, b, depth, plain)
+            found = self._enc_numpy(x, b, depth)
             if found is not None:
                 return found
         elif mod.startswith("pandas"):
-            found = self._enc_pandas(x, b, depth, plain)
+            found = self._enc_pandas(x, b, depth)
             if found is not None:
                 return found
         elif t is collections.deque:
-            return {"$": "deque", "v": [self._enc(i, b, depth + 1, plain) for i in x], "maxlen": x.maxlen}
+            return {"$": "deque", "v": [self._enc(i, b, depth + 1) for i in x], "maxlen": x.maxlen}
         if isinstance(x, type):
-            if self.by_name:
-                spec = f"{getattr(x, '__module__', '')}:{getattr(x, '__qualname__', '')}"
-                if local_class(spec) is x:  # a library's class: the program can import it
-                    return {"$": "class", "v": spec}
-            try:
-                is_exception_class = issubclass(x, BaseException)
-            except Exception:
-                is_exception_class = False
-            if is_exception_class:
-                return {"$": "excclass", **describe_class(x)}
-            return self._other(x, b, depth, plain)
+            return self._enc_class(x, b, depth)
+        form = self._enc_form(x, b, depth)
+        if form is not None:
+            return form
         base = _plain_base(x)
         if base is not None:
-            return self._enc_subclass(x, base, b, depth, plain)
-        return self._other(x, b, depth, plain)
+            return self._enc_subclass(x, base, b, depth)
+        return self._other(x, b, depth)
 
-    def _enc_subclass(self, x: Any, base: type, b: Budget, depth: int, plain: bool) -> Any:
+    def _enc_form(self, x: Any, b: Budget, depth: int) -> Any:
+        """What is made of classes, as data: generic aliases and unions (``list[int]``,
+        ``int | None``), ``typing``'s forms, a signature, a dataclass's field (None:
+        ``x`` is none of these)."""
+        t = type(x)
+        enc = self._enc
+        if t is types.GenericAlias:
+            return {
+                "$": "alias",
+                "origin": enc(x.__origin__, b, depth + 1),
+                "args": [enc(a, b, depth + 1) for a in x.__args__],
+            }
+        if t is types.UnionType:
+            return {"$": "union", "args": [enc(a, b, depth + 1) for a in x.__args__]}
+        if x is Ellipsis:
+            return {"$": "ellipsis"}
+        if x is dataclasses.MISSING:
+            return {"$": "missing"}
+        if t is inspect.Signature:
+            return {
+                "$": "signature",
+                "parameters": [enc(p, b, depth + 1) for p in x.parameters.values()],
+                "return": enc(x.return_annotation, b, depth + 1),
+            }
+        if t is inspect.Parameter:
+            return {
+                "$": "parameter",
+                "name": x.name,
+                "kind": int(x.kind),
+                "default": enc(x.default, b, depth + 1),
+                "annotation": enc(x.annotation, b, depth + 1),
+            }
+        if t is dataclasses.Field:
+            return self._enc_field(x, b, depth)
+        if t is typing.ForwardRef:
+            return {"$": "forwardref", "v": str(x.__forward_arg__)}
+        if getattr(t, "__module__", None) == "typing":
+            name = TYPES.form_name_of(x)
+            if name is not None:
+                return {"$": "typing", "name": name}
+            name = TYPES.form_name_of(typing.get_origin(x)) or getattr(x, "_name", None)
+            if TYPES.is_form(name) and isinstance(getattr(x, "__args__", None), tuple):
+                return {"$": "typing", "name": name, "args": [enc(a, b, depth + 1) for a in typing.get_args(x)]}
+        return None
+
+    def _enc_field(self, x: Any, b: Budget, depth: int) -> dict:
+        """A dataclass's field (``dataclasses.fields``, ``__dataclass_fields__``)."""
+        return {
+            "$": "field",
+            "name": str(x.name),
+            "type": self._enc(x.type, b, depth + 1),
+            "default": self._enc(x.default, b, depth + 1),
+            "default_factory": self._enc(x.default_factory, b, depth + 1),
+            "init": bool(x.init),
+            "repr": bool(x.repr),
+            "hash": self._enc(x.hash, b, depth + 1),
+            "compare": bool(x.compare),
+            "metadata": self._enc(dict(x.metadata), b, depth + 1),
+            "kw_only": self._enc(x.kw_only, b, depth + 1),
+            "kind": next((k for k, v in _FIELD_KINDS.items() if v is getattr(x, "_field_type", None)), "field"),
+        }
+
+    def _enc_subclass(self, x: Any, base: type, b: Budget, depth: int) -> Any:
         """A subclass of a plain type: the plain value it holds, read with the plain type's
         own methods (never the subclass's ``__eq__``, ``__iter__``...)."""
         enc = self._enc
         if base is int:
             return int.__int__(x)
         if base is float:
-            return enc(float.__float__(x), b, depth, plain)
+            return enc(float.__float__(x), b, depth)
         if base is complex:
-            return enc(complex(complex.real.__get__(x), complex.imag.__get__(x)), b, depth, plain)
+            return enc(complex(complex.real.__get__(x), complex.imag.__get__(x)), b, depth)
         if base is str:
             return str.__str__(x)
         if base in (bytes, bytearray):
-            return enc(base(memoryview(x)), b, depth, plain)
+            return enc(base(memoryview(x)), b, depth)
         if base is tuple:
-            items = [enc(i, b, depth + 1, plain) for i in tuple.__iter__(x)]
+            items = [enc(i, b, depth + 1) for i in tuple.__iter__(x)]
             fields = getattr(type(x), "_fields", None)
             if type(fields) is tuple and len(fields) == len(items) and all(type(f) is str for f in fields):
                 return {"$": "namedtuple", "name": str(type(x).__name__), "fields": list(fields), "v": items}
             return {"$": "tuple", "v": items}
         if base is list:
-            return {"$": "list", "v": [enc(i, b, depth + 1, plain) for i in list.__iter__(x)]}
+            return {"$": "list", "v": [enc(i, b, depth + 1) for i in list.__iter__(x)]}
         if base is dict:
-            pairs = [[enc(k, b, depth + 1, plain), enc(v, b, depth + 1, plain)] for k, v in dict.items(x)]
+            pairs = [[enc(k, b, depth + 1), enc(v, b, depth + 1)] for k, v in dict.items(x)]
             t = type(x)
             if t is collections.Counter or t is collections.OrderedDict:
                 return {"$": t.__name__, "v": pairs}
@@ -247,10 +311,10 @@ class Codec:
                 name = getattr(factory, "__name__", "")
                 return {"$": "defaultdict", "v": pairs, "factory": name if _FACTORIES.get(name) is factory else None}
             return {"$": "dict", "v": pairs}
-        items = [enc(i, b, depth + 1, plain) for i in (set.__iter__(x) if base is set else frozenset.__iter__(x))]
+        items = [enc(i, b, depth + 1) for i in (set.__iter__(x) if base is set else frozenset.__iter__(x))]
         return {"$": base.__name__, "v": items}
 
-    def _enc_numpy(self, x: Any, b: Budget, depth: int, plain: bool) -> Any:
+    def _enc_numpy(self, x: Any, b: Budget, depth: int) -> Any:
         import numpy as np
 
         if type(x) is np.ndarray and x.dtype.kind in "biufcUSO":
@@ -261,13 +325,13 @@ class Codec:
                 "$": "ndarray",
                 "dtype": x.dtype.str,
                 "shape": list(x.shape),
-                "v": self._enc(x.tolist(), b, depth + 1, plain),
+                "v": self._enc(x.tolist(), b, depth + 1),
             }
         if isinstance(x, np.generic) and type(x).__module__ == "numpy" and x.dtype.kind in "biufc":
-            return {"$": "npscalar", "dtype": x.dtype.str, "v": self._enc(x.item(), b, depth + 1, plain)}
+            return {"$": "npscalar", "dtype": x.dtype.str, "v": self._enc(x.item(), b, depth + 1)}
         return None
 
-    def _enc_pandas(self, x: Any, b: Budget, depth: int, plain: bool) -> Any:
+    def _enc_pandas(self, x: Any, b: Budget, depth: int) -> Any:
         import pandas as pd
 
         t = type(x)
@@ -275,35 +339,35 @@ class Codec:
             b.left -= x.size
             if b.left < 0 or not x.columns.is_unique:
                 raise Unencodable
-            cols = [self._enc_column(x.iloc[:, i], b, depth, plain) for i in range(x.shape[1])]
+            cols = [self._enc_column(x.iloc[:, i], b, depth) for i in range(x.shape[1])]
             return {
                 "$": "DataFrame",
-                "columns": self._enc_index(x.columns, b, depth + 1, plain),
-                "index": self._enc_index(x.index, b, depth + 1, plain),
+                "columns": self._enc_index(x.columns, b, depth + 1),
+                "index": self._enc_index(x.index, b, depth + 1),
                 "cols": cols,
             }
         if t is pd.Series:
             b.left -= len(x)
             return {
                 "$": "Series",
-                "name": self._enc(x.name, b, depth + 1, plain),
-                "index": self._enc_index(x.index, b, depth + 1, plain),
-                "col": self._enc_column(x, b, depth, plain),
+                "name": self._enc(x.name, b, depth + 1),
+                "index": self._enc_index(x.index, b, depth + 1),
+                "col": self._enc_column(x, b, depth),
             }
         if t is pd.RangeIndex:
-            return {"$": "RangeIndex", "v": [x.start, x.stop, x.step], "name": self._enc(x.name, b, depth + 1, plain)}
+            return {"$": "RangeIndex", "v": [x.start, x.stop, x.step], "name": self._enc(x.name, b, depth + 1)}
         if t is pd.MultiIndex:
             return {
                 "$": "MultiIndex",
-                "v": self._enc(list(x), b, depth + 1, plain),
-                "names": self._enc(list(x.names), b, depth + 1, plain),
+                "v": self._enc(list(x), b, depth + 1),
+                "names": self._enc(list(x.names), b, depth + 1),
             }
         if t is pd.Index or t.__name__ in ("DatetimeIndex", "CategoricalIndex"):
             return {
                 "$": "Index",
                 "dtype": str(x.dtype),
-                "v": self._enc(x.tolist(), b, depth + 1, plain),
-                "name": self._enc(x.name, b, depth + 1, plain),
+                "v": self._enc(x.tolist(), b, depth + 1),
+                "name": self._enc(x.name, b, depth + 1),
             }
         if t is pd.Timestamp:
             return {"$": "Timestamp", "v": x.isoformat()}
@@ -315,14 +379,14 @@ class Codec:
             return {"$": "NA"}
         return None
 
-    def _enc_index(self, x: Any, b: Budget, depth: int, plain: bool) -> Any:
-        found = self._enc_pandas(x, b, depth, plain)
+    def _enc_index(self, x: Any, b: Budget, depth: int) -> Any:
+        found = self._enc_pandas(x, b, depth)
         if found is None:
             raise Unencodable
         return found
 
-    def _enc_column(self, s: Any, b: Budget, depth: int, plain: bool) -> dict:
-        return {"dtype": str(s.dtype), "v": self._enc(s.tolist(), b, depth + 1, plain)}
+    def _enc_column(self, s: Any, b: Budget, depth: int) -> dict:
+        return {"dtype": str(s.dtype), "v": self._enc(s.tolist(), b, depth + 1)}
 
     # -- in
     def decode(self, v: Any) -> Any:
@@ -336,16 +400,11 @@ class Codec:
         d = self.decode
         if tag in ("ref", "cref"):
             return self.deref(v)
-        if tag == "class":
-            if not self.resolve_names:
-                raise ValueError("a class by name is not accepted from the program")
-            import importlib
-
-            module, _, qualname = str(v["v"]).partition(":")
-            target: Any = importlib.import_module(module)
-            for part in qualname.split("."):
-                target = getattr(target, part)
-            return target
+        own = self._decode_own(tag, v)
+        if own is not _NOT_OWN:
+            return own
+        if tag in _FORM_TAGS:
+            return self._dec_form(tag, v)
         if tag == "float":
             return float(v["v"])
         if tag in ("list", "tuple", "set", "frozenset"):
@@ -362,8 +421,6 @@ class Codec:
         if tag == "deque":
             maxlen = v.get("maxlen")
             return collections.deque((d(i) for i in v["v"]), None if maxlen is None else int(maxlen))
-        if tag == "record":
-            return ProgramRecord(str(v["module"]), str(v["type"]), {str(k): d(val) for k, val in v["fields"]})
         if tag in ("bytes", "bytearray"):
             data = base64.b64decode(v["v"], validate=True)
             return data if tag == "bytes" else bytearray(data)
@@ -389,8 +446,6 @@ class Codec:
             import uuid
 
             return uuid.UUID(str(v["v"]))
-        if tag == "excclass":
-            return exception_class(v, self.resolve_names)
         if tag in ("ndarray", "npscalar"):
             import numpy as np
 
@@ -409,6 +464,65 @@ class Codec:
                 return arr
             return np.array(d(v["v"]), dtype=dtype).reshape([int(i) for i in v["shape"]])
         return self._dec_pandas(tag, v)
+
+    def _decode_own(self, tag: Any, v: dict) -> Any:
+        """A tag only this side accepts (``_NOT_OWN``: none of them)."""
+        return _NOT_OWN
+
+    def _dec_form(self, tag: str, v: dict) -> Any:
+        """A class by its name in this process's table of types, or what is made of
+        classes, built here by ``typing``, ``inspect`` and ``dataclasses``."""
+        d = self.decode
+        if tag == "type":
+            return TYPES.class_named(v.get("v"))
+        if tag == "empty":
+            return inspect.Parameter.empty
+        if tag == "ellipsis":
+            return ...
+        if tag == "missing":
+            return dataclasses.MISSING
+        if tag == "forwardref":
+            return typing.ForwardRef(str(v["v"]))  # compiled, never evaluated here
+        if tag == "typing":
+            form = TYPES.form_named(v.get("name"))
+            return form if v.get("args") is None else form[tuple(d(a) for a in v["args"])]
+        if tag == "alias":
+            origin = d(v["origin"])
+            if not isinstance(origin, type):
+                raise ValueError("a generic alias of something that is not a class")
+            return types.GenericAlias(origin, tuple(d(a) for a in v["args"]))
+        if tag == "union":
+            args = [d(a) for a in v["args"]]
+            if len(args) > 1 and all(a is None or type(a) in (type, types.GenericAlias) for a in args):
+                return functools.reduce(operator.or_, args)
+            return TYPES.form_named("Union")[tuple(args)]
+        if tag == "parameter":
+            kind = _PARAMETER_KINDS[int(v["kind"])]
+            return inspect.Parameter(str(v["name"]), kind, default=d(v["default"]), annotation=d(v["annotation"]))
+        if tag == "signature":
+            parameters = [d(p) for p in v["parameters"]]
+            if not all(type(p) is inspect.Parameter for p in parameters):
+                raise ValueError("a signature whose parameters are not parameters")
+            return inspect.Signature(parameters, return_annotation=d(v["return"]))
+        return self._dec_field(v)
+
+    def _dec_field(self, v: dict) -> Any:
+        d = self.decode
+        metadata = d(v["metadata"])
+        field = dataclasses.Field(  # type: ignore[call-arg]  # its arguments in 3.10 and 3.11
+            d(v["default"]),
+            d(v["default_factory"]),
+            bool(v["init"]),
+            bool(v["repr"]),
+            d(v["hash"]),
+            bool(v["compare"]),
+            metadata if type(metadata) is dict else {},
+            d(v["kw_only"]),
+        )
+        field.name = str(v["name"])
+        field.type = d(v["type"])
+        field._field_type = _FIELD_KINDS.get(str(v.get("kind")), _FIELD_KINDS["field"])  # type: ignore[attr-defined]
+        return field
 
     def _namedtuple(self, name: str, fields: list) -> Any:
         """A named tuple class made here for the names the program gave (never looked up)."""
@@ -455,6 +569,148 @@ class Codec:
         import pandas as pd
 
         return pd.array(self.decode(col["v"]), dtype=_dtype_ok(col["dtype"]))
+
+
+_NOT_OWN = object()
+_FORM_TAGS = frozenset(
+    (
+        "type",
+        "empty",
+        "ellipsis",
+        "missing",
+        "forwardref",
+        "typing",
+        "alias",
+        "union",
+        "parameter",
+        "signature",
+        "field",
+    )
+)
+
+
+class CheckerCodec(_Encoding):
+    """The trusted side: the checker.
+
+    Encodes the tests' values for the program: data; a library class by its name (the
+    program may load it in its own process); one of the program's objects by its
+    reference; anything else by ``ref_of`` (a function of the tests as a callback).
+    Decodes the program's bytes to what the checker builds itself: data by the shared
+    tags, a record of one of the program's own objects (``ProgramRecord``), a handle
+    (``deref``), or a stand-in exception class made here. It refuses a class by name:
+    nothing the program sends makes it load anything."""
+
+    def __init__(
+        self, ref_of: Callable[[Any], dict], deref: Callable[[dict], Any], handle: "type | None" = None
+    ) -> None:
+        super().__init__(ref_of, deref)
+        self.handle = handle  # the class of the checker's handles of the program's objects
+
+    def _enc(self, x: Any, b: Budget, depth: int) -> Any:
+        if type(x) is self.handle:  # one of the program's objects: its reference, always
+            return self.ref_of(x)
+        return super()._enc(x, b, depth)
+
+    def _enc_class(self, x: type, b: Budget, depth: int) -> Any:
+        if TYPES.name_of(x) is None:
+            spec = f"{getattr(x, '__module__', '')}:{getattr(x, '__qualname__', '')}"
+            if local_class(spec) is x:  # a library's class: the program can import it
+                return {"$": "class", "v": spec}
+        return super()._enc_class(x, b, depth)
+
+    def _decode_own(self, tag: Any, v: dict) -> Any:
+        if tag == "class":
+            raise ValueError("a class by name is not accepted from the program")
+        if tag == "record":
+            d = self.decode
+            return ProgramRecord(str(v["module"]), str(v["type"]), {str(k): d(val) for k, val in v["fields"]})
+        if tag == "excclass":
+            return self.exception_class(v)
+        return _NOT_OWN
+
+    def exception_class(self, info: dict) -> type:
+        """The class here for an exception class the program described: a builtin
+        exception itself, else a stand-in made here."""
+        return stand_in_class(info)
+
+    def raise_described(self, info: dict) -> None:
+        """Raise here the exception ``describe_exception`` gave in the program."""
+        _raise(self.exception_class(info), info)
+
+
+class ProgramCodec(_Encoding):
+    """The untrusted side: the program's process (the program may change any of it, so
+    the checker takes whatever comes from here as the program's claims).
+
+    Encodes the program's values: data, or references; ``plain`` gives its own objects
+    as records of their fields instead. Decodes the tests' bytes, and may resolve the
+    names they carry (a library class, an exception class of a loaded module) in this
+    process."""
+
+    def plain(self, value: Any) -> Any:
+        """The value as data only: the program's own objects as records of their fields;
+        raises Unencodable when some part is neither (a function, a library object)."""
+        records = _ProgramRecords(self.ref_of, self.deref)
+        try:
+            return records._enc(value, Budget(), 0)
+        except RecursionError:
+            raise Unencodable from None
+
+    def _decode_own(self, tag: Any, v: dict) -> Any:
+        if tag == "class":
+            import importlib
+
+            module, _, qualname = str(v["v"]).partition(":")
+            target: Any = importlib.import_module(module)
+            for part in qualname.split("."):
+                target = getattr(target, part)
+            return target
+        if tag == "excclass":
+            return self.exception_class(v)
+        return _NOT_OWN
+
+    def exception_class(self, info: dict) -> type:
+        """The class here for an exception class the tests described: a class of a
+        module loaded here is used as it is, else as on the checker's side."""
+        module, name = str(info.get("module")), str(info.get("name"))
+        if module != "__main__" and not (module == "builtins" and name in BUILTIN_EXCEPTIONS):
+            known = local_class(f"{module}:{name}")
+            if known is not None and issubclass(known, BaseException):
+                return known
+        return stand_in_class(info)
+
+    def raise_described(self, info: dict) -> None:
+        """Raise here the exception ``describe_exception`` gave in the checker."""
+        _raise(self.exception_class(info), info)
+
+
+class _ProgramRecords(ProgramCodec):
+    """``ProgramCodec.plain``: what is not data is a record of one of the program's own
+    objects, or nothing (``Unencodable``)."""
+
+    def _other(self, x: Any, b: Budget, depth: int) -> Any:
+        t = type(x)
+        if getattr(t, "__module__", None) != "__main__" or isinstance(x, type) or callable(x):
+            raise Unencodable
+        fields: dict = {}
+        try:
+            attrs = object.__getattribute__(x, "__dict__")
+        except AttributeError:
+            attrs = {}
+        if type(attrs) is dict:
+            fields.update(attrs)
+        for klass in t.__mro__:
+            slots = klass.__dict__.get("__slots__", ())
+            for name in [slots] if isinstance(slots, str) else slots:
+                if isinstance(name, str) and name not in ("__dict__", "__weakref__"):
+                    with contextlib.suppress(AttributeError):
+                        fields[name] = object.__getattribute__(x, name)
+        return {
+            "$": "record",
+            "module": str(t.__module__),
+            "type": str(t.__qualname__),
+            "fields": [[str(k), self._enc(v, b, depth + 1)] for k, v in fields.items() if isinstance(k, str)],
+        }
 
 
 # ----------------------------------------------------------------------------- exceptions
@@ -509,19 +765,14 @@ def describe_exception(exc: BaseException) -> dict:
 _STAND_INS: dict = {}
 
 
-def exception_class(info: dict, resolve_names: bool = False) -> type:
-    """The class on this side for an exception class the other side described: a builtin
-    exception itself, else a stand-in made here (one per chain of names) below the
-    builtin it derives from. ``resolve_names`` (the program's side only): a class of a
-    module loaded here is used as it is."""
+def stand_in_class(info: dict) -> type:
+    """The class on this side for an exception class the other side described, by
+    nothing but data: a builtin exception itself, else a stand-in made here (one per
+    chain of names) below the builtin it derives from."""
     module, name = str(info.get("module")), str(info.get("name"))
     builtin = BUILTIN_EXCEPTIONS.get(name)
     if module == "builtins" and builtin is not None:
         return builtin
-    if resolve_names and module != "__main__":
-        known = local_class(f"{module}:{name}")
-        if known is not None and issubclass(known, BaseException):
-            return known
     parent = BUILTIN_EXCEPTIONS.get(str(info.get("base")), Exception)
     chain = info.get("chain")
     if not isinstance(chain, list) or not chain:
@@ -542,6 +793,14 @@ def exception_class(info: dict, resolve_names: bool = False) -> type:
     if names and not claimed_names(parent):
         parent.__selfheal_names__ = names  # type: ignore[attr-defined]
     return parent
+
+
+def is_stand_in(cls: Any) -> bool:
+    """``cls`` is a stand-in made here for an exception class of the other side."""
+    try:
+        return "__selfheal_names__" in type.__dict__["__dict__"].__get__(cls)
+    except Exception:
+        return False
 
 
 def claimed_names(cls: Any) -> tuple:
@@ -565,9 +824,9 @@ def _with_message(cls: type) -> type:
     return Exception
 
 
-def raise_described(info: dict, resolve_names: bool = False) -> None:
-    """Raise on this side the exception ``describe_exception`` gave on the other."""
-    exc = _with_message(exception_class(info, resolve_names))(str(info.get("message", "")))
+def _raise(cls: type, info: dict) -> None:
+    """Raise an exception of ``cls`` with the message (and token) ``info`` carries."""
+    exc = _with_message(cls)(str(info.get("message", "")))
     if type(info.get("token")) is int:
         exc.__selfheal_token__ = info["token"]  # type: ignore[attr-defined]
     raise exc

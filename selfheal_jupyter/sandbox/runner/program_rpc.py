@@ -5,11 +5,16 @@ Nothing here decides anything: every answer is data or a reference, and the chec
 computes comparisons and operators itself. The program's process is the program's to
 change, so the checker treats whatever arrives from here as the program's claims."""
 
+import abc
 import ast
+import dataclasses
+import inspect
 import operator
+import typing
+from collections.abc import Callable
 from typing import Any
 
-from .codec import MUTABLE, Codec, Unencodable, class_names, describe_exception, raise_described
+from .codec import MUTABLE, ProgramCodec, Unencodable, describe_exception
 from .describe import short_repr
 from .frames import FrameReader, write_frame
 
@@ -37,6 +42,24 @@ BINARY_OPERATORS = (
     "rshift",
     "divmod",
 )
+#: What the tests may ask of one of the program's objects through their own library
+#: functions (``inspect.signature(f)``, ``typing.get_type_hints(f)``...): computed here,
+#: where the program's names are (string annotations are evaluated in the program's
+#: process, never in the checker's), and sent back as data.
+VIEWS: "dict[str, Callable[..., Any]]" = {
+    "signature": inspect.signature,
+    "type_hints": typing.get_type_hints,
+    "annotations": inspect.get_annotations,
+    "is_dataclass": dataclasses.is_dataclass,
+    "asdict": dataclasses.asdict,
+    "astuple": dataclasses.astuple,
+    "replace": dataclasses.replace,
+}
+#: ``ABCMeta``'s own subclass check, taken before any program runs (an ABC's answer for
+#: classes that do not name it as a base: ``collections.abc.Iterable``, ``numbers.Real``).
+_ABC_META = abc.ABCMeta
+_ABC_SUBCLASSCHECK = abc.ABCMeta.__subclasscheck__
+_MRO = type.__dict__["__mro__"]
 #: Names Python itself defines in a module: the tests keep their own.
 MODULE_DUNDERS = frozenset(
     {
@@ -64,7 +87,7 @@ class ProgramObjects:
         self.ns = module.__dict__
         self.objects: list = []
         self.ids: dict = {}
-        self.codec = Codec(self.ref_of, self.deref, resolve_names=True)
+        self.codec = ProgramCodec(self.ref_of, self.deref)
         self.reader: FrameReader | None = None
         self.out = -1
         self.escaped: BaseException | None = None  # the last exception a request raised
@@ -83,18 +106,15 @@ class ProgramObjects:
         except BaseException:
             text = "<object>"
         cls = type(obj)
-        ref = {
+        return {
             "$": "ref",
             "id": self.ids[key],
             "type": str(cls.__qualname__),
             "module": str(getattr(cls, "__module__", "")),
             "callable": callable(obj),
+            "class": isinstance(obj, type),
             "repr": text,
-            "mro": class_names(cls),
         }
-        if isinstance(obj, type):
-            ref["bases"] = class_names(obj)
-        return ref
 
     def deref(self, v: dict) -> Any:
         if v.get("$") == "cref":
@@ -149,7 +169,7 @@ class ProgramObjects:
                 self.answer(frame)
                 continue
             if "raise" in frame:
-                raise_described(frame["raise"], resolve_names=True)
+                self.codec.raise_described(frame["raise"])
             return self.codec.decode(frame.get("ok"))
 
     def handle(self, req: dict) -> Any:
@@ -184,7 +204,8 @@ class ProgramObjects:
             args, kwargs = dec(req["args"]), dec(req["kwargs"])
             return _Called(target(*args, **kwargs), args, kwargs)
         if op == "getattr":
-            return getattr(target, str(req["name"]))
+            value = getattr(target, str(req["name"]))
+            return _Ref(value) if req["name"] == "__dict__" else value  # changed in place, here
         if op == "setattr":
             setattr(target, str(req["name"]), dec(req["value"]))
             return None
@@ -217,11 +238,27 @@ class ProgramObjects:
             return fn(target, self.objects[int(req["other"])])
         if op == "equal":  # two of the program's own objects (never a value of the tests)
             return bool(target == self.objects[int(req["other"])])
-        if op == "isinstance":  # against one of the program's own classes
-            return isinstance(target, self.objects[int(req["cls"])])
+        if op == "type":  # its class, as ``type()`` gives it (not what ``__class__`` says)
+            return type(target)
+        if op == "isinstance":
+            return is_subclass(type(target), dec(req["cls"]))
         if op == "issubclass":
-            return isinstance(target, type) and issubclass(target, self.objects[int(req["cls"])])
+            return isinstance(target, type) and is_subclass(target, dec(req["cls"]))
+        if op == "view" and req.get("name") in VIEWS:
+            return VIEWS[str(req["name"])](target, *dec(req["args"]), **dec(req["kwargs"]))
         raise ValueError(f"unknown request {op!r}")
+
+
+def is_subclass(cls: type, of: Any) -> bool:
+    """``cls`` is ``of`` or derives from it, by the classes' own MROs: no hook of the
+    program's classes runs (a metaclass's ``__instancecheck__`` or ``__subclasscheck__``);
+    an ABC of the table answers as ``ABCMeta`` does (registered and structural
+    subclasses, ``collections.abc.Iterable``)."""
+    if not isinstance(of, type):
+        raise TypeError("issubclass() arg 2 must be a class")
+    if any(klass is of for klass in _MRO.__get__(cls)):
+        return True
+    return type(of) is _ABC_META and _ABC_SUBCLASSCHECK(of, cls) is True
 
 
 class TestsFunction:
@@ -266,7 +303,7 @@ class _Called:
     def __init__(self, result: Any, args: list, kwargs: dict) -> None:
         self.result, self.args, self.kwargs = result, args, kwargs
 
-    def after(self, codec: "Codec") -> dict:
+    def after(self, codec: "ProgramCodec") -> dict:
         return {
             "args": [codec.encode(a) if type(a) in MUTABLE else None for a in self.args],
             "kwargs": {k: codec.encode(v) for k, v in self.kwargs.items() if type(v) in MUTABLE},

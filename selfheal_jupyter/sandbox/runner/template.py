@@ -18,6 +18,7 @@ from .candidate import candidate_main
 from .checker import checker_main
 from .layout import FD_REPORT, FD_REQUEST, FD_RPC_IN, FD_RPC_OUT, WORKDIR_ROOT
 from .principals import acting_as, become
+from .type_table import TYPES
 
 
 def _move_fds(mapping: dict) -> None:
@@ -54,6 +55,7 @@ class Template:
     """Forks the processes of every run from a state that never held a request."""
 
     def __init__(self, sock: socket.socket) -> None:
+        TYPES.freeze()  # the table of types, as the modules are before any program
         self.sock = sock
         self.children: set = set()
         self.rpc_ends: list = []
