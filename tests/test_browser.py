@@ -312,7 +312,7 @@ def test_panel_stops_inserts_replaces_and_autoheals(lab):
             slow = cells.nth(1)
             expect(slow.locator(".selfheal-panel")).to_be_visible()
             wait_until(lambda: len(server.chat_requests()) >= 2, 60, "the slow candidate to be written")
-            expect(slow.get_by_text("Iteration 1 of 4 · running it in the sandbox")).to_be_visible()
+            expect(slow.get_by_text("Attempt 1 of 4 · running it in the sandbox")).to_be_visible()
             expect(slow.locator(".selfheal-panel .selfheal-code")).to_be_visible()
             slow.locator(".selfheal-panel").screenshot(path=str(OUTPUT / "panel-running.png"))
             pressed = time.monotonic()
@@ -336,7 +336,7 @@ def test_panel_stops_inserts_replaces_and_autoheals(lab):
             expect(failing.locator(".jp-Cell-outputArea")).to_contain_text("ValueError")
             assert "custom exception handler" not in failing.locator(".jp-Cell-outputArea").inner_text()
             ask.click()
-            expect(failing.get_by_text("Iteration 1 of 4 · running it in the sandbox")).to_be_visible()
+            expect(failing.get_by_text("Attempt 1 of 4 · running it in the sandbox")).to_be_visible()
             pressed = time.monotonic()
             failing.get_by_role("button", name="Stop").click()
             expect(failing.locator('[data-outcome="cancelled"]').first).to_be_visible(timeout=20_000)
@@ -526,7 +526,7 @@ def _saved_sources(page, base: str, name: str) -> list[str]:
 def test_the_review_shows_the_minimal_fix_and_the_decision_where_the_user_is(review_lab):
     """Issue 30's scenario as a user meets it, at a laptop's 1280×800: the model answers
     with imports, the notebook's helper redefined, made-up data and the one-word fix.
-    While it works the panel says "Iteration 1 of 4" in words and hides the raw reply;
+    While it works the panel says "Attempt 1 of 4" in words and hides the raw reply;
     when it ends the verdict, a diff of one changed line (the word marked) and Accept /
     Reject are in view without scrolling; Accept puts exactly the user's cell with the
     one word changed into it. Autoheal's button shows its whole label above a folded
@@ -553,7 +553,7 @@ def test_the_review_shows_the_minimal_fix_and_the_decision_where_the_user_is(rev
             heal = cells.nth(3)
 
             # --- progress in words; the model's raw reply hidden ----------------------
-            expect(heal.get_by_text("Iteration 1 of 4 · writing the fix")).to_be_visible()
+            expect(heal.get_by_text("Attempt 1 of 4 · writing the fix")).to_be_visible()
             expect(heal.locator(".selfheal-tokens")).to_have_count(0)
             expect(heal.get_by_role("button", name="Show the model's writing")).to_be_visible()
             page.screenshot(path=str(OUTPUT / "review-progress.png"))
@@ -598,7 +598,7 @@ def test_the_review_shows_the_minimal_fix_and_the_decision_where_the_user_is(rev
             ask.click()
             fixing = failing.get_by_role("button", name="Fixing…")
             expect(fixing).to_be_disabled()
-            expect(failing.get_by_text("Iteration 1 of 4 · writing the fix")).to_be_visible()
+            expect(failing.get_by_text("Attempt 1 of 4 · writing the fix")).to_be_visible()
             decision = failing.locator(".selfheal-decision")
             expect(decision).to_be_visible(timeout=90_000)
             expect(failing.locator(".selfheal-summary").last).to_contain_text("Runs — nothing checked its output")

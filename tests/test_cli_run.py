@@ -128,9 +128,9 @@ def test_transcript_and_exit_code_1_when_it_never_passes(files):
         )
     assert proc.returncode == 1, proc.stderr
     out = proc.stdout
-    assert "iteration 1: program" in out and "iteration 2: changes to the previous program" in out
+    assert "attempt 1: program" in out and "attempt 2: changes to the previous program" in out
     assert "NameError" in out and "assert total == 6" in out
-    assert "outcome: budget_exhausted after 2 iteration(s)" in out
+    assert "outcome: budget_exhausted after 2 attempt(s)" in out
     assert "max_iterations" in out
     assert "Traceback" not in proc.stderr
 

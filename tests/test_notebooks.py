@@ -89,7 +89,7 @@ def test_teaching_notebook_story(tmp_path):
     nb, agent_index, _ = execute("03-teaching-self-debugging", tmp_path)
     page = html_of(nb.cells[agent_index])
     assert "your cell · ✘ TypeError" in page
-    assert "Iteration 1 · ✘" in page and "Iteration 2 · ✔" in page
+    assert "Attempt 1 · ✘" in page and "Attempt 2 · ✔" in page
     assert "list indices must be integers or slices, not float" in page
     exported = nbformat.read(tmp_path / "median-debugging.ipynb", as_version=4)
     errors = [o for c in exported.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
@@ -119,7 +119,7 @@ def test_kernel_interrupt_stops_the_run_cleanly():
                 msg = kc.get_iopub_msg(timeout=60)
                 if msg["parent_header"].get("msg_id") == msg_id:
                     outputs.append(msg)
-                if "Iteration 1 of 4 · running it in the sandbox" in str(msg["content"].get("data", "")):
+                if "Attempt 1 of 4 · running it in the sandbox" in str(msg["content"].get("data", "")):
                     break
             else:
                 raise AssertionError("the candidate never started")

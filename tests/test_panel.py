@@ -3,7 +3,7 @@ front end's part on the wire (widget comm messages), as JupyterLab would.
 
 * Stop: a click on the Stop button reaches the kernel while the %%agent cell runs
   (the cell awaits, so ipykernel dispatches comm messages) and cancels the run.
-* Progress in words ("Iteration 1 of 4 · running it in the sandbox"); the model's raw
+* Progress in words ("Attempt 1 of 4 · running it in the sandbox"); the model's raw
   reply only behind its toggle, code fences left out.
 * A passing cell ends at once. Without the labextension answering, the code goes
   out with the cell's own execute reply (``set_next_input``). With it (the test
@@ -159,7 +159,7 @@ def test_stop_button_cancels_a_running_cell(kernel_for):
         wire = Wire(kc, msg_id)
         stop = wire.until(lambda: wire.find("ButtonModel", description="Stop"), 60, "the Stop button")
         # while the developer streams: progress in words, the raw reply hidden ...
-        wire.until(lambda: "Iteration 1 of 4 · writing the code" in status_text(wire), 60, "progress in words")
+        wire.until(lambda: "Attempt 1 of 4 · writing the code" in status_text(wire), 60, "progress in words")
         assert "Sleeping" not in status_text(wire)
         # ... until the toggle shows its newest lines, without the code fences
         toggle = wire.find("ToggleButtonModel", description="Show the model's writing")
@@ -176,7 +176,7 @@ def test_stop_button_cancels_a_running_cell(kernel_for):
         assert "```" not in shown
         wire.until(lambda: server.remaining == 0, 60, "the candidate")
         wire.until(
-            lambda: "Iteration 1 of 4 · running it in the sandbox" in status_text(wire), 60, "the candidate to run"
+            lambda: "Attempt 1 of 4 · running it in the sandbox" in status_text(wire), 60, "the candidate to run"
         )
         bar = wire.find("FloatProgressModel")
         assert 0 < wire.widgets[bar]["value"] < 1  # iteration 1 of 4 under way: the bar has moved

@@ -88,7 +88,7 @@ def test_every_section_present():
 def test_summary_line_has_outcome_iterations_tokens_time():
     text = summary_text(make_run())
     assert text.startswith("✔ Done — verified by your tests · ")
-    assert "2 iterations" in text and "340 tokens" in text and "3.2 s" in text
+    assert "2 attempts" in text and "340 tokens" in text and "3.2 s" in text
     assert "scripted-model" in text
 
 
@@ -209,7 +209,7 @@ def test_the_users_cell_is_called_your_cell_in_the_traceback():
     page = run_html(run)
     assert "candidate.py" not in page
     assert "your cell" in page and "your cell · ✘ KeyError" in page
-    assert "iteration 2" not in page  # the passing round has no traceback
+    assert "attempt 2" not in page  # the passing round has no traceback
 
 
 def test_runtime_values_each_once_and_tables_as_laid_out():
