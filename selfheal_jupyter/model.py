@@ -857,6 +857,11 @@ class Run:
         return None
 
     @property
+    def attempts(self) -> int:
+        """How many programs the model wrote (the user's own cell, round 0, is none)."""
+        return sum(1 for it in self.iterations if it.index >= 1)
+
+    @property
     def final_code(self) -> str | None:
         """The passing candidate's code (see :attr:`final_iteration`), or None."""
         it = self.final_iteration

@@ -237,9 +237,9 @@ def test_sampled_programs_in_plain_words():
         Sample(BAD, "error", False, fresh=True),
     ]
     page = run_html(run)
-    assert "2 versions tried; the one marked ➜ was kept" in page
-    assert "version 1: passed · 1 of your tests passed" in page
-    assert "version 2 (written afresh): failed" in page
+    assert "2 programs tried in this attempt; the one marked ➜ was kept" in page
+    assert "program 1: passed · 1 of your tests passed" in page
+    assert "program 2 (written afresh): failed" in page
     assert "agreement" not in page and "Sampled programs" not in page
 
 
@@ -247,7 +247,7 @@ def test_the_folded_record_keeps_the_history_under_how_it_got_there():
     page = run_html(make_run(), folded=True)
     history = page.split('<details class="selfheal-history"')[1]
     assert history.split(">", 1)[1].startswith("<summary")  # closed: no "open" attribute
-    assert "How it got there (2 iterations)" in history
+    assert "How it got there (2 attempts)" in history
     assert history.count('class="selfheal-iteration"') == 2
     assert page.index("selfheal-history") < page.index('class="selfheal-summary"')  # the verdict comes last
 

@@ -41,7 +41,15 @@ from ..codeblocks import code_diff
 from ..config import SelfHeal
 from ..loop.events import RunFinished, RunStarted
 from ..model import ExecutionResult, Run, Task, TestOutcome, Verdict
-from ..render.html import capabilities_sentence, fix_output_html, flags_html, message_html, review_html, tried_lines
+from ..render.html import (
+    TRIED_WORDS,
+    capabilities_sentence,
+    fix_output_html,
+    flags_html,
+    message_html,
+    review_html,
+    tried_lines,
+)
 from ..render.inline import PanelRenderer, Renderer, StaticRenderer, show_html
 from .cells import FrontCells
 from .fix_handover import without_notes, work_out_fix
@@ -486,12 +494,18 @@ def flagged(run: Run) -> bool:
 
 def run_question(run: Run) -> str:
     """What Run in my kernel asks once more, naming what the review flags."""
-    said = [capabilities_sentence(run.fix.capabilities) if run.fix else "", *tried_lines(run)]
-    named = " ".join(x.rstrip(".") + "." for x in said if x)
-    return (
-        f"{named} In your kernel it has your network, your files and your secrets, which the sandbox did not. "
-        "Run it there anyway?"
-    )
+    fix = run.fix
+    parts = []
+    said = capabilities_sentence(fix.capabilities) if fix is not None else ""
+    if said:
+        parts.append(said + ".")
+    tried = fix.tried if fix is not None else []
+    if tried:
+        seen = [TRIED_WORDS.get(a.kind, a.kind) for a in tried]
+        who = "the passing program" if all(a.by == "passing" for a in tried) else "it"
+        listed = ", ".join(seen[:-1]) + " and " + seen[-1] if len(seen) > 1 else seen[0]
+        parts.append(f"In the sandbox {who} {listed}.")
+    return " ".join(["Run it in your kernel, where it has your network, your files and your secrets?", *parts])
 
 
 def handed_code(run: Run) -> str | None:

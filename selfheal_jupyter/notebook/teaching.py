@@ -214,7 +214,7 @@ class HintTurn:
             text = (
                 "Running your cell in the sandbox…"
                 if event.iteration == 0
-                else f"Looking for a fix that passes your checks (round {event.iteration})…"
+                else f"Looking for a fix that passes your checks (attempt {event.iteration})…"
             )
         else:
             return

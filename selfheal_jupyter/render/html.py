@@ -374,7 +374,7 @@ def summary_text(run: Run) -> str:
 
 def _figures(run: Run) -> str:
     t = run.totals
-    iterations = t.iterations or len(run.iterations)
+    iterations = run.attempts if run.iterations else t.iterations
     tokens = t.prompt_tokens + t.completion_tokens
     estimated = any(it.usage.estimated for it in run.iterations) or run.planning_usage.estimated
     plural = "" if iterations == 1 else "s"
@@ -492,7 +492,7 @@ def run_html(run: Run, *, quiet: bool = False, folded: bool = False) -> str:
     if not quiet:
         history = plan_html(run.plan) + "".join(iteration_html(it) for it in run.iterations)
         if folded and history:
-            count = len(run.iterations)
+            count = run.attempts
             parts.append(
                 f'<details class="selfheal-history" style="margin:4px 0"><summary style="cursor:pointer;'
                 f'color:{GREY}">How it got there ({count} attempt{"" if count == 1 else "s"})</summary>'
@@ -567,7 +567,7 @@ def fix_output_html(run: Run) -> str:
         more = " (truncated)" if result.stdout_truncated else ""
         parts.append(pre(result.stdout + more))
     rich = _rich_outputs_html(result, title="")
-    parts.append(rich)
+    parts.append(f'<div class="selfheal-fix-figures" style="max-width:480px">{rich}</div>' if rich else "")
     if not result.stdout.strip() and not rich:
         parts.append(f'<div style="color:{GREY}">(it prints nothing and shows no table or figure)</div>')
     if fix is not None and fix.code != final.candidate.code and not _shows_the_same(result, final.result):

@@ -154,7 +154,7 @@ class Transcript:
         t = run.totals
         self._w(RULE)
         self._wrapped(
-            f"outcome: {run.outcome} after {t.iterations} attempt(s), "
+            f"outcome: {run.outcome} after {run.attempts if run.iterations else t.iterations} attempt(s), "
             f"{t.prompt_tokens}+{t.completion_tokens} tokens, {t.duration_s:.1f} s "
             f"(model {t.llm_s:.1f} s, sandbox {t.sandbox_s:.1f} s)"
         )

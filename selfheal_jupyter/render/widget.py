@@ -44,6 +44,16 @@ from .style import CODE_BG, GREY, MONO, esc, heading
 STREAM_LINES = 12
 """How many of the newest lines of the model's reply the stream toggle shows."""
 STREAM_REFRESH_S = 0.15
+PIN_STYLE = (
+    "<style>.selfheal-panel .selfheal-progress{position:sticky;bottom:0;z-index:3;"
+    "background:var(--jp-layout-color0,#fff);border-top:1px solid #d0d7de;padding:2px 0}"
+    # a sticky row sticks within its nearest scrolling box: the boxes around a live panel
+    # (its own VBox, the output area's) let it reach the notebook's scrolling view
+    ".selfheal-panel.selfheal-live,.selfheal-panel .selfheal-live,"
+    ".jp-OutputArea-output:has(> .selfheal-live),.jp-OutputArea-child:has(.selfheal-live),"
+    ".jp-Cell-outputArea:has(.selfheal-live){overflow:visible !important}</style>"
+)
+"""Keeps the progress row in view (``position: sticky`` at the bottom of the notebook's view)."""
 STREAM_CREEP_CHARS = 1500
 """Characters of a reply over which the bar creeps a quarter of an attempt."""
 
@@ -125,11 +135,16 @@ class Panel:
             layout=widgets.Layout(align_items="center", flex_flow="row wrap"),
         )
         self.progress_row.add_class("selfheal-progress")
+        # While the panel is taller than the view, its progress row stays on screen, at
+        # the view's bottom edge, until the panel's end scrolls up to it.
+        self.pin = widgets.HTML(PIN_STYLE)
         self.live = widgets.VBox(
-            [self.title, self.plan, self.accordion, self.tokens, self.progress_row, self.kernel_note],
+            [self.pin, self.title, self.plan, self.accordion, self.tokens, self.progress_row, self.kernel_note],
         )
         self.widget = widgets.VBox([self.live], layout=widgets.Layout(border="1px solid #d0d7de", padding="4px 8px"))
         self.widget.add_class("selfheal-panel")
+        self.widget.add_class("selfheal-live")
+        self.live.add_class("selfheal-live")
 
         # ---- the decision (displayed when the run ends, below the record) ----------
         def wide() -> widgets.Layout:  # one Layout each: hiding one button must not hide another
@@ -266,6 +281,8 @@ class Panel:
         self.progress.bar_style = "success" if run.outcome == "success" else "danger"
         self.progress.value = self._max
         self.widget.layout.display = "none"
+        for box in (self.widget, self.live):  # the output area scrolls as it did
+            box.remove_class("selfheal-live")
 
     def offer_actions(
         self,
