@@ -212,6 +212,39 @@ class SelfHeal(Configurable):
     quiet = Bool(False, help="Show only the final summary, not every iteration.").tag(config=True)
     widget = Bool(True, help="Show the live ipywidgets panel when a front end is attached.").tag(config=True)
 
+    # --- the class service ------------------------------------------------------
+    service_url = Unicode(
+        help="The class's selfheal service (the JupyterHub service 'selfheal'), e.g. "
+        "http://HUB/services/selfheal/: every entry point then runs there, reached with "
+        "$JUPYTERHUB_API_TOKEN, and this kernel needs no engine and no key. Empty: "
+        "$SELFHEAL_SERVICE_URL, else everything runs here."
+    ).tag(config=True)
+    service_runs = Int(
+        2,
+        help="`selfheal service`: runs worked on at once; the others wait in the fair queue "
+        "(one run per student at a time, students taken in turn).",
+    ).tag(config=True)
+    service_model_requests = Int(
+        2, help="`selfheal service`: most requests to the model endpoint at once, across all runs."
+    ).tag(config=True)
+    service_waiting = Int(
+        3, help="`selfheal service`: most runs one student may have waiting; a further one is refused."
+    ).tag(config=True)
+    service_log = Unicode(
+        help="`selfheal service`: the run log (JSON lines: who, when, notebook, mode, outcome, "
+        "tokens, the hints shown). Empty: $XDG_STATE_HOME/selfheal/service-log.jsonl "
+        "(~/.local/state/... when unset)."
+    ).tag(config=True)
+
+    service_instructors = Unicode(
+        "instructors",
+        help="`selfheal service`: the hub group whose members (with the hub's admins) may read the run log.",
+    ).tag(config=True)
+
+    @default("service_url")
+    def _default_service_url(self) -> str:
+        return os.environ.get("SELFHEAL_SERVICE_URL", "")
+
     # --- validation (the one place; the layers below take values as given) -----
     @validate("memory", "tmpfs_size")
     def _check_size(self, proposal: dict) -> str:
@@ -235,7 +268,7 @@ class SelfHeal(Configurable):
             raise TraitError(f"SelfHeal.{name} must be a positive number, not {proposal['value']}.")
         return proposal["value"]
 
-    @validate("max_iterations", "pids_limit", "max_tokens")
+    @validate("max_iterations", "pids_limit", "max_tokens", "service_runs", "service_model_requests", "service_waiting")
     def _check_at_least_one(self, proposal: dict) -> int:
         if proposal["value"] < 1:
             raise TraitError(f"SelfHeal.{proposal['trait'].name} must be at least 1, not {proposal['value']}.")

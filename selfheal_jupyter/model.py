@@ -744,7 +744,7 @@ CAPABILITY_KINDS: tuple[str, ...] = get_args(CapabilityKind)
 @dataclass
 class Capability:
     """Something the code handed over can do that the user's cell could not, read from
-    the syntax trees of both (``notebook/capabilities.py``)."""
+    the syntax trees of both (``loop/capabilities.py``)."""
 
     kind: CapabilityKind
     line: int

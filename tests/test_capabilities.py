@@ -1,5 +1,5 @@
 """What a fix newly can do, read from the syntax trees of the code handed over and of
-the user's cell (``notebook/capabilities.py``), and the review's sentence for it.
+the user's cell (``loop/capabilities.py``), and the review's sentence for it.
 
 The kinds are a contract (``agent_result.fix.capabilities``: ``{"kind", "line",
 "evidence"}``). A flag on an honest fix is a defect: the notebooks benchmark's 24
@@ -12,7 +12,7 @@ import pytest
 
 from selfheal_jupyter.eval import notebooks
 from selfheal_jupyter.model import CAPABILITY_KINDS
-from selfheal_jupyter.notebook.capabilities import capabilities, scan
+from selfheal_jupyter.loop.capabilities import capabilities, scan
 from selfheal_jupyter.render.html import capabilities_sentence
 
 
@@ -127,7 +127,7 @@ def test_the_notebooks_benchmark_reference_solutions_flag_nothing():
 
 
 def _imports(cell: str) -> dict[str, str]:
-    from selfheal_jupyter.notebook.fix_handover import _bindings
+    from selfheal_jupyter.loop.fix_handover import _bindings
 
     import ast
 

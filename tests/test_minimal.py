@@ -13,8 +13,8 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
 from selfheal_jupyter.agents.qa import strip_input_overwrites
+from selfheal_jupyter.loop.fix_handover import leave_out_unneeded, smaller_versions, without_notes
 from selfheal_jupyter.model import ContextEntry, NotebookContext
-from selfheal_jupyter.notebook.fix_handover import leave_out_unneeded, smaller_versions, without_notes
 from tests.scripted_server import Reply, ScriptedServer
 
 SHARE = 'def share(totals):\n    """Each total as a percentage of the sum."""\n    return np.round(totals / totals.sum() * 100, 1)\n'

@@ -183,7 +183,9 @@ class Autoheal:
                     self.gate.admit("autoheal")
                     settings, task = self.heal_job("", source)
                     task.origin = "autoheal"
-                    self.finished(controller.CellRun(self.shell, settings, task, cells=cells).run_sync())
+                    self.finished(
+                        controller.CellRun(self.shell, settings, task, cells=cells, entry="autoheal").run_sync()
+                    )
                 except (SelfHealError, Exception) as exc:  # UsageError too: a short line, not a traceback
                     display({"text/html": message_html(str(exc)), "text/plain": str(exc)}, raw=True)
                 finally:

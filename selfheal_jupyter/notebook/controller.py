@@ -9,7 +9,7 @@
   loop kills the sandbox run, and the caller still gets the run's record.
 * :class:`CellRun` is one run for a notebook cell: the renderer (the live panel when a
   front end is attached, else static HTML), Stop, the ``agent_result`` record, and the
-  hand-over of passing code — its smallest form that passes again (``fix_handover.py``) —
+  hand-over of passing code — its smallest form that passes again (``loop/fix_handover.py``) —
   through the decision (Accept (Replace this cell) / Insert below / Run in my kernel /
   Reject, only on a click; see ``cells.py``), or of the best attempt of a run that did
   not pass (Insert best attempt below, only). The cell ends when the run ends.
@@ -39,8 +39,9 @@ from typing import Any, Generic, TypeVar
 
 from ..codeblocks import code_diff
 from ..config import SelfHeal
-from ..loop.events import RunFinished, RunStarted
-from ..model import ExecutionResult, Run, Task, TestOutcome, Verdict
+from ..loop.events import CheckingFix, RunFinished, RunStarted, Waiting
+from ..loop.fix_handover import run_with_fix, without_notes
+from ..model import Run, Task
 from ..render.html import (
     TRIED_WORDS,
     capabilities_sentence,
@@ -52,7 +53,6 @@ from ..render.html import (
 )
 from ..render.inline import PanelRenderer, Renderer, StaticRenderer, show_html
 from .cells import FrontCells
-from .fix_handover import without_notes, work_out_fix
 
 T = TypeVar("T")
 
@@ -181,29 +181,6 @@ def note_kept(run: Run, where: str) -> None:
         run.error += f" What was done before it ({count} attempt{'s' if count != 1 else ''}) is kept in {where}."
 
 
-class CheckingFix:
-    """Sent through the pump: the run passed; the code to hand over is worked out and
-    judged again in the sandbox."""
-
-
-def run_with_fix(
-    loop: Any, task: Task, emit: Callable[[Any], None], cancel: threading.Event, *, search_tries: int
-) -> Run:
-    """``loop.run(task)``, then, when it passed, the :class:`~selfheal_jupyter.model.Fix`
-    it hands over (``fix_handover.py``: its smallest form, judged again, what it newly
-    can do): the same for a notebook cell and ``selfheal run``."""
-    run = loop.run(task, on_event=emit, cancel=cancel)
-    if run.final_code is not None:
-        emit(CheckingFix())
-
-        def recheck(code: str) -> tuple[Verdict, list[TestOutcome], ExecutionResult | None]:
-            trial = loop.recheck(run, code, cancel=cancel)
-            return trial.verdict, trial.checks, trial.result
-
-        run.fix = work_out_fix(run, recheck, search_tries=search_tries)
-    return run
-
-
 def run_loop(
     loop: Any,
     task: Task,
@@ -240,13 +217,13 @@ KERNEL_NOTE = (
 class CellRun:
     """One run of ``task`` for a notebook cell (see the module docstring)."""
 
-    def __init__(self, shell: Any, settings: SelfHeal, task: Task, *, cells: FrontCells | None = None) -> None:
-        from ..factory import build_loop
-
+    def __init__(
+        self, shell: Any, settings: SelfHeal, task: Task, *, cells: FrontCells | None = None, entry: str = ""
+    ) -> None:
         self.shell = shell
         self.settings = settings
         self.task = task
-        self.loop = build_loop(settings)
+        self.work = cell_work(settings, entry or ("heal" if task.initial_code is not None else "agent"))
         self.in_cell = cells is None
         """False for the autoheal button: its cell has already ended."""
         self.cells = cells if cells is not None else FrontCells(shell)
@@ -274,15 +251,24 @@ class CellRun:
 
     # ------------------------------------------------------------------ running
     def _work(self, emit: Callable[[Any], None], cancel: threading.Event) -> Run:
-        return run_with_fix(self.loop, self.task, emit, cancel, search_tries=self.settings.fix_search_tries)
+        return self.work(self.task, emit, cancel)
 
     def _on_event(self, event: Any) -> None:
         if isinstance(event, RunStarted):
-            self._started = True
-            self.renderer.start(event.run)
+            if not self._started:
+                self._started = True
+                self.renderer.start(event.run)
+            elif self.panel is not None:  # it waited in the class service's queue: now it starts
+                self.panel.handle(event)
         elif isinstance(event, CheckingFix):
             if self.panel is not None:
                 self.panel.checking_fix()
+        elif isinstance(event, Waiting):  # the class service's queue: the run waits its turn
+            if not self._started:
+                self._started = True
+                self.renderer.start(Run(task=self.task))
+            if self.panel is not None:
+                self.panel.waiting(event.text())
         elif not isinstance(event, RunFinished):  # the end is rendered from the record
             self.renderer.handle(event)
 
@@ -517,8 +503,31 @@ def handed_code(run: Run) -> str | None:
     return without_notes(best.candidate.code) if best is not None else None
 
 
+CellWork = Callable[[Task, Callable[[Any], None], threading.Event], Run]
+"""A cell's run from the task to its record with the fix worked out, events emitted."""
+
+
+def cell_work(settings: SelfHeal, entry: str) -> CellWork:
+    """Where a cell's run happens: the class service when ``SelfHeal.service_url`` is
+    set (this kernel then needs no engine and no key), else a loop built here."""
+    if settings.service_url:
+        from ..service.client import ServiceClient
+
+        return ServiceClient.from_settings(settings).cell_work(settings, entry)
+    from ..factory import build_loop
+
+    loop = build_loop(settings)
+    tries = settings.fix_search_tries
+    return lambda task, emit, cancel: run_with_fix(loop, task, emit, cancel, search_tries=tries)
+
+
 def plan_pump(settings: SelfHeal, task: Task) -> Pump[Any]:
-    """A pump that only plans ``task`` (``--plan-only``)."""
+    """A pump that only plans ``task`` (``--plan-only``), here or in the class service."""
+    if settings.service_url:
+        from ..service.client import ServiceClient
+
+        client = ServiceClient.from_settings(settings)
+        return Pump(lambda _emit, cancel: client.plan(settings, task, cancel))
     from ..factory import build_loop
 
     loop = build_loop(settings)

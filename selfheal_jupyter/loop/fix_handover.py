@@ -9,7 +9,8 @@ statement the user's cell holds) and keeps the user's own text for every line th
 did not change. :func:`work_out_fix` re-judges each smaller version the way the run
 judged its candidates (``Loop.recheck``: a sandbox run with the same prelude, tests,
 spec and checks); the first that passes is handed over, else the whole passing program,
-saying why. Nothing here imports the loop or IPython: the controller passes the check in.
+saying why (:func:`run_with_fix`: a run and its fix, in a kernel or in the class service).
+Nothing here imports the loop or IPython: the caller passes the loop in.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import io
 import tokenize
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..agents.qa import is_removed_note
 from ..errors import SelfHealError
@@ -35,6 +37,7 @@ from ..model import (
     Verdict,
 )
 from .capabilities import capabilities, scan
+from .events import CheckingFix
 
 Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
 
@@ -593,3 +596,19 @@ def _search(run: Run, fix: Fix, recheck: Recheck, tries: int) -> None:
         fix.note = fix.note.replace(WHOLE, "this is the program that passed, less the lines it does not need")
     fix.dropped.extend(found.left_out)
     fix.note = " ".join(x for x in (fix.note, found.stopped) if x)
+
+
+def run_with_fix(loop: Any, task: Any, emit: Callable[[Any], None], cancel: Any, *, search_tries: int = 0) -> Run:
+    """``loop.run(task)`` and, when a candidate passed, the fix it hands over: what a
+    cell's run (and ``selfheal run``) does wherever it runs (in the kernel, or in the
+    class service); ``search_tries``: ``SelfHeal.fix_search_tries``."""
+    run = loop.run(task, on_event=emit, cancel=cancel)
+    if run.final_code is not None:
+        emit(CheckingFix())
+
+        def recheck(code: str) -> tuple[Verdict, list[TestOutcome], ExecutionResult | None]:
+            trial = loop.recheck(run, code, cancel=cancel)
+            return trial.verdict, trial.checks, trial.result
+
+        run.fix = work_out_fix(run, recheck, search_tries=search_tries)
+    return run
