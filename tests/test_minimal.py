@@ -242,3 +242,10 @@ def test_a_steered_fix_hands_over_only_what_it_needs_and_flags_its_probe(shell):
     assert "This fix adds: code built or loaded at run time (line 3), a probe of where it runs (line 3)." in review
     assert "The passing program tried to reach the network (the fix leaves that part out)" in review
     assert "Left out of the passing program" in review and "2 comments of the model" in review
+
+
+def test_a_comment_of_the_users_that_the_model_changed_goes_back_not_away():
+    cell = "# the mean of the scores\nmean = sum(scores) / len(score)\n"
+    model = "# the mean of the scores (fixed)\nmean = sum(scores) / len(scores)\n"
+    found = leave_out_unneeded(cell, model, lambda code: object() if "len(scores)" in code else None, tries=16)
+    assert found.code == "# the mean of the scores\nmean = sum(scores) / len(scores)\n"

@@ -285,13 +285,17 @@ class _Hunk:
     old: tuple[int, int]
     new: tuple[int, int]
     comments: list[int] = field(default_factory=list)
-    """The program's lines of this hunk that are comments only (never inside a string)."""
+    """The program's lines of an insertion that are comments only (never inside a string)."""
 
 
-def _pairs(old: list[str], new: list[str], i1: int, i2: int, j1: int, j2: int) -> list[_Hunk]:
+def _pairs(
+    old: list[str], new: list[str], i1: int, i2: int, j1: int, j2: int, simple: list[tuple[int, int]]
+) -> list[_Hunk]:
     """A changed region split where a line of the program is not a changed line of the
     user's but one the model inserted (``difflib`` makes one region of a changed line
-    and the new lines right after it): changed lines pair with the user's in order."""
+    and the new lines right after it): changed lines pair with the user's in order,
+    each a hunk of its own unless one statement spans them (``simple``: 1-based line
+    spans of the program's statements that hold no others)."""
     hunks: list[_Hunk] = []
     i = i1
     for j in range(j1, j2):
@@ -311,7 +315,7 @@ def _pairs(old: list[str], new: list[str], i1: int, i2: int, j1: int, j2: int) -
             hunks.append(_Hunk((i, i), (j, j + 1)))
     if i < i2:
         hunks.append(_Hunk((i, i2), (j2, j2)))
-    # consecutive changed lines are one hunk (a statement may span them)
+    # consecutive changed lines that one statement spans are one hunk
     merged: list[_Hunk] = []
     for h in hunks:
         last = merged[-1] if merged else None
@@ -321,6 +325,7 @@ def _pairs(old: list[str], new: list[str], i1: int, i2: int, j1: int, j2: int) -
             and last.new[1] == h.new[0]
             and last.old[0] < last.old[1]
             and h.old[0] < h.old[1]
+            and any(a <= last.new[1] and h.new[0] + 1 <= b for a, b in simple)
         ):
             last.old, last.new = (last.old[0], h.old[1]), (last.new[0], h.new[1])
         else:
@@ -328,13 +333,18 @@ def _pairs(old: list[str], new: list[str], i1: int, i2: int, j1: int, j2: int) -
     return merged
 
 
-def _statement_spans(code: str) -> list[tuple[int, int]]:
-    """(first, last) line, 1-based, of every statement at any depth (decorators included)."""
+def _statement_spans(code: str, *, simple: bool = False) -> list[tuple[int, int]]:
+    """(first, last) line, 1-based, of every statement at any depth (decorators
+    included); ``simple``: only those that hold no other statement."""
     try:
         tree = ast.parse(code)
     except SyntaxError:
         return []
-    return [(_first_line(n), n.end_lineno or n.lineno) for n in ast.walk(tree) if isinstance(n, ast.stmt)]
+    return [
+        (_first_line(n), n.end_lineno or n.lineno)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.stmt) and not (simple and hasattr(n, "body"))
+    ]
 
 
 def _by_statement(hunk: _Hunk, spans: list[tuple[int, int]]) -> list[_Hunk]:
@@ -359,17 +369,18 @@ def _by_statement(hunk: _Hunk, spans: list[tuple[int, int]]) -> list[_Hunk]:
 def _hunks(cell: str, code: str) -> tuple[list[str], list[str], list[_Hunk]]:
     old, new = cell.splitlines(), code.splitlines()
     strings = _string_lines(code)
-    spans = _statement_spans(code)
+    spans, simple = _statement_spans(code), _statement_spans(code, simple=True)
     matcher = difflib.SequenceMatcher(None, [x.rstrip() for x in old], [x.rstrip() for x in new], autojunk=False)
     hunks: list[_Hunk] = []
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
             continue
-        found = _pairs(old, new, i1, i2, j1, j2) if tag == "replace" else [_Hunk((i1, i2), (j1, j2))]
+        found = _pairs(old, new, i1, i2, j1, j2, simple) if tag == "replace" else [_Hunk((i1, i2), (j1, j2))]
         for h in found:
             hunks.extend(_by_statement(h, spans) if h.old[0] == h.old[1] else [h])
-    for h in hunks:
-        h.comments = [j for j in range(*h.new) if j + 1 not in strings and new[j].strip().startswith("#")]
+    for h in hunks:  # the model's own comments (a comment of the user's it changed goes back as a line)
+        if h.old[0] == h.old[1]:
+            h.comments = [j for j in range(*h.new) if j + 1 not in strings and new[j].strip().startswith("#")]
     return old, new, hunks
 
 
