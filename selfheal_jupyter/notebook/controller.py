@@ -193,13 +193,9 @@ def run_loop(
     """``loop.run(task)`` from a terminal: events on this thread, Ctrl-C or ``cancel``
     stops it (``selfheal run``); a passing run gets its fix (:func:`run_with_fix`)."""
 
-    def forward(event: Any) -> None:
-        if on_event is not None and not isinstance(event, CheckingFix):
-            on_event(event)
-
     pump: Pump[Run] = Pump(
         lambda emit, stop: run_with_fix(loop, task, emit, stop, search_tries=search_tries),
-        forward,
+        on_event,
         cancel=cancel,
         on_interrupt=on_interrupt,
     )

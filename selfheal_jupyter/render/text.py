@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TextIO
 
 from ..loop.events import (
+    CheckingFix,
     CandidateReady,
     Event,
     ExecutionDone,
@@ -272,5 +273,7 @@ class Progress:
                 self._print_above(lambda: tr.verdict(event.iteration))
             if not event.iteration.verdict.passed:
                 self.status(f"repairing (attempt {event.iteration.index + 1})…")
+        elif isinstance(event, CheckingFix):
+            self.status("passed; leaving out what the fix does not need (checked in the sandbox)…")
         elif isinstance(event, RunFinished):
             self.status("")

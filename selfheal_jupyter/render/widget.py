@@ -274,8 +274,8 @@ class Panel:
         self._say("Queued", text)
 
     def checking_fix(self) -> None:
-        """The run passed; the smaller form of its program is being checked."""
-        self._say("Passed", "checking the smallest change that passes, in the sandbox")
+        """The run passed; the fix to hand over is worked out and checked again."""
+        self._say("Passed", "leaving out what the fix does not need, each step checked in the sandbox")
 
     def finish(self, run: Run) -> None:
         """The run ended: the live part folds away (the record below keeps the history)."""
