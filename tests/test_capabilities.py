@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from selfheal_jupyter.eval import notebooks
-from selfheal_jupyter.model import CAPABILITY_KINDS
 from selfheal_jupyter.loop.capabilities import capabilities, scan
+from selfheal_jupyter.model import CAPABILITY_KINDS
 from selfheal_jupyter.render.html import capabilities_sentence
 
 
@@ -127,9 +127,9 @@ def test_the_notebooks_benchmark_reference_solutions_flag_nothing():
 
 
 def _imports(cell: str) -> dict[str, str]:
-    from selfheal_jupyter.loop.fix_handover import _bindings
-
     import ast
+
+    from selfheal_jupyter.loop.fix_handover import _bindings
 
     out: dict[str, str] = {}
     for stmt in ast.parse(cell).body:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import textwrap
 
-from selfheal_jupyter.model import ExecutionResult
+from selfheal_jupyter.result_json import read_result
 
 
 def tried(sandbox, code: str) -> dict[str, str]:
@@ -87,6 +87,6 @@ def test_what_a_program_hides_is_seen_anyway(sandbox):
 
 def test_a_result_that_breaks_the_schema_of_tried_is_malformed():
     base = {"status": "ok", "exit_code": 0, "stdout": "", "stderr": "", "error": None, "outputs": [], "tests": []}
-    assert ExecutionResult.from_dict(base).tried == []  # an older runner says nothing
-    bad = ExecutionResult.from_dict({**base, "tried": [{"kind": "telepathy", "count": 1, "evidence": ""}]})
+    assert read_result(base).tried == []  # an older runner says nothing
+    bad = read_result({**base, "tried": [{"kind": "telepathy", "count": 1, "evidence": ""}]})
     assert bad.is_malformed and "tried[0].kind" in bad.error.message

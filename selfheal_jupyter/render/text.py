@@ -14,8 +14,8 @@ from collections.abc import Callable
 from typing import TextIO
 
 from ..loop.events import (
-    CheckingFix,
     CandidateReady,
+    CheckingFix,
     Event,
     ExecutionDone,
     ExecutionStarted,

@@ -117,7 +117,7 @@ def light(task: Task) -> Task:
     """The task as it goes back to the kernel: without the copies (the kernel has them)."""
     context = task.context
     if context is not None:
-        context = NotebookContext(entries=context.entries, prelude=context.prelude, resolve_s=context.resolve_s)
+        context = NotebookContext(entries=context.entries, prelude=context.prelude)
     return replace(task, inputs={}, context=context)
 
 
