@@ -105,6 +105,7 @@ def test_a_heal_is_verified_by_the_users_asserts_and_a_run_without_checks_is_not
     assert "not verified: it runs, but nothing checked its output" in proc.stdout
 
 
+@pytest.mark.sandbox
 def test_a_steered_heal_from_the_terminal_says_what_the_fix_can_do(tmp_path):
     """``selfheal run --code`` works out the fix as a notebook does: in ``--json``,
     ``fix.code`` is the cell with the word changed and the probe line, and

@@ -230,6 +230,7 @@ def test_the_users_own_lines_keep_their_text_and_the_bound_is_said():
     assert stopped.code == STEERED_MODEL and "stopped after 2 sandbox runs" in stopped.stopped
 
 
+@pytest.mark.sandbox
 def test_a_steered_fix_hands_over_only_what_it_needs_and_flags_its_probe(shell):
     """The Done-when of issue 39, in a shell: the fix is the user's cell with the word
     changed plus the probe line only; the probe is flagged at its line; the passing

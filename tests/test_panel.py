@@ -413,6 +413,7 @@ def test_in_n_shows_the_cell_as_ipython_writes_it_and_the_line_is_expanded(kerne
         assert "".join(out).strip() == "get_ipython().run_cell_magic('agent', '--max-iterations $bad', 'Print hi.\\n')"
 
 
+@pytest.mark.sandbox
 def test_run_in_my_kernel_asks_first_when_the_fix_is_flagged(kernel_for):
     from tests.test_minimal import STEERED_CELL, STEERED_MODEL
 
@@ -451,6 +452,7 @@ def test_run_in_my_kernel_asks_first_when_the_fix_is_flagged(kernel_for):
         assert errors and errors[-1]["content"]["ename"] == "AssertionError"  # in a kernel the probe is wrong
 
 
+@pytest.mark.sandbox
 def test_accept_and_run_replaces_clears_the_error_and_runs_a_fix_flagged_with_nothing(kernel_for):
     fixed = "values = [4, 8, 9]\nmean = sum(values) / len(values)\nassert mean == 7"
     with ScriptedServer([Reply(f"```python\n{fixed}\n```", match="NameError")]) as server:
