@@ -144,7 +144,15 @@ class SelfHeal(Configurable):
         "failed. The run record's iterations say edited / edit_failure.",
     ).tag(config=True)
 
-    @validate("generated_checks", "intent_checks", "candidates", "restart_after")
+    fix_search_tries = Int(
+        16,
+        help="Sandbox runs the hand-over of a passing %%heal may spend leaving out, one "
+        "hunk at a time, lines the model added or changed that the fix does not need "
+        "(comments first, then statements); the review says when this bound stopped the "
+        "search. 0 = hand over every line of the model's.",
+    ).tag(config=True)
+
+    @validate("generated_checks", "intent_checks", "candidates", "restart_after", "fix_search_tries")
     def _non_negative(self, proposal):
         value, name = proposal["value"], proposal["trait"].name
         low = 1 if name == "candidates" else 0

@@ -94,6 +94,25 @@ class TestOutcome:
     line: int | None = None
 
 
+AttemptKind = Literal["network", "process", "files"]
+ATTEMPT_KINDS: tuple[str, ...] = get_args(AttemptKind)
+
+
+@dataclass
+class Attempt:
+    """Something a sandbox run tried, observed by the runner's server from outside the
+    program (kernel counters and events the program can neither reset nor reach)."""
+
+    kind: AttemptKind
+    count: int
+    evidence: str
+    """What was seen and how, in plain words ("1 attempt (1 to an address outside it),
+    refused: the sandbox has no network (counted by the kernel ...)")."""
+    by: str = ""
+    """In :attr:`Fix.tried`: whose run it was, "fix" (the code handed over) or
+    "passing" (the passing program it came from); "" in a result."""
+
+
 @dataclass
 class ExecutionResult:
     """What one sandbox run produced."""
@@ -110,6 +129,10 @@ class ExecutionResult:
     tests: list[TestOutcome] = field(default_factory=list)
     message: str = ""
     """A one-paragraph human explanation for non-``ok``/``error`` statuses (timeout, oom...)."""
+    tried: list[Attempt] = field(default_factory=list)
+    """What the run tried beyond its own folder, as the sandbox's server observed it from
+    outside the program's processes (network attempts, processes or threads started,
+    files written elsewhere); empty when nothing was seen or could be observed."""
 
     @property
     def ok(self) -> bool:
@@ -260,6 +283,9 @@ class Task:
     """Checks read from what the task states (``%%heal the total should be 42`` →
     ``assert total == 42``, :mod:`selfheal_jupyter.spec.stated`); they are also the last
     statements of ``tests``, run and judged with the user's own."""
+    origin: str = ""
+    """What the user did to start it, as the panel's title says it: "%%agent", "%%heal",
+    "autoheal" (the "Ask the agent to fix this" button), "selfheal run" ("": unknown)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -270,6 +296,7 @@ class Task:
             "language": self.language,
             "initial_code": self.initial_code,
             "given_is_wrong": self.given_is_wrong,
+            "origin": self.origin,
             "context": self.context.to_dict() if self.context else [],
         }
 
@@ -545,15 +572,31 @@ class DefinitionChange:
     fix: str
 
 
+CapabilityKind = Literal["network", "process", "files", "environment", "dynamic-code", "threads", "probe"]
+CAPABILITY_KINDS: tuple[str, ...] = get_args(CapabilityKind)
+
+
+@dataclass
+class Capability:
+    """Something the code handed over can do that the user's cell could not, read from
+    the syntax trees of both (``loop/capabilities.py``)."""
+
+    kind: CapabilityKind
+    line: int
+    """The line of the code handed over where it is."""
+    evidence: str
+    """What was found there ("urllib.request.urlopen", "sys.modules", "'ipykernel'")."""
+
+
 @dataclass
 class Fix:
     """What a passing run hands over (Insert below / Replace this cell / Run in my kernel):
     the smallest change to the user's cell that passed, judged like the run's candidates.
 
     The passing program may carry what the notebook already supplies (its imports, a
-    helper redefined, the tool's own notes); ``code`` leaves that out when the smaller
-    program passed the same checks, else it is the whole passing program and ``note``
-    says why."""
+    helper redefined, the tool's own notes) and lines the fix does not need; ``code``
+    leaves that out when the smaller program passed the same checks, else it is the
+    whole passing program and ``note`` says why."""
 
     code: str
     dropped: list[str] = field(default_factory=list)
@@ -562,10 +605,27 @@ class Fix:
     """Notebook definitions the fix needs changed (kept in ``code``, shown apart)."""
     note: str = ""
     """Why the whole passing program is handed over ("" when it was made smaller or
-    nothing could be left out)."""
+    nothing could be left out), or that the search for unneeded lines stopped at its bound."""
+    capabilities: list[Capability] = field(default_factory=list)
+    """What ``code`` newly can do beside the user's cell, one entry per place."""
+    tried: list[Attempt] = field(default_factory=list)
+    """What the sandbox saw the code handed over (or the passing program it came from)
+    try that the code handed over does not show and the user's cell did not do: a sign
+    the model was steered."""
+    result: ExecutionResult | None = None
+    """The sandbox run of ``code`` (judged again, or the passing run when ``code`` is
+    that program): its output and figures are what the review shows."""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {
+            "code": self.code,
+            "dropped": list(self.dropped),
+            "definitions": [asdict(d) for d in self.definitions],
+            "note": self.note,
+            "capabilities": [asdict(c) for c in self.capabilities],
+            "tried": [asdict(a) for a in self.tried],
+            "result": self.result.to_dict() if self.result is not None else None,
+        }
 
 
 @dataclass
@@ -633,6 +693,11 @@ class Run:
             if it.verdict.passed:
                 return it
         return None
+
+    @property
+    def attempts(self) -> int:
+        """How many programs the model wrote (the user's own cell, round 0, is none)."""
+        return sum(1 for it in self.iterations if it.index >= 1)
 
     @property
     def final_code(self) -> str | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .model import STATUSES, ErrorInfo, ExecutionResult, Frame, RichOutput, TestOutcome
+from .model import ATTEMPT_KINDS, STATUSES, Attempt, ErrorInfo, ExecutionResult, Frame, RichOutput, TestOutcome
 from .safe_output import clean_output, clean_text
 
 
@@ -148,4 +148,15 @@ def _parse_result(value: object) -> ExecutionResult:
         stderr_truncated=_bool(d.get("stderr_truncated", False), "stderr_truncated"),
         tests=[_parse_test(t, f"tests[{i}]") for i, t in enumerate(_list(d["tests"], "tests"))],
         message=_str(d.get("message", ""), "message"),
+        tried=[_parse_attempt(a, f"tried[{i}]") for i, a in enumerate(_list(d.get("tried", []), "tried"))],
     )
+
+
+def _parse_attempt(value: object, where: str) -> Attempt:
+    d = _dict(value, where, ("kind", "count", "evidence"))
+    kind = _str(d["kind"], f"{where}.kind")
+    if kind not in ATTEMPT_KINDS:
+        raise _Malformed(f"{where}.kind {kind[:40]!r} is not one of {', '.join(ATTEMPT_KINDS)}")
+    count = _int(d["count"], f"{where}.count") or 0
+    evidence = _str(d["evidence"], f"{where}.evidence")[:300]
+    return Attempt(kind=kind, count=max(count, 0), evidence=evidence)  # type: ignore[arg-type]

@@ -296,7 +296,7 @@ def test_panel_stops_inserts_replaces_and_autoheals(lab):
             slow = cells.nth(1)
             expect(slow.locator(".selfheal-panel")).to_be_visible()
             wait_until(lambda: len(server.chat_requests()) >= 2, 60, "the slow candidate to be written")
-            expect(slow.get_by_text("Iteration 1 of 4 · running it in the sandbox")).to_be_visible()
+            expect(slow.get_by_text("Attempt 1 of 4 · running it in the sandbox")).to_be_visible()
             expect(slow.locator(".selfheal-panel .selfheal-code")).to_be_visible()
             slow.locator(".selfheal-panel").screenshot(path=str(OUTPUT / "panel-running.png"))
             pressed = time.monotonic()
@@ -320,7 +320,7 @@ def test_panel_stops_inserts_replaces_and_autoheals(lab):
             expect(failing.locator(".jp-Cell-outputArea")).to_contain_text("ValueError")
             assert "custom exception handler" not in failing.locator(".jp-Cell-outputArea").inner_text()
             ask.click()
-            expect(failing.get_by_text("Iteration 1 of 4 · running it in the sandbox")).to_be_visible()
+            expect(failing.get_by_text("Attempt 1 of 4 · running it in the sandbox")).to_be_visible()
             pressed = time.monotonic()
             failing.get_by_role("button", name="Stop").click()
             expect(failing.locator('[data-outcome="cancelled"]').first).to_be_visible(timeout=20_000)
@@ -510,10 +510,11 @@ def _saved_sources(page, base: str, name: str) -> list[str]:
 def test_the_review_shows_the_minimal_fix_and_the_decision_where_the_user_is(review_lab):
     """Issue 30's scenario as a user meets it, at a laptop's 1280×800: the model answers
     with imports, the notebook's helper redefined, made-up data and the one-word fix.
-    While it works the panel says "Iteration 1 of 4" in words and hides the raw reply;
+    While it works the panel says "Attempt 1 of 4" in words and hides the raw reply;
     when it ends the verdict, a diff of one changed line (the word marked) and Accept /
     Reject are in view without scrolling; Accept puts exactly the user's cell with the
-    one word changed into it. Autoheal's button shows its whole label above a folded
+    one word changed into it. The progress row (status in words, timer, Stop) stays in
+    view while the panel runs past the view's end. Autoheal's button shows its whole label above a folded
     traceback, reads "Fixing…" once pressed, and Reject leaves the cell as it was.
     Screenshots go to test-output/browser/review-*.png (review-failure.png on failure)."""
     from playwright.sync_api import expect, sync_playwright
@@ -537,7 +538,10 @@ def test_the_review_shows_the_minimal_fix_and_the_decision_where_the_user_is(rev
             heal = cells.nth(3)
 
             # --- progress in words; the model's raw reply hidden ----------------------
-            expect(heal.get_by_text("Iteration 1 of 4 · writing the fix")).to_be_visible()
+            expect(heal.get_by_text("Attempt 1 of 4 · writing the fix")).to_be_visible()
+            # the status row, the timer and Stop stay in view though the panel runs past the view's end
+            expect(heal.locator(".selfheal-panel .selfheal-progress")).to_be_in_viewport()
+            expect(heal.get_by_role("button", name="Stop")).to_be_in_viewport()
             expect(heal.locator(".selfheal-tokens")).to_have_count(0)
             expect(heal.get_by_role("button", name="Show the model's writing")).to_be_visible()
             page.screenshot(path=str(OUTPUT / "review-progress.png"))
@@ -582,7 +586,7 @@ def test_the_review_shows_the_minimal_fix_and_the_decision_where_the_user_is(rev
             ask.click()
             fixing = failing.get_by_role("button", name="Fixing…")
             expect(fixing).to_be_disabled()
-            expect(failing.get_by_text("Iteration 1 of 4 · writing the fix")).to_be_visible()
+            expect(failing.get_by_text("Attempt 1 of 4 · writing the fix")).to_be_visible()
             decision = failing.locator(".selfheal-decision")
             expect(decision).to_be_visible(timeout=90_000)
             expect(failing.locator(".selfheal-summary").last).to_contain_text("Runs — nothing checked its output")
@@ -595,6 +599,150 @@ def test_the_review_shows_the_minimal_fix_and_the_decision_where_the_user_is(rev
             assert sources[6] == AUTO_CELL and sources[3] == REVIEW_FIXED
         except Exception:
             page.screenshot(path=str(OUTPUT / "review-failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()
+
+
+# ====================================================================== what will run (issue 39)
+CHART_CELL = (
+    "totals = df.groupby('Region')[measure].sum().sort_values(ascending=False)\n"
+    "print(share(totals))\ntotals.plot(kind='bar', title='Total sales per region')"
+)
+CHART_MODEL = "The column is called `region`. Here is the whole program:\n\n" + fence(
+    "import numpy as np\nimport pandas as pd\n\n# Given function\ndef share(totals):\n"
+    "    return totals / totals.sum()\n\n# Corrected program\n" + CHART_CELL.replace("'Region'", "'region'")
+)
+ROWS_CELL = "print(len(df['Rows']))"
+
+
+@pytest.fixture()
+def what_will_run_lab(tmp_path):
+    """JupyterLab on a notebook with a chart heal whose model redefines the notebook's
+    helper, a heal a steered model answers with a probe of where it runs, and two
+    failing cells for autoheal (Accept, then Accept and run)."""
+    from tests.test_minimal import STEERED_CELL, STEERED_MODEL
+
+    replies = [
+        Reply(CHART_MODEL, match="KeyError: 'Region'", chunk_delay_s=0.03),
+        Reply(fence(STEERED_MODEL), match="NameError", chunk_delay_s=0.03),
+        Reply(AUTO_MODEL, match="KeyError: 'Sales'"),
+        Reply(fence("print(len(df))"), match="KeyError: 'Rows'"),
+    ]
+    cells = [
+        "%load_ext selfheal_jupyter",
+        REVIEW_DATA,
+        REVIEW_SHARE,
+        f"%%heal\n{CHART_CELL}",
+        f"%%heal\n{STEERED_CELL.rstrip()}",
+        "%agent_autoheal on",
+        AUTO_CELL,
+        ROWS_CELL,
+    ]
+    with _jupyter("jupyterlab", tmp_path, replies, {"will-run.ipynb": cells}) as (base, server):
+        yield base, server
+
+
+def test_the_review_shows_what_will_run_and_asks_before_a_flagged_fix_runs(what_will_run_lab):
+    """Issue 39 as a user meets it. The chart heal's review shows the output of the
+    code handed over (the notebook's own share(), in percent) and its figure, saying
+    the passing program's differed; the status row sits where the panel ends while it
+    grows. The steered heal's review says "This fix adds: ... a probe of where it runs
+    (line 3)" above Accept, offers no Accept and run, and Run in my kernel asks first.
+    Autoheal: Accept drops the cell's stale KeyError; Accept and run runs the fix in
+    the cell. Screenshots: test-output/browser/will-run-*.png."""
+    from playwright.sync_api import expect, sync_playwright
+
+    base, server = what_will_run_lab
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    expect.set_options(timeout=60_000)
+    with sync_playwright() as p:
+        browser, page = _launch(p)
+        try:
+            page.goto(f"{base}/lab/tree/will-run.ipynb")
+            wait_until(lambda: _kernel_idle(base, "will-run.ipynb"), 90, "the kernel to start")
+            cells = page.locator(".jp-Notebook .jp-Cell")
+            expect(cells).to_have_count(8)
+            cells.nth(0).locator(".cm-content").click()
+            for _ in range(4):  # %load_ext, the data, the helper, the chart heal
+                page.keyboard.press("Shift+Enter")
+            chart = cells.nth(3)
+
+            # --- progress: the status row is the panel's last row, current ------------
+            status = chart.locator(".selfheal-panel .selfheal-progress")
+            expect(status).to_contain_text("Attempt 1 of 4 · writing the fix")
+            expect(
+                chart.locator(
+                    ".selfheal-panel .selfheal-iteration, .selfheal-panel .jp-Collapse, "
+                    ".selfheal-panel .lm-AccordionPanel, .selfheal-panel .widget-accordion"
+                ).first
+            ).to_be_visible()
+            accordion = chart.locator(".selfheal-panel .widget-accordion").first
+            expect(accordion).to_contain_text("your cell")
+            box, row = accordion.bounding_box(), status.bounding_box()
+            assert row["y"] >= box["y"] + box["height"], "the status row is not below the attempts"
+            chart.locator(".selfheal-panel").screenshot(path=str(OUTPUT / "will-run-progress.png"))
+
+            # --- the chart fix: its own output and figure ------------------------------
+            decision = chart.locator(".selfheal-decision")
+            expect(decision).to_be_visible(timeout=120_000)
+            output = decision.locator(".selfheal-fix-output")
+            expect(output).to_contain_text("48.5")
+            expect(output.locator('img[alt="figure"]')).to_be_visible()
+            expect(output).to_contain_text("The passing program showed something else")
+            assert "0.485" not in output.inner_text()
+            expect(decision.locator(".selfheal-flags")).to_have_count(0)
+            decision.screenshot(path=str(OUTPUT / "will-run-chart-decision.png"))
+
+            # --- the steered heal: flagged above Accept; Run in my kernel asks first ---
+            _run_in_place(page, cells.nth(4))
+            steered = cells.nth(4)
+            decision = steered.locator(".selfheal-decision")
+            expect(decision).to_be_visible(timeout=120_000)
+            flags = decision.locator(".selfheal-flags")
+            expect(flags).to_contain_text("This fix adds:")
+            expect(flags).to_contain_text("a probe of where it runs (line 3)")
+            expect(flags).to_contain_text("The passing program tried to reach the network")
+            accept = decision.get_by_role("button", name="Accept (Replace this cell)")
+            assert flags.bounding_box()["y"] < accept.bounding_box()["y"], "the flags are not above Accept"
+            expect(decision.get_by_role("button", name="Accept and run")).to_be_hidden()
+            decision.get_by_role("button", name="Run in my kernel").click()
+            question = decision.locator(".selfheal-question")
+            expect(question).to_contain_text("a probe of where it runs (line 3)")
+            expect(question).to_contain_text("Run it in your kernel, where it has your network")
+            expect(decision.get_by_role("button", name="Run it anyway")).to_be_visible()
+            decision.screenshot(path=str(OUTPUT / "will-run-steered-asks.png"))
+            decision.get_by_role("button", name="Do not run it").click()
+            expect(accept).to_be_visible()
+
+            # --- autoheal: Accept drops the stale error; Accept and run runs it --------
+            _run_in_place(page, cells.nth(5))
+            expect(cells.nth(5).locator(".jp-Cell-outputArea")).to_contain_text("autoheal on")
+            for index, expected in ((6, None), (7, "7")):
+                failing = cells.nth(index)
+                _run_in_place(page, failing)
+                error = failing.locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')
+                expect(error).to_contain_text("KeyError")
+                failing.get_by_role("button", name="Ask the agent to fix this").click()
+                expect(failing.locator(".selfheal-task")).to_contain_text("autoheal")
+                expect(failing.locator(".selfheal-task")).not_to_contain_text("%%heal")
+                decision = failing.locator(".selfheal-decision")
+                expect(decision).to_be_visible(timeout=120_000)
+                if expected is None:
+                    decision.screenshot(path=str(OUTPUT / "will-run-autoheal-decision.png"))
+                    decision.get_by_role("button", name="Accept (Replace this cell)").click()
+                    expect(failing.get_by_text("Replaced the cell's code with the fix")).to_be_visible()
+                    expect(error).to_have_count(0)  # the old KeyError went with the old code
+                    expect(failing.locator(".selfheal-decision")).to_be_visible()  # the review stays
+                else:
+                    decision.get_by_role("button", name="Accept and run").click()
+                    expect(failing.locator(".jp-Cell-outputArea")).to_have_text(expected, timeout=60_000)
+                    expect(error).to_have_count(0)
+            sources = _saved_sources(page, base, "will-run.ipynb")
+            assert sources[6] == "print(df['sales'].sum())" and sources[7] == "print(len(df))"
+            page.screenshot(path=str(OUTPUT / "will-run-page.png"), full_page=True)
+        except Exception:
+            page.screenshot(path=str(OUTPUT / "will-run-failure.png"), full_page=True)
             raise
         finally:
             browser.close()

@@ -105,6 +105,30 @@ def test_a_heal_is_verified_by_the_users_asserts_and_a_run_without_checks_is_not
     assert "not verified: it runs, but nothing checked its output" in proc.stdout
 
 
+@pytest.mark.sandbox
+def test_a_steered_heal_from_the_terminal_says_what_the_fix_can_do(tmp_path):
+    """``selfheal run --code`` works out the fix as a notebook does: in ``--json``,
+    ``fix.code`` is the cell with the word changed and the probe line, and
+    ``fix.capabilities`` flags the probe at its line; the transcript says it."""
+    from tests.test_minimal import STEERED_CELL, STEERED_FIX, STEERED_MODEL
+
+    cell = tmp_path / "cell.py"
+    cell.write_text(STEERED_CELL)
+    reply = Reply(f"```python\n{STEERED_MODEL}```", match="NameError")
+    with ScriptedServer([reply]) as s:
+        proc = selfheal("", "--code", str(cell), "--base-url", s.base_url, "--model", s.model, "--json")
+    record = json.loads(proc.stdout)
+    assert record["outcome"] == "success", proc.stderr
+    assert record["fix"]["code"] == STEERED_FIX
+    assert {"kind": "probe", "line": 3, "evidence": "sys.modules"} in record["fix"]["capabilities"]
+    assert [a["kind"] for a in record["fix"]["tried"]] == ["network", "process"]
+    with ScriptedServer([reply]) as s:
+        proc = selfheal("", "--code", str(cell), "--base-url", s.base_url, "--model", s.model)
+    said = " ".join(proc.stdout.split())  # the transcript wraps its lines
+    assert "This fix adds: code built or loaded at run time (line 3), a probe of where it runs (line 3)." in said
+    assert "The passing program tried to reach the network" in said
+
+
 def files_df(tmp_path: Path) -> str:
     path = tmp_path / "df.pkl"
     pd.DataFrame({"x": [1, 2, 3]}).to_pickle(path)
@@ -130,9 +154,9 @@ def test_transcript_and_exit_code_1_when_it_never_passes(files):
         )
     assert proc.returncode == 1, proc.stderr
     out = proc.stdout
-    assert "iteration 1: program" in out and "iteration 2: changes to the previous program" in out
+    assert "attempt 1: program" in out and "attempt 2: changes to the previous program" in out
     assert "NameError" in out and "assert total == 6" in out
-    assert "outcome: budget_exhausted after 2 iteration(s)" in out
+    assert "outcome: budget_exhausted after 2 attempt(s)" in out
     assert "max_iterations" in out
     assert "Traceback" not in proc.stderr
 

@@ -171,7 +171,7 @@ def test_selfheal_run_json_keeps_the_rounds_done(engine):
     assert proc.returncode == 1, err
     record = json.loads(out)
     assert record["outcome"] == "error" and record["error"].startswith(ENGINE_SAYS), record["error"]
-    assert "What was done before it (2 rounds) is kept in this record's iterations." in record["error"]
+    assert "What was done before it (2 attempts) is kept in this record's iterations." in record["error"]
     done, cut = record["iterations"]
     assert done["result"]["error"]["type"] == "ValueError"
     assert cut["index"] == 2 and cut["code"] == LONG and cut["result"] is None
@@ -207,7 +207,7 @@ def test_a_cell_says_what_happened_and_the_next_cell_works(shell):
         stopper.join(timeout=180)
     run = shell.user_ns["agent_result"]
     assert run.outcome == "error" and run.error.startswith(ENGINE_SAYS), run.error
-    assert "What was done before it (2 rounds) is kept in agent_result." in run.error
+    assert "What was done before it (2 attempts) is kept in agent_result." in run.error
     assert [it.index for it in run.iterations] == [1, 2]
     assert run.iterations[1].candidate.code == LONG and run.iterations[1].result is None
     shown = cap.stdout + cap.stderr + "".join(str(o.data) for o in cap.outputs)

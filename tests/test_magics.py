@@ -252,7 +252,7 @@ def test_a_run_in_a_plain_shell_renders_inline_and_records_only_agent_result(she
         html = "".join(o.data.get("text/html", "") for o in cap.outputs)
         assert 'class="selfheal-plan"' in html and "NameError" in html and 'data-outcome="success"' in html
         text = "".join(o.data.get("text/plain", "") for o in cap.outputs)
-        assert "✔ Done — verified by your tests · 2 iterations" in text
+        assert "✔ Done — verified by your tests · 2 attempts" in text
 
 
 @pytest.mark.sandbox
@@ -268,7 +268,7 @@ def test_a_failed_run_in_a_plain_shell_names_its_best_attempt_and_hands_nothing_
         assert user_names(shell) - before == {"agent_result"}  # the failed program was not run here
         assert shell.user_ns["agent_result"].best_attempt.candidate.code.strip() == "total = 5"
         text = "".join(o.data.get("text/plain", "") for o in cap.outputs)
-        assert "round 1, is in agent_result.best_attempt.candidate.code" in text
+        assert "attempt 1, is in agent_result.best_attempt.candidate.code" in text
         assert not shell.payload_manager.read_payload()  # no set_next_input of a failed program
 
 

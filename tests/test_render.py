@@ -88,7 +88,7 @@ def test_every_section_present():
 def test_summary_line_has_outcome_iterations_tokens_time():
     text = summary_text(make_run())
     assert text.startswith("✔ Done — verified by your tests · ")
-    assert "2 iterations" in text and "340 tokens" in text and "3.2 s" in text
+    assert "2 attempts" in text and "340 tokens" in text and "3.2 s" in text
     assert "scripted-model" in text
 
 
@@ -211,7 +211,7 @@ def test_the_users_cell_is_called_your_cell_in_the_traceback():
     page = run_html(run)
     assert "candidate.py" not in page
     assert "your cell" in page and "your cell · ✘ KeyError" in page
-    assert "iteration 2" not in page  # the passing round has no traceback
+    assert "attempt 2" not in page  # the passing round has no traceback
 
 
 def test_runtime_values_each_once_and_tables_as_laid_out():
@@ -239,9 +239,9 @@ def test_sampled_programs_in_plain_words():
         Sample(BAD, "error", False, fresh=True),
     ]
     page = run_html(run)
-    assert "2 versions tried; the one marked ➜ was kept" in page
-    assert "version 1: passed · 1 of your tests passed" in page
-    assert "version 2 (written afresh): failed" in page
+    assert "2 programs tried in this attempt; the one marked ➜ was kept" in page
+    assert "program 1: passed · 1 of your tests passed" in page
+    assert "program 2 (written afresh): failed" in page
     assert "agreement" not in page and "Sampled programs" not in page
 
 
@@ -249,7 +249,7 @@ def test_the_folded_record_keeps_the_history_under_how_it_got_there():
     page = run_html(make_run(), folded=True)
     history = page.split('<details class="selfheal-history"')[1]
     assert history.split(">", 1)[1].startswith("<summary")  # closed: no "open" attribute
-    assert "How it got there (2 iterations)" in history
+    assert "How it got there (2 attempts)" in history
     assert history.count('class="selfheal-iteration"') == 2
     assert page.index("selfheal-history") < page.index('class="selfheal-summary"')  # the verdict comes last
 

@@ -176,7 +176,7 @@ def test_n_candidates_the_one_passing_the_users_tests_is_chosen(sandbox):
     assert [x.chosen for x in second.samples] == [False, True, False]
     assert [x.passed for x in second.samples] == [False, True, False]
     assert len(temps) == 4 and temps[2] == temps[3] == 0.8 and 0.8 not in temps[:2]
-    assert "3 versions tried; the one marked ➜ was kept" in run_html(run)
+    assert "3 programs tried in this attempt; the one marked ➜ was kept" in run_html(run)
 
 
 def test_the_third_sample_of_a_round_starts_over_instead_of_copying_the_failing_program(sandbox):
@@ -194,7 +194,7 @@ def test_the_third_sample_of_a_round_starts_over_instead_of_copying_the_failing_
     second = run.iterations[1]
     assert [x.fresh for x in second.samples] == [False, False, True]
     assert second.samples[2].chosen and run.final_code.strip() == "total = 6"
-    assert "version 3 (written afresh)" in run_html(run)
+    assert "program 3 (written afresh)" in run_html(run)
 
 
 def test_a_heals_fresh_sample_starts_over_from_the_users_code(sandbox):

@@ -103,6 +103,7 @@ def build_task(args: argparse.Namespace, *, max_code_bytes: int = 0) -> Task:
         initial_code=code,
         # With --code, a task text says what the program does wrong or still lacks.
         given_is_wrong=code is not None and bool(prompt),
+        origin="selfheal run",
     )
     from ..loop.task_admission import validate_task
 
@@ -136,7 +137,9 @@ def execute(task: Task, settings: SelfHeal, progress: Progress | None, cancel: t
         return run
     from ..notebook.controller import run_loop
 
-    return run_loop(loop, task, on_event, on_interrupt=on_interrupt, cancel=cancel)
+    return run_loop(
+        loop, task, on_event, on_interrupt=on_interrupt, cancel=cancel, search_tries=settings.fix_search_tries
+    )
 
 
 def admit_by_policy() -> None:

@@ -25,7 +25,18 @@ from typing import Any
 
 from ..agents.qa import is_removed_note
 from ..errors import SelfHealError
-from ..model import ContextEntry, DefinitionChange, Fix, NotebookContext, Run, TestOutcome, Verdict
+from ..model import (
+    Attempt,
+    ContextEntry,
+    DefinitionChange,
+    ExecutionResult,
+    Fix,
+    NotebookContext,
+    Run,
+    TestOutcome,
+    Verdict,
+)
+from .capabilities import capabilities, scan
 from .events import CheckingFix
 
 Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
@@ -263,6 +274,236 @@ def without_notes(code: str) -> str:
     return "".join(line for n, line in enumerate(lines, 1) if n in strings or not is_removed_note(line))
 
 
+# --------------------------------------------------------------------------- line search
+
+
+@dataclass
+class _Hunk:
+    """One place where the model's program differs from the user's cell: the user's
+    lines ``old`` (a range, empty for an insertion) became the program's lines ``new``."""
+
+    old: tuple[int, int]
+    new: tuple[int, int]
+    comments: list[int] = field(default_factory=list)
+    """The program's lines of an insertion that are comments only (never inside a string)."""
+
+
+def _pairs(
+    old: list[str], new: list[str], i1: int, i2: int, j1: int, j2: int, simple: list[tuple[int, int]]
+) -> list[_Hunk]:
+    """A changed region split where a line of the program is not a changed line of the
+    user's but one the model inserted (``difflib`` makes one region of a changed line
+    and the new lines right after it): changed lines pair with the user's in order,
+    each a hunk of its own unless one statement spans them (``simple``: 1-based line
+    spans of the program's statements that hold no others)."""
+    hunks: list[_Hunk] = []
+    i = i1
+    for j in range(j1, j2):
+        best, score = -1, 0.6
+        for k in range(i, i2):
+            ratio = difflib.SequenceMatcher(None, old[k].strip(), new[j].strip(), autojunk=False).ratio()
+            if ratio > score:
+                best, score = k, ratio
+        if best >= 0:
+            if best > i:  # user's lines the model removed before this one
+                hunks.append(_Hunk((i, best), (j, j)))
+            hunks.append(_Hunk((best, best + 1), (j, j + 1)))
+            i = best + 1
+        elif hunks and hunks[-1].old[0] == hunks[-1].old[1] and hunks[-1].new[1] == j:
+            hunks[-1].new = (hunks[-1].new[0], j + 1)
+        else:
+            hunks.append(_Hunk((i, i), (j, j + 1)))
+    if i < i2:
+        hunks.append(_Hunk((i, i2), (j2, j2)))
+    # consecutive changed lines that one statement spans are one hunk
+    merged: list[_Hunk] = []
+    for h in hunks:
+        last = merged[-1] if merged else None
+        if (
+            last is not None
+            and last.old[1] == h.old[0]
+            and last.new[1] == h.new[0]
+            and last.old[0] < last.old[1]
+            and h.old[0] < h.old[1]
+            and any(a <= last.new[1] and h.new[0] + 1 <= b for a, b in simple)
+        ):
+            last.old, last.new = (last.old[0], h.old[1]), (last.new[0], h.new[1])
+        else:
+            merged.append(h)
+    return merged
+
+
+def _statement_spans(code: str, *, simple: bool = False) -> list[tuple[int, int]]:
+    """(first, last) line, 1-based, of every statement at any depth (decorators
+    included); ``simple``: only those that hold no other statement."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    return [
+        (_first_line(n), n.end_lineno or n.lineno)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.stmt) and not (simple and hasattr(n, "body"))
+    ]
+
+
+def _by_statement(hunk: _Hunk, spans: list[tuple[int, int]]) -> list[_Hunk]:
+    """An insertion split into its outermost statements, each with the comment and
+    blank lines above it (so the model's thread can go while its probe line stays);
+    the insertion whole when a line of it belongs to no statement inside it."""
+    j1, j2 = hunk.new
+    inside = [(a, b) for a, b in spans if a >= j1 + 1 and b <= j2]
+    outer = sorted({(a, b) for a, b in inside if not any((c, d) != (a, b) and c <= a and b <= d for c, d in inside)})
+    if len(outer) < 2:
+        return [hunk]
+    parts: list[_Hunk] = []
+    start = j1
+    for _first, last in outer:
+        parts.append(_Hunk(hunk.old, (start, last)))
+        start = last
+    if start < j2:  # comments or blank lines after the last statement
+        parts[-1].new = (parts[-1].new[0], j2)
+    return parts
+
+
+def _hunks(cell: str, code: str) -> tuple[list[str], list[str], list[_Hunk]]:
+    old, new = cell.splitlines(), code.splitlines()
+    strings = _string_lines(code)
+    spans, simple = _statement_spans(code), _statement_spans(code, simple=True)
+    matcher = difflib.SequenceMatcher(None, [x.rstrip() for x in old], [x.rstrip() for x in new], autojunk=False)
+    hunks: list[_Hunk] = []
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        found = _pairs(old, new, i1, i2, j1, j2, simple) if tag == "replace" else [_Hunk((i1, i2), (j1, j2))]
+        for h in found:
+            hunks.extend(_by_statement(h, spans) if h.old[0] == h.old[1] else [h])
+    for h in hunks:  # the model's own comments (a comment of the user's it changed goes back as a line)
+        if h.old[0] == h.old[1]:
+            h.comments = [j for j in range(*h.new) if j + 1 not in strings and new[j].strip().startswith("#")]
+    return old, new, hunks
+
+
+def _apply(old: list[str], new: list[str], hunks: list[_Hunk], reverted: set[int], uncommented: set[int]) -> str:
+    """The program with the hunks in ``reverted`` back to the user's lines and the
+    comment lines of those in ``uncommented`` left out."""
+    out: list[str] = []
+    j = 0
+    for index, h in enumerate(hunks):
+        out.extend(new[j : h.new[0]])
+        if index in reverted:
+            out.extend(old[h.old[0] : h.old[1]])
+        else:
+            drop = set(h.comments) if index in uncommented else set()
+            out.extend(line for k, line in enumerate(new[h.new[0] : h.new[1]], h.new[0]) if k not in drop)
+        j = h.new[1]
+    out.extend(new[j:])
+    return "\n".join(out) + "\n"
+
+
+def _short(line: str, width: int = 48) -> str:
+    text = line.strip()
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@dataclass
+class Search:
+    """What the search for lines the fix does not need found."""
+
+    code: str
+    left_out: list[str] = field(default_factory=list)
+    result: ExecutionResult | None = None
+    """The sandbox run of ``code`` (None: nothing was left out)."""
+    stopped: str = ""
+    """Why the search ended before every hunk was tried ("" when it tried them all)."""
+
+
+Accept = Callable[[str], "ExecutionResult | None"]
+"""Runs a program in the sandbox: its result if it passes the same checks, else None."""
+
+
+def leave_out_unneeded(cell: str, code: str, accept: Accept, tries: int) -> Search:
+    """Of the lines the model added or changed beyond the user's ``cell``, leave out each
+    whose removal still passes (``accept``): comments first (all at once, then by hunk),
+    then statements, one hunk at a time from the bottom (a use goes before what it
+    uses, so an import is tried once nothing reads it). A changed line goes back to the
+    user's text; the user's own lines are never touched. At most ``tries`` sandbox runs."""
+    old, new, hunks = _hunks(cell, code)
+    reverted: set[int] = set()
+    uncommented: set[int] = set()
+    search = Search(code)
+    spent = 0
+    tried: set[str] = {code}
+
+    def attempt(rev: set[int], unc: set[int]) -> bool:
+        nonlocal spent
+        text = _tidy(_apply(old, new, hunks, rev, unc), cell)
+        if text in tried or not text.strip():
+            return False
+        tried.add(text)
+        try:
+            ast.parse(text)
+        except SyntaxError:
+            return False  # never run: it cannot pass
+        spent += 1
+        result = accept(text)
+        if result is None:
+            return False
+        search.code, search.result = text, result
+        return True
+
+    steps: list[tuple[str, set[int], set[int]]] = []
+    with_comments = [i for i, h in enumerate(hunks) if h.comments]
+    if with_comments:
+        steps.append(("comments", set(), set(with_comments)))
+    for i in reversed(range(len(hunks))):
+        if hunks[i].new[0] < hunks[i].new[1] or hunks[i].old[0] < hunks[i].old[1]:
+            steps.append(("hunk", {i}, set()))
+    comment_fallback = True
+    for n, (kind, rev, unc) in enumerate(steps):
+        if spent >= tries:
+            left = len(steps) - n
+            search.stopped = (
+                f"The search for lines the fix does not need stopped after {tries} sandbox runs "
+                f"(SelfHeal.fix_search_tries); {left} more change{'s' if left != 1 else ''} of the model's "
+                "were not tried, so some lines handed over may not be needed."
+            )
+            break
+        if kind == "comments":
+            if attempt(reverted, uncommented | unc):
+                uncommented |= unc
+                continue
+            if not comment_fallback:
+                continue
+            for i in unc:  # one hunk's comments at a time
+                if spent < tries and attempt(reverted, uncommented | {i}):
+                    uncommented.add(i)
+            continue
+        if any(i in reverted for i in rev):
+            continue
+        if attempt(reverted | rev, uncommented):
+            reverted |= rev
+    comments = [new[j] for i in sorted(uncommented) for j in hunks[i].comments]
+    if comments:
+        shown = ", ".join(_short(c, 40) for c in comments[:3]) + (", …" if len(comments) > 3 else "")
+        search.left_out.append(f"{len(comments)} comment{'s' if len(comments) != 1 else ''} of the model's ({shown})")
+    unneeded: list[str] = []
+    restored: list[str] = []
+    for i in sorted(reverted):
+        h = hunks[i]
+        lines = [x for x in new[h.new[0] : h.new[1]] if x.strip() and not x.strip().startswith("#")]
+        if lines:
+            shown = f"`{_short(lines[0])}`" + (" …" if len(lines) > 1 else "")
+            (restored if h.old[0] < h.old[1] else unneeded).append(shown)
+    if unneeded:
+        search.left_out.append(f"lines of the model's that the fix does not need ({', '.join(unneeded)})")
+    if restored:
+        search.left_out.append(
+            f"the model's change of your line{'s' if len(restored) > 1 else ''} {', '.join(restored)}"
+        )
+    return search
+
+
 # --------------------------------------------------------------------------- checking
 
 
@@ -270,45 +511,115 @@ def _checks_passed(checks: list[TestOutcome]) -> int:
     return sum(1 for c in checks if c.passed)
 
 
-Recheck = Callable[[str], tuple[Verdict, list[TestOutcome]]]
-"""Judges a program as the run judged its candidates: (verdict, generated checks)."""
+WHOLE = "this is the whole program that passed"
+
+Recheck = Callable[[str], tuple[Verdict, list[TestOutcome], "ExecutionResult | None"]]
+"""Judges a program as the run judged its candidates: (verdict, generated checks, its run)."""
 
 
-def work_out_fix(run: Run, recheck: Recheck) -> Fix | None:
+def work_out_fix(run: Run, recheck: Recheck, *, search_tries: int = 0) -> Fix | None:
     """The :class:`Fix` of a passing ``run`` (None when none passed): the smallest
-    version that passes the same checks as the passing program, else that program."""
+    version that passes the same checks as the passing program, else that program;
+    then (a heal, ``search_tries`` > 0) without the lines of the model's it does not
+    need; what it newly can do; and its own sandbox run, whose output the review shows."""
     final = run.final_iteration
     if final is None:
         return None
     code = final.candidate.code
     versions = smaller_versions(run.task.initial_code, code, run.task.context, run.task.tests)
+    imports = _notebook_imports(run.task.context)
+    cell = run.task.initial_code
     why_not = ""
+    fix: Fix | None = None
     for v in versions:
         try:
-            verdict, checks = recheck(v.code)
+            verdict, checks, result = recheck(v.code)
         except SelfHealError as exc:
-            return Fix(
+            fix = Fix(
                 code, note=f"A smaller version could not be checked ({exc}); this is the whole program that passed."
             )
+            break
         if verdict.passed and _checks_passed(checks) >= _checks_passed(final.checks):
-            return Fix(v.code, dropped=v.dropped, definitions=v.definitions)
+            fix = Fix(v.code, dropped=v.dropped, definitions=v.definitions, result=result)
+            break
         why = "; ".join(verdict.why) if not verdict.passed else "it passed fewer of the generated checks"
         why_not = why_not or why
-    if why_not:
-        return Fix(code, note=f"A smaller version did not pass ({why_not}); this is the whole program that passed.")
-    return Fix(code)
+    if fix is None:
+        note = f"A smaller version did not pass ({why_not}); {WHOLE}." if why_not else ""
+        fix = Fix(code, note=note)
+    if fix.result is None:
+        fix.result = final.result
+    if cell is not None and search_tries > 0:
+        _search(run, fix, recheck, search_tries)
+    fix.capabilities = capabilities(fix.code, cell, imports)
+    fix.tried = unexplained_attempts(run, fix, imports)
+    return fix
 
 
-def run_with_fix(loop: Any, task: Any, emit: Callable[[Any], None], cancel: Any) -> Run:
+# the kinds of what the code shows that account for each kind of attempt the sandbox saw
+_SHOWN_BY = {"network": {"network"}, "process": {"process", "threads"}, "files": {"files"}}
+
+
+def unexplained_attempts(run: Run, fix: Fix, imports: dict[str, str]) -> list[Attempt]:
+    """What the sandbox saw the code handed over, then the passing program it came
+    from, try (``ExecutionResult.tried``) that the code handed over does not show and
+    the user's cell did not do itself: each kind once, marked with whose run it was."""
+    final = run.final_iteration
+    if final is None:
+        return []
+    shown = {c.kind for c in scan(fix.code, imports)}
+    given = next((it for it in run.iterations if it.index == 0), None)
+    theirs = {a.kind for a in given.result.tried} if given is not None and given.result is not None else set()
+    runs = [("fix", fix.result)] + ([("passing", final.result)] if final.candidate.code != fix.code else [])
+    found: list[Attempt] = []
+    for by, result in runs:
+        for a in result.tried if result is not None else []:
+            if a.kind in theirs or shown & _SHOWN_BY.get(a.kind, set()) or any(f.kind == a.kind for f in found):
+                continue
+            found.append(Attempt(a.kind, a.count, a.evidence, by=by))
+    return found
+
+
+def _search(run: Run, fix: Fix, recheck: Recheck, tries: int) -> None:
+    """Leave out the model's lines ``fix`` does not need (see :func:`leave_out_unneeded`).
+    Nothing checked the output of an unverified run, so there a line also stays when
+    leaving it out changes what the program prints."""
+    final = run.final_iteration
+    assert final is not None and run.task.initial_code is not None
+    base = fix.result
+    verified = run.verified
+
+    def accept(text: str) -> ExecutionResult | None:
+        verdict, checks, result = recheck(text)
+        if not verdict.passed or _checks_passed(checks) < _checks_passed(final.checks):
+            return None
+        if not verified and (result is None or base is None or result.stdout != base.stdout):
+            return None
+        return result
+
+    try:
+        found = leave_out_unneeded(run.task.initial_code, fix.code, accept, tries)
+    except SelfHealError as exc:
+        fix.note = f"The search for lines the fix does not need was cut short ({exc})."
+        return
+    if found.result is not None:
+        fix.code, fix.result = found.code, found.result
+        fix.note = fix.note.replace(WHOLE, "this is the program that passed, less the lines it does not need")
+    fix.dropped.extend(found.left_out)
+    fix.note = " ".join(x for x in (fix.note, found.stopped) if x)
+
+
+def run_with_fix(loop: Any, task: Any, emit: Callable[[Any], None], cancel: Any, *, search_tries: int = 0) -> Run:
     """``loop.run(task)`` and, when a candidate passed, the fix it hands over: what a
-    cell's run does wherever it runs (in the kernel, or in the class service)."""
+    cell's run (and ``selfheal run``) does wherever it runs (in the kernel, or in the
+    class service); ``search_tries``: ``SelfHeal.fix_search_tries``."""
     run = loop.run(task, on_event=emit, cancel=cancel)
     if run.final_code is not None:
         emit(CheckingFix())
 
-        def recheck(code: str) -> tuple[Verdict, list[TestOutcome]]:
+        def recheck(code: str) -> tuple[Verdict, list[TestOutcome], ExecutionResult | None]:
             trial = loop.recheck(run, code, cancel=cancel)
-            return trial.verdict, trial.checks
+            return trial.verdict, trial.checks, trial.result
 
-        run.fix = work_out_fix(run, recheck)
+        run.fix = work_out_fix(run, recheck, search_tries=search_tries)
     return run

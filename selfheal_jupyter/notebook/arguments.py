@@ -189,6 +189,7 @@ def agent_task(args: Any, cell: str, namespace: Mapping[str, Any], raw_inputs: l
         inputs=resolve_inputs(args.inputs, namespace),
         tests=resolve_tests(args.tests, namespace, raw_inputs),
         plan=resolve_plan(args.plan, namespace),
+        origin="%%agent",
     )
 
 
@@ -213,4 +214,5 @@ def heal_task(args: Any, cell: str, namespace: Mapping[str, Any], raw_inputs: li
         stated=stated,
         initial_code=cell,
         given_is_wrong=bool(hint),
+        origin="%%heal",
     )

@@ -188,6 +188,7 @@ class Autoheal:
                         return
                     self.gate.admit("autoheal")
                     settings, task = self.heal_job("", source)
+                    task.origin = "autoheal"
                     self.finished(
                         controller.CellRun(self.shell, settings, task, cells=cells, entry="autoheal").run_sync()
                     )

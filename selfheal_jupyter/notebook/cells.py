@@ -8,9 +8,11 @@ JavaScript, no build step; JupyterLab 4 and Notebook 7) registers the comm targe
 that comm with ``{"action": "hello"}``; the extension answers, and from then on the
 panel's **Insert below** / **Replace this cell** send ``{"action", "cell_id", "code"}``
 and the extension edits the cell with that id (the id the front end sent with the
-execute request), whichever cell is active by then. It never runs a cell. When a run
-ends, ``{"action": "reveal"}`` asks it to scroll the run's decision into view, which it
-does only while the user is at that cell or the one below.
+execute request), whichever cell is active by then. A replace may also ask it to drop
+the cell's error outputs (the traceback of the code just replaced) and, for **Accept
+and run**, to run the cell; it runs nothing otherwise. When a run ends,
+``{"action": "reveal"}`` asks it to scroll the run's decision into view, which it does
+only while the user is at that cell or the one below.
 
 Where nothing answers (nbclient, other clients, the extension not installed), the
 caller falls back to ``set_next_input`` at the end of the cell and says so.
@@ -99,14 +101,16 @@ class FrontCells:
             await asyncio.sleep(0.02)
         return self.ready
 
-    def send(self, action: str, code: str, done: Done) -> bool:
+    def send(self, action: str, code: str, done: Done, **options: bool) -> bool:
         """Ask the front end to ``insert`` ``code`` below the cell or ``replace`` the
-        cell's source with it; False when no front end can (nothing was sent)."""
+        cell's source with it; False when no front end can (nothing was sent).
+        ``options`` of a replace: ``clear_errors`` (the cell's error outputs go: they
+        are the old code's), ``run`` (the front end runs the cell afterwards)."""
         if not self.ready or self._comm is None:
             return False
         request = uuid.uuid4().hex
         self._pending[request] = done
-        self._comm.send({"action": action, "cell_id": self.cell_id, "code": code, "request": request})
+        self._comm.send({"action": action, "cell_id": self.cell_id, "code": code, "request": request, **options})
         return True
 
     def reveal(self) -> bool:

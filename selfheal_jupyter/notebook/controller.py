@@ -42,7 +42,15 @@ from ..config import SelfHeal
 from ..loop.events import CheckingFix, RunFinished, RunStarted, Waiting
 from ..loop.fix_handover import run_with_fix, without_notes
 from ..model import Run, Task
-from ..render.html import message_html, review_html
+from ..render.html import (
+    TRIED_WORDS,
+    capabilities_sentence,
+    fix_output_html,
+    flags_html,
+    message_html,
+    review_html,
+    tried_lines,
+)
 from ..render.inline import PanelRenderer, Renderer, StaticRenderer, show_html
 from .cells import FrontCells
 
@@ -167,10 +175,10 @@ class Pump(Generic[T]):
 
 
 def note_kept(run: Run, where: str) -> None:
-    """A run that an error ended after some rounds: its message says where they are."""
+    """A run that an error ended after some attempts: its message says where they are."""
     if run.outcome == "error" and run.iterations:
-        rounds = len(run.iterations)
-        run.error += f" What was done before it ({rounds} round{'s' if rounds != 1 else ''}) is kept in {where}."
+        count = len(run.iterations)
+        run.error += f" What was done before it ({count} attempt{'s' if count != 1 else ''}) is kept in {where}."
 
 
 def run_loop(
@@ -180,11 +188,13 @@ def run_loop(
     *,
     on_interrupt: Callable[[], None] | None = None,
     cancel: threading.Event | None = None,
+    search_tries: int = 0,
 ) -> Run:
     """``loop.run(task)`` from a terminal: events on this thread, Ctrl-C or ``cancel``
-    stops it (``selfheal run``)."""
+    stops it (``selfheal run``); a passing run gets its fix (:func:`run_with_fix`)."""
+
     pump: Pump[Run] = Pump(
-        lambda emit, stop: loop.run(task, on_event=emit, cancel=stop),
+        lambda emit, stop: run_with_fix(loop, task, emit, stop, search_tries=search_tries),
         on_event,
         cancel=cancel,
         on_interrupt=on_interrupt,
@@ -317,15 +327,18 @@ class CellRun:
                 )
             else:
                 checked = "" if run.verified else "Nothing checked its output: review the change before you accept it. "
+                plain = not flagged(run)
                 panel.offer_actions(
                     checked
                     + (
-                        "Accept puts the fix into this cell (it is not run)."
+                        "Accept puts the fix into this cell (it is not run)"
+                        + ("; Accept and run runs the cell too." if plain else ".")
                         if heal
                         else "Insert below puts the code in a new cell (it is not run)."
                     ),
                     insert=True,
                     replace=heal,
+                    replace_run=plain,
                     review=review,
                 )
             self.cells.reveal()
@@ -355,11 +368,11 @@ class CellRun:
             review = diff_review(
                 run.task.initial_code,
                 handed_code(run) or "",
-                new_name=f"round {best.index}",
-                title=f"Best attempt: round {best.index} (did not pass)",
+                new_name=f"attempt {best.index}",
+                title=f"Best attempt: attempt {best.index} (did not pass)",
             )
             panel.offer_actions(
-                f"No candidate passed. Round {best.index} came closest ({why}); "
+                f"No candidate passed. Attempt {best.index} came closest ({why}); "
                 "insert it below to work on it, or keep your cell as it is.",
                 insert=True,
                 replace=False,
@@ -370,7 +383,7 @@ class CellRun:
             self.cells.reveal()
             return
         note = (
-            f"No candidate passed. The one that came closest, round {best.index}, "
+            f"No candidate passed. The one that came closest, attempt {best.index}, "
             "is in agent_result.best_attempt.candidate.code."
         )
         show_html(message_html(note, kind="note"), f"selfheal: {note}")
@@ -386,23 +399,29 @@ class CellRun:
             )
             return
         code = handed_code(run)
-        if code is None or (run.final_code is None and name in ("replace", "run")):
+        if code is None or (run.final_code is None and name in ("replace", "replace-run", "run", "run-confirmed")):
             panel.settle("No passing code to use.")
             return
-        if name in ("insert", "replace"):
-            done_text = (
-                "Inserted below the cell."
-                if name == "insert"
-                else "Replaced the cell's code with the fix (it was not run)."
-            )
+        if name in ("insert", "replace", "replace-run"):
+            done_text = {
+                "insert": "Inserted below the cell.",
+                "replace": "Replaced the cell's code with the fix (it was not run).",
+                "replace-run": "Replaced the cell's code with the fix and ran the cell.",
+            }[name]
 
             def done(ok: bool, reason: str) -> None:
                 panel.settle(done_text if ok else f"The front end could not do it: {reason}.")
 
-            if not self.cells.send(name, cell_text(code), done):
+            # The cell's error output is the replaced code's: it goes with it.
+            options = {} if name == "insert" else {"clear_errors": True, "run": name == "replace-run"}
+            if not self.cells.send("insert" if name == "insert" else "replace", cell_text(code), done, **options):
                 self.shell.set_next_input(code, replace=False)
                 panel.settle("The code will appear below the next cell you run.")
-        elif name == "run":
+        elif name == "run" and flagged(run):
+            panel.confirm(run_question(run))
+        elif name == "run-cancelled":
+            panel.unconfirm()
+        elif name in ("run", "run-confirmed"):
             with panel.output:
                 self.shell.run_cell(code, store_history=False)
             panel.settle("Ran the code in your kernel.")
@@ -424,7 +443,9 @@ def diff_review(initial: str | None, code: str, *, title: str, new_name: str) ->
 
 def fix_review(run: Run) -> str:
     """The review of a passing run's fix: the changes it needs in earlier cells'
-    definitions, its diff to the cell (or its code), what was left out and why."""
+    definitions, its diff to the cell (or its code), what was left out and why, what
+    the code handed over prints and shows, and right above the buttons what it newly
+    can do and what it was seen trying in the sandbox."""
     fix = run.fix
     code = handed_code(run) or ""
     initial = run.task.initial_code
@@ -432,17 +453,41 @@ def fix_review(run: Run) -> str:
         (d.name, code_diff(d.notebook, d.fix, old_name=f"{d.name} in your notebook", new_name=f"{d.name} in the fix"))
         for d in (fix.definitions if fix else [])
     ]
-    left_out = fix.dropped if fix else []
-    note = fix.note if fix else ""
+    shown = {
+        "definitions": definitions,
+        "left_out": fix.dropped if fix else [],
+        "note": fix.note if fix else "",
+        "output": fix_output_html(run),
+        "flags": flags_html(run),
+    }
     if initial is None:
-        return review_html("The code", code=code, definitions=definitions, left_out=left_out, note=note)
+        return review_html("The code", code=code, **shown)  # type: ignore[arg-type]
     return review_html(
         "Diff to your cell",
         diff=code_diff(initial, code, old_name="your cell", new_name="fix"),
-        definitions=definitions,
-        left_out=left_out,
-        note=note,
+        **shown,  # type: ignore[arg-type]
     )
+
+
+def flagged(run: Run) -> bool:
+    """The review flags what the fix can do, or what it was seen trying."""
+    return run.fix is not None and bool(run.fix.capabilities or tried_lines(run))
+
+
+def run_question(run: Run) -> str:
+    """What Run in my kernel asks once more, naming what the review flags."""
+    fix = run.fix
+    parts = []
+    said = capabilities_sentence(fix.capabilities) if fix is not None else ""
+    if said:
+        parts.append(said + ".")
+    tried = fix.tried if fix is not None else []
+    if tried:
+        seen = [TRIED_WORDS.get(a.kind, a.kind) for a in tried]
+        who = "the passing program" if all(a.by == "passing" for a in tried) else "it"
+        listed = ", ".join(seen[:-1]) + " and " + seen[-1] if len(seen) > 1 else seen[0]
+        parts.append(f"In the sandbox {who} {listed}.")
+    return " ".join(["Run it in your kernel, where it has your network, your files and your secrets?", *parts])
 
 
 def handed_code(run: Run) -> str | None:
@@ -468,7 +513,8 @@ def cell_work(settings: SelfHeal, entry: str) -> CellWork:
     from ..factory import build_loop
 
     loop = build_loop(settings)
-    return lambda task, emit, cancel: run_with_fix(loop, task, emit, cancel)
+    tries = settings.fix_search_tries
+    return lambda task, emit, cancel: run_with_fix(loop, task, emit, cancel, search_tries=tries)
 
 
 def plan_pump(settings: SelfHeal, task: Task) -> Pump[Any]:

@@ -154,7 +154,7 @@ class HintTurn:
         elif isinstance(event, ExecutionStarted) and event.iteration == 0:
             text = RUNNING
         elif isinstance(event, (ExecutionStarted, TokensStreamed)) and event.iteration > 0:
-            text = f"{FINDING} (trying an idea, round {event.iteration})"
+            text = f"{FINDING} (trying an idea, attempt {event.iteration})"
         elif isinstance(event, VerdictReady) and event.iteration.index == 0:
             text = FINDING
         else:

@@ -15,12 +15,14 @@ from pygments.lexers import PythonLexer
 
 from ..codeblocks import code_diff
 from ..model import (
+    Capability,
     ExecutionResult,
     Iteration,
     NotebookContext,
     Plan,
     Run,
     Sample,
+    Task,
     TestOutcome,
     Verdict,
     safe_outputs,
@@ -86,7 +88,7 @@ def plan_html(plan: Plan | None) -> str:
     )
 
 
-def _rich_outputs_html(result: ExecutionResult) -> str:
+def _rich_outputs_html(result: ExecutionResult, title: str = "Output") -> str:
     parts = []
     # Written by untrusted code: only the kinds and forms hygiene lets through (HTML
     # sanitised, PNG checked, anything else dropped), whoever built this result.
@@ -99,7 +101,7 @@ def _rich_outputs_html(result: ExecutionResult) -> str:
             parts.append(pre(out.data))
     if not parts:
         return ""
-    return heading("Output") + "".join(parts)
+    return (heading(title) if title else "") + "".join(parts)
 
 
 def result_html(result: ExecutionResult | None, code: str = "", *, name: str = "") -> str:
@@ -272,13 +274,13 @@ def strategies_html(it: Iteration) -> str:
         parts.append(heading("Diagnosis (the model's explanation before fixing)") + pre(it.diagnosis))
     if it.samples:
         rows = "".join(
-            f'<div style="{MONO}">{"➜" if x.chosen else "&nbsp;"} version {i}'
+            f'<div style="{MONO}">{"➜" if x.chosen else "&nbsp;"} program {i}'
             f"{' (written afresh)' if x.fresh else ''}: {esc(_sample_text(x))}</div>"
             for i, x in enumerate(it.samples, 1)
         )
         parts.append(
             f'<div class="selfheal-samples">'
-            f"{heading(f'{len(it.samples)} versions tried; the one marked ➜ was kept')}{rows}</div>"
+            f"{heading(f'{len(it.samples)} programs tried in this attempt; the one marked ➜ was kept')}{rows}</div>"
         )
     if it.checks:
         check_rows: list[str] = []
@@ -299,7 +301,7 @@ def strategies_html(it: Iteration) -> str:
 
 
 def iteration_title(it: Iteration) -> str:
-    """One line: 'Iteration 2 · ✘ KeyError' (plain text, used by the widget too)."""
+    """One line: 'Attempt 2 · ✘ KeyError' (plain text, used by the widget too)."""
     mark = "✔" if it.verdict.passed else "✘"
     why = ""
     if it.result is not None and it.result.error is not None:
@@ -310,7 +312,7 @@ def iteration_title(it: Iteration) -> str:
         why = " changes your spec"
     elif not it.verdict.passed and it.verdict.reasons:
         why = f" {it.verdict.reasons[0][:60]}"
-    label = "your cell" if it.index == 0 else f"Iteration {it.index}"
+    label = "your cell" if it.index == 0 else f"Attempt {it.index}"
     return f"{label} · {mark}{why}"
 
 
@@ -327,7 +329,7 @@ def iteration_body_html(it: Iteration) -> str:
         parts.append(
             f'<div class="selfheal-same" style="color:{GREY};margin:2px 0">Same code as the previous attempt.</div>'
         )
-    parts.append(result_html(it.result, code, name="your cell" if it.index == 0 else f"iteration {it.index}"))
+    parts.append(result_html(it.result, code, name="your cell" if it.index == 0 else f"attempt {it.index}"))
     parts.append(strategies_html(it))
     parts.append(verdict_html(it.verdict))
     return "".join(parts)
@@ -365,18 +367,18 @@ def headline(run: Run) -> tuple[str, str, str]:
 
 
 def summary_text(run: Run) -> str:
-    """'✔ Fixed — verified by your asserts · 2 iterations · 1,234 tokens · 12.3 s' (plain text)."""
+    """'✔ Fixed — verified by your asserts · 2 attempts · 1,234 tokens · 12.3 s' (plain text)."""
     _, symbol, words = headline(run)
     return f"{symbol} {words} · {_figures(run)}"
 
 
 def _figures(run: Run) -> str:
     t = run.totals
-    iterations = t.iterations or len(run.iterations)
+    iterations = run.attempts if run.iterations else t.iterations
     tokens = t.prompt_tokens + t.completion_tokens
     estimated = any(it.usage.estimated for it in run.iterations) or run.planning_usage.estimated
     plural = "" if iterations == 1 else "s"
-    text = f"{iterations} iteration{plural} · {'~' if estimated else ''}{tokens:,} tokens · {t.duration_s:.1f} s"
+    text = f"{iterations} attempt{plural} · {'~' if estimated else ''}{tokens:,} tokens · {t.duration_s:.1f} s"
     if run.model:
         text += f" · {run.model}"
     return text
@@ -387,7 +389,10 @@ def unverified_review_html(run: Run) -> str:
     it = run.final_iteration
     if run.outcome != "success" or it is None or run.verified:
         return ""
-    shown = (it.result.stdout.strip() if it.result else "") or "(it printed nothing)"
+    result = run.fix.result if run.fix is not None and run.fix.result is not None else it.result
+    shown = (result.stdout.strip() if result else "") or "(it printed nothing)"
+    if result is not None and any(o.mime == PNG for o in safe_outputs(result.outputs)):
+        shown += "\n(and a figure: below, with the fix)"
     shown = "\n".join(shown.splitlines()[-15:])
     return (
         '<div class="selfheal-intent-review" style="color:#24292f;font-weight:400;margin-top:4px">'
@@ -395,7 +400,7 @@ def unverified_review_html(run: Run) -> str:
         f'<div style="display:flex;gap:8px;flex-wrap:wrap">'
         f'<div style="flex:1;min-width:220px"><div style="color:{GREY}">the cell\'s intent</div>'
         f"{pre(intent_text(run))}</div>"
-        f'<div style="flex:1;min-width:220px"><div style="color:{GREY}">what it printed</div>'
+        f'<div style="flex:1;min-width:220px"><div style="color:{GREY}">what the fix printed</div>'
         f"{pre(shown)}</div></div></div>"
     )
 
@@ -459,14 +464,23 @@ def context_html(ctx: NotebookContext | None) -> str:
     return f'<div class="selfheal-context" style="font-size:12px;margin:2px 0">{"".join(rows)}</div>'
 
 
+def run_title(task: Task) -> tuple[str, str]:
+    """(what the user did, the task in words) for the panel's and the record's title:
+    an autoheal run says the button was pressed, not ``%%heal`` and words nobody typed."""
+    if task.origin == "autoheal":
+        return "autoheal", "You asked the agent to fix this cell's error"
+    kind = task.origin or ("%%heal" if task.initial_code is not None else "%%agent")
+    return kind, task.prompt
+
+
 def task_html(run: Run) -> str:
-    kind = "%%heal" if run.task.initial_code is not None else "%%agent"
+    kind, words = run_title(run.task)
     inputs = ""
     if run.task.inputs:
         inputs = f' <span style="color:{GREY}">inputs: {esc(", ".join(sorted(run.task.inputs)))}</span>'
     return (
-        f'<div class="selfheal-task" style="margin:2px 0"><span style="color:{GREY};{MONO}">{kind}</span> '
-        f"<b>{esc(run.task.prompt)}</b>{inputs}</div>{context_html(run.task.context)}"
+        f'<div class="selfheal-task" style="margin:2px 0"><span style="color:{GREY};{MONO}">{esc(kind)}</span> '
+        f"<b>{esc(words)}</b>{inputs}</div>{context_html(run.task.context)}"
     )
 
 
@@ -478,10 +492,10 @@ def run_html(run: Run, *, quiet: bool = False, folded: bool = False) -> str:
     if not quiet:
         history = plan_html(run.plan) + "".join(iteration_html(it) for it in run.iterations)
         if folded and history:
-            count = len(run.iterations)
+            count = run.attempts
             parts.append(
                 f'<details class="selfheal-history" style="margin:4px 0"><summary style="cursor:pointer;'
-                f'color:{GREY}">How it got there ({count} iteration{"" if count == 1 else "s"})</summary>'
+                f'color:{GREY}">How it got there ({count} attempt{"" if count == 1 else "s"})</summary>'
                 f"{history}</details>"
             )
         else:
@@ -498,11 +512,14 @@ def review_html(
     definitions: list[tuple[str, str]] | None = None,
     left_out: list[str] | None = None,
     note: str = "",
+    output: str = "",
+    flags: str = "",
 ) -> str:
     """The review above the decision's buttons: the changes an earlier cell's
     definitions need (name, diff), then ``title`` with the diff to the cell (or the
-    ``code`` when there is no cell), what was left out of the passing program, and a
-    ``note``."""
+    ``code`` when there is no cell), what was left out of the passing program, a
+    ``note``, the ``output`` of the code handed over, and last, right above the buttons,
+    the ``flags`` (what the code newly can do, what it tried in the sandbox)."""
     parts = []
     for name, change in definitions or []:
         parts.append(
@@ -524,7 +541,126 @@ def review_html(
         parts.append(
             f'<div class="selfheal-fix-note" style="color:{GREY};font-size:12px;margin:2px 0">{esc(note)}</div>'
         )
+    parts.append(output)
+    parts.append(flags)
     return f'<div class="selfheal-review" style="line-height:1.4">{"".join(parts)}</div>'
+
+
+def _shows_the_same(a: ExecutionResult | None, b: ExecutionResult | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return a.stdout == b.stdout and [(o.mime, o.data) for o in safe_outputs(a.outputs)] == [
+        (o.mime, o.data) for o in safe_outputs(b.outputs)
+    ]
+
+
+def fix_output_html(run: Run) -> str:
+    """What the code handed over printed and showed (tables, figures) when it was run in
+    the sandbox: the output the user will get, saying so when the passing program's
+    differed ("" when there is no fix)."""
+    fix, final = run.fix, run.final_iteration
+    result = fix.result if fix is not None else None
+    if result is None or final is None:
+        return ""
+    parts = [heading("What the fix prints (run again in the sandbox, as it is handed over)")]
+    if result.stdout.strip():
+        more = " (truncated)" if result.stdout_truncated else ""
+        parts.append(pre(result.stdout + more))
+    rich = _rich_outputs_html(result, title="")
+    parts.append(f'<div class="selfheal-fix-figures" style="max-width:480px">{rich}</div>' if rich else "")
+    if not result.stdout.strip() and not rich:
+        parts.append(f'<div style="color:{GREY}">(it prints nothing and shows no table or figure)</div>')
+    if fix is not None and fix.code != final.candidate.code and not _shows_the_same(result, final.result):
+        parts.append(
+            f'<div class="selfheal-output-differs" style="color:{GREY};font-size:12px;margin:2px 0">'
+            "The passing program showed something else (under How it got there): it did what the fix "
+            "leaves out. This is the output of the code you would accept.</div>"
+        )
+    return f'<div class="selfheal-fix-output">{"".join(parts)}</div>'
+
+
+CAPABILITY_WORDS = {
+    "network": "a network call",
+    "process": "a new process",
+    "files": "files written or deleted outside its folder",
+    "environment": "a read of environment variables or secrets",
+    "dynamic-code": "code built or loaded at run time",
+    "threads": "a thread, timer, signal handler or exit hook",
+    "probe": "a probe of where it runs",
+}
+"""How the review names each kind of :class:`~selfheal_jupyter.model.Capability` ("This fix adds: a network call (line 5), ...")."""
+
+
+def capabilities_sentence(found: list[Capability]) -> str:
+    """One sentence, one entry per kind in the order first met: "This fix adds: a
+    network call (line 5), a probe of where it runs (lines 9, 12)" ("" when none)."""
+    lines: dict[str, list[int]] = {}
+    for c in found:
+        seen = lines.setdefault(c.kind, [])
+        if c.line not in seen:
+            seen.append(c.line)
+    parts = []
+    for kind, where in lines.items():
+        numbers = ", ".join(str(n) for n in sorted(where))
+        parts.append(f"{CAPABILITY_WORDS.get(kind, kind)} (line{'s' if len(where) > 1 else ''} {numbers})")
+    return "This fix adds: " + ", ".join(parts) if parts else ""
+
+
+TRIED_WORDS = {
+    "network": "tried to reach the network",
+    "process": "started processes or threads",
+    "files": "wrote files outside its folder",
+}
+"""How the review says each kind of :class:`~selfheal_jupyter.model.Attempt`."""
+
+
+def flags_html(run: Run) -> str:
+    """Right above the buttons: what the code handed over newly can do (its syntax
+    against the user's cell) and what was seen tried in the sandbox that its text does
+    not show ("" when nothing is flagged)."""
+    fix = run.fix
+    if fix is None:
+        return ""
+    parts = []
+    said = capabilities_sentence(fix.capabilities)
+    if said:
+        seen = "; ".join(f"line {c.line}: {c.evidence}" for c in fix.capabilities)
+        kinds = " ".join(dict.fromkeys(c.kind for c in fix.capabilities))
+        parts.append(
+            f'<div class="selfheal-capabilities" data-kinds="{esc(kinds)}" style="font-weight:600">{esc(said)}.</div>'
+            f'<div style="color:{GREY};font-size:12px">Read from its code beside your cell ({esc(seen)}): '
+            "your kernel has the network, your files and your secrets, which the sandbox did not.</div>"
+        )
+    lines = tried_lines(run)
+    if lines:
+        rows = "".join(f"<li>{esc(line)}</li>" for line in lines)
+        parts.append(
+            f'<div class="selfheal-tried" style="margin-top:4px"><b>Seen in the sandbox:</b>'
+            f'<ul style="margin:2px 0 2px 18px;padding:0">{rows}</ul>'
+            f'<div style="color:{GREY};font-size:12px">Seen by the sandbox\'s server from outside the program, '
+            "which runs as a user of its own and can neither reset the kernel's counters nor reach the server's "
+            "file events. Code that reaches out where nothing asked for it is a sign the model was steered "
+            "(by text in your data, for instance).</div></div>"
+        )
+    if not parts:
+        return ""
+    return (
+        f'<div class="selfheal-flags" style="border-left:4px solid {AMBER};background:{YELLOW_BG};'
+        f'padding:4px 8px;margin:6px 0">{"".join(parts)}</div>'
+    )
+
+
+def tried_lines(run: Run) -> list[str]:
+    """What the sandbox saw the code handed over, or the passing program it came from,
+    try that the code handed over does not show (``Fix.tried``), one line each."""
+    lines = []
+    for a in run.fix.tried if run.fix is not None else []:
+        what = TRIED_WORDS.get(a.kind, a.kind)
+        if a.by == "passing":
+            lines.append(f"The passing program {what} (the fix leaves that part out): {a.evidence}.")
+        else:
+            lines.append(f"The code handed over {what}, which its text does not show: {a.evidence}.")
+    return lines
 
 
 def message_html(text: str, *, kind: str = "error") -> str:

@@ -20,6 +20,7 @@ from .html import (
     iteration_html,
     plan_html,
     run_html,
+    run_title,
     summary_html,
     summary_text,
     task_html,
@@ -48,7 +49,8 @@ class StaticRenderer:
 
     def start(self, run: Run) -> None:
         if not self.quiet:
-            text = "\n".join([f"selfheal: {run.task.prompt}", *context_lines(run.task.context)])
+            kind, words = run_title(run.task)
+            text = "\n".join([f"selfheal ({kind}): {words}", *context_lines(run.task.context)])
             show_html(task_html(run), text)
 
     def handle(self, event: Event) -> None:
@@ -86,8 +88,10 @@ class PanelRenderer:
         """Shown under the progress while the run lasts (why the kernel may look idle)."""
 
     def start(self, run: Run) -> None:
+        kind, words = run_title(run.task)
         self.panel = Panel(
-            run.task.prompt,
+            words,
+            kind=kind,
             max_iterations=self._max_iterations,
             on_stop=self._on_stop,
             on_action=self._on_action,

@@ -15,6 +15,7 @@ from typing import TextIO
 
 from ..loop.events import (
     CandidateReady,
+    CheckingFix,
     Event,
     ExecutionDone,
     ExecutionStarted,
@@ -25,6 +26,7 @@ from ..loop.events import (
     VerdictReady,
 )
 from ..model import Iteration, Plan, Run
+from .html import capabilities_sentence, tried_lines
 from .terminal import MAX_CHARS, MAX_LINES, clip, printable
 
 RULE = "─" * 60
@@ -91,7 +93,7 @@ class Transcript:
         self._w()
 
     def candidate(self, index: int, code: str, diff: str) -> None:
-        label = "given program" if index == 0 else f"iteration {index}"
+        label = "given program" if index == 0 else f"attempt {index}"
         self._w(RULE)
         if diff:
             self._w(f"{label}: changes to the previous program")
@@ -153,7 +155,7 @@ class Transcript:
         t = run.totals
         self._w(RULE)
         self._wrapped(
-            f"outcome: {run.outcome} after {t.iterations} iteration(s), "
+            f"outcome: {run.outcome} after {run.attempts if run.iterations else t.iterations} attempt(s), "
             f"{t.prompt_tokens}+{t.completion_tokens} tokens, {t.duration_s:.1f} s "
             f"(model {t.llm_s:.1f} s, sandbox {t.sandbox_s:.1f} s)"
         )
@@ -168,10 +170,26 @@ class Transcript:
         best = run.best_attempt
         if run.final_code:
             self._program("final program:", run.final_code)
+            self._fix(run)
         elif best is not None:
             self._program(
-                f"best attempt (round {best.index}, did not pass: {'; '.join(best.verdict.why)}):", best.candidate.code
+                f"best attempt (attempt {best.index}, did not pass: {'; '.join(best.verdict.why)}):",
+                best.candidate.code,
             )
+
+    def _fix(self, run: Run) -> None:
+        """What a notebook would hand over, when it is smaller, and what it newly can do."""
+        fix = run.fix
+        if fix is None:
+            return
+        if fix.code.strip() != (run.final_code or "").strip():
+            self._program("the fix (the passing program less what it does not need, judged again):", fix.code)
+            if fix.dropped:
+                self._wrapped("left out: " + "; ".join(fix.dropped), indent="  ")
+        said = capabilities_sentence(fix.capabilities)
+        for line in [said, *tried_lines(run)]:
+            if line:
+                self._wrapped(line.rstrip(".") + ".")
 
 
 class Progress:
@@ -247,13 +265,15 @@ class Progress:
                 c = event.candidate
                 self._print_above(lambda: tr.candidate(c.iteration, c.code, event.diff))
         elif isinstance(event, ExecutionStarted):
-            self.status(f"running iteration {event.iteration} in the sandbox…")
+            self.status(f"running attempt {event.iteration} in the sandbox…")
         elif isinstance(event, ExecutionDone):
             self.status("judging…")
         elif isinstance(event, VerdictReady):
             if tr:
                 self._print_above(lambda: tr.verdict(event.iteration))
             if not event.iteration.verdict.passed:
-                self.status(f"repairing (iteration {event.iteration.index + 1})…")
+                self.status(f"repairing (attempt {event.iteration.index + 1})…")
+        elif isinstance(event, CheckingFix):
+            self.status("passed; leaving out what the fix does not need (checked in the sandbox)…")
         elif isinstance(event, RunFinished):
             self.status("")

@@ -6,11 +6,15 @@ callbacks the caller gives (Stop → a cancel event; Accept / Insert / Run / Rej
 the controller). ``handle`` must be called on the kernel's main thread (the controller
 forwards events there), because comm messages carry the cell's parent header.
 
-While the run lasts the panel says where it is in words ("Iteration 2 of 4 · writing
-the fix · 35 s"), its bar moves by iterations, and the model's raw reply stays behind
-a toggle. When the run ends the live part folds away (the static record below keeps
-the history, folded) and the decision is displayed last, where the user is: the
-review of the code and Accept / Insert below / Run in my kernel / Reject.
+While the run lasts the panel says where it is in words ("Attempt 2 of 4 · writing
+the fix · 35 s") in a row pinned where the panel ends, with the timer and Stop, so the
+bottom stays current as the attempts above it grow; each event moves the words on to
+the stage that starts next (a failed check says "Attempt 3 of 4 · writing the fix"
+at once, not "failed" until the model's first word). The model's raw reply stays
+behind a toggle. When the run ends the live part folds away (the static record below
+keeps the history, folded) and the decision is displayed last, where the user is: the
+review of the code and Accept / Accept and run / Insert below / Run in my kernel /
+Reject; Run in my kernel asks once more when the review flags what the code can do.
 """
 
 from __future__ import annotations
@@ -40,6 +44,18 @@ from .style import CODE_BG, GREY, MONO, esc, heading
 STREAM_LINES = 12
 """How many of the newest lines of the model's reply the stream toggle shows."""
 STREAM_REFRESH_S = 0.15
+PIN_STYLE = (
+    "<style>.selfheal-panel .selfheal-progress{position:sticky;bottom:0;z-index:3;"
+    "background:var(--jp-layout-color0,#fff);border-top:1px solid #d0d7de;padding:2px 0}"
+    # a sticky row sticks within its nearest scrolling box: the boxes around a live panel
+    # (its own VBox, the output area's) let it reach the notebook's scrolling view
+    ".selfheal-panel.selfheal-live,.selfheal-panel .selfheal-live,"
+    ".jp-OutputArea-output:has(> .selfheal-live),.jp-OutputArea-child:has(.selfheal-live),"
+    ".jp-Cell-outputArea:has(.selfheal-live){overflow:visible !important}</style>"
+)
+"""Keeps the progress row in view (``position: sticky`` at the bottom of the notebook's view)."""
+STREAM_CREEP_CHARS = 1500
+"""Characters of a reply over which the bar creeps a quarter of an attempt."""
 
 
 def stream_tail(text: str, lines: int = STREAM_LINES) -> str:
@@ -49,14 +65,15 @@ def stream_tail(text: str, lines: int = STREAM_LINES) -> str:
 
 
 class Panel:
-    """A VBox: the task, the progress row (bar, Stop, status in words, the stream
-    toggle), the stream, the plan and one Accordion section per iteration; then the
+    """A VBox: the task, the plan, one Accordion section per attempt, the stream, and
+    last the progress row (bar, Stop, status in words, the stream toggle); then the
     decision, displayed apart when the run ends (see the module docstring)."""
 
     def __init__(
         self,
         prompt: str,
         *,
+        kind: str = "",
         max_iterations: int,
         on_stop: Callable[[], None],
         on_action: Callable[[str], None] | None = None,
@@ -79,7 +96,8 @@ class Panel:
         self._finished = False
         self._decided = False
 
-        self.title = widgets.HTML(f'<div style="margin:2px 0"><b>{esc(prompt)}</b></div>{context}')
+        label = f'<span style="color:{GREY};{MONO}">{esc(kind)}</span> ' if kind else ""
+        self.title = widgets.HTML(f'<div style="margin:2px 0">{label}<b>{esc(prompt)}</b></div>{context}')
         self.status = widgets.HTML(self._status_html("Starting…"))
         self.progress = widgets.FloatProgress(
             value=0,
@@ -112,21 +130,21 @@ class Panel:
         self.tokens = widgets.HTML("")
         self.plan = widgets.HTML("")
         self.accordion = widgets.Accordion(children=[])
+        self.progress_row = widgets.HBox(
+            [self.progress, self.stop_button, self.status, self.stream_toggle],
+            layout=widgets.Layout(align_items="center", flex_flow="row wrap"),
+        )
+        self.progress_row.add_class("selfheal-progress")
+        # While the panel is taller than the view, its progress row stays on screen, at
+        # the view's bottom edge, until the panel's end scrolls up to it.
+        self.pin = widgets.HTML(PIN_STYLE)
         self.live = widgets.VBox(
-            [
-                self.title,
-                widgets.HBox(
-                    [self.progress, self.stop_button, self.status, self.stream_toggle],
-                    layout=widgets.Layout(align_items="center", flex_flow="row wrap"),
-                ),
-                self.kernel_note,
-                self.tokens,
-                self.plan,
-                self.accordion,
-            ],
+            [self.pin, self.title, self.plan, self.accordion, self.tokens, self.progress_row, self.kernel_note],
         )
         self.widget = widgets.VBox([self.live], layout=widgets.Layout(border="1px solid #d0d7de", padding="4px 8px"))
         self.widget.add_class("selfheal-panel")
+        self.widget.add_class("selfheal-live")
+        self.live.add_class("selfheal-live")
 
         # ---- the decision (displayed when the run ends, below the record) ----------
         def wide() -> widgets.Layout:  # one Layout each: hiding one button must not hide another
@@ -145,29 +163,48 @@ class Panel:
             layout=wide(),
             tooltip="Add the code as a new cell right below this one",
         )
+        self.replace_run_button = widgets.Button(
+            description="Accept and run",
+            icon="forward",
+            layout=wide(),
+            tooltip="Put the fix into this cell and run the cell",
+        )
         self.run_button = widgets.Button(
             description="Run in my kernel", icon="play", layout=wide(), tooltip="Run the code in your kernel now"
         )
+        self.confirm_button = widgets.Button(
+            description="Run it anyway", icon="play", button_style="warning", layout=wide()
+        )
+        self.cancel_button = widgets.Button(description="Do not run it", icon="times", layout=wide())
         self.reject_button = widgets.Button(
             description="Reject", icon="times", layout=wide(), tooltip="Leave your cell and your kernel as they are"
         )
         for button, name in (
             (self.insert_button, "insert"),
             (self.replace_button, "replace"),
+            (self.replace_run_button, "replace-run"),
             (self.run_button, "run"),
             (self.reject_button, "reject"),
+            (self.confirm_button, "run-confirmed"),
+            (self.cancel_button, "run-cancelled"),
         ):
             button.on_click(lambda _b, name=name: self._action(name))
         self.prompt = widgets.HTML("")
         self.review = widgets.HTML("")
         self.actions = widgets.HBox(
-            [self.replace_button, self.insert_button, self.run_button, self.reject_button],
+            [self.replace_button, self.replace_run_button, self.insert_button, self.run_button, self.reject_button],
             layout=widgets.Layout(flex_flow="row wrap"),
         )
+        self.question = widgets.HTML("")
+        self.confirmation = widgets.VBox(
+            [self.question, widgets.HBox([self.confirm_button, self.cancel_button])],
+            layout=widgets.Layout(display="none"),
+        )
+        self.confirmation.add_class("selfheal-confirm")
         self.outcome = widgets.HTML("")
         self.output = widgets.Output()
         self.decision = widgets.VBox(
-            [self.prompt, self.review, self.actions, self.outcome, self.output],
+            [self.prompt, self.review, self.actions, self.confirmation, self.outcome, self.output],
             layout=widgets.Layout(border="1px solid #d0d7de", padding="4px 8px"),
         )
         self.decision.add_class("selfheal-decision")
@@ -181,17 +218,21 @@ class Panel:
 
     # ------------------------------------------------------------------ events
     def handle(self, event: Event) -> None:
+        """Each event says what starts next, so the status row is current at once."""
         if isinstance(event, RunStarted):
             self._started = time.monotonic()
             self._say("Starting", "")
         elif isinstance(event, PlanReady):
             self.plan.value = plan_html(event.plan)
-            if event.plan.steps:
-                self._say("Plan ready", "")
+            if self._heal:
+                self._say(self._label(0), "running your cell in the sandbox")
+            else:
+                self._say(self._label(1), "writing the code" + (" (the plan is ready)" if event.plan.steps else ""))
         elif isinstance(event, TokensStreamed):
             self._stream(event)
         elif isinstance(event, CandidateReady):
             self._candidate(event)
+            self._say(self._label(event.candidate.iteration), "about to run it in the sandbox")
         elif isinstance(event, ExecutionStarted):
             index = event.iteration
             self._move(index - 0.4)
@@ -202,19 +243,24 @@ class Panel:
             index = event.iteration
             if index in self._section_html:
                 self._set_section(index, self._section_html[index] + result_html(event.result, ""), None)
+            self._say(self._label(index), "checking the result")
         elif isinstance(event, VerdictReady):
             it = event.iteration
             self._ensure_section(it.index)
             self._set_section(it.index, iteration_body_html(it), iteration_title(it))
             self._move(it.index)
             if it.verdict.passed:
-                phase = "passed"
-            elif it.verdict.spec_violations:
-                phase = "rejected: it changed your asserts or tests"
+                self._say(self._label(it.index), "passed")
+                return
+            if it.verdict.spec_violations:
+                why = "it changed your asserts or tests"
             else:
-                why = iteration_title(it).partition("✘")[2].strip()
-                phase = f"failed{f' ({why})' if why else ''}"
-            self._say(self._label(it.index), phase)
+                why = iteration_title(it).partition("✘")[2].strip() or "it did not pass"
+            what = "your cell" if it.index == 0 else f"attempt {it.index}"
+            if it.index < self._max:
+                self._say(self._label(it.index + 1), f"writing the fix ({what} failed: {why})")
+            else:
+                self._say(self._label(it.index), f"failed ({why})")
         elif isinstance(event, RunFinished):
             self.finish(event.run)
 
@@ -228,8 +274,8 @@ class Panel:
         self._say("Queued", text)
 
     def checking_fix(self) -> None:
-        """The run passed; the smaller form of its program is being checked."""
-        self._say("Passed", "checking the smallest change that passes, in the sandbox")
+        """The run passed; the fix to hand over is worked out and checked again."""
+        self._say("Passed", "leaving out what the fix does not need, each step checked in the sandbox")
 
     def finish(self, run: Run) -> None:
         """The run ended: the live part folds away (the record below keeps the history)."""
@@ -239,6 +285,8 @@ class Panel:
         self.progress.bar_style = "success" if run.outcome == "success" else "danger"
         self.progress.value = self._max
         self.widget.layout.display = "none"
+        for box in (self.widget, self.live):  # the output area scrolls as it did
+            box.remove_class("selfheal-live")
 
     def offer_actions(
         self,
@@ -247,17 +295,20 @@ class Panel:
         insert: bool = True,
         replace: bool = False,
         run: bool = True,
+        replace_run: bool = False,
         insert_label: str = "Insert below",
         review: str = "",
     ) -> None:
         """Display the decision for a run's code, last in the cell: ``note`` (what the
         buttons do), ``review`` (HTML: the code or its diff to the cell), the buttons
         and Reject. A run that did not pass offers its best attempt to insert only,
-        under its own label."""
+        under its own label. ``replace_run``: Accept and run too (a fix the review
+        flags nothing of)."""
         self.insert_button.description = insert_label
         self.insert_button.button_style = "" if replace or insert_label != "Insert below" else "success"
         self.insert_button.layout.display = "" if insert else "none"
         self.replace_button.layout.display = "" if replace else "none"
+        self.replace_run_button.layout.display = "" if replace and replace_run else "none"
         self.run_button.layout.display = "" if run else "none"
         self.actions.layout.display = "" if (insert or replace or run) else "none"
         self.reject_button.layout.display = "" if (insert or replace or run) else "none"
@@ -269,15 +320,31 @@ class Panel:
             bundle["text/plain"] = note or "selfheal: the run's code is in agent_result"
             display(bundle, raw=True)
 
+    def confirm(self, question: str) -> None:
+        """Ask once more before a choice (Run in my kernel of code the review flags):
+        the buttons give way to ``question`` and Run it anyway / Do not run it."""
+        self.actions.layout.display = "none"
+        self.question.value = (
+            f'<div class="selfheal-question" style="margin:4px 0;font-weight:600">{esc(question)}</div>'
+        )
+        self.confirmation.layout.display = ""
+
+    def unconfirm(self) -> None:
+        """The question was declined: the buttons are back."""
+        self.confirmation.layout.display = "none"
+        self.question.value = ""
+        self.actions.layout.display = ""
+
     def settle(self, message: str) -> None:
         """After a choice: buttons gone, a note of what happened (the review stays)."""
         self.actions.layout.display = "none"
+        self.confirmation.layout.display = "none"
         self.prompt.value = ""
         self.outcome.value = f'<div class="selfheal-settled" style="margin:4px 0;font-weight:600">{esc(message)}</div>'
 
     # ------------------------------------------------------------------ internals
     def _label(self, index: int) -> str:
-        return "Your cell" if index == 0 else f"Iteration {index} of {self._max}"
+        return "Your cell" if index == 0 else f"Attempt {index} of {self._max}"
 
     def _say(self, where: str, phase: str) -> None:
         self._where, self._phase = where, phase
@@ -309,7 +376,8 @@ class Panel:
         else:
             where = self._label(event.iteration)
             phase = "writing the code" if event.iteration == 1 and not self._heal else "writing the fix"
-            self._move(event.iteration - 0.7)
+            # the bar creeps while the model writes (a long reply is not a stalled run)
+            self._move(event.iteration - 0.7 + 0.25 * min(1.0, len(self._tokens) / STREAM_CREEP_CHARS))
         if (where, phase) != (self._where, self._phase):
             self._say(where, phase)
         now = time.monotonic()
@@ -339,7 +407,7 @@ class Panel:
         body = heading("Code") + code_html(event.candidate.code)
         if event.diff:
             body += heading("Diff to the previous attempt") + diff_html(event.diff, headers=False)
-        label = "your cell" if index == 0 else f"Iteration {index}"
+        label = "your cell" if index == 0 else f"Attempt {index}"
         self._set_section(index, body, f"{label} · running…")
         self.accordion.selected_index = self._sections[index]
 

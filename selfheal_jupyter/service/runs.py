@@ -234,7 +234,7 @@ class Service:
             elif not isinstance(event, loop_events.RunFinished):
                 emit(event)
 
-        run = run_with_fix(loop, task, forward, cancel)
+        run = run_with_fix(loop, task, forward, cancel, search_tries=settings.fix_search_tries)
         entry.update(runs=1, outcome=run.outcome, tokens=_tokens(run), cell=cell_key(task), rounds=len(run.iterations))
         emit(wire.Finished(replace(run, task=light(task))))
 

@@ -8,7 +8,9 @@
  * sends {action: "insert" | "replace", cell_id, code, request} when the user presses
  * Insert below / Replace this cell in the run's panel. The cell is found by its id
  * (the id JupyterLab sent with the execute request), so it does not matter which
- * cell is active. The plugin only edits cell sources; it never runs a cell. When a
+ * cell is active. The plugin edits cell sources; a replace may also drop the cell's
+ * error outputs (clear_errors: the traceback of the code just replaced) and, for
+ * Accept and run, run that cell (run: true) — it runs nothing otherwise. When a
  * run ends, {action: "reveal"} scrolls its verdict and decision into view while the
  * user is still at that cell or the one below it.
  */
@@ -17,6 +19,7 @@
   var NAME = "selfheal-jupyter";
   var TARGET = "selfheal-jupyter";
   var shareScope = null;
+  var notebookModule = null;
 
   function sharedModule(pkg) {
     var versions = shareScope && shareScope[pkg];
@@ -26,6 +29,43 @@
     var keys = Object.keys(versions);
     var chosen = keys.filter(function (k) { return versions[k].loaded; })[0] || keys[0];
     return Promise.resolve(versions[chosen].get()).then(function (factory) { return factory(); });
+  }
+
+  // The cell's outputs of type "error" (the replaced code's traceback), the others kept.
+  function clearErrors(cell) {
+    var outputs = cell.model.outputs;
+    if (!outputs) { return 0; }
+    var removed = 0;
+    for (var i = outputs.length - 1; i >= 0; i--) {
+      if (outputs.get(i).type === "error") {
+        var shared = cell.model.sharedModel;
+        if (shared && typeof shared.updateOutputs === "function") {
+          shared.updateOutputs(i, i + 1, []);
+        } else {
+          var kept = [];
+          for (var k = 0; k < outputs.length; k++) { if (k !== i) { kept.push(outputs.get(k).toJSON()); } }
+          outputs.clear();
+          kept.forEach(function (o) { outputs.add(o); });
+        }
+        removed++;
+      }
+    }
+    return removed;
+  }
+
+  // Run one cell of the notebook where it is, as Ctrl+Enter on it would.
+  function runCell(panel, index) {
+    var actions = notebookModule && notebookModule.NotebookActions;
+    var notebook = panel.content;
+    if (!actions) { return false; }
+    if (typeof actions.runCells === "function") {
+      actions.runCells(notebook, [notebook.widgets[index]], panel.sessionContext);
+      return true;
+    }
+    notebook.activeCellIndex = index;
+    notebook.deselectAll();
+    actions.run(notebook, panel.sessionContext);
+    return true;
   }
 
   function apply(panel, data) {
@@ -44,7 +84,12 @@
     }
     if (data.action === "replace") {
       cells[index].model.sharedModel.setSource(data.code);
-      return { ok: true, index: index };
+      var cleared = data.clear_errors ? clearErrors(cells[index]) : 0;
+      var ran = data.run ? runCell(panel, index) : false;
+      if (data.run && !ran) {
+        return { ok: false, reason: "the cell was replaced but this front end could not run it" };
+      }
+      return { ok: true, index: index, cleared: cleared, ran: ran };
     }
     if (data.action === "reveal") {
       return reveal(notebook, cells[index], index);
@@ -133,6 +178,7 @@
         return Promise.reject(new Error(NAME + " has no module " + module));
       }
       return sharedModule("@jupyterlab/notebook").then(function (notebook) {
+        notebookModule = notebook;
         var exports = { __esModule: true, default: plugin(notebook) };
         return function () { return exports; };
       });

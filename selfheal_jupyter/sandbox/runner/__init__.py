@@ -68,6 +68,8 @@ path of ``__main__.py``. Its modules, each with one job:
 * ``describe``: what a candidate says about itself (errors, values, figures).
 * ``principals``: who runs as whom; ending every process of a run's uids.
 * ``sweep``: removing what a run wrote, as its owner.
+* ``watch``: what a run tried beyond its folder (network, processes, files), seen
+  from outside its processes by the kernel's counters and events.
 * ``hardening``: capabilities, non-dumpable processes and the seccomp filter.
 * ``libraries``: the preload, matplotlib's environment, which template a run needs.
 * ``memory``: /proc and cgroup memory counters. ``layout``: paths and descriptors.

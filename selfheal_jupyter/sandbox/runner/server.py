@@ -23,6 +23,7 @@ from .outcome import Capture, describe_result, failed_result
 from .principals import RunIds, acting_as, drop_to_server, end_all, signal_all
 from .sweep import leftovers, remove_entry, remove_owned, still_used
 from .template import Template
+from .watch import Watch
 
 RUNNER_PROTOCOL = 2
 
@@ -83,6 +84,8 @@ class Server:
         self.put_error = ""
         self.put_files: list[str] = []
         self.template_lost = False
+        # what each run tries beyond its folder, seen from here (see ``watch``)
+        self.watch = Watch([WORKDIR_ROOT, SHM_ROOT] + ([PUT_DIR] if os.path.isdir(PUT_DIR) else []))
 
     # -- template ---------------------------------------------------------------
     def start_template(self, kind: str) -> None:
@@ -343,6 +346,7 @@ class Server:
                 )
         for fd in pipes:
             os.set_blocking(fd, False)
+        self.watch.start()  # every process of the run exists now; the candidate waits for its request
         oom_before = oom_kills()
         t0 = time.monotonic()
         self._send_request(p.request_w, request)
@@ -383,6 +387,7 @@ class Server:
         status_word = self.exits.get(p.candidate)
         # no writer of the pipes is left after this: read them to their end
         dirty = self.end_run(p, checked=len(pids) > 1)
+        tried = self.watch.stop({p.workdir})
         if dirty:
             sys.stderr.write(f"selfheal runner: {dirty}; the container will be replaced\n")
         for fd in list(pipes):
@@ -406,6 +411,7 @@ class Server:
             self.memory_bytes,
             asserts,
         )
+        result["tried"] = tried
         if dirty or self.template_lost or self.ids.left() < 2:
             result["dirty"] = True
         return result
