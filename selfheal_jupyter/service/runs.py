@@ -269,7 +269,7 @@ class Service:
                         wire.Working(
                             "Running your cell in the sandbox…"
                             if event.iteration == 0
-                            else f"Finding a hint… (trying an idea, round {event.iteration})"
+                            else f"Finding a hint… (trying an idea, attempt {event.iteration})"
                         )
                     )
 
