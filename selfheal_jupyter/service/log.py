@@ -3,7 +3,9 @@ what each student used today, read back from it.
 
 Why the quotas are counted from the log: it is the one record that outlives a restart
 of the service, so a restart gives nobody a fresh day. The log holds what the student
-saw (the hints word for word), never the fix unless the policy revealed it.
+saw (the hints word for word), never the fix unless the policy revealed it. An
+instructor's quota reset is a line of its own (``"kind": "reset"``, with who made it):
+the student's use of that day counts again from there.
 """
 
 from __future__ import annotations
@@ -20,6 +22,15 @@ from typing import Any
 def default_path() -> Path:
     state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return Path(state) / "selfheal" / "service-log.jsonl"
+
+
+RESET = "reset"
+"""The ``kind`` of a quota reset's line; a request's line has no ``kind``."""
+
+
+def is_request(entry: dict[str, Any]) -> bool:
+    """A line for a request a student made (not an instructor's reset)."""
+    return "kind" not in entry
 
 
 @dataclass
@@ -56,6 +67,9 @@ class RunLog:
 
     def _count(self, entry: dict[str, Any]) -> None:
         user, day = str(entry.get("user", "")), str(entry.get("time", ""))[:10]
+        if entry.get("kind") == RESET:
+            self._used[(user, day)] = Usage()
+            return
         used = self._used.setdefault((user, day), Usage())
         used.runs += int(entry.get("runs", 0) or 0)
         used.hints += len(entry.get("hints", []) or [])
@@ -72,6 +86,10 @@ class RunLog:
             self._file.write(line + "\n")
             self._file.flush()
             self._count(entry)
+
+    def reset_today(self, user: str, by: str) -> None:
+        """An instructor's reset of ``user``'s quota for today (logged with who made it)."""
+        self.write({"kind": RESET, "user": user, "by": by})
 
     def used_today(self, user: str) -> Usage:
         with self._lock:
