@@ -326,3 +326,52 @@ def last_json(nb: nbformat.NotebookNode, index: int) -> dict[str, Any]:
     lines = [ln for ln in cell_text(nb, index).splitlines() if ln.startswith("{")]
     assert lines, cell_text(nb, index)
     return json.loads(lines[-1])
+
+
+class Relay:
+    """A TCP relay between a student's process and the hub's proxy that keeps every byte
+    sent back to the student: what the process received, whatever it kept of it."""
+
+    def __init__(self, target_port: int) -> None:
+        import threading
+
+        self.target_port = target_port
+        self.received = bytearray()
+        self._lock = threading.Lock()
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.port = self._server.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True, name="relay").start()
+
+    def _accept(self) -> None:
+        import threading
+
+        while True:
+            try:
+                client, _ = self._server.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            threading.Thread(target=self._pipe, args=(client, upstream, False), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(upstream, client, True), daemon=True).start()
+
+    def _pipe(self, source: socket.socket, sink: socket.socket, keep: bool) -> None:
+        try:
+            while data := source.recv(65536):
+                if keep:
+                    with self._lock:
+                        self.received += data
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (source, sink):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def url(self, hub: Hub) -> str:
+        return hub.service_url.replace(f":{hub.port}/", f":{self.port}/")
+
+    def close(self) -> None:
+        self._server.close()

@@ -114,7 +114,7 @@ def serve(args: argparse.Namespace) -> int:
     from tornado.httpserver import HTTPServer
     from tornado.ioloop import IOLoop
 
-    from ..service.app import make_app, max_body_bytes
+    from ..service.app import make_app, max_body_bytes, warm_up
     from ..service.log import RunLog
     from ..service.runs import Service, log_path
     from . import command_settings
@@ -128,6 +128,7 @@ def serve(args: argparse.Namespace) -> int:
     server = HTTPServer(app, max_body_size=max_body_bytes(service), idle_connection_timeout=3600)
     server.listen(port, host)
     loop = IOLoop.current()
+    loop.add_callback(warm_up, app.settings["selfheal_state"])
 
     def stop(*_: object) -> None:
         loop.add_callback_from_signal(loop.stop)
@@ -136,8 +137,7 @@ def serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, stop)
     print(
         f"selfheal service: listening on http://{host}:{port}{prefix} "
-        f"(policy: {policy or 'none'}; log: {service.log.path}; model: {service.endpoint.model} at "
-        f"{service.endpoint.base_url})",
+        f"(policy: {policy or 'none'}; log: {service.log.path})",
         file=sys.stderr,
         flush=True,
     )

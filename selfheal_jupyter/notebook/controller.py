@@ -472,7 +472,12 @@ def cell_work(settings: SelfHeal, entry: str) -> CellWork:
 
 
 def plan_pump(settings: SelfHeal, task: Task) -> Pump[Any]:
-    """A pump that only plans ``task`` (``--plan-only``)."""
+    """A pump that only plans ``task`` (``--plan-only``), here or in the class service."""
+    if settings.service_url:
+        from ..service.client import ServiceClient
+
+        client = ServiceClient.from_settings(settings)
+        return Pump(lambda _emit, cancel: client.plan(settings, task, cancel))
     from ..factory import build_loop
 
     loop = build_loop(settings)

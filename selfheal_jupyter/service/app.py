@@ -41,16 +41,43 @@ class State:
     runs: dict[str, tuple[str, threading.Event]] = field(default_factory=dict)
     groups_cache: dict[str, tuple[float, set[str]]] = field(default_factory=dict)
     packages: dict[str, str] | None = None
+    ready: bool = False
+    problem: str = ""
+    """Why the service cannot run (the engine, the endpoint), said to every request."""
+
+
+async def warm_up(state: State) -> None:
+    """Start the service's parts after it listens; any failure is kept and said."""
+    try:
+        await asyncio.to_thread(state.service.start)
+        state.ready = True
+    except Exception as exc:  # SelfHealError and anything the engine raises
+        state.problem = str(exc) or type(exc).__name__
 
 
 class Health(web.RequestHandler):
+    def initialize(self, state: State) -> None:
+        self.state = state
+
     def get(self) -> None:
-        self.finish({"ok": True})
+        state = self.state
+        if not state.ready:
+            self.set_status(503)
+        self.finish({"ok": state.ready, "problem": state.problem})
+
+
+def unready(state: State) -> str:
+    if state.problem:
+        return f"The selfheal service cannot run: {state.problem} Tell your instructor."
+    return "The selfheal service is starting (its sandbox and model): try again in a moment."
 
 
 class Packages(HubUserHandler):
     async def get(self) -> None:
         state = self.state
+        if not state.ready:
+            self.fail(503, "error", unready(state))
+            return
         if state.packages is None:
             from ..sandbox.image import image_packages
 
@@ -97,6 +124,9 @@ class Runs(HubUserHandler):
         state = self.state
         service = state.service
         user = self.hub_user["name"]
+        if not state.ready:
+            self.fail(503, "error", unready(state))
+            return
         try:
             request = Request.parse(json.loads(self.request.body))
         except (ValueError, wire.WireError) as exc:
@@ -203,7 +233,7 @@ def make_app(service: Service, *, prefix: str, instructors: str) -> web.Applicat
     args = {"state": state}
     app = web.Application(
         [
-            (prefix + "api/health", Health),
+            (prefix + "api/health", Health, args),
             (prefix + "api/packages", Packages, args),
             (prefix + "api/runs", Runs, args),
             (prefix + r"api/runs/([0-9a-f]+)/cancel", Cancel, args),

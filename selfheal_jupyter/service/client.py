@@ -189,9 +189,11 @@ class ServiceClient:
             response.close()
 
     # ------------------------------------------------------------------ entry points
-    def request(self, entry: str, task: Task, settings: SelfHeal, **extra: Any) -> dict[str, Any]:
+    def request(self, entry: str, task: Task, settings: SelfHeal, *, plan_only: bool = False) -> dict[str, Any]:
         """The body of a request: the entry point, the task (copies as bytes) and options."""
-        options = {name: getattr(settings, name) for name in OPTIONS if settings.is_set(name)}
+        options: dict[str, Any] = {name: getattr(settings, name) for name in OPTIONS if settings.is_set(name)}
+        if plan_only:
+            options["plan_only"] = True
         try:
             encoded = wire.encode(task)
         except wire.WireError as exc:
@@ -201,7 +203,6 @@ class ServiceClient:
             "task": encoded,
             "options": options,
             "notebook": os.environ.get(NOTEBOOK_ENV, ""),
-            **extra,
         }
 
     def cell_work(
@@ -230,6 +231,15 @@ class ServiceClient:
             return replace(end.run, task=task)  # the user's own task, with the values as they are here
 
         return work
+
+    def plan(self, settings: SelfHeal, task: Task, cancel: threading.Event) -> Any:
+        """``%%agent --plan-only`` in the service: the plan only."""
+        end = self.stream(self.request("agent", task, settings, plan_only=True), lambda _event: None, cancel)
+        if isinstance(end, wire.Failed):
+            raise (PolicyBlocked if end.kind in ("policy", "quota") else ServiceError)(end.message)
+        if not isinstance(end, wire.Finished) or end.run.plan is None:
+            raise ServiceError("The selfheal service ended this plan without one; run the cell again.")
+        return end.run.plan
 
     def hint_turn(
         self, settings: SelfHeal, task: Task, emit: Callable[[Any], None], cancel: threading.Event

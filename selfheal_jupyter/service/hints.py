@@ -10,6 +10,7 @@ diff, plan or fix, unless a level-3 hint under ``reveal_fix`` carries the diff.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,9 @@ from ..notebook.teaching import HintComposer, HintSession, cell_key
 from ..teaching.policy import Policy
 
 __all__ = ["HintSessions", "Turn", "cell_key"]
+
+KEEP = 2000
+"""Student cells whose verified run the service keeps in memory (the least recently asked go first)."""
 
 
 @dataclass
@@ -39,12 +43,20 @@ class HintSessions:
     """Every student cell's session, kept while the service runs (the hints given are
     also counted in the run log, so a restart gives no cell more hints)."""
 
-    sessions: dict[tuple[str, str], HintSession] = field(default_factory=dict)
+    sessions: OrderedDict[tuple[str, str], HintSession] = field(default_factory=OrderedDict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    keep: int = KEEP
 
     def session(self, user: str, task: Task) -> HintSession:
+        key = (user, cell_key(task))
         with self.lock:
-            return self.sessions.setdefault((user, cell_key(task)), HintSession(cell=task.initial_code or ""))
+            found = self.sessions.get(key)
+            if found is None:
+                found = self.sessions[key] = HintSession(cell=task.initial_code or "")
+                while len(self.sessions) > self.keep:  # the oldest cell's run is found again if asked
+                    self.sessions.popitem(last=False)
+            self.sessions.move_to_end(key)
+            return found
 
     @staticmethod
     def found(session: HintSession, run: Run, loop: Any) -> None:

@@ -34,9 +34,15 @@ class FairQueue:
         self.waiting_per_user = waiting_per_user
         self.running: dict[str, Ticket] = {}
         self.waiting: dict[str, deque[Ticket]] = {}
-        self.turns: deque[str] = deque()
-        """Students with runs waiting, in the order they are served next."""
+        self.served: dict[str, int] = {}
+        """When each student's last run started (a dispatch count): who waited longest since
+        their last turn goes first, a student never served before anyone."""
         self._numbers = itertools.count(1)
+        self._dispatches = itertools.count(1)
+
+    def turns(self) -> list[str]:
+        """Students with runs waiting, in the order they are served next."""
+        return sorted(self.waiting, key=lambda u: (self.served.get(u, 0), self.waiting[u][0].number))
 
     def submit(self, user: str) -> Ticket:
         line = self.waiting.get(user)
@@ -45,7 +51,6 @@ class FairQueue:
         ticket = Ticket(user, next(self._numbers))
         if line is None:
             self.waiting[user] = line = deque()
-            self.turns.append(user)
         line.append(ticket)
         self._dispatch()
         return ticket
@@ -63,13 +68,12 @@ class FairQueue:
                 line.remove(ticket)
                 if not line:
                     del self.waiting[ticket.user]
-                    self.turns.remove(ticket.user)
         self._dispatch()
 
     def ahead(self, ticket: Ticket) -> int:
         """How many waiting runs start before this one: round by round, each student's
         next run in turn order (their own earlier runs first)."""
-        order = [user for user in self.turns if user in self.waiting]
+        order = self.turns()
         count = 0
         for depth in itertools.count():
             for user in order:
@@ -84,16 +88,14 @@ class FairQueue:
 
     def _dispatch(self) -> None:
         while len(self.running) < self.slots:
-            user = next((u for u in self.turns if u not in self.running), None)
+            user = next((u for u in self.turns() if u not in self.running), None)
             if user is None:
                 break
             line = self.waiting[user]
             ticket = line.popleft()
-            self.turns.remove(user)
-            if line:
-                self.turns.append(user)  # their next run goes behind everybody else's
-            else:
+            if not line:
                 del self.waiting[user]
+            self.served[user] = next(self._dispatches)  # their next run goes behind everybody else's
             self.running[user] = ticket
             ticket.started.set()
         for line in self.waiting.values():

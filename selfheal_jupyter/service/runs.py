@@ -130,10 +130,17 @@ class Service:
         self.settings = settings
         self.policy_file = PolicyFile(policy)
         self.log = log
-        self.endpoint = resolve_endpoint(settings)
-        self.sandbox = shared_sandbox(settings)
         self.model_slots = threading.BoundedSemaphore(settings.service_model_requests)
         self.hints = HintSessions()
+        self.endpoint: Any = None
+        self.sandbox: Any = None
+
+    def start(self) -> None:
+        """Resolve the model endpoint and warm the sandbox (slow: the service listens
+        first, so the hub sees it up, and answers 503 saying so until this is done);
+        raises the package's own error when the engine or the endpoint cannot be used."""
+        self.endpoint = resolve_endpoint(self.settings)
+        self.sandbox = shared_sandbox(self.settings)
 
     # ------------------------------------------------------------------ policy
     def policy_for(self, groups: set[str], notebook: str) -> policies.Policy:
@@ -235,6 +242,8 @@ class Service:
         try:
             if request.entry == "hint":
                 self._hint(user, request, policy, settings, emit, cancel, entry)
+            elif request.options.get("plan_only") is True:
+                self._plan(request, settings, emit, cancel, entry)
             else:
                 self._full(request, settings, policy, emit, cancel, entry)
         except SelfHealError as exc:
@@ -277,6 +286,13 @@ class Service:
         if run.fix is not None and run.fix.code:  # full mode: the student was handed the fix
             entry["fix"] = run.fix.code
         emit(wire.Finished(replace(run, task=light(task))))
+
+    def _plan(self, request: Request, settings: SelfHeal, emit: Emit, cancel: threading.Event, entry: dict) -> None:
+        """``%%agent --plan-only``: the planner's steps, nothing run."""
+        loop = build_loop(settings, sandbox=self.sandbox, llm=self._llm(settings))
+        plan = loop.plan(request.task, cancel=cancel)
+        entry.update(runs=0, outcome="planned")
+        emit(wire.Finished(Run(task=light(request.task), plan=plan)))
 
     def _hint(
         self,
