@@ -262,9 +262,12 @@ def test_payloads_from_a_student_s_cell_and_the_model_s_prose_are_inert_on_the_p
         Reply(prose, match="teacher"),
     ]
     with (
-        ScriptedServer(script, api_key=MODEL_KEY) as model,
+        ScriptedServer(script, api_key=MODEL_KEY, model="course-model") as model,  # the service's own is refused
         class_hub(
-            tmp_path / "hub", {"mode": "hints", "reveal_fix": False}, model.base_url, more_config=MORE_CONFIG
+            tmp_path / "hub",
+            {"mode": "hints", "reveal_fix": False, "groups": {COURSE: {"model": "course-model"}}},
+            model.base_url,
+            more_config=MORE_CONFIG,
         ) as hub,
         chromium() as browser,
     ):
@@ -273,6 +276,8 @@ def test_payloads_from_a_student_s_cell_and_the_model_s_prose_are_inert_on_the_p
         assert "Hint 1 of" in cell_text(got, 1), cell_text(got, 1)
         [line] = [e for e in log_lines(hub) if e.get("hints")]
         assert PAYLOADS[0] in line["hints"][0] and PAYLOADS[0] in line["cell"]
+        # the course's model is the one the service asked for (the endpoint knows no other)
+        assert {r["model"] for r in model.chat_requests()} == {"course-model"} and line["model"] == "course-model"
 
         context, page = signed_in(browser, hub, INSTRUCTOR)
         dialogs: list[str] = []

@@ -196,8 +196,8 @@ class Service:
 
     # ------------------------------------------------------------------ settings
     def settings_for(self, request: Request, policy: policies.Policy, user: str) -> SelfHeal:
-        """The service's settings; a request may lower (never raise) a few of them, and
-        a token quota bounds the run's token budget."""
+        """The service's settings; a request may lower (never raise) a few of them, a
+        token quota bounds the run's token budget, and the policy may name the model."""
         own = self.settings
         values: dict[str, Any] = {}
         opts = request.options
@@ -214,16 +214,19 @@ class Service:
                 values["memory"] = memory
         except ValueError:
             pass
+        if policy.model:
+            values["model"] = policy.model
         if policy.quota.tokens is not None:
             left = max(1, policy.quota.tokens - self.log.used_today(user).tokens)
             values["token_budget"] = min(own.token_budget or left, left)
         return own.with_values(**values) if values else own
 
-    def _llm(self, settings: SelfHeal, policy: policies.Policy) -> LLMClient:
-        """The shared model client, asking for the policy's model when it names one."""
+    def _llm(self, settings: SelfHeal) -> LLMClient:
+        """The shared model client, asking for the policy's model when it names one
+        (:meth:`settings_for` puts it in ``settings.model``)."""
         endpoint = self.endpoint
-        if policy.model and policy.model != endpoint.model:
-            endpoint = replace(endpoint, model=policy.model)
+        if settings.model and settings.model != endpoint.model:
+            endpoint = replace(endpoint, model=settings.model)
         llm = build_llm(settings, endpoint, kind=SharedLLM)
         llm.slots = self.model_slots  # type: ignore[attr-defined]
         return llm
@@ -245,23 +248,15 @@ class Service:
             elif request.options.get("plan_only") is True:
                 self._plan(request, settings, emit, cancel, entry)
             else:
-                self._full(request, settings, policy, emit, cancel, entry)
+                self._full(request, settings, emit, cancel, entry)
         except SelfHealError as exc:
             entry.update(outcome="error", error=str(exc))
             emit(wire.Failed(str(exc)))
         finally:
             self.log.write(entry)
 
-    def _full(
-        self,
-        request: Request,
-        settings: SelfHeal,
-        policy: policies.Policy,
-        emit: Emit,
-        cancel: threading.Event,
-        entry: dict,
-    ) -> None:
-        loop = build_loop(settings, sandbox=self.sandbox, llm=self._llm(settings, policy))
+    def _full(self, request: Request, settings: SelfHeal, emit: Emit, cancel: threading.Event, entry: dict) -> None:
+        loop = build_loop(settings, sandbox=self.sandbox, llm=self._llm(settings))
         task = request.task
 
         def forward(event: Any) -> None:
@@ -308,7 +303,7 @@ class Service:
         session = self.hints.session(user, task)
         key = cell_key(task)
         entry.update(cell=key, runs=0, tokens=0)
-        llm = self._llm(settings, policy)
+        llm = self._llm(settings)
         if session.run is None:
             loop = build_loop(settings, sandbox=self.sandbox, llm=llm)
 
