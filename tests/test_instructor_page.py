@@ -75,6 +75,9 @@ def test_assignments_windows_and_the_model(store: PolicyStore):
     start, end = (now - timedelta(hours=1)).isoformat(), (now + timedelta(hours=1)).isoformat()
     save(store, "t", section="add-window", name="Midterm", start=start, end=end, mode="off", course="cs101")
     data = json.loads(store.path.read_text())
+    said = [c["change"] for c in store.changes()]
+    assert said[0].startswith('exam window Midterm: added {"name": "Midterm"')
+    assert said[1] == 'assignment hw1/*.ipynb: mode set to "off"; model set to "small-model"'
     assert data["notebooks"] == {"hw1/*.ipynb": {"mode": "off", "model": "small-model"}}
     assert data["windows"] == [{"name": "Midterm", "start": start[:16], "end": end[:16], "groups": ["cs101"]}]
     policy = parse_class(data, source="the policy")
@@ -342,3 +345,19 @@ def test_every_form_control_has_a_label():
     assert not found.bare, found.bare
     assert len(found.ids) == len(set(found.ids)), "two controls share an id"
     assert set(found.ids) <= found.labelled, set(found.ids) - found.labelled
+
+
+def test_the_model_a_course_names_is_the_one_the_service_asks_for(tmp_path: Path):
+    from selfheal_jupyter.config import SelfHeal
+    from selfheal_jupyter.llm import Endpoint
+    from selfheal_jupyter.model import Task
+    from selfheal_jupyter.service.runs import Request, Service
+
+    path = tmp_path / "policy.json"
+    path.write_text(json.dumps({"mode": "full", "groups": {"cs101": {"model": "course-model"}}}))
+    service = Service(SelfHeal(model="class-model"), policy=str(path), log=RunLog(tmp_path / "log.jsonl"))
+    service.endpoint = Endpoint("http://127.0.0.1:9/v1", "key", "class-model")
+    request = Request("heal", Task(prompt="", initial_code="x = 1"), "lab.ipynb", {})
+    for groups, asked in (({"cs101"}, "course-model"), ({"cs102"}, "class-model")):
+        policy = service.policy_for(groups, "lab.ipynb")
+        assert service._llm(service.settings_for(request, policy, "s1")).endpoint.model == asked
