@@ -184,6 +184,9 @@ class Hub:
             self.proc.wait(timeout=60)
 
     def stop(self) -> None:
+        """Stop the hub (it stops its service), its proxy by the pid file; then no
+        container of the service may be left."""
+        service = self.service_pid()
         self.stop_hub_only()
         pid_file = self.folder / "jupyterhub-proxy.pid"
         if pid_file.exists():
@@ -194,6 +197,17 @@ class Hub:
         pid = self.service_pid()
         if pid is not None:  # the hub stops its services; a leftover would hold containers
             os.kill(pid, signal.SIGTERM)
+        if service is not None:
+            from tests.conftest import pid_gone, wait_no_containers
+
+            wait_until(lambda: pid_gone(service), "the service to exit", 60)
+            import docker
+
+            client = docker.from_env(timeout=30)
+            left = wait_no_containers(client, service, timeout=30)
+            for c in left:
+                client.api.remove_container(c["Id"], force=True)
+            assert not left, f"the service left containers behind: {[c['Id'][:12] for c in left]}"
 
 
 def hub_block(policy: Path, base_url: str, log: Path, *extra: str, listen: int) -> str:

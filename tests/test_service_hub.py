@@ -32,7 +32,7 @@ from tests.class_hub import (
     student_env,
     wait_until,
 )
-from tests.conftest import own_containers
+from tests.conftest import own_containers, wait_no_containers
 from tests.scripted_server import Reply, ScriptedServer
 
 pytestmark = [pytest.mark.hub]
@@ -249,7 +249,9 @@ def test_a_forged_or_expired_token_is_refused_and_nothing_runs(tmp_path, sandbox
         assert not (tmp_path / "hub" / "service-log.jsonl").read_text().strip()
 
 
-def test_the_service_restarted_mid_run_is_said_in_one_line_and_the_next_run_works(tmp_path, sandbox_image):
+def test_the_service_restarted_mid_run_is_said_in_one_line_and_the_next_run_works(
+    tmp_path, docker_client, sandbox_image
+):
     from tests.scripted_server import Fault
 
     script = [Fault("hang", seconds=300, match="def mean("), Reply(MEAN_FIX, match="def mean(")]
@@ -270,6 +272,7 @@ def test_the_service_restarted_mid_run_is_said_in_one_line_and_the_next_run_work
         assert len(lines) == 1 and "stopped during this run" in lines[0], output
         second = wait_until(lambda: hub.service_up() and hub.service_pid(), "the service to come back", 120)
         assert second != first
+        assert not wait_no_containers(docker_client, first), "the stopped service left its containers"
         again = kernel(hub, token, tmp_path, "%%heal\n" + MEAN, "print('outcome', agent_result.outcome)")
         output, _ = again.communicate(timeout=600)
         assert "outcome success" in output, output

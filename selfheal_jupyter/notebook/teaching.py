@@ -195,7 +195,10 @@ class HintTurn:
         self.remote = turn
         self.session.hints = list(turn.hints)
         self.note = turn.note
-        return turn.hints[-1] if turn.hints and not turn.note else None
+        if not turn.hints or turn.note:
+            return None
+        self.teacher.asked.append(turn.hints[-1])  # for %agent_export --hints
+        return turn.hints[-1]
 
     def _work(self, emit: Callable[[Any], None], cancel: threading.Event) -> Hint | None:
         from ..agents.hint_writer import HintWriter
