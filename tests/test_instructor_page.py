@@ -267,6 +267,7 @@ def test_every_text_from_a_student_or_a_model_is_escaped_in_the_templates(tmp_pa
             problem=PAYLOAD,
             in_effect=[("cs101", policy.default)],
             reset="",
+            down=PAYLOAD,
         )
     )
     data = {

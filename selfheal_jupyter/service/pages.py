@@ -60,6 +60,14 @@ class PageState:
             self._oauth = HubOAuth(cache_max_age=10)
         return self._oauth
 
+    def down(self) -> str:
+        """Why students cannot be served now ("" when they can): the engine, the endpoint."""
+        if getattr(self.api, "problem", ""):
+            return f"Students cannot be served: {self.api.problem}"
+        if not getattr(self.api, "ready", True):
+            return "The service is still starting its sandbox and model: students' requests wait for it."
+        return ""
+
     @property
     def instructors(self) -> str:
         return str(self.api.instructors)
@@ -215,6 +223,7 @@ class ClassPage(Page):
             problem=problem,
             in_effect=in_effect,
             reset=self.get_argument("reset", ""),
+            down=self.page.down(),
         )
 
 
