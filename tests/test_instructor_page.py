@@ -362,3 +362,19 @@ def test_the_model_a_course_names_is_the_one_the_service_asks_for(tmp_path: Path
     for groups, asked in (({"cs101"}, "course-model"), ({"cs102"}, "class-model")):
         policy = service.policy_for(groups, "lab.ipynb")
         assert service._llm(service.settings_for(request, policy, "s1")).endpoint.model == asked
+
+
+def test_the_log_read_again_holds_every_whole_line_once(tmp_path: Path):
+    """entries() reads only what was appended since it last read; a line still being
+    written waits for the next call, whole."""
+    log = RunLog(tmp_path / "log.jsonl")
+    log.write({"user": "a"})
+    assert [e["user"] for e in log.entries()] == ["a"]
+    log.write({"user": "b"})
+    with (tmp_path / "log.jsonl").open("a") as fh:
+        fh.write('{"user": "c"')
+        fh.flush()
+        assert [e["user"] for e in log.entries()] == ["a", "b"]
+        fh.write("}\n")
+    assert [e["user"] for e in log.entries()] == ["a", "b", "c"]
+    assert [e["user"] for e in RunLog(tmp_path / "log.jsonl").entries()] == ["a", "b", "c"]

@@ -50,6 +50,9 @@ class RunLog:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _used: dict[tuple[str, str], Usage] = field(default_factory=dict, repr=False)
     _cell_hints: dict[tuple[str, str], int] = field(default_factory=dict, repr=False)
+    _read: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    _read_to: int = field(default=0, repr=False)
+    """The lines :meth:`entries` parsed so far, and where in the file it stopped."""
 
     def __post_init__(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -102,17 +105,25 @@ class RunLog:
             return self._cell_hints.get((user, cell), 0)
 
     def entries(self) -> list[dict[str, Any]]:
-        """Every line, oldest first (the instructor's view)."""
+        """Every line, oldest first (the instructor's view). Only what was appended since
+        the last call is read and parsed: a page view of a long term's log stays fast."""
         with self._lock:
             self._file.flush()
-            text = self.path.read_text(encoding="utf-8")
-        found = []
-        for line in text.splitlines():
-            try:
-                found.append(json.loads(line))
-            except ValueError:
-                continue
-        return found
+            with self.path.open("rb") as fh:
+                if os.fstat(fh.fileno()).st_size < self._read_to:  # the file was replaced
+                    self._read, self._read_to = [], 0
+                fh.seek(self._read_to)
+                data = fh.read()
+            whole = data.rfind(b"\n") + 1  # a line still being written waits for the next call
+            for line in data[:whole].splitlines():
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue  # a line cut by a crash
+                if isinstance(entry, dict):
+                    self._read.append(entry)
+            self._read_to += whole
+            return list(self._read)
 
     def close(self) -> None:
         with self._lock:
