@@ -17,11 +17,11 @@ import pytest
 import requests
 
 from tests.class_hub import (
-    Relay,
     COURSE,
     INSTRUCTOR,
     MODEL_KEY,
     STUDENTS,
+    Relay,
     cell_text,
     class_hub,
     ensure_student_venv,

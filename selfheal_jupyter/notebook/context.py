@@ -37,7 +37,6 @@ import re
 import symtable
 import sys
 import textwrap
-import time
 import types
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -752,7 +751,6 @@ def resolve(
     ``quiet_missing``: names absent from ``ns`` are left out instead of reported (for
     names guessed from a task's words).
     """
-    started = time.perf_counter()
     resolver = _Resolver(ns, max_bytes, hidden, image_packages)
     skipped = set(skip)
     for name in names:
@@ -771,7 +769,6 @@ def resolve(
         entries=list(resolver.entries.values()),
         prelude=prelude,
         values=resolver.values,
-        resolve_s=time.perf_counter() - started,
     )
 
 
@@ -790,7 +787,6 @@ def for_cell(
     ``transform``: turns IPython syntax (``%time``, ``!ls``) into Python when the
     cell does not parse as it is (the shell's ``transform_cell``).
     """
-    started = time.perf_counter()
     try:
         names = names_read(source)
     except SyntaxError:
@@ -798,9 +794,7 @@ def for_cell(
             names = names_read(transform(source)) if transform is not None else []
         except SyntaxError:
             names = []  # the cell does not parse: the run shows the SyntaxError itself
-    ctx = resolve(names, ns, max_bytes=max_bytes, hidden=hidden, image_packages=image_packages, skip=skip)
-    ctx.resolve_s = time.perf_counter() - started
-    return ctx
+    return resolve(names, ns, max_bytes=max_bytes, hidden=hidden, image_packages=image_packages, skip=skip)
 
 
 def for_task(
@@ -813,8 +807,7 @@ def for_task(
     skip: Iterable[str] = (),
 ) -> NotebookContext:
     """The context of an ``%%agent`` task: the notebook variables its words name."""
-    started = time.perf_counter()
-    ctx = resolve(
+    return resolve(
         names_in_task(text, ns, hidden),
         ns,
         max_bytes=max_bytes,
@@ -823,8 +816,6 @@ def for_task(
         skip=skip,
         quiet_missing=True,
     )
-    ctx.resolve_s = time.perf_counter() - started
-    return ctx
 
 
 # --------------------------------------------------------------------------- telling

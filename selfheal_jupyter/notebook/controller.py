@@ -9,7 +9,7 @@
   loop kills the sandbox run, and the caller still gets the run's record.
 * :class:`CellRun` is one run for a notebook cell: the renderer (the live panel when a
   front end is attached, else static HTML), Stop, the ``agent_result`` record, and the
-  hand-over of passing code — its smallest form that passes again (``fix_handover.py``) —
+  hand-over of passing code — its smallest form that passes again (``loop/fix_handover.py``) —
   through the decision (Accept (Replace this cell) / Insert below / Run in my kernel /
   Reject, only on a click; see ``cells.py``), or of the best attempt of a run that did
   not pass (Insert best attempt below, only). The cell ends when the run ends.
@@ -40,11 +40,11 @@ from typing import Any, Generic, TypeVar
 from ..codeblocks import code_diff
 from ..config import SelfHeal
 from ..loop.events import CheckingFix, RunFinished, RunStarted, Waiting
+from ..loop.fix_handover import run_with_fix, without_notes
 from ..model import Run, Task
 from ..render.html import message_html, review_html
 from ..render.inline import PanelRenderer, Renderer, StaticRenderer, show_html
 from .cells import FrontCells
-from .fix_handover import run_with_fix, without_notes
 
 T = TypeVar("T")
 

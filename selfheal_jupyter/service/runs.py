@@ -23,8 +23,8 @@ from ..errors import Cancelled, SelfHealError
 from ..factory import build_llm, build_loop, resolve_endpoint, shared_sandbox
 from ..llm import LLMClient
 from ..loop import events as loop_events
+from ..loop.fix_handover import run_with_fix
 from ..model import NotebookContext, Run, Task
-from ..notebook.fix_handover import run_with_fix
 from ..teaching import policy as policies
 from . import wire
 from .hints import HintSessions, cell_key
@@ -119,7 +119,7 @@ def light(task: Task) -> Task:
     """The task as it goes back to the kernel: without the copies (the kernel has them)."""
     context = task.context
     if context is not None:
-        context = NotebookContext(entries=context.entries, prelude=context.prelude, resolve_s=context.resolve_s)
+        context = NotebookContext(entries=context.entries, prelude=context.prelude)
     return replace(task, inputs={}, context=context)
 
 

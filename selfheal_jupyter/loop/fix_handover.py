@@ -25,8 +25,8 @@ from typing import Any
 
 from ..agents.qa import is_removed_note
 from ..errors import SelfHealError
-from ..loop.events import CheckingFix
 from ..model import ContextEntry, DefinitionChange, Fix, NotebookContext, Run, TestOutcome, Verdict
+from .events import CheckingFix
 
 Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
 
