@@ -27,8 +27,8 @@ from typing import Any
 from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler, HubOAuthenticated, UserNotAllowed
 from jupyterhub.utils import url_path_join
 from tornado import web
-from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 from tornado.escape import url_escape
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 from tornado.httputil import url_concat
 
 from ..teaching.policy import MODES

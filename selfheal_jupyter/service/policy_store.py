@@ -24,7 +24,6 @@ from typing import Any
 
 from ..teaching import policy as policies
 
-
 CHANGES_FILE = "policy-changes.jsonl"
 """The change log's name, beside the run log."""
 
