@@ -260,7 +260,8 @@ class SelfHeal(Configurable):
 
     service_instructors = Unicode(
         "instructors",
-        help="`selfheal service`: the hub group whose members (with the hub's admins) may read the run log.",
+        help="`selfheal service`: the hub group whose members (with the hub's admins) may read the run log "
+        "and use the instructor's page (/services/selfheal/).",
     ).tag(config=True)
 
     @default("service_url")

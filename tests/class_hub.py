@@ -30,7 +30,8 @@ import nbformat
 import requests
 
 ROOT = Path(__file__).resolve().parents[1]
-VENV = Path("/opt/selfheal-test/student-venv")
+VENV = Path(os.environ.get("SELFHEAL_STUDENT_VENV") or "/opt/selfheal-test/student-venv")
+"""The students' venv (``$SELFHEAL_STUDENT_VENV``: one per checkout when several test at once)."""
 STUDENTS = ("selfheal-s1", "selfheal-s2")
 INSTRUCTOR = "selfheal-teacher"
 COURSE = "cs101"
@@ -96,7 +97,7 @@ def ensure_student_venv() -> Path:
         VENV.parent.mkdir(parents=True, exist_ok=True)
         _run("/usr/bin/python3", "-m", "venv", str(VENV))
         _run(str(VENV / "bin" / "pip"), "install", "-q", "nbclient>=0.10", "ipykernel>=6")
-    build = Path("/opt/selfheal-test/src")
+    build = VENV.with_name(VENV.name + "-src")
     shutil.rmtree(build, ignore_errors=True)
     shutil.copytree(
         ROOT, build, ignore=shutil.ignore_patterns(".git", "tests", "bench", "docs", "*.pyc", "__pycache__")
@@ -229,8 +230,9 @@ def hub_block(policy: Path, base_url: str, log: Path, *extra: str, listen: int) 
 
 
 @contextmanager
-def class_hub(folder: Path, policy: dict[str, Any], base_url: str, *extra: str) -> Iterator[Hub]:
-    """A hub with the students, the instructor, the course group and the selfheal block."""
+def class_hub(folder: Path, policy: dict[str, Any], base_url: str, *extra: str, more_config: str = "") -> Iterator[Hub]:
+    """A hub with the students, the instructor, the course group and the selfheal block
+    (``more_config``: lines for ``jupyterhub_config.py`` before the block)."""
     folder.mkdir(parents=True, exist_ok=True)
     os.chmod(folder, 0o700)
     (folder / "policy.json").write_text(json.dumps(policy))
@@ -253,7 +255,9 @@ c.JupyterHub.load_roles = [
     {{"name": "class-test", "scopes": ["admin:users", "tokens", "read:roles"], "services": ["class-test"]}}
 ]
 """
-    config += hub_block(folder / "policy.json", base_url, folder / "service-log.jsonl", *extra, listen=free_port())
+    config += more_config + hub_block(
+        folder / "policy.json", base_url, folder / "service-log.jsonl", *extra, listen=free_port()
+    )
     (folder / "jupyterhub_config.py").write_text(config)
     try:
         hub.start()

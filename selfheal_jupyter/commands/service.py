@@ -79,7 +79,8 @@ c.JupyterHub.services.append(
 
 
 def _selfheal_roles(config):
-    """Every user, and every server's token, may reach the service; the service may read groups."""
+    """Every user, and every server's token, may reach the service; the service may read groups
+    (the instructor's page signs in through the hub: its OAuth client comes with the url)."""
     found = config.JupyterHub.get("load_roles", [])
     roles = list(found.get_value([]) if hasattr(found, "get_value") else found)
     defaults = {{"user": ["self"], "server": ["users:activity!user", "access:servers!server"]}}
@@ -89,7 +90,9 @@ def _selfheal_roles(config):
             role = {{"name": name, "scopes": list(scopes)}}
             roles.append(role)
         role["scopes"] = list(dict.fromkeys([*role.get("scopes", scopes), {ACCESS_SCOPE!r}]))
-    roles.append({{"name": "selfheal-service", "scopes": ["read:users:groups", "read:users:name"], "services": [{SERVICE_NAME!r}]}})
+    # groups: a student's course; the groups and their members: the instructor's page lists the class
+    service_scopes = ["read:users:groups", "read:users:name", "list:groups", "read:groups"]
+    roles.append({{"name": "selfheal-service", "scopes": service_scopes, "services": [{SERVICE_NAME!r}]}})
     config.JupyterHub.load_roles = roles
 
 

@@ -7,6 +7,7 @@ tell a dead connection. A client that goes away cancels its run (its sandbox run
 killed, its containers go); ``POST api/runs/ID/cancel`` is the Stop button.
 ``GET api/packages`` (the sandbox image's packages, for the kernel's context), ``GET
 api/log`` (instructors: the run log), ``GET api/health`` (no auth: is it up).
+The instructor's page (:mod:`.pages`, hub login) is served under the same prefix.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from tornado.iostream import StreamClosedError
 
 from ..loop.events import Waiting
 from ..service_client import wire
+from . import pages
 from .auth import HubUnreachable, HubUserHandler, hub_auth
 from .queue import FairQueue, QueueFull
 from .runs import Refused, Request, Service
@@ -141,6 +143,7 @@ class Runs(HubUserHandler):
             service.admit(user, policy, request)
             ticket = state.queue.submit(user)
         except Refused as refused:
+            service.refused(user, request, policy, refused)
             self.fail(403, refused.kind, str(refused))
             return
         except QueueFull:
@@ -170,6 +173,7 @@ class Runs(HubUserHandler):
             try:
                 service.admit(user, policy, request)
             except Refused as refused:
+                service.refused(user, request, policy, refused)
                 await self.send(wire.Failed(str(refused), kind=refused.kind))
                 return
             released = True  # from here the worker thread releases the slot when it ends
@@ -235,7 +239,9 @@ def make_app(service: Service, *, prefix: str, instructors: str) -> web.Applicat
             (prefix + "api/runs", Runs, args),
             (prefix + r"api/runs/([0-9a-f]+)/cancel", Cancel, args),
             (prefix + "api/log", Log, args),
-        ]
+            *pages.routes(prefix, state, service.policy_store()),
+        ],
+        **pages.settings(prefix),
     )
     app.settings["selfheal_state"] = state
     return app

@@ -3,7 +3,9 @@ what each student used today, read back from it.
 
 Why the quotas are counted from the log: it is the one record that outlives a restart
 of the service, so a restart gives nobody a fresh day. The log holds what the student
-saw (the hints word for word), never the fix unless the policy revealed it.
+saw (the hints word for word), never the fix unless the policy revealed it. An
+instructor's quota reset is a line of its own (``"kind": "reset"``, with who made it):
+the student's use of that day counts again from there.
 """
 
 from __future__ import annotations
@@ -20,6 +22,15 @@ from typing import Any
 def default_path() -> Path:
     state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return Path(state) / "selfheal" / "service-log.jsonl"
+
+
+RESET = "reset"
+"""The ``kind`` of a quota reset's line; a request's line has no ``kind``."""
+
+
+def is_request(entry: dict[str, Any]) -> bool:
+    """A line for a request a student made (not an instructor's reset)."""
+    return "kind" not in entry
 
 
 @dataclass
@@ -39,6 +50,9 @@ class RunLog:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _used: dict[tuple[str, str], Usage] = field(default_factory=dict, repr=False)
     _cell_hints: dict[tuple[str, str], int] = field(default_factory=dict, repr=False)
+    _read: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    _read_to: int = field(default=0, repr=False)
+    """The lines :meth:`entries` parsed so far, and where in the file it stopped."""
 
     def __post_init__(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -56,6 +70,9 @@ class RunLog:
 
     def _count(self, entry: dict[str, Any]) -> None:
         user, day = str(entry.get("user", "")), str(entry.get("time", ""))[:10]
+        if entry.get("kind") == RESET:
+            self._used[(user, day)] = Usage()
+            return
         used = self._used.setdefault((user, day), Usage())
         used.runs += int(entry.get("runs", 0) or 0)
         used.hints += len(entry.get("hints", []) or [])
@@ -73,6 +90,10 @@ class RunLog:
             self._file.flush()
             self._count(entry)
 
+    def reset_today(self, user: str, by: str) -> None:
+        """An instructor's reset of ``user``'s quota for today (logged with who made it)."""
+        self.write({"kind": RESET, "user": user, "by": by})
+
     def used_today(self, user: str) -> Usage:
         with self._lock:
             found = self._used.get((user, datetime.now().date().isoformat()), Usage())
@@ -84,17 +105,25 @@ class RunLog:
             return self._cell_hints.get((user, cell), 0)
 
     def entries(self) -> list[dict[str, Any]]:
-        """Every line, oldest first (the instructor's view)."""
+        """Every line, oldest first (the instructor's view). Only what was appended since
+        the last call is read and parsed: a page view of a long term's log stays fast."""
         with self._lock:
             self._file.flush()
-            text = self.path.read_text(encoding="utf-8")
-        found = []
-        for line in text.splitlines():
-            try:
-                found.append(json.loads(line))
-            except ValueError:
-                continue
-        return found
+            with self.path.open("rb") as fh:
+                if os.fstat(fh.fileno()).st_size < self._read_to:  # the file was replaced
+                    self._read, self._read_to = [], 0
+                fh.seek(self._read_to)
+                data = fh.read()
+            whole = data.rfind(b"\n") + 1  # a line still being written waits for the next call
+            for line in data[:whole].splitlines():
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue  # a line cut by a crash
+                if isinstance(entry, dict):
+                    self._read.append(entry)
+            self._read_to += whole
+            return list(self._read)
 
     def close(self) -> None:
         with self._lock:

@@ -29,6 +29,7 @@ from ..service_client import wire
 from ..teaching import policy as policies
 from .hints import HintSessions, cell_key
 from .log import RunLog
+from .policy_store import CHANGES_FILE, PolicyStore
 
 Emit = Callable[[Any], None]
 ENTRIES = ("agent", "heal", "hint", "autoheal", "run")
@@ -86,20 +87,21 @@ class SharedLLM(LLMClient):
 
 
 class PolicyFile:
-    """The instructor's policy, read again whenever its file changes (stat per request)."""
+    """The instructor's policy, read again whenever its file changes (stat per request).
+
+    ``where`` is the file it reads (``path``, else ``$SELFHEAL_POLICY``, else the default
+    path): the instructor's page writes there."""
 
     def __init__(self, path: str | None) -> None:
         self.path = path
-        self._seen: tuple[float, int, int] | None = None
-        self._policy = policies.read_class(path)
+        self.where = path or os.environ.get(policies.ENV_VAR) or policies.DEFAULT_PATH
         self._lock = threading.Lock()
-        self._seen = self._stamp()
+        self._seen = self._stamp()  # before the read: a change in between is read again
+        self._policy = policies.read_class(path)
 
     def _stamp(self) -> tuple[float, int, int] | None:
-        if self.path is None:
-            return None
         try:
-            st = os.stat(self.path)
+            st = os.stat(self.where)
         except OSError:
             return (0.0, 0, 0)
         return (st.st_mtime, st.st_size, st.st_ino)
@@ -153,9 +155,9 @@ class Service:
         if policy.mode == "hints" and request.entry not in policies.HINT_ENTRIES:
             raise Refused(f"Only hints are allowed here ({policy.source}): use %%hint on your cell.")
         used, quota = self.log.used_today(user), policy.quota
-        runs = min(x for x in (quota.runs, policy.max_runs, 1 << 62) if x is not None)
+        runs = run_limit(policy)
         needs_run = request.entry != "hint" or not self.hints.session(user, request.task).ran
-        if needs_run and used.runs >= runs:
+        if needs_run and runs is not None and used.runs >= runs:
             raise Refused(f"You have used all {runs} runs of today's quota ({policy.source}).", "quota")
         if request.entry == "hint" and quota.hints is not None and used.hints >= quota.hints:
             raise Refused(f"You have used all {quota.hints} hints of today's quota ({policy.source}).", "quota")
@@ -172,10 +174,30 @@ class Service:
                     "quota",
                 )
 
+    def refused(self, user: str, request: Request, policy: policies.Policy, refused: Refused) -> None:
+        """Log a refused request (the instructor sees who asked during an exam, and why not)."""
+        self.log.write(
+            {
+                "user": user,
+                "entry": request.entry,
+                "notebook": request.notebook,
+                "mode": policy.mode,
+                "cell": cell_key(request.task),
+                "runs": 0,
+                "outcome": "refused",
+                "result": "refused",
+                "error": str(refused),
+            }
+        )
+
+    def policy_store(self) -> PolicyStore:
+        """Where the instructor's page writes the policy (the file this service reads)."""
+        return PolicyStore(self.policy_file.where, self.log.path.with_name(CHANGES_FILE))
+
     # ------------------------------------------------------------------ settings
     def settings_for(self, request: Request, policy: policies.Policy, user: str) -> SelfHeal:
-        """The service's settings; a request may lower (never raise) a few of them, and
-        a token quota bounds the run's token budget."""
+        """The service's settings; a request may lower (never raise) a few of them, a
+        token quota bounds the run's token budget, and the policy may name the model."""
         own = self.settings
         values: dict[str, Any] = {}
         opts = request.options
@@ -192,13 +214,20 @@ class Service:
                 values["memory"] = memory
         except ValueError:
             pass
+        if policy.model:
+            values["model"] = policy.model
         if policy.quota.tokens is not None:
             left = max(1, policy.quota.tokens - self.log.used_today(user).tokens)
             values["token_budget"] = min(own.token_budget or left, left)
         return own.with_values(**values) if values else own
 
     def _llm(self, settings: SelfHeal) -> LLMClient:
-        llm = build_llm(settings, self.endpoint, kind=SharedLLM)
+        """The shared model client, asking for the policy's model when it names one
+        (:meth:`settings_for` puts it in ``settings.model``)."""
+        endpoint = self.endpoint
+        if settings.model and settings.model != endpoint.model:
+            endpoint = replace(endpoint, model=settings.model)
+        llm = build_llm(settings, endpoint, kind=SharedLLM)
         llm.slots = self.model_slots  # type: ignore[attr-defined]
         return llm
 
@@ -206,7 +235,13 @@ class Service:
     def work(self, user: str, request: Request, policy: policies.Policy, emit: Emit, cancel: threading.Event) -> None:
         """Serve one admitted request (in a worker thread): events to ``emit``, a log line."""
         settings = self.settings_for(request, policy, user)
-        entry = {"user": user, "entry": request.entry, "notebook": request.notebook, "mode": policy.mode}
+        entry = {
+            "user": user,
+            "entry": request.entry,
+            "notebook": request.notebook,
+            "mode": policy.mode,
+            "model": policy.model or self.endpoint.model,
+        }
         try:
             if request.entry == "hint":
                 self._hint(user, request, policy, settings, emit, cancel, entry)
@@ -235,7 +270,16 @@ class Service:
                 emit(event)
 
         run = run_with_fix(loop, task, forward, cancel, search_tries=settings.fix_search_tries)
-        entry.update(runs=1, outcome=run.outcome, tokens=_tokens(run), cell=cell_key(task), rounds=len(run.iterations))
+        entry.update(
+            runs=1,
+            outcome=run.outcome,
+            result=result_of(run),
+            tokens=_tokens(run),
+            cell=cell_key(task),
+            rounds=len(run.iterations),
+        )
+        if run.fix is not None and run.fix.code:  # full mode: the student was handed the fix
+            entry["fix"] = run.fix.code
         emit(wire.Finished(replace(run, task=light(task))))
 
     def _plan(self, request: Request, settings: SelfHeal, emit: Emit, cancel: threading.Event, entry: dict) -> None:
@@ -279,10 +323,19 @@ class Service:
                 emit(wire.Failed(f"No hint this time: {run.error or 'the run was stopped'} Run %%hint again."))
                 return
             self.hints.found(session, run, loop, cancel)
+        assert session.run is not None
+        entry.update(outcome=session.run.outcome, result=result_of(session.run) if session.failed else "runs")
         emit(wire.Working("Writing the hint…"))
         turn = self.hints.turn(session, policy, self.log.hints_for(user, key), llm, cancel, prose=settings.hint_prose)
         if turn.new is not None:
-            entry.update(hints=[turn.new.text], level=turn.new.level, revealed=bool(turn.new.diff))
+            # what the student was shown, word for word; the fix only when a hint revealed it
+            entry.update(
+                hints=[turn.new.text], titles=[turn.new.title], level=turn.new.level, revealed=bool(turn.new.diff)
+            )
+            if turn.new.diff:
+                entry["fix"] = turn.new.diff
+        elif turn.note:
+            entry["note"] = turn.note
         record = replace(turn.record, task=light(turn.record.task)) if turn.record is not None else None
         emit(wire.HintsFinished(hints=turn.hints, total=turn.total, more=turn.more, note=turn.note, record=record))
 
@@ -291,6 +344,25 @@ class Service:
 
         close_shared_sandboxes()
         self.log.close()
+
+
+def run_limit(policy: policies.Policy) -> int | None:
+    """Runs a student may make per day: the lower of the quota's and ``max_runs`` (None: no limit)."""
+    limits = [x for x in (policy.quota.runs, policy.max_runs) if x is not None]
+    return min(limits) if limits else None
+
+
+def result_of(run: Run) -> str:
+    """The request's result as an instructor reads it: ``runs`` (the student's own cell
+    passed), ``fixed`` (a verified fix was found), ``not fixed``, ``cancelled`` or ``error``."""
+    first = run.iterations[0] if run.iterations else None
+    if first is not None and first.index == 0 and first.verdict.passed:
+        return "runs"
+    if run.outcome == "success":
+        return "fixed"
+    if run.outcome in ("cancelled", "error"):
+        return run.outcome
+    return "not fixed"
 
 
 def _tokens(run: Run) -> int:

@@ -17,8 +17,10 @@ service (``selfheal service``) holds the policy instead, where no student reache
 The same file holds the class's rules, which only the service applies (it knows the
 student, their hub groups, the notebook and the time; :class:`ClassPolicy`): the keys
 above are the class-wide default; ``quota`` (runs, hints, tokens per student per day);
+``model`` (the model name the service asks its endpoint for; unset: the service's own);
 ``groups`` (a hub group: a course) and ``notebooks`` (a path glob: an assignment) map to
-overrides of those keys, applied in the file's order, groups first; ``windows`` (an
+overrides of those keys (a key left out, or a quota's field left out, stays as it was),
+applied in the file's order, groups first; ``windows`` (an
 exam: ``start`` and ``end`` in the service's local time, optionally for some ``groups``
 or ``notebooks``) set ``mode`` (default ``off``) while they last, last of all. In a
 kernel without the service only the class-wide default applies.
@@ -75,6 +77,8 @@ class Policy:
     """Why a named file could not be used (the policy is then ``off``)."""
     quota: Quota = field(default_factory=Quota)
     """Per student per day (the service's)."""
+    model: str | None = None
+    """The model the service asks its endpoint for (None: the service's ``SelfHeal.model``)."""
 
 
 @dataclass(frozen=True)
@@ -86,12 +90,20 @@ class Override:
     max_hints: int | None = None
     max_runs: int | None = None
     quota: Quota | None = None
+    model: str | None = None
 
     def over(self, policy: Policy, why: str) -> Policy:
-        values = {k: getattr(self, k) for k in ("mode", "reveal_fix", "max_hints", "max_runs", "quota")}
+        values = {k: getattr(self, k) for k in _KEYS}
         given = {k: v for k, v in values.items() if v is not None}
         if not given:
             return policy
+        if self.quota is not None:  # a course's quota of runs keeps the class's quota of hints
+            given["quota"] = Quota(
+                **{
+                    k: getattr(self.quota, k) if getattr(self.quota, k) is not None else getattr(policy.quota, k)
+                    for k in ("runs", "hints", "tokens")
+                }
+            )
         source = policy.source
         source = source[:-1] + f", {why})" if source.endswith(")") else f"{source} ({why})"
         return replace(policy, **given, source=source)
@@ -152,7 +164,7 @@ def _count(data: dict[str, Any], key: str) -> int | None:
     return value
 
 
-_KEYS = ("mode", "reveal_fix", "max_hints", "max_runs", "quota")
+_KEYS = ("mode", "reveal_fix", "max_hints", "max_runs", "quota", "model")
 
 
 def _quota(data: object, where: str) -> Quota:
@@ -178,6 +190,15 @@ def _reveal(data: dict[str, Any], default: bool | None) -> bool | None:
     return reveal
 
 
+def _model(data: dict[str, Any], where: str) -> str | None:
+    model = data.get("model")
+    if model is None:
+        return None
+    if not isinstance(model, str) or not model.strip() or len(model) > 200 or not model.isprintable():
+        raise ValueError(f'"model" in {where} must be a model name, not {model!r}')
+    return model.strip()
+
+
 def _override(data: object, where: str) -> Override:
     if not isinstance(data, dict):
         raise ValueError(f"{where} must be an object of {', '.join(_KEYS)}")
@@ -190,6 +211,7 @@ def _override(data: object, where: str) -> Override:
         max_hints=_count(data, "max_hints"),
         max_runs=_count(data, "max_runs"),
         quota=_quota(data["quota"], f"{where}.quota") if "quota" in data else None,
+        model=_model(data, where),
     )
 
 
@@ -257,6 +279,7 @@ def parse_class(data: object, *, source: str) -> ClassPolicy:
         max_runs=_count(data, "max_runs"),
         source=source,
         quota=_quota(data["quota"], "quota") if "quota" in data else Quota(),
+        model=_model(data, "the policy"),
     )
     return ClassPolicy(
         default=default,

@@ -137,6 +137,11 @@ class HintSession:
         self.facts, self._held = facts_of(run)
 
     @property
+    def run(self) -> Run | None:
+        """The verified run itself (with the fix): for the service's own log, never for the student."""
+        return self._run
+
+    @property
     def ran(self) -> bool:
         return self._run is not None
 
