@@ -110,3 +110,45 @@ def test_a_broken_class_policy_closes_everything():
         parse_class({"windows": [{"start": "2026-12-01T11:00", "end": "2026-12-01T09:00"}]}, source="s")
     with pytest.raises(ValueError, match="unknown key"):
         parse_class({"groups": {"g": {"mode": "hints", "fix": True}}}, source="s")
+
+
+def test_a_notebook_path_the_student_names_only_narrows_what_their_groups_allow():
+    """The notebook's path is the student's word (their kernel reports it): claiming a path
+    whose rule says more must not give a student more than their course allows."""
+    policy = parse_class(
+        {
+            "mode": "full",
+            "groups": {"cs101": {"mode": "hints", "reveal_fix": False, "max_hints": 2, "quota": {"runs": 3}}},
+            "notebooks": {"lab/*": {"mode": "full", "reveal_fix": True, "max_hints": 5, "quota": {"runs": 9}}},
+            "windows": [
+                {
+                    "name": "lab",
+                    "start": "2026-12-01T09:00",
+                    "end": "2026-12-01T11:00",
+                    "mode": "full",
+                    "notebooks": ["*"],
+                }
+            ],
+        },
+        source="p",
+    )
+    claimed = policy.resolve({"cs101"}, "lab/mine.ipynb", datetime(2026, 12, 1, 10, 0))
+    assert (claimed.mode, claimed.reveal_fix, claimed.max_hints, claimed.quota.runs) == ("hints", False, 2, 3)
+    tighter = parse_class({"mode": "full", "notebooks": {"hw/*": {"mode": "hints", "max_hints": 1}}}, source="p")
+    assert tighter.resolve(set(), "hw/1.ipynb", datetime(2026, 12, 1)).mode == "hints"
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        {"notebooks": {"lab/*": {"mode": "full"}}},
+        {"notebooks": {"lab/*": {"reveal_fix": True}}},
+        {"notebooks": {"lab/*": {"max_hints": 4}}},
+        {"notebooks": {"lab/*": {"quota": {"runs": 11}}}},
+        {"windows": [{"start": "2026-12-01T09:00", "end": "2026-12-01T11:00", "mode": "full", "notebooks": ["x*"]}]},
+    ],
+)
+def test_a_notebook_rule_that_gives_more_than_the_class_is_refused_saying_why(rule):
+    base = {"mode": "hints", "reveal_fix": False, "max_hints": 3, "quota": {"runs": 10}}
+    with pytest.raises(ValueError, match="gives more than the whole class"):
+        parse_class({**base, **rule}, source="p")
