@@ -152,3 +152,29 @@ def test_a_notebook_rule_that_gives_more_than_the_class_is_refused_saying_why(ru
     base = {"mode": "hints", "reveal_fix": False, "max_hints": 3, "quota": {"runs": 10}}
     with pytest.raises(ValueError, match="gives more than the whole class"):
         parse_class({**base, **rule}, source="p")
+
+
+def test_one_students_flood_of_cells_never_costs_another_student_their_verified_run(tmp_path):
+    """Hint sessions were one list for the class, and a refused request made one: a student
+    with no runs left could push every other student's verified run out (their next hint
+    then needed a run their quota no longer had)."""
+    from selfheal_jupyter.config import SelfHeal
+    from selfheal_jupyter.service.hints import HintSessions
+    from selfheal_jupyter.service.log import RunLog
+    from selfheal_jupyter.service.runs import Refused, Request, Service
+    from selfheal_jupyter.teaching.policy import Policy, Quota
+
+    service = Service(SelfHeal(), policy=None, log=RunLog(tmp_path / "log.jsonl"))
+    service.hints.keep = 10
+    policy = Policy(mode="hints", quota=Quota(runs=1))
+    context = NotebookContext([ContextEntry("df", "value", "DataFrame")], values={"df": b"x" * 1000})
+    bobs = Task(prompt="", initial_code="def f():\n    return 1\n\nassert f() == 2\n", context=context)
+    HintSessions.found(service.hints.session("bob", bobs), Run(task=bobs), loop=None)
+    for user in ("ann", "bob"):
+        service.log.write({"user": user, "entry": "hint", "runs": 1})
+    for i in range(3 * service.hints.keep):
+        with pytest.raises(Refused, match="runs of today's quota"):
+            service.admit("ann", policy, Request("hint", Task(prompt="", initial_code=f"assert {i} < 0\n"), "", {}))
+    service.admit("bob", policy, Request("hint", bobs, "", {}))  # no run needed: bob's is still there
+    kept = service.hints.session("bob", bobs).run
+    assert kept is not None and kept.task.context.values == {}  # nor does the service hold bob's copies

@@ -11,19 +11,20 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..agents.hint_facts import facts_of
 from ..agents.hint_writer import HintWriter
-from ..model import Hint, Run, Task
+from ..model import Hint, NotebookContext, Run, Task
 from ..notebook.teaching import HintComposer, HintSession, cell_key
 from ..teaching.policy import Policy
 
-__all__ = ["HintSessions", "Turn", "cell_key"]
+__all__ = ["HintSessions", "Turn", "cell_key", "light"]
 
-KEEP = 2000
-"""Student cells whose verified run the service keeps in memory (the least recently asked go first)."""
+KEEP = 50
+"""Cells per student whose verified run the service keeps in memory (that student's least
+recently asked go first: one student's flood of cells never pushes out another's)."""
 
 
 @dataclass
@@ -43,25 +44,36 @@ class HintSessions:
     """Every student cell's session, kept while the service runs (the hints given are
     also counted in the run log, so a restart gives no cell more hints)."""
 
-    sessions: OrderedDict[tuple[str, str], HintSession] = field(default_factory=OrderedDict)
+    sessions: dict[str, OrderedDict[str, HintSession]] = field(default_factory=dict)
+    """Each student's cells, their most recently asked last."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     keep: int = KEEP
 
     def session(self, user: str, task: Task) -> HintSession:
-        key = (user, cell_key(task))
+        key = cell_key(task)
         with self.lock:
-            found = self.sessions.get(key)
+            own = self.sessions.setdefault(user, OrderedDict())
+            found = own.get(key)
             if found is None:
-                found = self.sessions[key] = HintSession(cell=task.initial_code or "")
-                while len(self.sessions) > self.keep:  # the oldest cell's run is found again if asked
-                    self.sessions.popitem(last=False)
-            self.sessions.move_to_end(key)
+                found = own[key] = HintSession(cell=task.initial_code or "")
+                while len(own) > self.keep:  # their oldest cell's run is found again if asked
+                    own.popitem(last=False)
+            own.move_to_end(key)
             return found
+
+    def ran(self, user: str, task: Task) -> bool:
+        """Whether this student's cell has its run already (asked without keeping anything:
+        a refused request leaves no session behind)."""
+        with self.lock:
+            own = self.sessions.get(user)
+            found = own.get(cell_key(task)) if own is not None else None
+            return found is not None and found.run is not None
 
     @staticmethod
     def found(session: HintSession, run: Run, loop: Any) -> None:
-        """The session's run (with a verified fix or not) and its facts."""
-        session.run, session.loop, session.facts = run, loop, facts_of(run)
+        """The session's run (with a verified fix or not, kept without the task's copies)
+        and its facts."""
+        session.run, session.loop, session.facts = replace(run, task=light(run.task)), loop, facts_of(run)
 
     @staticmethod
     def turn(session: HintSession, policy: Policy, given_before: int, llm: Any, cancel: threading.Event | None) -> Turn:
@@ -80,6 +92,15 @@ class HintSessions:
         session.hints.append(hint)
         more = level < total
         return Turn(session.hints, total, more, "", record(session), new=hint)
+
+
+def light(task: Task) -> Task:
+    """The task without its copies: as it goes back to the kernel (which has them), and as
+    a session keeps it (a student's large values are not held for the day)."""
+    context = task.context
+    if context is not None:
+        context = NotebookContext(entries=context.entries, prelude=context.prelude, resolve_s=context.resolve_s)
+    return replace(task, inputs={}, context=context)
 
 
 def record(session: HintSession) -> Run | None:
