@@ -117,6 +117,10 @@ class Hub:
     admin_token: str
     proc: subprocess.Popen | None = None
     log: Path = field(init=False)
+    service_port: int = 0
+    """Where the service listens (students on the hub's machine can reach it directly)."""
+    nofile: int | None = None
+    """The hub's (and so its service's) limit of open files; None: this process's."""
 
     def __post_init__(self) -> None:
         self.log = self.folder / "hub.log"
@@ -148,9 +152,15 @@ class Hub:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=self._limit if self.nofile else None,
             )
         wait_until(self._up, "the hub to answer")
         wait_until(self.service_up, "the selfheal service to answer through the proxy")
+
+    def _limit(self) -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
 
     def _up(self) -> bool:
         assert self.proc is not None
@@ -230,13 +240,21 @@ def hub_block(policy: Path, base_url: str, log: Path, *extra: str, listen: int) 
 
 
 @contextmanager
-def class_hub(folder: Path, policy: dict[str, Any], base_url: str, *extra: str, more_config: str = "") -> Iterator[Hub]:
+def class_hub(
+    folder: Path,
+    policy: dict[str, Any],
+    base_url: str,
+    *extra: str,
+    more_config: str = "",
+    nofile: int | None = None,
+) -> Iterator[Hub]:
     """A hub with the students, the instructor, the course group and the selfheal block
-    (``more_config``: lines for ``jupyterhub_config.py`` before the block)."""
+    (``more_config``: lines for ``jupyterhub_config.py`` before the block; ``nofile``: the
+    hub's, so the service's, open-file limit)."""
     folder.mkdir(parents=True, exist_ok=True)
     os.chmod(folder, 0o700)
     (folder / "policy.json").write_text(json.dumps(policy))
-    hub = Hub(folder, free_port(), secrets.token_hex(16))
+    hub = Hub(folder, free_port(), secrets.token_hex(16), service_port=free_port(), nofile=nofile)
     users = [*STUDENTS, INSTRUCTOR]
     config = f"""
 c.JupyterHub.ip = "127.0.0.1"
@@ -256,7 +274,7 @@ c.JupyterHub.load_roles = [
 ]
 """
     config += more_config + hub_block(
-        folder / "policy.json", base_url, folder / "service-log.jsonl", *extra, listen=free_port()
+        folder / "policy.json", base_url, folder / "service-log.jsonl", *extra, listen=hub.service_port
     )
     (folder / "jupyterhub_config.py").write_text(config)
     try:

@@ -110,3 +110,71 @@ def test_a_broken_class_policy_closes_everything():
         parse_class({"windows": [{"start": "2026-12-01T11:00", "end": "2026-12-01T09:00"}]}, source="s")
     with pytest.raises(ValueError, match="unknown key"):
         parse_class({"groups": {"g": {"mode": "hints", "fix": True}}}, source="s")
+
+
+def test_a_notebook_path_the_student_names_only_narrows_what_their_groups_allow():
+    """The notebook's path is the student's word (their kernel reports it): claiming a path
+    whose rule says more must not give a student more than their course allows."""
+    policy = parse_class(
+        {
+            "mode": "full",
+            "groups": {"cs101": {"mode": "hints", "reveal_fix": False, "max_hints": 2, "quota": {"runs": 3}}},
+            "notebooks": {"lab/*": {"mode": "full", "reveal_fix": True, "max_hints": 5, "quota": {"runs": 9}}},
+            "windows": [
+                {
+                    "name": "lab",
+                    "start": "2026-12-01T09:00",
+                    "end": "2026-12-01T11:00",
+                    "mode": "full",
+                    "notebooks": ["*"],
+                }
+            ],
+        },
+        source="p",
+    )
+    claimed = policy.resolve({"cs101"}, "lab/mine.ipynb", datetime(2026, 12, 1, 10, 0))
+    assert (claimed.mode, claimed.reveal_fix, claimed.max_hints, claimed.quota.runs) == ("hints", False, 2, 3)
+    tighter = parse_class({"mode": "full", "notebooks": {"hw/*": {"mode": "hints", "max_hints": 1}}}, source="p")
+    assert tighter.resolve(set(), "hw/1.ipynb", datetime(2026, 12, 1)).mode == "hints"
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        {"notebooks": {"lab/*": {"mode": "full"}}},
+        {"notebooks": {"lab/*": {"reveal_fix": True}}},
+        {"notebooks": {"lab/*": {"max_hints": 4}}},
+        {"notebooks": {"lab/*": {"quota": {"runs": 11}}}},
+        {"windows": [{"start": "2026-12-01T09:00", "end": "2026-12-01T11:00", "mode": "full", "notebooks": ["x*"]}]},
+    ],
+)
+def test_a_notebook_rule_that_gives_more_than_the_class_is_refused_saying_why(rule):
+    base = {"mode": "hints", "reveal_fix": False, "max_hints": 3, "quota": {"runs": 10}}
+    with pytest.raises(ValueError, match="gives more than the whole class"):
+        parse_class({**base, **rule}, source="p")
+
+
+def test_one_students_flood_of_cells_never_costs_another_student_their_verified_run(tmp_path):
+    """Hint sessions were one list for the class, and a refused request made one: a student
+    with no runs left could push every other student's verified run out (their next hint
+    then needed a run their quota no longer had)."""
+    from selfheal_jupyter.config import SelfHeal
+    from selfheal_jupyter.service.hints import HintSessions
+    from selfheal_jupyter.service.log import RunLog
+    from selfheal_jupyter.service.runs import Refused, Request, Service
+    from selfheal_jupyter.teaching.policy import Policy, Quota
+
+    service = Service(SelfHeal(), policy=None, log=RunLog(tmp_path / "log.jsonl"))
+    service.hints.keep = 10
+    policy = Policy(mode="hints", quota=Quota(runs=1))
+    context = NotebookContext([ContextEntry("df", "value", "DataFrame")], values={"df": b"x" * 1000})
+    bobs = Task(prompt="", initial_code="def f():\n    return 1\n\nassert f() == 2\n", context=context)
+    HintSessions.found(service.hints.session("bob", bobs), Run(task=bobs), loop=None)
+    for user in ("ann", "bob"):
+        service.log.write({"user": user, "entry": "hint", "runs": 1})
+    for i in range(3 * service.hints.keep):
+        with pytest.raises(Refused, match="runs of today's quota"):
+            service.admit("ann", policy, Request("hint", Task(prompt="", initial_code=f"assert {i} < 0\n"), "", {}))
+    service.admit("bob", policy, Request("hint", bobs, "", {}))  # no run needed: bob's is still there
+    kept = service.hints.session("bob", bobs).run
+    assert kept is not None and kept.task.context.values == {}  # nor does the service hold bob's copies

@@ -114,7 +114,7 @@ def serve(args: argparse.Namespace) -> int:
     from tornado.httpserver import HTTPServer
     from tornado.ioloop import IOLoop
 
-    from ..service.app import make_app, max_body_bytes, warm_up
+    from ..service.app import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, REQUEST_MAX_BYTES, make_app, warm_up
     from ..service.log import RunLog
     from ..service.runs import Service, log_path
     from . import command_settings
@@ -125,7 +125,12 @@ def serve(args: argparse.Namespace) -> int:
     prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", f"/services/{SERVICE_NAME}/")
     app = make_app(service, prefix=prefix, instructors=settings.service_instructors)
     host, port = _listen(args)
-    server = HTTPServer(app, max_body_size=max_body_bytes(service), idle_connection_timeout=3600)
+    server = HTTPServer(
+        app,
+        max_body_size=REQUEST_MAX_BYTES,  # a run's request raises its own once the hub said who asks
+        idle_connection_timeout=HEADER_TIMEOUT_S,
+        body_timeout=BODY_TIMEOUT_S,
+    )
     server.listen(port, host)
     loop = IOLoop.current()
     loop.add_callback(warm_up, app.settings["selfheal_state"])

@@ -30,6 +30,12 @@ from .queue import FairQueue, QueueFull
 from .runs import Refused, Request, Service
 
 HEARTBEAT_S = 5.0
+REQUEST_MAX_BYTES = 1 << 20
+"""The largest body the server reads before it knows who asks (every request but a run's)."""
+HEADER_TIMEOUT_S = 120.0
+"""A connection that sends no complete request head for this long is closed."""
+BODY_TIMEOUT_S = 300.0
+"""The longest a request's body may take to arrive (a run's copies, through the hub's proxy)."""
 _END = object()
 
 
@@ -40,6 +46,9 @@ class State:
     hub_auth: Any
     instructors: str
     runs: dict[str, tuple[str, threading.Event]] = field(default_factory=dict)
+    going: dict[str, int] = field(default_factory=dict)
+    """Each student's run requests in flight (uploading, waiting or running)."""
+    max_body: int = REQUEST_MAX_BYTES
     groups_cache: dict[str, tuple[float, set[str]]] = field(default_factory=dict)
     packages: dict[str, str] | None = None
     ready: bool = False
@@ -110,29 +119,85 @@ class Cancel(HubUserHandler):
         self.finish({"cancelled": run_id})
 
 
+@web.stream_request_body
 class Runs(HubUserHandler):
+    """A run's request. Its body (the copies: up to ``max_body``) is read only once the
+    hub said whose token it is and that student has fewer than ``service_waiting`` + 1
+    requests in flight, so no stranger's body and no more than that many of one
+    student's are ever held."""
+
     cancel: threading.Event | None = None
+    body: list[bytes] | None = None
+    counted = ""
+    posting = False
+
+    async def prepare(self) -> None:
+        await super().prepare()
+        if self._finished:
+            return
+        state, user = self.state, self.hub_user["name"]
+        going = state.going.get(user, 0)
+        if going > state.queue.waiting_per_user:
+            self.fail(
+                429,
+                "quota",
+                f"You already have {going} requests going on: let them finish (or stop one), then ask again.",
+            )
+            return
+        state.going[user], self.counted = going + 1, user
+        self.request.connection.set_max_body_size(state.max_body)  # type: ignore[union-attr]
+        self.body = []
+
+    def data_received(self, chunk: bytes) -> None:
+        if self.body is not None:
+            self.body.append(chunk)
+
+    def _leave(self) -> None:
+        user, self.counted = self.counted, ""
+        if user:
+            left = self.state.going.get(user, 1) - 1
+            if left > 0:
+                self.state.going[user] = left
+            else:
+                self.state.going.pop(user, None)
+
+    def on_finish(self) -> None:
+        self._leave()
 
     def on_connection_close(self) -> None:
         if self.cancel is not None:
             self.cancel.set()  # the kernel went away: its run stops, its containers go
+        if not self.posting:
+            self._leave()  # it went away while sending its body
 
     async def send(self, event: Any) -> None:
         self.write(wire.event_line(event))
         await self.flush()
 
     async def post(self) -> None:
+        self.posting = True
+        try:
+            await self._post()
+        finally:
+            self._leave()
+
+    async def _post(self) -> None:
         state = self.state
         service = state.service
         user = self.hub_user["name"]
+        body, self.body = b"".join(self.body or ()), None
         if not state.ready:
             self.fail(503, "error", unready(state))
             return
         try:
-            request = Request.parse(json.loads(self.request.body))
+            request = Request.parse(json.loads(body))
+        except RecursionError:
+            self.fail(400, "error", "The selfheal service cannot read this request (it is nested too deeply).")
+            return
         except (ValueError, wire.WireError) as exc:
             self.fail(400, "error", f"The selfheal service cannot read this request ({exc}).")
             return
+        del body
         try:
             groups = await self.groups()
         except HubUnreachable:
@@ -243,6 +308,7 @@ def make_app(service: Service, *, prefix: str, instructors: str) -> web.Applicat
         ],
         **pages.settings(prefix),
     )
+    state.max_body = max_body_bytes(service)
     app.settings["selfheal_state"] = state
     return app
 

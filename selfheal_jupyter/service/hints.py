@@ -12,19 +12,20 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..agents.hint_writer import HintWriter
-from ..model import Hint, Run, Task
+from ..model import Hint, NotebookContext, Run, Task
 from ..teaching import small_fix
 from ..teaching.policy import Policy
 from ..teaching.session import HintSession, cell_key
 
-__all__ = ["HintSessions", "Turn", "cell_key"]
+__all__ = ["HintSessions", "Turn", "cell_key", "light"]
 
-KEEP = 2000
-"""Student cells whose verified run the service keeps in memory (the least recently asked go first)."""
+KEEP = 50
+"""Cells per student whose verified run the service keeps in memory (that student's least
+recently asked go first: one student's flood of cells never pushes out another's)."""
 
 
 @dataclass
@@ -44,31 +45,41 @@ class HintSessions:
     """Every student cell's session, kept while the service runs (the hints given are
     also counted in the run log, so a restart gives no cell more hints)."""
 
-    sessions: OrderedDict[tuple[str, str], HintSession] = field(default_factory=OrderedDict)
+    sessions: dict[str, OrderedDict[str, HintSession]] = field(default_factory=dict)
+    """Each student's cells, their most recently asked last."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     keep: int = KEEP
 
     def session(self, user: str, task: Task, policy: Policy | None = None) -> HintSession:
-        key = (user, cell_key(task))
+        key = cell_key(task)
         with self.lock:
-            found = self.sessions.get(key)
+            own = self.sessions.setdefault(user, OrderedDict())
+            found = own.get(key)
             if found is None:
-                found = self.sessions[key] = HintSession(task.initial_code or "", policy or Policy())
-                while len(self.sessions) > self.keep:  # the oldest cell's run is found again if asked
-                    self.sessions.popitem(last=False)
-            self.sessions.move_to_end(key)
+                found = own[key] = HintSession(task.initial_code or "", policy or Policy())
+                while len(own) > self.keep:  # their oldest cell's run is found again if asked
+                    own.popitem(last=False)
+            own.move_to_end(key)
             if policy is not None:
                 found.policy = policy  # the service reads the policy again when its file changes
             return found
 
+    def ran(self, user: str, task: Task) -> bool:
+        """Whether this student's cell has its run already (asked without keeping anything:
+        a refused request leaves no session behind)."""
+        with self.lock:
+            own = self.sessions.get(user)
+            found = own.get(cell_key(task)) if own is not None else None
+            return found is not None and found.run is not None
+
     @staticmethod
     def found(session: HintSession, run: Run, loop: Any, cancel: threading.Event | None = None) -> None:
-        """The session's run (with a verified fix or not), after the small-change search
-        when the model's rounds verified nothing (as in a kernel)."""
+        """The session's run (with a verified fix or not, kept without the task's copies),
+        after the small-change search when the model's rounds verified nothing (as in a kernel)."""
         if not run.verified and run.outcome != "error":
             tried = run
             run = small_fix.search(tried, lambda code: loop.recheck(tried, code, cancel=cancel), cancel=cancel)
-        session.attach(run)
+        session.attach(replace(run, task=light(run.task)))
 
     @staticmethod
     def turn(
@@ -93,3 +104,12 @@ class HintSessions:
             return Turn(session.hints, total, False, note, session.record())
         hint = session.next_hint(HintWriter(llm) if prose else None, cancel=cancel)
         return Turn(session.hints, total, session.more, "", session.record(), new=hint)
+
+
+def light(task: Task) -> Task:
+    """The task without its copies: as it goes back to the kernel (which has them), and as
+    a session keeps it (a student's large values are not held for the day)."""
+    context = task.context
+    if context is not None:
+        context = NotebookContext(entries=context.entries, prelude=context.prelude)
+    return replace(task, inputs={}, context=context)

@@ -24,10 +24,10 @@ from ..factory import build_llm, build_loop, resolve_endpoint, shared_sandbox
 from ..llm import LLMClient
 from ..loop import events as loop_events
 from ..loop.fix_handover import run_with_fix
-from ..model import NotebookContext, Run, Task
+from ..model import Run, Task
 from ..service_client import wire
 from ..teaching import policy as policies
-from .hints import HintSessions, cell_key
+from .hints import HintSessions, cell_key, light
 from .log import RunLog
 from .policy_store import CHANGES_FILE, PolicyStore
 
@@ -115,14 +115,6 @@ class PolicyFile:
             return self._policy
 
 
-def light(task: Task) -> Task:
-    """The task as it goes back to the kernel: without the copies (the kernel has them)."""
-    context = task.context
-    if context is not None:
-        context = NotebookContext(entries=context.entries, prelude=context.prelude)
-    return replace(task, inputs={}, context=context)
-
-
 class Service:
     """The parts a class shares, and the work of one request."""
 
@@ -156,7 +148,7 @@ class Service:
             raise Refused(f"Only hints are allowed here ({policy.source}): use %%hint on your cell.")
         used, quota = self.log.used_today(user), policy.quota
         runs = run_limit(policy)
-        needs_run = request.entry != "hint" or not self.hints.session(user, request.task).ran
+        needs_run = request.entry != "hint" or not self.hints.ran(user, request.task)
         if needs_run and runs is not None and used.runs >= runs:
             raise Refused(f"You have used all {runs} runs of today's quota ({policy.source}).", "quota")
         if request.entry == "hint" and quota.hints is not None and used.hints >= quota.hints:

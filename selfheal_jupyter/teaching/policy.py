@@ -24,6 +24,13 @@ applied in the file's order, groups first; ``windows`` (an
 exam: ``start`` and ``end`` in the service's local time, optionally for some ``groups``
 or ``notebooks``) set ``mode`` (default ``off``) while they last, last of all. In a
 kernel without the service only the class-wide default applies.
+
+Why a notebook rule may only narrow: the notebook's path is the student's word (their
+kernel reports it, and they can name their notebook anything), while a student's hub
+groups and the time are the service's own facts. So what a path selects (a ``notebooks``
+rule, a window with ``notebooks``) can take away from what the student's groups allow,
+never add to it: a file whose notebook rule gives more than the class-wide default is
+refused, saying so, and at resolve time each of its keys only ever lowers the policy.
 """
 
 from __future__ import annotations
@@ -108,6 +115,44 @@ class Override:
         source = source[:-1] + f", {why})" if source.endswith(")") else f"{source} ({why})"
         return replace(policy, **given, source=source)
 
+    def narrow(self, policy: Policy, why: str) -> Policy:
+        """As :meth:`over`, but each given key only where it is stricter than ``policy``
+        (what the student's own word selects can take away, never give)."""
+        quota = None
+        if self.quota is not None:
+            quota = Quota(*(_least(getattr(self.quota, k), getattr(policy.quota, k)) for k in _QUOTA_KEYS))
+        return Override(
+            mode=None if self.mode is None else min(self.mode, policy.mode, key=MODES.index),
+            reveal_fix=None if self.reveal_fix is None else self.reveal_fix and policy.reveal_fix,
+            max_hints=None if self.max_hints is None else _least(self.max_hints, policy.max_hints),
+            max_runs=None if self.max_runs is None else _least(self.max_runs, policy.max_runs),
+            quota=quota,
+            model=self.model,  # a model the instructor chose for these notebooks gives no more access
+        ).over(policy, why)
+
+    def wider_than(self, policy: Policy) -> str:
+        """The first key that gives more than ``policy`` (``""``: none does)."""
+        if self.mode is not None and MODES.index(self.mode) > MODES.index(policy.mode):
+            return f'"mode" {self.mode} (the whole class: {policy.mode})'
+        if self.reveal_fix and not policy.reveal_fix:
+            return '"reveal_fix" true (the whole class: false)'
+        for key, ours, theirs in (
+            ("max_hints", self.max_hints, policy.max_hints),
+            ("max_runs", self.max_runs, policy.max_runs),
+            *(
+                (f"quota.{k}", getattr(self.quota, k), getattr(policy.quota, k))
+                for k in (_QUOTA_KEYS if self.quota is not None else ())
+            ),
+        ):
+            if ours is not None and _least(ours, theirs) != ours:
+                return f'"{key}" {ours} (the whole class: {theirs})'
+        return ""
+
+
+def _least(a: int | None, b: int | None) -> int | None:
+    """The stricter of two limits (None: no limit)."""
+    return b if a is None else a if b is None else min(a, b)
+
 
 @dataclass(frozen=True)
 class Window:
@@ -145,13 +190,15 @@ class ClassPolicy:
         for name, override in self.groups:
             if name in groups:
                 policy = override.over(policy, f"group {name}")
-        for glob, override in self.notebooks:
+        for glob, override in self.notebooks:  # the student's word: it only narrows
             if fnmatch.fnmatch(notebook, glob):
-                policy = override.over(policy, f"notebooks {glob}")
+                policy = override.narrow(policy, f"notebooks {glob}")
         for window in self.windows:
             if window.applies(frozenset(groups), notebook, now):
                 until = window.end.strftime("%Y-%m-%d %H:%M")
-                policy = Override(mode=window.mode).over(policy, f"{window.name} until {until}")
+                switch = Override(mode=window.mode)
+                why = f"{window.name} until {until}"
+                policy = switch.narrow(policy, why) if window.notebooks else switch.over(policy, why)
         return policy
 
 
@@ -165,6 +212,7 @@ def _count(data: dict[str, Any], key: str) -> int | None:
 
 
 _KEYS = ("mode", "reveal_fix", "max_hints", "max_runs", "quota", "model")
+_QUOTA_KEYS = ("runs", "hints", "tokens")
 
 
 def _quota(data: object, where: str) -> Quota:
@@ -281,12 +329,18 @@ def parse_class(data: object, *, source: str) -> ClassPolicy:
         quota=_quota(data["quota"], "quota") if "quota" in data else Quota(),
         model=_model(data, "the policy"),
     )
-    return ClassPolicy(
-        default=default,
-        groups=_overrides(data, "groups"),
-        notebooks=_overrides(data, "notebooks"),
-        windows=tuple(_window(w, i) for i, w in enumerate(windows)),
-    )
+    notebooks = _overrides(data, "notebooks")
+    parsed = tuple(_window(w, i) for i, w in enumerate(windows))
+    wider = [(f'notebooks["{glob}"]', override.wider_than(default)) for glob, override in notebooks]
+    wider += [(f"windows[{i}]", Override(mode=w.mode).wider_than(default)) for i, w in enumerate(parsed) if w.notebooks]
+    for where, what in wider:
+        if what:
+            raise ValueError(
+                f"{where} gives more than the whole class: {what}. A notebook's path is what the "
+                "student's kernel says, so a rule chosen by it may only narrow; give more to a "
+                "course (a hub group) instead"
+            )
+    return ClassPolicy(default=default, groups=_overrides(data, "groups"), notebooks=notebooks, windows=parsed)
 
 
 def parse(data: object, *, source: str) -> Policy:

@@ -1,0 +1,127 @@
+"""A student against the class service, through its public interfaces only: their own hub
+token, raw HTTP to the hub's proxy or straight to the service's port (a student on the
+hub's machine reaches it), the notebook path their kernel reports. Each attack here once
+worked and fails without its fix.
+
+One real hub for the module (the students are in the course group); each test writes the
+policy it needs (the service reads the file again when it changes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+
+import pytest
+import requests
+
+from tests.class_hub import COURSE, INSTRUCTOR, MODEL_KEY, STUDENTS, class_hub, ensure_user, wait_until
+from tests.scripted_server import Reply, ScriptedServer
+
+pytestmark = [pytest.mark.hub]
+
+MEAN = "def mean(xs):\n    return sum(xs) / (len(xs) + 1)\n\nassert mean([2, 4]) == 3\n"
+MEAN_FIX = "```python\ndef mean(xs):\n    return sum(xs) / len(xs)\n\nassert mean([2, 4]) == 3\n```"
+RUNS = "/services/selfheal/api/runs"
+
+
+@pytest.fixture(scope="module")
+def classroom(tmp_path_factory, sandbox_image):
+    for user in (*STUDENTS, INSTRUCTOR):
+        ensure_user(user)
+    folder = tmp_path_factory.mktemp("attacks")
+    script = [Reply(MEAN_FIX, match="def mean(") for _ in range(10)]
+    with (
+        ScriptedServer(script, api_key=MODEL_KEY) as model,
+        class_hub(folder / "hub", {"mode": "full"}, model.base_url) as hub,
+    ):
+        yield hub, model
+
+
+def set_policy(hub, policy: dict) -> None:
+    """A new file in place of the old (the service sees the change by its inode)."""
+    path = hub.folder / "policy.json"
+    path.with_suffix(".new").write_text(json.dumps(policy))
+    os.replace(path.with_suffix(".new"), path)
+
+
+def body(entry: str, code: str, notebook: str = "") -> dict:
+    return {"entry": entry, "task": {"prompt": "", "initial_code": code}, "notebook": notebook, "options": {}}
+
+
+def head_only(port: int, token: str, length: int, sent: bytes = b"", path: str = RUNS) -> socket.socket:
+    """A request whose head says ``length`` bytes of body follow, of which only ``sent`` do."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+    sock.sendall(
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: token {token}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n".encode()
+        + sent
+    )
+    return sock
+
+
+def status_of(sock: socket.socket) -> int:
+    """The status of the answer (the socket times out if none comes: the body was awaited)."""
+    data = b""
+    while b"\r\n" not in data:
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    sock.close()
+    assert data, "the connection closed without an answer"
+    return int(data.split()[1])
+
+
+def test_a_notebook_path_the_kernel_claims_gives_no_more_than_the_course(classroom):
+    hub, model = classroom
+    set_policy(
+        hub,
+        {
+            "mode": "full",
+            "groups": {COURSE: {"mode": "hints", "reveal_fix": False}},
+            "notebooks": {"scratch/*.ipynb": {"mode": "full"}},
+        },
+    )
+    token = hub.token(STUDENTS[0])
+    asked = len(model.chat_requests())
+    claimed = requests.post(
+        hub.service_url + "api/runs",
+        json=body("heal", MEAN, notebook="scratch/mine.ipynb"),
+        headers={"Authorization": f"token {token}"},
+        timeout=300,
+    )
+    assert claimed.status_code == 403, claimed.text[-500:]
+    assert "Only hints are allowed here" in claimed.json()["message"]
+    assert len(model.chat_requests()) == asked
+
+
+def test_no_body_is_read_before_the_hub_vouched_for_the_token_and_one_student_sends_few(classroom):
+    hub, _ = classroom
+    set_policy(hub, {"mode": "full"})
+    huge = 200_000_000  # under the largest run request (2 x context_max_bytes + 16 MB)
+    # a stranger: answered at once, through the proxy (which passes a request on with its
+    # first byte of body) and at the service's own port, on the runs API and anywhere else,
+    # without the rest of the body read
+    for port, path in ((hub.port, RUNS), (hub.service_port, RUNS), (hub.service_port, RUNS[:-4] + "health")):
+        assert status_of(head_only(port, "0123abcd", huge, b"{", path=path)) in (400, 401, 413)
+    # a student: no more requests in flight than the queue would keep (one running,
+    # service_waiting waiting), so no more of their bodies held
+    token = hub.token(STUDENTS[1])
+    uploading = [head_only(hub.service_port, token, 10_000_000, b'{"entry": "heal", "task": ') for _ in range(4)]
+    one_more = requests.post(hub.service_url + "api/runs", json={}, headers={"Authorization": f"token {token}"})
+    assert one_more.status_code == 429 and "requests going on" in one_more.json()["message"], one_more.text
+    for sock in uploading:
+        sock.close()
+
+    def answered() -> int | None:
+        got = requests.post(hub.service_url + "api/runs", json={}, headers={"Authorization": f"token {token}"})
+        return got.status_code if got.status_code != 429 else None
+
+    assert wait_until(answered, "the dropped uploads to stop counting", 60) == 400
+    # JSON nested past Python's recursion limit: a 400 that says so, not a 500
+    deep = requests.post(
+        hub.service_url + "api/runs", data="[" * 100_000 + "]" * 100_000, headers={"Authorization": f"token {token}"}
+    )
+    assert deep.status_code == 400 and "nested too deeply" in deep.json()["message"]
