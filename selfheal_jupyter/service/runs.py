@@ -50,12 +50,15 @@ class Request:
     task: Task
     notebook: str
     options: dict[str, Any]
+    line_offset: int = 0
+    """Lines above the code in the student's cell (1: the ``%%hint`` line); hints count
+    lines as the student's editor shows them."""
 
     @classmethod
     def parse(cls, body: object) -> Request:
         if not isinstance(body, dict):
             raise wire.WireError("the request should be an object")
-        unknown = sorted(set(body) - {"entry", "task", "notebook", "options"})
+        unknown = sorted(set(body) - {"entry", "task", "notebook", "options", "line_offset"})
         if unknown:
             raise wire.WireError(f"unknown key {unknown[0]!r}")
         entry = body.get("entry")
@@ -66,7 +69,7 @@ class Request:
         if not isinstance(notebook, str) or not isinstance(options, dict):
             raise wire.WireError("notebook should be text and options an object")
         task = wire.decode(Task, body.get("task"), "task")
-        return cls(entry, task, notebook, options)
+        return cls(entry, task, notebook, options, wire.read_line_offset(body.get("line_offset")))
 
 
 class SharedLLM(LLMClient):
@@ -154,7 +157,9 @@ class Service:
             raise Refused(f"Only hints are allowed here ({policy.source}): use %%hint on your cell.")
         used, quota = self.log.used_today(user), policy.quota
         runs = min(x for x in (quota.runs, policy.max_runs, 1 << 62) if x is not None)
-        needs_run = request.entry != "hint" or not self.hints.session(user, request.task).ran
+        needs_run = (
+            request.entry != "hint" or not self.hints.session(user, request.task, line_offset=request.line_offset).ran
+        )
         if needs_run and used.runs >= runs:
             raise Refused(f"You have used all {runs} runs of today's quota ({policy.source}).", "quota")
         if request.entry == "hint" and quota.hints is not None and used.hints >= quota.hints:
@@ -256,7 +261,7 @@ class Service:
         entry: dict,
     ) -> None:
         task = request.task
-        session = self.hints.session(user, task, policy)
+        session = self.hints.session(user, task, policy, line_offset=request.line_offset)
         key = cell_key(task)
         entry.update(cell=key, runs=0, tokens=0)
         llm = self._llm(settings)
