@@ -151,6 +151,8 @@ def test_two_students_heal_and_hint_through_the_service(students, tmp_path, dock
         # s2 (hints, by the notebook glob): two hints, the third over the quota, %%heal refused
         first, second = cell_text(got2, 1), cell_text(got2, 2)
         assert "Hint 1 of 3" in first and "Hint 2 of 3" in second
+        # lines as the student's editor shows them (the %%hint line is line 1), as in a kernel
+        assert "It fails on line 5:" in first and "on line 3:" in first, first
         spent = cell_text(got2, 3)
         assert "hints of today's quota" in spent
         refused = cell_text(got2, 4)

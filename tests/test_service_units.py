@@ -8,6 +8,7 @@ from datetime import datetime
 
 import pytest
 
+from selfheal_jupyter.config import SelfHeal
 from selfheal_jupyter.loop.events import RunStarted, VerdictReady, Waiting
 from selfheal_jupyter.model import (
     Candidate,
@@ -21,9 +22,12 @@ from selfheal_jupyter.model import (
     Verdict,
 )
 from selfheal_jupyter.sandbox.serialize import Pickled
+from selfheal_jupyter.service.hints import HintSessions
 from selfheal_jupyter.service.queue import FairQueue, QueueFull
+from selfheal_jupyter.service.runs import Request
 from selfheal_jupyter.service_client import wire
-from selfheal_jupyter.teaching.policy import parse_class
+from selfheal_jupyter.service_client.client import ServiceClient
+from selfheal_jupyter.teaching.policy import Policy, parse_class
 
 
 def test_events_travel_and_come_back_as_the_same_data():
@@ -178,3 +182,55 @@ def test_one_students_flood_of_cells_never_costs_another_student_their_verified_
     service.admit("bob", policy, Request("hint", bobs, "", {}))  # no run needed: bob's is still there
     kept = service.hints.session("bob", bobs).run
     assert kept is not None and kept.task.context.values == {}  # nor does the service hold bob's copies
+
+
+# ====================================================================== hints' line numbers
+AVERAGE = "def average(scores):\n    return sum(scores) // len(scores)\n\nassert average([1, 2]) == 1.5\n"
+AVERAGE_FIXED = AVERAGE.replace("//", "/")
+
+
+def average_run() -> Run:
+    """A verified run of AVERAGE: round 0 fails on its assert (line 4), round 1 changes line 2."""
+    task = Task(prompt="", initial_code=AVERAGE)
+    failed = ExecutionResult(status="error", exit_code=1, error=ErrorInfo("AssertionError", "", 4))
+    fixed = ExecutionResult(status="ok", exit_code=0)
+    return Run(
+        task=task,
+        iterations=[
+            Iteration(0, Candidate(AVERAGE, 0), failed, Verdict(False, ["it fails"], spec_checked=True)),
+            Iteration(1, Candidate(AVERAGE_FIXED, 1), fixed, Verdict(True, spec_checked=True, verified_by=["your asserts"])),
+        ],
+        outcome="success",
+    )
+
+
+def test_a_hint_request_carries_the_hint_lines_offset_and_the_service_reads_only_a_small_whole_number():
+    client = ServiceClient("http://127.0.0.1:9/services/selfheal/", "token")
+    task = Task(prompt="", initial_code=AVERAGE)
+    body = json.loads(json.dumps(client.request("hint", task, SelfHeal(), line_offset=1)))
+    assert Request.parse(body).line_offset == 1
+    assert "line_offset" not in client.request("heal", task, SelfHeal())
+    assert Request.parse({**body, "line_offset": None}).line_offset == 0
+    del body["line_offset"]
+    assert Request.parse(body).line_offset == 0  # an older kernel's request
+    for bad in (-1, wire.MAX_LINE_OFFSET + 1, 10**40, True, 1.0, "1", [1], {"n": 1}):
+        with pytest.raises(wire.WireError, match="line_offset"):
+            Request.parse({**body, "line_offset": bad})
+
+
+def test_the_services_hints_count_lines_as_the_students_editor_and_another_offset_is_the_same_cell():
+    sessions = HintSessions()
+    task = Task(prompt="", initial_code=AVERAGE)
+    policy = Policy(mode="hints", reveal_fix=False)
+    session = sessions.session("ann", task, policy, line_offset=1)  # the cell's first line is %%hint
+    sessions.found(session, average_run(), loop=None)
+    first = sessions.turn(session, policy, 0, llm=None, cancel=None).new
+    assert first is not None
+    # the assert is the code's line 4 and the fix changes its line 2: the editor shows 5 and 3
+    assert "It fails on line 5:" in first.text and "line 3: `return sum(scores) // len(scores)`" in first.text
+    # a request that says another offset is the same cell: its run and hints go on, no fresh count
+    again = sessions.session("ann", task, policy, line_offset=7)
+    assert again is session and again.ran and len(again.hints) == 1
+    second = sessions.turn(again, policy, 1, llm=None, cancel=None).new
+    assert second is not None and second.level == 2 and "line 9" in second.text
+    assert sessions.session("bob", task, policy, line_offset=1) is not session

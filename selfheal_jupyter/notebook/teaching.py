@@ -103,7 +103,8 @@ class HintTurn:
             elif isinstance(event, str) or hasattr(event, "text"):
                 emit(event if isinstance(event, str) else event.text)
 
-        turn = ServiceClient.from_settings(self.settings).hint_turn(self.settings, self.task, progress, cancel)
+        client = ServiceClient.from_settings(self.settings)
+        turn = client.hint_turn(self.settings, self.task, progress, cancel, line_offset=self.session.lines.offset)
         self.remote = turn
         self.session.hints = list(turn.hints)
         self.note = turn.note

@@ -19,7 +19,7 @@ from ..agents.hint_writer import HintWriter
 from ..model import Hint, NotebookContext, Run, Task
 from ..teaching import small_fix
 from ..teaching.policy import Policy
-from ..teaching.session import HintSession, cell_key
+from ..teaching.session import HintSession, Lines, cell_key
 
 __all__ = ["HintSessions", "Turn", "cell_key", "light"]
 
@@ -50,7 +50,11 @@ class HintSessions:
     lock: threading.Lock = field(default_factory=threading.Lock)
     keep: int = KEEP
 
-    def session(self, user: str, task: Task, policy: Policy | None = None) -> HintSession:
+    def session(self, user: str, task: Task, policy: Policy | None = None, *, line_offset: int = 0) -> HintSession:
+        """The student's session for this cell; its next hints count lines from
+        ``line_offset`` (the request's). The offset is not part of the key: a request that
+        says another offset gets the same session, its run and its hints so far, not a
+        fresh count of runs and hints."""
         key = cell_key(task)
         with self.lock:
             own = self.sessions.setdefault(user, OrderedDict())
@@ -62,6 +66,7 @@ class HintSessions:
             own.move_to_end(key)
             if policy is not None:
                 found.policy = policy  # the service reads the policy again when its file changes
+            found.lines = Lines(line_offset)
             return found
 
     def ran(self, user: str, task: Task) -> bool:

@@ -51,12 +51,15 @@ class Request:
     task: Task
     notebook: str
     options: dict[str, Any]
+    line_offset: int = 0
+    """Lines above the code in the student's cell (1: the ``%%hint`` line); hints count
+    lines as the student's editor shows them."""
 
     @classmethod
     def parse(cls, body: object) -> Request:
         if not isinstance(body, dict):
             raise wire.WireError("the request should be an object")
-        unknown = sorted(set(body) - {"entry", "task", "notebook", "options"})
+        unknown = sorted(set(body) - {"entry", "task", "notebook", "options", "line_offset"})
         if unknown:
             raise wire.WireError(f"unknown key {unknown[0]!r}")
         entry = body.get("entry")
@@ -67,7 +70,7 @@ class Request:
         if not isinstance(notebook, str) or not isinstance(options, dict):
             raise wire.WireError("notebook should be text and options an object")
         task = wire.decode(Task, body.get("task"), "task")
-        return cls(entry, task, notebook, options)
+        return cls(entry, task, notebook, options, wire.read_line_offset(body.get("line_offset")))
 
 
 class SharedLLM(LLMClient):
@@ -292,7 +295,7 @@ class Service:
         entry: dict,
     ) -> None:
         task = request.task
-        session = self.hints.session(user, task, policy)
+        session = self.hints.session(user, task, policy, line_offset=request.line_offset)
         key = cell_key(task)
         entry.update(cell=key, runs=0, tokens=0)
         llm = self._llm(settings)

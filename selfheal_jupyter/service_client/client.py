@@ -189,8 +189,11 @@ class ServiceClient:
             response.close()
 
     # ------------------------------------------------------------------ entry points
-    def request(self, entry: str, task: Task, settings: SelfHeal, *, plan_only: bool = False) -> dict[str, Any]:
-        """The body of a request: the entry point, the task (copies as bytes) and options."""
+    def request(
+        self, entry: str, task: Task, settings: SelfHeal, *, plan_only: bool = False, line_offset: int = 0
+    ) -> dict[str, Any]:
+        """The body of a request: the entry point, the task (copies as bytes), options and
+        (for a hint) how many lines of the cell sit above the code (1: the ``%%hint`` line)."""
         options: dict[str, Any] = {name: getattr(settings, name) for name in OPTIONS if settings.is_set(name)}
         if plan_only:
             options["plan_only"] = True
@@ -198,12 +201,15 @@ class ServiceClient:
             encoded = wire.encode(task)
         except wire.WireError as exc:
             raise ServiceError(f"This task cannot be sent to the selfheal service: {exc}.") from None
-        return {
+        body = {
             "entry": entry,
             "task": encoded,
             "options": options,
             "notebook": os.environ.get(NOTEBOOK_ENV, ""),
         }
+        if entry == "hint":
+            body["line_offset"] = line_offset
+        return body
 
     def cell_work(
         self, settings: SelfHeal, entry: str
@@ -242,10 +248,17 @@ class ServiceClient:
         return end.run.plan
 
     def hint_turn(
-        self, settings: SelfHeal, task: Task, emit: Callable[[Any], None], cancel: threading.Event
+        self,
+        settings: SelfHeal,
+        task: Task,
+        emit: Callable[[Any], None],
+        cancel: threading.Event,
+        *,
+        line_offset: int = 0,
     ) -> wire.HintsFinished:
-        """One ``%%hint`` turn in the service: its progress in words, then the hints."""
-        end = self.stream(self.request("hint", task, settings), emit, cancel)
+        """One ``%%hint`` turn in the service: its progress in words, then the hints (their
+        line numbers counted from ``line_offset``, as the student's editor shows them)."""
+        end = self.stream(self.request("hint", task, settings, line_offset=line_offset), emit, cancel)
         if isinstance(end, wire.Failed):
             if end.kind in ("policy", "quota"):
                 raise PolicyBlocked(end.message)

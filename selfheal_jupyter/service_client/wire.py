@@ -30,6 +30,20 @@ class WireError(ValueError):
     """A message that does not fit the wire form (what and where)."""
 
 
+MAX_LINE_OFFSET = 100
+"""The most lines a request may say sit above the code in the student's cell (1 for the
+``%%hint`` line): hints count lines as the student's editor shows them."""
+
+
+def read_line_offset(data: Any) -> int:
+    """A request's ``line_offset``: a small non-negative whole number (0 when absent)."""
+    if data is None:
+        return 0
+    if type(data) is not int or not 0 <= data <= MAX_LINE_OFFSET:
+        raise WireError(f"line_offset should be a whole number from 0 to {MAX_LINE_OFFSET}")
+    return data
+
+
 # ====================================================================== the codec
 def encode(value: Any) -> Any:
     """A dataclass (or list/dict/scalar of them) as JSON-ready data."""
