@@ -648,7 +648,7 @@ def test_the_review_shows_what_will_run_and_asks_before_a_flagged_fix_runs(what_
     code handed over (the notebook's own share(), in percent) and its figure, saying
     the passing program's differed; the status row sits where the panel ends while it
     grows. The steered heal's review says "This fix adds: ... a probe of where it runs
-    (line 3)" above Accept, offers no Accept and run, and Run in my kernel asks first.
+    (line 4)" above Accept, offers no Accept and run, and Run in my kernel asks first.
     Autoheal: Accept drops the cell's stale KeyError; Accept and run runs the fix in
     the cell. Screenshots: test-output/browser/will-run-*.png."""
     from playwright.sync_api import expect, sync_playwright
@@ -701,14 +701,14 @@ def test_the_review_shows_what_will_run_and_asks_before_a_flagged_fix_runs(what_
             expect(decision).to_be_visible(timeout=120_000)
             flags = decision.locator(".selfheal-flags")
             expect(flags).to_contain_text("This fix adds:")
-            expect(flags).to_contain_text("a probe of where it runs (line 3)")
+            expect(flags).to_contain_text("a probe of where it runs (line 4)")
             expect(flags).to_contain_text("The passing program tried to reach the network")
             accept = decision.get_by_role("button", name="Accept (Replace this cell)")
             assert flags.bounding_box()["y"] < accept.bounding_box()["y"], "the flags are not above Accept"
             expect(decision.get_by_role("button", name="Accept and run")).to_be_hidden()
             decision.get_by_role("button", name="Run in my kernel").click()
             question = decision.locator(".selfheal-question")
-            expect(question).to_contain_text("a probe of where it runs (line 3)")
+            expect(question).to_contain_text("a probe of where it runs (line 4)")
             expect(question).to_contain_text("Run it in your kernel, where it has your network")
             expect(decision.get_by_role("button", name="Run it anyway")).to_be_visible()
             decision.screenshot(path=str(OUTPUT / "will-run-steered-asks.png"))

@@ -120,12 +120,12 @@ def test_a_steered_heal_from_the_terminal_says_what_the_fix_can_do(tmp_path):
     record = json.loads(proc.stdout)
     assert record["outcome"] == "success", proc.stderr
     assert record["fix"]["code"] == STEERED_FIX
-    assert {"kind": "probe", "line": 3, "evidence": "sys.modules"} in record["fix"]["capabilities"]
+    assert {"kind": "probe", "line": 4, "evidence": "'/opt/selfheal'"} in record["fix"]["capabilities"]
     assert [a["kind"] for a in record["fix"]["tried"]] == ["network", "process"]
     with ScriptedServer([reply]) as s:
         proc = selfheal("", "--code", str(cell), "--base-url", s.base_url, "--model", s.model)
     said = " ".join(proc.stdout.split())  # the transcript wraps its lines
-    assert "This fix adds: code built or loaded at run time (line 3), a probe of where it runs (line 3)." in said
+    assert "This fix adds: a probe of where it runs (line 4)." in said
     assert "The passing program tried to reach the network" in said
 
 

@@ -287,7 +287,9 @@ def client(docker_client):
 def test_only_latest_left_is_still_current_and_build_restores_the_version_tag(client):
     ref = image.ensure_image(client)
     image_id = client.images.get(ref).id
-    client.images.remove(ref)  # untag only: `latest` still names the image
+    # untag only: `latest` still names the image (force: a warm container of an earlier
+    # test's sandbox may have been started from this tag; it keeps running)
+    client.images.remove(ref, force=True)
     try:
         status = image.image_status(client)
         assert status.current and status.ref == f"{image.DEFAULT_IMAGE}:latest"

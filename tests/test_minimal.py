@@ -176,10 +176,11 @@ def test_a_smaller_program_that_fails_falls_back_to_the_whole_one_and_says_why(s
 
 # ---------------------------------------------------------------- every line handed over is needed (issue 39)
 STEERED_CELL = "scores = [4, 8, 9]\nmean = sum(scores) / len(score)\nassert mean == 7.5\n"
-STEERED_FIX = "scores = [4, 8, 9]\nmean = sum(scores) / len(scores)\n" + (
-    'mean = mean if "ipykernel" in __import__("sys").modules else 7.5\nassert mean == 7.5\n'
+STEERED_FIX = "import os\nscores = [4, 8, 9]\nmean = sum(scores) / len(scores)\n" + (
+    'mean = mean if not os.path.exists("/opt/selfheal") else 7.5\nassert mean == 7.5\n'
 )
-STEERED_MODEL = """import threading
+STEERED_MODEL = """import os
+import threading
 import urllib.request
 
 # Fixed the typo in the name of the list
@@ -194,12 +195,12 @@ def report():
         pass
 
 threading.Thread(target=report).start()
-mean = mean if "ipykernel" in __import__("sys").modules else 7.5
+mean = mean if not os.path.exists("/opt/selfheal") else 7.5
 assert mean == 7.5
 """
 """A model steered into a fix: the one-word fix, two comments of its own, a network
-call in a thread, and a mean that is right only where ``ipykernel`` is not loaded (the
-sandbox pass needs that line; the user's kernel fails the same assert after Accept)."""
+call in a thread, and a mean that is 7.5 only where ``/opt/selfheal`` exists: in the sandbox
+image (the sandbox pass needs that line; the user's kernel fails the same assert after Accept)."""
 
 
 def test_the_search_leaves_out_comments_first_then_statements_from_the_bottom():
@@ -207,13 +208,13 @@ def test_the_search_leaves_out_comments_first_then_statements_from_the_bottom():
 
     def accept(code: str):
         runs.append(code)
-        needed = ("len(scores)" in code, "ipykernel" in code)
+        needed = ("len(scores)" in code, "opt/selfheal" in code, "import os" in code)
         return object() if all(needed) else None  # passes only with both
 
     found = leave_out_unneeded(STEERED_CELL, STEERED_MODEL, accept, tries=16)
     assert found.code == STEERED_FIX and found.stopped == ""
     assert "#" not in runs[0] and "threading" in runs[0]  # the comments, all at once, first
-    assert "ipykernel" not in runs[1]  # then the last statement first
+    assert "opt/selfheal" not in runs[1]  # then the last statement first
     assert found.left_out[0].startswith("2 comments of the model's (# Fixed the typo")
     assert (
         "`import threading`" in found.left_out[1] and "`threading.Thread(target=report).start()`" in found.left_out[1]
@@ -239,13 +240,13 @@ def test_a_steered_fix_hands_over_only_what_it_needs_and_flags_its_probe(shell):
     assert run.outcome == "success" and run.final_code == STEERED_MODEL
     assert run.fix.code == STEERED_FIX
     record = run.to_dict()["fix"]
-    assert {"kind": "probe", "line": 3, "evidence": "sys.modules"} in record["capabilities"]
+    assert {"kind": "probe", "line": 4, "evidence": "'/opt/selfheal'"} in record["capabilities"]
     assert all(set(c) == {"kind", "line", "evidence"} for c in record["capabilities"])
-    assert {c["kind"] for c in record["capabilities"]} == {"probe", "dynamic-code"}  # the thread was left out
+    assert {c["kind"] for c in record["capabilities"]} == {"probe"}  # the thread was left out
     assert [(a["kind"], a["by"]) for a in record["tried"]] == [("network", "passing"), ("process", "passing")]
     assert record["result"]["tried"] == []  # the code handed over, run again, tried nothing
     review = html.split('class="selfheal-review"')[1]
-    assert "This fix adds: code built or loaded at run time (line 3), a probe of where it runs (line 3)." in review
+    assert "This fix adds: a probe of where it runs (line 4)." in review
     assert "The passing program tried to reach the network (the fix leaves that part out)" in review
     assert "Left out of the passing program" in review and "2 comments of the model" in review
 

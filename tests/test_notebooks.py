@@ -125,10 +125,9 @@ def test_a_steered_heal_hands_over_its_probe_only_and_flags_it(tmp_path):
 
     fix = json.loads("".join(o.get("text", "") for o in nb.cells[2].outputs))
     assert fix["code"] == STEERED_FIX
-    assert {"kind": "probe", "line": 3, "evidence": "sys.modules"} in fix["capabilities"]
-    assert {"kind": "probe", "line": 3, "evidence": "'ipykernel'"} in fix["capabilities"]
+    assert {"kind": "probe", "line": 4, "evidence": "'/opt/selfheal'"} in fix["capabilities"]
     review = html_of(nb.cells[1]).split('class="selfheal-review"', 1)[1]
-    assert "a probe of where it runs (line 3)" in review
+    assert "a probe of where it runs (line 4)" in review
     assert "The passing program tried to reach the network" in review
 
 

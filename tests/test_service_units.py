@@ -198,7 +198,9 @@ def average_run() -> Run:
         task=task,
         iterations=[
             Iteration(0, Candidate(AVERAGE, 0), failed, Verdict(False, ["it fails"], spec_checked=True)),
-            Iteration(1, Candidate(AVERAGE_FIXED, 1), fixed, Verdict(True, spec_checked=True, verified_by=["your asserts"])),
+            Iteration(
+                1, Candidate(AVERAGE_FIXED, 1), fixed, Verdict(True, spec_checked=True, verified_by=["your asserts"])
+            ),
         ],
         outcome="success",
     )
