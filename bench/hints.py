@@ -2,15 +2,21 @@
 at it, does the model's prose tell the change or say something wrong, how long until
 the first hint.
 
-    python bench/hints.py [--limit N] [--offset N] [--max-iterations 4] [--jsonl OUT] [--model NAME]
-    python bench/hints.py --judge OUT.jsonl      # today's prose checks over recorded hints
+    python bench/hints.py [--limit N] [--offset N] [--max-iterations 4] [--jsonl OUT] [--SelfHeal.x=VALUE ...]
+    python bench/hints.py --SelfHeal.hint_prose=True      # also the writer's prose, on the same runs
+    python bench/hints.py --judge OUT.jsonl                # today's prose checks over recorded hints
 
 For each exercise (``selfheal_jupyter/eval/exercise_data``) the starter runs through the
 real loop as ``%%hint`` runs it (iteration 0 is the student's code, their asserts are the
-spec), with the embedded model unless ``--base-url`` names another endpoint; then levels
-1 and 2 are built by ``teaching.session.HintSession`` as in the notebook, with the hint
-writer's prose. Printed per exercise as it goes (and appended to ``--jsonl``, with every
-hint's text and every reply of the writer, to be read), then the table:
+spec; the small-change search when the model's rounds verified nothing), with the
+embedded model unless ``--SelfHeal.base_url`` names another endpoint; then levels 1 and 2
+are built by ``teaching.session.HintSession`` as in the notebook, under ``SelfHeal``'s
+settings (``--SelfHeal.x=VALUE`` as for ``selfheal``; ``hint_prose`` is off by default,
+so the hints are the facts). With ``--SelfHeal.hint_prose=True`` the same run's hints are
+also built with the hint writer's prose, and the table has a row for each: what the
+default shows and what prose adds, on the same verified fixes. Printed per exercise as it
+goes (and appended to ``--jsonl``, with every hint's text, every reply of the writer and
+what ``--judge`` needs), then the table:
 
 * fix verified: the loop found a passing program whose output something checked;
 * level 1 names a changed line: the hint names a line the verified fix changes;
@@ -19,7 +25,8 @@ hint's text and every reply of the writer, to be read), then the table:
   ``teaching/prose.py`` find a problem with (0 by construction for today's code: the
   figure is for ``--judge`` over a record of older code), or that holds a changed line
   of the fix (its squashed text, a check apart from the leak check's own);
-* seconds to the first hint: from the start of the run to level 1 shown.
+* seconds to the first hint: from the start of the run to level 1 built (with prose:
+  plus the writer's level-1 reply).
 
 "Shown prose that is wrong" needs a reader: the JSONL holds every shown reply.
 """
@@ -37,7 +44,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from selfheal_jupyter.agents.hint_writer import HintAsk, HintWriter
-from selfheal_jupyter.config import SelfHeal
+from selfheal_jupyter.config import SelfHeal, split_trait_args
+from selfheal_jupyter.errors import BadInput
 from selfheal_jupyter.eval import exercises
 from selfheal_jupyter.factory import build_loop
 from selfheal_jupyter.teaching import prose, small_fix
@@ -72,13 +80,32 @@ def named_lines(text: str, failing: int | None) -> set[int]:
     return {int(n) for n in re.findall(r"\d+", said[1])} if said else set()
 
 
-def run_bench(args: argparse.Namespace) -> list[dict]:
-    options = {"max_iterations": args.max_iterations, "auto_plan": False}
-    if args.model:
-        options["model"] = args.model
-    if args.base_url:
-        options["base_url"] = args.base_url
-    settings = SelfHeal(**options)
+def hints_of(session: HintSession, writer: RecordingWriter | None, started: float) -> tuple[list, float]:
+    """Levels 1 and 2 (1 only without a verified fix) and the seconds to level 1."""
+    first_s = 0.0
+    for level in (1, 2) if session.facts.verified else (1,):
+        session.next_hint(writer)
+        if level == 1:
+            first_s = time.monotonic() - started
+    return session.hints, first_s
+
+
+def measured(hints: list, facts: Facts, held: HeldFix | None, first_s: float, writer: RecordingWriter | None) -> dict:
+    fix_lines = held.lines if held is not None else ()
+    return {
+        "level1_names_changed_line": bool(named_lines(hints[0].text, facts.failing_line) & set(facts.changed_lines)),
+        "prose_asked": len(writer.replies) if writer is not None else 0,
+        "prose_shown": sum(bool(h.prose) for h in hints),
+        "shown_telling": sum(bool(h.prose) and squashed_fix_in(h.prose, fix_lines) for h in hints),
+        "checks": [h.check for h in hints],
+        "first_hint_s": round(first_s, 1),
+        "hints": [{"level": h.level, "text": h.text, "prose": h.prose, "check": h.check} for h in hints],
+        "replies": writer.replies if writer is not None else [],
+    }
+
+
+def run_bench(args: argparse.Namespace, traits: dict) -> list[dict]:
+    settings = SelfHeal(**{"max_iterations": args.max_iterations, "auto_plan": False, **traits})
     loop = build_loop(settings)
     rows = []
     chosen = exercises.load()[args.offset :]
@@ -88,41 +115,45 @@ def run_bench(args: argparse.Namespace) -> list[dict]:
         if not run.verified and run.outcome != "error":  # as %%hint does
             found = run
             run = small_fix.search(found, lambda code, found=found: loop.recheck(found, code))
+        ran_s = time.monotonic() - started
         session = HintSession(problem.initial_code or "", Policy())
         session.attach(run)
-        writer = RecordingWriter(loop.llm)
-        first_s = None
-        for _level in (1, 2) if session.facts.verified else (1,):
-            session.next_hint(writer if args.prose else None)
-            if first_s is None:
-                first_s = time.monotonic() - started
-        hints, facts = session.hints, session.facts
-        held = session._held
-        fix_lines = held.lines if held is not None else ()
+        hints, first_s = hints_of(session, None, started)  # the facts: what the default shows
+        facts, held = session.facts, session._held
         row = {
             "id": problem.id,
             "outcome": run.outcome,
+            "run_error": run.error,
             "verified": facts.verified,
-            "level1_names_changed_line": bool(
-                named_lines(hints[0].text, facts.failing_line) & set(facts.changed_lines)
-            ),
-            "prose_asked": len(writer.replies),
-            "prose_shown": sum(bool(h.prose) for h in hints),
-            "shown_telling": sum(bool(h.prose) and squashed_fix_in(h.prose, fix_lines) for h in hints),
-            "checks": [h.check for h in hints],
-            "first_hint_s": round(first_s or 0.0, 1),
             "iterations": len(run.iterations),
-            "hints": [{"level": h.level, "text": h.text, "prose": h.prose, "check": h.check} for h in hints],
-            "replies": writer.replies,
+            "run_s": round(ran_s, 1),
+            **measured(hints, facts, held, first_s, None),
             "changed_lines": facts.changed_lines,
             "kinds": [c.kind for c in facts.changes],
+            # what --judge needs
+            "cell": problem.initial_code or "",
+            "fix": held.code if held is not None else None,
+            "error": [facts.error_type, facts.error_message, facts.failing_line, facts.failed_test],
+            "values": [list(v) for v in facts.values],
         }
+        if settings.hint_prose:  # the same run's hints with the writer's prose
+            writer = RecordingWriter(loop.llm)
+            with_prose = HintSession(problem.initial_code or "", Policy())
+            with_prose.attach(run)
+            asked = time.monotonic()
+            hints, first_s = hints_of(with_prose, writer, asked)
+            row["prose"] = measured(hints, facts, held, ran_s + first_s, writer)
         rows.append(row)
         print(json.dumps(row), flush=True)
         if args.jsonl:
             with open(args.jsonl, "a", encoding="utf-8") as fh:
                 fh.write(json.dumps(row) + "\n")
     return rows
+
+
+TELLS = ("it holds a line of the fix", "it tells the student what to change", "it names a", "it names an")
+"""The checks' findings that mean the prose tells the change (the others: it names code,
+a line, an error or a number that is not the cell's or not computed: it is wrong)."""
 
 
 def judge(path: str) -> list[dict]:
@@ -132,7 +163,9 @@ def judge(path: str) -> list[dict]:
     for line in Path(path).read_text(encoding="utf-8").splitlines():
         row = json.loads(line)
         if not row.get("fix"):
-            rows.append({**row, "prose_shown": 0, "shown_telling": 0, "judged": []})
+            rows.append(
+                {**row, "prose_shown": 0, "shown_telling": 0, "judged": [], "judged_tells": 0, "judged_wrong": 0}
+            )
             continue
         error_type, message, failing, failed_test = row["error"]
         changes, lines, introduced, removed = changes_of(row["cell"], row["fix"])
@@ -150,6 +183,8 @@ def judge(path: str) -> list[dict]:
         shown = [h for h in row["hints"] if h["prose"]]
         judged = [prose.problems(h["prose"], facts=facts, held=held) for h in shown]
         row.update(
+            judged_tells=sum(any(p.startswith(TELLS) for p in j) for j in judged),
+            judged_wrong=sum(any(not p.startswith(TELLS) for p in j) for j in judged),
             prose_shown=len(shown),
             shown_telling=sum(
                 bool(j) or squashed_fix_in(h["prose"], lines) for h, j in zip(shown, judged, strict=True)
@@ -161,31 +196,49 @@ def judge(path: str) -> list[dict]:
     return rows
 
 
+def table_row(label: str, rows: list[dict]) -> str:
+    verified = [r for r in rows if r["verified"]]
+    median = statistics.median(r["first_hint_s"] for r in rows) if rows else 0
+    return (
+        f"| {label} | {len(rows)} | {len(verified)} | {sum(r['level1_names_changed_line'] for r in verified)} of "
+        f"{len(verified)} | {sum(r.get('prose_asked', 0) for r in rows)} / {sum(r['prose_shown'] for r in rows)} | "
+        f"{sum(r['shown_telling'] for r in rows)} | {median:.0f} |"
+    )
+
+
 def main() -> int:
-    ap = argparse.ArgumentParser()
+    try:
+        argv, traits = split_trait_args(sys.argv[1:])
+    except BadInput as exc:
+        print(f"bench/hints.py: {exc}", file=sys.stderr)
+        return 2
+    ap = argparse.ArgumentParser(epilog="Also any SelfHeal option as --SelfHeal.<name>=<value>.")
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--offset", type=int, default=0, help="skip the first N exercises")
     ap.add_argument("--max-iterations", type=int, default=4)
-    ap.add_argument("--model", default=None)
-    ap.add_argument("--base-url", default=None)
     ap.add_argument("--jsonl", default=None)
-    ap.add_argument("--no-prose", dest="prose", action="store_false", help="facts only (no hint writer)")
     ap.add_argument("--judge", default=None, help="a JSONL of recorded hints to judge with today's checks")
-    args = ap.parse_args()
-    rows = judge(args.judge) if args.judge else run_bench(args)
-    verified = [r for r in rows if r["verified"]]
+    args = ap.parse_args(argv)
+    rows = judge(args.judge) if args.judge else run_bench(args, traits)
     print()
     print(
-        "| exercises | fix verified | level 1 names a changed line | prose asked / shown "
+        "| hints | exercises | fix verified | level 1 names a changed line | prose asked / shown "
         "| shown prose that tells the change | median s to first hint |"
     )
-    print("|---|---|---|---|---|---|")
-    print(
-        f"| {len(rows)} | {len(verified)} | {sum(r['level1_names_changed_line'] for r in verified)} of "
-        f"{len(verified)} | {sum(r.get('prose_asked', 0) for r in rows)} / {sum(r['prose_shown'] for r in rows)} | "
-        f"{sum(r['shown_telling'] for r in rows)} | "
-        f"{statistics.median(r['first_hint_s'] for r in rows) if rows else 0:.0f} |"
-    )
+    print("|---|---|---|---|---|---|---|")
+    if args.judge:
+        print(table_row("recorded", rows))
+        print()
+        print(
+            f"Shown prose the checks find telling the change: {sum(r['judged_tells'] for r in rows)}; "
+            f"naming code, a line, an error or a number not in the cell or not computed: "
+            f"{sum(r['judged_wrong'] for r in rows)} (of {sum(r['prose_shown'] for r in rows)} shown)."
+        )
+        return 0
+    print(table_row("facts (hint_prose off, the default)", rows))
+    with_prose = [{**r, **r["prose"]} for r in rows if "prose" in r]
+    if with_prose:
+        print(table_row("with prose (hint_prose on, same runs)", with_prose))
     return 0
 
 
