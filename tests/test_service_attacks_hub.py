@@ -24,6 +24,8 @@ pytestmark = [pytest.mark.hub]
 MEAN = "def mean(xs):\n    return sum(xs) / (len(xs) + 1)\n\nassert mean([2, 4]) == 3\n"
 MEAN_FIX = "```python\ndef mean(xs):\n    return sum(xs) / len(xs)\n\nassert mean([2, 4]) == 3\n```"
 RUNS = "/services/selfheal/api/runs"
+NOFILE = 1024
+"""The hub's (so the service's) open-file limit here: a flood past it stays small."""
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +36,7 @@ def classroom(tmp_path_factory, sandbox_image):
     script = [Reply(MEAN_FIX, match="def mean(") for _ in range(10)]
     with (
         ScriptedServer(script, api_key=MODEL_KEY) as model,
-        class_hub(folder / "hub", {"mode": "full"}, model.base_url) as hub,
+        class_hub(folder / "hub", {"mode": "full"}, model.base_url, nofile=NOFILE) as hub,
     ):
         yield hub, model
 
@@ -110,18 +112,44 @@ def test_no_body_is_read_before_the_hub_vouched_for_the_token_and_one_student_se
     # service_waiting waiting), so no more of their bodies held
     token = hub.token(STUDENTS[1])
     uploading = [head_only(hub.service_port, token, 10_000_000, b'{"entry": "heal", "task": ') for _ in range(4)]
-    one_more = requests.post(hub.service_url + "api/runs", json={}, headers={"Authorization": f"token {token}"})
-    assert one_more.status_code == 429 and "requests going on" in one_more.json()["message"], one_more.text
+
+    def one_more() -> int:
+        return requests.post(
+            hub.service_url + "api/runs", json={}, headers={"Authorization": f"token {token}"}
+        ).status_code
+
+    # once the hub has vouched for the four (asked in the background), a fifth is refused before its body
+    wait_until(lambda: one_more() == 429, "a fifth request of the student's to be refused", 60)
     for sock in uploading:
         sock.close()
-
-    def answered() -> int | None:
-        got = requests.post(hub.service_url + "api/runs", json={}, headers={"Authorization": f"token {token}"})
-        return got.status_code if got.status_code != 429 else None
-
-    assert wait_until(answered, "the dropped uploads to stop counting", 60) == 400
+    assert wait_until(lambda: one_more() == 400, "the dropped uploads to stop counting", 60)
     # JSON nested past Python's recursion limit: a 400 that says so, not a 500
     deep = requests.post(
         hub.service_url + "api/runs", data="[" * 100_000 + "]" * 100_000, headers={"Authorization": f"token {token}"}
     )
     assert deep.status_code == 400 and "nested too deeply" in deep.json()["message"]
+
+
+def test_a_flood_of_idle_connections_to_the_service_starves_nobody(classroom):
+    """A student on the hub's machine opens more connections to the service's port than it
+    has files, each sending a request head it never ends (tried with 19,990 against the
+    real limit: the service could no longer ask the hub about anybody's token)."""
+    hub, _ = classroom
+    token = hub.token(STUDENTS[1])
+    flood = []
+    try:
+        for _ in range(NOFILE + 200):
+            try:
+                sock = socket.create_connection(("127.0.0.1", hub.service_port), timeout=5)
+            except OSError:
+                break  # the service stopped taking connections
+            sock.sendall(b"POST " + RUNS.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            flood.append(sock)
+        answer = requests.post(
+            hub.service_url + "api/runs", json={}, headers={"Authorization": f"token {token}"}, timeout=60
+        )
+        assert answer.status_code == 400, answer.text  # heard, checked with the hub, answered
+        assert len(flood) == NOFILE + 200
+    finally:
+        for sock in flood:
+            sock.close()

@@ -236,3 +236,29 @@ def test_the_services_hints_count_lines_as_the_students_editor_and_another_offse
     second = sessions.turn(again, policy, 1, llm=None, cancel=None).new
     assert second is not None and second.level == 2 and "line 9" in second.text
     assert sessions.session("bob", task, policy, line_offset=1) is not session
+
+
+class _Stream:
+    def __init__(self) -> None:
+        self.shut = False
+
+    def closed(self) -> bool:
+        return self.shut
+
+    def close(self) -> None:
+        self.shut = True
+
+
+def test_past_the_limit_a_new_connection_pushes_out_the_oldest_idle_never_a_held_one():
+    from selfheal_jupyter.service.connections import Connections
+
+    connections = Connections(3)
+    student, *flood = [_Stream() for _ in range(6)]
+    connections.accepted(student)
+    connections.hold(student)  # the hub vouched for its request
+    for stream in flood:
+        connections.accepted(stream)
+    assert not student.shut and [s.shut for s in flood] == [True, True, True, False, False]
+    connections.release(student)  # its request ended: idle again, the newest of the idle
+    connections.accepted(_Stream())
+    assert not student.shut and flood[3].shut

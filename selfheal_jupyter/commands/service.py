@@ -111,10 +111,10 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def serve(args: argparse.Namespace) -> int:
-    from tornado.httpserver import HTTPServer
     from tornado.ioloop import IOLoop
 
     from ..service.app import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, REQUEST_MAX_BYTES, make_app, warm_up
+    from ..service.connections import Connections, GuardedServer
     from ..service.log import RunLog
     from ..service.runs import Service, log_path
     from . import command_settings
@@ -125,8 +125,10 @@ def serve(args: argparse.Namespace) -> int:
     prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", f"/services/{SERVICE_NAME}/")
     app = make_app(service, prefix=prefix, instructors=settings.service_instructors)
     host, port = _listen(args)
-    server = HTTPServer(
+    connections = app.settings["selfheal_state"].connections = Connections.for_this_process()
+    server = GuardedServer(
         app,
+        connections=connections,
         max_body_size=REQUEST_MAX_BYTES,  # a run's request raises its own once the hub said who asks
         idle_connection_timeout=HEADER_TIMEOUT_S,
         body_timeout=BODY_TIMEOUT_S,

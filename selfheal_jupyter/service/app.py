@@ -26,6 +26,7 @@ from ..loop.events import Waiting
 from ..service_client import wire
 from . import pages
 from .auth import HubUnreachable, HubUserHandler, hub_auth
+from .connections import Connections
 from .queue import FairQueue, QueueFull
 from .runs import Refused, Request, Service
 
@@ -51,6 +52,8 @@ class State:
     max_body: int = REQUEST_MAX_BYTES
     groups_cache: dict[str, tuple[float, set[str]]] = field(default_factory=dict)
     packages: dict[str, str] | None = None
+    connections: Connections | None = None
+    """The server's connections (:mod:`.connections`); None when no :class:`GuardedServer` serves the app."""
     ready: bool = False
     problem: str = ""
     """Why the service cannot run (the engine, the endpoint), said to every request."""
@@ -163,6 +166,7 @@ class Runs(HubUserHandler):
 
     def on_finish(self) -> None:
         self._leave()
+        super().on_finish()
 
     def on_connection_close(self) -> None:
         if self.cancel is not None:

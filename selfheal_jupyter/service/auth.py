@@ -22,6 +22,8 @@ from jupyterhub.utils import url_path_join
 from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 
+from .connections import hold, release
+
 GROUPS_TTL_S = 30.0
 TOKEN_CACHE_S = 10
 """How long the hub's answer on a token is kept: a revoked or expired token stops
@@ -93,6 +95,10 @@ class HubUserHandler(HubAuthenticated, web.RequestHandler):
             )
             return
         self.hub_user = model
+        hold(self, self.state)
+
+    def on_finish(self) -> None:
+        release(self, self.state)
 
     async def groups(self) -> set[str]:
         """The user's hub groups (asked with the service's own token, kept a little)."""

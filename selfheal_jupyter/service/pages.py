@@ -33,6 +33,7 @@ from tornado.httputil import url_concat
 
 from ..teaching.policy import MODES
 from . import classview, export
+from .connections import hold, release
 from .policy_form import section
 from .policy_store import PolicyEditError, PolicyStore
 
@@ -166,6 +167,10 @@ class Page(HubOAuthenticated, web.RequestHandler):
                 f"“{self.page.instructors}”). You are signed in as {model['name']}.",
             )
         self.user = model
+        hold(self, self.page.api)
+
+    def on_finish(self) -> None:
+        release(self, self.page.api)
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         exc = kwargs.get("exc_info", (None, None, None))[1]
