@@ -153,3 +153,28 @@ def test_a_flood_of_idle_connections_to_the_service_starves_nobody(classroom):
     finally:
         for sock in flood:
             sock.close()
+
+
+def test_no_stranger_s_body_larger_than_a_form_is_read(classroom):
+    """Every request but a run's is read whole before its handler asks the hub who sends it:
+    200 connections with no token, each sending a 1 MiB form to the policy page, once held
+    229 MB of the service's memory (the number of connections is bounded, their bodies were
+    not). A body larger than the instructor's forms is now refused at its head."""
+    hub, _ = classroom
+    prefix = "/services/selfheal/"
+    for path in (prefix + "policy", prefix + "students/x/reset", prefix + "nowhere", RUNS + "/0a/cancel"):
+        for sock in [head_only(hub.service_port, "nobody", 1 << 20, path=path) for _ in range(20)]:
+            sock.settimeout(30)
+            answer = b""
+            try:
+                while chunk := sock.recv(1 << 16):
+                    answer += chunk
+            except ConnectionResetError:
+                pass
+            except TimeoutError:
+                raise AssertionError(
+                    f"the service waits for a 1 MiB body to {path} before knowing who sends it"
+                ) from None
+            finally:
+                sock.close()
+            assert not answer or answer.startswith(b"HTTP/1.1 400"), answer[:200]

@@ -31,8 +31,11 @@ from .queue import FairQueue, QueueFull
 from .runs import Refused, Request, Service
 
 HEARTBEAT_S = 5.0
-REQUEST_MAX_BYTES = 1 << 20
-"""The largest body the server reads before it knows who asks (every request but a run's)."""
+REQUEST_MAX_BYTES = 64 << 10
+"""The largest body the server reads before it knows who asks: every request but a run's
+(whose body waits for the hub) is read whole before its handler runs, so a student's
+connections that each send this much hold at most :data:`.connections.MOST` times it.
+The instructor's forms are a few kilobytes; the API's other requests have no body."""
 HEADER_TIMEOUT_S = 120.0
 """A connection that sends no complete request head for this long is closed."""
 BODY_TIMEOUT_S = 300.0

@@ -23,6 +23,10 @@ from tornado.iostream import IOStream
 
 RESERVED_FDS = 256
 """File descriptors kept for the service's own work (hub, engine, model, log, threads)."""
+MOST = 4096
+"""Connections at most, whatever the file limit (often a million): each may hold a request
+head and a body not yet vouched for (up to 64 KiB each), so this bounds their memory. A
+class's kernels hold one connection per request going on, the hub's proxy a few more."""
 
 
 class Connections:
@@ -36,7 +40,8 @@ class Connections:
 
     @classmethod
     def for_this_process(cls) -> Connections:
-        """As many as the process's file limit allows (raised to its hard limit), less the reserve."""
+        """As many as the process's file limit allows (raised to its hard limit), less the
+        reserve, and no more than :data:`MOST`."""
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         if soft != hard:
             try:
@@ -46,7 +51,7 @@ class Connections:
                 pass
         if soft == resource.RLIM_INFINITY:
             soft = 1 << 20
-        return cls(max(64, soft - RESERVED_FDS))
+        return cls(max(64, min(MOST, soft - RESERVED_FDS)))
 
     def accepted(self, stream: IOStream) -> None:
         if len(self.idle) + len(self.held) >= self.most:
