@@ -178,3 +178,24 @@ def test_no_stranger_s_body_larger_than_a_form_is_read(classroom):
             finally:
                 sock.close()
             assert not answer or answer.startswith(b"HTTP/1.1 400"), answer[:200]
+
+
+def test_a_cell_larger_than_a_run_takes_is_refused_before_the_log_or_a_hint_session_holds_it(classroom):
+    """The service read a cell of any size (a run's body may be hundreds of MB for its
+    copies) and only the loop refused it: a refusal's log line held the whole cell (a
+    student out of quota grew the log and the page's copy of it by each request's size,
+    without end), and a hint request made a session holding it for the day (four 21 MB
+    cells: the service 120 MB larger). Now it is refused first, in the loop's own words."""
+    hub, _ = classroom
+    set_policy(hub, {"mode": "off"})
+    token = hub.token(STUDENTS[0])
+    log = hub.folder / "service-log.jsonl"
+    before = log.stat().st_size if log.exists() else 0
+    huge = MEAN + "# " + "x" * (1 << 20) + "\n"
+    for entry in ("hint", "heal", "hint"):
+        answer = requests.post(
+            hub.service_url + "api/runs", json=body(entry, huge), headers={"Authorization": f"token {token}"}
+        )
+        assert answer.status_code == 400 and "more than a run takes" in answer.json()["message"], answer.text[:300]
+    assert (log.stat().st_size if log.exists() else 0) - before < 10_000
+    set_policy(hub, {"mode": "full"})

@@ -181,7 +181,7 @@ def test_one_students_flood_of_cells_never_costs_another_student_their_verified_
             service.admit("ann", policy, Request("hint", Task(prompt="", initial_code=f"assert {i} < 0\n"), "", {}))
     service.admit("bob", policy, Request("hint", bobs, "", {}))  # no run needed: bob's is still there
     kept = service.hints.session("bob", bobs).run
-    assert kept is not None and kept.task.context.values == {}  # nor does the service hold bob's copies
+    assert kept is not None and kept.task.context is None  # nor does the service hold bob's copies
 
 
 # ====================================================================== hints' line numbers
@@ -263,3 +263,12 @@ def test_past_the_limit_a_new_connection_pushes_out_the_oldest_idle_never_a_held
     connections.release(student)  # its request ended: idle again, the newest of the idle
     connections.accepted(_Stream())
     assert not student.shut and flood[3].shut
+
+
+def test_a_hint_session_keeps_its_run_without_the_notebook_s_context():
+    context = NotebookContext(prelude="import numpy as np\n" + "# earlier cells\n" * 10_000)
+    run = Run(task=Task(prompt="", initial_code="x = 1\n", context=context), outcome="error")
+    sessions = HintSessions()
+    session = sessions.session("s1", run.task)
+    sessions.found(session, run, loop=None)
+    assert session.run is not None and session.run.task.context is None

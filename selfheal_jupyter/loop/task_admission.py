@@ -19,17 +19,7 @@ from ..sandbox.serialize import Pickled, PickleFile
 def validate_task(task: Task, *, max_code_bytes: int = 0) -> None:
     """Raise :class:`BadInput` for a task the loop cannot work on (``max_code_bytes``:
     the largest program, task text or tests it takes; 0 = any)."""
-    if max_code_bytes > 0:
-        for what, text in (("program to repair", task.initial_code), ("task text", task.prompt), ("tests", task.tests)):
-            size = len((text or "").encode("utf-8"))
-            if size > max_code_bytes:
-                raise BadInput(
-                    f"The {what} is {_size(size)}, more than a run takes "
-                    f"({_size(max_code_bytes)}): each request to the model would carry "
-                    f"about {size // 4:,} tokens of it. Give "
-                    "a smaller part (the function that fails, a few tests), or raise "
-                    "`%config SelfHeal.max_code_bytes`."
-                )
+    check_sizes(task, max_code_bytes)
     if not (task.prompt and task.prompt.strip()) and not (task.initial_code and task.initial_code.strip()):
         raise BadInput(
             "The task is empty. Describe what the program should do, e.g. "
@@ -44,6 +34,23 @@ def validate_task(task: Task, *, max_code_bytes: int = 0) -> None:
             )
         check_serialisable(name, value)
     check_tests(task.tests)
+
+
+def check_sizes(task: Task, max_code_bytes: int) -> None:
+    """Raise :class:`BadInput` when the program, the task text or the tests is larger than
+    ``max_code_bytes`` (0: any size)."""
+    if max_code_bytes <= 0:
+        return
+    for what, text in (("program to repair", task.initial_code), ("task text", task.prompt), ("tests", task.tests)):
+        size = len((text or "").encode("utf-8"))
+        if size > max_code_bytes:
+            raise BadInput(
+                f"The {what} is {_size(size)}, more than a run takes "
+                f"({_size(max_code_bytes)}): each request to the model would carry "
+                f"about {size // 4:,} tokens of it. Give "
+                "a smaller part (the function that fails, a few tests), or raise "
+                "`%config SelfHeal.max_code_bytes`."
+            )
 
 
 def _size(n: int) -> str:

@@ -22,7 +22,9 @@ from typing import Any
 from tornado import web
 from tornado.iostream import StreamClosedError
 
+from ..errors import BadInput
 from ..loop.events import Waiting
+from ..loop.task_admission import check_sizes
 from ..service_client import wire
 from . import pages
 from .auth import HubUnreachable, HubUserHandler, hub_auth
@@ -205,6 +207,12 @@ class Runs(HubUserHandler):
             self.fail(400, "error", f"The selfheal service cannot read this request ({exc}).")
             return
         del body
+        try:
+            # before the policy is asked: a refusal's log line and a hint session hold the cell
+            check_sizes(request.task, service.settings.max_code_bytes)
+        except BadInput as exc:
+            self.fail(400, "error", str(exc))
+            return
         try:
             groups = await self.groups()
         except HubUnreachable:

@@ -80,11 +80,13 @@ class HintSessions:
     @staticmethod
     def found(session: HintSession, run: Run, loop: Any, cancel: threading.Event | None = None) -> None:
         """The session's run (with a verified fix or not, kept without the task's copies),
-        after the small-change search when the model's rounds verified nothing (as in a kernel)."""
+        after the small-change search when the model's rounds verified nothing (as in a kernel).
+        Kept for the day, so without the notebook's context (its earlier cells): nothing of
+        the session reads it, and the student's kernel has it."""
         if not run.verified and run.outcome != "error":
             tried = run
             run = small_fix.search(tried, lambda code: loop.recheck(tried, code, cancel=cancel), cancel=cancel)
-        session.attach(replace(run, task=light(run.task)))
+        session.attach(replace(run, task=replace(light(run.task), context=None)))
 
     @staticmethod
     def turn(
