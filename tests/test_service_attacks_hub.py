@@ -185,7 +185,8 @@ def test_a_cell_larger_than_a_run_takes_is_refused_before_the_log_or_a_hint_sess
     copies) and only the loop refused it: a refusal's log line held the whole cell (a
     student out of quota grew the log and the page's copy of it by each request's size,
     without end), and a hint request made a session holding it for the day (four 21 MB
-    cells: the service 120 MB larger). Now it is refused first, in the loop's own words."""
+    cells: the service 120 MB larger). Now it is refused first, in the loop's own words; so is
+    a notebook path longer than a path can be."""
     hub, _ = classroom
     set_policy(hub, {"mode": "off"})
     token = hub.token(STUDENTS[0])
@@ -197,5 +198,12 @@ def test_a_cell_larger_than_a_run_takes_is_refused_before_the_log_or_a_hint_sess
             hub.service_url + "api/runs", json=body(entry, huge), headers={"Authorization": f"token {token}"}
         )
         assert answer.status_code == 400 and "more than a run takes" in answer.json()["message"], answer.text[:300]
+    # nor a notebook path of any length (every request's line holds it)
+    answer = requests.post(
+        hub.service_url + "api/runs",
+        json=body("hint", MEAN, notebook="hw/" + "a" * (1 << 20) + ".ipynb"),
+        headers={"Authorization": f"token {token}"},
+    )
+    assert answer.status_code == 400 and "at most 4096 characters" in answer.json()["message"], answer.text[:300]
     assert (log.stat().st_size if log.exists() else 0) - before < 10_000
     set_policy(hub, {"mode": "full"})

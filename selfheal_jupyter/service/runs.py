@@ -33,6 +33,8 @@ from .policy_store import CHANGES_FILE, PolicyStore
 
 Emit = Callable[[Any], None]
 ENTRIES = ("agent", "heal", "hint", "autoheal", "run")
+NOTEBOOK_MAX_CHARS = 4096
+"""The longest notebook path a request may say (Linux's PATH_MAX): every request's log line holds it."""
 
 
 class Refused(Exception):
@@ -69,6 +71,8 @@ class Request:
         options = body.get("options", {})
         if not isinstance(notebook, str) or not isinstance(options, dict):
             raise wire.WireError("notebook should be text and options an object")
+        if len(notebook) > NOTEBOOK_MAX_CHARS:
+            raise wire.WireError(f"notebook should be a path of at most {NOTEBOOK_MAX_CHARS} characters")
         task = wire.decode(Task, body.get("task"), "task")
         return cls(entry, task, notebook, options, wire.read_line_offset(body.get("line_offset")))
 
