@@ -50,6 +50,7 @@ class RunLog:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _used: dict[tuple[str, str], Usage] = field(default_factory=dict, repr=False)
     _cell_hints: dict[tuple[str, str], int] = field(default_factory=dict, repr=False)
+    _refused: dict[tuple[str, str], int] = field(default_factory=dict, repr=False)
     _read: list[dict[str, Any]] = field(default_factory=list, repr=False)
     _read_to: int = field(default=0, repr=False)
     """The lines :meth:`entries` parsed so far, and where in the file it stopped."""
@@ -73,6 +74,8 @@ class RunLog:
         if entry.get("kind") == RESET:
             self._used[(user, day)] = Usage()
             return
+        if entry.get("outcome") == "refused":
+            self._refused[(user, day)] = self._refused.get((user, day), 0) + 1
         used = self._used.setdefault((user, day), Usage())
         used.runs += int(entry.get("runs", 0) or 0)
         used.hints += len(entry.get("hints", []) or [])
@@ -98,6 +101,11 @@ class RunLog:
         with self._lock:
             found = self._used.get((user, datetime.now().date().isoformat()), Usage())
             return Usage(found.runs, found.hints, found.tokens)
+
+    def refused_today(self, user: str) -> int:
+        """Refused requests of ``user``'s logged today."""
+        with self._lock:
+            return self._refused.get((user, datetime.now().date().isoformat()), 0)
 
     def hints_for(self, user: str, cell: str) -> int:
         """Hints this student was given for this cell (any day)."""

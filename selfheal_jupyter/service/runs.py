@@ -33,6 +33,8 @@ from .policy_store import CHANGES_FILE, PolicyStore
 
 Emit = Callable[[Any], None]
 ENTRIES = ("agent", "heal", "hint", "autoheal", "run")
+REFUSALS_LOGGED = 100
+"""Refused requests logged per student and day; more are refused alike, unlogged."""
 NOTEBOOK_MAX_CHARS = 4096
 """The longest notebook path a request may say (Linux's PATH_MAX): every request's log line holds it."""
 
@@ -174,7 +176,12 @@ class Service:
                 )
 
     def refused(self, user: str, request: Request, policy: policies.Policy, refused: Refused) -> None:
-        """Log a refused request (the instructor sees who asked during an exam, and why not)."""
+        """Log a refused request (the instructor sees who asked during an exam, and why not),
+        the first :data:`REFUSALS_LOGGED` of each student's day: a refusal costs the student
+        nothing, so without a bound one in a loop would grow the log (and the page's copy)
+        without end."""
+        if self.log.refused_today(user) >= REFUSALS_LOGGED:
+            return
         self.log.write(
             {
                 "user": user,
