@@ -292,3 +292,29 @@ def test_a_student_refused_in_a_loop_grows_the_log_by_a_bounded_amount(tmp_path)
     lines = (tmp_path / "log.jsonl").read_text().splitlines()
     assert len(lines) == REFUSALS_LOGGED + 1 and json.loads(lines[-1])["user"] == "bob"
     assert RunLog(tmp_path / "log.jsonl").refused_today("ann") == REFUSALS_LOGGED  # a restart counts them too
+
+
+def test_the_hint_writer_s_tokens_count_against_the_token_quota(tmp_path, sandbox_image):
+    """With ``hint_prose`` every hint asks the model again, and those tokens were not in the
+    log: a student past their token quota's worth of hints kept spending the model."""
+    import threading
+
+    from selfheal_jupyter.service.log import RunLog
+    from selfheal_jupyter.service.runs import Service
+    from tests.scripted_server import Reply, ScriptedServer
+
+    mean = "def mean(xs):\n    return sum(xs) / (len(xs) + 1)\n\nassert mean([2, 4]) == 3\n"
+    fix = "```python\ndef mean(xs):\n    return sum(xs) / len(xs)\n\nassert mean([2, 4]) == 3\n```"
+    with ScriptedServer([Reply(fix) for _ in range(12)]) as model:
+        settings = SelfHeal(base_url=model.base_url, model="scripted-model", hint_prose=True)
+        service = Service(settings, policy=None, log=RunLog(tmp_path / "log.jsonl"))
+        service.start()
+        try:
+            request = Request("hint", Task(prompt="", initial_code=mean), "", {})
+            for _ in range(2):
+                service.work("ann", request, Policy(mode="hints"), lambda event: None, threading.Event())
+        finally:
+            service.close()  # its log and its containers
+    first, second = (json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines())
+    assert second["runs"] == 0 and second.get("hints"), second  # the second hint needed no run: only the writer
+    assert second["tokens"] > 0, second

@@ -38,6 +38,8 @@ class Turn:
     note: str
     record: Run | None
     new: Hint | None = None
+    tokens: int = 0
+    """Model tokens the hint writer spent on it (``hint_prose``): they count against the quota too."""
 
 
 @dataclass
@@ -109,8 +111,10 @@ class HintSessions:
         if max(len(session.hints), given_before) >= total:
             note = f"That was the last hint for this cell ({total} of {total})."
             return Turn(session.hints, total, False, note, session.record())
-        hint = session.next_hint(HintWriter(llm) if prose else None, cancel=cancel)
-        return Turn(session.hints, total, session.more, "", session.record(), new=hint)
+        writer = HintWriter(llm) if prose else None
+        hint = session.next_hint(writer, cancel=cancel)
+        spent = writer.usage.prompt_tokens + writer.usage.completion_tokens if writer is not None else 0
+        return Turn(session.hints, total, session.more, "", session.record(), new=hint, tokens=spent)
 
 
 def light(task: Task) -> Task:

@@ -333,6 +333,7 @@ class Service:
         entry.update(outcome=session.run.outcome, result=result_of(session.run) if session.failed else "runs")
         emit(wire.Working("Writing the hint…"))
         turn = self.hints.turn(session, policy, self.log.hints_for(user, key), llm, cancel, prose=settings.hint_prose)
+        entry["tokens"] += turn.tokens
         if turn.new is not None:
             # what the student was shown, word for word; the fix only when a hint revealed it
             entry.update(
