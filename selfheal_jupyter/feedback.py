@@ -12,7 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .model import NOTEBOOK_FILE, ExecutionResult, Limits, SpecViolation, TestOutcome, Verdict
+from .model import (
+    DATA_RULES,
+    NOTEBOOK_FILE,
+    ExecutionResult,
+    Explanation,
+    Limits,
+    SpecViolation,
+    TestOutcome,
+    Verdict,
+)
 
 MAX_FRAMES = 6
 MAX_LOCALS = 12
@@ -159,11 +168,17 @@ SPEC_HEADER = (
 )
 
 
+DATA_HEADER = (
+    "REJECTED whatever the run shows: the program does not work on the user's notebook data "
+    "as it is (the task is about their data, not example values):"
+)
+
+
 def spec_lines(violations: list[SpecViolation]) -> list[str]:
     """The spec section of the feedback: which rule, what exactly, how to comply."""
     if not violations:
         return []
-    out = [SPEC_HEADER]
+    out = [DATA_HEADER if all(v.rule in DATA_RULES for v in violations) else SPEC_HEADER]
     for v in violations[:MAX_TESTS]:
         out.append(f"  RULE {v.rule} ({v.title}): {clip(v.message, 300)}")
         out.append(f"    → to comply: {v.fix}")
@@ -177,8 +192,10 @@ def format_feedback(
     verdict: Verdict | None = None,
     *,
     limits: Limits | None = None,
+    explanation: Explanation | None = None,
 ) -> str:
-    """Feedback text for one iteration ("" when it passed)."""
+    """Feedback text for one iteration ("" when it passed); ``explanation``: what the tool
+    worked out of the failure from the notebook's context (:mod:`~selfheal_jupyter.diagnosis`)."""
     if verdict is not None and verdict.passed:
         return ""
     if result is None:
@@ -192,6 +209,9 @@ def format_feedback(
     if result.message and result.status not in ("ok", "error", "blocked"):
         parts.append(clip(result.message, 400))
     parts += _location(result)
+    if explanation is not None and explanation.diagnosis:
+        parts.append("What the tool found from the notebook's context:")
+        parts += [f"  {sentence}" for sentence in explanation.diagnosis]
     parts += _streams(result)
     parts += _tests(result.tests)
     if (

@@ -313,6 +313,23 @@ ContextKind = Literal["module", "import", "function", "class", "value", "unavail
 
 
 @dataclass
+class ColumnInfo:
+    """One column of a notebook DataFrame as the model and the diagnosis may know it:
+    its name, its dtype and the Python types of a few of its distinct values (``str`` in
+    an ``object`` column says it holds text); never a value."""
+
+    name: str
+    dtype: str
+    kinds: list[str] = field(default_factory=list)
+
+    def text(self) -> str:
+        """``date: object (str)``, ``sales: int64``."""
+        shown = [k for k in self.kinds if k != self.dtype]
+        kinds = f" ({', '.join(shown)})" if shown and self.dtype in ("object", "category", "str", "string") else ""
+        return f"{self.name}: {self.dtype}{kinds}"
+
+
+@dataclass
 class ContextEntry:
     """One notebook name a cell needs, and how it travels to the sandbox.
 
@@ -329,6 +346,13 @@ class ContextEntry:
     reason: str = ""
     source: str = ""
     """The import line or the notebook source (goes into the prelude, not to the model)."""
+    columns: list[ColumnInfo] = field(default_factory=list)
+    """A DataFrame's columns (a Series: its one), with dtypes and value types."""
+    shape: list[int] = field(default_factory=list)
+    """An array's, a frame's or a series' shape ([] when it has none)."""
+    attributes: list[str] = field(default_factory=list)
+    """The public attribute names of the value, of the class or of the module (for a
+    close name when one is misspelt)."""
 
     def label(self) -> str:
         """Short text for the panel: ``DataFrame 3×2``, ``function``, ``numpy``."""
@@ -349,6 +373,9 @@ class NotebookContext:
     values: dict[str, bytes] = field(default_factory=dict, repr=False)
     """Data values pickled once at run start; copied into the sandbox, never to the model."""
     resolve_s: float = 0.0
+    notebook_names: list[str] = field(default_factory=list)
+    """Every name the user's notebook defines (not the shell's own): a close one is
+    offered when the code reads a name that does not exist."""
 
     @property
     def available(self) -> list[ContextEntry]:
@@ -365,6 +392,10 @@ class NotebookContext:
     def data_names(self) -> set[str]:
         """The names holding the user's data (never to be replaced by made-up values)."""
         return {e.name for e in self.entries if e.kind == "value"}
+
+    def entry(self, name: str) -> ContextEntry | None:
+        """The available entry of ``name`` (None: not sent)."""
+        return next((e for e in self.available if e.name == name), None)
 
     def to_dict(self) -> list[dict[str, str]]:
         return [
@@ -462,6 +493,7 @@ SpecRule = Literal[
     "assert_outlived",
     "data_added",
     "data_replaced",
+    "data_ignored",
 ]
 """Which part of the user's spec a candidate broke (see :mod:`selfheal_jupyter.spec.guard`).
 
@@ -487,7 +519,10 @@ RULE_TITLES: dict[str, str] = {
     "assert_outlived": "a name an assert checks is redefined after it",
     "data_added": "made-up data is added to a notebook value",
     "data_replaced": "a notebook value is replaced by made-up data",
+    "data_ignored": "the notebook's data is never read; a made-up table answers instead",
 }
+DATA_RULES: frozenset[str] = frozenset({"data_added", "data_replaced", "data_ignored"})
+"""Rules about the notebook's data (not the user's asserts)."""
 """Each rule in a few words, as the panel and the feedback name it."""
 
 
@@ -509,6 +544,12 @@ class SpecViolation:
     def title(self) -> str:
         """The rule in a few words."""
         return RULE_TITLES.get(self.rule, self.rule)
+
+    @property
+    def what(self) -> str:
+        """What the candidate did, by kind: it changes the user's spec, or it does not use
+        their notebook data as it is."""
+        return "does not use your data as it is" if self.rule in DATA_RULES else "changes your spec"
 
 
 Held = Literal["", "given", "unchanged", "same_behaviour"]
@@ -543,7 +584,14 @@ class Verdict:
     def why(self) -> list[str]:
         """Every reason in words, the broken spec rules included (``reasons`` holds the
         rest; ``spec_violations`` the rules, in full)."""
-        return [*self.reasons, *(f"it changes your spec ({v.title}): {v.message}" for v in self.spec_violations)]
+        return [*self.reasons, *(f"it {v.what} ({v.title}): {v.message}" for v in self.spec_violations)]
+
+    @property
+    def rejected_for(self) -> str:
+        """Why the spec guard rejected it, in a few words ("" when it did not)."""
+        if not self.spec_violations:
+            return ""
+        return self.spec_violations[0].what if len({v.what for v in self.spec_violations}) == 1 else "changes your spec"
 
 
 @dataclass
@@ -586,6 +634,41 @@ class Sample:
 
 
 @dataclass
+class LineEdit:
+    """One change to one line of a program: ``old`` (text on that line) becomes ``new``."""
+
+    line: int
+    old: str
+    new: str
+
+
+@dataclass
+class Explanation:
+    """What the tool knows of a failure before the model says anything
+    (:mod:`~selfheal_jupyter.diagnosis`): the failing line, the exception, and what follows
+    from the notebook's context — a close column, attribute or name, a dtype that does not
+    fit, both shapes of a mismatch. Computed in milliseconds, shown at once, and given to
+    the model with the rest of the feedback."""
+
+    error: str
+    """``KeyError: 'Region'``."""
+    line: int | None = None
+    source: str = ""
+    """The failing line's source (the program's own line)."""
+    diagnosis: list[str] = field(default_factory=list)
+    """Plain sentences, names in backticks ("`Region` is not a column of `df`; `region` is")."""
+    edits: list[LineEdit] = field(default_factory=list)
+    """The change the diagnosis implies, when it is one precise edit of the failing line
+    (a close column for a misspelt one, ``pd.to_datetime`` around a text column under
+    ``.dt``): the loop may try it before asking the model (``SelfHeal.quick_fixes``)."""
+
+    @property
+    def useful(self) -> bool:
+        """It says more than the traceback does."""
+        return bool(self.diagnosis)
+
+
+@dataclass
 class Timings:
     llm_s: float = 0.0
     sandbox_s: float = 0.0
@@ -623,6 +706,9 @@ class Iteration:
     edit_failure: str = ""
     """The reply's SEARCH/REPLACE blocks could not be applied: which block and why (the
     round then has no program, and the next one asks for the whole program)."""
+    explanation: Explanation | None = None
+    """What the tool worked out of this round's failure on its own (None: it passed, or
+    nothing failed that it can read)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -642,6 +728,7 @@ class Iteration:
             "restarted": self.restarted,
             "edited": self.edited,
             "edit_failure": self.edit_failure,
+            "explanation": asdict(self.explanation) if self.explanation else None,
         }
 
 

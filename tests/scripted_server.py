@@ -70,6 +70,11 @@ class Reply:
     whole: bool = False
     """Answer a streaming request with one whole chat completion (a server that does
     not stream)."""
+    hold: threading.Event | None = None
+    """Say nothing until the test sets this event (the request has arrived: ``held`` is
+    set): to see what a client shows while its model has not answered yet."""
+    held: threading.Event = field(default_factory=threading.Event)
+    """Set when a request that this reply answers arrived and is being held."""
 
 
 @dataclass
@@ -350,6 +355,11 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(item, Fault):
             self._fault(item, body, stream)
             return
+        if item.hold is not None:
+            item.held.set()
+            while not item.hold.wait(0.05):
+                if srv._stopping.is_set():
+                    return
         if stream and not item.whole:
             self._stream(item.content, body, item.chunk_delay_s, item.finish_reason)
         else:

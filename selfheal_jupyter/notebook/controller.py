@@ -40,9 +40,10 @@ from typing import Any, Generic, TypeVar
 from ..codeblocks import code_diff
 from ..config import SelfHeal
 from ..loop.events import RunFinished, RunStarted
-from ..model import Run, Task, TestOutcome, Verdict
+from ..model import NotebookContext, Run, Task, TestOutcome, Verdict
 from ..render.html import message_html, review_html
 from ..render.inline import PanelRenderer, Renderer, StaticRenderer, show_html
+from ..spec import notebook_data
 from .cells import FrontCells
 from .fix_handover import without_notes, work_out_fix
 
@@ -360,6 +361,7 @@ class CellRun:
                 handed_code(run) or "",
                 new_name=f"round {best.index}",
                 title=f"Best attempt: round {best.index} (did not pass)",
+                context=run.task.context,
             )
             panel.offer_actions(
                 f"No candidate passed. Round {best.index} came closest ({why}); "
@@ -417,12 +419,18 @@ def cell_text(code: str) -> str:
     return code[:-1] if code.endswith("\n") and not code.endswith("\n\n") else code
 
 
-def diff_review(initial: str | None, code: str, *, title: str, new_name: str) -> str:
+def diff_review(
+    initial: str | None, code: str, *, title: str, new_name: str, context: NotebookContext | None = None
+) -> str:
     """The review shown above the buttons: ``title`` and the diff from the user's cell
-    (``initial``; the code itself when the task did not start from a cell) to ``code``."""
+    (``initial``; the code itself when the task did not start from a cell) to ``code``,
+    with what it does to the notebook's data."""
+    changes = notebook_data.changes(context, initial or "", code)
     if initial is None:
-        return review_html(title, code=code)
-    return review_html(title, diff=code_diff(initial, code, old_name="your cell", new_name=new_name))
+        return review_html(title, code=code, data_changes=changes)
+    return review_html(
+        title, diff=code_diff(initial, code, old_name="your cell", new_name=new_name), data_changes=changes
+    )
 
 
 def fix_review(run: Run) -> str:
@@ -437,14 +445,18 @@ def fix_review(run: Run) -> str:
     ]
     left_out = fix.dropped if fix else []
     note = fix.note if fix else ""
+    changes = notebook_data.changes(run.task.context, initial or "", code)
     if initial is None:
-        return review_html("The code", code=code, definitions=definitions, left_out=left_out, note=note)
+        return review_html(
+            "The code", code=code, definitions=definitions, left_out=left_out, note=note, data_changes=changes
+        )
     return review_html(
         "Diff to your cell",
         diff=code_diff(initial, code, old_name="your cell", new_name="fix"),
         definitions=definitions,
         left_out=left_out,
         note=note,
+        data_changes=changes,
     )
 
 

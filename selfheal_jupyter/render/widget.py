@@ -26,15 +26,25 @@ from ..loop.events import (
     Event,
     ExecutionDone,
     ExecutionStarted,
+    FailureExplained,
+    ModelWaiting,
     PlanReady,
     RunFinished,
     RunStarted,
     TokensStreamed,
     VerdictReady,
 )
-from ..model import Run
+from ..model import DATA_RULES, Run
 from .diff import diff_html
-from .html import code_html, iteration_body_html, iteration_title, plan_html, result_html
+from .html import (
+    code_html,
+    explanation_html,
+    iteration_body_html,
+    iteration_title,
+    plan_html,
+    result_html,
+    waiting_text,
+)
 from .style import CODE_BG, GREY, MONO, esc, heading
 
 STREAM_LINES = 12
@@ -110,6 +120,8 @@ class Panel:
             else ""
         )
         self.tokens = widgets.HTML("")
+        self.explanation = widgets.HTML("")
+        """The newest failure, explained by the tool before the model answers."""
         self.plan = widgets.HTML("")
         self.accordion = widgets.Accordion(children=[])
         self.live = widgets.VBox(
@@ -120,6 +132,7 @@ class Panel:
                     layout=widgets.Layout(align_items="center", flex_flow="row wrap"),
                 ),
                 self.kernel_note,
+                self.explanation,
                 self.tokens,
                 self.plan,
                 self.accordion,
@@ -202,13 +215,26 @@ class Panel:
             index = event.iteration
             if index in self._section_html:
                 self._set_section(index, self._section_html[index] + result_html(event.result, ""), None)
+        elif isinstance(event, FailureExplained):
+            self.explanation.value = explanation_html(event.explanation)
+            if event.iteration in self._section_html:
+                body = self._section_html[event.iteration] + explanation_html(event.explanation)
+                self._set_section(event.iteration, body, None)
+            if event.explanation.diagnosis:
+                self._say(self._label(event.iteration), "failed: " + event.explanation.error[:60])
+        elif isinstance(event, ModelWaiting):
+            self._say(self._where, waiting_text(event.ahead))
         elif isinstance(event, VerdictReady):
             it = event.iteration
+            if it.verdict.passed:
+                self.explanation.value = ""
             self._ensure_section(it.index)
             self._set_section(it.index, iteration_body_html(it), iteration_title(it))
             self._move(it.index)
             if it.verdict.passed:
                 phase = "passed"
+            elif it.verdict.spec_violations and all(v.rule in DATA_RULES for v in it.verdict.spec_violations):
+                phase = "rejected: it did not use your data as it is"
             elif it.verdict.spec_violations:
                 phase = "rejected: it changed your asserts or tests"
             else:

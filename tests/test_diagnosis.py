@@ -1,0 +1,181 @@
+"""The instant explanation: what a failure means, from the notebook's context alone.
+
+Each case runs a failing program in the real sandbox against copies of a real notebook's
+values (resolved as ``%%heal`` resolves them), then reads the structured result with
+:func:`selfheal_jupyter.diagnosis.explain`: the close column / attribute / name, the text
+column under ``.dt`` or in arithmetic, both shapes of a mismatch — and, where one edit of
+the failing line follows, that edit, which passes when run. The columns travel with their
+dtypes and the kinds of their values, never the values (the prompt is checked for it).
+"""
+
+from __future__ import annotations
+
+import linecache
+import sys
+import types
+from collections.abc import Iterator
+
+import pytest
+
+from selfheal_jupyter.agents.inputs import format_context
+from selfheal_jupyter.diagnosis import apply_edits, close_name, explain
+from selfheal_jupyter.notebook import context
+from selfheal_jupyter.sandbox.serialize import Pickled
+
+NOTEBOOK = """
+import numpy as np
+import pandas as pd
+
+sales = pd.DataFrame({
+    "region": ["north", "south", "north", "east"],
+    "date": ["2024-01-03", "2024-01-17", "2024-02-02", "2024-03-05"],
+    "price": ["3.50", "4.25", "2.00", "5.75"],
+    "units": [3, 1, 4, 2],
+})
+weights = np.array([0.2, 0.3, 0.5])
+marks = np.array([7.0, 8.0, 6.5, 9.0])
+
+
+class Account:
+    def __init__(self):
+        self.balance = 0
+
+    def deposit(self, amount):
+        self.balance += amount
+
+
+acct = Account()
+total_units = 10
+"""
+
+
+@pytest.fixture(scope="module")
+def notebook() -> Iterator[dict]:
+    """The notebook's namespace, its module standing as ``__main__`` (a kernel's cells)."""
+    module = types.ModuleType("__main__")
+    filename = "<notebook test_diagnosis>"
+    linecache.cache[filename] = (len(NOTEBOOK), None, NOTEBOOK.splitlines(True), filename)
+    saved = sys.modules["__main__"]
+    sys.modules["__main__"] = module
+    try:
+        exec(compile(NOTEBOOK, filename, "exec"), module.__dict__)
+        yield module.__dict__
+    finally:
+        sys.modules["__main__"] = saved
+
+
+def run(sandbox, ns: dict, cell: str):
+    ctx = context.for_cell(cell, ns, max_bytes=1 << 20)
+    result = sandbox.execute(cell, inputs={k: Pickled(v) for k, v in ctx.values.items()}, prelude=ctx.prelude)
+    return ctx, result
+
+
+CASES = [
+    pytest.param(
+        "print(sales.groupby('Region')['units'].sum())\n",
+        "KeyError",
+        "`Region` is not a column of `sales`; `region` is.",
+        id="key-error-close-column",
+    ),
+    pytest.param(
+        "print(sales.unit.sum())\n",
+        "AttributeError",
+        "`sales` has no attribute `unit`; `units` is one of its columns (`sales['units']`).",
+        id="attribute-error-close-column",
+    ),
+    pytest.param(
+        "acct.deposti(5)\nprint(acct.balance)\n",
+        "AttributeError",
+        "`acct` (Account) has no attribute `deposti`; `deposit` is one it has.",
+        id="attribute-error-close-attribute",
+    ),
+    pytest.param(
+        "print(total_unit * 2)\n",
+        "NameError",
+        "`total_unit` is not defined; `total_units` is (in your notebook).",
+        id="name-error-close-notebook-name",
+    ),
+    pytest.param(
+        "print(sales['date'].dt.month.tolist())\n",
+        "AttributeError",
+        "`date` of `sales` holds text (dtype str, dates as text), not dates: `.dt` needs datetimes.",
+        id="dt-on-text",
+    ),
+    pytest.param(
+        "print((sales['price'] / sales['units']).mean())\n",
+        "TypeError",
+        "`price` of `sales` holds text (dtype str, numbers as text): arithmetic on it fails",
+        id="arithmetic-on-text",
+    ),
+    pytest.param(
+        "print(np.dot(marks, weights))\n",
+        "ValueError",
+        "The shapes do not match: `marks` has shape (4,); `weights` has shape (3,)",
+        id="shape-mismatch",
+    ),
+]
+
+
+@pytest.mark.parametrize("cell, error, said", CASES)
+def test_a_failure_is_explained_from_the_context_and_its_edit_passes(sandbox, notebook, cell, error, said):
+    ctx, result = run(sandbox, notebook, cell)
+    assert result.error is not None and result.error.type == error, result
+    explanation = explain(result, cell, ctx)
+    assert explanation is not None and explanation.line == 1 and explanation.source == cell.splitlines()[0]
+    assert explanation.error.startswith(error)
+    assert any(said in sentence for sentence in explanation.diagnosis), explanation.diagnosis
+    if explanation.edits:  # the edit the diagnosis implies runs cleanly
+        fixed = apply_edits(cell, explanation.edits)
+        assert fixed is not None and fixed != cell
+        _, again = run(sandbox, notebook, fixed)
+        assert again.clean, (fixed, again.error)
+
+
+def test_which_cases_carry_an_edit(sandbox, notebook):
+    """An edit only where one change of the failing line follows from the diagnosis."""
+    with_edit = {}
+    for case in CASES:
+        cell = case.values[0]
+        ctx, result = run(sandbox, notebook, cell)
+        with_edit[case.id] = bool(explain(result, cell, ctx).edits)
+    assert with_edit == {
+        "key-error-close-column": True,
+        "attribute-error-close-column": True,
+        "attribute-error-close-attribute": True,
+        "name-error-close-notebook-name": True,
+        "dt-on-text": True,
+        "arithmetic-on-text": True,
+        "shape-mismatch": False,  # which one to change is the user's decision
+    }
+
+
+def test_a_misspelt_notebook_name_travels_with_the_cell(notebook):
+    ctx = context.for_cell("print(total_unit * 2)\n", notebook, max_bytes=1 << 20)
+    assert {e.name: e.kind for e in ctx.entries} == {"total_unit": "unavailable", "total_units": "value"}
+
+
+def test_no_close_name_lists_the_columns_instead(sandbox, notebook):
+    cell = "print(sales['revenue'].sum())\n"
+    ctx, result = run(sandbox, notebook, cell)
+    explanation = explain(result, cell, ctx)
+    assert explanation.diagnosis == [
+        "`revenue` is not a column of `sales`; its columns are `region`, `date`, `price`, `units`."
+    ]
+    assert explanation.edits == []
+
+
+def test_close_names_are_close():
+    assert close_name("Region", ["region", "sales"]) == "region"
+    assert close_name("unit_price", ["unitprice", "units"]) == "unitprice"
+    assert close_name("colour", ["color", "size"]) == "color"
+    assert close_name("revenue", ["region", "date"]) is None
+    assert close_name("x", ["y"]) is None
+
+
+def test_columns_travel_with_dtypes_and_kinds_of_values_never_values(notebook):
+    ctx = context.for_task("the units of sales", notebook, max_bytes=1 << 20)
+    text = format_context(ctx)
+    assert "region: str" in text and "date: str (dates as text)" in text and "units: int64" in text
+    assert "price: str (numbers as text)" in text
+    for value in ("north", "2024-01-03", "3.50"):
+        assert value not in text
