@@ -58,6 +58,11 @@ def main() -> None:
         text = question.read_text(encoding="utf-8").strip()
         task = arguments.agent_task(SimpleNamespace(tests=None, inputs=None, plan=None, plan_only=None), text, ns, [])
         task.context = context.for_task(text, ns, max_bytes=MAX_BYTES)
+        from selfheal_jupyter.notebook import controller
+
+        derive = getattr(controller, "derive_checks", None)  # what the magic adds, where it does
+        if derive is not None:
+            task.data_checks = derive(SimpleNamespace(user_ns=ns), task)
     else:
         hint = (case / "hint.txt").read_text(encoding="utf-8").split() if (case / "hint.txt").is_file() else []
         task = arguments.heal_task(SimpleNamespace(hint=hint, tests=None, inputs=None), notebook[-1], ns, [])

@@ -404,6 +404,21 @@ class NotebookContext:
         ]
 
 
+DATA_CHECK_PREFIX = "from your data: "
+"""How the source of a check derived from the notebook's data begins (:class:`DataCheck`)."""
+
+
+@dataclass
+class DataCheck:
+    """A check QA derived from the notebook's own data for a question about it
+    (:mod:`~selfheal_jupyter.agents.data_checks`): each row's terms must be printed together
+    on one line. ``rows`` never goes to the model."""
+
+    source: str
+    """What it checks, in words, no values (starts with :data:`DATA_CHECK_PREFIX`)."""
+    rows: list[list[str]] = field(default_factory=list, repr=False)
+
+
 @dataclass
 class Task:
     """What the user asked for."""
@@ -428,6 +443,9 @@ class Task:
     """Checks read from what the task states (``%%heal the total should be 42`` →
     ``assert total == 42``, :mod:`selfheal_jupyter.spec.stated`); they are also the last
     statements of ``tests``, run and judged with the user's own."""
+    data_checks: list[DataCheck] = field(default_factory=list)
+    """Checks derived from the notebook's data for a question about it (soft, like QA's
+    generated checks; their expected rows stay on the host)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -439,6 +457,7 @@ class Task:
             "initial_code": self.initial_code,
             "given_is_wrong": self.given_is_wrong,
             "context": self.context.to_dict() if self.context else [],
+            "data_checks": [c.source for c in self.data_checks],
         }
 
 
@@ -772,8 +791,13 @@ def checked_by(verdict: Verdict, checks: list[TestOutcome], task: Task) -> list[
             found.append("your stated expectation")
     if verdict.spec_kept and cell_asserts:
         found.append("your asserts")
+    generated = [c for c in checks if not c.source.startswith(DATA_CHECK_PREFIX)]
+    derived = [c for c in checks if c.source.startswith(DATA_CHECK_PREFIX)]
     if checks and all(check.passed for check in checks):
-        found.append("generated checks")
+        if derived:
+            found.append("checks from your data")
+        if generated:
+            found.append("generated checks")
     return found
 
 

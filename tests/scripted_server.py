@@ -179,6 +179,11 @@ class ScriptedServer:
         self.requests: list[dict[str, Any]] = []
         self.asked = threading.Event()
         """Set when the first request arrives: wait on it instead of polling ``requests``."""
+        self.slots = 2
+        """Requests served at once; more are deferred (as llama.cpp's ``/metrics`` says)."""
+        self.others = 0
+        """Requests of other clients the server pretends to be busy with (``/metrics``)."""
+        self.in_flight = 0
         self._script: list[Reply | Fault] = [_normalise(r) for r in replies]
         self._fault_uses: dict[int, int] = {}
         self._lock = threading.Lock()
@@ -314,6 +319,18 @@ class _Handler(BaseHTTPRequestHandler):
         srv = self.server_ref
         if not self._authorised():
             return
+        if self.path.rstrip("/") == "/metrics":
+            busy = srv.in_flight + srv.others
+            text = (
+                f"llamacpp:requests_processing {min(busy, srv.slots)}\n"
+                f"llamacpp:requests_deferred {max(0, busy - srv.slots)}\n"
+            ).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(text)))
+            self.end_headers()
+            self.wfile.write(text)
+            return
         if self.path.rstrip("/") in ("/v1/models", "/models"):
             self._send_json(
                 200,
@@ -326,6 +343,16 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(404, f"no route {self.path}", code="not_found")
 
     def do_POST(self) -> None:  # noqa: N802 - http.server API
+        srv = self.server_ref
+        with srv._lock:
+            srv.in_flight += 1
+        try:
+            self._post()
+        finally:
+            with srv._lock:
+                srv.in_flight -= 1
+
+    def _post(self) -> None:
         srv = self.server_ref
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""

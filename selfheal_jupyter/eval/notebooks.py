@@ -141,6 +141,7 @@ def _rows(text: str) -> tuple[list[list[list[str]]], bool]:
 
 
 def _question(path: Path) -> Problem:
+    from ..agents.data_checks import derive
     from ..notebook import context
 
     notebook = cells(_read(path / "notebook.py"))
@@ -150,6 +151,7 @@ def _question(path: Path) -> Problem:
     def resolve(ns: dict[str, Any]) -> NotebookContext:
         ctx = context.for_task(question, ns, max_bytes=CONTEXT_MAX_BYTES)
         seen["checks"] = unchanged_checks(ns, sorted(ctx.data_names()))
+        seen["derived"] = derive(question, {name: ns[name] for name in ctx.data_names()})
         return ctx
 
     ctx = _kernel(path.name, notebook, resolve)
@@ -167,6 +169,7 @@ def _question(path: Path) -> Problem:
             "solution": _read(path / "solution.py"),
             "context": ctx,
             "unchanged": [c for c in seen["checks"] if c.split()[1].split(".")[0] not in may_change],
+            "data_checks": seen["derived"],
         },
         hidden_inputs={name: Pickled(data) for name, data in ctx.values.items()},
     )
@@ -217,6 +220,7 @@ def task(problem: Problem) -> Task:
     if is_question(problem):
         args = SimpleNamespace(tests=None, inputs=None, plan=None, plan_only=None)
         made = agent_task(args, problem.prompt, {}, [])
+        made.data_checks = list(problem.hidden["data_checks"])
     else:
         args = SimpleNamespace(hint=problem.prompt.split(), tests=None, inputs=None)
         made = heal_task(args, problem.initial_code or "", {}, [])

@@ -40,7 +40,7 @@ from typing import Any, Generic, TypeVar
 from ..codeblocks import code_diff
 from ..config import SelfHeal
 from ..loop.events import RunFinished, RunStarted
-from ..model import NotebookContext, Run, Task, TestOutcome, Verdict
+from ..model import DataCheck, NotebookContext, Run, Task, TestOutcome, Verdict
 from ..render.html import message_html, review_html
 from ..render.inline import PanelRenderer, Renderer, StaticRenderer, show_html
 from ..spec import notebook_data
@@ -494,6 +494,18 @@ def gather_context(shell: Any, settings: SelfHeal, task: Task, *, task_text: str
     if task_text is not None:
         return context.for_task(task_text, ns, **options)
     return context.for_cell(task.initial_code or "", ns, transform=shell.transform_cell, **options)
+
+
+def derive_checks(shell: Any, task: Task) -> list[DataCheck]:
+    """The checks a question about the notebook's data implies on that data
+    (:mod:`~selfheal_jupyter.agents.data_checks`), computed now on the live values it
+    names (only read)."""
+    from ..agents.data_checks import derive
+
+    if task.context is None or task.initial_code is not None:
+        return []
+    ns = shell.user_ns
+    return derive(task.prompt, {name: ns[name] for name in task.context.data_names() if name in ns})
 
 
 # ====================================================================== awaiting in a kernel
