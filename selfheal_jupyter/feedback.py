@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .model import (
+    DATA_CHECK_PREFIX,
     DATA_RULES,
     NOTEBOOK_FILE,
     ExecutionResult,
@@ -243,8 +244,15 @@ GENERATED_HEADER = (
 )
 
 
+DATA_CHECKS_HEADER = (
+    "{failed} of {total} checks FROM THE USER'S DATA failed (the answer each group should show, "
+    "computed from the notebook's own values):"
+)
+
+
 def check_lines(checks: list[TestOutcome], *, passed: bool = False) -> list[str]:
-    """QA's generated checks that failed, labelled apart from the user's tests.
+    """QA's generated checks and the checks from the notebook's data that failed,
+    labelled apart from the user's tests.
 
     ``passed``: the program passed the user's tests and ran cleanly (the checks are then
     the only thing left to look at)."""
@@ -254,11 +262,22 @@ def check_lines(checks: list[TestOutcome], *, passed: bool = False) -> list[str]
     out = []
     if passed:
         out.append("The program ran cleanly and passed the user's own checks.")
-    out.append(GENERATED_HEADER.format(failed=len(failed), total=len(checks)))
-    for t in failed[:MAX_TESTS]:
-        out.append(f"  GENERATED {clip(t.source, 160)}")
-        if t.message:
-            out.append(f"    → {clip(t.message, 240)}")
+    derived = [t for t in failed if t.source.startswith(DATA_CHECK_PREFIX)]
+    generated = [t for t in failed if not t.source.startswith(DATA_CHECK_PREFIX)]
+    if derived:
+        total = sum(1 for t in checks if t.source.startswith(DATA_CHECK_PREFIX))
+        out.append(DATA_CHECKS_HEADER.format(failed=len(derived), total=total))
+        for t in derived[:MAX_TESTS]:
+            out.append(f"  FROM YOUR DATA: {clip(t.source.removeprefix(DATA_CHECK_PREFIX), 200)}")
+            if t.message:
+                out.append(f"    → {clip(t.message, 240)}")
+    if generated:
+        total = sum(1 for t in checks if not t.source.startswith(DATA_CHECK_PREFIX))
+        out.append(GENERATED_HEADER.format(failed=len(generated), total=total))
+        for t in generated[:MAX_TESTS]:
+            out.append(f"  GENERATED {clip(t.source, 160)}")
+            if t.message:
+                out.append(f"    → {clip(t.message, 240)}")
     return out
 
 

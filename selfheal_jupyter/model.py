@@ -728,6 +728,9 @@ class Iteration:
     explanation: Explanation | None = None
     """What the tool worked out of this round's failure on its own (None: it passed, or
     nothing failed that it can read)."""
+    quick_fix: bool = False
+    """The round's program is the tool's own edit of the last one, from its explanation
+    (``SelfHeal.quick_fixes``): no model was asked."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -748,6 +751,7 @@ class Iteration:
             "edited": self.edited,
             "edit_failure": self.edit_failure,
             "explanation": asdict(self.explanation) if self.explanation else None,
+            "quick_fix": self.quick_fix,
         }
 
 

@@ -179,3 +179,61 @@ def test_columns_travel_with_dtypes_and_kinds_of_values_never_values(notebook):
     assert "price: str (numbers as text)" in text
     for value in ("north", "2024-01-03", "3.50"):
         assert value not in text
+
+
+# --------------------------------------------------------------------------- quick fixes, through the loop
+@pytest.fixture()
+def heal_shell():
+    from tests.conftest import selfheal_shell
+
+    with selfheal_shell("%config SelfHeal.model = 'scripted-model'", NOTEBOOK) as ip:
+        yield ip
+
+
+def heal(shell, server, cell: str, flags: str = "--max-iterations 2"):
+    from IPython.utils.capture import capture_output
+
+    shell.run_cell(f"%config SelfHeal.base_url = '{server.base_url}'", store_history=False)
+    with capture_output() as cap:
+        result = shell.run_cell(f"%%heal {flags}\n{cell}", store_history=True)
+    assert result.success, cap.stderr
+    return shell.user_ns["agent_result"], "".join(o.data.get("text/html", "") for o in cap.outputs)
+
+
+def test_the_edit_a_diagnosis_implies_is_tried_before_the_model(heal_shell):
+    from tests.scripted_server import ScriptedServer
+
+    cell = "totals = sales.groupby('Region')['units'].sum()\nprint(totals.to_dict())\n"
+    with ScriptedServer([]) as server:  # no reply: the model is never asked
+        run, html = heal(heal_shell, server, cell)
+        assert server.chat_requests() == []
+    zero, first = run.iterations
+    assert zero.explanation.edits and first.quick_fix and first.verdict.passed
+    assert first.candidate.code == cell.replace("'Region'", "'region'")
+    assert run.outcome == "success" and "{'east': 2, 'north': 7, 'south': 1}" in first.result.stdout
+    assert "own edit, from its explanation of the last failure (no model was asked): line 1:" in html
+
+
+def test_an_edit_that_does_not_pass_leaves_the_model_its_rounds(heal_shell):
+    from tests.scripted_server import Reply, ScriptedServer
+
+    # the close column makes it run further, to a failure of its own (units / 0)
+    cell = "per = sales.groupby('Region')['units'].sum() / 0\nassert per.max() < 100\nprint(per)\n"
+    right = "```python\nper = sales.groupby('region')['units'].sum() / 1\nassert per.max() < 100\nprint(per)\n```"
+    with ScriptedServer([Reply(right)]) as server:
+        run, _ = heal(heal_shell, server, cell, "--max-iterations 1")
+        request = server.chat_requests()[0]["messages"][1]["content"]
+    zero, quick, model = run.iterations
+    assert quick.quick_fix and not quick.verdict.passed and "sales.groupby('region')" in request
+    assert not model.quick_fix and run.outcome == "success"  # one model round, as --max-iterations says
+
+
+def test_quick_fixes_off_asks_the_model(heal_shell):
+    from tests.scripted_server import Reply, ScriptedServer
+
+    heal_shell.run_cell("%config SelfHeal.quick_fixes = False", store_history=False)
+    cell = "totals = sales.groupby('Region')['units'].sum()\nprint(totals.to_dict())\n"
+    with ScriptedServer([Reply("```python\n" + cell.replace("Region", "region") + "```")]) as server:
+        run, _ = heal(heal_shell, server, cell)
+        assert len(server.chat_requests()) == 1
+    assert [it.quick_fix for it in run.iterations] == [False, False] and run.outcome == "success"

@@ -216,6 +216,17 @@ def test_plan_on_heal_off_skips_the_planner_only_when_starting_from_code(sandbox
     assert run.outcome == "success" and run.plan.source == "planner" and run.plan.steps
 
 
+def test_a_short_task_goes_straight_to_code_below_plan_min_words(sandbox):
+    with ScriptedServer([RIGHT]) as s:  # 11 words: no plan
+        run = make_loop(s, sandbox, plan_min_words=12).run(task())
+        assert len(s.requests) == 1
+    assert run.outcome == "success" and run.plan.source == "none"
+    with ScriptedServer([PLAN, RIGHT]) as s:
+        run = make_loop(s, sandbox, plan_min_words=11).run(task())
+        assert len(s.requests) == 2
+    assert run.outcome == "success" and run.plan.source == "planner"
+
+
 def test_initial_code_that_passes_needs_no_model(sandbox):
     with ScriptedServer([]) as s:
         run = make_loop(s, sandbox).run(task(prompt="", initial_code="total = 6\n"))

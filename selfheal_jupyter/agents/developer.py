@@ -64,9 +64,10 @@ RESTART_NOTE = (
     "again from the task, with a different approach."
 )
 CHECKS_NOTE = (
-    "The checks above marked GENERATED were written by QA from the task alone and may be "
-    "wrong. For each failing one, either fix the program, or, if you are sure the check is "
-    "wrong, say why in one sentence before the code block and keep the program's behaviour."
+    "The checks above marked GENERATED (written by QA from the task alone) or FROM YOUR DATA "
+    "(what each group should show, computed from the user's data) may be wrong. For each "
+    "failing one, either fix the program, or, if you are sure the check is wrong, say why in "
+    "one sentence before the code block and keep the program's behaviour."
 )
 WHOLE_INSTRUCTION = "Fix the program. Reply with ONE fenced ```python block holding the complete corrected program."
 EDIT_INSTRUCTION = """\

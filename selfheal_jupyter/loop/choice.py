@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..model import ExecutionResult, Sample, TestOutcome, Verdict
+from ..model import ExecutionResult, Explanation, Sample, TestOutcome, Verdict
 
 
 @dataclass
@@ -27,6 +27,8 @@ class Trial:
     verdict: Verdict
     checks: list[TestOutcome] = field(default_factory=list)
     fresh: bool = False
+    explanation: Explanation | None = None
+    """What the tool worked out of its failure on its own (:mod:`~selfheal_jupyter.diagnosis`)."""
 
 
 def _behaviour(trial: Trial) -> tuple:

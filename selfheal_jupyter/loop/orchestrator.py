@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from ..agents.checks import CheckDesigner
+from ..agents.data_checks import run_checks
 from ..agents.developer import Developer, Proposal, RepairContext
 from ..agents.inputs import describe_inputs, format_context
 from ..agents.planner import Planner
@@ -28,6 +29,7 @@ from ..agents.qa import (
     strip_input_overwrites,
 )
 from ..codeblocks import code_diff
+from ..diagnosis import apply_edits, explain
 from ..errors import BadInput, Cancelled, LLMError, SandboxError, SelfHealError
 from ..feedback import check_lines, failure_signature, format_feedback, runtime_value_lines
 from ..llm import LLMClient
@@ -35,6 +37,7 @@ from ..model import (
     ASSERT_RULES,
     Candidate,
     ExecutionResult,
+    Explanation,
     InputDescription,
     Iteration,
     Limits,
@@ -61,6 +64,8 @@ from .events import (
     EventHandler,
     ExecutionDone,
     ExecutionStarted,
+    FailureExplained,
+    ModelWaiting,
     PlanReady,
     RunFinished,
     RunStarted,
@@ -80,6 +85,8 @@ EDIT_FAILED_FEEDBACK = (
     "program in one fenced ```python block."
 )
 MAX_NO_CODE_IN_A_ROW = 2
+MAX_QUICK_FIXES = 3
+"""Most of the tool's own edits tried in one run (each is one sandbox run, no model)."""
 MAX_ASSERT_CHANGES = 2
 """Rounds whose candidate changed one of the user's asserts or tests before the run ends
 ``failed``: a model that keeps doing so believes the assert itself is wrong, and only
@@ -168,6 +175,8 @@ class Strategies:
     intent_checks: int = 0
     """Like ``generated_checks``, for a heal of a cell without asserts or tests: checks
     from the cell's intent (used when ``generated_checks`` is 0)."""
+    quick_fixes: bool = False
+    """Try the edit a failure's own diagnosis implies before asking the model."""
 
 
 class Loop:
@@ -185,6 +194,7 @@ class Loop:
         auto_plan: bool,
         plan_on_heal: bool,
         limits: Limits,
+        plan_min_words: int = 0,
         retry_temperature: float,
         repair_format: str,
         strategies: Strategies,
@@ -196,6 +206,8 @@ class Loop:
         self.auto_plan = auto_plan
         self.plan_on_heal = plan_on_heal
         """Whether to ask the planner when the task starts from the user's code."""
+        self.plan_min_words = plan_min_words
+        """The planner is asked only for a task of at least this many words."""
         self.limits = limits
         self.planner = Planner(llm, libraries=libraries)
         self.developer = Developer(
@@ -257,6 +269,7 @@ class Loop:
         state = _RunState(run=run, stop=stop, emit=emit, started=started)
         emit(RunStarted(run))
         self.llm.admit = functools.partial(self._admit, state)
+        self.llm.on_wait = lambda ahead: emit(ModelWaiting(ahead))
         try:
             validate_task(task, max_code_bytes=self.bounds.max_code_bytes)
             inputs = describe_inputs(task.inputs)
@@ -289,6 +302,7 @@ class Loop:
         finally:
             stop.close()
             self.llm.admit = None
+            self.llm.on_wait = None
         if state.soft_from is not None and run.outcome in ("budget_exhausted", "failed", "error"):
             # A candidate had passed the user's tests; only the soft round after it failed.
             run.outcome, run.error = "success", ""
@@ -327,7 +341,12 @@ class Loop:
         run = state.run
         if task.plan is not None:
             run.plan = Plan(list(task.plan.steps), source="user")
-        elif self.auto_plan and task.prompt.strip() and (self.plan_on_heal or not task.initial_code):
+        elif (
+            self.auto_plan
+            and task.prompt.strip()
+            and (self.plan_on_heal or not task.initial_code)
+            and len(task.prompt.split()) >= self.plan_min_words
+        ):
             self._check_bounds(state, before="planning")
             plan, reply = self.planner.plan(
                 task.prompt,
@@ -374,11 +393,15 @@ class Loop:
             and self._iteration(task, inputs, state, index=0, given=task.initial_code)
         ):
             return
-        first = 1
-        for index in range(first, self.bounds.max_iterations + 1):
+        index, last = 1, self.bounds.max_iterations
+        while index <= last:
+            quick = state.quick_fix is not None
             if self._iteration(task, inputs, state, index=index):
                 return
-            if state.no_code_in_a_row >= MAX_NO_CODE_IN_A_ROW and index < self.bounds.max_iterations:
+            if quick:
+                last += 1  # the tool's own edit did not pass: the model still gets its rounds
+            index += 1
+            if state.no_code_in_a_row >= MAX_NO_CODE_IN_A_ROW and index <= last:
                 raise _Stop(
                     "failed",
                     f"The model replied {state.no_code_in_a_row} times in a row without a "
@@ -391,11 +414,11 @@ class Loop:
             "Raise `%config SelfHeal.max_iterations`, add detail "
             "to the task, or fix the last program by hand."
         )
-        last = run.iterations[-1].verdict if run.iterations else None
-        if last is not None and last.spec_violations:
+        final = run.iterations[-1].verdict if run.iterations else None
+        if final is not None and final.spec_violations:
             run.error += (
                 " The last candidate was rejected because it changed your spec ("
-                + ", ".join(sorted({v.rule for v in last.spec_violations}))
+                + ", ".join(sorted({v.rule for v in final.spec_violations}))
                 + ")."
             )
 
@@ -430,7 +453,12 @@ class Loop:
             state.emit(ExecutionStarted(index))
             if result is not None:
                 state.emit(ExecutionDone(index, result))
-        feedback, values, failing_checks, probe_s = self._explain(task, state, chosen, result, verdict, checks)
+            if trial.explanation is not None:
+                state.emit(FailureExplained(index, trial.explanation))
+        explanation = trial.explanation
+        feedback, values, failing_checks, probe_s = self._explain(
+            task, state, chosen, result, verdict, checks, explanation
+        )
         sandbox_s += probe_s
         soft = (
             bool(failing_checks) and verdict.passed and state.soft_from is None and (index < self.bounds.max_iterations)
@@ -456,8 +484,11 @@ class Loop:
             restarted=written.restarted,
             edited=chosen.edited,
             edit_failure=chosen.edit_failure,
+            explanation=explanation,
+            quick_fix=written.quick_fix,
         )
         state.run.iterations.append(iteration)
+        state.quick_fix = self._quick_fix(state, code, explanation) if not verdict.passed else None
         state.round = None
         state.emit(VerdictReady(iteration))
         return self._after_round(
@@ -483,6 +514,14 @@ class Loop:
             written.proposals.append(Proposal(code=given, reply=""))
             return written
         self._check_bounds(state, before=f"iteration {index}")
+        if state.quick_fix is not None:
+            # The failure's own diagnosis implied one edit: its program runs first, no model.
+            fixed, what = state.quick_fix
+            state.quick_fixes_tried += 1
+            written.quick_fix = True
+            written.proposals.append(Proposal(code=fixed, reply=what))
+            so_far.code, so_far.reply = fixed, what
+            return written
         st = self.strategies
         if st.restart_after > 0 and state.failed_repairs >= st.restart_after:
             written.repair, written.restarted = state.origin, True
@@ -586,6 +625,7 @@ class Loop:
         result: ExecutionResult | None,
         verdict: Verdict,
         checks: list[TestOutcome],
+        explanation: Explanation | None = None,
     ) -> tuple[str, list[TestOutcome], list[str], float]:
         """What the next round is told went wrong (with the failing statement's values),
         the values, the generated checks that failed, and the seconds the probes took."""
@@ -600,7 +640,7 @@ class Loop:
             feedback = NO_CODE_FEEDBACK
         else:
             state.no_code_in_a_row = 0
-            feedback = format_feedback(result, verdict, limits=self.limits)
+            feedback = format_feedback(result, verdict, limits=self.limits, explanation=explanation)
             if not verdict.passed and self.strategies.runtime_values:
                 values, probe_s = self._runtime_values(code, result, task, state)
                 feedback = "\n".join([feedback, *runtime_value_lines(values, differences(code, result, values))])
@@ -711,8 +751,11 @@ class Loop:
                 asserts=None if given else self.qa.spec_asserts(state.spec, code),
             )
             sandbox_s = time.monotonic() - s0
+        explanation = explain(result, code, ctx) if result.error is not None else None
         if show:
             state.emit(ExecutionDone(index, result))
+            if explanation is not None:
+                state.emit(FailureExplained(index, explanation))
         if given:
             # The user's own code is the spec, not a candidate against it.
             state.spec = self.qa.spec_for(task, result)
@@ -753,7 +796,26 @@ class Loop:
             )
             sandbox_s += time.monotonic() - s0
             checks = list(checked.tests)
-        return Trial(code, result, verdict, checks), sandbox_s
+        if task.data_checks and result.clean and not given:
+            checks += run_checks(task.data_checks, result.stdout)
+        return Trial(code, result, verdict, checks, explanation=explanation), sandbox_s
+
+    def _quick_fix(self, state: _RunState, code: str | None, explanation: Explanation | None) -> tuple[str, str] | None:
+        """The program the failure's own diagnosis implies, to run before the model is
+        asked (None: none, quick fixes off, or that program was already tried)."""
+        if (
+            not self.strategies.quick_fixes
+            or code is None
+            or explanation is None
+            or not explanation.edits
+            or state.quick_fixes_tried >= MAX_QUICK_FIXES
+        ):
+            return None
+        fixed = apply_edits(code, explanation.edits)
+        if fixed is None or any(it.candidate.code == fixed for it in state.run.iterations):
+            return None
+        changes = "; ".join(f"`{e.old}` → `{e.new}`" for e in explanation.edits if e.old)
+        return fixed, f"line {explanation.line}: {changes}"
 
     def _runtime_values(
         self, code: str, result: ExecutionResult | None, task: Task, state: _RunState
@@ -889,6 +951,8 @@ class _Written:
     llm_s: float = 0.0
     diagnosis: str = ""
     restarted: bool = False
+    quick_fix: bool = False
+    """The round's program is the tool's own edit (no model call)."""
 
     def add(self, used: Usage, secs: float, so_far: _RoundSoFar) -> None:
         self.usage, self.llm_s = self.usage + used, self.llm_s + secs
@@ -938,6 +1002,9 @@ class _RunState:
     passed them anyway (None: nothing to compare a candidate with)."""
     round: _RoundSoFar | None = None
     """The round in progress (None between rounds)."""
+    quick_fix: tuple[str, str] | None = None
+    """The program the last failure's diagnosis implies and what changed (the next round runs it)."""
+    quick_fixes_tried: int = 0
 
 
 class _Emitter:

@@ -15,6 +15,7 @@ from pygments.lexers import PythonLexer
 
 from ..codeblocks import code_diff
 from ..model import (
+    DATA_CHECK_PREFIX,
     DATA_RULES,
     ExecutionResult,
     Explanation,
@@ -265,6 +266,11 @@ def strategies_html(it: Iteration) -> str:
     QA's generated checks (soft), the values at the failing statement, the diagnosis, the
     sampled programs, a restart, an edit reply."""
     parts = []
+    if it.quick_fix:
+        parts.append(
+            f'<div class="selfheal-quick-fix" style="color:{GREY}">The tool\'s own edit, from its explanation '
+            f"of the last failure (no model was asked): {esc(it.candidate.reply)}</div>"
+        )
     if it.restarted:
         parts.append(
             f'<div class="selfheal-restart" style="color:{GREY}">Started over after repeated failed repairs.</div>'
@@ -286,9 +292,26 @@ def strategies_html(it: Iteration) -> str:
             f'<div class="selfheal-samples">'
             f"{heading(f'{len(it.samples)} versions tried; the one marked ➜ was kept')}{rows}</div>"
         )
-    if it.checks:
+    generated = [t for t in it.checks if not t.source.startswith(DATA_CHECK_PREFIX)]
+    derived = [t for t in it.checks if t.source.startswith(DATA_CHECK_PREFIX)]
+    if derived:
+        rows = "".join(
+            f'<div style="{MONO}">'
+            + (f'<span style="color:{GREEN}">✔</span>' if t.passed else f'<span style="color:{BLUE}">?</span>')
+            + f" {esc(t.source.removeprefix(DATA_CHECK_PREFIX))}"
+            + (f' <span style="color:{GREY}">{esc(t.message)}</span>' if t.message else "")
+            + "</div>"
+            for t in derived
+        )
+        parts.append(
+            '<div class="selfheal-data-checks" data-soft="true">'
+            + heading("Checks from your data (the answer each group should show, computed from your notebook)")
+            + rows
+            + "</div>"
+        )
+    if generated:
         check_rows: list[str] = []
-        for t in it.checks:
+        for t in generated:
             mark = f'<span style="color:{GREEN}">✔</span>' if t.passed else f'<span style="color:{BLUE}">?</span>'
             msg = f' <span style="color:{GREY}">{esc(t.message)}</span>' if t.message else ""
             check_rows.append(f'<div style="{MONO}">{mark} {esc(t.source)}{msg}</div>')

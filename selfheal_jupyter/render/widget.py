@@ -299,7 +299,9 @@ class Panel:
 
     # ------------------------------------------------------------------ internals
     def _label(self, index: int) -> str:
-        return "Your cell" if index == 0 else f"Iteration {index} of {self._max}"
+        if index == 0:
+            return "Your cell"
+        return f"Iteration {index} of {self._max}" if index <= self._max else f"Iteration {index}"
 
     def _say(self, where: str, phase: str) -> None:
         self._where, self._phase = where, phase
