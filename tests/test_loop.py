@@ -19,6 +19,7 @@ from selfheal_jupyter.loop.events import (
     CandidateReady,
     ExecutionDone,
     ExecutionStarted,
+    FailureExplained,
     PlanReady,
     RunFinished,
     RunStarted,
@@ -130,6 +131,7 @@ def test_name_error_then_right_succeeds_in_two_iterations(sandbox):
         CandidateReady,
         ExecutionStarted,
         ExecutionDone,
+        FailureExplained,  # at once, before the next model call
         VerdictReady,
         CandidateReady,
         ExecutionStarted,
@@ -217,12 +219,12 @@ def test_plan_on_heal_off_skips_the_planner_only_when_starting_from_code(sandbox
 
 
 def test_a_short_task_goes_straight_to_code_below_plan_min_words(sandbox):
-    with ScriptedServer([RIGHT]) as s:  # 11 words: no plan
-        run = make_loop(s, sandbox, plan_min_words=12).run(task())
+    with ScriptedServer([RIGHT]) as s:  # 13 words: no plan
+        run = make_loop(s, sandbox, plan_min_words=14).run(task())
         assert len(s.requests) == 1
     assert run.outcome == "success" and run.plan.source == "none"
     with ScriptedServer([PLAN, RIGHT]) as s:
-        run = make_loop(s, sandbox, plan_min_words=11).run(task())
+        run = make_loop(s, sandbox, plan_min_words=13).run(task())
         assert len(s.requests) == 2
     assert run.outcome == "success" and run.plan.source == "planner"
 

@@ -372,10 +372,16 @@ def test_options_reach_the_loop_and_are_validated(sandbox):
         settings = SelfHeal(candidates=3, generated_checks=2, runtime_values=True, explain_first=True, restart_after=2)
         built = build_loop(settings, sandbox=sandbox, llm=llm_for(s))
         defaults = build_loop(SelfHeal(), sandbox=sandbox, llm=llm_for(s)).strategies
-    assert built.strategies == Strategies(2, 3, True, True, 2)
-    # measured: runtime values on by default, the others off
+    assert built.strategies == Strategies(2, 3, True, True, 2, quick_fixes=True)
+    # measured: runtime values on by default, the others off; quick fixes on (no model call)
     assert defaults == Strategies(
-        generated_checks=0, candidates=1, runtime_values=True, explain_first=False, restart_after=0, intent_checks=0
+        generated_checks=0,
+        candidates=1,
+        runtime_values=True,
+        explain_first=False,
+        restart_after=0,
+        intent_checks=0,
+        quick_fixes=True,
     )
     for name, bad in (("candidates", 0), ("generated_checks", -1), ("restart_after", -2), ("intent_checks", -1)):
         with pytest.raises(TraitError, match=f"SelfHeal.{name} must be at least"):
