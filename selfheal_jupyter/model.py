@@ -731,6 +731,8 @@ class Iteration:
     quick_fix: bool = False
     """The round's program is the tool's own edit of the last one, from its explanation
     (``SelfHeal.quick_fixes``): no model was asked."""
+    repeat_of: int | None = None
+    """The model wrote the program of this earlier round again: it was not run again."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -752,6 +754,7 @@ class Iteration:
             "edit_failure": self.edit_failure,
             "explanation": asdict(self.explanation) if self.explanation else None,
             "quick_fix": self.quick_fix,
+            "repeat_of": self.repeat_of,
         }
 
 

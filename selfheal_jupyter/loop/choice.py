@@ -62,7 +62,8 @@ def choose(trials: list[Trial]) -> tuple[int, list[Sample]]:
     def key(i: int) -> tuple:
         t = trials[i]
         clean = t.result is not None and t.result.status == "ok" and t.result.error is None
-        return (t.verdict.passed, not t.verdict.spec_violations, t.verdict.tests_passed, clean, scores[i], -i)
+        ran = t.result is not None  # a program run beats none (no code, or a repeat not run again)
+        return (t.verdict.passed, not t.verdict.spec_violations, ran, t.verdict.tests_passed, clean, scores[i], -i)
 
     best = max(range(len(trials)), key=key)
     samples = [

@@ -26,6 +26,7 @@ from ..agents.qa import (
     QA,
     hold_known_wrong,
     hold_same_behaviour,
+    same_program,
     strip_input_overwrites,
 )
 from ..codeblocks import code_diff
@@ -57,6 +58,7 @@ from ..spec.behaviour import Observation
 from ..spec.guard import Spec
 from ..spec.notebook_data import redefined
 from ..spec.probes import differences, plan_probes, probe_values
+from .advice import HOPELESS_SAME_FAILURE, MAX_REPEATS, next_step
 from .choice import Trial, choose
 from .events import (
     CandidateReady,
@@ -83,6 +85,10 @@ EDIT_FAILED_FEEDBACK = (
     "Your reply's SEARCH/REPLACE blocks could not be applied to the current program: "
     "{failure}. The program was not changed and not run. Reply with the whole corrected "
     "program in one fenced ```python block."
+)
+REPEAT_FEEDBACK = (
+    "Your reply was the program of round {round} again, which already failed; it was not "
+    "run again. Change the code: take another approach to what went wrong below."
 )
 MAX_NO_CODE_IN_A_ROW = 2
 MAX_QUICK_FIXES = 3
@@ -409,11 +415,7 @@ class Loop:
                     "the task.",
                 )
         run.outcome = "budget_exhausted"
-        run.error = (
-            f"No candidate passed within max_iterations={self.bounds.max_iterations}. "
-            "Raise `%config SelfHeal.max_iterations`, add detail "
-            "to the task, or fix the last program by hand."
-        )
+        run.error = f"No candidate passed within max_iterations={self.bounds.max_iterations}. {next_step(run)}"
         final = run.iterations[-1].verdict if run.iterations else None
         if final is not None and final.spec_violations:
             run.error += (
@@ -444,6 +446,9 @@ class Loop:
         trials, sandbox_s = self._run_and_judge(task, state, index, written, given, data_names, previous)
         best, samples = (0, []) if len(trials) == 1 else choose(trials)
         trial, chosen = trials[best], written.proposals[best]
+        repeat_of = written.repeat_of.get(best)
+        if repeat_of is not None:
+            chosen = replace(chosen, code=None)
         code = chosen.code
         result, verdict, checks = trial.result, trial.verdict, trial.checks
         candidate = Candidate(code=code or "", iteration=index, reply=chosen.reply)
@@ -457,7 +462,7 @@ class Loop:
                 state.emit(FailureExplained(index, trial.explanation))
         explanation = trial.explanation
         feedback, values, failing_checks, probe_s = self._explain(
-            task, state, chosen, result, verdict, checks, explanation
+            task, state, chosen, result, verdict, checks, explanation, repeat_of
         )
         sandbox_s += probe_s
         soft = (
@@ -486,13 +491,21 @@ class Loop:
             edit_failure=chosen.edit_failure,
             explanation=explanation,
             quick_fix=written.quick_fix,
+            repeat_of=repeat_of,
         )
         state.run.iterations.append(iteration)
         state.quick_fix = self._quick_fix(state, code, explanation) if not verdict.passed else None
         state.round = None
         state.emit(VerdictReady(iteration))
         return self._after_round(
-            state, iteration, written, chosen, given=given, soft=soft, failing_checks=failing_checks
+            state,
+            iteration,
+            written,
+            chosen,
+            given=given,
+            soft=soft,
+            failing_checks=failing_checks,
+            repeat_of=repeat_of,
         )
 
     def _write(
@@ -574,12 +587,29 @@ class Loop:
             code = proposal.code
             if code is not None and data_names:
                 code, _ = strip_input_overwrites(code, data_names)
+            earlier = self._repeat_of(state, code, written)
+            if earlier is not None:
+                # Never run an identical program twice: this one is recorded as a repeat.
+                written.repeat_of[len(written.proposals)] = earlier
             written.proposals.append(replace(proposal, code=code))
             written.add(proposal.usage, proposal.llm_s, so_far)
             if so_far.code is None:
                 so_far.code, so_far.reply = code, proposal.reply
             state.tokens += proposal.usage.total_tokens
         return written
+
+    @staticmethod
+    def _repeat_of(state: _RunState, code: str | None, written: _Written) -> int | None:
+        """The round whose program ``code`` is again (layout and comments aside), or None."""
+        if code is None:
+            return None
+        for it in reversed(state.run.iterations):
+            if it.candidate.code and same_program(it.candidate.code, code):
+                return it.index
+        for i, proposal in enumerate(written.proposals):
+            if proposal.code is not None and i not in written.repeat_of and same_program(proposal.code, code):
+                return state.round.index if state.round is not None else 0
+        return None
 
     def _run_and_judge(
         self,
@@ -596,6 +626,10 @@ class Loop:
         trials: list[Trial] = []
         sandbox_s = 0.0
         for i, proposal in enumerate(written.proposals):
+            if i in written.repeat_of:
+                why = f"the same program as round {written.repeat_of[i]}: not run again"
+                trials.append(Trial(None, None, Verdict(False, [why]), fresh=written.starts_over(i, given)))
+                continue
             trial, secs = self._evaluate(
                 task,
                 state,
@@ -626,13 +660,18 @@ class Loop:
         verdict: Verdict,
         checks: list[TestOutcome],
         explanation: Explanation | None = None,
+        repeat_of: int | None = None,
     ) -> tuple[str, list[TestOutcome], list[str], float]:
         """What the next round is told went wrong (with the failing statement's values),
         the values, the generated checks that failed, and the seconds the probes took."""
         code = chosen.code
         values: list[TestOutcome] = []
         probe_s = 0.0
-        if code is None and chosen.edit_failure:
+        if repeat_of is not None:
+            state.no_code_in_a_row = 0
+            told = state.repair.feedback if state.repair else ""
+            feedback = REPEAT_FEEDBACK.format(round=repeat_of) + (f"\n{told}" if told else "")
+        elif code is None and chosen.edit_failure:
             state.no_code_in_a_row = 0
             feedback = EDIT_FAILED_FEEDBACK.format(failure=chosen.edit_failure)
         elif code is None:
@@ -659,6 +698,7 @@ class Loop:
         given: str | None,
         soft: bool,
         failing_checks: list[str],
+        repeat_of: int | None = None,
     ) -> bool:
         """Whether the run ends here (True: success), and what the next round is told."""
         run, index, verdict, result = state.run, iteration.index, iteration.verdict, iteration.result
@@ -684,6 +724,22 @@ class Loop:
             if len(state.assert_changes) >= MAX_ASSERT_CHANGES:
                 raise _Stop("failed", self._assert_change_message(state))
         # What the next round is told: the program as it stands and what went wrong.
+        if repeat_of is not None:
+            state.repeats += 1
+            if state.repeats >= MAX_REPEATS:
+                raise _Stop(
+                    "failed",
+                    f"Stopped after round {index}: the model wrote a program it had already written "
+                    f"({state.repeats} times), after being told it failed, so the rounds left would "
+                    f"likely end the same way. {next_step(run)}",
+                )
+            state.repair = RepairContext(
+                code=state.last_code,
+                feedback=iteration.feedback,
+                same_failure=True,  # asks again at the retry temperature, saying the fix did not work
+                soft_checks=state.repair.soft_checks if state.repair else False,
+            )
+            return False
         if code is None:
             # The program as it stands did not change: keep its feedback, ask for code
             # (the whole program, saying which block failed, when the edits did not apply).
@@ -702,6 +758,26 @@ class Loop:
         elif given is None and repair is not None and repair.code is not None and not written.restarted:
             state.failed_repairs += 1
         signature = failure_signature(result)
+        state.same_failures = state.same_failures + 1 if signature == state.last_signature and index >= 2 else 1
+        if (
+            given is None
+            and not soft
+            and state.same_failures >= HOPELESS_SAME_FAILURE
+            and index < self.bounds.max_iterations
+        ):
+            failed = [t.source for t in result.tests if not t.passed] if result is not None else []
+            what = (
+                f"{result.error.type}: {result.error.message[:120]}"
+                if result is not None and result.error is not None
+                else f"failed check `{failed[0][:120]}`"
+                if failed
+                else (result.status if result is not None else "no program")
+            )
+            raise _Stop(
+                "failed",
+                f"Stopped after round {index}: {state.same_failures} rounds in a row failed the same way "
+                f"({what}), so the rounds left would likely too. {next_step(run)}",
+            )
         state.last_code = code
         state.repair = RepairContext(
             code=state.last_code,
@@ -858,7 +934,7 @@ class Loop:
             raise _Stop(
                 "budget_exhausted",
                 f"The wall-clock budget of {self.bounds.time_budget_s:g} s ran out before "
-                f"{before}. Raise `%config SelfHeal.time_budget_s` (0 = no limit).",
+                f"{before}. {next_step(state.run)} (`%config SelfHeal.time_budget_s` sets the budget; 0 = no limit.)",
             )
         budget = self.bounds.token_budget
         if budget > 0 and state.tokens >= budget:
@@ -914,8 +990,8 @@ class Loop:
         else:
             run.outcome = "budget_exhausted"
             run.error = (
-                f"The wall-clock budget of {self.bounds.time_budget_s:g} s ran out. "
-                "Raise `%config SelfHeal.time_budget_s` (0 = no limit)."
+                f"The wall-clock budget of {self.bounds.time_budget_s:g} s ran out. {next_step(run)} "
+                "(`%config SelfHeal.time_budget_s` sets the budget; 0 = no limit.)"
             )
 
     def _finish(self, state: _RunState) -> None:
@@ -953,6 +1029,8 @@ class _Written:
     restarted: bool = False
     quick_fix: bool = False
     """The round's program is the tool's own edit (no model call)."""
+    repeat_of: dict[int, int] = field(default_factory=dict)
+    """Proposals (by position) that repeat an earlier round's program → that round."""
 
     def add(self, used: Usage, secs: float, so_far: _RoundSoFar) -> None:
         self.usage, self.llm_s = self.usage + used, self.llm_s + secs
@@ -1002,6 +1080,10 @@ class _RunState:
     passed them anyway (None: nothing to compare a candidate with)."""
     round: _RoundSoFar | None = None
     """The round in progress (None between rounds)."""
+    repeats: int = 0
+    """Rounds whose every program was one already run (never run again)."""
+    same_failures: int = 0
+    """Model rounds in a row that failed the same way (the last one included)."""
     quick_fix: tuple[str, str] | None = None
     """The program the last failure's diagnosis implies and what changed (the next round runs it)."""
     quick_fixes_tried: int = 0

@@ -376,6 +376,12 @@ def iteration_body_html(it: Iteration) -> str:
     mark = None
     if it.result is not None and it.result.error is not None:
         mark = failing_line(it.result.error)
+    if it.repeat_of is not None:
+        return (
+            f'<div class="selfheal-repeat" style="color:{GREY};margin:2px 0">The model wrote the program of '
+            f"round {it.repeat_of} again; it was not run again, and the next round was told to change it.</div>"
+            + verdict_html(it.verdict)
+        )
     parts = [heading("Code"), code_html(code, mark_line=mark)]
     if it.diff:
         parts += [heading("Diff to the previous attempt"), diff_html(it.diff, headers=False)]
