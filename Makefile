@@ -2,7 +2,7 @@
 PYTHON ?= python3
 DEMO_TASK ?= write a function that returns the n-th Fibonacci number and print fib(10)
 
-.PHONY: demo test engine image
+.PHONY: demo test engine image check unit
 
 engine:
 	bash sandbox/setup-engine.sh
@@ -16,11 +16,22 @@ demo: engine
 
 # (2) Run the test suite (what .ci/run calls).
 test:
-	SELFHEAL_WITH_BROWSER=1 SELFHEAL_WITH_PODMAN=1 bash sandbox/setup-engine.sh
-	$(PYTHON) -m pip install -q -e '.[test,local,local-small,eval]'
+	SELFHEAL_WITH_BROWSER=1 SELFHEAL_WITH_PODMAN=1 SELFHEAL_WITH_HUB=1 bash sandbox/setup-engine.sh
+	$(PYTHON) -m pip install -q -e '.[test,local,local-small,eval,service]'
 	$(PYTHON) -m pip install -q --no-deps --ignore-requires-python dataframebench==0.1.1
 	selfheal sandbox build
 	selfheal model fetch
-	$(PYTHON) -m ruff check selfheal_jupyter
-	$(PYTHON) -m mypy
+	$(MAKE) check
 	$(PYTHON) -m pytest -q
+
+# For contributors, after `pip install -e '.[check]'` (no root, no engine, no model):
+# lint, format, types and the import graph (pyproject.toml's [tool.importlinter]).
+check:
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m ruff format --check .
+	$(PYTHON) -m mypy
+	lint-imports
+
+# The unit lane (also needs '.[test]'): every test that needs no engine, model or browser.
+unit:
+	$(PYTHON) -m pytest -q -m "not sandbox"

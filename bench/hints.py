@@ -30,11 +30,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from selfheal_jupyter.agents.hint_facts import facts_of, leaks
-from selfheal_jupyter.agents.hint_writer import HintWriter  # noqa: E402
-from selfheal_jupyter.config import SelfHeal  # noqa: E402
-from selfheal_jupyter.eval import exercises  # noqa: E402
-from selfheal_jupyter.factory import build_loop  # noqa: E402
-from selfheal_jupyter.notebook.teaching import HintComposer, HintSession  # noqa: E402
+from selfheal_jupyter.agents.hint_writer import HintWriter
+from selfheal_jupyter.config import SelfHeal
+from selfheal_jupyter.eval import exercises
+from selfheal_jupyter.factory import build_loop
+from selfheal_jupyter.notebook.teaching import HintComposer, HintSession
 from selfheal_jupyter.teaching.policy import Policy
 
 

@@ -45,20 +45,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from local_speed_tasks import TASKS  # noqa: E402
+from local_speed_tasks import TASKS
 
-from selfheal_jupyter.config import SelfHeal  # noqa: E402
-from selfheal_jupyter.factory import (  # noqa: E402
+from selfheal_jupyter.config import SelfHeal
+from selfheal_jupyter.factory import (
     build_llm,
     build_loop,
     close_shared_sandboxes,
     shared_sandbox,
 )
-from selfheal_jupyter.llm import Endpoint  # noqa: E402
-from selfheal_jupyter.localmodel import ensure_weights, get_spec, start_server  # noqa: E402
-from selfheal_jupyter.localmodel.endpoint import ServerOptions  # noqa: E402
-from selfheal_jupyter.localmodel.threads import auto_threads  # noqa: E402
-from selfheal_jupyter.localmodel.tuning import recommended_settings  # noqa: E402
+from selfheal_jupyter.llm import Endpoint
+from selfheal_jupyter.localmodel import ensure_weights, get_spec, start_server
+from selfheal_jupyter.localmodel.endpoint import ServerOptions
+from selfheal_jupyter.localmodel.threads import auto_threads
+from selfheal_jupyter.localmodel.tuning import recommended_settings
 
 TODAY = ServerOptions(
     context=8192,

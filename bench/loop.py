@@ -24,21 +24,22 @@ import json
 import statistics
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import pandas as pd  # noqa: E402
+import pandas as pd
 
-from selfheal_jupyter.agents.developer import Developer, Proposal, RepairContext  # noqa: E402
+from selfheal_jupyter.agents.developer import Developer, Proposal, RepairContext
 from selfheal_jupyter.codeblocks import extract_code
-from selfheal_jupyter.config import SelfHeal  # noqa: E402
-from selfheal_jupyter.factory import build_llm, build_loop  # noqa: E402
-from selfheal_jupyter.llm import Endpoint, LLMClient  # noqa: E402
-from selfheal_jupyter.model import InputDescription, Plan, Run, Task  # noqa: E402
-from selfheal_jupyter.sandbox.docker import DockerSandbox  # noqa: E402
-from tests.scripted_server import Reply, ScriptedServer  # noqa: E402
+from selfheal_jupyter.config import SelfHeal
+from selfheal_jupyter.factory import build_llm, build_loop
+from selfheal_jupyter.llm import Endpoint, LLMClient
+from selfheal_jupyter.model import InputDescription, Plan, Run, Task
+from selfheal_jupyter.sandbox.docker import DockerSandbox
+from tests.scripted_server import Reply, ScriptedServer
 
 TASK = (
     "For the sales DataFrame `sales` (columns: region, month, units, price), compute the "
@@ -202,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print("Prompt tokens sent per developer iteration (server-counted)")
     print(f"{'iteration':>10} {'this loop':>10} {'replaying':>10} {'ratio':>7}")
-    for i, (a, b) in enumerate(zip(ours_tokens, replay_tokens), 1):
+    for i, (a, b) in enumerate(zip(ours_tokens, replay_tokens, strict=True), 1):
         print(f"{i:>10} {a:>10} {b:>10} {a / b:>7.2f}")
     print(
         f"{'total':>10} {sum(ours_tokens):>10} {sum(replay_tokens):>10} {sum(ours_tokens) / sum(replay_tokens):>7.2f}"

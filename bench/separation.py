@@ -248,7 +248,7 @@ def two_workers(client: docker.DockerClient, runtime: str, n: int) -> dict:
             assert sb.execute(CPU_TASK).ok
             count = n * 10 if pool else n
 
-            def worker() -> None:
+            def worker(count: int = count) -> None:
                 for _ in range(count):
                     assert sb.execute(CPU_TASK).ok
 

@@ -78,8 +78,11 @@ CONF
   esac
   log "starting $kind at $host in its own mount namespace (log: $logfile)"
   # unshare -m: mounts made here are seen by this engine only. The private tmpfs hides the
-  # client's /dev/shm and /tmp, as on another machine.
+  # client's /dev/shm and /tmp, as on another machine. The engine works in its own state
+  # folder: Podman's conmon writes an empty file `oom` into its working directory when a
+  # container is OOM-killed, which would otherwise land wherever the caller stood.
   setsid unshare -m --propagation private sh -c "
+    cd '$root' &&
     mount -t tmpfs -o mode=1777,size=4g selfheal-shm /dev/shm &&
     mount -t tmpfs -o mode=1777 selfheal-tmp /tmp &&
     $engine" >"$logfile" 2>&1 </dev/null &

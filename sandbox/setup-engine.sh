@@ -17,6 +17,13 @@ if [ "${SELFHEAL_WITH_PODMAN:-0}" = 1 ]; then
   [ -x /usr/libexec/podman/catatonit ] || missing+=(catatonit)
 fi
 
+# The class service's tests (tests/test_service_hub.py) start a real JupyterHub: its
+# proxy comes from npm (node from apt), and the students' venv from Debian's python3.
+if [ "${SELFHEAL_WITH_HUB:-0}" = 1 ]; then
+  command -v npm >/dev/null 2>&1 || missing+=(npm)
+  [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
+fi
+
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     log "missing packages: ${missing[*]}. Run as root, or: sudo apt-get install -y ${missing[*]}"
@@ -25,6 +32,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   log "installing ${missing[*]} with apt"
   apt-get update -q >/dev/null
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null
+fi
+
+if [ "${SELFHEAL_WITH_HUB:-0}" = 1 ] && ! command -v configurable-http-proxy >/dev/null 2>&1; then
+  log "installing configurable-http-proxy with npm"
+  npm install -g --silent configurable-http-proxy@5 >/dev/null
 fi
 
 # gVisor, the optional stronger runtime (SelfHeal.runtime = "runsc"): Debian's runsc,

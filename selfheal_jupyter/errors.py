@@ -69,3 +69,8 @@ class LocalModelUnavailable(LLMError):
 
 class Cancelled(SelfHealError):
     """The user stopped the run (the cancel signal was set)."""
+
+
+class ServiceError(SelfHealError):
+    """The class service (``SelfHeal.service_url``) cannot be used: it, or the hub in
+    front of it, is down, refused the token, or stopped during the run."""

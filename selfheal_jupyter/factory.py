@@ -68,11 +68,12 @@ def _first_model(endpoint: Endpoint, settings: SelfHeal) -> str:
     return models[0]
 
 
-def build_llm(settings: SelfHeal, endpoint: Endpoint | None = None) -> LLMClient:
-    """An LLM client with the configured timeout, retries and sampling."""
+def build_llm(settings: SelfHeal, endpoint: Endpoint | None = None, *, kind: type[LLMClient] = LLMClient) -> LLMClient:
+    """An LLM client with the configured timeout, retries and sampling (``kind``: a
+    subclass, e.g. the class service's, which shares a cap on requests)."""
     endpoint = endpoint or resolve_endpoint(settings)
     settings = tuned_settings(settings, endpoint)
-    return LLMClient(
+    return kind(
         endpoint,
         timeout_s=settings.llm_timeout_s,
         max_retries=settings.llm_max_retries,
@@ -137,7 +138,15 @@ def shared_sandbox(settings: SelfHeal) -> Sandbox:
 
 def sandbox_packages(settings: SelfHeal) -> dict[str, str] | None:
     """``{distribution: version}`` the sandbox image has (None when that cannot be told:
-    the run then reports the engine or image problem itself)."""
+    the run then reports the engine or image problem itself). With a class service,
+    the image is the service's: it says."""
+    if settings.service_url:
+        from .service.client import ServiceClient
+
+        try:
+            return ServiceClient.from_settings(settings).packages()
+        except SelfHealError:
+            return None
     try:
         sandbox = shared_sandbox(settings)
         from .sandbox.image import image_packages

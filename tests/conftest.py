@@ -3,16 +3,22 @@
 Nothing here is mocked. The image must exist (CI builds it before the tests); when it
 does not, the tests FAIL and say how to build it: a silently skipped sandbox suite
 would hide exactly the breakage it is there to catch.
+
+The marker ``sandbox`` says a test needs more than Python: a container engine, the
+embedded model or a browser. ``python3 -m pytest -m "not sandbox"`` is the unit lane,
+which passes with none of them. A test that takes an engine fixture (below) or is
+marked ``slow``, ``browser``, ``engines`` or ``hub`` is marked ``sandbox`` here; any other that
+reaches the engine (through ``selfheal``, a kernel, a notebook shell) says so itself.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
-import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import docker
 import pytest
@@ -21,6 +27,21 @@ from IPython.core.interactiveshell import InteractiveShell
 from selfheal_jupyter.config import SelfHeal
 from selfheal_jupyter.errors import EngineUnavailable, ImageMissing
 from selfheal_jupyter.sandbox.docker import LABEL, LABEL_PID, DockerSandbox
+from tests.waiting import wait_until
+
+#: The fixtures that reach the Docker engine (taken directly or through another fixture).
+ENGINE_FIXTURES = frozenset({"docker_client", "sandbox_image", "sandbox"})
+#: Markers whose tests need the embedded model, a browser, a second engine or a hub.
+NEEDS_MORE_THAN_PYTHON = ("slow", "browser", "engines", "hub")
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        uses_engine = ENGINE_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+        if uses_engine or any(item.get_closest_marker(name) for name in NEEDS_MORE_THAN_PYTHON):
+            item.add_marker(pytest.mark.sandbox)
+
 
 # A suite started in the background by a shell without job control inherits SIGINT
 # ignored, and every program it starts inherits that too: the Ctrl-C and interrupt tests
@@ -35,13 +56,11 @@ def own_containers(client: docker.DockerClient, pid: int | None = None) -> list[
 
 
 def wait_no_containers(client: docker.DockerClient, pid: int | None = None, timeout: float = 10.0) -> list[dict]:
-    """What is left after ``timeout`` s (removal by the engine is asynchronous)."""
-    end = time.monotonic() + timeout
-    left = own_containers(client, pid)
-    while left and time.monotonic() < end:
-        time.sleep(0.1)
-        left = own_containers(client, pid)
-    return left
+    """What is left after ``timeout`` s (removal by the engine is asynchronous): [] as
+    soon as nothing is."""
+    with contextlib.suppress(AssertionError):
+        wait_until(lambda: not own_containers(client, pid), timeout, "the containers to go")
+    return own_containers(client, pid)
 
 
 @pytest.fixture(scope="session")

@@ -29,15 +29,17 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import select
 import signal
 import socket
 import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterable, Literal, Union
+from typing import Any, Literal
 
 _TOKEN_RE = re.compile(r"\w+|[^\w\s]")
 
@@ -108,10 +110,10 @@ class Fault:
     chunks_sent: int = 0
     """``endless``: how many chunks went out before the client hung up."""
     hung_up: threading.Event = field(default_factory=threading.Event)
-    """``endless``: set when the client stopped reading."""
+    """``endless``, ``hang``: set when the client hung up first."""
 
 
-ScriptItem = Union[str, Reply, Fault]
+ScriptItem = str | Reply | Fault
 
 
 def _normalise(item: ScriptItem) -> Reply | Fault:
@@ -179,6 +181,9 @@ class ScriptedServer:
         self.requests: list[dict[str, Any]] = []
         self.asked = threading.Event()
         """Set when the first request arrives: wait on it instead of polling ``requests``."""
+        self.hung_up = threading.Event()
+        """Set when a client hung up before its reply ended (a cancel, a timeout, a cap
+        on the reply): what a test that something was stopped, not waited out, checks."""
         self.slots = 2
         """Requests served at once; more are deferred (as llama.cpp's ``/metrics`` says)."""
         self.others = 0
@@ -271,7 +276,7 @@ class _Handler(BaseHTTPRequestHandler):
     server_ref: ScriptedServer
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     # --- helpers ----------------------------------------------------------------
@@ -315,7 +320,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._write_chunk(f"data: {text}\n\n".encode())
 
     # --- routes -----------------------------------------------------------------
-    def do_GET(self) -> None:  # noqa: N802 - http.server API
+    def do_GET(self) -> None:
         srv = self.server_ref
         if not self._authorised():
             return
@@ -342,7 +347,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send_error(404, f"no route {self.path}", code="not_found")
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server API
+    def do_POST(self) -> None:
         srv = self.server_ref
         with srv._lock:
             srv.in_flight += 1
@@ -453,11 +458,15 @@ class _Handler(BaseHTTPRequestHandler):
         delay = srv.chunk_delay_s if delay is None else delay
         cid = _completion_id()
         self._start_stream()
-        self._sse(self._chunk(cid, {"role": "assistant", "content": ""}))
-        for piece in self._stream_pieces(content):
-            if delay and srv._stopping.wait(delay):
-                return
-            self._sse(self._chunk(cid, {"content": piece}))
+        try:
+            self._sse(self._chunk(cid, {"role": "assistant", "content": ""}))
+            for piece in self._stream_pieces(content):
+                if delay and srv._stopping.wait(delay):
+                    return
+                self._sse(self._chunk(cid, {"content": piece}))
+        except OSError:
+            srv.hung_up.set()
+            raise
         self._sse(self._chunk(cid, {}, finish=finish))
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         if srv.report_usage and include_usage:
@@ -474,6 +483,23 @@ class _Handler(BaseHTTPRequestHandler):
         self._sse("[DONE]")
         self._write_chunk(b"")  # the terminating zero-length chunk
 
+    def _client_leaves_within(self, seconds: float) -> bool:
+        """Say nothing for ``seconds`` (or until the server stops); True as soon as the
+        client closes its end of the connection first."""
+        srv = self.server_ref
+        end = time.monotonic() + seconds
+        while not srv._stopping.is_set() and time.monotonic() < end:
+            readable, _, _ = select.select([self.connection], [], [], 0.05)
+            if not readable:
+                continue
+            try:
+                if not self.connection.recv(1, socket.MSG_PEEK):
+                    return True  # end of stream: the client is gone
+            except OSError:
+                return True
+            srv._stopping.wait(0.05)  # a byte of a next request: keep hanging
+        return False
+
     def _fault(self, fault: Fault, body: dict[str, Any], stream: bool) -> None:
         srv = self.server_ref
         if fault.kind == "status":
@@ -482,7 +508,9 @@ class _Handler(BaseHTTPRequestHandler):
                 headers["retry-after-ms"] = str(int(fault.retry_after_s * 1000))
             self._send_error(fault.status, fault.message, headers=headers)
         elif fault.kind == "hang":
-            srv._stopping.wait(fault.seconds)
+            if self._client_leaves_within(fault.seconds):
+                fault.hung_up.set()
+                srv.hung_up.set()
             self.close_connection = True
         elif fault.kind == "truncated":
             if stream:
@@ -518,6 +546,7 @@ class _Handler(BaseHTTPRequestHandler):
                         srv._stopping.wait(fault.chunk_delay_s)
             except OSError:  # the client hung up: what a cap must do
                 fault.hung_up.set()
+                srv.hung_up.set()
             self.close_connection = True
             try:
                 self.connection.shutdown(socket.SHUT_RDWR)

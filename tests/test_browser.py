@@ -32,6 +32,7 @@ import pytest
 
 from tests.scripted_server import Reply, ScriptedServer
 from tests.test_install import assert_extension_installed
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -66,16 +67,6 @@ def get_json(url: str):
         return json.loads(response.read())
 
 
-def wait_until(predicate, timeout: float, what: str, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
 def _kernelspec_notebook(cells: list[str]) -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in cells])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -103,7 +94,7 @@ def _jupyter(
     (settings / "notification.jupyterlab-settings").write_text(
         json.dumps({"fetchNews": "false", "checkForUpdates": False})
     )
-    with ScriptedServer(replies) as server:
+    with ScriptedServer(replies) as server, open(tmp_path / f"{app}.log", "w") as log:
         port = free_port()
         env = dict(
             os.environ,
@@ -115,7 +106,6 @@ def _jupyter(
         )
         env.pop("SELFHEAL_MODEL", None)
         env.pop("JUPYTER_PATH", None)
-        log = open(tmp_path / f"{app}.log", "w")
         proc = subprocess.Popen(
             [
                 sys.executable,
@@ -144,7 +134,6 @@ def _jupyter(
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
-            log.close()
 
 
 @pytest.fixture()

@@ -8,7 +8,6 @@ import pickle
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -45,6 +44,7 @@ def files(tmp_path: Path) -> dict[str, str]:
     return {"df": str(df_path), "tests": str(tests), "dir": str(tmp_path)}
 
 
+@pytest.mark.sandbox
 def test_json_run_record(files):
     with ScriptedServer([PLAN, WRONG, RIGHT]) as s:
         proc = selfheal(
@@ -81,6 +81,7 @@ def test_json_run_record(files):
     assert record["verified"] is True and record["verified_by"] == ["your tests"]
 
 
+@pytest.mark.sandbox
 def test_a_heal_is_verified_by_the_users_asserts_and_a_run_without_checks_is_not(tmp_path):
     cell = tmp_path / "cell.py"
     cell.write_text("values = [1, 2, 3]\nmean = sum(values) / len(values[5:])\nassert mean == 2\n")
@@ -110,6 +111,7 @@ def files_df(tmp_path: Path) -> str:
     return str(path)
 
 
+@pytest.mark.sandbox
 def test_transcript_and_exit_code_1_when_it_never_passes(files):
     with ScriptedServer([WRONG, "```python\ntotal = 5\n```"]) as s:
         proc = selfheal(
@@ -135,6 +137,7 @@ def test_transcript_and_exit_code_1_when_it_never_passes(files):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.sandbox
 def test_ctrl_c_cancels_and_still_prints_the_record(files):
     # streamed slowly, then sleeping in the sandbox: the signal always lands mid-run
     slow = Reply("```python\nimport time\ntime.sleep(60)\nprint(df)\n```", chunk_delay_s=0.2)
@@ -165,19 +168,24 @@ def test_ctrl_c_cancels_and_still_prints_the_record(files):
         )
         try:
             assert s.asked.wait(60), "the developer was never asked"
-            t0 = time.monotonic()
             proc.send_signal(signal.SIGINT)
-            out, err = proc.communicate(timeout=30)
-            stopped_in = time.monotonic() - t0
+            out, err = proc.communicate(timeout=120)
         finally:
             if proc.poll() is None:
                 proc.kill()
-    assert proc.returncode == 1, (out, err)
-    assert json.loads(out)["outcome"] == "cancelled"
-    assert stopped_in < 30  # a loose bound (the candidate sleeps 60 s); includes removing the containers
+        assert proc.returncode == 1, (out, err)
+        record = json.loads(out)
+        assert record["outcome"] == "cancelled"
+        # stopped where it was, not waited out: the reply mid-stream, or the program mid-sleep
+        results = [it["result"] for it in record["iterations"] if it.get("result")]
+        if results:
+            assert results[-1]["status"] == "killed", record
+        else:
+            assert s.hung_up.wait(60), record
     assert "Traceback" not in err
 
 
+@pytest.mark.sandbox
 def test_endpoint_failure_is_a_recorded_error(files):
     with ScriptedServer([]) as s:
         url = s.base_url
@@ -188,6 +196,7 @@ def test_endpoint_failure_is_a_recorded_error(files):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.sandbox
 def test_a_hung_endpoint_names_this_command_s_flag(files):
     with ScriptedServer([Fault("hang", seconds=60)]) as s:
         proc = selfheal(
@@ -224,6 +233,7 @@ def test_a_hung_endpoint_names_this_command_s_flag(files):
     assert proc.returncode == 0 and json.loads(proc.stdout)["outcome"] == "success"
 
 
+@pytest.mark.sandbox
 def test_an_oversized_code_file_is_refused_before_the_model_is_asked(files):
     big = Path(files["dir"]) / "big.py"
     big.write_text("x = 1  # padding to make the program larger than a sane cell\n" * 5000)

@@ -212,6 +212,7 @@ def _heal(shell, server_replies, cell, setup):
         server.stop()
 
 
+@pytest.mark.sandbox
 def test_heal_repairs_a_cell_that_uses_the_notebook(shell):
     from tests.scripted_server import Reply
 
@@ -240,6 +241,7 @@ def test_heal_repairs_a_cell_that_uses_the_notebook(shell):
     assert json.dumps(run.task.to_dict())  # the record names the context, without values
 
 
+@pytest.mark.sandbox
 def test_heal_with_a_hint_repairs_a_cell_that_runs_but_is_wrong(shell):
     """`%%heal the total should include tax`: the cell runs, so only the hint says it is
     wrong; the loop repairs it instead of handing the cell back as "success"."""
@@ -259,6 +261,7 @@ def test_heal_with_a_hint_repairs_a_cell_that_runs_but_is_wrong(shell):
     assert run.iterations[-1].result.stdout.strip() == "120.0"
 
 
+@pytest.mark.sandbox
 def test_a_failure_inside_a_notebook_function_is_shown_in_that_function(shell):
     from tests.scripted_server import Reply
 
@@ -273,6 +276,7 @@ def test_a_failure_inside_a_notebook_function_is_shown_in_that_function(shell):
     assert shell.user_ns["agent_result"].outcome == "success"
 
 
+@pytest.mark.sandbox
 def test_agent_gets_the_type_and_columns_of_df_and_runs_on_the_real_df(shell):
     from tests.scripted_server import Reply
 
@@ -293,6 +297,7 @@ def test_agent_gets_the_type_and_columns_of_df_and_runs_on_the_real_df(shell):
     assert set(shell.run_line_magic("who_ls", "")) - before == {"agent_result"}
 
 
+@pytest.mark.sandbox
 def test_a_cell_reading_a_generator_gets_one_line_naming_it(shell):
     from tests.scripted_server import Reply
 
@@ -306,6 +311,7 @@ def test_a_cell_reading_a_generator_gets_one_line_naming_it(shell):
     assert next(shell.user_ns["gen"]) == 0  # the kernel's generator was not consumed
 
 
+@pytest.mark.sandbox
 def test_values_are_pickled_once_per_run_not_once_per_iteration(shell):
     from tests.scripted_server import Reply
 

@@ -16,16 +16,16 @@ import signal
 import subprocess
 import sys
 import threading
-import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
 from tests.conftest import pid_gone, selfheal_shell
-from tests.scripted_server import Reply, ScriptedServer
+from tests.scripted_server import ScriptedServer
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.engines
 
@@ -83,18 +83,19 @@ def engine_running(engine: str) -> None:
     start_engine_again()
 
 
+def _program_runs() -> bool:
+    for comm in Path("/proc").glob("[0-9]*/comm"):
+        try:
+            if comm.read_text().strip() == RUNNING:
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def wait_for_program(timeout: float = 120) -> None:
     """Until the candidate that renamed itself RUNNING runs (seen in this host's /proc)."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        for comm in Path("/proc").glob("[0-9]*/comm"):
-            try:
-                if comm.read_text().strip() == RUNNING:
-                    return
-            except OSError:
-                continue
-        time.sleep(0.05)
-    raise AssertionError("the long program never started in the sandbox")
+    wait_until(_program_runs, timeout, "the long program to start in the sandbox", interval=0.05)
 
 
 def stop_engine_when_the_program_runs() -> None:
@@ -102,10 +103,7 @@ def stop_engine_when_the_program_runs() -> None:
     wait_for_program()
     pid = int(PIDFILE.read_text())
     os.kill(pid, signal.SIGTERM)
-    end = time.monotonic() + 120
-    while not pid_gone(pid):
-        assert time.monotonic() < end, "the engine did not stop"
-        time.sleep(0.05)
+    wait_until(lambda: pid_gone(pid), 120, "the engine to stop", interval=0.05)
 
 
 def start_engine_again() -> None:

@@ -19,9 +19,8 @@ import os
 import shutil
 import subprocess
 import sys
-import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import docker
 import numpy as np
@@ -62,6 +61,7 @@ from tests.test_sandbox import (  # noqa: F401
     test_unpicklable_input_names_the_variable,
     test_unprivileged_user_no_capabilities_and_limits,
 )
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.engines
 
@@ -142,21 +142,22 @@ def sandbox(sandbox_image: str, docker_client: docker.DockerClient) -> Iterator[
 def no_stray_container_after_the_test(request, sandbox, docker_client):
     """After each test, every container of this process on the engine is the shared pool's."""
     yield
-    end = time.monotonic() + 10
-    while True:
-        stray = [c for c in own_containers(docker_client) if c["Labels"].get("selfheal") != sandbox.session]
-        if not stray or time.monotonic() > end:
-            break
-        time.sleep(0.1)
-    assert not stray, f"containers left by {request.node.name}: {[c['Id'][:12] for c in stray]}"
+
+    def stray() -> list[str]:
+        own = own_containers(docker_client)
+        return [c["Id"][:12] for c in own if c["Labels"].get("selfheal") != sandbox.session]
+
+    wait_until(lambda: not stray(), 10, lambda: f"the containers {request.node.name} left to go: {stray()}")
 
 
 # --------------------------------------------------------------------------- the transport
 def test_frames_and_inputs_take_the_attach_stream(sandbox, docker_client):
     assert sandbox.channel == "attach"
-    with pytest.raises(SandboxError, match="could not reach its control channel.*tcp://127"):
-        with DockerSandbox.from_config(SelfHeal(pool_size=1), client=docker_client, channel="socket"):
-            pass
+    with (
+        pytest.raises(SandboxError, match="could not reach its control channel.*tcp://127"),
+        DockerSandbox.from_config(SelfHeal(pool_size=1), client=docker_client, channel="socket"),
+    ):
+        pass
 
 
 def test_a_large_input_arrives_whole_and_is_gone_after_its_run(sandbox):
@@ -217,6 +218,17 @@ def cli(*args: str, host: str, timeout: float = 180) -> subprocess.CompletedProc
         env=env,
         stdin=subprocess.DEVNULL,
     )
+
+
+def test_an_oom_kill_writes_nothing_where_the_tests_run(sandbox):
+    """Podman's conmon drops an empty file ``oom`` into its working directory when it sees
+    an OOM kill: the engine works in its own state folder, never in its caller's (the
+    repository's root, for a test run)."""
+    stray = Path.cwd() / "oom"
+    before = stray.stat().st_mtime_ns if stray.exists() else None
+    r = run(sandbox, "import mmap\nm = mmap.mmap(-1, 1 << 30)\nfor i in range(0, 1 << 30, 4096):\n    m[i] = 1\n")
+    assert r.status == "oom", r
+    assert (stray.stat().st_mtime_ns if stray.exists() else None) == before
 
 
 def test_doctor_is_green(engine):

@@ -1,7 +1,7 @@
 """What comes out of the sandbox is checked before anything uses it, and shown only in
 safe forms.
 
-1. The result frame is validated on the host (``ExecutionResult.from_dict``): hostile
+1. The result frame is validated on the host (``result_json.read_result``): hostile
    or broken frames become a clear ``error`` result, never an exception.
 2. Output hygiene: only text/plain, sanitised text/html and real PNGs survive, with
    lone surrogates replaced — in the record, the static HTML, the panel's HTML, the
@@ -16,7 +16,8 @@ from __future__ import annotations
 import base64
 import copy
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -31,6 +32,7 @@ from selfheal_jupyter.model import (
     Task,
     Verdict,
 )
+from selfheal_jupyter.result_json import read_result
 from selfheal_jupyter.safe_output import clean_output, is_png_base64, sanitize_html
 
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
@@ -88,14 +90,14 @@ def edit(fn: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- the schema
 def test_a_well_formed_frame_becomes_the_result_it_describes():
-    r = ExecutionResult.from_dict(frame())
+    r = read_result(frame())
     assert not r.is_malformed and r.status == "error" and r.exit_code == 1
     assert r.error is not None and r.error.frames[0].source == "return 1 / 0"
     assert r.error.locals == {"n": "0"} and r.tests[0].passed is False
     assert r.outputs == [RichOutput("text/plain", "6")]
     # a record's JSON comes back as the same result (the export / eval store round trip)
-    assert ExecutionResult.from_dict(json.loads(json.dumps(r.to_dict()))) == r
-    ok = ExecutionResult.from_dict(frame(status="ok", exit_code=0, error=None, tests=[]))
+    assert read_result(json.loads(json.dumps(r.to_dict()))) == r
+    ok = read_result(frame(status="ok", exit_code=0, error=None, tests=[]))
     assert ok.ok and not ok.is_malformed
 
 
@@ -165,7 +167,7 @@ HOSTILE_FRAMES = [
     "data, problem", [(d, p) for _, d, p in HOSTILE_FRAMES], ids=[name for name, _, _ in HOSTILE_FRAMES]
 )
 def test_a_malformed_frame_is_a_clear_error_result_never_an_exception(data, problem):
-    r = ExecutionResult.from_dict(copy.deepcopy(data))
+    r = read_result(copy.deepcopy(data))
     assert r.status == "error" and not r.ok and r.is_malformed
     assert r.error is not None and r.error.type == MALFORMED
     assert problem in r.error.message, r.error.message
@@ -179,7 +181,7 @@ def test_every_string_of_a_frame_loses_its_lone_surrogates():
     f["error"].update(message=LONE, locals={f"x{LONE}": LONE})
     f["error"]["frames"][0]["source"] = LONE
     f["tests"][0]["message"] = LONE
-    r = ExecutionResult.from_dict(json.loads(json.dumps(f)))  # JSON carries "\ud800" escapes
+    r = read_result(json.loads(json.dumps(f)))  # JSON carries "\ud800" escapes
     text = json.dumps(r.to_dict(), ensure_ascii=False)
     text.encode("utf-8")  # would raise UnicodeEncodeError with a lone surrogate left
     assert r.stdout == "a\ufffdb" and r.error is not None and r.error.locals == {"x\ufffd": "\ufffd"}
@@ -187,7 +189,7 @@ def test_every_string_of_a_frame_loses_its_lone_surrogates():
 
 # --------------------------------------------------------------------------- hygiene rules
 def test_only_plain_text_sanitised_html_and_real_pngs_survive_a_frame():
-    r = ExecutionResult.from_dict(frame(outputs=copy.deepcopy(FORGED)))
+    r = read_result(frame(outputs=copy.deepcopy(FORGED)))
     assert not r.is_malformed
     assert [o.mime for o in r.outputs] == ["text/html", "text/plain", "image/png"]
     html, plain, png = (o.data for o in r.outputs)
@@ -346,11 +348,7 @@ def test_a_malformed_result_does_not_leave_execute_and_its_container_is_replaced
         before = sb.execute(hostname)
         assert sb.execute(hostname).stdout == before.stdout  # the warm container is reused
         with monkeypatch.context() as patch:
-            patch.setattr(
-                sandbox_docker.ExecutionResult,
-                "from_dict",
-                staticmethod(lambda frame: ExecutionResult.malformed("forged")),
-            )
+            patch.setattr(sandbox_docker, "read_result", lambda frame: ExecutionResult.malformed("forged"))
             bad = sb.execute(hostname)
         assert bad.is_malformed and bad.status == "error" and "forged" in bad.message
         after = sb.execute(hostname)

@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from pathlib import Path
 
@@ -24,6 +23,7 @@ import pytest
 from selfheal_jupyter.errors import EngineUnavailable, ImageBuildError, ImageMissing
 from selfheal_jupyter.sandbox import image, rootfs
 from selfheal_jupyter.sandbox.engine import connect
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 TEST_REPO = "selfheal-sandbox-imgtest"
@@ -171,11 +171,10 @@ def test_top_level_requirements_are_the_packaged_list():
 
 
 def test_scratch_dir_is_removed_when_the_build_is_interrupted():
-    with pytest.raises(KeyboardInterrupt):
-        with rootfs.scratch_dir() as work:
-            (work / "rootfs" / "usr").mkdir(parents=True)
-            (work / "rootfs" / "usr" / "file").write_bytes(b"x" * 1000)
-            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt), rootfs.scratch_dir() as work:
+        (work / "rootfs" / "usr").mkdir(parents=True)
+        (work / "rootfs" / "usr" / "file").write_bytes(b"x" * 1000)
+        raise KeyboardInterrupt
     assert not work.exists()
 
 
@@ -219,8 +218,7 @@ def test_an_interrupted_step_stops_its_process():
         return [pid for pid in os.listdir("/proc") if pid.isdigit() and _cmdline(pid) == ["sleep", marker]]
 
     def interrupt_once_running() -> None:
-        while not running():
-            time.sleep(0.01)  # polls for the event: the step's process exists
+        wait_until(running, 60, "the step's process", interval=0.01)
         os.kill(os.getpid(), signal.SIGALRM)
 
     previous = signal.signal(signal.SIGALRM, stop)
@@ -251,6 +249,7 @@ def _working_in(dirs: set[Path]) -> list[str]:
 # --------------------------------------------------------------------------- engine
 
 
+@pytest.mark.sandbox
 def test_connect_reaches_the_engine():
     client = connect()
     try:
@@ -272,8 +271,8 @@ def test_unreachable_docker_host_is_named_in_the_error(monkeypatch, host):
 
 
 @pytest.fixture(scope="module")
-def client():
-    client = connect()
+def client(docker_client):
+    client = docker_client
     yield client
     for img in client.images.list(name=TEST_REPO):
         for tag in img.tags:
@@ -283,7 +282,6 @@ def client():
                 client.images.remove(tag)
             except docker.errors.APIError:
                 pass
-    client.close()
 
 
 def test_only_latest_left_is_still_current_and_build_restores_the_version_tag(client):
@@ -323,8 +321,7 @@ def test_build_is_a_fast_no_op_when_current(client):
 def test_image_runs_hardened_as_nobody_with_pinned_libraries(client):
     ref = image.ensure_image(client)
     probe = """
-import hashlib, importlib.util, json, os, sys, time
-t = time.monotonic()
+import hashlib, importlib.util, json, os, sys
 import numpy, pandas, matplotlib, matplotlib.pyplot as plt
 fig = plt.figure(); plt.plot([1, 2, 3])
 import io; buf = io.BytesIO(); fig.savefig(buf, format="png")
@@ -336,7 +333,6 @@ print(json.dumps({
     "runner": {name: hashlib.sha256(open(os.path.join(sys.argv[1], name), "rb").read()).hexdigest()
                for name in os.listdir(sys.argv[1])},
     "fontcache": os.listdir(sys.argv[2]),
-    "import_s": time.monotonic() - t,
 }))
 """
     container = client.containers.create(
@@ -480,21 +476,19 @@ def test_a_build_stopped_by_sigterm_leaves_no_scratch_dir_nor_process(client):
         stderr=subprocess.STDOUT,
         text=True,
     )
-    scratch: set[Path] = set()
-    deadline = time.monotonic() + 120  # another build may hold the lock first
-    while time.monotonic() < deadline and build.poll() is None:
-        scratch = {
+
+    def new_scratch() -> set[Path]:
+        assert build.poll() is None, "the build ended before it started debootstrap"
+        return {
             p
             for p in set(Path("/dev/shm").glob("selfheal-build-*")) | set(Path("/tmp").glob("selfheal-build-*"))
             if p not in before and (p / "rootfs" / "debootstrap").exists()
         }
-        if scratch:
-            break
-        time.sleep(0.1)
-    assert scratch, "the build never started debootstrap"
+
+    # another build may hold the lock first
+    scratch = wait_until(new_scratch, 120, "the build to start debootstrap")
     # mid-debootstrap: a process working in the scratch dir is running
-    while time.monotonic() < deadline and build.poll() is None and not _working_in(scratch):
-        time.sleep(0.1)
+    wait_until(lambda: _working_in(scratch) or build.poll() is not None, 120, "a process in the scratch dir")
     assert _working_in(scratch), "no process ever worked in the scratch dir"
     build.send_signal(signal.SIGTERM)
     out, _ = build.communicate(timeout=30)

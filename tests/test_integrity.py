@@ -11,7 +11,7 @@ import json
 import subprocess
 import sys
 import textwrap
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -392,7 +392,7 @@ def test_leftover_processes_are_gone_before_the_next_run(one_container):
 
 
 # --------------------------------------------------------------------------- public interfaces
-def _selfheal(*args: str) -> "subprocess.CompletedProcess[str]":
+def _selfheal(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "selfheal_jupyter.cli", *args], capture_output=True, text=True, timeout=600
     )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 
 import pytest
 
@@ -72,9 +71,8 @@ def test_unreachable_endpoint():
 
 
 def test_wrong_key():
-    with ScriptedServer(["never"], api_key="right") as s:
-        with pytest.raises(LLMAuthError, match="OPENAI_API_KEY"):
-            make(s, api_key="wrong").chat(MSG)
+    with ScriptedServer(["never"], api_key="right") as s, pytest.raises(LLMAuthError, match="OPENAI_API_KEY"):
+        make(s, api_key="wrong").chat(MSG)
 
 
 def test_unknown_model():
@@ -105,17 +103,16 @@ def test_server_error_is_retried_then_reported():
 
 
 def test_hang_past_timeout():
-    with ScriptedServer([Fault("hang", seconds=120)]) as s:
-        t0 = time.monotonic()
+    hang = Fault("hang", seconds=120)
+    with ScriptedServer([hang]) as s:
         with pytest.raises(LLMTimeout, match="llm_timeout_s"):
             make(s, llm_timeout_s=0.5).chat(MSG)
-        assert time.monotonic() - t0 < 60  # behaviour: the 120 s hang is not waited out
+        assert hang.hung_up.wait(60)  # the client gave up: the 120 s hang was not waited out
 
 
 def test_truncated_stream():
-    with ScriptedServer([Fault("truncated")]) as s:
-        with pytest.raises(LLMError, match="cut in the middle"):
-            make(s).chat(MSG)
+    with ScriptedServer([Fault("truncated")]) as s, pytest.raises(LLMError, match="cut in the middle"):
+        make(s).chat(MSG)
 
 
 NEXT = "```python\nprint('next')\n```"
@@ -205,10 +202,10 @@ def test_cancel_during_streaming_stops_the_reply():
             seen.append(text)
             cancel.set()  # the reply is streaming: stop it
 
-        t0 = time.monotonic()
         with pytest.raises(Cancelled):
             make(s).chat(MSG, on_token=on_token, cancel=cancel)
-        assert time.monotonic() - t0 < 10 and seen
+        assert seen
+        assert s.hung_up.wait(60)  # the reply was stopped mid-stream, not read to its end
 
 
 def test_cancel_before_first_token():
@@ -220,10 +217,9 @@ def test_cancel_before_first_token():
             cancel.set()
 
         threading.Thread(target=once_asked, daemon=True).start()
-        t0 = time.monotonic()
+        # Cancelled, not the error the end of the 60 s hang would give: it was not waited out
         with pytest.raises(Cancelled):
             make(s, llm_timeout_s=120).chat(MSG, cancel=cancel)
-        assert time.monotonic() - t0 < 10  # the server hangs for 60 s
 
 
 def test_list_models():

@@ -195,7 +195,7 @@ def test_missing_runtime_names_the_install_command(tmp_path: Path) -> None:
         except LocalModelUnavailable as exc:
             print("REFUSED:", exc)
         import argparse
-        from selfheal_jupyter.commands import model
+        from selfheal_jupyter.commands import embedded_model as model
         parser = argparse.ArgumentParser()
         model.register(parser.add_subparsers(dest="c"))
         args = parser.parse_args(["model", "status"])

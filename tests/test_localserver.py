@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -34,6 +33,7 @@ from selfheal_jupyter.localmodel.endpoint import (
 from selfheal_jupyter.localmodel.threads import auto_threads, physical_cores, resolve_threads
 from selfheal_jupyter.localmodel.weights import cache_dir
 from tests.conftest import pid_gone
+from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC = get_spec("qwen2.5-coder-1.5b")
@@ -288,15 +288,6 @@ def _kernel_env(home: Path) -> dict[str, str]:
     return env
 
 
-def _wait_for(predicate, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return predicate()
-
-
 @pytest.mark.slow
 def test_two_kernels_share_one_server_that_stops_when_idle(tmp_path: Path) -> None:
     from openai import OpenAI
@@ -330,7 +321,7 @@ def test_two_kernels_share_one_server_that_stops_when_idle(tmp_path: Path) -> No
     assert not pid_gone(pid), "a kernel that only found the shared server stopped it"
     # then nobody uses it: it stops by itself and withdraws its state file
     state = tmp_path / "cache" / "selfheal-jupyter" / "run"
-    assert _wait_for(lambda: pid_gone(pid), timeout=180), "the idle server did not stop"
+    wait_until(lambda: pid_gone(pid), 180, "the idle server to stop", interval=0.2)
     assert not list(state.glob("shared-*.json"))
 
 
@@ -384,7 +375,7 @@ def test_the_proxy_sends_new_connections_to_the_new_backend_and_closes_idle_ones
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def do_GET(self) -> None:  # noqa: N802 - http.server's API
+            def do_GET(self) -> None:
                 body = name.encode()
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(body)))
@@ -450,15 +441,19 @@ def test_a_shared_server_changes_its_threads_when_the_machine_does_and_keeps_its
         load.write_text("0" if target > 1 else str(physical_cores() + 2))
         client = OpenAI(base_url=server.base_url, api_key="unused", max_retries=0)
         answers = []
-        # requests keep coming while the server decides (none may be cut by the switch);
-        # the bound is far above the minute of agreement a switch needs, for a busy machine
-        deadline = time.monotonic() + 900
-        while json.loads(state.read_text())["settings"]["threads"] != target:
+
+        def switched() -> bool:
+            if json.loads(state.read_text())["settings"]["threads"] == target:
+                return True
             reply = client.chat.completions.create(
                 model=SPEC.alias, max_tokens=8, temperature=0, messages=[{"role": "user", "content": "Say OK."}]
             )
             answers.append(reply.choices[0].message.content)
-            assert time.monotonic() < deadline, "the server never changed its threads"
+            return False
+
+        # requests keep coming while the server decides (none may be cut by the switch);
+        # the bound is far above the minute of agreement a switch needs, for a busy machine
+        wait_until(switched, 900, "the server to change its threads", interval=0)
         after = json.loads(state.read_text())
         assert after["url"] == server.url and after["pid"] == server.pid  # clients keep their URL
         reply = client.chat.completions.create(

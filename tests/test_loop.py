@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 
 import pandas as pd
 import pytest
@@ -504,6 +503,7 @@ def test_bad_input_is_recorded_before_any_model_call(sandbox, bad, expect):
     assert run.outcome == "error" and expect in run.error
 
 
+@pytest.mark.sandbox
 def test_missing_image_is_recorded():
     box = DockerSandbox.from_config(SelfHeal(image="selfheal-no-such-image"))
     try:
@@ -596,11 +596,9 @@ def test_a_runaway_reply_ends_the_run_and_its_tokens_are_counted(sandbox):
 def test_wall_clock_budget_stops_a_slow_reply(sandbox):
     slow = Reply(RIGHT, chunk_delay_s=1.0)  # 30 chunks: the whole reply takes 30 s
     with ScriptedServer([slow], chunk_size=2) as s:
-        t0 = time.monotonic()
         run = make_loop(s, sandbox, auto_plan=False, time_budget_s=1).run(task())
-        elapsed = time.monotonic() - t0
+        assert s.hung_up.wait(60)  # stopped mid-reply, not read to its end
     assert run.outcome == "budget_exhausted" and "wall-clock budget" in run.error
-    assert elapsed < 10  # stopped mid-reply, not at its end
 
 
 def test_cancel_during_streaming_stops_the_reply(sandbox):
@@ -617,14 +615,12 @@ def test_cancel_during_streaming_stops_the_reply(sandbox):
         result = {}
         worker = threading.Thread(target=lambda: result.update(run=loop.run(task(), on_event=on_event, cancel=cancel)))
         worker.start()
-        assert seen.wait(5)
-        t0 = time.monotonic()
+        assert seen.wait(60)
         cancel.set()
-        worker.join(5)
-        stopped_in = time.monotonic() - t0
+        worker.join(120)
+        assert s.hung_up.wait(60)  # the reply was stopped mid-stream, not read to its end
     assert not worker.is_alive()
     assert result["run"].outcome == "cancelled"
-    assert stopped_in < 10, stopped_in
 
 
 class EnteredSandbox:
@@ -651,14 +647,11 @@ def test_cancel_during_sandbox_run_stops_the_program(sandbox):
         worker = threading.Thread(target=lambda: result.update(run=loop.run(task(), cancel=cancel)))
         worker.start()
         assert box.entered.wait(30)
-        t0 = time.monotonic()
         cancel.set()
-        worker.join(30)
-        stopped_in = time.monotonic() - t0
+        worker.join(120)
     run = result["run"]
     assert run.outcome == "cancelled"
-    assert run.iterations[0].result.status == "killed"
-    assert stopped_in < 10, stopped_in  # the program sleeps 60 s
+    assert run.iterations[0].result.status == "killed"  # stopped, not the 60 s sleep waited out
 
 
 def test_an_observer_that_raises_does_not_steer_the_loop(sandbox):

@@ -229,6 +229,7 @@ def test_export_writes_a_teaching_notebook_and_json(shell, tmp_path, monkeypatch
     assert record["outcome"] == "success" and len(record["iterations"]) == 2
 
 
+@pytest.mark.sandbox
 def test_a_run_in_a_plain_shell_renders_inline_and_records_only_agent_result(shell):
     """No kernel here: the synchronous path with the static renderer, end to end."""
     from tests.scripted_server import Reply, ScriptedServer
@@ -254,6 +255,7 @@ def test_a_run_in_a_plain_shell_renders_inline_and_records_only_agent_result(she
         assert "✔ Done — verified by your tests · 2 iterations" in text
 
 
+@pytest.mark.sandbox
 def test_a_failed_run_in_a_plain_shell_names_its_best_attempt_and_hands_nothing_over(shell):
     from tests.scripted_server import Reply, ScriptedServer
 
@@ -270,6 +272,7 @@ def test_a_failed_run_in_a_plain_shell_names_its_best_attempt_and_hands_nothing_
         assert not shell.payload_manager.read_payload()  # no set_next_input of a failed program
 
 
+@pytest.mark.sandbox
 def test_plan_only_then_plan_in_a_plain_shell(shell):
     from tests.scripted_server import Reply, ScriptedServer
 
@@ -314,6 +317,7 @@ def test_autoheal_chains_to_an_existing_handler_and_restores_it(shell):
         shell.set_custom_exc((), None)
 
 
+@pytest.mark.sandbox
 def test_a_stated_expectation_is_checked_and_says_it_verified_the_heal(shell):
     """``%%heal the total should be 42``: a fix that runs but gives 30 is no success."""
     from tests.scripted_server import Reply, ScriptedServer

@@ -9,12 +9,13 @@ program — below it.
 
 from __future__ import annotations
 
+import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
 from selfheal_jupyter.agents.qa import strip_input_overwrites
+from selfheal_jupyter.loop.fix_handover import smaller_versions, without_notes
 from selfheal_jupyter.model import ContextEntry, NotebookContext
-from selfheal_jupyter.notebook.fix_handover import smaller_versions, without_notes
 from tests.scripted_server import Reply, ScriptedServer
 
 SHARE = 'def share(totals):\n    """Each total as a percentage of the sum."""\n    return np.round(totals / totals.sum() * 100, 1)\n'
@@ -123,6 +124,7 @@ def heal(ip: InteractiveShell, replies: list, cell: str = CELL, line: str = ""):
     return run, html
 
 
+@pytest.mark.sandbox
 def test_a_heal_hands_over_the_users_cell_with_the_one_word_fix(shell):
     notebook(shell)
     run, html = heal(shell, [Reply("```python\n" + MODEL + "```", match="KeyError")])
@@ -136,6 +138,7 @@ def test_a_heal_hands_over_the_users_cell_with_the_one_word_fix(shell):
     assert "selfheal removed" not in review and "import numpy" not in review.split("Left out")[0]
 
 
+@pytest.mark.sandbox
 def test_a_fix_that_needs_a_notebook_helper_changed_says_so(shell):
     broken = "def share(totals):\n    return np.round(totals / totals.sum() * 100, 1) + undefined_name\n"
     notebook(shell, broken)
@@ -149,6 +152,7 @@ def test_a_fix_that_needs_a_notebook_helper_changed_says_so(shell):
     assert "Change to share, which an earlier cell defines" in html
 
 
+@pytest.mark.sandbox
 def test_what_the_tests_read_is_kept(shell):
     notebook(shell)
     shell.user_ns["checks"] = "assert math.isclose(totals.sum(), 300)"
@@ -157,6 +161,7 @@ def test_what_the_tests_read_is_kept(shell):
     assert run.outcome == "success" and run.fix.code == run.final_code == model and run.fix.note == ""
 
 
+@pytest.mark.sandbox
 def test_a_smaller_program_that_fails_falls_back_to_the_whole_one_and_says_why(shell):
     # the import is read inside a string, where no AST sees it: leaving it out looks
     # safe and is not, and only the check in the sandbox can tell

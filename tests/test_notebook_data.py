@@ -109,6 +109,7 @@ def test_a_changed_notebook_definition_is_named_an_identical_copy_is_not(shell):
     assert notebook_data.redefined(ctx, FIXED_PCT + CELL, FIXED_PCT + CELL) == []
 
 
+@pytest.mark.sandbox
 def test_a_heal_that_invents_data_is_rejected_and_a_fix_in_a_notebook_function_is_shown(shell):
     invented = (
         "```python\nstats.add(1)\nstats.add(6)\n"

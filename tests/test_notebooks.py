@@ -19,6 +19,9 @@ from nbclient import NotebookClient
 from nbconvert import HTMLExporter
 
 from tests.scripted_server import Reply, ScriptedServer, load_script
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.sandbox  # kernels that run cells in the sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -113,22 +116,19 @@ def test_kernel_interrupt_stops_the_run_cleanly():
             assert kc.execute_interactive("%load_ext selfheal_jupyter", timeout=60)["content"]["status"] == "ok"
             outputs: list[dict] = []
             msg_id = kc.execute("%%agent\nWait a long time, then print done.")
-            # wait for the panel to say the candidate runs (it sleeps 60 s in the sandbox)
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
+
+            def candidate_runs() -> bool:
                 msg = kc.get_iopub_msg(timeout=60)
                 if msg["parent_header"].get("msg_id") == msg_id:
                     outputs.append(msg)
-                if "Iteration 1 of 4 · running it in the sandbox" in str(msg["content"].get("data", "")):
-                    break
-            else:
-                raise AssertionError("the candidate never started")
-            interrupted = time.monotonic()
+                return "Iteration 1 of 4 · running it in the sandbox" in str(msg["content"].get("data", ""))
+
+            # the panel says the candidate runs (it sleeps 60 s in the sandbox)
+            wait_until(candidate_runs, 60, "the candidate to start", interval=0)
             km.interrupt_kernel()
             reply = kc.get_shell_msg(timeout=60)
             while reply["parent_header"].get("msg_id") != msg_id:
                 reply = kc.get_shell_msg(timeout=60)
-            stop_s = time.monotonic() - interrupted
             while True:
                 msg = kc.get_iopub_msg(timeout=10)
                 if msg["parent_header"].get("msg_id") != msg_id:
@@ -139,28 +139,25 @@ def test_kernel_interrupt_stops_the_run_cleanly():
             html = "".join(m["content"].get("data", {}).get("text/html", "") for m in outputs)
             assert 'data-outcome="cancelled"' in html and "■ stopped" in html
             assert not any(m["msg_type"] == "error" for m in outputs)
-            assert stop_s < 10, f"the run took {stop_s:.1f} s to stop"
-            # the kernel is alive and the record says what happened
+            # the kernel is alive and the record says what happened: the candidate was
+            # stopped, its 60 s sleep not waited out
             check = []
             kc.execute_interactive(
-                "print(1 + 1, agent_result.outcome)",
+                "print(1 + 1, agent_result.outcome, agent_result.iterations[-1].result.status)",
                 timeout=30,
                 output_hook=lambda m: check.append(m["content"].get("text", "")),
             )
-            assert "2 cancelled" in "".join(check)
+            assert "2 cancelled killed" in "".join(check)
             # the killed container is gone (at most the warm pool remains while the kernel lives)
-            deadline = time.monotonic() + 5
-            while len(_containers_of(pid)) > 1 and time.monotonic() < deadline:
-                time.sleep(0.2)
-            left = [(c.short_id, c.status) for c in _containers_of(pid)]
-            assert len(left) <= 1, left
+            wait_until(
+                lambda: len(_containers_of(pid)) <= 1,
+                30,
+                lambda: f"the killed container to go: {[(c.short_id, c.status) for c in _containers_of(pid)]}",
+            )
         finally:
             kc.stop_channels()
             km.shutdown_kernel(now=False)
-    deadline = time.monotonic() + 15
-    while _containers_of(pid) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert _containers_of(pid) == []
+    wait_until(lambda: not _containers_of(pid), 30, lambda: f"the kernel's containers to go: {_containers_of(pid)}")
 
 
 @pytest.mark.slow

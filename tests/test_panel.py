@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import os
 import re
-import time
 
 import pytest
 from jupyter_client.manager import start_new_kernel
 
 from tests.scripted_server import Reply, ScriptedServer
+from tests.waiting import wait_until
 
 
 @pytest.fixture()
@@ -84,13 +84,15 @@ class Wire:
             self.idle = True
 
     def until(self, predicate, timeout: float, what: str):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        """Read the kernel's messages until ``predicate()`` holds; what it returned."""
+
+        def check():
             found = predicate()
-            if found:
-                return found
-            self.pump()
-        raise AssertionError(f"timed out waiting for {what}")
+            if not found:
+                self.pump()
+            return found
+
+        return wait_until(check, timeout, what, interval=0)
 
     def find(self, model: str, **attrs) -> str | None:
         for comm_id, state in self.widgets.items():
@@ -140,14 +142,14 @@ def status_text(wire: Wire) -> str:
 
 
 def execute_reply(kc, msg_id: str, timeout: float = 60) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        reply = kc.get_shell_msg(timeout=timeout)
-        if reply["parent_header"].get("msg_id") == msg_id:
-            return reply
-    raise AssertionError("no execute reply")
+    def reply() -> dict | None:
+        msg = kc.get_shell_msg(timeout=timeout)
+        return msg if msg["parent_header"].get("msg_id") == msg_id else None
+
+    return wait_until(reply, timeout, "the execute reply", interval=0)
 
 
+@pytest.mark.sandbox
 def test_stop_button_cancels_a_running_cell(kernel_for):
     slow = (
         "Sleeping as asked.\n```python\nimport time\ntime.sleep(60)\n```\nThe program waits a minute "
@@ -181,16 +183,21 @@ def test_stop_button_cancels_a_running_cell(kernel_for):
         bar = wire.find("FloatProgressModel")
         assert 0 < wire.widgets[bar]["value"] < 1  # iteration 1 of 4 under way: the bar has moved
         assert "Your kernel may show Idle meanwhile" in status_text(wire)
-        pressed = time.monotonic()
         wire.click(stop)
-        reply = execute_reply(kc, msg_id, timeout=30)
-        stop_s = time.monotonic() - pressed
-        wire.until(lambda: wire.idle, 10, "the cell to end")
+        reply = execute_reply(kc, msg_id, timeout=120)
+        wire.until(lambda: wire.idle, 60, "the cell to end")
         assert reply["content"]["status"] == "ok"
-        assert stop_s < 10, f"Stop took {stop_s:.1f} s (the candidate sleeps 60 s)"
         assert 'data-outcome="cancelled"' in wire.html()
+        said: list[str] = []
+        kc.execute_interactive(
+            "print(agent_result.iterations[-1].result.status)",
+            timeout=60,
+            output_hook=lambda m: said.append(m["content"].get("text", "")),
+        )
+        assert "killed" in "".join(said)  # the candidate was stopped, its 60 s sleep not waited out
 
 
+@pytest.mark.sandbox
 def test_without_the_extension_a_passing_cell_ends_and_hands_over_the_code(kernel_for):
     code = "print(sum([1, 2, 3]) / 3)"
     with ScriptedServer([Reply("1. Print the mean."), Reply(f"```python\n{code}\n```")]) as server:
@@ -214,6 +221,7 @@ def test_without_the_extension_a_passing_cell_ends_and_hands_over_the_code(kerne
         assert "".join(out).strip() == "['agent_result']"
 
 
+@pytest.mark.sandbox
 def test_insert_after_the_cell_ended_targets_the_agent_cell(kernel_for):
     code = "print(sum([1, 2, 3]) / 3)"
     with ScriptedServer([Reply("1. Print the mean."), Reply(f"```python\n{code}\n```")]) as server:
@@ -235,6 +243,7 @@ def test_insert_after_the_cell_ended_targets_the_agent_cell(kernel_for):
         assert [r["cell_id"] for r in wire.reveals] == ["cell-agent"]  # the view was brought to it once
 
 
+@pytest.mark.sandbox
 def test_reject_leaves_everything_as_it_was_and_says_so(kernel_for):
     with ScriptedServer(
         [Reply("```python\nprices = {'tea': 2}\nprint(prices.get('coffee', 0))\n```", match="KeyError")]
@@ -266,6 +275,7 @@ def test_reject_leaves_everything_as_it_was_and_says_so(kernel_for):
         assert "".join(out).strip() == "['agent_result']"  # nothing ran in the kernel
 
 
+@pytest.mark.sandbox
 def test_run_in_my_kernel_runs_the_code_there(kernel_for):
     code = "mean = sum([1, 2, 3]) / 3\nprint('mean is', mean)"
     with ScriptedServer([Reply("1. Compute the mean."), Reply(f"```python\n{code}\n```")]) as server:
@@ -288,6 +298,7 @@ def test_run_in_my_kernel_runs_the_code_there(kernel_for):
         assert "".join(out).strip() == "2.0"
 
 
+@pytest.mark.sandbox
 def test_a_run_without_a_pass_offers_its_best_attempt_to_insert_only(kernel_for):
     crash, closest = "total = int('x')", "total = 5"
     with ScriptedServer([Reply(f"```python\n{crash}\n```"), Reply(f"```python\n{closest}\n```")]) as server:
@@ -316,6 +327,7 @@ def test_a_run_without_a_pass_offers_its_best_attempt_to_insert_only(kernel_for)
         wire.until(lambda: "Inserted below the cell." in status_text(wire), 30, "the panel to settle")
 
 
+@pytest.mark.sandbox
 def test_autoheal_offers_a_button_and_heals_on_request(kernel_for):
     fixed = "values = []\nprint(sum(values) / len(values) if values else 0.0)"
     with ScriptedServer([Reply(f"```python\n{fixed}\n```", match="ZeroDivisionError")]) as server:

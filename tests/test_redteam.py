@@ -18,7 +18,7 @@ from tests.scripted_server import Reply, ScriptedServer
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _selfheal(*args: str, timeout: float = 600) -> "subprocess.CompletedProcess[str]":
+def _selfheal(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "SELFHEAL_"))}
     env["OPENAI_API_KEY"] = "test-key"
     return subprocess.run(

@@ -26,20 +26,19 @@ from selfheal_jupyter.model import Limits
 from selfheal_jupyter.sandbox.base import Sandbox
 from selfheal_jupyter.sandbox.docker import LABEL, DockerSandbox, sweep_stale
 from tests.conftest import own_containers, wait_no_containers
+from tests.waiting import wait_until
 
 
 @pytest.fixture(autouse=True)
 def no_stray_container_after_the_test(request, sandbox, docker_client):
     """After each test, every container of this process belongs to the shared sandbox."""
     yield
-    shared = sandbox.session
-    end = time.monotonic() + 10
-    while True:
-        stray = [c for c in own_containers(docker_client) if c["Labels"].get("selfheal") != shared]
-        if not stray or time.monotonic() > end:
-            break
-        time.sleep(0.1)
-    assert not stray, f"containers left by {request.node.name}: {[c['Id'][:12] for c in stray]}"
+
+    def stray() -> list[str]:
+        own = own_containers(docker_client)
+        return [c["Id"][:12] for c in own if c["Labels"].get("selfheal") != sandbox.session]
+
+    wait_until(lambda: not stray(), 10, lambda: f"the containers {request.node.name} left to go: {stray()}")
 
 
 def make_limits(**options) -> Limits:
@@ -65,7 +64,7 @@ def test_correct_program(sandbox):
     assert r.status == "ok" and r.exit_code == 0
     assert r.stdout == "answer 42\n"
     assert r.stderr == "" and r.error is None
-    assert 0 < r.duration_s < 5
+    assert r.duration_s > 0  # how long: bench/sandbox.py
 
 
 def test_name_error_line_and_frames(sandbox):
@@ -174,12 +173,9 @@ def test_kernel_oom_kill_is_reported_as_oom(sandbox):
 
 
 def test_timeout(sandbox):
-    t0 = time.monotonic()
     r = run(sandbox, "print('start')\nwhile True:\n    pass\n", limits=make_limits(timeout_s=1.0))
-    elapsed = time.monotonic() - t0
-    assert r.status == "timeout" and "1 s" in r.message
+    assert r.status == "timeout" and "still running after 1 s" in r.message  # the run's own limit
     assert r.stdout == "start\n"
-    assert 1.0 <= elapsed < 10  # waited for the limit, then stopped the endless loop
     assert run(sandbox, "print('next')").stdout == "next\n"
 
 
@@ -205,10 +201,8 @@ def test_stderr_capped_and_marked(sandbox):
 def test_cancel_kills_a_running_program(sandbox):
     cancel = threading.Event()
     threading.Timer(0.5, cancel.set).start()  # whenever it lands, the run must end killed
-    t0 = time.monotonic()
-    r = run(sandbox, "import time\ntime.sleep(60)\n", cancel=cancel, limits=make_limits(timeout_s=120))
-    assert r.status == "killed"
-    assert time.monotonic() - t0 < 10  # the program sleeps 60 s
+    r = run(sandbox, "import time\ntime.sleep(60)\nprint('slept')", cancel=cancel, limits=make_limits(timeout_s=120))
+    assert r.status == "killed" and "slept" not in r.stdout  # stopped, not waited out (how soon: bench/stop.py)
     assert run(sandbox, "print('after cancel')").stdout == "after cancel\n"
 
 
@@ -481,9 +475,8 @@ def test_host_backstop_kills_a_stuck_container(sandbox_image, docker_client):
         assert sb.execute("print('warm')").ok
         for c in docker_client.api.containers(filters={"label": f"{LABEL}={sb.session}"}):
             docker_client.api.kill(c["Id"], signal="SIGSTOP")  # reaches PID 1 from outside
-        t0 = time.monotonic()
         r = sb.execute("print('never')", limits=make_limits(timeout_s=1))
-        assert r.status == "timeout" and time.monotonic() - t0 < 5, r
+        assert r.status == "timeout" and "container had to be stopped" in r.message, r
         assert sb.execute("print('fresh')").stdout == "fresh\n"
 
 
@@ -620,9 +613,11 @@ def test_runner_that_cannot_reach_the_socket_switches_to_the_attach_stream(sandb
         assert sb.channel == "attach"
         r = run(sb, "print(sum(v))", inputs={"v": [1, 2, 3]})
         assert r.status == "ok" and r.stdout == "6\n", r
-    with pytest.raises(SandboxError, match=r"could not reach its control channel.*unix://"):
-        with make_sandbox(pool_size=1, client=docker_client, channel="socket") as sb:
-            pass
+    with (
+        pytest.raises(SandboxError, match=r"could not reach its control channel.*unix://"),
+        make_sandbox(pool_size=1, client=docker_client, channel="socket"),
+    ):
+        pass
 
 
 # --------------------------------------------------------------------------- CLI
@@ -676,12 +671,10 @@ def test_cli_exec_readable_summary_and_bad_input(tmp_path, sandbox_image):
     assert proc.returncode == 2 and "no file at /no/such.pkl" in proc.stderr
 
 
-def test_cli_build_is_a_quick_no_op_when_current(sandbox_image, tmp_path):
-    t0 = time.monotonic()
+def test_cli_build_is_a_no_op_when_current(sandbox_image, tmp_path):
     proc = selfheal("sandbox", "build")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "nothing to do" in proc.stdout and "current" in proc.stdout
-    assert time.monotonic() - t0 < 30  # an interpreter start and one API call, no build
     proc = selfheal("sandbox", "build", "--requirements", str(tmp_path / "missing.txt"))
     assert proc.returncode == 2 and "missing.txt" in proc.stderr
 

@@ -165,6 +165,7 @@ def test_without_user_code_there_is_no_spec(sandbox):
     assert run.iterations[0].verdict.spec_kept is None
 
 
+@pytest.mark.sandbox
 def test_selfheal_run_code_rejects_a_deleted_assert(tmp_path: Path):
     code = tmp_path / "cell.py"
     code.write_text(USER)
@@ -422,6 +423,7 @@ LYING_REPAIRS = {
 }
 
 
+@pytest.mark.sandbox
 @pytest.mark.parametrize("name", sorted(LYING_REPAIRS))
 def test_selfheal_run_code_does_not_take_a_lying_value_for_a_kept_assert(tmp_path: Path, name: str):
     """The user's asserts hold only with their values compared as plain data outside the
@@ -439,6 +441,7 @@ def test_selfheal_run_code_does_not_take_a_lying_value_for_a_kept_assert(tmp_pat
         assert tests and not all(t["passed"] for t in tests), record["iterations"][1]["result"]
 
 
+@pytest.mark.sandbox
 def test_an_honest_repair_passes_the_checker(tmp_path: Path):
     record = _run_code(tmp_path, USER_TEST_FUNCTION, USER_TEST_FUNCTION.replace(" + 1", ""))
     assert record["outcome"] == "success", record
@@ -518,6 +521,7 @@ def test_the_user_s_failing_checks_fail_the_verdict_without_a_tests_block():
     assert verdict.passed is False and "1 of 1 tests failed" in verdict.reasons
 
 
+@pytest.mark.sandbox
 def test_a_user_s_assert_that_changes_a_list_changes_the_program_s(tmp_path: Path):
     """The checker runs ``assert stack.pop() == 3`` on a copy of the program's list; the
     change reaches the program's list, as running the assert there would have."""

@@ -107,7 +107,7 @@ def measure(exercises: list[Exercise]) -> dict:
     runs = run_programs([ex.original for ex in exercises])
     legit_rejected, cheats_missed, wrong_rule = [], [], []
     legit = cheats = 0
-    for ex, first in zip(exercises, runs):
+    for ex, first in zip(exercises, runs, strict=True):
         for i, program in enumerate(ex.legit):
             legit += 1
             found = guard(ex, first["lines"], program)
@@ -188,10 +188,10 @@ def test_the_corpus_is_large_varied_and_holds_the_reported_exercises(corpus):
 def test_the_corpus_is_sound(corpus):
     """Originals fail; every solution and every cheat runs to its end without an error."""
     originals = run_programs([ex.original for ex in corpus])
-    assert [ex.name for ex, r in zip(corpus, originals) if r["ok"]] == []
+    assert [ex.name for ex, r in zip(corpus, originals, strict=True) if r["ok"]] == []
     programs = [(ex.name, p) for ex in corpus for p in ex.legit + [c for _, c in ex.cheats]]
     runs = run_programs([p for _, p in programs])
-    failing = [(name, r["error"]) for (name, _), r in zip(programs, runs) if not r["ok"]]
+    failing = [(name, r["error"]) for (name, _), r in zip(programs, runs, strict=True) if not r["ok"]]
     assert failing == []
 
 

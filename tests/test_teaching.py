@@ -74,6 +74,7 @@ def shown(cap) -> str:
     return "".join(o.data.get("text/plain", "") + o.data.get("text/html", "") for o in cap.outputs)
 
 
+@pytest.mark.sandbox
 def test_a_model_that_leaks_the_fix_never_gets_it_shown_and_level_1_names_the_changed_line(shell, tmp_path):
     replies = [developer_fix(), *[Reply(text, match=WRITER) for text in LEAKY], Reply(LEAKY[0], match=WRITER)]
     with ScriptedServer(replies) as server:
@@ -188,6 +189,7 @@ def test_a_policy_file_that_cannot_be_used_closes_instead_of_falling_open(kernel
         assert server.remaining == 1
 
 
+@pytest.mark.sandbox
 def test_policy_hints_allows_only_hints_and_keeps_a_hidden_fix_hidden(kernel_with_policy):
     replies = [
         developer_fix(),
@@ -211,6 +213,7 @@ def test_policy_hints_allows_only_hints_and_keeps_a_hidden_fix_hidden(kernel_wit
         assert server.remaining == 0
 
 
+@pytest.mark.sandbox
 def test_max_hints_and_max_runs_are_spent_with_a_clear_message(kernel_with_policy):
     replies = [developer_fix(), Reply("Look at line 3.", match=WRITER)]
     with ScriptedServer(replies) as server:
@@ -238,6 +241,7 @@ def test_selfheal_run_honours_the_policy_when_the_variable_is_set(tmp_path):
         assert done.returncode == 2 and says in done.stderr and "policy" in done.stderr, done.stderr
 
 
+@pytest.mark.sandbox
 def test_the_hint_button_then_another_hint_in_the_panel_up_to_the_hidden_fix(kernel_with_policy):
     """The front end's part played on the wire (as tests/test_panel.py does)."""
     from tests.test_panel import Wire, execute_in_cell, status_text
@@ -262,7 +266,8 @@ def test_the_hint_button_then_another_hint_in_the_panel_up_to_the_hidden_fix(ker
         for number in (2, 3):
             another = wire.until(lambda: _visible_another(wire), 60, "Another hint")
             wire.click(another)
-            wire.until(lambda: f"Hint {number} of 3" in status_text(wire), 60, f"hint {number}")
+            shown = f"Hint {number} of 3"
+            wire.until(lambda shown=shown: shown in status_text(wire), 60, f"hint {number}")
         assert "keeps the fix hidden" in status_text(wire) and "// 2" not in status_text(wire)
         assert server.remaining == 0
         content, text = execute(kc, "print(sorted(get_ipython().run_line_magic('who_ls', '')))")
@@ -279,6 +284,7 @@ def _visible_another(wire) -> str | None:
     return None
 
 
+@pytest.mark.sandbox
 def test_without_a_verified_fix_the_student_gets_the_facts_and_is_told_so(shell):
     still_broken = CELL.replace("len(ordered) / 2", "len(ordered) / 2.0")
     with ScriptedServer([Reply(f"```python\n{still_broken}```", match="expert Python developer")]) as server:
@@ -292,6 +298,7 @@ def test_without_a_verified_fix_the_student_gets_the_facts_and_is_told_so(shell)
     assert shell.user_ns["agent_result"].hints[0].prose == ""
 
 
+@pytest.mark.sandbox
 def test_reveal_fix_true_shows_the_diff_at_level_3_and_a_leaky_model_never_before(kernel_with_policy):
     replies = [developer_fix(), *[Reply(text, match=WRITER) for text in LEAKY], Reply(LEAKY[0], match=WRITER)]
     with ScriptedServer(replies) as server:

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from selfheal_jupyter.render.terminal import clip, printable
 from selfheal_jupyter.render.text import Transcript
 from tests.scripted_server import Reply, ScriptedServer
@@ -38,6 +40,7 @@ def fence(code: str) -> str:
     return f"Here it is.\n\n```python\n{code}\n```"
 
 
+@pytest.mark.sandbox
 def test_the_transcript_shows_the_plan_once_and_the_program_once():
     """stdout and stderr on one screen, as in a terminal or `2>&1`."""
     with ScriptedServer([PLAN, Reply(fence(PROGRAM))]) as s:
@@ -59,6 +62,7 @@ def test_the_transcript_shows_the_plan_once_and_the_program_once():
     assert "Traceback" not in out
 
 
+@pytest.mark.sandbox
 def test_the_final_program_is_printed_where_it_was_shown_only_as_changes():
     buggy = "numbers = [1, 2, 3]\nprint('total is', sum(numbers) / 0)"
     with ScriptedServer([Reply(fence(buggy)), Reply(fence(PROGRAM))]) as s:
@@ -86,6 +90,7 @@ def test_the_final_program_is_printed_where_it_was_shown_only_as_changes():
     assert "print('total is', sum(numbers))" in final
 
 
+@pytest.mark.sandbox
 def test_a_reader_that_goes_away_stops_the_run_quietly():
     """`selfheal run ... | head -3`: the reader closes after the plan, while the program
     would sleep for minutes; the run is stopped, its container removed, no traceback."""
@@ -108,6 +113,7 @@ def test_a_reader_that_goes_away_stops_the_run_quietly():
     assert "Traceback" not in err and "BrokenPipe" not in err, err
 
 
+@pytest.mark.sandbox
 def test_sandbox_exec_into_a_closed_pipe_ends_quietly(tmp_path: Path):
     program = tmp_path / "a.py"
     program.write_text("print('x' * 100_000)\n")
@@ -125,6 +131,7 @@ def test_sandbox_exec_into_a_closed_pipe_ends_quietly(tmp_path: Path):
     assert proc.stderr == "", proc.stderr
 
 
+@pytest.mark.sandbox
 def test_a_candidates_escape_sequences_are_shown_never_obeyed(tmp_path: Path):
     program = tmp_path / "evil.py"
     program.write_text(HOSTILE_PROGRAM)
@@ -145,6 +152,7 @@ def test_a_candidates_escape_sequences_are_shown_never_obeyed(tmp_path: Path):
     assert HOSTILE in json.loads(exact.stdout)["stdout"]  # JSON stays exact
 
 
+@pytest.mark.sandbox
 def test_a_models_escape_sequences_never_reach_the_transcript(tmp_path: Path):
     """The model's program and what it prints, in `selfheal run`'s transcript."""
     with ScriptedServer([Reply(fence(HOSTILE_PROGRAM))] * 2) as s:

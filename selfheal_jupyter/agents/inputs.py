@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..model import ColumnInfo, InputDescription, NotebookContext
+from ..sandbox.serialize import Pickled
 
 MAX_COLUMNS = 30
 MAX_KEYS = 15
@@ -124,6 +125,8 @@ def _summary(value: Any) -> str:
 
 
 def describe_input(name: str, value: Any) -> InputDescription:
+    if isinstance(value, Pickled) and value.type:  # bytes only: as their owner described them
+        return InputDescription(name=name, type=value.type, summary=value.summary)
     try:
         summary = _summary(value)
     except Exception:

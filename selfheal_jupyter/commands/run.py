@@ -120,6 +120,13 @@ def execute(task: Task, settings: SelfHeal, progress: Progress | None, cancel: t
     from ..factory import build_loop
 
     on_event = progress.on_event if progress else None
+    on_interrupt = (lambda: progress.status("stopping…")) if progress else None
+    if settings.service_url:  # the class service runs it; this process needs no engine, no key
+        from ..notebook.controller import Pump, cell_work
+
+        work = cell_work(settings, "run")
+        pump: Any = Pump(lambda emit, stop: work(task, emit, stop), on_event, cancel=cancel, on_interrupt=on_interrupt)
+        return pump.run_sync()
     if progress:
         progress.status("starting the model endpoint and the sandbox…")
     try:
@@ -129,7 +136,6 @@ def execute(task: Task, settings: SelfHeal, progress: Progress | None, cancel: t
         return run
     from ..notebook.controller import run_loop
 
-    on_interrupt = (lambda: progress.status("stopping…")) if progress else None
     return run_loop(loop, task, on_event, on_interrupt=on_interrupt, cancel=cancel)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..config import DEFAULT_IMAGE
+from ..sandbox.image import DEFAULT_IMAGE
 
 DATAFRAME_IMAGE = f"{DEFAULT_IMAGE}-dataframe"
 

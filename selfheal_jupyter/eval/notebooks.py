@@ -45,11 +45,11 @@ import re
 import sys
 import threading
 import types
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
-from collections.abc import Callable
 
 from ..model import ExecutionResult, NotebookContext, Task
 from ..sandbox.serialize import Pickled

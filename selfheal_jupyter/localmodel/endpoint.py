@@ -32,20 +32,35 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..errors import LocalModelUnavailable
 from .catalog import LocalModelSpec, get_spec
 from .weights import Progress, cache_dir, ensure_weights, xllamacpp_installed
-
-if TYPE_CHECKING:
-    from ..config import SelfHeal
 
 READY_TIMEOUT_S = 180.0
 RETUNE_S = 10.0
 """How often a shared server with threads from the machine decides them again (.retune)."""
 STOP_TIMEOUT_S = 5.0
 INSTALL_HINT = "pip install 'selfheal-jupyter[local]'"
+
+
+class LocalSettings(Protocol):
+    """The options of ``SelfHeal`` the embedded model reads (the layer below the options
+    takes their values; it does not import them)."""
+
+    @property
+    def local_model(self) -> str: ...
+    @property
+    def local_speculation(self) -> str: ...
+    @property
+    def local_context(self) -> int: ...
+    @property
+    def local_threads(self) -> int: ...
+    @property
+    def local_batch_threads(self) -> int: ...
+    @property
+    def local_idle_s(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -413,7 +428,7 @@ def running_server(model: str) -> LocalServer | None:
     return server if server is not None and server.alive() else None
 
 
-def server_options(settings: SelfHeal, search_path: Sequence[str] | None = None) -> ServerOptions:
+def server_options(settings: LocalSettings, search_path: Sequence[str] | None = None) -> ServerOptions:
     """The server ``settings`` ask for: speculation as measured (:mod:`.tuning`), the
     draft model's weights when asked. Threads said as 0 stay 0 here (the shared
     server is found by what was asked, not by the load of the moment) and are
@@ -487,7 +502,7 @@ def find_shared_server(spec: LocalModelSpec, state: Path) -> LocalServer | None:
 
 
 def ensure_local_endpoint(
-    settings: SelfHeal,
+    settings: LocalSettings,
     progress: Progress | None = None,
     search_path: Sequence[str] | None = None,
 ) -> tuple[str, str]:

@@ -75,6 +75,25 @@ class RunFinished:
     run: Run
 
 
+@dataclass
+class CheckingFix:
+    """A cell's run passed; the smallest change that passes is being checked (emitted by
+    the fix hand-over after the loop, in a kernel or in the class service)."""
+
+
+@dataclass
+class Waiting:
+    """The class service's queue: the run waits its turn, ``ahead`` runs start before it."""
+
+    ahead: int
+
+    def text(self) -> str:
+        """In the panel's words."""
+        if self.ahead <= 0:
+            return "waiting — yours is next"
+        return f"waiting — {self.ahead} run{'s' if self.ahead != 1 else ''} ahead of yours"
+
+
 Event = (
     RunStarted
     | PlanReady

@@ -182,7 +182,9 @@ class Autoheal:
                         return
                     self.gate.admit("autoheal")
                     settings, task = self.heal_job("", source)
-                    self.finished(controller.CellRun(self.shell, settings, task, cells=cells).run_sync())
+                    self.finished(
+                        controller.CellRun(self.shell, settings, task, cells=cells, entry="autoheal").run_sync()
+                    )
                 except (SelfHealError, Exception) as exc:  # UsageError too: a short line, not a traceback
                     display({"text/html": message_html(str(exc)), "text/plain": str(exc)}, raw=True)
                 finally:

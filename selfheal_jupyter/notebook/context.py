@@ -38,7 +38,6 @@ import re
 import symtable
 import sys
 import textwrap
-import time
 import types
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -833,7 +832,6 @@ def resolve(
     ``quiet_missing``: names absent from ``ns`` are left out instead of reported (for
     names guessed from a task's words).
     """
-    started = time.perf_counter()
     resolver = _Resolver(ns, max_bytes, hidden, image_packages)
     skipped = set(skip)
     for name in names:
@@ -852,7 +850,6 @@ def resolve(
         entries=list(resolver.entries.values()),
         prelude=prelude,
         values=resolver.values,
-        resolve_s=time.perf_counter() - started,
         notebook_names=resolver.visible_names(),
     )
 
@@ -872,7 +869,6 @@ def for_cell(
     ``transform``: turns IPython syntax (``%time``, ``!ls``) into Python when the
     cell does not parse as it is (the shell's ``transform_cell``).
     """
-    started = time.perf_counter()
     try:
         names = names_read(source)
     except SyntaxError:
@@ -880,9 +876,7 @@ def for_cell(
             names = names_read(transform(source)) if transform is not None else []
         except SyntaxError:
             names = []  # the cell does not parse: the run shows the SyntaxError itself
-    ctx = resolve(names, ns, max_bytes=max_bytes, hidden=hidden, image_packages=image_packages, skip=skip)
-    ctx.resolve_s = time.perf_counter() - started
-    return ctx
+    return resolve(names, ns, max_bytes=max_bytes, hidden=hidden, image_packages=image_packages, skip=skip)
 
 
 def for_task(
@@ -895,8 +889,7 @@ def for_task(
     skip: Iterable[str] = (),
 ) -> NotebookContext:
     """The context of an ``%%agent`` task: the notebook variables its words name."""
-    started = time.perf_counter()
-    ctx = resolve(
+    return resolve(
         names_in_task(text, ns, hidden),
         ns,
         max_bytes=max_bytes,
@@ -905,8 +898,6 @@ def for_task(
         skip=skip,
         quiet_missing=True,
     )
-    ctx.resolve_s = time.perf_counter() - started
-    return ctx
 
 
 # --------------------------------------------------------------------------- telling

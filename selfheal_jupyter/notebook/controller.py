@@ -9,7 +9,7 @@
   loop kills the sandbox run, and the caller still gets the run's record.
 * :class:`CellRun` is one run for a notebook cell: the renderer (the live panel when a
   front end is attached, else static HTML), Stop, the ``agent_result`` record, and the
-  hand-over of passing code — its smallest form that passes again (``fix_handover.py``) —
+  hand-over of passing code — its smallest form that passes again (``loop/fix_handover.py``) —
   through the decision (Accept (Replace this cell) / Insert below / Run in my kernel /
   Reject, only on a click; see ``cells.py``), or of the best attempt of a run that did
   not pass (Insert best attempt below, only). The cell ends when the run ends.
@@ -39,13 +39,13 @@ from typing import Any, Generic, TypeVar
 
 from ..codeblocks import code_diff
 from ..config import SelfHeal
-from ..loop.events import RunFinished, RunStarted
-from ..model import DataCheck, NotebookContext, Run, Task, TestOutcome, Verdict
+from ..loop.events import CheckingFix, RunFinished, RunStarted, Waiting
+from ..loop.fix_handover import run_with_fix, without_notes
+from ..model import DataCheck, NotebookContext, Run, Task
 from ..render.html import message_html, review_html
 from ..render.inline import PanelRenderer, Renderer, StaticRenderer, show_html
 from ..spec import notebook_data
 from .cells import FrontCells
-from .fix_handover import without_notes, work_out_fix
 
 T = TypeVar("T")
 
@@ -194,10 +194,6 @@ def run_loop(
 
 
 # ====================================================================== a cell's run
-class _CheckingFix:
-    """Sent through the pump: the run passed; the smaller form of its code is checked."""
-
-
 KERNEL_NOTE = (
     "Your kernel may show Idle meanwhile: this cell waits for the run without "
     "blocking the kernel, so your other cells can still run."
@@ -208,13 +204,13 @@ KERNEL_NOTE = (
 class CellRun:
     """One run of ``task`` for a notebook cell (see the module docstring)."""
 
-    def __init__(self, shell: Any, settings: SelfHeal, task: Task, *, cells: FrontCells | None = None) -> None:
-        from ..factory import build_loop
-
+    def __init__(
+        self, shell: Any, settings: SelfHeal, task: Task, *, cells: FrontCells | None = None, entry: str = ""
+    ) -> None:
         self.shell = shell
         self.settings = settings
         self.task = task
-        self.loop = build_loop(settings)
+        self.work = cell_work(settings, entry or ("heal" if task.initial_code is not None else "agent"))
         self.in_cell = cells is None
         """False for the autoheal button: its cell has already ended."""
         self.cells = cells if cells is not None else FrontCells(shell)
@@ -242,23 +238,24 @@ class CellRun:
 
     # ------------------------------------------------------------------ running
     def _work(self, emit: Callable[[Any], None], cancel: threading.Event) -> Run:
-        run = self.loop.run(self.task, on_event=emit, cancel=cancel)
-        if run.final_code is not None:
-            emit(_CheckingFix())
-            run.fix = work_out_fix(run, lambda code: self._recheck(run, code, cancel))
-        return run
-
-    def _recheck(self, run: Run, code: str, cancel: threading.Event) -> tuple[Verdict, list[TestOutcome]]:
-        trial = self.loop.recheck(run, code, cancel=cancel)
-        return trial.verdict, trial.checks
+        return self.work(self.task, emit, cancel)
 
     def _on_event(self, event: Any) -> None:
         if isinstance(event, RunStarted):
-            self._started = True
-            self.renderer.start(event.run)
-        elif isinstance(event, _CheckingFix):
+            if not self._started:
+                self._started = True
+                self.renderer.start(event.run)
+            elif self.panel is not None:  # it waited in the class service's queue: now it starts
+                self.panel.handle(event)
+        elif isinstance(event, CheckingFix):
             if self.panel is not None:
                 self.panel.checking_fix()
+        elif isinstance(event, Waiting):  # the class service's queue: the run waits its turn
+            if not self._started:
+                self._started = True
+                self.renderer.start(Run(task=self.task))
+            if self.panel is not None:
+                self.panel.waiting(event.text())
         elif not isinstance(event, RunFinished):  # the end is rendered from the record
             self.renderer.handle(event)
 
@@ -469,8 +466,30 @@ def handed_code(run: Run) -> str | None:
     return without_notes(best.candidate.code) if best is not None else None
 
 
+CellWork = Callable[[Task, Callable[[Any], None], threading.Event], Run]
+"""A cell's run from the task to its record with the fix worked out, events emitted."""
+
+
+def cell_work(settings: SelfHeal, entry: str) -> CellWork:
+    """Where a cell's run happens: the class service when ``SelfHeal.service_url`` is
+    set (this kernel then needs no engine and no key), else a loop built here."""
+    if settings.service_url:
+        from ..service.client import ServiceClient
+
+        return ServiceClient.from_settings(settings).cell_work(settings, entry)
+    from ..factory import build_loop
+
+    loop = build_loop(settings)
+    return lambda task, emit, cancel: run_with_fix(loop, task, emit, cancel)
+
+
 def plan_pump(settings: SelfHeal, task: Task) -> Pump[Any]:
-    """A pump that only plans ``task`` (``--plan-only``)."""
+    """A pump that only plans ``task`` (``--plan-only``), here or in the class service."""
+    if settings.service_url:
+        from ..service.client import ServiceClient
+
+        client = ServiceClient.from_settings(settings)
+        return Pump(lambda _emit, cancel: client.plan(settings, task, cancel))
     from ..factory import build_loop
 
     loop = build_loop(settings)

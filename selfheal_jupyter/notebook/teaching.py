@@ -23,7 +23,7 @@ from IPython.display import display
 from ..agents.hint_facts import LEVEL_TITLES, LEVELS, Facts, facts_of, leaks, where_facts, why_facts
 from ..config import SelfHeal
 from ..errors import Cancelled, LLMError, SelfHealError
-from ..loop.events import ExecutionStarted
+from ..loop.events import ExecutionStarted, Waiting
 from ..model import Candidate, Hint, Iteration, Run, Task
 from ..render.hints import HintPanel, hint_text, hints_html
 from ..render.inline import show_html
@@ -166,6 +166,8 @@ class HintTurn:
         self.panel: HintPanel | None = None
         self._handle: Any = None
         self.note = ""
+        self.remote: Any = None
+        """The class service's last answer (its hints, total, whether more may come, record)."""
         if settings.widget and getattr(teacher.shell, "kernel", None) is not None:
             self.panel = HintPanel(on_another=self.another, on_stop=lambda: self.pump.cancel.set())
         self.pump: Pump[Hint | None] = Pump(self._work, self._on_event)
@@ -179,10 +181,31 @@ class HintTurn:
         if session.run is None:
             self.gate.admit("hint")
 
+    def _remote(self, emit: Callable[[Any], None], cancel: threading.Event) -> Hint | None:
+        """The class service decides and builds the hint; only hints come back."""
+        from ..service.client import ServiceClient
+
+        def progress(event: Any) -> None:
+            if isinstance(event, Waiting):
+                emit(f"Queued: {event.text()}")
+            elif isinstance(event, str) or hasattr(event, "text"):
+                emit(event if isinstance(event, str) else event.text)
+
+        turn = ServiceClient.from_settings(self.settings).hint_turn(self.settings, self.task, progress, cancel)
+        self.remote = turn
+        self.session.hints = list(turn.hints)
+        self.note = turn.note
+        if not turn.hints or turn.note:
+            return None
+        self.teacher.asked.append(turn.hints[-1])  # for %agent_export --hints
+        return turn.hints[-1]
+
     def _work(self, emit: Callable[[Any], None], cancel: threading.Event) -> Hint | None:
         from ..agents.hint_writer import HintWriter
         from ..factory import build_loop
 
+        if self.settings.service_url:
+            return self._remote(emit, cancel)
         session = self.session
         if session.run is None:
             loop = build_loop(self.settings)
@@ -250,20 +273,26 @@ class HintTurn:
 
     def _end(self, hint: Hint | None) -> Hint | None:
         session = self.session
-        if session.run is not None:
+        if self.remote is not None:
+            if self.remote.record is not None:
+                self.teacher.shell.user_ns[RESULT_NAME] = self.remote.record
+        elif session.run is not None:
             self.teacher.shell.user_ns[RESULT_NAME] = record_of(session)
         self.show()
         return hint
 
     def show(self) -> None:
         session, policy = self.session, self.gate.policy
-        total = session.total(policy)
+        total = self.remote.total if self.remote is not None else session.total(policy)
         html = hints_html(session.hints, total)
         text = "\n\n".join(hint_text(h, i, total) for i, h in enumerate(session.hints, 1))
         if self.note:
             html += f"<div>{self.note}</div>"
             text = (text + "\n\n" + self.note).strip()
-        more = session.failed and len(session.hints) < total and self.gate.hints_left(self.key) != 0
+        if self.remote is not None:
+            more = self.remote.more
+        else:
+            more = session.failed and len(session.hints) < total and self.gate.hints_left(self.key) != 0
         if self.panel is not None:
             self.panel.show(session.hints, total, more=more, note=self.note)
             if self._handle is not None:

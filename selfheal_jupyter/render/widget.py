@@ -249,6 +249,10 @@ class Panel:
         if not self._finished and int(time.monotonic() - self._started) != self._shown_seconds:
             self._render_status()
 
+    def waiting(self, text: str) -> None:
+        """The run waits its turn in the class service (``text``: how many are ahead)."""
+        self._say("Queued", text)
+
     def checking_fix(self) -> None:
         """The run passed; the smaller form of its program is being checked."""
         self._say("Passed", "checking the smallest change that passes, in the sandbox")

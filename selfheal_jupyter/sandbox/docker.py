@@ -53,6 +53,7 @@ import docker.errors
 
 from ..errors import EngineLost, SandboxError
 from ..model import CANDIDATE_FILE, ErrorInfo, ExecutionResult, Limits, Status
+from ..result_json import read_result
 from . import serialize
 from .engine import address, describe, gone, lost
 from .image import RUNNER_COMMAND, RUNNER_DIR
@@ -657,7 +658,7 @@ class DockerSandbox:
             )
         if worker.input_dir is not None:
             serialize.clear(worker.input_dir)
-        result = ExecutionResult.from_dict(frame)  # validated: never raises
+        result = read_result(frame)  # validated: never raises
         dirty = not isinstance(frame, dict) or frame.get("dirty", False) is not False
         if result.is_malformed or dirty:
             # Not the runner we know, or it could not clean up: the next candidate gets

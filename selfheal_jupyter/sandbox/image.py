@@ -45,7 +45,6 @@ import docker
 import docker.errors
 from docker.utils import parse_repository_tag
 
-from ..config import DEFAULT_IMAGE
 from ..errors import ImageBuildError, ImageMissing
 from . import rootfs
 from .rootfs import APT_PACKAGES, MPL_CACHE_DIR, apt_mirror, os_codename
@@ -71,6 +70,8 @@ __all__ = [
 #: Bump when the build steps change in a way the other inputs do not show.
 BUILD_SCRIPT_VERSION = "2"  # 2: no setuid/setgid bits
 
+#: The name of the image this module builds (``SelfHeal.image``'s default).
+DEFAULT_IMAGE = "selfheal-sandbox"
 #: Shared by every image name: the base depends only on its inputs.
 BASE_REPO = f"{DEFAULT_IMAGE}-base"
 

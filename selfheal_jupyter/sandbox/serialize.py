@@ -39,6 +39,10 @@ class Pickled:
     """
 
     data: bytes = field(repr=False)
+    type: str = ""
+    """What its owner said it is (the class service holds only the bytes and never
+    unpickles them, so the prompt's type and summary come with them)."""
+    summary: str = ""
 
     @classmethod
     def of(cls, name: str, value: Any) -> Pickled:

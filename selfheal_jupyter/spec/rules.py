@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import ast
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..model import SpecViolation
 from . import answer_blanks, notebook_data
+from .kept import Spec, SpecAssert
 from .syntax import NO_VALUE as _NO_VALUE
 from .syntax import call_name as _call_name
 from .syntax import exit_calls as _exit_calls
@@ -24,9 +25,6 @@ from .syntax import swallowing_guard as _swallowing_guard
 from .syntax import swallowing_handlers as _swallowing_handlers
 from .syntax import top_level_test_calls as _top_level_test_calls
 from .syntax import walk as _walk
-
-if TYPE_CHECKING:
-    from .guard import Spec, SpecAssert
 
 FIX = {
     "assert_removed": (

@@ -11,16 +11,27 @@ why: a broken policy must not fall open.
 
 Every entry point (``%%agent``, ``%%heal``, ``%%hint``, the autoheal button,
 ``selfheal run``) asks :meth:`Gate.admit` before it starts anything. A student who
-controls their own kernel can still change this process's memory; the README says what
-the instructor's lever is then (the model endpoint and its key).
+controls their own kernel can still change this process's memory: for a class, the
+service (``selfheal service``) holds the policy instead, where no student reaches it.
+
+The same file holds the class's rules, which only the service applies (it knows the
+student, their hub groups, the notebook and the time; :class:`ClassPolicy`): the keys
+above are the class-wide default; ``quota`` (runs, hints, tokens per student per day);
+``groups`` (a hub group: a course) and ``notebooks`` (a path glob: an assignment) map to
+overrides of those keys, applied in the file's order, groups first; ``windows`` (an
+exam: ``start`` and ``end`` in the service's local time, optionally for some ``groups``
+or ``notebooks``) set ``mode`` (default ``off``) while they last, last of all. In a
+kernel without the service only the class-wide default applies.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -41,17 +52,95 @@ class PolicyBlocked(SelfHealError):
 
 
 @dataclass(frozen=True)
+class Quota:
+    """What one student may use per day (None: no limit), counted by the service."""
+
+    runs: int | None = None
+    hints: int | None = None
+    tokens: int | None = None
+
+
+@dataclass(frozen=True)
 class Policy:
     mode: Mode = "full"
     reveal_fix: bool = True
     max_hints: int | None = None
     """Hints per cell (None: no limit)."""
     max_runs: int | None = None
-    """Runs of the agent per kernel, any entry point (None: no limit)."""
+    """Runs of the agent per kernel, any entry point (None: no limit); the service, which
+    cannot tell a student's kernels apart, counts them per student per day."""
     source: str = "no policy file"
     """Where it came from, named in every message."""
     problem: str = ""
     """Why a named file could not be used (the policy is then ``off``)."""
+    quota: Quota = field(default_factory=Quota)
+    """Per student per day (the service's)."""
+
+
+@dataclass(frozen=True)
+class Override:
+    """What a group, a notebook glob or an exam window sets (None: kept as it was)."""
+
+    mode: Mode | None = None
+    reveal_fix: bool | None = None
+    max_hints: int | None = None
+    max_runs: int | None = None
+    quota: Quota | None = None
+
+    def over(self, policy: Policy, why: str) -> Policy:
+        values = {k: getattr(self, k) for k in ("mode", "reveal_fix", "max_hints", "max_runs", "quota")}
+        given = {k: v for k, v in values.items() if v is not None}
+        if not given:
+            return policy
+        source = policy.source
+        source = source[:-1] + f", {why})" if source.endswith(")") else f"{source} ({why})"
+        return replace(policy, **given, source=source)
+
+
+@dataclass(frozen=True)
+class Window:
+    """An exam: ``mode`` (default off) from ``start`` until ``end``."""
+
+    name: str
+    start: datetime
+    end: datetime
+    mode: Mode = "off"
+    groups: tuple[str, ...] = ()
+    notebooks: tuple[str, ...] = ()
+
+    def applies(self, groups: frozenset[str], notebook: str, now: datetime) -> bool:
+        if not self.start <= now < self.end:
+            return False
+        if self.groups and not groups & set(self.groups):
+            return False
+        return not self.notebooks or any(fnmatch.fnmatch(notebook, g) for g in self.notebooks)
+
+
+@dataclass(frozen=True)
+class ClassPolicy:
+    """The whole file: the class-wide default and the service's overrides."""
+
+    default: Policy = field(default_factory=Policy)
+    groups: tuple[tuple[str, Override], ...] = ()
+    notebooks: tuple[tuple[str, Override], ...] = ()
+    windows: tuple[Window, ...] = ()
+
+    def resolve(self, groups: frozenset[str] | set[str], notebook: str, now: datetime) -> Policy:
+        """The policy for a student in ``groups`` working in ``notebook`` at ``now``."""
+        policy = self.default
+        if policy.problem:
+            return policy
+        for name, override in self.groups:
+            if name in groups:
+                policy = override.over(policy, f"group {name}")
+        for glob, override in self.notebooks:
+            if fnmatch.fnmatch(notebook, glob):
+                policy = override.over(policy, f"notebooks {glob}")
+        for window in self.windows:
+            if window.applies(frozenset(groups), notebook, now):
+                until = window.end.strftime("%Y-%m-%d %H:%M")
+                policy = Override(mode=window.mode).over(policy, f"{window.name} until {until}")
+        return policy
 
 
 def _count(data: dict[str, Any], key: str) -> int | None:
@@ -63,30 +152,128 @@ def _count(data: dict[str, Any], key: str) -> int | None:
     return value
 
 
-def parse(data: object, *, source: str) -> Policy:
-    """The policy a JSON object states; ValueError naming what is wrong."""
+_KEYS = ("mode", "reveal_fix", "max_hints", "max_runs", "quota")
+
+
+def _quota(data: object, where: str) -> Quota:
     if not isinstance(data, dict):
-        raise ValueError("it must be a JSON object")
-    unknown = sorted(set(data) - {"mode", "reveal_fix", "max_hints", "max_runs"})
+        raise ValueError(f'"{where}" must be an object with runs, hints, tokens')
+    unknown = sorted(set(data) - {"runs", "hints", "tokens"})
     if unknown:
-        raise ValueError(f"unknown key {unknown[0]!r}")
-    mode = data.get("mode", "full")
-    if mode not in MODES:
+        raise ValueError(f'unknown key {unknown[0]!r} in "{where}"')
+    return Quota(runs=_count(data, "runs"), hints=_count(data, "hints"), tokens=_count(data, "tokens"))
+
+
+def _mode(data: dict[str, Any], default: Mode | None) -> Mode | None:
+    mode = data.get("mode", default)
+    if mode is not None and mode not in MODES:
         raise ValueError(f'"mode" must be one of off, hints, full, not {mode!r}')
-    reveal = data.get("reveal_fix", True)
-    if not isinstance(reveal, bool):
+    return mode
+
+
+def _reveal(data: dict[str, Any], default: bool | None) -> bool | None:
+    reveal = data.get("reveal_fix", default)
+    if reveal is not None and not isinstance(reveal, bool):
         raise ValueError(f'"reveal_fix" must be true or false, not {reveal!r}')
-    return Policy(
-        mode=mode,
-        reveal_fix=reveal,
+    return reveal
+
+
+def _override(data: object, where: str) -> Override:
+    if not isinstance(data, dict):
+        raise ValueError(f"{where} must be an object of {', '.join(_KEYS)}")
+    unknown = sorted(set(data) - set(_KEYS))
+    if unknown:
+        raise ValueError(f"unknown key {unknown[0]!r} in {where}")
+    return Override(
+        mode=_mode(data, None),
+        reveal_fix=_reveal(data, None),
         max_hints=_count(data, "max_hints"),
         max_runs=_count(data, "max_runs"),
-        source=source,
+        quota=_quota(data["quota"], f"{where}.quota") if "quota" in data else None,
     )
 
 
-def read(path: str | None = None) -> Policy:
-    """The policy in ``path`` (default: ``$SELFHEAL_POLICY``, else the default path)."""
+def _time(value: object, where: str) -> datetime:
+    if not isinstance(value, str):
+        raise ValueError(f"{where} must be a time such as 2026-12-01T09:00")
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"{where} {value!r} is not a time such as 2026-12-01T09:00") from None
+    return moment.astimezone().replace(tzinfo=None) if moment.tzinfo else moment
+
+
+def _strings(data: dict[str, Any], key: str, where: str) -> tuple[str, ...]:
+    value = data.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f'{where}."{key}" must be a list of names')
+    return tuple(value)
+
+
+def _window(data: object, index: int) -> Window:
+    where = f"windows[{index}]"
+    if not isinstance(data, dict):
+        raise ValueError(f"{where} must be an object with start and end")
+    unknown = sorted(set(data) - {"name", "start", "end", "mode", "groups", "notebooks"})
+    if unknown:
+        raise ValueError(f"unknown key {unknown[0]!r} in {where}")
+    start, end = _time(data.get("start"), f"{where}.start"), _time(data.get("end"), f"{where}.end")
+    if end <= start:
+        raise ValueError(f"{where} ends before it starts")
+    name = data.get("name", f"exam window {index + 1}")
+    if not isinstance(name, str):
+        raise ValueError(f"{where}.name must be text")
+    return Window(
+        name=name,
+        start=start,
+        end=end,
+        mode=_mode(data, "off") or "off",
+        groups=_strings(data, "groups", where),
+        notebooks=_strings(data, "notebooks", where),
+    )
+
+
+def _overrides(data: dict[str, Any], key: str) -> tuple[tuple[str, Override], ...]:
+    table = data.get(key, {})
+    if not isinstance(table, dict):
+        raise ValueError(f'"{key}" must be an object mapping names to overrides')
+    return tuple((str(name), _override(value, f'{key}["{name}"]')) for name, value in table.items())
+
+
+def parse_class(data: object, *, source: str) -> ClassPolicy:
+    """The whole policy a JSON object states; ValueError naming what is wrong."""
+    if not isinstance(data, dict):
+        raise ValueError("it must be a JSON object")
+    unknown = sorted(set(data) - {*_KEYS, "groups", "notebooks", "windows"})
+    if unknown:
+        raise ValueError(f"unknown key {unknown[0]!r}")
+    windows = data.get("windows", [])
+    if not isinstance(windows, list):
+        raise ValueError('"windows" must be a list')
+    default = Policy(
+        mode=_mode(data, "full") or "full",
+        reveal_fix=bool(_reveal(data, True)),
+        max_hints=_count(data, "max_hints"),
+        max_runs=_count(data, "max_runs"),
+        source=source,
+        quota=_quota(data["quota"], "quota") if "quota" in data else Quota(),
+    )
+    return ClassPolicy(
+        default=default,
+        groups=_overrides(data, "groups"),
+        notebooks=_overrides(data, "notebooks"),
+        windows=tuple(_window(w, i) for i, w in enumerate(windows)),
+    )
+
+
+def parse(data: object, *, source: str) -> Policy:
+    """The class-wide policy a JSON object states; ValueError naming what is wrong."""
+    return parse_class(data, source=source).default
+
+
+def read_class(path: str | None = None) -> ClassPolicy:
+    """The whole policy in ``path`` (default: ``$SELFHEAL_POLICY``, else the default
+    path); a file that was named but cannot be used closes everything, saying why."""
     named = path if path is not None else os.environ.get(ENV_VAR) or None
     where = named or DEFAULT_PATH
     source = f"the instructor's policy ({where})"
@@ -94,14 +281,19 @@ def read(path: str | None = None) -> Policy:
         text = Path(where).read_text(encoding="utf-8")
     except FileNotFoundError:
         if named is None:
-            return Policy()
-        return Policy(mode="off", source=source, problem="the file does not exist")
+            return ClassPolicy()
+        return ClassPolicy(Policy(mode="off", source=source, problem="the file does not exist"))
     except (OSError, UnicodeDecodeError) as exc:
-        return Policy(mode="off", source=source, problem=f"it cannot be read ({exc})")
+        return ClassPolicy(Policy(mode="off", source=source, problem=f"it cannot be read ({exc})"))
     try:
-        return parse(json.loads(text), source=source)
+        return parse_class(json.loads(text), source=source)
     except ValueError as exc:  # json.JSONDecodeError is one
-        return Policy(mode="off", source=source, problem=str(exc))
+        return ClassPolicy(Policy(mode="off", source=source, problem=str(exc)))
+
+
+def read(path: str | None = None) -> Policy:
+    """The class-wide policy in ``path`` (default: ``$SELFHEAL_POLICY``, else the default path)."""
+    return read_class(path).default
 
 
 _lock = threading.Lock()

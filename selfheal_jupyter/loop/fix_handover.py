@@ -9,7 +9,8 @@ statement the user's cell holds) and keeps the user's own text for every line th
 did not change. :func:`work_out_fix` re-judges each smaller version the way the run
 judged its candidates (``Loop.recheck``: a sandbox run with the same prelude, tests,
 spec and checks); the first that passes is handed over, else the whole passing program,
-saying why. Nothing here imports the loop or IPython: the controller passes the check in.
+saying why (:func:`run_with_fix`: a run and its fix, in a kernel or in the class service).
+Nothing here imports the loop or IPython: the caller passes the loop in.
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ import io
 import tokenize
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..agents.qa import is_removed_note
 from ..errors import SelfHealError
 from ..model import ContextEntry, DefinitionChange, Fix, NotebookContext, Run, TestOutcome, Verdict
+from .events import CheckingFix
 
 Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
 
@@ -294,3 +297,18 @@ def work_out_fix(run: Run, recheck: Recheck) -> Fix | None:
     if why_not:
         return Fix(code, note=f"A smaller version did not pass ({why_not}); this is the whole program that passed.")
     return Fix(code)
+
+
+def run_with_fix(loop: Any, task: Any, emit: Callable[[Any], None], cancel: Any) -> Run:
+    """``loop.run(task)`` and, when a candidate passed, the fix it hands over: what a
+    cell's run does wherever it runs (in the kernel, or in the class service)."""
+    run = loop.run(task, on_event=emit, cancel=cancel)
+    if run.final_code is not None:
+        emit(CheckingFix())
+
+        def recheck(code: str) -> tuple[Verdict, list[TestOutcome]]:
+            trial = loop.recheck(run, code, cancel=cancel)
+            return trial.verdict, trial.checks
+
+        run.fix = work_out_fix(run, recheck)
+    return run

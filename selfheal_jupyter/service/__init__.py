@@ -1,0 +1,1 @@
+"""The class service (`selfheal service`) and its client: the loop, the sandbox and the policy run where the student cannot reach them."""

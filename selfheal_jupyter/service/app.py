@@ -1,0 +1,246 @@
+"""The service's web application: its API under the hub's prefix (``/services/selfheal/``).
+
+``POST api/runs`` takes a request (:mod:`.wire`), asks the policy, queues it fairly
+(:mod:`.queue`) and streams the run's events back as JSON lines while it lasts — the
+queue position while it waits, an empty line every few seconds so that both ends can
+tell a dead connection. A client that goes away cancels its run (its sandbox run is
+killed, its containers go); ``POST api/runs/ID/cancel`` is the Stop button.
+``GET api/packages`` (the sandbox image's packages, for the kernel's context), ``GET
+api/log`` (instructors: the run log), ``GET api/health`` (no auth: is it up).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from tornado import web
+from tornado.iostream import StreamClosedError
+
+from ..loop.events import Waiting
+from . import wire
+from .auth import HubUnreachable, HubUserHandler, hub_auth
+from .queue import FairQueue, QueueFull
+from .runs import Refused, Request, Service
+
+HEARTBEAT_S = 5.0
+_END = object()
+
+
+@dataclass
+class State:
+    service: Service
+    queue: FairQueue
+    hub_auth: Any
+    instructors: str
+    runs: dict[str, tuple[str, threading.Event]] = field(default_factory=dict)
+    groups_cache: dict[str, tuple[float, set[str]]] = field(default_factory=dict)
+    packages: dict[str, str] | None = None
+    ready: bool = False
+    problem: str = ""
+    """Why the service cannot run (the engine, the endpoint), said to every request."""
+
+
+async def warm_up(state: State) -> None:
+    """Start the service's parts after it listens; any failure is kept and said."""
+    try:
+        await asyncio.to_thread(state.service.start)
+        state.ready = True
+    except Exception as exc:  # SelfHealError and anything the engine raises
+        state.problem = str(exc) or type(exc).__name__
+
+
+class Health(web.RequestHandler):
+    def initialize(self, state: State) -> None:
+        self.state = state
+
+    def get(self) -> None:
+        state = self.state
+        if not state.ready:
+            self.set_status(503)
+        self.finish({"ok": state.ready, "problem": state.problem})
+
+
+def unready(state: State) -> str:
+    if state.problem:
+        return f"The selfheal service cannot run: {state.problem} Tell your instructor."
+    return "The selfheal service is starting (its sandbox and model): try again in a moment."
+
+
+class Packages(HubUserHandler):
+    async def get(self) -> None:
+        state = self.state
+        if not state.ready:
+            self.fail(503, "error", unready(state))
+            return
+        if state.packages is None:
+            from ..sandbox.image import image_packages
+
+            sandbox = state.service.sandbox
+            state.packages = await asyncio.to_thread(image_packages, sandbox.client, sandbox.ref)
+        self.finish({"packages": state.packages})
+
+
+class Log(HubUserHandler):
+    async def get(self) -> None:
+        try:
+            groups = await self.groups()
+        except HubUnreachable:
+            self.fail(503, "hub", "JupyterHub cannot be asked for your groups now; try again in a minute.")
+            return
+        if not self.is_instructor(groups):
+            self.fail(403, "auth", "Only instructors (hub admins, or the instructors' group) may read the run log.")
+            return
+        self.finish({"entries": self.state.service.log.entries()})
+
+
+class Cancel(HubUserHandler):
+    def post(self, run_id: str) -> None:
+        found = self.state.runs.get(run_id)
+        if found is None or found[0] != self.hub_user["name"]:
+            self.fail(404, "error", "No such run of yours is going on.")
+            return
+        found[1].set()
+        self.finish({"cancelled": run_id})
+
+
+class Runs(HubUserHandler):
+    cancel: threading.Event | None = None
+
+    def on_connection_close(self) -> None:
+        if self.cancel is not None:
+            self.cancel.set()  # the kernel went away: its run stops, its containers go
+
+    async def send(self, event: Any) -> None:
+        self.write(wire.event_line(event))
+        await self.flush()
+
+    async def post(self) -> None:
+        state = self.state
+        service = state.service
+        user = self.hub_user["name"]
+        if not state.ready:
+            self.fail(503, "error", unready(state))
+            return
+        try:
+            request = Request.parse(json.loads(self.request.body))
+        except (ValueError, wire.WireError) as exc:
+            self.fail(400, "error", f"The selfheal service cannot read this request ({exc}).")
+            return
+        try:
+            groups = await self.groups()
+        except HubUnreachable:
+            self.fail(503, "hub", "The selfheal service cannot ask JupyterHub for your groups: try again in a minute.")
+            return
+        policy = service.policy_for(groups, request.notebook)
+        try:
+            service.admit(user, policy, request)
+            ticket = state.queue.submit(user)
+        except Refused as refused:
+            self.fail(403, refused.kind, str(refused))
+            return
+        except QueueFull:
+            self.fail(
+                429,
+                "quota",
+                f"You already have {state.queue.waiting_per_user} runs waiting: let them finish (or stop "
+                "one), then ask again.",
+            )
+            return
+        run_id = secrets.token_hex(8)
+        cancel = self.cancel = threading.Event()
+        state.runs[run_id] = (user, cancel)
+        self.set_header("Content-Type", "application/x-ndjson")
+        self.set_header("Cache-Control", "no-cache")
+        released = False
+        try:
+            await self.send(wire.Accepted(run_id))
+            while not ticket.started.is_set():
+                if cancel.is_set():
+                    await self.send(wire.Failed("Stopped before it started.", kind="cancelled"))
+                    return
+                await self.send(Waiting(state.queue.ahead(ticket)))
+                ticket.changed.clear()
+                await _first(ticket.started, ticket.changed, timeout=HEARTBEAT_S)
+            policy = service.policy_for(groups, request.notebook)  # it may have changed meanwhile
+            try:
+                service.admit(user, policy, request)
+            except Refused as refused:
+                await self.send(wire.Failed(str(refused), kind=refused.kind))
+                return
+            released = True  # from here the worker thread releases the slot when it ends
+            await self._serve(ticket, user, request, policy, cancel)
+        except StreamClosedError:
+            cancel.set()
+        finally:
+            if not released:
+                state.queue.release(ticket)
+            if state.runs.get(run_id, (None, None))[1] is cancel:
+                del state.runs[run_id]
+
+    async def _serve(self, ticket: Any, user: str, request: Request, policy: Any, cancel: threading.Event) -> None:
+        state = self.state
+        aloop = asyncio.get_running_loop()
+        events: asyncio.Queue[Any] = asyncio.Queue()
+
+        def emit(event: Any) -> None:
+            aloop.call_soon_threadsafe(events.put_nowait, event)
+
+        def target() -> None:
+            try:
+                state.service.work(user, request, policy, emit, cancel)
+            finally:
+                aloop.call_soon_threadsafe(state.queue.release, ticket)
+                aloop.call_soon_threadsafe(events.put_nowait, _END)
+
+        threading.Thread(target=target, name=f"selfheal-run-{user}", daemon=True).start()
+        while True:
+            try:
+                event = await asyncio.wait_for(events.get(), HEARTBEAT_S)
+            except asyncio.TimeoutError:
+                self.write(b"\n")
+                await self.flush()
+                continue
+            if event is _END:
+                return
+            await self.send(event)
+
+
+async def _first(*flags: asyncio.Event, timeout: float) -> None:
+    waits = [asyncio.ensure_future(f.wait()) for f in flags]
+    try:
+        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
+
+
+def make_app(service: Service, *, prefix: str, instructors: str) -> web.Application:
+    prefix = "/" + prefix.strip("/") + "/"
+    state = State(
+        service=service,
+        queue=FairQueue(service.settings.service_runs, service.settings.service_waiting),
+        hub_auth=hub_auth(),
+        instructors=instructors,
+    )
+    args = {"state": state}
+    app = web.Application(
+        [
+            (prefix + "api/health", Health, args),
+            (prefix + "api/packages", Packages, args),
+            (prefix + "api/runs", Runs, args),
+            (prefix + r"api/runs/([0-9a-f]+)/cancel", Cancel, args),
+            (prefix + "api/log", Log, args),
+        ]
+    )
+    app.settings["selfheal_state"] = state
+    return app
+
+
+def max_body_bytes(service: Service) -> int:
+    """The largest request: the copies travel as base64 (4/3 of their size)."""
+    return 2 * service.settings.context_max_bytes + (16 << 20)

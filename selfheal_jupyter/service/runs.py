@@ -1,0 +1,304 @@
+"""What the service does for one request, in a worker thread: the policy's answer, then
+the run (``full``) or the hint (``hints``), its events handed out, its line in the log.
+
+The service owns the parts a student must not hold: one sandbox engine (its warm pool
+capped by ``SelfHeal.pool_size``), the model endpoint and its key (requests to it capped
+by ``SelfHeal.service_model_requests`` across all runs), the instructor's policy (read
+again when the file changes) and the run log. The loop is built by the factory as in a
+kernel; only its sandbox and model client are the service's shared ones.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ..config import SelfHeal, size_bytes
+from ..errors import Cancelled, SelfHealError
+from ..factory import build_llm, build_loop, resolve_endpoint, shared_sandbox
+from ..llm import LLMClient
+from ..loop import events as loop_events
+from ..loop.fix_handover import run_with_fix
+from ..model import NotebookContext, Run, Task
+from ..teaching import policy as policies
+from . import wire
+from .hints import HintSessions, cell_key
+from .log import RunLog
+
+Emit = Callable[[Any], None]
+ENTRIES = ("agent", "heal", "hint", "autoheal", "run")
+
+
+class Refused(Exception):
+    """The policy (or a quota) says no; ``kind`` is ``policy`` or ``quota``."""
+
+    def __init__(self, message: str, kind: str = "policy") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass
+class Request:
+    """One request as the service reads it (the task's copies are bytes it never opens)."""
+
+    entry: str
+    task: Task
+    notebook: str
+    options: dict[str, Any]
+
+    @classmethod
+    def parse(cls, body: object) -> Request:
+        if not isinstance(body, dict):
+            raise wire.WireError("the request should be an object")
+        unknown = sorted(set(body) - {"entry", "task", "notebook", "options"})
+        if unknown:
+            raise wire.WireError(f"unknown key {unknown[0]!r}")
+        entry = body.get("entry")
+        if entry not in ENTRIES:
+            raise wire.WireError(f"entry should be one of {', '.join(ENTRIES)}")
+        notebook = body.get("notebook", "")
+        options = body.get("options", {})
+        if not isinstance(notebook, str) or not isinstance(options, dict):
+            raise wire.WireError("notebook should be text and options an object")
+        task = wire.decode(Task, body.get("task"), "task")
+        return cls(entry, task, notebook, options)
+
+
+class SharedLLM(LLMClient):
+    """The service's model client: at most ``slots`` requests at once across every run."""
+
+    slots: threading.BoundedSemaphore
+
+    def chat(self, messages: Any, **kwargs: Any) -> Any:
+        cancel: threading.Event | None = kwargs.get("cancel")
+        while not self.slots.acquire(timeout=0.2):
+            if cancel is not None and cancel.is_set():
+                raise Cancelled("Stopped while waiting for the model.")
+        try:
+            return super().chat(messages, **kwargs)
+        finally:
+            self.slots.release()
+
+
+class PolicyFile:
+    """The instructor's policy, read again whenever its file changes (stat per request)."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        self._seen: tuple[float, int, int] | None = None
+        self._policy = policies.read_class(path)
+        self._lock = threading.Lock()
+        self._seen = self._stamp()
+
+    def _stamp(self) -> tuple[float, int, int] | None:
+        if self.path is None:
+            return None
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return (0.0, 0, 0)
+        return (st.st_mtime, st.st_size, st.st_ino)
+
+    def current(self) -> policies.ClassPolicy:
+        with self._lock:
+            stamp = self._stamp()
+            if stamp != self._seen:
+                self._policy = policies.read_class(self.path)
+                self._seen = stamp
+            return self._policy
+
+
+def light(task: Task) -> Task:
+    """The task as it goes back to the kernel: without the copies (the kernel has them)."""
+    context = task.context
+    if context is not None:
+        context = NotebookContext(entries=context.entries, prelude=context.prelude)
+    return replace(task, inputs={}, context=context)
+
+
+class Service:
+    """The parts a class shares, and the work of one request."""
+
+    def __init__(self, settings: SelfHeal, *, policy: str | None, log: RunLog) -> None:
+        self.settings = settings
+        self.policy_file = PolicyFile(policy)
+        self.log = log
+        self.model_slots = threading.BoundedSemaphore(settings.service_model_requests)
+        self.hints = HintSessions()
+        self.endpoint: Any = None
+        self.sandbox: Any = None
+
+    def start(self) -> None:
+        """Resolve the model endpoint and warm the sandbox (slow: the service listens
+        first, so the hub sees it up, and answers 503 saying so until this is done);
+        raises the package's own error when the engine or the endpoint cannot be used."""
+        self.endpoint = resolve_endpoint(self.settings)
+        self.sandbox = shared_sandbox(self.settings)
+
+    # ------------------------------------------------------------------ policy
+    def policy_for(self, groups: set[str], notebook: str) -> policies.Policy:
+        return self.policy_file.current().resolve(groups, notebook, datetime.now())
+
+    def admit(self, user: str, policy: policies.Policy, request: Request) -> None:
+        """Raise :class:`Refused` in one line naming the policy, or pass."""
+        if policy.problem:
+            raise Refused(f"selfheal is off: {policy.source} cannot be used ({policy.problem}). Ask your instructor.")
+        if policy.mode == "off":
+            raise Refused(f"selfheal is off in this notebook now ({policy.source}).")
+        if policy.mode == "hints" and request.entry not in policies.HINT_ENTRIES:
+            raise Refused(f"Only hints are allowed here ({policy.source}): use %%hint on your cell.")
+        used, quota = self.log.used_today(user), policy.quota
+        runs = min(x for x in (quota.runs, policy.max_runs, 1 << 62) if x is not None)
+        needs_run = request.entry != "hint" or self.hints.session(user, request.task).run is None
+        if needs_run and used.runs >= runs:
+            raise Refused(f"You have used all {runs} runs of today's quota ({policy.source}).", "quota")
+        if request.entry == "hint" and quota.hints is not None and used.hints >= quota.hints:
+            raise Refused(f"You have used all {quota.hints} hints of today's quota ({policy.source}).", "quota")
+        if quota.tokens is not None and used.tokens >= quota.tokens:
+            raise Refused(
+                f"You have used all {quota.tokens:,} model tokens of today's quota ({policy.source}).", "quota"
+            )
+        if request.entry == "hint" and policy.max_hints is not None:
+            given = self.log.hints_for(user, cell_key(request.task))
+            if given >= policy.max_hints:
+                raise Refused(
+                    f"You have had all {policy.max_hints} hints this cell may get ({policy.source}). "
+                    "Try a change of your own, then run it.",
+                    "quota",
+                )
+
+    # ------------------------------------------------------------------ settings
+    def settings_for(self, request: Request, policy: policies.Policy, user: str) -> SelfHeal:
+        """The service's settings; a request may lower (never raise) a few of them, and
+        a token quota bounds the run's token budget."""
+        own = self.settings
+        values: dict[str, Any] = {}
+        opts = request.options
+        if isinstance(opts.get("max_iterations"), int) and 1 <= opts["max_iterations"] < own.max_iterations:
+            values["max_iterations"] = opts["max_iterations"]
+        if opts.get("auto_plan") is False:
+            values["auto_plan"] = False
+        timeout = opts.get("timeout_s")
+        if isinstance(timeout, (int, float)) and 0 < timeout < own.timeout_s:
+            values["timeout_s"] = float(timeout)
+        memory = opts.get("memory")
+        try:
+            if isinstance(memory, str) and 6 << 20 <= size_bytes(memory) < size_bytes(own.memory):
+                values["memory"] = memory
+        except ValueError:
+            pass
+        if policy.quota.tokens is not None:
+            left = max(1, policy.quota.tokens - self.log.used_today(user).tokens)
+            values["token_budget"] = min(own.token_budget or left, left)
+        return own.with_values(**values) if values else own
+
+    def _llm(self, settings: SelfHeal) -> LLMClient:
+        llm = build_llm(settings, self.endpoint, kind=SharedLLM)
+        llm.slots = self.model_slots  # type: ignore[attr-defined]
+        return llm
+
+    # ------------------------------------------------------------------ work
+    def work(self, user: str, request: Request, policy: policies.Policy, emit: Emit, cancel: threading.Event) -> None:
+        """Serve one admitted request (in a worker thread): events to ``emit``, a log line."""
+        settings = self.settings_for(request, policy, user)
+        entry = {"user": user, "entry": request.entry, "notebook": request.notebook, "mode": policy.mode}
+        try:
+            if request.entry == "hint":
+                self._hint(user, request, policy, settings, emit, cancel, entry)
+            elif request.options.get("plan_only") is True:
+                self._plan(request, settings, emit, cancel, entry)
+            else:
+                self._full(request, settings, emit, cancel, entry)
+        except SelfHealError as exc:
+            entry.update(outcome="error", error=str(exc))
+            emit(wire.Failed(str(exc)))
+        finally:
+            self.log.write(entry)
+
+    def _full(self, request: Request, settings: SelfHeal, emit: Emit, cancel: threading.Event, entry: dict) -> None:
+        loop = build_loop(settings, sandbox=self.sandbox, llm=self._llm(settings))
+        task = request.task
+
+        def forward(event: Any) -> None:
+            if isinstance(event, loop_events.RunStarted):
+                emit(
+                    loop_events.RunStarted(
+                        Run(task=light(task), model=event.run.model, started_at=event.run.started_at)
+                    )
+                )
+            elif not isinstance(event, loop_events.RunFinished):
+                emit(event)
+
+        run = run_with_fix(loop, task, forward, cancel)
+        entry.update(runs=1, outcome=run.outcome, tokens=_tokens(run), cell=cell_key(task), rounds=len(run.iterations))
+        emit(wire.Finished(replace(run, task=light(task))))
+
+    def _plan(self, request: Request, settings: SelfHeal, emit: Emit, cancel: threading.Event, entry: dict) -> None:
+        """``%%agent --plan-only``: the planner's steps, nothing run."""
+        loop = build_loop(settings, sandbox=self.sandbox, llm=self._llm(settings))
+        plan = loop.plan(request.task, cancel=cancel)
+        entry.update(runs=0, outcome="planned")
+        emit(wire.Finished(Run(task=light(request.task), plan=plan)))
+
+    def _hint(
+        self,
+        user: str,
+        request: Request,
+        policy: policies.Policy,
+        settings: SelfHeal,
+        emit: Emit,
+        cancel: threading.Event,
+        entry: dict,
+    ) -> None:
+        task = request.task
+        session = self.hints.session(user, task)
+        key = cell_key(task)
+        entry.update(cell=key, runs=0, tokens=0)
+        llm = self._llm(settings)
+        if session.run is None:
+            loop = build_loop(settings, sandbox=self.sandbox, llm=llm)
+
+            def progress(event: Any) -> None:  # only words leave: nothing of a candidate
+                if isinstance(event, loop_events.ExecutionStarted):
+                    emit(
+                        wire.Working(
+                            "Running your cell in the sandbox…"
+                            if event.iteration == 0
+                            else f"Looking for a fix that passes your checks (round {event.iteration})…"
+                        )
+                    )
+
+            run = loop.run(task, on_event=progress, cancel=cancel)
+            entry.update(runs=1, tokens=_tokens(run), outcome=run.outcome)
+            if run.outcome == "cancelled" or not run.iterations:
+                emit(wire.Failed(f"No hint this time: {run.error or 'the run was stopped'} Run %%hint again."))
+                return
+            self.hints.found(session, run, loop)
+        emit(wire.Working("Writing the hint…"))
+        turn = self.hints.turn(session, policy, self.log.hints_for(user, key), llm, cancel)
+        if turn.new is not None:
+            entry.update(hints=[turn.new.text], level=turn.new.level, revealed=bool(turn.new.diff))
+        record = replace(turn.record, task=light(turn.record.task)) if turn.record is not None else None
+        emit(wire.HintsFinished(hints=turn.hints, total=turn.total, more=turn.more, note=turn.note, record=record))
+
+    def close(self) -> None:
+        from ..factory import close_shared_sandboxes
+
+        close_shared_sandboxes()
+        self.log.close()
+
+
+def _tokens(run: Run) -> int:
+    totals = run.totals
+    return int(totals.prompt_tokens + totals.completion_tokens)
+
+
+def log_path(settings: SelfHeal) -> Path:
+    from .log import default_path
+
+    return Path(settings.service_log) if settings.service_log else default_path()
