@@ -309,3 +309,52 @@ def test_reveal_fix_true_shows_the_diff_at_level_3_and_a_leaky_model_never_befor
     for text in texts[:2]:
         assert "// 2" not in text and "//2" not in text
     assert "Hint 3 of 3" in texts[2] and "+    middle = len(ordered) // 2" in texts[2]
+
+
+# ---------------------------------------------------------------- the instant explanation stays in the tool
+def test_the_tools_explanation_of_a_students_failure_never_leaves_in_a_hints_record():
+    """A close column and its edit ARE the fix: the hints-mode record (the kernel's
+    agent_result and the class service's) keeps the student's own round without them."""
+    from selfheal_jupyter.model import (
+        Candidate,
+        ErrorInfo,
+        ExecutionResult,
+        Explanation,
+        Iteration,
+        LineEdit,
+        Run,
+        Task,
+        Verdict,
+    )
+    from selfheal_jupyter.notebook.teaching import HintSession, record_of
+    from selfheal_jupyter.service.hints import record
+
+    cell = "print(df['Mark'].mean())\n"
+    explained = Explanation(
+        error="KeyError: 'Mark'",
+        line=1,
+        source=cell.strip(),
+        diagnosis=["`Mark` is not a column of `df`; `mark` is."],
+        edits=[LineEdit(1, "'Mark'", "'mark'")],
+    )
+    own = Iteration(
+        index=0,
+        candidate=Candidate(cell, 0),
+        result=ExecutionResult(status="error", exit_code=1, error=ErrorInfo("KeyError", "'Mark'", 1)),
+        verdict=Verdict(False, ["raised KeyError: 'Mark'"]),
+        feedback="The program raised KeyError: 'Mark'\n  `Mark` is not a column of `df`; `mark` is.",
+        explanation=explained,
+    )
+    fixed = Iteration(
+        index=1,
+        candidate=Candidate(cell.replace("Mark", "mark"), 1, reply="line 1: `'Mark'` → `'mark'`"),
+        result=ExecutionResult(status="ok", exit_code=0, stdout="8.0\n"),
+        verdict=Verdict(True, ["ran cleanly"]),
+        quick_fix=True,
+    )
+    run = Run(task=Task(prompt="", initial_code=cell), iterations=[own, fixed], outcome="success")
+    session = HintSession(cell=cell, run=run)
+    for kept in (record_of(session), record(session)):
+        text = json.dumps(kept.to_dict())
+        assert "'mark'" not in text and "`mark` is" not in text, text
+        assert all(it.explanation is None for it in kept.iterations)

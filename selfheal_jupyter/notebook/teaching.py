@@ -67,10 +67,18 @@ def _without_fix(run: Run) -> Run:
     """The run as the student may see it: every program but their own blanked."""
 
     def blank(it: Iteration) -> Iteration:
+        # The tool's explanation of a failure may name the fix itself (a close column and
+        # its edit): it stays in the tool, also for the student's own round.
         if it.index == 0:
-            return it
+            return replace(it, explanation=None, feedback="")
         return replace(
-            it, candidate=Candidate(code="", iteration=it.index), diff="", feedback="", samples=[], diagnosis=""
+            it,
+            candidate=Candidate(code="", iteration=it.index),
+            diff="",
+            feedback="",
+            samples=[],
+            diagnosis="",
+            explanation=None,
         )
 
     return replace(run, iterations=[blank(it) for it in run.iterations])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..agents.hint_facts import facts_of
@@ -87,5 +87,7 @@ def record(session: HintSession) -> Run | None:
     run = session.run
     if run is None:
         return None
-    own = [it for it in run.iterations if it.index == 0]
+    # The tool's explanation of the failure may name the fix (a close column and its
+    # edit), and the feedback holds it too: neither leaves the service in hints mode.
+    own = [replace(it, explanation=None, feedback="") for it in run.iterations if it.index == 0]
     return Run(task=run.task, iterations=own, model=run.model, hints=list(session.hints))
