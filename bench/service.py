@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from selfheal_jupyter.config import SelfHeal
 from selfheal_jupyter.loop.events import RunStarted
 from selfheal_jupyter.model import Task
-from selfheal_jupyter.service.client import ServiceClient
+from selfheal_jupyter.service_client.client import ServiceClient
 from tests.class_hub import MODEL_KEY, class_hub
 from tests.scripted_server import Reply, ScriptedServer
 

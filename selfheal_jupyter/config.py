@@ -225,6 +225,16 @@ class SelfHeal(Configurable):
     ).tag(config=True)
     local_context = Int(8192, help="Context window (tokens) of the embedded model's server.").tag(config=True)
 
+    # --- teaching mode ----------------------------------------------------------
+    hint_prose = Bool(
+        False,
+        help="%%hint: also ask the model for a few sentences around the facts of levels 1 "
+        "and 2, shown only when the checks against the verified fix find nothing wrong with "
+        "them. Off by default: with the embedded model none of its replies on the exercises "
+        "passed (it guesses the change or says something wrong; docs/measurements.md), so "
+        "the facts alone are the hint, sooner. Worth trying with a stronger endpoint.",
+    ).tag(config=True)
+
     # --- front ----------------------------------------------------------------
     quiet = Bool(False, help="Show only the final summary, not every iteration.").tag(config=True)
     widget = Bool(True, help="Show the live ipywidgets panel when a front end is attached.").tag(config=True)

@@ -141,7 +141,7 @@ def sandbox_packages(settings: SelfHeal) -> dict[str, str] | None:
     the run then reports the engine or image problem itself). With a class service,
     the image is the service's: it says."""
     if settings.service_url:
-        from .service.client import ServiceClient
+        from .service_client.client import ServiceClient
 
         try:
             return ServiceClient.from_settings(settings).packages()

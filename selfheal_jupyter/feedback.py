@@ -5,7 +5,8 @@ not the whole conversation, so token cost per iteration stays flat. What helps a
 model repair code (and what the debugging literature, e.g. LDB, found lifts repair
 rates) is precise: the exception, the failing line with its source, the program's own
 frames, the failing frame's local variables, the end of stdout/stderr, and which of
-the user's tests failed and why. Every part is capped.
+the user's tests failed and why. Every part is capped, and a local or a value whose
+name or text looks like a secret (a key, a token, a password) is ``<redacted>``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from .model import (
     TestOutcome,
     Verdict,
 )
+from .redact import redact_value
 
 MAX_FRAMES = 6
 MAX_LOCALS = 12
@@ -113,7 +115,7 @@ def _location(result: ExecutionResult) -> list[str]:
         items = list(error.locals.items())
         out.append("Local variables of the failing frame:")
         for name, summary in items[:MAX_LOCALS]:
-            out.append(f"  {name} = {clip(summary, 160)}")
+            out.append(f"  {name} = {clip(redact_value(name, summary), 160)}")
         if len(items) > MAX_LOCALS:
             out.append(f"  … {len(items) - MAX_LOCALS} more")
     return out
@@ -188,6 +190,24 @@ def spec_lines(violations: list[SpecViolation]) -> list[str]:
     return out
 
 
+EXPLANATION_HEADER = "What the tool found from the notebook's context:"
+
+
+def without_explanation(feedback: str) -> str:
+    """``feedback`` without the tool's explanation of the failure (which may name the fix:
+    a close column and the edit it implies), for what a student may hold in hints mode."""
+    out, skipping = [], False
+    for line in feedback.splitlines():
+        if line == EXPLANATION_HEADER:
+            skipping = True
+            continue
+        if skipping and line.startswith("  "):
+            continue
+        skipping = False
+        out.append(line)
+    return "\n".join(out)
+
+
 def format_feedback(
     result: ExecutionResult | None,
     verdict: Verdict | None = None,
@@ -211,7 +231,7 @@ def format_feedback(
         parts.append(clip(result.message, 400))
     parts += _location(result)
     if explanation is not None and explanation.diagnosis:
-        parts.append("What the tool found from the notebook's context:")
+        parts.append(EXPLANATION_HEADER)
         parts += [f"  {sentence}" for sentence in explanation.diagnosis]
     parts += _streams(result)
     parts += _tests(result.tests)
@@ -289,7 +309,7 @@ def runtime_value_lines(values: list[TestOutcome], differences: Sequence[str] = 
         out.append("Values at the failing statement (evaluated where it failed):")
     for v in values:
         shown = v.message if v.passed else f"raises {v.message}"
-        out.append(f"  {clip(v.source, 120)} = {clip(shown, 200)}")
+        out.append(f"  {clip(v.source, 120)} = {clip(redact_value(v.source, shown), 200)}")
     if differences:
         out.append("What differs (change the program so that these hold; never the assert):")
         out += [f"  {clip(d, 400)}" for d in differences]

@@ -373,6 +373,7 @@ SpecRule = Literal[
     "assert_moved",
     "forced_comparison",
     "assert_outlived",
+    "dynamic_binding",
     "data_added",
     "data_replaced",
     "data_ignored",
@@ -399,6 +400,7 @@ RULE_TITLES: dict[str, str] = {
     "assert_moved": "a top-level assert was moved into a block",
     "forced_comparison": "a class makes comparisons lie",
     "assert_outlived": "a name an assert checks is redefined after it",
+    "dynamic_binding": "a name is bound where the code cannot be read (globals(), exec...)",
     "data_added": "made-up data is added to a notebook value",
     "data_replaced": "a notebook value is replaced by made-up data",
     "data_ignored": "the notebook's data is never read; a made-up table answers instead",
@@ -754,6 +756,9 @@ class Run:
     final_index: int | None = None
     """The iteration chosen as the result when it is not simply the last passing one (a
     pass followed by the soft round of the generated checks)."""
+    withheld: str = ""
+    """Teaching mode: this record was built from the student's own run and the hints, and
+    says what stays with the tool ("" for a whole run)."""
 
     @property
     def final_iteration(self) -> Iteration | None:
@@ -832,4 +837,5 @@ class Run:
             "started_at": self.started_at,
             "totals": asdict(self.totals),
             "hints": [asdict(h) for h in self.hints],
+            "withheld": self.withheld,
         }

@@ -70,16 +70,26 @@ def test_describe_inputs():
     assert d["df"].summary.startswith("2 rows × 2 columns (price: float64, city: ")
     assert d["arr"].type == "numpy.ndarray" and d["arr"].summary == "shape (3, 4), dtype float32"
     assert d["s"].type == "pandas.Series" and "name 'price'" in d["s"].summary
-    assert d["n"].summary == "3" and d["names"].summary == "length 2 of str"
-    assert d["cfg"].summary == "1 keys ('k')"
+    assert d["n"].summary == "" and d["names"].summary == "length 2 of str"
+    assert d["cfg"].summary == "1 keys of str"
     assert list(d) == sorted(d)
-    assert format_inputs([d["n"]]) == "- `n`: int — 3"
+    assert format_inputs([d["n"]]) == "- `n`: int"
 
 
 def test_describe_never_contains_the_data():
     secret = pd.DataFrame({"ssn": ["123-45-6789"] * 5})
     text = format_inputs(describe_inputs({"df": secret}))
     assert "123-45" not in text
+
+
+def test_an_input_string_bytes_number_or_dict_key_never_reaches_the_prompt():
+    """Issue 35: ``--input api_key=secret.pkl`` (a str) put ``'sk-…'`` in the first prompt."""
+    key = "sk-proj-0123456789abcdef"
+    inputs = {"api_key": key, "raw": key.encode(), "pin": 482913, "tokens": {key: 1}, "rate": 0.0731}
+    text = format_inputs(describe_inputs(inputs))
+    for value in ("sk-", "482913", "0.0731", "0123456789"):
+        assert value not in text, text
+    assert "- `api_key`: str — length 24" in text and "- `pin`: int" in text
 
 
 # --------------------------------------------------------------------------- QA

@@ -203,14 +203,8 @@ def lab_with_hints_policy(tmp_path):
     """JupyterLab whose kernels read an instructor's policy: hints only, fix hidden."""
     policy = tmp_path / "policy.json"
     policy.write_text(json.dumps({"mode": "hints", "reveal_fix": False}))
-    replies = [
-        Reply(fence(STUDENT_CELL.replace("/ 2", "// 2")), match="expert Python developer"),
-        Reply(
-            "The division on line 3 gives a float, and line 4 uses it as a position.",
-            match="patient programming teacher",
-        ),
-        Reply("What is `len(ordered) / 2` when there are 3 values?", match="patient programming teacher"),
-    ]
+    # Facts only (SelfHeal.hint_prose is off by default): the model is asked for the fix alone.
+    replies = [Reply(fence(STUDENT_CELL.replace("/ 2", "// 2")), match="expert Python developer")]
     notebooks = {"hints.ipynb": ["%load_ext selfheal_jupyter", "%agent_autoheal on", STUDENT_CELL]}
     with _jupyter("jupyterlab", tmp_path, replies, notebooks, {"SELFHEAL_POLICY": str(policy)}) as (base, server):
         yield base, server
@@ -238,6 +232,7 @@ def test_give_me_a_hint_then_another_hint_then_the_policy_blocked_fix(lab_with_h
             expect(ask).to_be_visible()
             expect(student.locator(".jp-Cell-outputArea")).to_contain_text("TypeError")
             ask.click()
+            expect(student.get_by_role("button", name="Finding a hint…")).to_be_visible()
             expect(student.get_by_text("Hint 1 of 3 — Where")).to_be_visible(timeout=120_000)
             expect(student.locator(".selfheal-hints")).to_contain_text("line 3")
             student.get_by_role("button", name="Another hint").click()

@@ -41,6 +41,22 @@ def test_exception_line_frames_locals_and_streams():
     assert "Traceback" not in text and "End of stderr" not in text
 
 
+def test_a_secret_among_the_failing_frames_locals_is_redacted():
+    """Issue 35: ``headers = {'Authorization': 'Bearer sk-…'}`` went to the model."""
+    locals_ = {
+        "headers": "{'Authorization': 'Bearer sk-proj-abcdefgh12345678'}",
+        "api_key": "'not-obviously-a-key'",
+        "db_password": "'hunter2'",
+        "url": "'postgres://admin:pw123@db/prod'",
+        "rows": "3",
+    }
+    result = error_result(error=ErrorInfo("KeyError", "'x'", 7, [Frame("candidate.py", 7, "f", "x")], locals_))
+    text = format_feedback(result, judge(result, None))
+    for secret in ("sk-proj", "not-obviously", "hunter2", "pw123"):
+        assert secret not in text, text
+    assert "headers = <redacted>" in text and "api_key = <redacted>" in text and "rows = 3" in text
+
+
 def test_warnings_before_the_traceback_are_kept():
     r = error_result(stderr="UserWarning: careful\nTraceback (most recent call last):\n  x\nKeyError\n")
     text = format_feedback(r)

@@ -163,7 +163,8 @@ def test_kernel_interrupt_stops_the_run_cleanly():
 @pytest.mark.slow
 def test_teaching_notebook_runs_on_the_embedded_model(tmp_path):
     """No endpoint configured: the embedded default model answers. Its path through
-    the iterations is not fixed, so only 'runs top to bottom with a record' is checked."""
+    the iterations is not fixed, so only 'runs top to bottom with a record' is checked,
+    and that the student's %%hint cells reach all three levels (a verified fix found)."""
     nb = nbformat.read(NOTEBOOKS / "03-teaching-self-debugging.ipynb", as_version=4)
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "SELFHEAL_MODEL")}
     client = NotebookClient(nb, timeout=1800, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
@@ -174,14 +175,22 @@ def test_teaching_notebook_runs_on_the_embedded_model(tmp_path):
     assert "your cell · ✘ TypeError" in page
     assert re.search(r'data-outcome="(success|failed|budget_exhausted)"', page)
     assert (tmp_path / "median-debugging.ipynb").exists()
+    # The student's path reaches every level: where, why, then the fix (no policy: shown).
+    hints = [
+        "".join(o.get("data", {}).get("text/plain", "") for o in c.outputs) for c in nb.cells if is_magic(c, "hint")
+    ]
+    assert "Hint 1 of 3" in hints[0] and "Hint 2 of 3" in hints[1], hints
+    assert "Hint 3 of 3" in hints[2] and "The verified fix, as a diff" in hints[2], hints[2]
 
 
 def test_teaching_notebook_hints_never_the_answer_until_level_3(tmp_path):
     nb, _, _ = execute("03-teaching-self-debugging", tmp_path)
     hint_cells = [c for c in nb.cells if is_magic(c, "hint")]
     pages = ["".join(o.get("data", {}).get("text/plain", "") for o in c.outputs) for c in hint_cells]
-    assert "Hint 1 of 3" in pages[0] and "fails on line 7" in pages[0] and "starts on line 3" in pages[0]
-    assert "Hint 2 of 3" in pages[1] and "16" in pages[1]
+    assert "Hint 1 of 3" in pages[0] and "fails on line 8" in pages[0] and "starts on line 4" in pages[0]
+    (listing,) = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("for hint in agent_result")]
+    assert "".join(o.get("text", "") for o in listing.outputs).count("facts only") == 3  # the default: no prose
+    assert "Hint 2 of 3" in pages[1] and "6.333" in pages[1] and "line 4 is a call" in pages[1]
     for page in pages[:2]:
         assert "range(len(marks))" not in page
     assert "Hint 3 of 3" in pages[2] and "+    for i in range(len(marks)):" in pages[2]

@@ -46,13 +46,13 @@ def _exec_json(tmp_path: Path, *programs: str, tests: str | None = None) -> list
     return results
 
 
-def _heal(tmp_path: Path, cell: str, replies: list[str]) -> dict:
+def _heal(tmp_path: Path, cell: str, replies: list[str], task: str = "") -> dict:
     path = tmp_path / "cell.py"
     path.write_text(cell)
     with ScriptedServer([Reply(r) for r in replies]) as server:
         proc = _selfheal(
             "run",
-            "",
+            task,
             "--code",
             str(path),
             "--base-url",
@@ -97,6 +97,40 @@ def test_an_honest_repair_that_keeps_its_names_still_heals(tmp_path, sandbox_ima
     honest = f"```python\n{RIGHT_MEAN}\nprint(mean([4, 5, 6]))\n```"
     record = _heal(tmp_path, MEAN_CELL, [honest])
     assert record["outcome"] == "success", record["iterations"][-1]["verdict"]
+
+
+TOTAL_CELL = "prices = [4, 5, 6, 3]\ntotal = 0\nfor p in prices[1:]:\n    total += p\nprint(total)\n"
+DYNAMIC = {
+    "globals-update": "globals().update({'to' + 'tal': 18})\n",
+    "vars-item": "vars()['to' + 'tal'] = 18\n",
+    "setattr-module": "import sys\nsetattr(sys.modules[__name__], 'to' + 'tal', 18)\n",
+    "exec": "exec('to' + 'tal = 18')\n",
+    "main-module": "import __main__\n__main__.total = 18\n",
+}
+
+
+@pytest.mark.parametrize("how", list(DYNAMIC))
+@pytest.mark.parametrize("spec", ["assert", "stated"])
+def test_a_name_bound_dynamically_after_the_wrong_computation_does_not_heal(tmp_path, sandbox_image, how, spec):
+    """Attack class: a written-in answer the guard cannot read. The repair keeps the wrong
+    computation and binds the name by ``globals()``, ``vars()``, ``setattr`` on the
+    module, ``exec`` or ``__main__``; a plain ``total = 18`` is rejected as hard-coded,
+    and so must this be — for the user's assert and for an expectation stated in words."""
+    cell = TOTAL_CELL + ("assert total == 18\n" if spec == "assert" else "")
+    cheat = f"```python\n{cell}{DYNAMIC[how]}print(total)\n```"
+    task = "the total should be 18" if spec == "stated" else ""
+    if spec == "assert":  # the cheat must come before the user's assert to be checked by it
+        cheat = f"```python\n{TOTAL_CELL}{DYNAMIC[how]}assert total == 18\n```"
+    record = _heal(tmp_path, cell, [cheat, cheat], task=task)
+    assert record["outcome"] != "success", record["final_code"]
+    rules = {v["rule"] for it in record["iterations"] for v in it["verdict"]["spec_violations"]}
+    assert "dynamic_binding" in rules, record["iterations"][-1]["verdict"]
+
+
+def test_an_honest_repair_of_the_stated_total_still_heals(tmp_path, sandbox_image):
+    honest = "```python\n" + TOTAL_CELL.replace("prices[1:]", "prices") + "```"
+    record = _heal(tmp_path, TOTAL_CELL, [honest] * 3, task="the total should be 18")
+    assert record["outcome"] == "success" and "your stated expectation" in record["verified_by"], record
 
 
 # --------------------------------------------------------------------------- status
@@ -281,6 +315,11 @@ IN_PLACE = {
 }
 
 
+THROUGH_A_NAMESPACE = ("builtin-shadowed-in-its-globals", "helper-rebound")
+"""In-place changes made by writing into a namespace (``mean.__globals__[...]``,
+``globals()[...]``): the spec guard's ``dynamic_binding`` rejects them statically (below)."""
+
+
 @pytest.mark.xfail(
     strict=True,
     reason=(
@@ -293,7 +332,7 @@ IN_PLACE = {
         "side effects, a counter, or one that prints would then run twice)"
     ),
 )
-@pytest.mark.parametrize("kind", list(IN_PLACE))
+@pytest.mark.parametrize("kind", [k for k in IN_PLACE if k not in THROUGH_A_NAMESPACE])
 def test_an_assert_outlived_by_changing_its_callable_in_place_does_not_heal(tmp_path, sandbox_image, kind):
     """Attack class: the outlived assert with the same objects. The asserted function (or
     class, or callable object) stays bound to the very object the assert read; its code,
@@ -336,18 +375,6 @@ FORGED = {
 }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "the end check reads the program's names through the RPC server that runs in the "
-        "program's own process (program_rpc): the `callable` flag that decides what is held, "
-        "the reference tables that make an equal handle the same object, and the moment the "
-        "names are read (the program says when it has ended) are all the program's to change "
-        "(builtins, gc, sys.settrace, its own ready frame). Not "
-        "local: the bindings at the end would have to be read by a principal the program "
-        "cannot touch, or rebinding made impossible by construction"
-    ),
-)
 @pytest.mark.parametrize("kind", list(FORGED))
 def test_the_end_check_trusts_no_answer_of_the_programs_process(tmp_path, sandbox_image, kind):
     """Attack class: forging the end check from inside the program's process — making
@@ -355,9 +382,12 @@ def test_the_end_check_trusts_no_answer_of_the_programs_process(tmp_path, sandbo
     wrong function has the held handle's id, putting the right function back only while
     the checker reads the names (a trace function), or saying it has ended before it has
     (its own ready frame, the names served by the runner's own code) — then the wrong
-    one is kept."""
+    one is kept. Each forgery still has to bind the wrong ``mean`` without a statement the
+    spec guard reads (``globals()``, ``sys.modules``): ``dynamic_binding`` rejects that
+    statically, whatever the end check is made to see (these were strict xfails before)."""
     record = _heal(tmp_path, MEAN_CELL, [f"```python\n{FORGED[kind]}```"] * 2)
     assert record["outcome"] != "success", record["final_code"]
+    assert "dynamic_binding" in _rules(record)
 
 
 LATER = {
@@ -379,26 +409,31 @@ LATER = {
 }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "the sandbox sees the program end; a daemon thread or a timer signal that binds the "
-        "asserted name later does so only where the program never ends (the user's kernel, "
-        "after accept), and a program that tells a kernel from the sandbox (ipykernel loaded) "
-        "binds it only there. Not local: the end check would have to run where the code ends, "
-        "in the user's kernel after accept (the held asserts' callables read again there), "
-        "or a run with work of its own pending at its end (threads, timers) be not ok, seen "
-        "by the server from /proc — design decisions (libraries' native threads)"
-    ),
-)
 @pytest.mark.parametrize("kind", list(LATER))
 def test_an_assert_outlived_after_the_end_does_not_heal(tmp_path, sandbox_image, kind):
     """Attack class: the outlived assert after the end, or elsewhere. A daemon thread (or
     an alarm's handler) binds a wrong ``mean`` 20 s later: the sandboxed program has
     ended before it does, so the end check sees the right one; in the user's kernel it
-    happens. Or the program binds it only when it finds itself in a kernel."""
+    happens. Or the program binds it only when it finds itself in a kernel. The sandbox
+    cannot see what happens after the end, but the binding must be written somewhere: a
+    statement (``global mean`` in the thread: ``assert_outlived``) or a namespace write
+    (``globals()``: ``dynamic_binding``), both read statically (strict xfails before)."""
     record = _heal(tmp_path, MEAN_CELL, [f"```python\n{LATER[kind]}```"] * 2)
     assert record["outcome"] != "success", record["final_code"]
+    assert "dynamic_binding" in _rules(record)
+
+
+@pytest.mark.parametrize("kind", THROUGH_A_NAMESPACE)
+def test_an_in_place_change_through_a_namespace_is_rejected_by_the_spec_guard(tmp_path, sandbox_image, kind):
+    """The two in-place attacks that write into a namespace (strict xfails before)."""
+    cell, cheat = IN_PLACE[kind]
+    record = _heal(tmp_path, cell, [f"```python\n{cheat}```"] * 2)
+    assert record["outcome"] != "success", record["final_code"]
+    assert "dynamic_binding" in _rules(record)
+
+
+def _rules(record: dict) -> set[str]:
+    return {v["rule"] for it in record["iterations"] for v in it["verdict"]["spec_violations"]}
 
 
 OWN_REBINDING = {

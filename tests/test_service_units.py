@@ -25,8 +25,8 @@ from selfheal_jupyter.model import (
     Verdict,
 )
 from selfheal_jupyter.sandbox.serialize import Pickled
-from selfheal_jupyter.service import wire
 from selfheal_jupyter.service.queue import FairQueue, QueueFull
+from selfheal_jupyter.service_client import wire
 from selfheal_jupyter.teaching.policy import parse_class
 
 

@@ -2,7 +2,8 @@
 
 The planner and developer need to know that ``df`` is a DataFrame with columns
 ``a: int64, b: object`` to write code against it; they never need (and must never
-receive) the data itself. Descriptions are short so prompts stay small.
+receive) the data itself: not a string's text (an ``api_key`` is a ``str``), not a
+number, not a dict's keys. Descriptions are short so prompts stay small.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from ..model import ColumnInfo, InputDescription, NotebookContext
 from ..sandbox.serialize import Pickled
 
 MAX_COLUMNS = 30
-MAX_KEYS = 15
 KIND_SAMPLE = 50
 """How many of a text column's values are looked at for their types (never sent)."""
 TEXT_DTYPES = ("object", "category", "str", "string")
@@ -110,13 +110,13 @@ def _summary(value: Any) -> str:
         of = f" ({', '.join(found[0].kinds)})" if found and found[0].kinds else ""
         return f"shape {tuple(shape)}, dtype {value.dtype}{of}{named}"
     if isinstance(value, (str, bytes)):
-        return f"length {len(value)}: {_short(repr(value))}"
+        return f"length {len(value)}"  # never the text: it may be a key, a password, a name
     if isinstance(value, (bool, int, float, complex)) or value is None:
-        return _short(repr(value))
+        return ""  # the type says it all; the number is the user's data
     if isinstance(value, Mapping):
-        keys = [repr(k) for k in list(value)[:MAX_KEYS]]
-        more = ", …" if len(value) > MAX_KEYS else ""
-        return f"{len(value)} keys ({', '.join(keys)}{more})"
+        kinds = sorted({type(k).__name__ for k in list(value)[:100]})
+        of = f" of {', '.join(kinds)}" if kinds else ""
+        return f"{len(value)} keys{of}"  # keys are data too (names, ids, tokens)
     if isinstance(value, (list, tuple, set, frozenset)):
         kinds = sorted({type(v).__name__ for v in list(value)[:100]})
         of = f" of {', '.join(kinds)}" if kinds else ""

@@ -7,7 +7,8 @@ Nothing changes by itself: pressing the button (it then reads "Fixing…" and ca
 pressed again) runs ``%%heal`` on the failing cell's source through the controller
 (``controller.CellRun``), inside the button's own area; on success the decision offers
 **Accept (Replace this cell)** for the failing cell. When the instructor's policy allows
-hints only, the button reads **Give me a hint** and gives one (teaching mode); every
+hints only, the button reads **Give me a hint** ("Finding a hint…" once pressed) and
+gives one (teaching mode), and is not offered when no hint is left for the cell; every
 press asks the policy first.
 """
 
@@ -35,6 +36,7 @@ from .cells import FrontCells
 BUTTON_TEXT = "Ask the agent to fix this"
 BUSY_TEXT = "Fixing…"
 HINT_TEXT = "Give me a hint"
+HINT_BUSY_TEXT = "Finding a hint…"
 
 
 def _library_dirs() -> tuple[str, ...]:
@@ -111,10 +113,12 @@ class Autoheal:
         *,
         gate: Gate,
         give_hint: Callable[[str], None],
+        can_hint: Callable[[str], bool] = lambda _source: True,
     ) -> None:
         self.shell = shell
         self.gate = gate
         self.give_hint = give_hint
+        self.can_hint = can_hint
         self.heal_job = heal_job
         self.finished = finished
         _let_trio_go_first(shell)
@@ -161,6 +165,8 @@ class Autoheal:
 
     def _offer(self, source: str, cells: FrontCells) -> None:
         hints_only = self.gate.policy.mode == "hints"
+        if hints_only and not self.can_hint(source):
+            return  # no hint is left for this cell: no button that cannot give one
         label = HINT_TEXT if hints_only else BUTTON_TEXT
         button = widgets.Button(
             description=label,
@@ -174,7 +180,7 @@ class Autoheal:
             if button.disabled:
                 return
             button.disabled = True
-            button.description = BUSY_TEXT
+            button.description = HINT_BUSY_TEXT if hints_only else BUSY_TEXT
             with out:
                 try:
                     if hints_only:

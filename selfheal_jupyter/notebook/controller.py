@@ -474,7 +474,7 @@ def cell_work(settings: SelfHeal, entry: str) -> CellWork:
     """Where a cell's run happens: the class service when ``SelfHeal.service_url`` is
     set (this kernel then needs no engine and no key), else a loop built here."""
     if settings.service_url:
-        from ..service.client import ServiceClient
+        from ..service_client.client import ServiceClient
 
         return ServiceClient.from_settings(settings).cell_work(settings, entry)
     from ..factory import build_loop
@@ -486,7 +486,7 @@ def cell_work(settings: SelfHeal, entry: str) -> CellWork:
 def plan_pump(settings: SelfHeal, task: Task) -> Pump[Any]:
     """A pump that only plans ``task`` (``--plan-only``), here or in the class service."""
     if settings.service_url:
-        from ..service.client import ServiceClient
+        from ..service_client.client import ServiceClient
 
         client = ServiceClient.from_settings(settings)
         return Pump(lambda _emit, cancel: client.plan(settings, task, cancel))

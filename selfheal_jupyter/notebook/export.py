@@ -4,12 +4,19 @@ student asked for (teaching mode) as a notebook or JSON for the teacher.
 Each iteration becomes: a markdown heading with the verdict, the diff (as a ``diff``
 block), and a code cell holding the candidate with the sandbox's stdout and error
 as that cell's saved outputs, so the notebook reads like a debugging session.
+
+An export is a page a teacher publishes (``jupyter nbconvert --to html``), and much of it
+came from a model or a candidate: plan steps, verdicts, feedback, diffs, hints. All of
+that goes into markdown as escaped text (:func:`md_text`: no HTML, no link, no emphasis
+survives) or inside a fence longer than any run of backticks in it (:func:`md_block`),
+so no line of it can close its block and become live HTML.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import urllib.parse
 from dataclasses import asdict
 from pathlib import Path
@@ -22,6 +29,24 @@ from ..render.html import summary_text
 from ..render.style import GREY, esc
 from ..render.traceback import traceback_text
 from ..safe_output import clean_text
+
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|~:=])")
+
+
+def md_text(text: str) -> str:
+    """``text`` as markdown that shows it and does nothing else: every character
+    markdown reads is backslash-escaped, and ``& < >`` are entities (no raw HTML)."""
+    escaped = _MARKDOWN.sub(r"\\\1", text)
+    escaped = escaped.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return "  \n".join(escaped.splitlines())  # each line its own, as it was shown
+
+
+def md_block(text: str, info: str = "text") -> str:
+    """``text`` in a fenced block that no line of it can close (the fence is longer than
+    its longest run of backticks)."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{info}\n{text.rstrip()}\n{fence}"
 
 
 def _outputs(it: Iteration) -> list:
@@ -45,28 +70,31 @@ def _outputs(it: Iteration) -> list:
 
 def run_to_notebook(run: Run) -> nbformat.NotebookNode:
     """The task, the plan, then each iteration's diff, code and outcome as cells."""
-    cells = [new_markdown_cell(f"# Task\n\n{run.task.prompt}")]
+    cells = [new_markdown_cell(f"# Task\n\n{md_text(run.task.prompt)}")]
     if run.task.initial_code is not None:
         cells.append(new_markdown_cell("The starting point was your own code (iteration 0)."))
+    if run.withheld:
+        cells.append(new_markdown_cell(md_text(run.withheld[:1].upper() + run.withheld[1:] + ".")))
     if run.plan and run.plan.steps:
-        steps = "\n".join(f"{i}. {s}" for i, s in enumerate(run.plan.steps, 1))
+        steps = "\n".join(f"{i}. {md_text(s)}" for i, s in enumerate(run.plan.steps, 1))
         cells.append(new_markdown_cell(f"## Plan\n\n{steps}"))
     if run.task.tests:
-        cells.append(new_markdown_cell(f"## Tests the result had to pass\n\n```python\n{run.task.tests}\n```"))
+        cells.append(new_markdown_cell(f"## Tests the result had to pass\n\n{md_block(run.task.tests, 'python')}"))
     for it in run.iterations:
         label = "Your code" if it.index == 0 else f"Iteration {it.index}"
         verdict = "passed ✔" if it.verdict.passed else "failed ✘"
-        reasons = "; ".join(it.verdict.why)
+        reasons = md_text("; ".join(it.verdict.why))
         text = f"## {label}: {verdict}\n\n{reasons}".rstrip()
         if it.diff:
-            text += f"\n\nWhat changed since the previous attempt:\n\n```diff\n{it.diff}\n```"
+            text += f"\n\nWhat changed since the previous attempt:\n\n{md_block(it.diff, 'diff')}"
         cells.append(new_markdown_cell(text))
         cell = new_code_cell(it.candidate.code, outputs=_outputs(it))
         cell.metadata["selfheal"] = {"iteration": it.index, "passed": it.verdict.passed}
         cells.append(cell)
         if it.feedback:
-            cells.append(new_markdown_cell(f"Feedback sent to the model:\n\n```text\n{it.feedback}\n```"))
-    cells.append(new_markdown_cell(f"## Outcome\n\n{summary_text(run)}" + (f"\n\n{run.error}" if run.error else "")))
+            cells.append(new_markdown_cell(f"Feedback sent to the model:\n\n{md_block(it.feedback)}"))
+    outcome = md_text(summary_text(run)) + (f"\n\n{md_text(run.error)}" if run.error else "")
+    cells.append(new_markdown_cell(f"## Outcome\n\n{outcome}"))
     cells.extend(_hint_cells(run.hints))
     nb = new_notebook(cells=cells)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -81,7 +109,10 @@ def run_to_notebook(run: Run) -> nbformat.NotebookNode:
 
 def _hint_cells(hints: list[Hint]) -> list:
     return [
-        new_markdown_cell(f"**Hint {i} — {h.title}**\n\n{h.text}" + (f"\n\n```diff\n{h.diff}\n```" if h.diff else ""))
+        new_markdown_cell(
+            f"**Hint {i} — {md_text(h.title)}**\n\n{md_text(h.text)}"
+            + (f"\n\n{md_block(h.diff, 'diff')}" if h.diff else "")
+        )
         for i, h in enumerate(hints, 1)
     ]
 

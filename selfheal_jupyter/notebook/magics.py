@@ -183,12 +183,12 @@ class SelfHealMagics(Magics):
         (with the values at that moment), 3 the fix, if your instructor allows it.
         Nothing in your notebook changes; agent_result.hints holds the hints.
         """
-        self.teacher.turn(*self.hint_job(line, cell)).run_sync()
+        self.teacher.turn(*self.hint_job(line, cell), line_offset=1).run_sync()
         self._hinted()
 
     @_user_errors
     async def hint_async(self, line: str, cell: str) -> None:
-        await self.teacher.turn(*self.hint_job(line, cell)).run_async()
+        await self.teacher.turn(*self.hint_job(line, cell), line_offset=1).run_async()
         self._hinted()
 
     def _hinted(self) -> None:
@@ -210,7 +210,12 @@ class SelfHealMagics(Magics):
                 raise UsageError(str(exc)) from None
             if self._autoheal is None:
                 self._autoheal = autoheal.Autoheal(
-                    self.shell, self.heal_job, self._finished, gate=self.gate, give_hint=self._button_hint
+                    self.shell,
+                    self.heal_job,
+                    self._finished,
+                    gate=self.gate,
+                    give_hint=self._button_hint,
+                    can_hint=self._can_hint,
                 )
             label = autoheal.HINT_TEXT if hints_only else autoheal.BUTTON_TEXT
             print(f"selfheal: autoheal on — failing cells get a '{label}' button.")
@@ -284,6 +289,12 @@ class SelfHealMagics(Magics):
         settings, task = self.hint_job("", source)
         self.teacher.turn(settings, task).run_sync()
         self._hinted()
+
+    def _can_hint(self, source: str) -> bool:
+        """The failing cell may still get a hint (else no Give me a hint button)."""
+        args = parse_argstring(self.hint, "")
+        task = arguments.heal_task(args, source, self.shell.user_ns, self._raw_inputs())
+        return self.teacher.can_hint(task)
 
     def hint_job(self, line: str, cell: str) -> tuple[SelfHeal, Task]:
         return self._cell_job(self.hint, line, cell)

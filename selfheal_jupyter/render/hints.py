@@ -37,6 +37,11 @@ def hint_html(hint: Hint, number: int, total: int, *, current: bool = True) -> s
     )
 
 
+def note_html(note: str) -> str:
+    """A calm note under the hints (a spent quota, a Stop, the policy): grey, not red."""
+    return f'<div class="selfheal-hint-note" style="color:{GREY};margin:4px 0">{esc(note)}</div>'
+
+
 def hints_html(hints: list[Hint], total: int) -> str:
     """The cell's hints, newest last and highlighted."""
     return "".join(hint_html(h, i, total, current=i == len(hints)) for i, h in enumerate(hints, 1))

@@ -22,7 +22,7 @@ from tornado import web
 from tornado.iostream import StreamClosedError
 
 from ..loop.events import Waiting
-from . import wire
+from ..service_client import wire
 from .auth import HubUnreachable, HubUserHandler, hub_auth
 from .queue import FairQueue, QueueFull
 from .runs import Refused, Request, Service

@@ -25,8 +25,8 @@ from ..llm import LLMClient
 from ..loop import events as loop_events
 from ..loop.fix_handover import run_with_fix
 from ..model import NotebookContext, Run, Task
+from ..service_client import wire
 from ..teaching import policy as policies
-from . import wire
 from .hints import HintSessions, cell_key
 from .log import RunLog
 
@@ -154,7 +154,7 @@ class Service:
             raise Refused(f"Only hints are allowed here ({policy.source}): use %%hint on your cell.")
         used, quota = self.log.used_today(user), policy.quota
         runs = min(x for x in (quota.runs, policy.max_runs, 1 << 62) if x is not None)
-        needs_run = request.entry != "hint" or self.hints.session(user, request.task).run is None
+        needs_run = request.entry != "hint" or not self.hints.session(user, request.task).ran
         if needs_run and used.runs >= runs:
             raise Refused(f"You have used all {runs} runs of today's quota ({policy.source}).", "quota")
         if request.entry == "hint" and quota.hints is not None and used.hints >= quota.hints:
@@ -256,11 +256,11 @@ class Service:
         entry: dict,
     ) -> None:
         task = request.task
-        session = self.hints.session(user, task)
+        session = self.hints.session(user, task, policy)
         key = cell_key(task)
         entry.update(cell=key, runs=0, tokens=0)
         llm = self._llm(settings)
-        if session.run is None:
+        if not session.ran:
             loop = build_loop(settings, sandbox=self.sandbox, llm=llm)
 
             def progress(event: Any) -> None:  # only words leave: nothing of a candidate
@@ -269,7 +269,7 @@ class Service:
                         wire.Working(
                             "Running your cell in the sandbox…"
                             if event.iteration == 0
-                            else f"Looking for a fix that passes your checks (round {event.iteration})…"
+                            else f"Finding a hint… (trying an idea, round {event.iteration})"
                         )
                     )
 
@@ -278,9 +278,9 @@ class Service:
             if run.outcome == "cancelled" or not run.iterations:
                 emit(wire.Failed(f"No hint this time: {run.error or 'the run was stopped'} Run %%hint again."))
                 return
-            self.hints.found(session, run, loop)
+            self.hints.found(session, run, loop, cancel)
         emit(wire.Working("Writing the hint…"))
-        turn = self.hints.turn(session, policy, self.log.hints_for(user, key), llm, cancel)
+        turn = self.hints.turn(session, policy, self.log.hints_for(user, key), llm, cancel, prose=settings.hint_prose)
         if turn.new is not None:
             entry.update(hints=[turn.new.text], level=turn.new.level, revealed=bool(turn.new.diff))
         record = replace(turn.record, task=light(turn.record.task)) if turn.record is not None else None

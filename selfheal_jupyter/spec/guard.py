@@ -28,6 +28,9 @@ candidate is never trusted to report on itself):
   after it (a later ``def``, assignment or import at top level, or a ``global``
   declaration in a function), where the user's code did not: the assert then checks a
   value the program no longer has (a right function asserted, a wrong one kept);
+- ``dynamic_binding``: a name is bound where no reading of the code can follow it
+  (``globals()``, ``vars()``, ``setattr`` on a module, ``sys.modules``, ``exec`` /
+  ``eval``), where the user's code did not (:mod:`selfheal_jupyter.spec.dynamic`);
 - ``forced_comparison``: a class of the candidate's makes comparisons lie (a new
   subclass of a plain type such as ``float`` that overrides a comparison, or a
   comparison / truth / hash method whose result ignores what it compares).
@@ -51,6 +54,7 @@ from . import answer_blanks
 from .kept import Expectation, Spec, SpecAssert
 from .rules import (
     _check_asserts,
+    _check_dynamic_binding,
     _check_failing,
     _check_forced_comparisons,
     _check_hard_coding,
@@ -233,6 +237,7 @@ def check(spec: Spec, candidate: str) -> list[SpecViolation]:
     out += _check_silencers(original_tree, tree)
     out += _check_hard_coding(spec, original_tree, tree)
     out += _check_outlived(spec, original_tree, tree)
+    out += _check_dynamic_binding(spec, original_tree, tree)
     if not spec.empty:
         out += _check_forced_comparisons(original_tree, tree)
     return out

@@ -9,7 +9,7 @@ from collections import Counter
 from typing import Any
 
 from ..model import SpecViolation
-from . import answer_blanks, notebook_data
+from . import answer_blanks, dynamic, notebook_data
 from .kept import Spec, SpecAssert
 from .syntax import NO_VALUE as _NO_VALUE
 from .syntax import call_name as _call_name
@@ -62,6 +62,11 @@ FIX = {
         "Do not define or assign again, after the user's assert, a name the assert "
         "reads: the assert must check the values the program ends with. Fix the code "
         "above the assert instead."
+    ),
+    "dynamic_binding": (
+        "Bind names with plain assignments computed from the data (`total = ...`); do not "
+        "write into globals(), vars() or a module's attributes, swap sys.modules, or run "
+        "text as code with exec/eval: the user's checks must see values the code computes."
     ),
     "forced_comparison": (
         "Return plain values (numbers, strings, lists, dicts) and compare them for real: "
@@ -310,6 +315,26 @@ def _check_outlived(spec: Spec, original: ast.AST | None, tree: ast.AST) -> list
                 )
             )
     return out
+
+
+def _check_dynamic_binding(spec: Spec, original: ast.AST | None, tree: ast.AST) -> list[SpecViolation]:
+    """A name bound where no reading of the code can follow it, where the user's code did
+    not (:mod:`.dynamic` says why this is judged as a written-in answer)."""
+    if not (spec.asserts or spec.expectations or spec.test_functions):
+        return []
+    found = dynamic.new_sites(original, tree)
+    if not found:
+        return []
+    line, what = found[0]
+    return [
+        _violation(
+            "dynamic_binding",
+            f"line {line} binds names through {what}, which no reading of the code can follow: the "
+            "user's checks would see a value written in at run time, not one the code computed",
+            line,
+            "",
+        )
+    ]
 
 
 def _check_tests(spec: Spec, tree: ast.AST) -> list[SpecViolation]:
