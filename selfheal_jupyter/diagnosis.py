@@ -447,10 +447,9 @@ class _Reader:
             )
             return
         if "could not convert string to float" in message or "invalid literal for int()" in message:
-            bad = re.search(r": (.*)$", message)
             self.say(
-                f"A text that is not a number was converted to one{(' (' + bad.group(1) + ')') if bad else ''}: "
-                "skip or clean the lines that are not data (a header, an empty line) first."
+                "A text that is not a number was converted to one: skip or clean the lines that are "
+                "not data (a header, an empty line) first."
             )
             return
         self._shapes()
