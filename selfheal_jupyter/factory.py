@@ -21,7 +21,7 @@ from typing import Any
 from .config import SelfHeal
 from .errors import LLMError, SelfHealError
 from .llm import Endpoint, LLMClient
-from .loop.orchestrator import Loop, LoopLimits, Strategies
+from .loop.orchestrator import Loop, LoopBudget, Strategies
 from .sandbox.base import Sandbox
 
 KEYLESS = "sk-no-key-required"
@@ -185,13 +185,13 @@ def build_loop(
     return Loop(
         llm,
         sandbox,
-        bounds=LoopLimits(
+        budget=LoopBudget(
             settings.max_iterations, settings.token_budget, settings.time_budget_s, settings.max_code_bytes
         ),
         auto_plan=settings.auto_plan,
         plan_on_heal=settings.plan_on_heal,
         plan_min_words=settings.plan_min_words,
-        limits=settings.limits(),
+        sandbox_limits=settings.limits(),
         retry_temperature=settings.retry_temperature,
         repair_format=settings.repair_format,
         strategies=Strategies(

@@ -458,6 +458,12 @@ class Verdict:
     notebook_changes: list[str] = field(default_factory=list)
     """Notebook functions and classes (from other cells) that the program defines again
     with a different body: the fix changes those cells too (:mod:`~selfheal_jupyter.spec.notebook_data`)."""
+    verified_by: list[str] = field(default_factory=list)
+    """For a pass: what checked the program's output beyond its running without an error
+    ("your tests", "your stated expectation", "your asserts", "checks from your data",
+    "generated checks"); empty
+    when it only runs, and for every verdict that did not pass. Decided with the rest of
+    the verdict (:func:`selfheal_jupyter.loop.verdict.checked_by`)."""
 
     @property
     def spec_kept(self) -> bool | None:
@@ -643,36 +649,6 @@ def has_assert(code: str) -> bool:
     return any(isinstance(node, ast.Assert) for node in ast.walk(tree))
 
 
-def checked_by(verdict: Verdict, checks: list[TestOutcome], task: Task) -> list[str]:
-    """What checked a passing program's output, beyond its running without an error:
-    "your tests" (``--tests``: they ran and all passed), "your stated expectation"
-    (``%%heal the total should be 42``, read into a check: it ran and passed), "your
-    asserts" (the asserts of the user's own code, kept by the spec guard, in a program
-    that ran to its end), "generated checks" (QA's checks from the task, all passed).
-    Empty when nothing did: the program only runs."""
-    found = []
-    cell_asserts = bool(task.initial_code) and has_assert(task.initial_code or "")
-    stated = {statement.strip() for statement in task.stated}
-    given_tests = [ln for ln in (task.tests or "").splitlines() if ln.strip() and ln.strip() not in stated]
-    if verdict.tests_passed and not verdict.tests_failed:
-        # The cell's own asserts, checked outside the candidate, are reported among the
-        # tests too: they are "your asserts"; "your tests" are --tests.
-        if given_tests or (not cell_asserts and verdict.tests_passed > len(task.stated)):
-            found.append("your tests")
-        if task.stated:
-            found.append("your stated expectation")
-    if verdict.spec_kept and cell_asserts:
-        found.append("your asserts")
-    generated = [c for c in checks if not c.source.startswith(DATA_CHECK_PREFIX)]
-    derived = [c for c in checks if c.source.startswith(DATA_CHECK_PREFIX)]
-    if checks and all(check.passed for check in checks):
-        if derived:
-            found.append("checks from your data")
-        if generated:
-            found.append("generated checks")
-    return found
-
-
 @dataclass
 class DefinitionChange:
     """A fix that passes only with a notebook function or class defined differently: the
@@ -780,10 +756,10 @@ class Run:
 
     @property
     def verified_by(self) -> list[str]:
-        """What checked the passing program's output (:func:`checked_by`); empty when no
-        candidate passed, or when it passed only by running."""
+        """What checked the passing program's output (:attr:`Verdict.verified_by` of the
+        final iteration); empty when no candidate passed, or when it passed only by running."""
         it = self.final_iteration
-        return [] if it is None else checked_by(it.verdict, it.checks, self.task)
+        return [] if it is None else list(it.verdict.verified_by)
 
     @property
     def verified(self) -> bool:

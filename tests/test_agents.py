@@ -10,11 +10,12 @@ from selfheal_jupyter.agents.developer import Developer, RepairContext, normalis
 from selfheal_jupyter.agents.environment import installed_libraries, parse_requirements
 from selfheal_jupyter.agents.inputs import describe_inputs, format_inputs
 from selfheal_jupyter.agents.planner import build_messages, drop_harmful_steps, parse_plan
-from selfheal_jupyter.agents.qa import check_tests, judge, precheck, strip_input_overwrites
+from selfheal_jupyter.agents.qa import check_tests, precheck, strip_input_overwrites
 from selfheal_jupyter.config import SelfHeal
 from selfheal_jupyter.errors import BadInput
 from selfheal_jupyter.factory import build_llm
 from selfheal_jupyter.llm import Endpoint
+from selfheal_jupyter.loop.verdict import judge
 from selfheal_jupyter.model import ErrorInfo, ExecutionResult, Plan
 from selfheal_jupyter.model import TestOutcome as Outcome
 

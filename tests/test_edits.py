@@ -9,18 +9,21 @@ import os
 import pytest
 from traitlets import TraitError
 
-from selfheal_jupyter.agents.developer import (
+from selfheal_jupyter.agents.developer import WHOLE_INSTRUCTION, Developer, RepairContext
+from selfheal_jupyter.agents.edits import (
+    EDIT_FAILED_FEEDBACK,
     EDIT_FAILED_NOTE,
     EDIT_INSTRUCTION,
-    WHOLE_INSTRUCTION,
-    Developer,
-    RepairContext,
+    apply_edits,
+    asks_for_edits,
+    has_blocks,
+    parse_blocks,
+    read_reply,
 )
-from selfheal_jupyter.agents.edits import apply_edits, has_blocks, parse_blocks
 from selfheal_jupyter.config import SelfHeal
 from selfheal_jupyter.factory import build_llm, build_loop
 from selfheal_jupyter.llm import Endpoint
-from selfheal_jupyter.loop.orchestrator import EDIT_FAILED_FEEDBACK, Loop
+from selfheal_jupyter.loop.orchestrator import Loop
 from selfheal_jupyter.model import Task
 from selfheal_jupyter.render.html import run_html
 from tests.scripted_server import ScriptedServer
@@ -150,6 +153,18 @@ def test_a_reply_without_markers_is_no_edit_reply():
     assert problem == "" and [(b.search, b.replace) for b in blocks] == [(["a = 1"], ["a = 2"]), (["b"], [""])]
     # an empty REPLACE deletes the lines
     assert apply_edits("a = 1\nb = 2\n", block("b = 2", "")).code == "a = 1\n"
+
+
+def test_a_reply_is_read_as_edits_only_of_a_program_being_repaired():
+    assert read_reply(block("a = 1", "a = 2"), "a = 1\n") == ("a = 2\n", True, "")
+    code, edited, failure = read_reply(block("zzz", "a = 2"), "a = 1\n")
+    assert code is None and not edited and "zzz" in failure
+    assert read_reply(fenced("a = 3"), "a = 1\n") == ("a = 3\n", False, "")
+    assert read_reply(fenced("a = 3"), None) == ("a = 3\n", False, "")
+    assert asks_for_edits("edit", "a = 1\n") and not asks_for_edits("whole", "a = 1\n")
+    assert not asks_for_edits("edit", None) and not asks_for_edits("edit", "a = 1\n", restart=True)
+    assert not asks_for_edits("edit", "a = 1\n", after_no_code=True)
+    assert not asks_for_edits("edit", "a = 1\n", after_failed_edits=True)
 
 
 # --------------------------------------------------------------------------- the prompt

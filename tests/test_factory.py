@@ -69,8 +69,8 @@ def test_build_loop_wires_settings_and_runs(sandbox):
         )
         loop = build_loop(settings, sandbox=sandbox)
         assert loop.max_iterations == 3 and not loop.auto_plan
-        assert loop.bounds.token_budget == 1234 and loop.bounds.time_budget_s == 55
-        assert loop.limits.timeout_s == 9
+        assert loop.budget.token_budget == 1234 and loop.budget.time_budget_s == 55
+        assert loop.sandbox_limits.timeout_s == 9
         run = loop.run(Task("set total to 6", tests="assert total == 6"))
         assert run.outcome == "success"
         assert run.model == s.model and run.base_url == s.base_url

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from selfheal_jupyter.agents.qa import judge
 from selfheal_jupyter.config import SelfHeal
 from selfheal_jupyter.feedback import failure_signature, format_feedback, tail
+from selfheal_jupyter.loop.verdict import judge
 from selfheal_jupyter.model import ErrorInfo, ExecutionResult, Frame, Verdict
 from selfheal_jupyter.model import TestOutcome as Outcome
 

@@ -55,7 +55,7 @@ def make_run(prompt: str = "Sum <sales> by region & plot") -> Run:
             outputs=[RichOutput("image/png", PNG), RichOutput("text/html", "<table><tr><td>north</td></tr></table>")],
             tests=[Outcome("assert totals['north'] == 3", True)],
         ),
-        verdict=Verdict(True, [], tests_passed=1),
+        verdict=Verdict(True, [], tests_passed=1, verified_by=["your tests"]),
         diff=code_diff(BAD, GOOD),
         usage=Usage(150, 50),
     )
@@ -99,7 +99,9 @@ def test_a_pass_that_only_ran_never_reads_as_success():
     page = run_html(run)
     assert 'data-verified="false"' in page and "✔" not in page.split('class="selfheal-summary"')[1]
     run.task.initial_code = "assert 1 + 1 == 2\nprint(totals)\n"  # a heal whose asserts were kept
-    run.iterations[1].verdict = Verdict(True, ["ran cleanly (no tests given)"], spec_checked=True)
+    run.iterations[1].verdict = Verdict(
+        True, ["ran cleanly (no tests given)"], spec_checked=True, verified_by=["your asserts"]
+    )
     assert summary_text(run).startswith("✔ Fixed — verified by your asserts · ")
     run.outcome = "budget_exhausted"
     assert summary_text(run).startswith("✘ Not fixed — budget exhausted · ")

@@ -509,7 +509,7 @@ def test_a_user_s_own_comparison_method_kept_is_not_held_against_the_repair():
 
 
 def test_the_user_s_failing_checks_fail_the_verdict_without_a_tests_block():
-    from selfheal_jupyter.agents.qa import judge
+    from selfheal_jupyter.loop.verdict import judge
     from selfheal_jupyter.model import ExecutionResult, TestOutcome
 
     result = ExecutionResult(

@@ -17,8 +17,9 @@ import json
 import pytest
 from traitlets import TraitError
 
+from selfheal_jupyter.agents import explain_first
 from selfheal_jupyter.agents.checks import build_messages, outline, parse_checks
-from selfheal_jupyter.agents.developer import CHECKS_NOTE, RESTART_NOTE
+from selfheal_jupyter.agents.developer import CHECKS_NOTE, RESTART_NOTE, RepairContext
 from selfheal_jupyter.config import SelfHeal
 from selfheal_jupyter.factory import build_loop
 from selfheal_jupyter.loop.orchestrator import Loop, Strategies
@@ -338,6 +339,18 @@ def test_explain_first_puts_the_diagnosis_in_the_repair_prompt(sandbox):
     assert run.iterations[1].diagnosis == diagnosis
     assert run.outcome == "success"
     assert "Diagnosis (the model" in run_html(run)
+
+
+def test_a_diagnosis_is_asked_only_for_a_repair_of_a_program_that_failed():
+    failed = RepairContext(code="x = 1 / 0\n", feedback="ZeroDivisionError")
+    assert explain_first.wanted(failed, restarted=False, soft_round=False)
+    assert not explain_first.wanted(failed, restarted=True, soft_round=False)
+    assert not explain_first.wanted(failed, restarted=False, soft_round=True)
+    assert not explain_first.wanted(RepairContext(code=None, feedback="f"), restarted=False, soft_round=False)
+    assert not explain_first.wanted(
+        RepairContext(code="x\n", feedback="f", no_code=True), restarted=False, soft_round=False
+    )
+    assert not explain_first.wanted(None, restarted=False, soft_round=False)
 
 
 # --------------------------------------------------------------------------- restart

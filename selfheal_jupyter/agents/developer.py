@@ -11,24 +11,26 @@ plainly that this program already failed; when the same failure comes back after
 fix, the prompt says the previous fix did not work and asks for another approach.
 
 With ``repair_format="edit"`` a repair of a program asks for SEARCH/REPLACE blocks
-instead of the whole program again (:mod:`~selfheal_jupyter.agents.edits` applies them); a
-reply that holds a whole program is taken as it is. When the blocks do not apply, the
-proposal has no program and says why; the next round asks for the whole program.
+instead of the whole program again; a reply that holds a whole program is taken as it
+is. When the blocks do not apply, the proposal has no program and says why; the next
+round asks for the whole program. That format — its texts, when it is asked for, how a
+reply is read — is :mod:`~selfheal_jupyter.agents.edits`; "explain the bug first" is
+:mod:`~selfheal_jupyter.agents.explain_first`.
 """
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..codeblocks import extract_code
 from ..llm import LLMClient
 from ..model import InputDescription, Plan, Usage
-from .edits import apply_edits
+from . import edits
+from .edits import EDIT_FAILED_FEEDBACK, EDIT_FAILED_NOTE, EDIT_INSTRUCTION
 from .environment import environment_text
+from .explain_first import note as diagnosis_note
 from .inputs import INPUTS_HEADER, format_inputs
 
 SYSTEM = """\
@@ -47,6 +49,9 @@ REPEAT_NOTE = (
 SAME_FAILURE_NOTE = (
     "IMPORTANT: the previous fix did not work: the same failure happened again. "
     "Think about the cause again and try a different approach."
+)
+NO_CODE_FEEDBACK = (
+    "Your reply contained no program. Reply with exactly one fenced ```python block holding the complete program."
 )
 NO_CODE_NOTE = (
     "Your previous reply contained no program. Reply with exactly one fenced ```python "
@@ -70,26 +75,6 @@ CHECKS_NOTE = (
     "one sentence before the code block and keep the program's behaviour."
 )
 WHOLE_INSTRUCTION = "Fix the program. Reply with ONE fenced ```python block holding the complete corrected program."
-EDIT_INSTRUCTION = """\
-Fix the program by editing it; do not write the whole program again. Reply with ONE \
-fenced ```python block holding only SEARCH/REPLACE blocks, one per change. SEARCH copies \
-lines of the current program exactly (enough of them to match one place only); \
-REPLACE gives the lines that take their place. Example:
-```python
-<<<<<<< SEARCH
-    return total / (len(values) + 1)
-=======
-    return total / len(values)
->>>>>>> REPLACE
-```"""
-EDIT_FAILED_NOTE = (
-    "Your previous reply's SEARCH/REPLACE blocks could not be applied to the current "
-    "program: {failure}. This time write the whole program."
-)
-EXPLAIN_SYSTEM = """You are an expert Python debugger. Explain why the program fails, before anyone fixes it.
-Reply in at most 5 short sentences, no code: which line or function is wrong, what \
-value it produces and what it should produce instead, and what the fix must change."""
-MAX_DIAGNOSIS = 1200
 TRUNCATED_NOTE = (
     "Your previous reply was cut off because it was too long: write a shorter program without long comments."
 )
@@ -111,7 +96,7 @@ class RepairContext:
     no_code: bool = False
     truncated: bool = False
     diagnosis: str = ""
-    """The model's own explanation of the bug (``SelfHeal.explain_first``)."""
+    """The model's own explanation of the bug (``SelfHeal.explain_first``, :mod:`~selfheal_jupyter.agents.explain_first`)."""
     soft_checks: bool = False
     """The feedback holds failing GENERATED checks (fix the program or say why they are wrong)."""
     edit_failure: str = ""
@@ -136,6 +121,11 @@ class Proposal:
     edit_failure: str = ""
     """The reply's SEARCH/REPLACE blocks did not apply (``code`` is None): which and why."""
 
+    @property
+    def no_program_feedback(self) -> str:
+        """What the next round is told when this reply gave no program to run."""
+        return EDIT_FAILED_FEEDBACK.format(failure=self.edit_failure) if self.edit_failure else NO_CODE_FEEDBACK
+
 
 class Developer:
     def __init__(
@@ -153,16 +143,13 @@ class Developer:
         """"whole": every reply is a whole program; "edit": repairs ask for SEARCH/REPLACE blocks."""
 
     def asks_for_edits(self, repair: RepairContext | None, restart: bool = False) -> bool:
-        """True when this turn asks for SEARCH/REPLACE blocks: edit mode, a program to
-        repair, and not a restart, a turn after a reply without code, or the turn after
-        blocks that did not apply."""
-        return (
-            self.repair_format == "edit"
-            and repair is not None
-            and repair.code is not None
-            and not restart
-            and not repair.no_code
-            and not repair.edit_failure
+        """This turn asks for SEARCH/REPLACE blocks (:func:`~selfheal_jupyter.agents.edits.asks_for_edits`)."""
+        return repair is not None and edits.asks_for_edits(
+            self.repair_format,
+            repair.code,
+            restart=restart,
+            after_no_code=repair.no_code,
+            after_failed_edits=bool(repair.edit_failure),
         )
 
     # ------------------------------------------------------------------ prompts
@@ -216,7 +203,7 @@ class Developer:
             if repair.soft_checks:
                 parts.append(CHECKS_NOTE)
             if repair.diagnosis:
-                parts.append(f"Diagnosis of the bug:\n{repair.diagnosis.strip()}")
+                parts.append(diagnosis_note(repair.diagnosis))
             if repair.truncated:
                 parts.append(TRUNCATED_NOTE)
             if repair.same_failure:
@@ -266,8 +253,8 @@ class Developer:
         prompt_chars = sum(len(m["content"]) for m in messages)
         # Blocks are read whenever edits are on, also from a turn that asked for the whole
         # program: applied, they beat running a program made of conflict markers.
-        editable = repair if self.repair_format == "edit" else None
-        code, edited, failure = self.read_reply(reply.text, editable)
+        editable = repair.code if repair is not None and self.repair_format == "edit" else None
+        code, edited, failure = edits.read_reply(reply.text, editable)
         seen = {normalise(c) for c in previous_codes}
         repeated = code is not None and normalise(code) in seen
         if repeated:
@@ -292,7 +279,7 @@ class Developer:
             )
             usage = usage + reply.usage
             prompt_chars += sum(len(m["content"]) for m in messages)
-            again, again_edited, again_failure = self.read_reply(reply.text, editable)
+            again, again_edited, again_failure = edits.read_reply(reply.text, editable)
             if again is not None:
                 code, edited, failure = again, again_edited, again_failure
         return Proposal(
@@ -306,44 +293,3 @@ class Developer:
             edited=edited,
             edit_failure=failure,
         )
-
-    @staticmethod
-    def read_reply(text: str, repair: RepairContext | None) -> tuple[str | None, bool, str]:
-        """(program, came from edits, why the edits did not apply) of a reply.
-
-        ``repair``: the program being repaired when edits are on (None: only a whole
-        program is read). A reply with blocks gives that program with the blocks applied
-        (or, when one does not apply, no program and why); a reply without them, the
-        program it holds."""
-        if repair is not None and repair.code is not None:
-            outcome = apply_edits(repair.code, text)
-            if outcome is not None:
-                return outcome.code, outcome.ok, outcome.failure
-        return extract_code(text), False, ""
-
-    # ------------------------------------------------------------------ explain
-    def explain(
-        self,
-        prompt: str,
-        repair: RepairContext,
-        *,
-        on_token: Callable[[str], None] | None = None,
-        cancel: threading.Event | None = None,
-    ) -> tuple[str, Usage, float]:
-        """ "Explain the bug first": the model's diagnosis of the failing program, no code.
-
-        Returns (diagnosis, usage, seconds). Any code block in the reply is dropped."""
-        started = time.monotonic()
-        parts = [f"Task:\n{prompt.strip() or 'Make the program below run correctly.'}"]
-        if repair.code is not None:
-            parts.append(f"The program:\n```python\n{repair.code.rstrip()}\n```")
-        parts.append(f"What happened when it ran:\n{repair.feedback.strip()}")
-        parts.append("Explain the bug. No code.")
-        reply = self.llm.chat(
-            [{"role": "system", "content": EXPLAIN_SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}],
-            on_token=on_token,
-            cancel=cancel,
-        )
-        text = re.sub(r"```.*?(```|\Z)", "", reply.text, flags=re.S)
-        text = re.sub(r"<think>.*?(</think>|\Z)", "", text, flags=re.S | re.I).strip()
-        return text[:MAX_DIAGNOSIS], reply.usage, time.monotonic() - started

@@ -27,6 +27,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..codeblocks import extract_code
+
 _HEAD = re.compile(r"^\s*<{5,9}(?:\s*\w+)?\s*>?\s*$")
 _DIVIDER = re.compile(r"^\s*={5,9}\s*$")
 _TAIL = re.compile(r"^\s*>{5,9}(?:\s*\w+)?\s*$")
@@ -226,3 +228,62 @@ def _not_found(lines: list[str], search: list[str]) -> str:
         f"{head}: its lines are there, but not one after the other as in SEARCH; copy "
         "one run of consecutive lines exactly"
     )
+
+
+# ------------------------------------------------------------------ the format in a repair turn
+# The developer asks for blocks (:func:`asks_for_edits`, :data:`EDIT_INSTRUCTION`) and reads
+# the reply (:func:`read_reply`); a reply whose blocks did not apply has no program, and the
+# next turn asks for the whole program (:data:`EDIT_FAILED_FEEDBACK`, :data:`EDIT_FAILED_NOTE`).
+
+EDIT_INSTRUCTION = """\
+Fix the program by editing it; do not write the whole program again. Reply with ONE \
+fenced ```python block holding only SEARCH/REPLACE blocks, one per change. SEARCH copies \
+lines of the current program exactly (enough of them to match one place only); \
+REPLACE gives the lines that take their place. Example:
+```python
+<<<<<<< SEARCH
+    return total / (len(values) + 1)
+=======
+    return total / len(values)
+>>>>>>> REPLACE
+```"""
+EDIT_FAILED_NOTE = (
+    "Your previous reply's SEARCH/REPLACE blocks could not be applied to the current "
+    "program: {failure}. This time write the whole program."
+)
+EDIT_FAILED_FEEDBACK = (
+    "Your reply's SEARCH/REPLACE blocks could not be applied to the current program: "
+    "{failure}. The program was not changed and not run. Reply with the whole corrected "
+    "program in one fenced ```python block."
+)
+
+
+def asks_for_edits(
+    repair_format: str,
+    program: str | None,
+    *,
+    restart: bool = False,
+    after_no_code: bool = False,
+    after_failed_edits: bool = False,
+) -> bool:
+    """True when a turn asks for SEARCH/REPLACE blocks: edit mode, a ``program`` to repair,
+    and not a start-over, a turn after a reply without code, or the turn after blocks that
+    did not apply."""
+    return (
+        repair_format == "edit" and program is not None and not restart and not after_no_code and not after_failed_edits
+    )
+
+
+def read_reply(text: str, program: str | None) -> tuple[str | None, bool, str]:
+    """(program, came from edits, why the edits did not apply) of a reply.
+
+    ``program``: the program being repaired when edits are on (None: only a whole program
+    is read). Blocks are read whenever edits are on, also from a turn that asked for the
+    whole program: applied, they beat running a program made of conflict markers. A reply
+    with blocks gives ``program`` with the blocks applied (or, when one does not apply, no
+    program and why); a reply without them, the program it holds."""
+    if program is not None:
+        outcome = apply_edits(program, text)
+        if outcome is not None:
+            return outcome.code, outcome.ok, outcome.failure
+    return extract_code(text), False, ""

@@ -1,16 +1,13 @@
-"""QA: a static pre-check, then the sandbox run with the user's tests, then a verdict.
+"""QA: a static pre-check, then the sandbox run with the user's tests and spec.
 
 Why a pre-check: a syntax error or an undefined name is certain to fail, and finding
 it with ``compile()`` and pyflakes costs a millisecond instead of a sandbox run. Its
 failure is reported as a ``blocked`` :class:`ExecutionResult` shaped like the runtime
 error would be, so the feedback reads the same either way.
 
-The verdict is strict and simple: passed when the program exits cleanly AND every
-one of the user's tests passed AND — when the task started from the user's code — the
-candidate kept the user's spec (:mod:`selfheal_jupyter.spec.guard`: their asserts, test
-functions and tests, neither changed, silenced nor answered by a written-in value) AND
-the user's top-level asserts held when the sandbox's checker evaluated them on the
-candidate's values as data; with no tests, a clean run passes.
+QA finds the facts (the run, the spec a repair must keep and how a candidate breaks it,
+what a program shows on its checks); :mod:`selfheal_jupyter.loop.verdict` decides from
+them whether the program passed.
 """
 
 from __future__ import annotations
@@ -20,7 +17,6 @@ import builtins
 import re
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 from typing import Any
 
 from pyflakes import checker as pyflakes_checker
@@ -32,12 +28,10 @@ from ..model import (
     ErrorInfo,
     ExecutionResult,
     Frame,
-    Held,
     Limits,
     NotebookContext,
     SpecViolation,
     Task,
-    Verdict,
 )
 from ..sandbox.base import Sandbox
 from ..spec import guard as spec_mod
@@ -238,110 +232,6 @@ def failing_lines(result: ExecutionResult | None) -> list[int]:
     return sorted(set(lines))
 
 
-def judge(
-    result: ExecutionResult | None,
-    tests: str | None,
-    violations: list[SpecViolation] | None = None,
-) -> Verdict:
-    """Passed = clean exit AND every user test passed AND the spec was kept.
-
-    ``violations``: None when there is no spec to keep (a task that did not start from
-    the user's code); else the result of :func:`selfheal_jupyter.spec.guard.check` (a list,
-    possibly empty).
-    """
-    checked = violations is not None
-    violations = list(violations or [])
-    if result is None:
-        return Verdict(False, ["the reply contained no program"], spec_checked=checked, spec_violations=violations)
-    passed_tests = sum(1 for t in result.tests if t.passed)
-    failed_tests = len(result.tests) - passed_tests
-    reasons: list[str] = []
-    clean = result.clean
-    if result.status == "blocked":
-        what = f"{result.error.type}: {result.error.message}" if result.error else result.message
-        reasons.append(f"static pre-check: {what}")
-    elif result.error is not None:
-        reasons.append(f"raised {result.error.type}: {result.error.message}"[:300])
-    elif result.status != "ok":
-        reasons.append(
-            {
-                "timeout": "did not finish within the time limit",
-                "oom": "ran out of memory",
-                "output_limit": "printed more than the output limit",
-                "killed": "was killed",
-            }.get(result.status, result.status)
-        )
-    elif result.exit_code not in (0, None):
-        reasons.append(f"exited with code {result.exit_code}")
-    # The user's own asserts, checked outside the candidate, are reported as tests too.
-    has_tests = bool(tests and tests.strip()) or bool(result.tests)
-    if has_tests and clean:
-        if not result.tests:
-            reasons.append("the tests were not run")
-        elif failed_tests:
-            reasons.append(f"{failed_tests} of {len(result.tests)} tests failed")
-    passed = clean and not reasons and not violations
-    if passed:
-        reasons.append(f"ran cleanly; all {passed_tests} tests passed" if has_tests else "ran cleanly (no tests given)")
-    return Verdict(passed, reasons, passed_tests, failed_tests, checked, violations)
-
-
-GIVEN_IS_WRONG = (
-    "it runs{tests}, but the task says this program is wrong: compare what it does with "
-    "what the task asks, find the difference and fix it"
-)
-UNCHANGED = (
-    "it is the program the task says is wrong, unchanged: find the code that does not do "
-    "what the task asks and change it"
-)
-
-
-def same_program(a: str, b: str) -> bool:
-    """The same program up to layout and comments."""
-    try:
-        return ast.dump(ast.parse(a)) == ast.dump(ast.parse(b))
-    except SyntaxError:
-        return a.strip() == b.strip()
-
-
-def hold_known_wrong(verdict: Verdict, task: Task, code: str | None, *, given: bool) -> Verdict:
-    """A pass is no success when the task says the given program is wrong and the passing
-    program is that program (round 0, or a candidate that left it unchanged): its checks
-    are too weak to see the bug the user reported."""
-    if not (verdict.passed and task.given_is_wrong and task.initial_code is not None):
-        return verdict
-    held: Held
-    if given:
-        reason, held = (
-            GIVEN_IS_WRONG.format(tests=" and passes the tests" if verdict.tests_passed else " without an error"),
-            "given",
-        )
-    elif code is not None and same_program(code, task.initial_code):
-        reason, held = UNCHANGED, "unchanged"
-    else:
-        return verdict
-    return replace(verdict, passed=False, reasons=[reason], held=held)
-
-
-SAME_BEHAVIOUR = (
-    "it shows exactly what the program the task says is wrong showed: the same output and "
-    "the same values ({seen}). So the bug is still there, or your change does not reach "
-    "what the checks run: find the code that does not do what the task asks and change "
-    "what it computes"
-)
-
-
-def hold_same_behaviour(verdict: Verdict, seen: Observation | None, given_seen: Observation | None) -> Verdict:
-    """A pass is no success when the task says the given program is wrong and this
-    candidate shows exactly what that program showed (:mod:`selfheal_jupyter.spec.behaviour`):
-    nothing its checks can see was fixed."""
-    if not verdict.passed or given_seen is None or seen != given_seen:
-        return verdict
-    return replace(
-        verdict, passed=False, held="same_behaviour", reasons=[SAME_BEHAVIOUR.format(seen=given_seen.summary())]
-    )
-
-
 class QA:
     """Checks and runs candidates in one sandbox with one set of limits."""
 
@@ -425,11 +315,3 @@ class QA:
                 return notebook_data.check(context, "", code)
             return None
         return spec_mod.check(spec, code) + notebook_data.check(context, spec.code, code)
-
-    def judge(
-        self,
-        result: ExecutionResult | None,
-        tests: str | None,
-        violations: list[SpecViolation] | None = None,
-    ) -> Verdict:
-        return judge(result, tests, violations)

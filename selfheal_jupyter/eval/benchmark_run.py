@@ -31,7 +31,8 @@ from typing import Any
 
 from ..config import SelfHeal
 from ..errors import BadInput
-from ..model import Run, Task, TestOutcome, Verdict, checked_by
+from ..loop.verdict import checked_by
+from ..model import Run, Task, TestOutcome, Verdict
 from ..sandbox.base import Sandbox
 from . import benchmarks
 from .aggregate import run_spec_kept

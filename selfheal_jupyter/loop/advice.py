@@ -4,25 +4,20 @@ Why: "raise the time budget" is rarely the useful next step when a small model k
 failing the same way; what the run learnt is. In order: the tool's own explanation of the
 last failure it could explain (``Region`` is not a column of ``df``; ``region`` is), the
 best attempt and the line it fails at, or — when the model never wrote a program — how
-to ask again. A pure function of the record.
+to ask again. A pure function of the record; the messages of a run that ends without a
+pass end with it (when to stop is :mod:`~selfheal_jupyter.loop.rounds`'s).
 """
 
 from __future__ import annotations
 
 from ..model import Iteration, Run
 
-HOPELESS_SAME_FAILURE = 3
-"""Rounds in a row (the user's code counts) that failed the same way before a run stops:
-the model is not getting closer, and the rounds left would cost minutes each."""
-MAX_REPEATS = 2
-"""Rounds whose every program repeated an earlier one before a run stops."""
-
 
 def _explained(run: Run) -> Iteration | None:
     return next((it for it in reversed(run.iterations) if it.explanation and it.explanation.diagnosis), None)
 
 
-def next_step(run: Run) -> str:
+def advise(run: Run) -> str:
     """One or two sentences: the most useful thing for the user to do now."""
     explained = _explained(run)
     best = run.best_attempt

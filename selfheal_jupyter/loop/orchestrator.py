@@ -17,25 +17,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from .. import diagnosis
+from ..agents import explain_first
 from ..agents.checks import CheckDesigner
 from ..agents.data_checks import run_checks
 from ..agents.developer import Developer, Proposal, RepairContext
 from ..agents.inputs import describe_inputs, format_context
 from ..agents.planner import Planner
-from ..agents.qa import (
-    QA,
-    hold_known_wrong,
-    hold_same_behaviour,
-    same_program,
-    strip_input_overwrites,
-)
+from ..agents.qa import QA, strip_input_overwrites
 from ..codeblocks import code_diff
-from ..diagnosis import apply_edits, explain
 from ..errors import BadInput, Cancelled, LLMError, SandboxError, SelfHealError
-from ..feedback import check_lines, failure_signature, format_feedback, runtime_value_lines
+from ..feedback import check_lines, format_feedback, runtime_value_lines
 from ..llm import LLMClient
 from ..model import (
-    ASSERT_RULES,
     Candidate,
     ExecutionResult,
     Explanation,
@@ -44,6 +38,7 @@ from ..model import (
     Limits,
     Plan,
     Run,
+    Sample,
     Task,
     TestOutcome,
     Timings,
@@ -56,9 +51,10 @@ from ..sandbox.base import Sandbox
 from ..sandbox.serialize import Pickled
 from ..spec.behaviour import Observation
 from ..spec.guard import Spec
-from ..spec.notebook_data import redefined
 from ..spec.probes import differences, plan_probes, probe_values
-from .advice import HOPELESS_SAME_FAILURE, MAX_REPEATS, next_step
+from . import rounds
+from . import verdict as judging
+from .advice import advise
 from .choice import Trial, choose
 from .events import (
     CandidateReady,
@@ -78,25 +74,6 @@ from .task_admission import prepare_inputs, validate_task
 
 log = logging.getLogger(__name__)
 
-NO_CODE_FEEDBACK = (
-    "Your reply contained no program. Reply with exactly one fenced ```python block holding the complete program."
-)
-EDIT_FAILED_FEEDBACK = (
-    "Your reply's SEARCH/REPLACE blocks could not be applied to the current program: "
-    "{failure}. The program was not changed and not run. Reply with the whole corrected "
-    "program in one fenced ```python block."
-)
-REPEAT_FEEDBACK = (
-    "Your reply was the program of round {round} again, which already failed; it was not "
-    "run again. Change the code: take another approach to what went wrong below."
-)
-MAX_NO_CODE_IN_A_ROW = 2
-MAX_QUICK_FIXES = 3
-"""Most of the tool's own edits tried in one run (each is one sandbox run, no model)."""
-MAX_ASSERT_CHANGES = 2
-"""Rounds whose candidate changed one of the user's asserts or tests before the run ends
-``failed``: a model that keeps doing so believes the assert itself is wrong, and only
-the user may decide that."""
 STOP_POLL_S = 0.05
 FRESH_FROM_SAMPLE = 3
 """From this sample of a repair round on (``SelfHeal.candidates`` ≥ 3), a sample starts
@@ -153,7 +130,9 @@ class _Stop(Exception):
 
 
 @dataclass
-class LoopLimits:
+class LoopBudget:
+    """What one run may spend: rounds, tokens, wall clock, and the size of what it takes."""
+
     max_iterations: int
     token_budget: int
     """0 = no limit."""
@@ -165,7 +144,11 @@ class LoopLimits:
 
 @dataclass
 class Strategies:
-    """What the loop does beyond write → run → repair (the defaults live in ``SelfHeal``)."""
+    """What the loop does beyond write → run → repair (the defaults live in ``SelfHeal``, the
+    figures behind them in docs/measurements.md). Each is reached at one place: the checks in
+    ``_design_checks`` (their soft round: :mod:`~selfheal_jupyter.loop.verdict`), samples and
+    runtime values in a round's steps, explain-first in ``_write``, restarts and quick fixes
+    in :func:`~selfheal_jupyter.loop.rounds.next_step`."""
 
     generated_checks: int
     """How many soft checks QA writes from the task before any code (0 = none)."""
@@ -175,14 +158,15 @@ class Strategies:
     runtime_values: bool
     """Show the values of the failing statement's sub-expressions (:mod:`~selfheal_jupyter.spec.probes`)."""
     explain_first: bool
-    """Ask the model to explain the bug before each repair."""
+    """Ask the model to explain the bug before each repair (:mod:`~selfheal_jupyter.agents.explain_first`)."""
     restart_after: int
-    """Start over after this many failed repairs in a row (0 = never)."""
+    """Start over after this many failed repairs in a row (0 = never; :class:`~selfheal_jupyter.loop.rounds.Rules`)."""
     intent_checks: int = 0
     """Like ``generated_checks``, for a heal of a cell without asserts or tests: checks
     from the cell's intent (used when ``generated_checks`` is 0)."""
     quick_fixes: bool = False
-    """Try the edit a failure's own diagnosis implies before asking the model."""
+    """Run the edit a failure's own explanation implies (:mod:`~selfheal_jupyter.diagnosis`)
+    before asking the model (:class:`~selfheal_jupyter.loop.rounds.Rules`)."""
 
 
 class Loop:
@@ -196,10 +180,10 @@ class Loop:
         llm: LLMClient,
         sandbox: Sandbox,
         *,
-        bounds: LoopLimits,
+        budget: LoopBudget,
         auto_plan: bool,
         plan_on_heal: bool,
-        limits: Limits,
+        sandbox_limits: Limits,
         plan_min_words: int = 0,
         retry_temperature: float,
         repair_format: str,
@@ -208,24 +192,30 @@ class Loop:
     ) -> None:
         self.llm = llm
         self.sandbox = sandbox
-        self.bounds = bounds
+        self.budget = budget
         self.auto_plan = auto_plan
         self.plan_on_heal = plan_on_heal
         """Whether to ask the planner when the task starts from the user's code."""
         self.plan_min_words = plan_min_words
         """The planner is asked only for a task of at least this many words."""
-        self.limits = limits
+        self.sandbox_limits = sandbox_limits
+        """The limits of each sandbox run (memory, CPU, time, output)."""
         self.planner = Planner(llm, libraries=libraries)
         self.developer = Developer(
             llm, libraries=libraries, retry_temperature=retry_temperature, repair_format=repair_format
         )
-        self.qa = QA(sandbox, self.limits)
+        self.qa = QA(sandbox, sandbox_limits)
         self.strategies = strategies
         self.designer = CheckDesigner(llm)
 
     @property
     def max_iterations(self) -> int:
-        return self.bounds.max_iterations
+        return self.budget.max_iterations
+
+    @property
+    def rules(self) -> rounds.Rules:
+        """What decides the next round (:func:`~selfheal_jupyter.loop.rounds.next_step`)."""
+        return rounds.Rules(self.budget.max_iterations, self.strategies.restart_after, self.strategies.quick_fixes)
 
     # ------------------------------------------------------------------ plan only
     def plan(
@@ -270,14 +260,14 @@ class Loop:
             started_at=time.time(),
         )
         emit = _Emitter(on_event)
-        deadline = started + self.bounds.time_budget_s if self.bounds.time_budget_s > 0 else None
+        deadline = started + self.budget.time_budget_s if self.budget.time_budget_s > 0 else None
         stop = _StopSignal(cancel, deadline)
         state = _RunState(run=run, stop=stop, emit=emit, started=started)
         emit(RunStarted(run))
         self.llm.admit = functools.partial(self._admit, state)
         self.llm.on_wait = lambda ahead: emit(ModelWaiting(ahead))
         try:
-            validate_task(task, max_code_bytes=self.bounds.max_code_bytes)
+            validate_task(task, max_code_bytes=self.budget.max_code_bytes)
             inputs = describe_inputs(task.inputs)
             state.sandbox_inputs = prepare_inputs(task)
             self._plan_step(task, inputs, state)
@@ -309,8 +299,7 @@ class Loop:
             stop.close()
             self.llm.admit = None
             self.llm.on_wait = None
-        if state.soft_from is not None and run.outcome in ("budget_exhausted", "failed", "error"):
-            # A candidate had passed the user's tests; only the soft round after it failed.
+        if judging.soft_pass_stands(state.progress.soft_pass, run.outcome):
             run.outcome, run.error = "success", ""
         self._finish(state)
         emit(RunFinished(run))
@@ -325,19 +314,15 @@ class Loop:
         task = run.task
         stop = _StopSignal(cancel, None)
         state = _RunState(run=run, stop=stop, emit=_Emitter(None), started=time.monotonic())
-        ctx = task.context
-        prelude = ctx.prelude if ctx else None
         try:
             state.sandbox_inputs = prepare_inputs(task)
             given = next((it for it in run.iterations if it.index == 0), None)
             if task.initial_code is not None and given is not None:
-                state.spec = self.qa.spec_for(task, given.result)
-                if given.verdict.held == "given":
-                    state.given_seen = self.qa.observe(
-                        task.initial_code, state.sandbox_inputs, task.tests, cancel=stop.event, prelude=prelude
-                    )
-            data_names = dict.fromkeys([*task.inputs, *(ctx.data_names() if ctx else ())])
-            trial, _ = self._evaluate(task, state, 0, code, data_names, given=False, announce=None, show=False)
+                seen = None
+                if judging.observes_given(given.verdict):
+                    seen, _ = self._observe(task, state, task.initial_code)
+                state.baseline = _Baseline(spec=self.qa.spec_for(task, given.result), seen=seen)
+            trial, _ = self._judge_candidate(task, state, 0, code, announce=None, show=False)
         finally:
             stop.close()
         return trial
@@ -353,7 +338,7 @@ class Loop:
             and (self.plan_on_heal or not task.initial_code)
             and len(task.prompt.split()) >= self.plan_min_words
         ):
-            self._check_bounds(state, before="planning")
+            self._check_budget(state, before="planning")
             plan, reply = self.planner.plan(
                 task.prompt,
                 inputs,
@@ -377,7 +362,7 @@ class Loop:
             count = self.strategies.intent_checks
         if count <= 0:
             return
-        self._check_bounds(state, before="writing the generated checks")
+        self._check_budget(state, before="writing the generated checks")
         checks = self.designer.design(
             task.prompt,
             inputs,
@@ -392,91 +377,106 @@ class Loop:
         state.run.planning_usage = state.run.planning_usage + checks.usage
 
     def _iterate(self, task: Task, inputs: list[InputDescription], state: _RunState) -> None:
-        run = state.run
-        if (
-            task.initial_code is not None
-            and task.initial_code.strip()
-            and self._iteration(task, inputs, state, index=0, given=task.initial_code)
-        ):
-            return
-        index, last = 1, self.bounds.max_iterations
-        while index <= last:
-            quick = state.quick_fix is not None
-            if self._iteration(task, inputs, state, index=index):
+        """Round 0 (the user's own program, when the task starts from it), then the
+        developer's rounds, each followed by :func:`~selfheal_jupyter.loop.rounds.next_step`
+        (which also says when a round of the tool's own edit adds one: :meth:`~selfheal_jupyter.loop.rounds.Rules.last_round`)."""
+        index = 0 if task.initial_code is not None and task.initial_code.strip() else 1
+        while index <= self.rules.last_round(state.progress):
+            end = self._round_zero(task, state) if index == 0 else self._round(task, inputs, state, index)
+            step, state.progress = rounds.next_step(state.progress, end, self.rules, stopping=state.stop.event.is_set())
+            if isinstance(step, rounds.Success):
+                state.run.outcome, state.run.final_index = "success", step.final_index
                 return
-            if quick:
-                last += 1  # the tool's own edit did not pass: the model still gets its rounds
+            if isinstance(step, rounds.Stop):
+                raise _Stop(step.outcome, step.message)
+            if isinstance(step, rounds.Stopped):
+                raise Cancelled(step.message)
             index += 1
-            if state.no_code_in_a_row >= MAX_NO_CODE_IN_A_ROW and index <= last:
-                raise _Stop(
-                    "failed",
-                    f"The model replied {state.no_code_in_a_row} times in a row without a "
-                    "program. Try a stronger model (`%config SelfHeal.model`), or rephrase "
-                    "the task.",
-                )
-        run.outcome = "budget_exhausted"
-        run.error = f"No candidate passed within max_iterations={self.bounds.max_iterations}. {next_step(run)}"
-        final = run.iterations[-1].verdict if run.iterations else None
-        if final is not None and final.spec_violations:
-            run.error += (
-                " The last candidate was rejected because it changed your spec ("
-                + ", ".join(sorted({v.rule for v in final.spec_violations}))
-                + ")."
-            )
+        raise _Stop(
+            "budget_exhausted", rounds.out_of_rounds_message(self.budget.max_iterations, None, advise(state.run))
+        )
 
-    def _iteration(
-        self,
-        task: Task,
-        inputs: list[InputDescription],
-        state: _RunState,
-        *,
-        index: int,
-        given: str | None = None,
-    ) -> bool:
-        """One developer → QA round, in steps: write (one program, or samples), run and
-        judge each, choose, say what went wrong, record; True when the run ends with
-        success."""
+    def _round_zero(self, task: Task, state: _RunState) -> rounds.RoundEnd:
+        """Round 0: the user's own program, run as it is (no model call). It is the spec the
+        repairs keep, and, when the task says it is wrong yet it passes its checks, what it
+        shows on them; its failure is what round 1 is told."""
         t0 = time.monotonic()
-        ctx = task.context
-        # The user's data (inputs and copied notebook values) must never be replaced.
-        data_names = dict.fromkeys([*task.inputs, *(ctx.data_names() if ctx else ())])
-        state.round = _RoundSoFar(index, code=given)
-        written = self._write(task, inputs, state, index, given, data_names)
-        previous = state.last_code
-        trials, sandbox_s = self._run_and_judge(task, state, index, written, given, data_names, previous)
+        code = task.initial_code or ""
+        state.round = _RoundSoFar(0, code=code)
+        result, explanation, sandbox_s = self._execute(task, state, 0, code, asserts=None, announce=None)
+        verdict = judging.judge_given(result, task)
+        seen = None
+        if judging.observes_given(verdict):
+            seen, secs = self._observe(task, state, code)
+            sandbox_s += secs
+        state.baseline = _Baseline(spec=self.qa.spec_for(task, result), seen=seen)
+        checks, secs = self._generated_checks(task, state, code, result)
+        trial = Trial(code, result, judging.with_verified_by(verdict, checks, task), checks, explanation=explanation)
+        return self._close_round(
+            task, state, 0, trial, Proposal(code=code, reply=""), _Written(), [], sandbox_s + secs, t0
+        )
+
+    def _round(self, task: Task, inputs: list[InputDescription], state: _RunState, index: int) -> rounds.RoundEnd:
+        """One developer → QA round, in steps: write (one program, or samples), run and
+        judge each, choose, then close the round (say what went wrong, record)."""
+        t0 = time.monotonic()
+        state.round = _RoundSoFar(index)
+        written = self._write(task, inputs, state, index)
+        previous = state.progress.last_code
+        trials, sandbox_s = self._run_and_judge(task, state, index, written, previous)
         best, samples = (0, []) if len(trials) == 1 else choose(trials)
         trial, chosen = trials[best], written.proposals[best]
         repeat_of = written.repeat_of.get(best)
         if repeat_of is not None:
-            chosen = replace(chosen, code=None)
-        code = chosen.code
-        result, verdict, checks = trial.result, trial.verdict, trial.checks
-        candidate = Candidate(code=code or "", iteration=index, reply=chosen.reply)
-        diff = "" if code is None else code_diff(previous, code)
-        if len(trials) > 1 and code is not None:
-            state.emit(CandidateReady(candidate, diff))
+            chosen = replace(chosen, code=None)  # not run again: the round has no new program
+        if len(trials) > 1 and chosen.code is not None:
+            state.emit(CandidateReady(Candidate(chosen.code, index, chosen.reply), code_diff(previous, chosen.code)))
             state.emit(ExecutionStarted(index))
-            if result is not None:
-                state.emit(ExecutionDone(index, result))
+            if trial.result is not None:
+                state.emit(ExecutionDone(index, trial.result))
             if trial.explanation is not None:
                 state.emit(FailureExplained(index, trial.explanation))
+        return self._close_round(task, state, index, trial, chosen, written, samples, sandbox_s, t0, repeat_of)
+
+    def _close_round(
+        self,
+        task: Task,
+        state: _RunState,
+        index: int,
+        trial: Trial,
+        chosen: Proposal,
+        written: _Written,
+        samples: list[Sample],
+        sandbox_s: float,
+        t0: float,
+        repeat_of: int | None = None,
+    ) -> rounds.RoundEnd:
+        """Say what went wrong (with the tool's own explanation and the failing statement's
+        values), record the round and announce it; what
+        :func:`~selfheal_jupyter.loop.rounds.next_step` reads of it. ``repeat_of``: the
+        round whose program the chosen one repeats (it was not run)."""
+        code, result, verdict, checks = chosen.code, trial.result, trial.verdict, trial.checks
         explanation = trial.explanation
         feedback, values, failing_checks, probe_s = self._explain(
             task, state, chosen, result, verdict, checks, explanation, repeat_of
         )
-        sandbox_s += probe_s
-        soft = (
-            bool(failing_checks) and verdict.passed and state.soft_from is None and (index < self.bounds.max_iterations)
+        soft = judging.opens_soft_round(
+            verdict,
+            failing_checks,
+            index=index,
+            max_iterations=self.budget.max_iterations,
+            soft_pass=state.progress.soft_pass,
         )
         if soft:
             feedback = "\n".join(failing_checks)
+        sandbox_s += probe_s
         total_s = time.monotonic() - t0
         iteration = Iteration(
             index=index,
-            candidate=candidate,
+            candidate=Candidate(code=code or "", iteration=index, reply=chosen.reply),
             result=result,
             verdict=verdict,
-            diff=diff,
+            diff="" if code is None else code_diff(state.progress.last_code, code),
             feedback=feedback if (soft or not verdict.passed) else "",
             usage=written.usage,
             timings=Timings(
@@ -494,78 +494,63 @@ class Loop:
             repeat_of=repeat_of,
         )
         state.run.iterations.append(iteration)
-        state.quick_fix = self._quick_fix(state, code, explanation) if not verdict.passed else None
         state.round = None
         state.emit(VerdictReady(iteration))
-        return self._after_round(
-            state,
+        repair = written.repair
+        return rounds.RoundEnd(
             iteration,
-            written,
-            chosen,
-            given=given,
+            code,
+            finish_reason=chosen.finish_reason,
             soft=soft,
-            failing_checks=failing_checks,
-            repeat_of=repeat_of,
+            failing_checks=bool(failing_checks),
+            repaired=repair is not None and repair.code is not None and not written.restarted,
+            quick_fix=None if verdict.passed else rounds.quick_fix(code, explanation, _programs(state)),
+            advice=advise(state.run),
         )
 
-    def _write(
-        self,
-        task: Task,
-        inputs: list[InputDescription],
-        state: _RunState,
-        index: int,
-        given: str | None,
-        data_names: dict[str, None],
-    ) -> _Written:
-        """The round's program(s): the given one, or the developer's reply — one greedy
-        program in round 1, ``candidates`` samples from round 2 on (from the third on,
-        starting over instead of repairing)."""
-        written = _Written(repair=state.repair)
+    def _write(self, task: Task, inputs: list[InputDescription], state: _RunState, index: int) -> _Written:
+        """The round's program(s): the developer's reply — one greedy program in round 1,
+        ``candidates`` samples from round 2 on (from the third on, starting over instead
+        of repairing)."""
+        progress = state.progress
+        written = _Written(repair=progress.repair)
         so_far = state.round
         assert so_far is not None
-        if given is not None:
-            written.proposals.append(Proposal(code=given, reply=""))
-            return written
-        self._check_bounds(state, before=f"iteration {index}")
-        if state.quick_fix is not None:
-            # The failure's own diagnosis implied one edit: its program runs first, no model.
-            fixed, what = state.quick_fix
-            state.quick_fixes_tried += 1
+        self._check_budget(state, before=f"iteration {index}")
+        if progress.quick_fix is not None:
+            # The last failure's own explanation implied one edit: its program runs, no model.
+            fixed, what = progress.quick_fix
             written.quick_fix = True
             written.proposals.append(Proposal(code=fixed, reply=what))
             so_far.code, so_far.reply = fixed, what
             return written
         st = self.strategies
-        if st.restart_after > 0 and state.failed_repairs >= st.restart_after:
-            written.repair, written.restarted = state.origin, True
-            state.failed_repairs = 0
+        if progress.restart:
+            written.repair, written.restarted = progress.origin, True
         repair = written.repair
         if (
             st.explain_first
-            and not written.restarted
-            and state.soft_from is None
             and repair is not None
-            and repair.code is not None
-            and repair.feedback
-            and not repair.no_code
+            and explain_first.wanted(repair, restarted=written.restarted, soft_round=progress.soft_pass is not None)
         ):
-            diagnosis, used, secs = self.developer.explain(
+            written.diagnosis, used, secs = explain_first.explain(
+                self.llm,
                 task.prompt,
                 repair,
                 on_token=lambda t: state.emit(TokensStreamed("developer", index, t)),
                 cancel=state.stop.event,
             )
-            written.diagnosis = diagnosis
-            written.repair = replace(repair, diagnosis=diagnosis)
+            written.repair = replace(repair, diagnosis=written.diagnosis)
             written.add(used, secs, so_far)
             state.tokens += used.total_tokens
         # The first program is one greedy reply: most tasks pass there, and it is the
         # single pass the eval compares against. Samples are spent once it failed.
         sampled = st.candidates if index >= 2 else 1
+        data_names = _data_names(task)
         for k in range(sampled):
-            fresh = written.starts_over(k, given)
+            fresh = written.starts_over(k)
             if k and (
-                state.stop.event.is_set() or (self.bounds.token_budget > 0 and state.tokens >= self.bounds.token_budget)
+                state.stop.event.is_set() or (self.budget.token_budget > 0 and state.tokens >= self.budget.token_budget)
             ):
                 break
             if k:
@@ -575,9 +560,9 @@ class Loop:
                 state.run.plan,
                 inputs,
                 task.tests,
-                state.origin if fresh else written.repair,
+                progress.origin if fresh else written.repair,
                 previous_codes=[it.candidate.code for it in state.run.iterations if it.candidate.code],
-                keep_spec=state.spec is not None and not state.spec.empty,
+                keep_spec=state.baseline.spec is not None and not state.baseline.spec.empty,
                 on_token=lambda t: state.emit(TokensStreamed("developer", index, t)),
                 cancel=state.stop.event,
                 context=format_context(task.context),
@@ -587,7 +572,7 @@ class Loop:
             code = proposal.code
             if code is not None and data_names:
                 code, _ = strip_input_overwrites(code, data_names)
-            earlier = self._repeat_of(state, code, written)
+            earlier = rounds.repeat_of(code, [*_programs(state), *written.programs(index)])
             if earlier is not None:
                 # Never run an identical program twice: this one is recorded as a repeat.
                 written.repeat_of[len(written.proposals)] = earlier
@@ -598,28 +583,8 @@ class Loop:
             state.tokens += proposal.usage.total_tokens
         return written
 
-    @staticmethod
-    def _repeat_of(state: _RunState, code: str | None, written: _Written) -> int | None:
-        """The round whose program ``code`` is again (layout and comments aside), or None."""
-        if code is None:
-            return None
-        for it in reversed(state.run.iterations):
-            if it.candidate.code and same_program(it.candidate.code, code):
-                return it.index
-        for i, proposal in enumerate(written.proposals):
-            if proposal.code is not None and i not in written.repeat_of and same_program(proposal.code, code):
-                return state.round.index if state.round is not None else 0
-        return None
-
     def _run_and_judge(
-        self,
-        task: Task,
-        state: _RunState,
-        index: int,
-        written: _Written,
-        given: str | None,
-        data_names: dict[str, None],
-        previous: str | None,
+        self, task: Task, state: _RunState, index: int, written: _Written, previous: str | None
     ) -> tuple[list[Trial], float]:
         """Each program run in the sandbox and judged (a single one is shown as it runs)."""
         single = len(written.proposals) == 1
@@ -627,27 +592,14 @@ class Loop:
         sandbox_s = 0.0
         for i, proposal in enumerate(written.proposals):
             if i in written.repeat_of:
-                why = f"the same program as round {written.repeat_of[i]}: not run again"
-                trials.append(Trial(None, None, Verdict(False, [why]), fresh=written.starts_over(i, given)))
-                continue
-            trial, secs = self._evaluate(
-                task,
-                state,
-                index,
-                proposal.code,
-                data_names,
-                given=given is not None,
-                announce=previous if single else None,
-                show=single,
-            )
-            if proposal.code is None and proposal.edit_failure:
-                trial = replace(
-                    trial,
-                    verdict=Verdict(
-                        False, [f"the reply's SEARCH/REPLACE blocks did not apply: {proposal.edit_failure}"]
-                    ),
+                trial, secs = Trial(None, None, judging.repeated(written.repeat_of[i])), 0.0
+            elif proposal.code is None:
+                trial, secs = Trial(None, None, judging.no_program(proposal.edit_failure)), 0.0
+            else:
+                trial, secs = self._judge_candidate(
+                    task, state, index, proposal.code, announce=previous if single else None, show=single
                 )
-            trials.append(replace(trial, fresh=written.starts_over(i, given)))
+            trials.append(replace(trial, fresh=written.starts_over(i)))
             sandbox_s += secs
         return trials, sandbox_s
 
@@ -662,24 +614,18 @@ class Loop:
         explanation: Explanation | None = None,
         repeat_of: int | None = None,
     ) -> tuple[str, list[TestOutcome], list[str], float]:
-        """What the next round is told went wrong (with the failing statement's values),
-        the values, the generated checks that failed, and the seconds the probes took."""
+        """What the next round is told went wrong (with the tool's own explanation and the
+        failing statement's values), the values, the generated checks that failed, and the
+        seconds the probes took."""
         code = chosen.code
         values: list[TestOutcome] = []
         probe_s = 0.0
         if repeat_of is not None:
-            state.no_code_in_a_row = 0
-            told = state.repair.feedback if state.repair else ""
-            feedback = REPEAT_FEEDBACK.format(round=repeat_of) + (f"\n{told}" if told else "")
-        elif code is None and chosen.edit_failure:
-            state.no_code_in_a_row = 0
-            feedback = EDIT_FAILED_FEEDBACK.format(failure=chosen.edit_failure)
+            feedback = rounds.repeat_feedback(repeat_of, state.progress.repair)
         elif code is None:
-            state.no_code_in_a_row += 1
-            feedback = NO_CODE_FEEDBACK
+            feedback = chosen.no_program_feedback
         else:
-            state.no_code_in_a_row = 0
-            feedback = format_feedback(result, verdict, limits=self.limits, explanation=explanation)
+            feedback = format_feedback(result, verdict, limits=self.sandbox_limits, explanation=explanation)
             if not verdict.passed and self.strategies.runtime_values:
                 values, probe_s = self._runtime_values(code, result, task, state)
                 feedback = "\n".join([feedback, *runtime_value_lines(values, differences(code, result, values))])
@@ -688,132 +634,51 @@ class Loop:
             feedback = "\n".join([feedback, *failing_checks])
         return feedback, values, failing_checks, probe_s
 
-    def _after_round(
-        self,
-        state: _RunState,
-        iteration: Iteration,
-        written: _Written,
-        chosen: Proposal,
-        *,
-        given: str | None,
-        soft: bool,
-        failing_checks: list[str],
-        repeat_of: int | None = None,
-    ) -> bool:
-        """Whether the run ends here (True: success), and what the next round is told."""
-        run, index, verdict, result = state.run, iteration.index, iteration.verdict, iteration.result
-        code, finish, feedback = chosen.code, chosen.finish_reason, iteration.feedback
-        if state.soft_from is not None:
-            # The round after a pass with failing generated checks ends the run with
-            # success: a new pass replaces the earlier one only if it passes more of the
-            # generated checks; otherwise (no code, an explanation, a worse program) the
-            # earlier pass stands.
-            earlier = next(it for it in run.iterations if it.index == state.soft_from)
-            better = verdict.passed and _passed(iteration.checks) > _passed(earlier.checks)
-            run.final_index = index if better else state.soft_from
-            run.outcome = "success"
-            return True
-        if verdict.passed and not soft:
-            run.outcome = "success"
-            return True
-        if result is not None and result.status == "killed" and state.stop.event.is_set():
-            raise Cancelled("Stopped during the sandbox run.")
-        changed = [v for v in verdict.spec_violations if v.rule in ASSERT_RULES]
-        if changed:
-            state.assert_changes.append((index, changed[0].original or changed[0].message))
-            if len(state.assert_changes) >= MAX_ASSERT_CHANGES:
-                raise _Stop("failed", self._assert_change_message(state))
-        # What the next round is told: the program as it stands and what went wrong.
-        if repeat_of is not None:
-            state.repeats += 1
-            if state.repeats >= MAX_REPEATS:
-                raise _Stop(
-                    "failed",
-                    f"Stopped after round {index}: the model wrote a program it had already written "
-                    f"({state.repeats} times), after being told it failed, so the rounds left would "
-                    f"likely end the same way. {next_step(run)}",
-                )
-            state.repair = RepairContext(
-                code=state.last_code,
-                feedback=iteration.feedback,
-                same_failure=True,  # asks again at the retry temperature, saying the fix did not work
-                soft_checks=state.repair.soft_checks if state.repair else False,
-            )
-            return False
-        if code is None:
-            # The program as it stands did not change: keep its feedback, ask for code
-            # (the whole program, saying which block failed, when the edits did not apply).
-            state.repair = RepairContext(
-                code=state.last_code,
-                feedback=state.repair.feedback if state.repair else "",
-                no_code=not chosen.edit_failure,
-                edit_failure=chosen.edit_failure,
-                truncated=finish == "length",
-                soft_checks=state.repair.soft_checks if state.repair else False,
-            )
-            return False
-        repair = written.repair
-        if soft:
-            state.soft_from = index
-        elif given is None and repair is not None and repair.code is not None and not written.restarted:
-            state.failed_repairs += 1
-        signature = failure_signature(result)
-        state.same_failures = state.same_failures + 1 if signature == state.last_signature and index >= 2 else 1
-        if (
-            given is None
-            and not soft
-            and state.same_failures >= HOPELESS_SAME_FAILURE
-            and index < self.bounds.max_iterations
-        ):
-            failed = [t.source for t in result.tests if not t.passed] if result is not None else []
-            what = (
-                f"{result.error.type}: {result.error.message[:120]}"
-                if result is not None and result.error is not None
-                else f"failed check `{failed[0][:120]}`"
-                if failed
-                else (result.status if result is not None else "no program")
-            )
-            raise _Stop(
-                "failed",
-                f"Stopped after round {index}: {state.same_failures} rounds in a row failed the same way "
-                f"({what}), so the rounds left would likely too. {next_step(run)}",
-            )
-        state.last_code = code
-        state.repair = RepairContext(
-            code=state.last_code,
-            feedback=feedback,
-            same_failure=signature == state.last_signature and not soft,
-            truncated=finish == "length",
-            soft_checks=bool(failing_checks),
-        )
-        if given is not None:
-            state.origin = state.repair
-        state.last_signature = signature
-        return False
+    # ------------------------------------------------------------------ one program
+    def _judge_candidate(
+        self, task: Task, state: _RunState, index: int, code: str, *, announce: str | None, show: bool
+    ) -> tuple[Trial, float]:
+        """Pre-check, run, spec-check and judge one candidate (against what round 0 found),
+        then run the generated checks; and the seconds the sandbox took.
 
-    def _evaluate(
+        ``show``: emit the candidate and execution events (the single program of a round)."""
+        spec, given_seen = state.baseline.spec, state.baseline.seen
+        result, explanation, sandbox_s = self._execute(
+            task, state, index, code, asserts=self.qa.spec_asserts(spec, code), announce=announce, show=show
+        )
+        ctx = task.context
+        verdict = judging.judge_candidate(result, task, code, self.qa.check_spec(spec, code, ctx), ctx)
+        if judging.compares_behaviour(verdict, given_seen):
+            seen, secs = self._observe(task, state, code)
+            sandbox_s += secs
+            verdict = judging.hold_same_behaviour(verdict, seen, given_seen)
+        checks, secs = self._generated_checks(task, state, code, result)
+        if task.data_checks and result.clean:
+            checks += run_checks(task.data_checks, result.stdout)  # from the notebook's data, on the host
+        verdict = judging.with_verified_by(verdict, checks, task)
+        return Trial(code, result, verdict, checks, explanation=explanation), sandbox_s + secs
+
+    def _execute(
         self,
         task: Task,
         state: _RunState,
         index: int,
-        code: str | None,
-        data_names: dict[str, None],
+        code: str,
         *,
-        given: bool,
+        asserts: list[tuple[int, int, str]] | None,
         announce: str | None,
-        show: bool,
-    ) -> tuple[Trial, float]:
-        """Pre-check, run, spec-check and judge one program, then run the generated checks.
-
-        ``show``: emit the candidate and execution events (the single program of a round)."""
-        if code is None:
-            return Trial(None, None, Verdict(False, ["the reply contained no program"])), 0.0
+        show: bool = True,
+    ) -> tuple[ExecutionResult, Explanation | None, float]:
+        """The static pre-check, else the sandbox run with the user's tests (and the
+        user's asserts the checker evaluates); the tool's own explanation of its failure
+        (:func:`~selfheal_jupyter.diagnosis.explain`, shown at once, before any model
+        call); and the seconds the sandbox took."""
         ctx = task.context
         if show:
             state.emit(CandidateReady(Candidate(code=code, iteration=index), code_diff(announce, code)))
             state.emit(ExecutionStarted(index))
         sandbox_s = 0.0
-        result = self.qa.precheck(code, data_names, defined=ctx.names() if ctx else ())
+        result = self.qa.precheck(code, _data_names(task), defined=ctx.names() if ctx else ())
         if result is None:
             if state.stop.event.is_set():
                 raise Cancelled("Stopped before the sandbox run.")
@@ -824,74 +689,44 @@ class Loop:
                 task.tests,
                 cancel=state.stop.event,
                 prelude=ctx.prelude if ctx else None,
-                asserts=None if given else self.qa.spec_asserts(state.spec, code),
+                asserts=asserts,
             )
             sandbox_s = time.monotonic() - s0
-        explanation = explain(result, code, ctx) if result.error is not None else None
+        explanation = diagnosis.explain(result, code, ctx) if result.error is not None else None
         if show:
             state.emit(ExecutionDone(index, result))
             if explanation is not None:
                 state.emit(FailureExplained(index, explanation))
-        if given:
-            # The user's own code is the spec, not a candidate against it.
-            state.spec = self.qa.spec_for(task, result)
-            violations = None
-        else:
-            violations = self.qa.check_spec(state.spec, code, ctx)
-        verdict = hold_known_wrong(self.qa.judge(result, task.tests, violations), task, code, given=given)
-        if not given and task.initial_code:
-            verdict = replace(verdict, notebook_changes=redefined(ctx, task.initial_code, code))
-        # What the given program, known wrong yet passing its checks, shows on them; a
-        # candidate that shows the same fixed nothing they can see.
-        if (given and verdict.held == "given") or (verdict.passed and state.given_seen is not None):
-            s0 = time.monotonic()
-            seen = self.qa.observe(
-                code, state.sandbox_inputs, task.tests, cancel=state.stop.event, prelude=ctx.prelude if ctx else None
-            )
-            sandbox_s += time.monotonic() - s0
-            if given:
-                state.given_seen = seen
-            else:
-                verdict = hold_same_behaviour(verdict, seen, state.given_seen)
-        checks: list[TestOutcome] = []
+        return result, explanation, sandbox_s
+
+    def _observe(self, task: Task, state: _RunState, code: str) -> tuple[Observation | None, float]:
+        """What ``code`` shows on the user's checks (a second sandbox run) and its seconds."""
+        ctx = task.context
+        s0 = time.monotonic()
+        seen = self.qa.observe(
+            code, state.sandbox_inputs, task.tests, cancel=state.stop.event, prelude=ctx.prelude if ctx else None
+        )
+        return seen, time.monotonic() - s0
+
+    def _generated_checks(
+        self, task: Task, state: _RunState, code: str, result: ExecutionResult
+    ) -> tuple[list[TestOutcome], float]:
+        """QA's generated checks on a program that ran cleanly (soft: never the verdict)."""
         generated = state.run.checks
         if (
-            generated is not None
-            and generated.statements
-            and result.status == "ok"
-            and result.error is None
-            and not state.stop.event.is_set()
+            generated is None
+            or not generated.statements
+            or result.status != "ok"
+            or result.error is not None
+            or state.stop.event.is_set()
         ):
-            s0 = time.monotonic()
-            checked = self.qa.run(
-                code,
-                state.sandbox_inputs,
-                generated.source,
-                cancel=state.stop.event,
-                prelude=ctx.prelude if ctx else None,
-            )
-            sandbox_s += time.monotonic() - s0
-            checks = list(checked.tests)
-        if task.data_checks and result.clean and not given:
-            checks += run_checks(task.data_checks, result.stdout)
-        return Trial(code, result, verdict, checks, explanation=explanation), sandbox_s
-
-    def _quick_fix(self, state: _RunState, code: str | None, explanation: Explanation | None) -> tuple[str, str] | None:
-        """The program the failure's own diagnosis implies, to run before the model is
-        asked (None: none, quick fixes off, or that program was already tried)."""
-        if (
-            not self.strategies.quick_fixes
-            or code is None
-            or explanation is None
-            or not explanation.edits
-            or state.quick_fixes_tried >= MAX_QUICK_FIXES
-        ):
-            return None
-        fixed = apply_edits(code, explanation.edits)
-        if fixed is None or any(it.candidate.code == fixed for it in state.run.iterations):
-            return None
-        changes = "; ".join(f"`{e.old}` → `{e.new}`" for e in explanation.edits if e.old)
-        return fixed, f"line {explanation.line}: {changes}"
+            return [], 0.0
+        ctx = task.context
+        s0 = time.monotonic()
+        checked = self.qa.run(
+            code, state.sandbox_inputs, generated.source, cancel=state.stop.event, prelude=ctx.prelude if ctx else None
+        )
+        return list(checked.tests), time.monotonic() - s0
 
     def _runtime_values(
         self, code: str, result: ExecutionResult | None, task: Task, state: _RunState
@@ -914,29 +749,17 @@ class Loop:
         seconds = time.monotonic() - s0
         return (probe_values(probed.tests) if probed.status == "ok" else []), seconds
 
-    @staticmethod
-    def _assert_change_message(state: _RunState) -> str:
-        rounds = ", ".join(str(i) for i, _ in state.assert_changes)
-        asserts = "; ".join(dict.fromkeys(f"`{what}`" for _, what in state.assert_changes))
-        return (
-            f"Stopped without success: in rounds {rounds} the model changed your assert(s) "
-            f"{asserts} instead of making the program satisfy them. Your asserts and tests are "
-            "the specification and are never weakened to reach success. If an assert itself "
-            "is wrong, correct it and run again; otherwise add detail to the task or try a "
-            "stronger model."
-        )
-
-    # ------------------------------------------------------------------ bounds
-    def _check_bounds(self, state: _RunState, *, before: str) -> None:
+    # ------------------------------------------------------------------ budget
+    def _check_budget(self, state: _RunState, *, before: str) -> None:
         if state.stop.cancelled:
             raise Cancelled(f"Stopped before {before}.")
         if state.stop.expired:
             raise _Stop(
                 "budget_exhausted",
-                f"The wall-clock budget of {self.bounds.time_budget_s:g} s ran out before "
-                f"{before}. {next_step(state.run)} (`%config SelfHeal.time_budget_s` sets the budget; 0 = no limit.)",
+                f"The wall-clock budget of {self.budget.time_budget_s:g} s ran out before "
+                f"{before}. {advise(state.run)} (`%config SelfHeal.time_budget_s` sets the budget; 0 = no limit.)",
             )
-        budget = self.bounds.token_budget
+        budget = self.budget.token_budget
         if budget > 0 and state.tokens >= budget:
             raise _Stop(
                 "budget_exhausted",
@@ -962,7 +785,7 @@ class Loop:
                 index=so_far.index,
                 candidate=Candidate(code=so_far.code or "", iteration=so_far.index, reply=so_far.reply),
                 result=None,
-                verdict=Verdict(False, ["not finished: the run ended during this round"]),
+                verdict=judging.unfinished(),
                 usage=usage,
                 timings=Timings(llm_s=so_far.llm_s),
             )
@@ -971,7 +794,7 @@ class Loop:
     def _admit(self, state: _RunState, size: int) -> None:
         """Before each request: one whose prompt cannot fit in what is left of the token
         budget ends the run, before it is sent."""
-        budget = self.bounds.token_budget
+        budget = self.budget.token_budget
         if budget > 0 and state.tokens + size > budget:
             raise _Stop(
                 "budget_exhausted",
@@ -990,7 +813,7 @@ class Loop:
         else:
             run.outcome = "budget_exhausted"
             run.error = (
-                f"The wall-clock budget of {self.bounds.time_budget_s:g} s ran out. {next_step(run)} "
+                f"The wall-clock budget of {self.budget.time_budget_s:g} s ran out. {advise(run)} "
                 "(`%config SelfHeal.time_budget_s` sets the budget; 0 = no limit.)"
             )
 
@@ -1012,16 +835,12 @@ class Loop:
         run.totals = totals
 
 
-def _passed(outcomes: list[TestOutcome]) -> int:
-    return sum(1 for t in outcomes if t.passed)
-
-
 @dataclass
 class _Written:
     """What a round's writing step produced: the programs, what they cost, and how the
     round began (a restart, a diagnosis, the repair context it wrote from)."""
 
-    repair: RepairContext | None
+    repair: RepairContext | None = None
     proposals: list[Proposal] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     llm_s: float = 0.0
@@ -1030,15 +849,19 @@ class _Written:
     quick_fix: bool = False
     """The round's program is the tool's own edit (no model call)."""
     repeat_of: dict[int, int] = field(default_factory=dict)
-    """Proposals (by position) that repeat an earlier round's program → that round."""
+    """Proposals (by position) that repeat an earlier program → that program's round."""
+
+    def programs(self, index: int) -> list[tuple[int, str]]:
+        """(round, program) of this round's proposals so far that will run (not repeats)."""
+        return [(index, p.code) for i, p in enumerate(self.proposals) if p.code and i not in self.repeat_of]
 
     def add(self, used: Usage, secs: float, so_far: _RoundSoFar) -> None:
         self.usage, self.llm_s = self.usage + used, self.llm_s + secs
         so_far.usage, so_far.llm_s = self.usage, self.llm_s
 
-    def starts_over(self, k: int, given: str | None) -> bool:
+    def starts_over(self, k: int) -> bool:
         """Sample ``k`` (from 0) writes the program again rather than repairing it."""
-        return given is None and not self.restarted and k + 1 >= FRESH_FROM_SAMPLE
+        return not self.restarted and k + 1 >= FRESH_FROM_SAMPLE
 
 
 @dataclass
@@ -1052,41 +875,44 @@ class _RoundSoFar:
     llm_s: float = 0.0
 
 
+@dataclass(frozen=True)
+class _Baseline:
+    """What round 0 found out about the user's own program (empty for a task from scratch)."""
+
+    spec: Spec | None = None
+    """The spec a repair keeps (None: the task did not start from the user's code)."""
+    seen: Observation | None = None
+    """What it showed on its checks, when the task says it is wrong and it passed them
+    anyway (None: nothing to compare a candidate with)."""
+
+
 @dataclass
 class _RunState:
+    """One run in progress: its record, its stop signal and what it spent so far."""
+
     run: Run
     stop: _StopSignal
     emit: Callable[[Event], None]
     started: float
     tokens: int = 0
     llm_s: float = 0.0
-    last_code: str | None = None
-    last_signature: tuple[str, ...] | None = None
-    repair: RepairContext | None = None
-    no_code_in_a_row: int = 0
-    spec: Spec | None = None
-    """The user's spec (set by round 0 when the task starts from their code)."""
-    assert_changes: list[tuple[int, str]] = field(default_factory=list)
-    """(round, the user's assert) for every round whose candidate changed an assert/test."""
     sandbox_inputs: dict[str, Pickled] = field(default_factory=dict)
-    soft_from: int | None = None
-    """The round that passed the user's tests but failed generated checks (one soft round)."""
-    failed_repairs: int = 0
-    """Failed repairs in a row since the start or the last restart."""
-    origin: RepairContext | None = None
-    """Where a restart begins: the user's code and its feedback (None: from the task)."""
-    given_seen: Observation | None = None
-    """What the given program showed on its checks, when the task says it is wrong and it
-    passed them anyway (None: nothing to compare a candidate with)."""
+    baseline: _Baseline = field(default_factory=_Baseline)
+    progress: rounds.Progress = field(default_factory=rounds.Progress)
+    """What the last round hands to the next (:func:`~selfheal_jupyter.loop.rounds.next_step`)."""
     round: _RoundSoFar | None = None
     """The round in progress (None between rounds)."""
-    repeats: int = 0
-    """Rounds whose every program was one already run (never run again)."""
-    same_failures: int = 0
-    """Model rounds in a row that failed the same way (the last one included)."""
-    quick_fix: tuple[str, str] | None = None
-    """The program the last failure's diagnosis implies and what changed (the next round runs it)."""
-    quick_fixes_tried: int = 0
+
+
+def _programs(state: _RunState) -> list[tuple[int, str]]:
+    """(round, program) of every round so far that had one, the latest first."""
+    return [(it.index, it.candidate.code) for it in reversed(state.run.iterations) if it.candidate.code]
+
+
+def _data_names(task: Task) -> dict[str, None]:
+    """The user's data (inputs and copied notebook values): never to be replaced."""
+    ctx = task.context
+    return dict.fromkeys([*task.inputs, *(ctx.data_names() if ctx else ())])
 
 
 class _Emitter:

@@ -2,7 +2,7 @@
 
 Why: when the task says the given program is wrong (``%%heal`` with a hint, a benchmark's
 buggy starter, an exercise with TODOs) and that program passes its checks anyway, the
-checks are too weak to see the bug. :func:`~selfheal_jupyter.agents.qa.hold_known_wrong`
+checks are too weak to see the bug. :func:`~selfheal_jupyter.loop.verdict.hold_known_wrong`
 refuses the given program itself, and a candidate that leaves its code unchanged; a
 candidate that changes the code but not one thing the checks can see — the same printed
 output, the same figures and tables, the same value of every name the tests assign — is

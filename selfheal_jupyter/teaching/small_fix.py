@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
-from ..model import Candidate, Iteration, Run, Timings, checked_by
+from ..model import Candidate, Iteration, Run, Timings
 
 MAX_TRIES = 80
 REPLY = "(no model: a one-token change the tool tried, judged like every round)"
@@ -169,7 +169,7 @@ def search(
             break
         trial = judge(changed)
         verdict, result, checks = trial.verdict, trial.result, trial.checks  # type: ignore[attr-defined]
-        if not verdict.passed or not checked_by(verdict, checks, run.task):
+        if not verdict.passed or not verdict.verified_by:  # judged and verified as a round is
             continue
         index = max(it.index for it in run.iterations) + 1
         found = Iteration(
