@@ -630,7 +630,9 @@ def what_will_run_lab(tmp_path):
         Reply(fence("print(len(df))"), match="KeyError: 'Rows'"),
     ]
     cells = [
-        "%load_ext selfheal_jupyter",
+        # the model's fixes are the subject: the tool's own edit of a misspelt column
+        # (quick fixes) would fix the chart and autoheal cells before the model is asked
+        "%load_ext selfheal_jupyter\n%config SelfHeal.quick_fixes = False",
         REVIEW_DATA,
         REVIEW_SHARE,
         f"%%heal\n{CHART_CELL}",

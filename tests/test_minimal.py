@@ -113,8 +113,11 @@ def notebook(ip: InteractiveShell, share: str = SHARE) -> None:
 
 
 def heal(ip: InteractiveShell, replies: list, cell: str = CELL, line: str = ""):
+    """A heal whose fix is the scripted model's: the tool's own edit of a misspelt column
+    (quick fixes) would fix these cells before the model is asked."""
     with ScriptedServer(replies) as server:
         ip.run_cell(f"%config SelfHeal.base_url = '{server.base_url}'", store_history=False)
+        ip.run_cell("%config SelfHeal.quick_fixes = False", store_history=False)
         with capture_output() as cap:
             result = ip.run_cell(f"%%heal {line}\n{cell}", store_history=True)
         assert result.success, cap.stderr

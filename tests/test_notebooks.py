@@ -89,10 +89,10 @@ def test_notebook_runs_and_shows_every_iteration(name, tmp_path):
 
 
 def test_the_data_notebooks_heal_reviews_the_output_of_the_code_handed_over(tmp_path):
-    """Issue 39: the model's program redefines the notebook's ``share()`` (fractions);
-    the hand-over leaves the redefinition out, so the accepted cell prints the
-    notebook's percentages and shows the chart: the review shows that output and that
-    figure, and says the passing program's differed."""
+    """Issue 39: the review shows the output of the code handed over — the notebook's
+    own ``share()``, in percent — and the chart it draws. (The heal's misspelt column is
+    fixed by the tool's own edit, issue 40, so the passing program is the code handed
+    over; a model that redefines ``share()`` is tests/test_browser.py's chart heal.)"""
     nb, _, _ = execute("02-data-exploration", tmp_path)
     heal = next(c for c in nb.cells if is_magic(c, "heal"))
     page = html_of(heal)
@@ -100,10 +100,8 @@ def test_the_data_notebooks_heal_reviews_the_output_of_the_code_handed_over(tmp_
     shown = review.split('class="selfheal-fix-output"', 1)[1]
     assert "48.5" in shown and "0.485075" not in shown  # the notebook's own share(), in percent
     assert '<img alt="figure"' in shown  # the chart the fix draws
-    assert "The passing program showed something else" in shown
-    assert "share() written again (your notebook defines it)" in review
+    assert "The passing program showed something else" not in shown  # it is the code handed over
     assert "This fix adds" not in review and "selfheal-flags" not in review  # nothing to flag
-    assert "0.485075" in page.split('class="selfheal-review"', 1)[0]  # the passing program's, in the record
 
 
 def test_a_steered_heal_hands_over_its_probe_only_and_flags_it(tmp_path):
@@ -113,7 +111,7 @@ def test_a_steered_heal_hands_over_its_probe_only_and_flags_it(tmp_path):
     from tests.test_minimal import STEERED_CELL, STEERED_FIX, STEERED_MODEL
 
     cells = [
-        "%load_ext selfheal_jupyter",
+        "%load_ext selfheal_jupyter\n%config SelfHeal.quick_fixes = False",  # the model's fix is the subject
         "%%heal\n" + STEERED_CELL,
         "import json\nprint(json.dumps(agent_result.to_dict()['fix']))",
     ]
@@ -240,3 +238,34 @@ def test_teaching_notebook_hints_never_the_answer_until_level_3(tmp_path):
     exported = nbformat.read(tmp_path / "hints-asked.ipynb", as_version=4)
     code = [c for c in exported.cells if c.cell_type == "code"]
     assert len(code) == 1 and code[0].metadata["selfheal"]["hints"] == [1, 2, 3]
+
+
+@pytest.mark.slow
+def test_data_notebook_question_on_the_embedded_model(tmp_path):
+    """No endpoint configured: the embedded model answers 02's %%agent question. Then, as a
+    user would, the answer is inserted and run in the kernel: `df` is as it was, and the
+    answer names regions by their names."""
+    nb = nbformat.read(NOTEBOOKS / "02-data-exploration.ipynb", as_version=4)
+    agent = next(i for i, c in enumerate(nb.cells) if is_magic(c, "agent"))
+    check = (
+        "import io, contextlib\n"
+        "before = df.copy()\n"
+        "code = agent_result.fix.code if agent_result.fix else agent_result.final_code\n"
+        "shown = io.StringIO()\n"
+        "with contextlib.redirect_stdout(shown):\n"
+        "    exec(code, globals())  # what Insert below and running the cell do\n"
+        "print(repr(shown.getvalue()))\n"
+        "print('unchanged', df.equals(before) and list(df.columns) == list(before.columns))\n"
+        "print('outcome', agent_result.outcome, agent_result.verified_by)\n"
+    )
+    nb.cells.insert(agent + 1, nbformat.v4.new_code_cell(check))
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "SELFHEAL_MODEL")}
+    client = NotebookClient(nb, timeout=1800, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
+    started = time.monotonic()
+    client.execute(env=env)
+    text = "".join(o.get("text", "") for o in nb.cells[agent + 1].outputs)
+    print(f"02 on the embedded model: {time.monotonic() - started:.0f} s\n{text}")
+    assert "outcome success" in text and "unchanged True" in text
+    printed = text.splitlines()[0]
+    for month, region in (("jan", "north"), ("feb", "north"), ("mar", "south")):
+        assert re.search(rf"{month}\W[^\\]*?{region}|{region}\W[^\\]*?{month}", printed, re.I), (month, printed)
