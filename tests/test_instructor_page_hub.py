@@ -118,7 +118,10 @@ def test_the_instructor_sets_hints_sees_the_hint_word_for_word_closes_an_exam_an
     script = [Reply(AVERAGE_FIX, match="def average("), Reply(PROSE, match="teacher")]
     with (
         ScriptedServer(script, api_key=MODEL_KEY) as model,
-        class_hub(tmp_path / "hub", {"mode": "full"}, model.base_url, more_config=MORE_CONFIG) as hub,
+        # the writer's prose on (off by default): the page must show it word for word
+        class_hub(
+            tmp_path / "hub", {"mode": "full"}, model.base_url, "--SelfHeal.hint_prose=True", more_config=MORE_CONFIG
+        ) as hub,
         chromium() as browser,
     ):
         context, page = signed_in(browser, hub, INSTRUCTOR)
@@ -194,7 +197,7 @@ def test_the_instructor_sets_hints_sees_the_hint_word_for_word_closes_an_exam_an
         shot(page, "4-exam-window")
         got = run_student(s1, hint_notebook(AVERAGE), env, "b")
         refused = cell_text(got, 1)
-        [said] = [ln for ln in refused.splitlines() if ln.startswith("UsageError")]
+        said = next((ln for ln in refused.splitlines() if "selfheal is off" in ln), refused)
         assert "selfheal is off" in said and "Midterm exam until" in said, refused
 
         # 5. the CSV export holds the requests (the hint, the refused %%heal, the refused %%hint)
@@ -267,6 +270,7 @@ def test_payloads_from_a_student_s_cell_and_the_model_s_prose_are_inert_on_the_p
             tmp_path / "hub",
             {"mode": "hints", "reveal_fix": False, "groups": {COURSE: {"model": "course-model"}}},
             model.base_url,
+            "--SelfHeal.hint_prose=True",  # the model's prose is one of the payloads' ways in
             more_config=MORE_CONFIG,
         ) as hub,
         chromium() as browser,

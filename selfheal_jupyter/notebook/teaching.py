@@ -28,7 +28,7 @@ from ..render.hints import HintPanel, hint_text, hints_html, note_html
 from ..render.inline import show_html
 from ..teaching import small_fix
 from ..teaching.policy import Gate, PolicyBlocked
-from ..teaching.session import HintSession, cell_key
+from ..teaching.session import HintSession, Lines, cell_key
 from .controller import RESULT_NAME, Pump
 
 RUNNING = "Running your cell in the sandbox…"
@@ -49,9 +49,10 @@ class Teacher:
         """The loop each cell's run was made with (its model writes that cell's hints)."""
 
     def session(self, task: Task, line_offset: int = 0) -> tuple[str, HintSession]:
-        key = cell_key(task, line_offset)
+        key = cell_key(task)
         if key not in self.sessions:
             self.sessions[key] = HintSession(task.initial_code or "", self.gate.policy, line_offset=line_offset)
+        self.sessions[key].lines = Lines(line_offset)  # the same cell, its lines counted as asked
         return key, self.sessions[key]
 
     def turn(self, settings: SelfHeal, task: Task, *, line_offset: int = 0) -> HintTurn:

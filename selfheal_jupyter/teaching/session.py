@@ -113,10 +113,12 @@ def ask_of(level: int, facts: Facts, lines: Lines) -> HintAsk:
     )
 
 
-def cell_key(task: Task, line_offset: int = 0) -> str:
-    """Hints continue while the code and its tests stay the same (whitespace aside)."""
+def cell_key(task: Task) -> str:
+    """Hints continue while the code and its tests stay the same (whitespace aside; where
+    the cell's lines are counted from is not part of it). The service's log keeps it as
+    the request's ``cell`` (code, NUL, tests)."""
     code = "\n".join(line.rstrip() for line in (task.initial_code or "").strip().splitlines())
-    return f"{line_offset}\0{code}\0{(task.tests or '').strip()}"
+    return f"{code}\0{(task.tests or '').strip()}"
 
 
 class HintSession:
