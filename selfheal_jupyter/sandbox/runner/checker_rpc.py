@@ -32,9 +32,11 @@ from .codec import (
     claimed_names,
     describe_exception,
     is_stand_in,
+    local_class,
 )
 from .frames import FrameReader, write_frame
 from .program_rpc import BINARY_OPERATORS
+from .type_table import TYPES
 
 
 class ProgramLink:
@@ -463,8 +465,25 @@ def _flatten(classinfo: Any) -> list:
 
 
 def _named_in(claimed: tuple, classes: "tuple | list") -> bool:
-    return bool(claimed) and any(
-        _REAL_ISINSTANCE(c, type) and f"{c.__module__}:{c.__qualname__}" in claimed for c in classes
+    """One of ``classes`` is named among the classes a stand-in was described with. Only
+    a library's exception class counts (the program's process could have raised that very
+    class, which the checker cannot have): never a builtin class or one of the table, nor
+    a class its names do not lead back to (the tests' own). Those a stand-in is of by its
+    real bases only."""
+    return bool(claimed) and any(_REAL_ISINSTANCE(c, type) and _claimable(c) and _spec(c) in claimed for c in classes)
+
+
+def _spec(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _claimable(cls: type) -> bool:
+    """An exception class of a library (by name, on the program's side too)."""
+    return (
+        _REAL_ISSUBCLASS(cls, BaseException)
+        and cls.__module__ != "builtins"
+        and TYPES.name_of(cls) is None
+        and local_class(_spec(cls)) is cls
     )
 
 
