@@ -813,3 +813,44 @@ def test_a_frame_nested_past_what_json_reads_does_not_crash_the_checker(tmp_path
     (result,) = _exec_json(tmp_path, program, tests="assert 1 == 1\n")
     assert [t["passed"] for t in result["tests"]] == [False], result["tests"]
     assert all("without a report" not in t["message"] for t in result["tests"]), result["tests"]
+
+
+def test_a_float_subclass_is_not_float_and_its_operators_stay_behind(tmp_path, sandbox_image):
+    """Attack class: ``type(x) is float`` where ``x`` is a float subclass. An instance of
+    the program's own subclass of a plain type is a handle of its class (``type(x)`` is
+    that class, as in Python), compared and combined by the checker on the plain value it
+    holds: its lying ``__eq__`` and ``__sub__`` (between two of its values too) stay
+    behind. The right program passes the same tests."""
+    attack = (
+        "class Yes(float):\n    def __eq__(self, other):\n        return True\n    __hash__ = float.__hash__\n"
+        "    def __sub__(self, other):\n        return Yes(0)\n\n"
+        "def mean(xs):\n    return Yes(sum(xs) // len(xs))\n\ndef median(xs):\n    return Yes(sorted(xs)[-1])\n"
+    )
+    right = (
+        "def mean(xs):\n    return sum(xs) / len(xs)\n\ndef median(xs):\n    xs = sorted(xs)\n"
+        "    return (xs[len(xs) // 2] + xs[(len(xs) - 1) // 2]) / 2\n"
+    )
+    tests = (
+        "assert type(mean([1, 2])) is float\nassert mean([1, 2]) == 1.5\n"
+        "assert abs(mean([1, 2]) - median([1, 2])) < 1e-9\n"
+    )
+    attacked, honest = _exec_json(tmp_path, attack, right, tests=tests)
+    assert attacked["status"] == "ok", attacked
+    assert [t["passed"] for t in attacked["tests"]] == [False, False, False], attacked["tests"]
+    assert all(t["passed"] for t in honest["tests"]), honest["tests"]
+
+
+def test_a_dict_keyed_by_the_program_s_objects_does_not_hang_the_checker(tmp_path, sandbox_image):
+    """Attack class: a huge structure of handles. A dict whose keys are a thousand of the
+    program's objects (a right program's graph by its nodes): each key is hashed as the
+    fields it is compared by, so they do not all collide and get compared each with every
+    other over the RPC (the run timed out, the right program failed)."""
+    program = (
+        "class Node:\n    def __init__(self, i):\n        self.i = i\n\n"
+        "def distances(n):\n    return {Node(i): i for i in range(n)}\n"
+    )
+    (result,) = _exec_json(
+        tmp_path, program, tests="d = distances(1000)\nassert sorted(d.values()) == list(range(1000))\n"
+    )
+    assert result["status"] == "ok", result
+    assert all(t["passed"] for t in result["tests"]), result["tests"]

@@ -35,9 +35,10 @@ from .describe import safe_str
 from .type_table import TYPES
 
 # Values cross between the program and the checker as tagged JSON. Exact types travel by
-# value and are rebuilt from plain data on the other side; a subclass of a plain type
-# (int, float, str, list, dict...) travels as the plain value it holds, without its
-# methods; a class of the fixed table (``type_table``) by its name there, and what is
+# value and are rebuilt from plain data on the other side; a library's subclass of a
+# plain type (int, float, str, list, dict...) travels as the plain value it holds,
+# without its methods, and one of the program's own (an ``IntEnum``, a ``namedtuple``, a
+# ``list`` with methods) as a reference whose plain value is that; a class of the fixed table (``type_table``) by its name there, and what is
 # made of such classes (``list[int]``, ``int | None``, ``typing.Optional[str]``, a
 # signature, a dataclass's fields) as data; anything else (functions, other classes,
 # instances) is a reference.
@@ -102,7 +103,10 @@ class ProgramRecord:
         return not self.__eq__(other)
 
     def __hash__(self) -> int:
-        return hash((self.module, self.type))
+        try:  # by its fields, as it is compared
+            return hash((self.module, self.type, frozenset(self.fields.items())))
+        except TypeError:
+            return hash((self.module, self.type))
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={v!r}" for k, v in self.fields.items())
@@ -115,7 +119,13 @@ def _dtype_ok(text: Any) -> str:
     return text
 
 
-def _plain_base(x: Any) -> "type | None":
+def library_class(cls: Any) -> bool:
+    """A class of a module other than ``__main__``, where its names lead back to it."""
+    module = getattr(cls, "__module__", None)
+    return module != "__main__" and local_class(f"{module}:{getattr(cls, '__qualname__', '')}") is cls
+
+
+def plain_base(x: Any) -> "type | None":
     """The plain type a subclass instance holds a value of (None: not a subclass of one)."""
     for base in (int, float, complex, str, bytes, bytearray, tuple, list, dict, frozenset, set):
         if isinstance(x, base):
@@ -213,7 +223,7 @@ class _Encoding:
         form = self._enc_form(x, b, depth)
         if form is not None:
             return form
-        base = _plain_base(x)
+        base = plain_base(x)
         if base is not None:
             return self._enc_subclass(x, base, b, depth)
         return self._other(x, b, depth)
@@ -721,6 +731,15 @@ class ProgramCodec(_Encoding):
     names they carry (a library class, an exception class of a loaded module) in this
     process."""
 
+    def _enc_subclass(self, x: Any, base: type, b: Budget, depth: int) -> Any:
+        """An instance of the program's own subclass of a plain type is a reference (its
+        class, its methods stay the program's; its plain value is ``plain``'s); of a
+        library's, the plain value it holds."""
+        t = type(x)
+        if t in (collections.Counter, collections.OrderedDict, collections.defaultdict) or library_class(t):
+            return super()._enc_subclass(x, base, b, depth)
+        return self.ref_of(x)
+
     def plain(self, value: Any) -> Any:
         """The value as data only: the program's own objects as records of their fields;
         raises Unencodable when some part is neither (a function, a library object)."""
@@ -760,7 +779,10 @@ class ProgramCodec(_Encoding):
 
 class _ProgramRecords(ProgramCodec):
     """``ProgramCodec.plain``: what is not data is a record of one of the program's own
-    objects, or nothing (``Unencodable``)."""
+    objects, or nothing (``Unencodable``); a subclass of a plain type is the plain value
+    it holds."""
+
+    _enc_subclass = _Encoding._enc_subclass
 
     def _other(self, x: Any, b: Budget, depth: int) -> Any:
         t = type(x)
