@@ -840,6 +840,21 @@ def test_a_float_subclass_is_not_float_and_its_operators_stay_behind(tmp_path, s
     assert all(t["passed"] for t in honest["tests"]), honest["tests"]
 
 
+def test_a_typing_alias_is_named_by_its_origin_not_by_its_name(tmp_path, sandbox_image):
+    """Attack class: a typing form whose name lies. An alias of the program's own class
+    that calls itself ``List`` (``typing._GenericAlias(Made, (int,), name='List')``) is not
+    ``typing.List[int]``: a form crosses by name only when its origin is that form's."""
+    attack = (
+        "import typing\n\nclass Made:\n    pass\n\nFake = typing._GenericAlias(Made, (int,), name='List')\n\n"
+        "def f(x: Fake) -> int:\n    return 0\n"
+    )
+    right = "import typing\n\ndef f(x: typing.List[int]) -> int:\n    return 0\n"
+    tests = "import inspect, typing\nassert inspect.signature(f).parameters['x'].annotation == typing.List[int]\n"
+    attacked, honest = _exec_json(tmp_path, attack, right, tests=tests)
+    assert [t["passed"] for t in attacked["tests"]] == [True, False], attacked["tests"]
+    assert all(t["passed"] for t in honest["tests"]), honest["tests"]
+
+
 def test_a_dict_keyed_by_the_program_s_objects_does_not_hang_the_checker(tmp_path, sandbox_image):
     """Attack class: a huge structure of handles. A dict whose keys are a thousand of the
     program's objects (a right program's graph by its nodes): each key is hashed as the

@@ -268,7 +268,12 @@ class _Encoding:
             name = TYPES.form_name_of(x)
             if name is not None:
                 return {"$": "typing", "name": name}
-            name = TYPES.form_name_of(typing.get_origin(x)) or getattr(x, "_name", None)
+            origin = typing.get_origin(x)
+            name = TYPES.form_name_of(origin)
+            if name is None and origin is not None:  # ``typing.List[int]``: named as the form of its origin
+                said = getattr(x, "_name", None)  # a name an alias gives itself, taken only when
+                if TYPES.is_form(said) and typing.get_origin(TYPES.form_named(said)) is origin:  # that form's
+                    name = said
             if TYPES.is_form(name) and isinstance(getattr(x, "__args__", None), tuple):
                 return {"$": "typing", "name": name, "args": [enc(a, b, depth + 1) for a in typing.get_args(x)]}
         return None
