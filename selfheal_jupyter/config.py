@@ -87,6 +87,19 @@ class SelfHeal(Configurable):
         help="Ask the planner also when the task starts from your code (%%heal, autoheal). "
         "The embedded model skips it (same pass rate, half the tokens: docs/measurements.md).",
     ).tag(config=True)
+    plan_min_words = Int(
+        0,
+        help="Ask the planner only for a task of at least this many words (0: every task "
+        "auto_plan allows). The embedded model uses 30 unless you set it: on short tasks its "
+        "plan cost as long as the code and solved nothing more (docs/measurements.md).",
+    ).tag(config=True)
+    quick_fixes = Bool(
+        True,
+        help="When a failure's own diagnosis implies one edit of the failing line (a close "
+        "column for a misspelt one, `pd.to_datetime` around a text column under `.dt`, a "
+        "method called rather than indexed...), try that program before asking the model; "
+        "it is judged like any candidate and counts as a round only if it passes.",
+    ).tag(config=True)
     generated_checks = Int(
         0,
         help="How many checks QA writes from the task alone before any code (AgentCoder's "
@@ -152,7 +165,7 @@ class SelfHeal(Configurable):
         "search. 0 = hand over every line of the model's.",
     ).tag(config=True)
 
-    @validate("generated_checks", "intent_checks", "candidates", "restart_after", "fix_search_tries")
+    @validate("generated_checks", "intent_checks", "candidates", "restart_after", "fix_search_tries", "plan_min_words")
     def _non_negative(self, proposal):
         value, name = proposal["value"], proposal["trait"].name
         low = 1 if name == "candidates" else 0

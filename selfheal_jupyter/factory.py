@@ -190,6 +190,7 @@ def build_loop(
         ),
         auto_plan=settings.auto_plan,
         plan_on_heal=settings.plan_on_heal,
+        plan_min_words=settings.plan_min_words,
         sandbox_limits=settings.limits(),
         retry_temperature=settings.retry_temperature,
         repair_format=settings.repair_format,
@@ -200,5 +201,6 @@ def build_loop(
             runtime_values=settings.runtime_values,
             explain_first=settings.explain_first,
             restart_after=settings.restart_after,
+            quick_fixes=settings.quick_fixes,
         ),
     )

@@ -13,7 +13,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .model import NOTEBOOK_FILE, ExecutionResult, Limits, SpecViolation, TestOutcome, Verdict
+from .model import (
+    DATA_CHECK_PREFIX,
+    DATA_RULES,
+    NOTEBOOK_FILE,
+    ExecutionResult,
+    Explanation,
+    Limits,
+    SpecViolation,
+    TestOutcome,
+    Verdict,
+)
 from .redact import redact_value
 
 MAX_FRAMES = 6
@@ -161,11 +171,17 @@ SPEC_HEADER = (
 )
 
 
+DATA_HEADER = (
+    "REJECTED whatever the run shows: the program does not work on the user's notebook data "
+    "as it is (the task is about their data, not example values):"
+)
+
+
 def spec_lines(violations: list[SpecViolation]) -> list[str]:
     """The spec section of the feedback: which rule, what exactly, how to comply."""
     if not violations:
         return []
-    out = [SPEC_HEADER]
+    out = [DATA_HEADER if all(v.rule in DATA_RULES for v in violations) else SPEC_HEADER]
     for v in violations[:MAX_TESTS]:
         out.append(f"  RULE {v.rule} ({v.title}): {clip(v.message, 300)}")
         out.append(f"    → to comply: {v.fix}")
@@ -174,13 +190,33 @@ def spec_lines(violations: list[SpecViolation]) -> list[str]:
     return out
 
 
+EXPLANATION_HEADER = "What the tool found from the notebook's context:"
+
+
+def without_explanation(feedback: str) -> str:
+    """``feedback`` without the tool's explanation of the failure (which may name the fix:
+    a close column and the edit it implies), for what a student may hold in hints mode."""
+    out, skipping = [], False
+    for line in feedback.splitlines():
+        if line == EXPLANATION_HEADER:
+            skipping = True
+            continue
+        if skipping and line.startswith("  "):
+            continue
+        skipping = False
+        out.append(line)
+    return "\n".join(out)
+
+
 def format_feedback(
     result: ExecutionResult | None,
     verdict: Verdict | None = None,
     *,
     limits: Limits | None = None,
+    explanation: Explanation | None = None,
 ) -> str:
-    """Feedback text for one iteration ("" when it passed)."""
+    """Feedback text for one iteration ("" when it passed); ``explanation``: what the tool
+    worked out of the failure from the notebook's context (:mod:`~selfheal_jupyter.diagnosis`)."""
     if verdict is not None and verdict.passed:
         return ""
     if result is None:
@@ -194,6 +230,9 @@ def format_feedback(
     if result.message and result.status not in ("ok", "error", "blocked"):
         parts.append(clip(result.message, 400))
     parts += _location(result)
+    if explanation is not None and explanation.diagnosis:
+        parts.append(EXPLANATION_HEADER)
+        parts += [f"  {sentence}" for sentence in explanation.diagnosis]
     parts += _streams(result)
     parts += _tests(result.tests)
     if (
@@ -225,8 +264,15 @@ GENERATED_HEADER = (
 )
 
 
+DATA_CHECKS_HEADER = (
+    "{failed} of {total} checks FROM THE USER'S DATA failed (the answer each group should show, "
+    "computed from the notebook's own values):"
+)
+
+
 def check_lines(checks: list[TestOutcome], *, passed: bool = False) -> list[str]:
-    """QA's generated checks that failed, labelled apart from the user's tests.
+    """QA's generated checks and the checks from the notebook's data that failed,
+    labelled apart from the user's tests.
 
     ``passed``: the program passed the user's tests and ran cleanly (the checks are then
     the only thing left to look at)."""
@@ -236,11 +282,22 @@ def check_lines(checks: list[TestOutcome], *, passed: bool = False) -> list[str]
     out = []
     if passed:
         out.append("The program ran cleanly and passed the user's own checks.")
-    out.append(GENERATED_HEADER.format(failed=len(failed), total=len(checks)))
-    for t in failed[:MAX_TESTS]:
-        out.append(f"  GENERATED {clip(t.source, 160)}")
-        if t.message:
-            out.append(f"    → {clip(t.message, 240)}")
+    derived = [t for t in failed if t.source.startswith(DATA_CHECK_PREFIX)]
+    generated = [t for t in failed if not t.source.startswith(DATA_CHECK_PREFIX)]
+    if derived:
+        total = sum(1 for t in checks if t.source.startswith(DATA_CHECK_PREFIX))
+        out.append(DATA_CHECKS_HEADER.format(failed=len(derived), total=total))
+        for t in derived[:MAX_TESTS]:
+            out.append(f"  FROM YOUR DATA: {clip(t.source.removeprefix(DATA_CHECK_PREFIX), 200)}")
+            if t.message:
+                out.append(f"    → {clip(t.message, 240)}")
+    if generated:
+        total = sum(1 for t in checks if not t.source.startswith(DATA_CHECK_PREFIX))
+        out.append(GENERATED_HEADER.format(failed=len(generated), total=total))
+        for t in generated[:MAX_TESTS]:
+            out.append(f"  GENERATED {clip(t.source, 160)}")
+            if t.message:
+                out.append(f"    → {clip(t.message, 240)}")
     return out
 
 

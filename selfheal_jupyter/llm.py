@@ -16,9 +16,11 @@ import json
 import queue
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlparse
 
 import openai
 
@@ -43,6 +45,32 @@ MAX_CHARS_PER_TOKEN = 16
 characters per requested token is past its ``max_tokens`` whatever the server counts."""
 WHOLE_ANSWER_BYTES = 1 << 20
 """How much of an answer that is not an event stream is read to tell what it is."""
+QUEUE_POLL_S = 1.0
+"""How often a request waiting for its first token asks the server how many are ahead."""
+LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+
+
+def server_queue(base_url: str, timeout_s: float = 2.0) -> tuple[int, int] | None:
+    """(requests processing, requests deferred) of a llama.cpp server (the embedded
+    model's, or one the user runs) from its ``/metrics``; None when it publishes none."""
+    root = base_url.rstrip("/").removesuffix("/v1")
+    try:
+        with urllib.request.urlopen(root + "/metrics", timeout=timeout_s) as resp:
+            text = resp.read(1 << 16).decode("utf-8", "replace")
+    except (OSError, ValueError):
+        return None
+    found: dict[str, int] = {}
+    for line in text.splitlines():
+        name, _, value = line.rpartition(" ")
+        for key in ("requests_processing", "requests_deferred"):
+            if name.endswith(key) and not line.startswith("#"):
+                try:
+                    found[key] = int(float(value))
+                except ValueError:
+                    return None
+    if len(found) != 2:
+        return None
+    return found["requests_processing"], found["requests_deferred"]
 
 
 @dataclass(frozen=True)
@@ -101,6 +129,11 @@ class LLMClient:
         self.admit: Callable[[int], None] | None = None
         """Called with a request's estimated prompt tokens before it is sent; raises to
         refuse it (the loop's token budget, checked before anything is spent)."""
+        self.on_wait: Callable[[int], None] | None = None
+        """Called, while a request waits for its first token on a server that queues it
+        behind others (a shared local server), with how many requests are ahead of it."""
+        self._queue_known = urlparse(endpoint.base_url).hostname in {h.strip("[]") for h in LOOPBACK}
+        """Only a server on this machine is asked for its queue (a hosted API has none to tell)."""
 
     def close(self) -> None:
         self._client.close()
@@ -156,6 +189,7 @@ class LLMClient:
         finish: str | None = None
         deadline: float | None = None  # timeout_s after the first token (the wait for
         # it is bounded by the client's own read timeout, also timeout_s)
+        waiting = _QueueWatch(self) if self.on_wait is not None and self._queue_known else None
         try:
             while True:
                 try:
@@ -165,6 +199,8 @@ class LLMClient:
                         raise Cancelled("Stopped while the model was answering.") from None
                     if deadline is not None and time.monotonic() > deadline:
                         raise self._cut("timeout", messages, "".join(parts), chunks) from None
+                    if waiting is not None and deadline is None:
+                        waiting.poll()
                     continue
                 if kind == "delta":
                     if deadline is None:
@@ -379,6 +415,31 @@ class LLMClient:
             f"Talking to {where} failed unexpectedly ({type(exc).__name__}: {exc}). "
             "Check the endpoint configuration, then run again."
         )
+
+
+class _QueueWatch:
+    """While a request waits for its first token: how many requests the server serves
+    before it, said to ``on_wait`` whenever that number changes (and is not zero)."""
+
+    def __init__(self, client: LLMClient) -> None:
+        self.client = client
+        self.next_at = time.monotonic() + QUEUE_POLL_S / 2
+        self.said = 0
+
+    def poll(self) -> None:
+        now = time.monotonic()
+        if now < self.next_at:
+            return
+        self.next_at = now + QUEUE_POLL_S
+        found = server_queue(self.client.endpoint.base_url)
+        if found is None:
+            self.next_at = float("inf")  # it publishes nothing: stop asking
+            return
+        processing, deferred = found
+        ahead = processing + deferred - 1 if deferred else 0  # ours is one of them
+        if ahead > 0 and ahead != self.said and self.client.on_wait is not None:
+            self.said = ahead
+            self.client.on_wait(ahead)
 
 
 def _excerpt(text: str, size: int = 80) -> str:

@@ -200,6 +200,23 @@ ContextKind = Literal["module", "import", "function", "class", "value", "unavail
 
 
 @dataclass
+class ColumnInfo:
+    """One column of a notebook DataFrame as the model and the diagnosis may know it:
+    its name, its dtype and the Python types of a few of its distinct values (``str`` in
+    an ``object`` column says it holds text); never a value."""
+
+    name: str
+    dtype: str
+    kinds: list[str] = field(default_factory=list)
+
+    def text(self) -> str:
+        """``date: object (str)``, ``sales: int64``."""
+        shown = [k for k in self.kinds if k != self.dtype]
+        kinds = f" ({', '.join(shown)})" if shown and self.dtype in ("object", "category", "str", "string") else ""
+        return f"{self.name}: {self.dtype}{kinds}"
+
+
+@dataclass
 class ContextEntry:
     """One notebook name a cell needs, and how it travels to the sandbox.
 
@@ -216,6 +233,13 @@ class ContextEntry:
     reason: str = ""
     source: str = ""
     """The import line or the notebook source (goes into the prelude, not to the model)."""
+    columns: list[ColumnInfo] = field(default_factory=list)
+    """A DataFrame's columns (a Series: its one), with dtypes and value types."""
+    shape: list[int] = field(default_factory=list)
+    """An array's, a frame's or a series' shape ([] when it has none)."""
+    attributes: list[str] = field(default_factory=list)
+    """The public attribute names of the value, of the class or of the module (for a
+    close name when one is misspelt)."""
 
     def label(self) -> str:
         """Short text for the panel: ``DataFrame 3×2``, ``function``, ``numpy``."""
@@ -235,6 +259,9 @@ class NotebookContext:
     """Imports and notebook definitions run before the candidate (never part of it)."""
     values: dict[str, bytes] = field(default_factory=dict, repr=False)
     """Data values pickled once at run start; copied into the sandbox, never to the model."""
+    notebook_names: list[str] = field(default_factory=list)
+    """Every name the user's notebook defines (not the shell's own): a close one is
+    offered when the code reads a name that does not exist."""
 
     @property
     def available(self) -> list[ContextEntry]:
@@ -252,11 +279,30 @@ class NotebookContext:
         """The names holding the user's data (never to be replaced by made-up values)."""
         return {e.name for e in self.entries if e.kind == "value"}
 
+    def entry(self, name: str) -> ContextEntry | None:
+        """The available entry of ``name`` (None: not sent)."""
+        return next((e for e in self.available if e.name == name), None)
+
     def to_dict(self) -> list[dict[str, str]]:
         return [
             {"name": e.name, "kind": e.kind, "type": e.type, "summary": e.summary, "reason": e.reason}
             for e in self.entries
         ]
+
+
+DATA_CHECK_PREFIX = "from your data: "
+"""How the source of a check derived from the notebook's data begins (:class:`DataCheck`)."""
+
+
+@dataclass
+class DataCheck:
+    """A check QA derived from the notebook's own data for a question about it
+    (:mod:`~selfheal_jupyter.agents.data_checks`): each row's terms must be printed together
+    on one line. ``rows`` never goes to the model."""
+
+    source: str
+    """What it checks, in words, no values (starts with :data:`DATA_CHECK_PREFIX`)."""
+    rows: list[list[str]] = field(default_factory=list, repr=False)
 
 
 @dataclass
@@ -286,6 +332,9 @@ class Task:
     origin: str = ""
     """What the user did to start it, as the panel's title says it: "%%agent", "%%heal",
     "autoheal" (the "Ask the agent to fix this" button), "selfheal run" ("": unknown)."""
+    data_checks: list[DataCheck] = field(default_factory=list)
+    """Checks derived from the notebook's data for a question about it (soft, like QA's
+    generated checks; their expected rows stay on the host)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -298,6 +347,7 @@ class Task:
             "given_is_wrong": self.given_is_wrong,
             "origin": self.origin,
             "context": self.context.to_dict() if self.context else [],
+            "data_checks": [c.source for c in self.data_checks],
         }
 
 
@@ -353,6 +403,7 @@ SpecRule = Literal[
     "dynamic_binding",
     "data_added",
     "data_replaced",
+    "data_ignored",
 ]
 """Which part of the user's spec a candidate broke (see :mod:`selfheal_jupyter.spec.guard`).
 
@@ -379,7 +430,10 @@ RULE_TITLES: dict[str, str] = {
     "dynamic_binding": "a name is bound where the code cannot be read (globals(), exec...)",
     "data_added": "made-up data is added to a notebook value",
     "data_replaced": "a notebook value is replaced by made-up data",
+    "data_ignored": "the notebook's data is never read; a made-up table answers instead",
 }
+DATA_RULES: frozenset[str] = frozenset({"data_added", "data_replaced", "data_ignored"})
+"""Rules about the notebook's data (not the user's asserts)."""
 """Each rule in a few words, as the panel and the feedback name it."""
 
 
@@ -401,6 +455,12 @@ class SpecViolation:
     def title(self) -> str:
         """The rule in a few words."""
         return RULE_TITLES.get(self.rule, self.rule)
+
+    @property
+    def what(self) -> str:
+        """What the candidate did, by kind: it changes the user's spec, or it does not use
+        their notebook data as it is."""
+        return "does not use your data as it is" if self.rule in DATA_RULES else "changes your spec"
 
 
 Held = Literal["", "given", "unchanged", "same_behaviour"]
@@ -427,7 +487,8 @@ class Verdict:
     with a different body: the fix changes those cells too (:mod:`~selfheal_jupyter.spec.notebook_data`)."""
     verified_by: list[str] = field(default_factory=list)
     """For a pass: what checked the program's output beyond its running without an error
-    ("your tests", "your stated expectation", "your asserts", "generated checks"); empty
+    ("your tests", "your stated expectation", "your asserts", "checks from your data",
+    "generated checks"); empty
     when it only runs, and for every verdict that did not pass. Decided with the rest of
     the verdict (:func:`selfheal_jupyter.loop.verdict.checked_by`)."""
 
@@ -440,7 +501,14 @@ class Verdict:
     def why(self) -> list[str]:
         """Every reason in words, the broken spec rules included (``reasons`` holds the
         rest; ``spec_violations`` the rules, in full)."""
-        return [*self.reasons, *(f"it changes your spec ({v.title}): {v.message}" for v in self.spec_violations)]
+        return [*self.reasons, *(f"it {v.what} ({v.title}): {v.message}" for v in self.spec_violations)]
+
+    @property
+    def rejected_for(self) -> str:
+        """Why the spec guard rejected it, in a few words ("" when it did not)."""
+        if not self.spec_violations:
+            return ""
+        return self.spec_violations[0].what if len({v.what for v in self.spec_violations}) == 1 else "changes your spec"
 
 
 @dataclass
@@ -483,6 +551,41 @@ class Sample:
 
 
 @dataclass
+class LineEdit:
+    """One change to one line of a program: ``old`` (text on that line) becomes ``new``."""
+
+    line: int
+    old: str
+    new: str
+
+
+@dataclass
+class Explanation:
+    """What the tool knows of a failure before the model says anything
+    (:mod:`~selfheal_jupyter.diagnosis`): the failing line, the exception, and what follows
+    from the notebook's context — a close column, attribute or name, a dtype that does not
+    fit, both shapes of a mismatch. Computed in milliseconds, shown at once, and given to
+    the model with the rest of the feedback."""
+
+    error: str
+    """``KeyError: 'Region'``."""
+    line: int | None = None
+    source: str = ""
+    """The failing line's source (the program's own line)."""
+    diagnosis: list[str] = field(default_factory=list)
+    """Plain sentences, names in backticks ("`Region` is not a column of `df`; `region` is")."""
+    edits: list[LineEdit] = field(default_factory=list)
+    """The change the diagnosis implies, when it is one precise edit of the failing line
+    (a close column for a misspelt one, ``pd.to_datetime`` around a text column under
+    ``.dt``): the loop may try it before asking the model (``SelfHeal.quick_fixes``)."""
+
+    @property
+    def useful(self) -> bool:
+        """It says more than the traceback does."""
+        return bool(self.diagnosis)
+
+
+@dataclass
 class Timings:
     llm_s: float = 0.0
     sandbox_s: float = 0.0
@@ -520,6 +623,14 @@ class Iteration:
     edit_failure: str = ""
     """The reply's SEARCH/REPLACE blocks could not be applied: which block and why (the
     round then has no program, and the next one asks for the whole program)."""
+    explanation: Explanation | None = None
+    """What the tool worked out of this round's failure on its own (None: it passed, or
+    nothing failed that it can read)."""
+    quick_fix: bool = False
+    """The round's program is the tool's own edit of the last one, from its explanation
+    (``SelfHeal.quick_fixes``): no model was asked."""
+    repeat_of: int | None = None
+    """The model wrote the program of this earlier round again: it was not run again."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -539,6 +650,9 @@ class Iteration:
             "restarted": self.restarted,
             "edited": self.edited,
             "edit_failure": self.edit_failure,
+            "explanation": asdict(self.explanation) if self.explanation else None,
+            "quick_fix": self.quick_fix,
+            "repeat_of": self.repeat_of,
         }
 
 

@@ -72,6 +72,11 @@ class Reply:
     whole: bool = False
     """Answer a streaming request with one whole chat completion (a server that does
     not stream)."""
+    hold: threading.Event | None = None
+    """Say nothing until the test sets this event (the request has arrived: ``held`` is
+    set): to see what a client shows while its model has not answered yet."""
+    held: threading.Event = field(default_factory=threading.Event)
+    """Set when a request that this reply answers arrived and is being held."""
 
 
 @dataclass
@@ -179,6 +184,11 @@ class ScriptedServer:
         self.hung_up = threading.Event()
         """Set when a client hung up before its reply ended (a cancel, a timeout, a cap
         on the reply): what a test that something was stopped, not waited out, checks."""
+        self.slots = 2
+        """Requests served at once; more are deferred (as llama.cpp's ``/metrics`` says)."""
+        self.others = 0
+        """Requests of other clients the server pretends to be busy with (``/metrics``)."""
+        self.in_flight = 0
         self._script: list[Reply | Fault] = [_normalise(r) for r in replies]
         self._fault_uses: dict[int, int] = {}
         self._lock = threading.Lock()
@@ -314,6 +324,18 @@ class _Handler(BaseHTTPRequestHandler):
         srv = self.server_ref
         if not self._authorised():
             return
+        if self.path.rstrip("/") == "/metrics":
+            busy = srv.in_flight + srv.others
+            text = (
+                f"llamacpp:requests_processing {min(busy, srv.slots)}\n"
+                f"llamacpp:requests_deferred {max(0, busy - srv.slots)}\n"
+            ).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(text)))
+            self.end_headers()
+            self.wfile.write(text)
+            return
         if self.path.rstrip("/") in ("/v1/models", "/models"):
             self._send_json(
                 200,
@@ -326,6 +348,16 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(404, f"no route {self.path}", code="not_found")
 
     def do_POST(self) -> None:
+        srv = self.server_ref
+        with srv._lock:
+            srv.in_flight += 1
+        try:
+            self._post()
+        finally:
+            with srv._lock:
+                srv.in_flight -= 1
+
+    def _post(self) -> None:
         srv = self.server_ref
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
@@ -355,6 +387,11 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(item, Fault):
             self._fault(item, body, stream)
             return
+        if item.hold is not None:
+            item.held.set()
+            while not item.hold.wait(0.05):
+                if srv._stopping.is_set():
+                    return
         if stream and not item.whole:
             self._stream(item.content, body, item.chunk_delay_s, item.finish_reason)
         else:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from selfheal_jupyter import cli
+from selfheal_jupyter.agents.inputs import format_context
 from selfheal_jupyter.config import SelfHeal
 from selfheal_jupyter.eval import aggregate, benchmarks, humaneval, repair, scoring
 from selfheal_jupyter.eval.benchmark_run import EvalConfig, derive_single_pass, run_eval
@@ -767,7 +768,7 @@ def test_notebooks_are_multi_cell_heals_with_their_notebooks_context() -> None:
     from selfheal_jupyter.eval import notebooks
     from selfheal_jupyter.model import has_assert
 
-    problems = benchmarks.load("notebooks")
+    problems = [p for p in benchmarks.load("notebooks") if not notebooks.is_question(p)]
     assert len(problems) >= 20 and len({p.id for p in problems}) == len(problems)
     with_asserts = hinted = stated = 0
     for p in problems:
@@ -786,6 +787,48 @@ def test_notebooks_are_multi_cell_heals_with_their_notebooks_context() -> None:
     assert with_asserts >= 5 and hinted >= 2 and stated >= 1
     kinds = {e.kind for p in problems for e in benchmarks.task(p).context.entries}
     assert {"module", "function", "class", "value"} <= kinds
+
+
+def test_questions_are_agent_tasks_about_the_notebooks_data() -> None:
+    from selfheal_jupyter.eval import notebooks
+
+    questions = [p for p in benchmarks.load("notebooks") if notebooks.is_question(p)]
+    assert len(questions) >= 10
+    for p in questions:
+        task = benchmarks.task(p)
+        assert task.initial_code is None and task.prompt == p.prompt and not task.tests, p.id
+        assert task.context is not None and task.context.data_names(), p.id  # the words find the data
+        assert p.hidden["rows"] and p.hidden["unchanged"], p.id
+        seen = json.dumps(task.to_dict()) + format_context(task.context)
+        for row in p.hidden["rows"]:
+            for term in row[0]:
+                said = re.search(rf"(?<!\w){re.escape(term)}(?!\w)", seen, re.I)
+                assert not said or term.replace(".", "").isdigit(), (p.id, term)  # no answer told
+
+
+def test_a_question_is_graded_on_its_answers_and_on_the_data_left_as_it_was(sandbox) -> None:
+    problems = {p.id: p for p in benchmarks.load("notebooks")}
+    best = problems["q01_best_region"]
+    assert score(sandbox, best, best.hidden["solution"]).passed
+    # the alphabetically last region is not the one with the highest sales
+    wrong = "for m, g in sales.groupby('month'):\n    print(m, g['region'].max())\n"
+    assert score(sandbox, best, wrong).detail == "its output lacks a line with 'jan | north'"
+    # the right answer, found by changing the user's frame, changes the user's frame
+    changed = "sales['best'] = sales.groupby('month')['sales'].transform('max') == sales['sales']\n" + (
+        "for _, r in sales[sales.best].iterrows():\n    print(r['month'], r['region'])\n"
+    )
+    assert score(sandbox, best, changed).detail == "changes the notebook's `sales`"
+    # growth in percent printed as fractions is not the answer; to fewer decimals neither
+    growth = problems["q05_growth_percent"]
+    assert not score(sandbox, growth, "print(revenue.set_index('year').revenue.pct_change())").passed
+    assert score(sandbox, growth, "print(revenue.set_index('year').revenue.pct_change().mul(100).round(2))").passed
+    assert not score(
+        sandbox, growth, "print(revenue.set_index('year').revenue.pct_change().mul(100).dropna().astype(int))"
+    ).passed
+    # a table of its own breaks a data rule before its output is read
+    totals = problems["q02_customer_totals"]
+    own = "spend = {'Maria Lopez': 50.5, 'Tom Berg': 45.0, 'Aiko Sato': 99.0, 'Sven Dahl': 55.25}\nprint(spend)\n"
+    assert "data_ignored" in score(sandbox, totals, own).detail
 
 
 def test_every_notebook_solution_passes_and_every_cell_as_written_fails(sandbox) -> None:
@@ -851,6 +894,7 @@ def test_selfheal_eval_notebooks_counts_solved_verified_and_false_successes(
                 "--derive-baseline",
                 "--out",
                 str(tmp_path),
+                "--SelfHeal.quick_fixes=False",  # the scripted model answers, wrong months included
             ]
         )
         assert code == 0

@@ -18,6 +18,7 @@ from selfheal_jupyter.loop.events import (
     CandidateReady,
     ExecutionDone,
     ExecutionStarted,
+    FailureExplained,
     PlanReady,
     RunFinished,
     RunStarted,
@@ -129,6 +130,7 @@ def test_name_error_then_right_succeeds_in_two_iterations(sandbox):
         CandidateReady,
         ExecutionStarted,
         ExecutionDone,
+        FailureExplained,  # at once, before the next model call
         VerdictReady,
         CandidateReady,
         ExecutionStarted,
@@ -215,6 +217,17 @@ def test_plan_on_heal_off_skips_the_planner_only_when_starting_from_code(sandbox
     assert run.outcome == "success" and run.plan.source == "planner" and run.plan.steps
 
 
+def test_a_short_task_goes_straight_to_code_below_plan_min_words(sandbox):
+    with ScriptedServer([RIGHT]) as s:  # 13 words: no plan
+        run = make_loop(s, sandbox, plan_min_words=14).run(task())
+        assert len(s.requests) == 1
+    assert run.outcome == "success" and run.plan.source == "none"
+    with ScriptedServer([PLAN, RIGHT]) as s:
+        run = make_loop(s, sandbox, plan_min_words=13).run(task())
+        assert len(s.requests) == 2
+    assert run.outcome == "success" and run.plan.source == "planner"
+
+
 def test_initial_code_that_passes_needs_no_model(sandbox):
     with ScriptedServer([]) as s:
         run = make_loop(s, sandbox).run(task(prompt="", initial_code="total = 6\n"))
@@ -235,8 +248,8 @@ def test_code_the_task_calls_wrong_is_no_success_even_when_it_runs(sandbox):
     assert zero.result.status == "ok" and not zero.verdict.passed
     assert "the task says this program is wrong" in zero.feedback
     assert "the task says this program is wrong" in first_prompt
-    assert resent.result.status == "ok" and not resent.verdict.passed
-    assert "unchanged" in resent.verdict.reasons[0]
+    assert resent.repeat_of == 0 and resent.result is None  # the user's program again: not run again
+    assert not resent.verdict.passed and "the same program as round 0" in resent.verdict.reasons[0]
     assert run.outcome == "success" and run.final_code == fixed
     # Without the statement that it is wrong, running is all a heal asks.
     with ScriptedServer([]) as s:
@@ -330,7 +343,7 @@ def test_repeated_candidate_is_asked_again_with_a_new_strategy(sandbox):
 
 
 def test_same_failure_again_says_the_fix_did_not_work(sandbox):
-    with ScriptedServer([fenced("total = 5"), fenced("total = 4 + 0"), fenced("total = 3 + 0 + 0"), RIGHT]) as s:
+    with ScriptedServer([fenced("total = 5"), fenced("total = 4 + 0"), RIGHT]) as s:
         run = make_loop(s, sandbox, auto_plan=False, max_iterations=4).run(
             task(tests="assert total == 6, 'total must be six'")
         )
@@ -342,11 +355,48 @@ def test_same_failure_again_says_the_fix_did_not_work(sandbox):
     assert run.outcome == "success"
 
 
+def test_an_identical_program_is_never_run_twice_and_two_repeats_end_the_run(sandbox):
+    bad = fenced("total = 5")
+    with ScriptedServer([bad, bad, bad, bad, bad]) as s:  # the model keeps writing it
+        run = make_loop(s, sandbox, auto_plan=False, max_iterations=4, runtime_values=False).run(task())
+        prompts = [r["messages"][1]["content"] for r in s.chat_requests()]
+    first, second, third = run.iterations
+    assert first.result is not None and first.repeat_of is None
+    assert second.repeat_of == 1 and second.result is None  # not run again
+    assert third.repeat_of == 1 and third.result is None
+    assert "Your reply was the program of round 1 again" in prompts[3]
+    assert run.outcome == "failed" and "Stopped after round 3" in run.error
+    assert "Next step:" in run.error and "raise" not in run.error.lower()
+
+
+def test_three_rounds_failing_the_same_way_end_a_hopeless_run(sandbox):
+    tries = [fenced(f"total = {n} + 0") for n in (5, 4, 3)] + [RIGHT]
+    with ScriptedServer(tries) as s:
+        run = make_loop(s, sandbox, auto_plan=False, max_iterations=4, runtime_values=False).run(
+            task(tests="assert total == 6, 'total must be six'")
+        )
+        assert s.remaining == 1  # round 4 never asked for
+    assert [it.index for it in run.iterations] == [1, 2, 3]
+    assert run.outcome == "failed"
+    assert "3 rounds in a row failed the same way (failed check `assert total == 6, 'total must be six'`)" in run.error
+    assert "Next step: round 1 came closest" in run.error
+
+
+def test_out_of_rounds_names_the_next_step_not_a_bigger_budget(sandbox):
+    with ScriptedServer([fenced("total = int(df['y'].sum())"), fenced("total = int(df['z'].sum())")]) as s:
+        run = make_loop(s, sandbox, auto_plan=False, max_iterations=2, quick_fixes=False).run(task())
+    assert run.outcome == "budget_exhausted" and "max_iterations=2" in run.error
+    assert "Next step: round 2 failed with KeyError: 'z'" in run.error
+    assert "`z` is not a column of `df`" in run.error or "Raise" not in run.error
+
+
 # --------------------------------------------------------------------------- tokens
 def test_tokens_per_iteration_stay_flat(sandbox):
-    wrong = [fenced(f"total = {n}  # attempt {n}\nprint('attempt', total)") for n in (1, 2, 3)]
+    # three wrong programs, each failing other checks (three the same way would end the run)
+    wrong = [fenced(f"total = {n}  # attempt {n}\nprint('attempt', total)") for n in (1, 2, -2)]
+    checks = "assert total > 0\nassert total % 2 == 0\nassert total == 6"
     with ScriptedServer([PLAN, *wrong, RIGHT]) as s:
-        run = make_loop(s, sandbox, max_iterations=4).run(task())
+        run = make_loop(s, sandbox, max_iterations=4).run(task(tests=checks))
     assert run.outcome == "success" and len(run.iterations) == 4
     prompts = [it.usage.prompt_tokens for it in run.iterations]
     repairs = prompts[1:]

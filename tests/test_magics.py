@@ -234,9 +234,9 @@ def test_a_run_in_a_plain_shell_renders_inline_and_records_only_agent_result(she
     """No kernel here: the synchronous path with the static renderer, end to end."""
     from tests.scripted_server import Reply, ScriptedServer
 
-    buggy = "```python\ntotal = sum(nums)\nprint('total', totl)\n```"
+    buggy = "```python\ntotal = sum(nums)\nprint('total', total.value)\n```"  # no edit the tool could try
     fixed = "```python\ntotal = sum(nums)\nprint('total', total)\n```"
-    replies = [Reply("1. Sum nums.\n2. Print the total."), Reply(buggy), Reply(fixed, match="totl")]
+    replies = [Reply("1. Sum nums.\n2. Print the total."), Reply(buggy), Reply(fixed, match="value")]
     with ScriptedServer(replies) as server:
         shell.run_cell(f"%config SelfHeal.base_url = '{server.base_url}'", store_history=False)
         shell.run_cell("nums = [1, 2, 3]\nchecks = 'assert total == 6'", store_history=True)
@@ -250,7 +250,7 @@ def test_a_run_in_a_plain_shell_renders_inline_and_records_only_agent_result(she
         assert record.task.prompt == "Print the total of [1, 2, 3]."
         assert record.outcome == "success" and len(record.iterations) == 2
         html = "".join(o.data.get("text/html", "") for o in cap.outputs)
-        assert 'class="selfheal-plan"' in html and "NameError" in html and 'data-outcome="success"' in html
+        assert 'class="selfheal-plan"' in html and "AttributeError" in html and 'data-outcome="success"' in html
         text = "".join(o.data.get("text/plain", "") for o in cap.outputs)
         assert "✔ Done — verified by your tests · 2 attempts" in text
 

@@ -139,3 +139,152 @@ def test_a_heal_that_invents_data_is_rejected_and_a_fix_in_a_notebook_function_i
     assert "Also changes `pct`, defined in another cell" in html
     assert "pct (your notebook)" in html and "return part / whole * 100" in html
     assert shell.user_ns["stats"].n == 3  # the kernel's object is untouched
+
+
+# --------------------------------------------------------------------------- %%agent on the notebook's data
+DATA_NOTEBOOK = """
+import pandas as pd
+
+df = pd.DataFrame({
+    "region": ["north", "south", "north", "east", "south", "east", "north"],
+    "month": ["jan", "jan", "feb", "feb", "mar", "mar", "mar"],
+    "sales": [120, 80, 95, 60, 130, 75, 110],
+    "date": ["2024-01-08", "2024-01-09", "2024-02-05", "2024-02-06", "2024-03-04", "2024-03-05", "2024-03-06"],
+})
+customers = pd.DataFrame({"customer_id": [101, 102], "name": ["Maria Lopez", "Tom Berg"]})
+orders = pd.DataFrame({"customer_id": [102, 101, 102], "amount": [25.0, 40.5, 12.5]})
+"""
+QUESTION = "For each month in df, print the region with the highest sales."
+INVENTED = """```python
+import pandas as pd
+
+def best_regions(df):
+    for month, group in df.groupby("month"):
+        print(month, group.loc[group["sales"].idxmax(), "region"])
+
+# Example usage
+df = pd.DataFrame({"region": ["A", "B", "C"], "month": ["Jan", "Jan", "Feb"], "sales": [10, 20, 30]})
+best_regions(df)
+```"""
+ANSWER = """```python
+best = df.loc[df.groupby("month", sort=False)["sales"].idxmax()]
+for _, row in best.iterrows():
+    print(row["month"], row["region"])
+```"""
+IN_PLACE = """```python
+import pandas as pd
+
+df["date"] = pd.to_datetime(df["date"])
+df["weekday"] = df["date"].dt.day_name()
+print(df.groupby("weekday").size())
+```"""
+
+
+@pytest.fixture()
+def data_shell():
+    with selfheal_shell("%config SelfHeal.model = 'scripted-model'", DATA_NOTEBOOK) as ip:
+        yield ip
+
+
+def agent(shell, server, task: str, flags: str = "--no-plan --max-iterations 2"):
+    shell.run_cell(f"%config SelfHeal.base_url = '{server.base_url}'", store_history=False)
+    with capture_output() as cap:
+        result = shell.run_cell(f"%%agent {flags}\n{task}", store_history=True)
+    assert result.success, cap.stderr
+    html = "".join(o.data.get("text/html", "") for o in cap.outputs)
+    return shell.user_ns["agent_result"], html
+
+
+def test_an_agent_answer_that_invents_the_notebooks_data_is_rejected(data_shell):
+    before = data_shell.user_ns["df"].copy()
+    with ScriptedServer([Reply(INVENTED), Reply(ANSWER, match="RULE data_replaced")]) as server:
+        run, html = agent(data_shell, server, QUESTION)
+        repair = server.requests[1]["messages"][1]["content"]
+    first, second = run.iterations
+    assert first.result.status == "ok"  # it ran, on its own made-up frame...
+    assert [v.rule for v in first.verdict.spec_violations] == ["data_replaced"]  # ...and is rejected
+    assert "replaces `df`" in first.feedback and "does not work on the user's notebook data" in repair
+    assert "Rejected: it does not use your data as it is" in html
+    assert (
+        run.outcome == "success"
+        and second.verdict.passed
+        and second.result.stdout.split() == [*("jan", "north", "feb", "north", "mar", "south")]
+    )
+    # what the user takes, run in their kernel, leaves their data alone and names regions
+    data_shell.run_cell(run.fix.code)
+    assert data_shell.user_ns["df"].equals(before)
+
+
+def test_an_agent_answer_from_a_table_of_its_own_is_rejected(data_shell):
+    own = '```python\nspending = {"Alice": 10.0, "Bob": 5.0}\nfor name, total in spending.items():\n    print(name, total)\n```'
+    right = (
+        "```python\ntotals = orders.merge(customers, on='customer_id').groupby('name')['amount'].sum()\n"
+        "for name, total in totals.items():\n    print(name, total)\n```"
+    )
+    with ScriptedServer([Reply(own), Reply(right, match="RULE data_ignored")]) as server:
+        run, _ = agent(data_shell, server, "Print the total amount each customer spent, by customer name.")
+    assert {e.name for e in run.task.context.entries if e.kind == "value"} == {"customers", "orders"}
+    first, second = run.iterations
+    assert [v.rule for v in first.verdict.spec_violations] == ["data_ignored"]
+    assert "never reads it" in first.verdict.spec_violations[0].message
+    assert run.outcome == "success" and "Maria Lopez 40.5" in second.result.stdout
+
+
+def test_an_agent_answer_that_changes_the_data_in_place_says_so_in_the_review(data_shell):
+    with ScriptedServer([Reply(IN_PLACE)]) as server:
+        run, html = agent(data_shell, server, "Count the rows of df per weekday of its date column.")
+    assert run.outcome == "success"
+    assert "Changes your `df`: converts `date`, adds `weekday`." in html
+    assert "Running this code in your kernel changes it there" in html
+    assert "weekday" not in data_shell.user_ns["df"].columns  # the run worked on a copy
+
+
+@pytest.mark.parametrize(
+    "code, said",
+    [
+        ("df['date'] = pd.to_datetime(df['date'])\n", ["converts `date`"]),
+        ("df['total'] = df['sales'] * 2\n", ["adds `total`"]),
+        ("df['sales'] = df['sales'] * 2\n", ["replaces `sales`"]),
+        ("df.sort_values('sales', inplace=True)\n", ["`sort_values(inplace=True)`"]),
+        ("df.dropna(inplace=True)\n", ["`dropna(inplace=True)`"]),
+        ("df = df[df.sales > 90]\n", ["binds it to a new value (`df = df[df.sales > 90]`)"]),
+        ("del df['date']\n", ["removes `date`"]),
+        ("df.loc[df.sales > 100, 'sales'] = 100\n", ["replaces `sales`"]),
+        ("d = df.copy()\nd['weekday'] = 1\n", []),
+        ("print(df.groupby('month').sales.sum())\n", []),
+        ("def f(df):\n    df['x'] = 1\n", []),  # a function's own parameter, never called here
+    ],
+    ids=[
+        "convert",
+        "add",
+        "replace",
+        "inplace-sort",
+        "inplace-dropna",
+        "rebind",
+        "delete",
+        "loc",
+        "copy",
+        "read",
+        "def",
+    ],
+)
+def test_what_an_answer_does_to_a_notebook_value_is_named(data_shell, code, said):
+    ctx = context.for_task("df", data_shell.user_ns, max_bytes=1 << 20)
+    assert notebook_data.changes(ctx, "", code).get("df", []) == said
+
+
+def test_a_heal_is_not_blamed_for_what_the_users_cell_already_does(data_shell):
+    cell = "df['month_no'] = pd.to_datetime(df['date']).dt.month\nprint(df.month_no.max())\n"
+    ctx = context.for_cell(cell, data_shell.user_ns, hidden=data_shell.user_ns_hidden, max_bytes=1 << 20)
+    assert notebook_data.changes(ctx, cell, cell.replace(".max()", ".min()")) == {}
+    assert notebook_data.changes(ctx, cell, cell + "df['x'] = 0\n") == {"df": ["adds `x`"]}
+
+
+def test_a_task_names_the_notebook_values_it_is_about(data_shell):
+    ns = data_shell.user_ns
+    assert context.names_in_task("Print the total amount each customer spent, by customer name.", ns) == [
+        "customers",
+        "orders",
+    ]
+    assert context.names_in_task(QUESTION, ns) == ["df"]
+    assert context.names_in_task("Print the mean of 1, 2 and 3.", ns) == []

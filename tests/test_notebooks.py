@@ -240,3 +240,34 @@ def test_teaching_notebook_hints_never_the_answer_until_level_3(tmp_path):
     exported = nbformat.read(tmp_path / "hints-asked.ipynb", as_version=4)
     code = [c for c in exported.cells if c.cell_type == "code"]
     assert len(code) == 1 and code[0].metadata["selfheal"]["hints"] == [1, 2, 3]
+
+
+@pytest.mark.slow
+def test_data_notebook_question_on_the_embedded_model(tmp_path):
+    """No endpoint configured: the embedded model answers 02's %%agent question. Then, as a
+    user would, the answer is inserted and run in the kernel: `df` is as it was, and the
+    answer names regions by their names."""
+    nb = nbformat.read(NOTEBOOKS / "02-data-exploration.ipynb", as_version=4)
+    agent = next(i for i, c in enumerate(nb.cells) if is_magic(c, "agent"))
+    check = (
+        "import io, contextlib\n"
+        "before = df.copy()\n"
+        "code = agent_result.fix.code if agent_result.fix else agent_result.final_code\n"
+        "shown = io.StringIO()\n"
+        "with contextlib.redirect_stdout(shown):\n"
+        "    exec(code, globals())  # what Insert below and running the cell do\n"
+        "print(repr(shown.getvalue()))\n"
+        "print('unchanged', df.equals(before) and list(df.columns) == list(before.columns))\n"
+        "print('outcome', agent_result.outcome, agent_result.verified_by)\n"
+    )
+    nb.cells.insert(agent + 1, nbformat.v4.new_code_cell(check))
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "SELFHEAL_MODEL")}
+    client = NotebookClient(nb, timeout=1800, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
+    started = time.monotonic()
+    client.execute(env=env)
+    text = "".join(o.get("text", "") for o in nb.cells[agent + 1].outputs)
+    print(f"02 on the embedded model: {time.monotonic() - started:.0f} s\n{text}")
+    assert "outcome success" in text and "unchanged True" in text
+    printed = text.splitlines()[0]
+    for month, region in (("jan", "north"), ("feb", "north"), ("mar", "south")):
+        assert re.search(rf"{month}\W[^\\]*?{region}|{region}\W[^\\]*?{month}", printed, re.I), (month, printed)

@@ -11,7 +11,9 @@ from selfheal_jupyter.model import (
     Candidate,
     ErrorInfo,
     ExecutionResult,
+    Explanation,
     Iteration,
+    LineEdit,
     SpecViolation,
     Verdict,
 )
@@ -145,3 +147,64 @@ def test_restart_after_n_failed_repairs_and_a_restarted_round_counts_from_zero()
 def test_the_messages_say_what_to_do():
     assert "Raise `%config SelfHeal.max_iterations`" in rounds.out_of_rounds_message(3, None)
     assert "correct it and run again" in rounds.assert_change_message(((1, "x > 0"),))
+
+
+# ------------------------------------------------ repeats, the same failure, quick fixes
+def repeat(index: int, of: int) -> RoundEnd:
+    """A round whose program was round ``of``'s again (not run: no program, no result)."""
+    e = end(index, code=None, feedback=rounds.repeat_feedback(of, None))
+    return replace(e, iteration=replace(e.iteration, repeat_of=of))
+
+
+def test_an_identical_program_is_a_repeat_of_the_latest_round_that_ran_it():
+    earlier = [(2, "y = 2\n"), (1, "x = 1  # first\n"), (0, "x = 1\n")]
+    assert rounds.repeat_of("x = 1\n\n# again\n", earlier) == 1
+    assert rounds.repeat_of("x = 2\n", earlier) is None and rounds.repeat_of(None, earlier) is None
+
+
+def test_a_repeat_is_told_so_and_a_second_one_ends_the_run():
+    _, progress = next_step(Progress(), end(1), RULES)
+    step, progress = next_step(
+        progress,
+        repeat(2, of=1),
+        RULES,
+    )
+    told = progress.repair
+    assert step == Another() and progress.repeats == 1 and progress.no_code_in_a_row == 0
+    assert told is not None and told.code == "x = 1 / 0\n" and told.same_failure and not told.no_code
+    assert told.feedback.startswith("Your reply was the program of round 1 again")
+    step, _ = next_step(progress, repeat(3, of=1), RULES)
+    assert isinstance(step, Stop) and step.outcome == "failed" and "already written (2 times)" in step.message
+
+
+def test_three_rounds_failing_the_same_way_end_the_run_with_the_advice():
+    rules = Rules(max_iterations=6)
+    _, progress = next_step(Progress(), end(0), rules)
+    for index in (1, 2):
+        step, progress = next_step(progress, end(index), rules)
+        assert step == Another()
+    step, progress = next_step(progress, end(3, advice="Next step: divide by len(values)."), rules)
+    assert isinstance(step, Stop) and step.outcome == "failed" and progress.same_failures == 3
+    assert "3 rounds in a row failed the same way (ZeroDivisionError: division by zero)" in step.message
+    assert step.message.endswith("Next step: divide by len(values).")
+
+
+def test_a_failure_with_one_precise_edit_runs_that_edit_next_and_it_counts_only_if_it_passes():
+    code = "print(df['Region'])\n"
+    explanation = Explanation(
+        "KeyError: 'Region'", line=1, source=code.strip(), diagnosis=["x"], edits=[LineEdit(1, "'Region'", "'region'")]
+    )
+    fix = rounds.quick_fix(code, explanation, [(1, code)])
+    assert fix == ("print(df['region'])\n", "line 1: `'Region'` → `'region'`")
+    assert rounds.quick_fix(code, explanation, [(1, fix[0])]) is None  # already ran
+    rules = Rules(max_iterations=2, quick_fixes=True)
+    step, progress = next_step(Progress(), end(1, code=code, quick_fix=fix), rules)
+    assert step == Another() and progress.quick_fix == fix and progress.quick_fixes_tried == 1
+    assert next_step(Progress(), end(1, code=code, quick_fix=fix), Rules(max_iterations=2))[1].quick_fix is None
+    ran = end(2, code=fix[0])
+    step, progress = next_step(progress, replace(ran, iteration=replace(ran.iteration, quick_fix=True)), rules)
+    assert step == Another() and progress.quick_fix is None and rules.last_round(progress) == 3
+    step, _ = next_step(progress, end(3, code="z = 0\n"), rules)
+    assert isinstance(step, Stop) and step.outcome == "budget_exhausted"
+    capped = Progress(quick_fixes_tried=rounds.MAX_QUICK_FIXES)
+    assert next_step(capped, end(1, code=code, quick_fix=fix), rules)[1].quick_fix is None

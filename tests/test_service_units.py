@@ -9,13 +9,17 @@ from datetime import datetime
 import pytest
 
 from selfheal_jupyter.config import SelfHeal
-from selfheal_jupyter.loop.events import RunStarted, VerdictReady, Waiting
+from selfheal_jupyter.loop.events import FailureExplained, ModelWaiting, RunStarted, VerdictReady, Waiting
 from selfheal_jupyter.model import (
     Candidate,
+    ColumnInfo,
     ContextEntry,
+    DataCheck,
     ErrorInfo,
     ExecutionResult,
+    Explanation,
     Iteration,
+    LineEdit,
     NotebookContext,
     Run,
     Task,
@@ -36,6 +40,19 @@ def test_events_travel_and_come_back_as_the_same_data():
     event = VerdictReady(it)
     assert wire.read_event(wire.event_line(event)) == event
     assert wire.read_event(wire.event_line(Waiting(3))).text() == "waiting — 3 runs ahead of yours"
+    # the instant explanation and the model's queue travel too (a %%agent / %%heal run in the service)
+    explained = Explanation("KeyError: 'Region'", 1, "df['Region']", ["`Region` is not a column of `df`; `region` is."])
+    explained.edits.append(LineEdit(1, "'Region'", "'region'"))
+    for other in (FailureExplained(0, explained), ModelWaiting(2)):
+        assert wire.read_event(wire.event_line(other)) == other
+    task = Task(prompt="q", data_checks=[DataCheck("from your data: each `m`", [["jan", "north"]])])
+    task.context = NotebookContext(
+        entries=[
+            ContextEntry("df", "value", "DataFrame 2×1", columns=[ColumnInfo("date", "str", ["str"])], shape=[2, 1])
+        ]
+    )
+    back = wire.decode(Task, wire.encode(task))
+    assert back.data_checks == task.data_checks and back.context.entries[0].columns == task.context.entries[0].columns
 
 
 def test_the_copies_travel_as_bytes_and_are_never_unpickled():

@@ -17,7 +17,7 @@ import json
 import pytest
 from traitlets import TraitError
 
-from selfheal_jupyter.agents import diagnosis
+from selfheal_jupyter.agents import explain_first
 from selfheal_jupyter.agents.checks import build_messages, outline, parse_checks
 from selfheal_jupyter.agents.developer import CHECKS_NOTE, RESTART_NOTE, RepairContext
 from selfheal_jupyter.config import SelfHeal
@@ -215,7 +215,7 @@ def test_a_sample_that_keeps_the_users_asserts_is_chosen_over_one_that_runs_by_d
     with ScriptedServer(replies) as s:
         run = loop(s, sandbox, candidates=3, max_iterations=2).run(Task(prompt="", initial_code=USER))
     it = run.iterations[-1]
-    assert [x.status for x in it.samples] == ["ok", "ok", "error"]  # deleting the assert runs
+    assert [x.status for x in it.samples] == ["ok", "none", "error"]  # deleting the assert runs; its copy is not run
     assert [x.chosen for x in it.samples] == [False, False, True]
     assert not it.verdict.spec_violations and "len(values) + 3" in it.candidate.code
 
@@ -343,19 +343,20 @@ def test_explain_first_puts_the_diagnosis_in_the_repair_prompt(sandbox):
 
 def test_a_diagnosis_is_asked_only_for_a_repair_of_a_program_that_failed():
     failed = RepairContext(code="x = 1 / 0\n", feedback="ZeroDivisionError")
-    assert diagnosis.wanted(failed, restarted=False, soft_round=False)
-    assert not diagnosis.wanted(failed, restarted=True, soft_round=False)
-    assert not diagnosis.wanted(failed, restarted=False, soft_round=True)
-    assert not diagnosis.wanted(RepairContext(code=None, feedback="f"), restarted=False, soft_round=False)
-    assert not diagnosis.wanted(
+    assert explain_first.wanted(failed, restarted=False, soft_round=False)
+    assert not explain_first.wanted(failed, restarted=True, soft_round=False)
+    assert not explain_first.wanted(failed, restarted=False, soft_round=True)
+    assert not explain_first.wanted(RepairContext(code=None, feedback="f"), restarted=False, soft_round=False)
+    assert not explain_first.wanted(
         RepairContext(code="x\n", feedback="f", no_code=True), restarted=False, soft_round=False
     )
-    assert not diagnosis.wanted(None, restarted=False, soft_round=False)
+    assert not explain_first.wanted(None, restarted=False, soft_round=False)
 
 
 # --------------------------------------------------------------------------- restart
 def test_restart_after_two_failed_repairs_writes_the_program_again(sandbox):
-    script = [fenced(f"total = {n}") for n in (1, 2, 3)] + [fenced("total = 6")]
+    # three failed rounds, each its own way (three the same way would end the run)
+    script = [fenced(code) for code in ("total = 1", "total = 2 + None", "total = int('3x')", "total = 6")]
     with ScriptedServer(script) as s:
         run = loop(s, sandbox, restart_after=2, max_iterations=4).run(
             Task(prompt="Set total to six.", tests="assert total == 6")
@@ -364,7 +365,7 @@ def test_restart_after_two_failed_repairs_writes_the_program_again(sandbox):
         temps = [r.get("temperature") for r in s.chat_requests()]
     assert [it.restarted for it in run.iterations] == [False, False, False, True]
     assert RESTART_NOTE not in "".join(prompts[:3])
-    assert RESTART_NOTE in prompts[3] and "total = 3" not in prompts[3]
+    assert RESTART_NOTE in prompts[3] and "int('3x')" not in prompts[3]
     assert "The current program" not in prompts[3] and temps[3] == 0.8
     assert run.outcome == "success"
 
@@ -385,10 +386,16 @@ def test_options_reach_the_loop_and_are_validated(sandbox):
         settings = SelfHeal(candidates=3, generated_checks=2, runtime_values=True, explain_first=True, restart_after=2)
         built = build_loop(settings, sandbox=sandbox, llm=llm_for(s))
         defaults = build_loop(SelfHeal(), sandbox=sandbox, llm=llm_for(s)).strategies
-    assert built.strategies == Strategies(2, 3, True, True, 2)
-    # measured: runtime values on by default, the others off
+    assert built.strategies == Strategies(2, 3, True, True, 2, quick_fixes=True)
+    # measured: runtime values on by default, the others off; quick fixes on (no model call)
     assert defaults == Strategies(
-        generated_checks=0, candidates=1, runtime_values=True, explain_first=False, restart_after=0, intent_checks=0
+        generated_checks=0,
+        candidates=1,
+        runtime_values=True,
+        explain_first=False,
+        restart_after=0,
+        intent_checks=0,
+        quick_fixes=True,
     )
     for name, bad in (("candidates", 0), ("generated_checks", -1), ("restart_after", -2), ("intent_checks", -1)):
         with pytest.raises(TraitError, match=f"SelfHeal.{name} must be at least"):

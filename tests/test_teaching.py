@@ -556,3 +556,55 @@ def test_notebook_03s_cell_reaches_level_3_when_the_model_only_rewrites_the_asse
     assert "Hint 1 of 3" in texts[0] and "fails on line 8" in texts[0] and "starts on line 4" in texts[0]
     assert "Hint 3 of 3" in texts[2] and "+    for i in range(len(marks)):" in texts[2]
     assert record.outcome == "success" and record.final_code == NOTEBOOK_03.replace("range(1, len", "range(len")
+
+
+# ---------------------------------------------------------------- the instant explanation stays in the tool
+def test_the_tools_explanation_of_a_students_failure_never_leaves_in_a_hints_record():
+    """A close column and its edit ARE the fix: the hints-mode record (the kernel's
+    agent_result and the class service's) keeps the student's own round without them."""
+    from selfheal_jupyter.model import (
+        Candidate,
+        ErrorInfo,
+        ExecutionResult,
+        Explanation,
+        Iteration,
+        LineEdit,
+        Run,
+        Task,
+        Verdict,
+    )
+    from selfheal_jupyter.teaching.policy import Policy
+    from selfheal_jupyter.teaching.session import HintSession
+
+    cell = "print(df['Mark'].mean())\n"
+    explained = Explanation(
+        error="KeyError: 'Mark'",
+        line=1,
+        source=cell.strip(),
+        diagnosis=["`Mark` is not a column of `df`; `mark` is."],
+        edits=[LineEdit(1, "'Mark'", "'mark'")],
+    )
+    own = Iteration(
+        index=0,
+        candidate=Candidate(cell, 0),
+        result=ExecutionResult(status="error", exit_code=1, error=ErrorInfo("KeyError", "'Mark'", 1)),
+        verdict=Verdict(False, ["raised KeyError: 'Mark'"]),
+        feedback="The program raised KeyError: 'Mark'\n"
+        "What the tool found from the notebook's context:\n  `Mark` is not a column of `df`; `mark` is.",
+        explanation=explained,
+    )
+    fixed = Iteration(
+        index=1,
+        candidate=Candidate(cell.replace("Mark", "mark"), 1, reply="line 1: `'Mark'` → `'mark'`"),
+        result=ExecutionResult(status="ok", exit_code=0, stdout="8.0\n"),
+        verdict=Verdict(True, ["ran cleanly"]),
+        quick_fix=True,
+    )
+    run = Run(task=Task(prompt="", initial_code=cell), iterations=[own, fixed], outcome="success")
+    session = HintSession(cell, Policy())
+    session.attach(run)
+    kept = session.record()  # what agent_result holds, in the kernel and from the class service
+    text = json.dumps(kept.to_dict())
+    assert "'mark'" not in text and "`mark` is" not in text, text
+    assert all(it.explanation is None for it in kept.iterations)
+    assert "KeyError: 'Mark'" in kept.iterations[0].feedback  # the rest of the feedback stays

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from selfheal_jupyter.loop import verdict as v
 from selfheal_jupyter.model import (
+    DATA_CHECK_PREFIX,
     Candidate,
     ContextEntry,
     ErrorInfo,
@@ -167,6 +168,10 @@ def test_verified_by_names_what_checked_the_output():
     assert v.checked_by(Verdict(True), generated, Task(prompt="")) == ["generated checks"]
     assert v.checked_by(Verdict(True), [Outcome("assert total > 0", False)], Task(prompt="")) == []
     assert v.checked_by(Verdict(True, tests_passed=1, tests_failed=1), [], tests) == []
+    derived = Outcome(DATA_CHECK_PREFIX + "the best region per year", True)
+    assert v.checked_by(Verdict(True), [derived], Task(prompt="")) == ["checks from your data"]
+    both = v.checked_by(Verdict(True), [derived, *generated], Task(prompt=""))
+    assert both == ["checks from your data", "generated checks"]
 
 
 def test_only_a_pass_is_verified_and_a_run_reads_it_from_its_final_iteration():

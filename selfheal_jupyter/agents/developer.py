@@ -15,7 +15,7 @@ instead of the whole program again; a reply that holds a whole program is taken 
 is. When the blocks do not apply, the proposal has no program and says why; the next
 round asks for the whole program. That format — its texts, when it is asked for, how a
 reply is read — is :mod:`~selfheal_jupyter.agents.edits`; "explain the bug first" is
-:mod:`~selfheal_jupyter.agents.diagnosis`.
+:mod:`~selfheal_jupyter.agents.explain_first`.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from ..llm import LLMClient
 from ..model import InputDescription, Plan, Usage
 from . import edits
-from .diagnosis import note as diagnosis_note
 from .edits import EDIT_FAILED_FEEDBACK, EDIT_FAILED_NOTE, EDIT_INSTRUCTION
 from .environment import environment_text
+from .explain_first import note as diagnosis_note
 from .inputs import INPUTS_HEADER, format_inputs
 
 SYSTEM = """\
@@ -69,9 +69,10 @@ RESTART_NOTE = (
     "again from the task, with a different approach."
 )
 CHECKS_NOTE = (
-    "The checks above marked GENERATED were written by QA from the task alone and may be "
-    "wrong. For each failing one, either fix the program, or, if you are sure the check is "
-    "wrong, say why in one sentence before the code block and keep the program's behaviour."
+    "The checks above marked GENERATED (written by QA from the task alone) or FROM YOUR DATA "
+    "(what each group should show, computed from the user's data) may be wrong. For each "
+    "failing one, either fix the program, or, if you are sure the check is wrong, say why in "
+    "one sentence before the code block and keep the program's behaviour."
 )
 WHOLE_INSTRUCTION = "Fix the program. Reply with ONE fenced ```python block holding the complete corrected program."
 TRUNCATED_NOTE = (
@@ -95,7 +96,7 @@ class RepairContext:
     no_code: bool = False
     truncated: bool = False
     diagnosis: str = ""
-    """The model's own explanation of the bug (``SelfHeal.explain_first``, :mod:`~selfheal_jupyter.agents.diagnosis`)."""
+    """The model's own explanation of the bug (``SelfHeal.explain_first``, :mod:`~selfheal_jupyter.agents.explain_first`)."""
     soft_checks: bool = False
     """The feedback holds failing GENERATED checks (fix the program or say why they are wrong)."""
     edit_failure: str = ""

@@ -8,13 +8,17 @@ number, not a dict's keys. Descriptions are short so prompts stay small.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..model import InputDescription, NotebookContext
+from ..model import ColumnInfo, InputDescription, NotebookContext
 from ..sandbox.serialize import Pickled
 
 MAX_COLUMNS = 30
+KIND_SAMPLE = 50
+"""How many of a text column's values are looked at for their types (never sent)."""
+TEXT_DTYPES = ("object", "category", "str", "string")
 
 
 def _type_name(value: Any) -> str:
@@ -31,13 +35,69 @@ def _short(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+DATE_TEXT = re.compile(
+    r"\d{4}-\d{1,2}-\d{1,2}([ T]\d{1,2}:\d{2}(:\d{2})?)?|\d{1,2}/\d{1,2}/\d{2,4}|\d{4}/\d{1,2}/\d{1,2}"
+)
+NUMBER_TEXT = re.compile(r"\s*[-+]?(\d[\d,]*(\.\d*)?|\.\d+)\s*")
+DATES_AS_TEXT = "dates as text"
+NUMBERS_AS_TEXT = "numbers as text"
+
+
+def _kinds(values: Any) -> list[str]:
+    """The Python types of a few non-missing values of a column (``str``, ``int``...);
+    text that is all dates or all numbers says so ("dates as text"): the kind of value
+    it holds, never the value."""
+    kinds: dict[str, None] = {}
+    texts: list[str] = []
+    try:
+        head = values.dropna().head(KIND_SAMPLE) if hasattr(values, "dropna") else list(values)[:KIND_SAMPLE]
+        for item in head:
+            kinds.setdefault(type(item).__name__, None)
+            if isinstance(item, str):
+                texts.append(item)
+    except Exception:
+        return []
+    out = list(kinds)[:3]
+    if texts and len(kinds) == 1:
+        if all(DATE_TEXT.fullmatch(t.strip()) for t in texts):
+            out.append(DATES_AS_TEXT)
+        elif all(NUMBER_TEXT.fullmatch(t) for t in texts):
+            out.append(NUMBERS_AS_TEXT)
+    return out
+
+
+def columns_of(value: Any) -> list[ColumnInfo]:
+    """A DataFrame's columns (or a Series as its one column): name, dtype and, for an
+    ``object`` or ``category`` column, the types of a few of its values. Duck-typed, so
+    pandas is not imported here; [] for anything else."""
+    columns = getattr(value, "columns", None)
+    dtypes = getattr(value, "dtypes", None)
+    try:
+        if columns is not None and dtypes is not None:
+            out = []
+            for name, dtype in list(zip(columns, dtypes, strict=False))[:MAX_COLUMNS]:
+                kinds = []
+                if str(dtype) in TEXT_DTYPES:
+                    column = value[name]
+                    kinds = _kinds(list(column.cat.categories[:KIND_SAMPLE]) if str(dtype) == "category" else column)
+                out.append(ColumnInfo(str(name), str(dtype), kinds))
+            return out
+        dtype = getattr(value, "dtype", None)
+        if dtype is not None and hasattr(value, "index") and hasattr(value, "name"):  # a Series
+            kinds = _kinds(value) if str(dtype) in TEXT_DTYPES else []
+            return [ColumnInfo(str(value.name), str(dtype), kinds)]
+    except Exception:
+        return []
+    return []
+
+
 def _summary(value: Any) -> str:
     # pandas DataFrame / Series, numpy arrays: duck-typed so neither is imported here.
     columns = getattr(value, "columns", None)
     dtypes = getattr(value, "dtypes", None)
     shape = getattr(value, "shape", None)
     if columns is not None and dtypes is not None and shape is not None:
-        cols = [f"{c}: {t}" for c, t in list(zip(columns, dtypes, strict=False))[:MAX_COLUMNS]]
+        cols = [c.text() for c in columns_of(value)]
         more = f", … (+{len(columns) - MAX_COLUMNS} columns)" if len(columns) > MAX_COLUMNS else ""
         index = getattr(value, "index", None)
         index_name = getattr(index, "name", None)
@@ -46,7 +106,9 @@ def _summary(value: Any) -> str:
     if getattr(value, "dtype", None) is not None and shape is not None:
         name = getattr(value, "name", None)
         named = f", name {name!r}" if name is not None else ""
-        return f"shape {tuple(shape)}, dtype {value.dtype}{named}"
+        found = columns_of(value)
+        of = f" ({', '.join(found[0].kinds)})" if found and found[0].kinds else ""
+        return f"shape {tuple(shape)}, dtype {value.dtype}{of}{named}"
     if isinstance(value, (str, bytes)):
         return f"length {len(value)}"  # never the text: it may be a key, a password, a name
     if isinstance(value, (bool, int, float, complex)) or value is None:
@@ -98,6 +160,13 @@ DATA_HEADER = (
     "user's real values (use them as they are; never replace them, re-create them or make "
     "up example data for them):"
 )
+DATA_TERMS = (
+    "Print answers about this data in the user's terms: the names it holds (region names, "
+    "customer names; weekday and month names via `.dt.day_name()` / `.dt.month_name()`), "
+    "never row positions, index numbers or ids standing for them. Leave these values as they "
+    "are (no new column, converted dtype, `inplace=True` or `.append` on them, beyond what the "
+    "user's own code does): work on a copy, e.g. `d = df.copy()`."
+)
 CODE_HEADER = (
     "From the user's notebook: imports and definitions already made when the program "
     "starts (use them; do not re-import or redefine them, except to fix a bug inside one "
@@ -117,7 +186,7 @@ def format_context(ctx: NotebookContext | None) -> str:
     code = [f"- `{e.name}`: {e.summary or e.type}" for e in ctx.available if e.kind != "value"]
     out = []
     if data:
-        out.append(DATA_HEADER + "\n" + "\n".join(data))
+        out.append(DATA_HEADER + "\n" + "\n".join(data) + "\n" + DATA_TERMS)
     if code:
         out.append(CODE_HEADER + "\n" + "\n".join(code))
     if ctx.unavailable:

@@ -307,7 +307,11 @@ class QA:
         spec: spec_mod.Spec | None, code: str, context: NotebookContext | None = None
     ) -> list[SpecViolation] | None:
         """None when there is no spec; else every way ``code`` breaks it, its notebook
-        data included (:mod:`selfheal_jupyter.spec.notebook_data`)."""
+        data included (:mod:`selfheal_jupyter.spec.notebook_data`). A task in words
+        (``%%agent``) has no code of the user's to keep, but the notebook data its words
+        name is theirs all the same: its rules apply as to a heal."""
         if spec is None:
+            if context is not None and context.data_names():
+                return notebook_data.check(context, "", code)
             return None
         return spec_mod.check(spec, code) + notebook_data.check(context, spec.code, code)

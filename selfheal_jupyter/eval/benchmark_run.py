@@ -41,6 +41,7 @@ from .problem import Problem
 from .progress import Progress
 from .scoring import HIDDEN_OPTIONS, Score, score
 from .store import ResultStore
+from .timing import EventClock
 
 CONDITIONS = ("loop", "baseline")
 RECORD_VERSION = 1
@@ -352,13 +353,20 @@ def run_eval(
         try:
             loop = build_loop(settings, sandbox=sandbox, llm=llm)
             t0 = time.monotonic()
-            run: Run = loop.run(benchmarks.task(problem))
+            clock = EventClock()
+            run: Run = loop.run(benchmarks.task(problem), on_event=clock)
             run_dict = _trim(run.to_dict())
             hidden = score(sandbox, problem, code_of(run_dict), limits=hidden_limits)
             wall = time.monotonic() - t0
             out = [
                 make_record(
-                    problem, condition, run_dict, hidden, wall, max_iterations=settings.max_iterations, meta=meta
+                    problem,
+                    condition,
+                    run_dict,
+                    hidden,
+                    wall,
+                    max_iterations=settings.max_iterations,
+                    meta={**meta, **clock.moments(run)},
                 )
             ]
             if derive and condition == "loop":

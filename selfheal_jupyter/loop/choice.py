@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..model import ExecutionResult, Sample, TestOutcome, Verdict
+from ..model import ExecutionResult, Explanation, Sample, TestOutcome, Verdict
 
 
 @dataclass
@@ -27,6 +27,8 @@ class Trial:
     verdict: Verdict
     checks: list[TestOutcome] = field(default_factory=list)
     fresh: bool = False
+    explanation: Explanation | None = None
+    """What the tool worked out of its failure on its own (:mod:`~selfheal_jupyter.diagnosis`)."""
 
 
 def _behaviour(trial: Trial) -> tuple:
@@ -60,7 +62,8 @@ def choose(trials: list[Trial]) -> tuple[int, list[Sample]]:
     def key(i: int) -> tuple:
         t = trials[i]
         clean = t.result is not None and t.result.status == "ok" and t.result.error is None
-        return (t.verdict.passed, not t.verdict.spec_violations, t.verdict.tests_passed, clean, scores[i], -i)
+        ran = t.result is not None  # a program run beats none (no code, or a repeat not run again)
+        return (t.verdict.passed, not t.verdict.spec_violations, ran, t.verdict.tests_passed, clean, scores[i], -i)
 
     best = max(range(len(trials)), key=key)
     samples = [

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from ..model import Candidate, ExecutionResult, Iteration, Plan, Run
+from ..model import Candidate, ExecutionResult, Explanation, Iteration, Plan, Run
 
 
 @dataclass
@@ -46,6 +46,22 @@ class ExecutionStarted:
 class ExecutionDone:
     iteration: int
     result: ExecutionResult
+
+
+@dataclass
+class FailureExplained:
+    """A run failed and the tool explained it on its own (:mod:`~selfheal_jupyter.diagnosis`),
+    right after the run and before any model call about it."""
+
+    iteration: int
+    explanation: Explanation
+
+
+@dataclass
+class ModelWaiting:
+    """The model server is busy with other requests: ``ahead`` of ours, in its queue."""
+
+    ahead: int
 
 
 @dataclass
@@ -85,6 +101,8 @@ Event = (
     | CandidateReady
     | ExecutionStarted
     | ExecutionDone
+    | FailureExplained
+    | ModelWaiting
     | VerdictReady
     | RunFinished
 )

@@ -17,8 +17,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from ..agents import diagnosis
+from .. import diagnosis
+from ..agents import explain_first
 from ..agents.checks import CheckDesigner
+from ..agents.data_checks import run_checks
 from ..agents.developer import Developer, Proposal, RepairContext
 from ..agents.inputs import describe_inputs, format_context
 from ..agents.planner import Planner
@@ -30,6 +32,7 @@ from ..llm import LLMClient
 from ..model import (
     Candidate,
     ExecutionResult,
+    Explanation,
     InputDescription,
     Iteration,
     Limits,
@@ -51,6 +54,7 @@ from ..spec.guard import Spec
 from ..spec.probes import differences, plan_probes, probe_values
 from . import rounds
 from . import verdict as judging
+from .advice import advise
 from .choice import Trial, choose
 from .events import (
     CandidateReady,
@@ -58,6 +62,8 @@ from .events import (
     EventHandler,
     ExecutionDone,
     ExecutionStarted,
+    FailureExplained,
+    ModelWaiting,
     PlanReady,
     RunFinished,
     RunStarted,
@@ -141,8 +147,8 @@ class Strategies:
     """What the loop does beyond write → run → repair (the defaults live in ``SelfHeal``, the
     figures behind them in docs/measurements.md). Each is reached at one place: the checks in
     ``_design_checks`` (their soft round: :mod:`~selfheal_jupyter.loop.verdict`), samples and
-    runtime values in a round's steps, explain-first in ``_write``, restarts in
-    :func:`~selfheal_jupyter.loop.rounds.next_step`."""
+    runtime values in a round's steps, explain-first in ``_write``, restarts and quick fixes
+    in :func:`~selfheal_jupyter.loop.rounds.next_step`."""
 
     generated_checks: int
     """How many soft checks QA writes from the task before any code (0 = none)."""
@@ -152,12 +158,15 @@ class Strategies:
     runtime_values: bool
     """Show the values of the failing statement's sub-expressions (:mod:`~selfheal_jupyter.spec.probes`)."""
     explain_first: bool
-    """Ask the model to explain the bug before each repair (:mod:`~selfheal_jupyter.agents.diagnosis`)."""
+    """Ask the model to explain the bug before each repair (:mod:`~selfheal_jupyter.agents.explain_first`)."""
     restart_after: int
     """Start over after this many failed repairs in a row (0 = never; :class:`~selfheal_jupyter.loop.rounds.Rules`)."""
     intent_checks: int = 0
     """Like ``generated_checks``, for a heal of a cell without asserts or tests: checks
     from the cell's intent (used when ``generated_checks`` is 0)."""
+    quick_fixes: bool = False
+    """Run the edit a failure's own explanation implies (:mod:`~selfheal_jupyter.diagnosis`)
+    before asking the model (:class:`~selfheal_jupyter.loop.rounds.Rules`)."""
 
 
 class Loop:
@@ -175,6 +184,7 @@ class Loop:
         auto_plan: bool,
         plan_on_heal: bool,
         sandbox_limits: Limits,
+        plan_min_words: int = 0,
         retry_temperature: float,
         repair_format: str,
         strategies: Strategies,
@@ -186,6 +196,8 @@ class Loop:
         self.auto_plan = auto_plan
         self.plan_on_heal = plan_on_heal
         """Whether to ask the planner when the task starts from the user's code."""
+        self.plan_min_words = plan_min_words
+        """The planner is asked only for a task of at least this many words."""
         self.sandbox_limits = sandbox_limits
         """The limits of each sandbox run (memory, CPU, time, output)."""
         self.planner = Planner(llm, libraries=libraries)
@@ -203,7 +215,7 @@ class Loop:
     @property
     def rules(self) -> rounds.Rules:
         """What decides the next round (:func:`~selfheal_jupyter.loop.rounds.next_step`)."""
-        return rounds.Rules(self.budget.max_iterations, self.strategies.restart_after)
+        return rounds.Rules(self.budget.max_iterations, self.strategies.restart_after, self.strategies.quick_fixes)
 
     # ------------------------------------------------------------------ plan only
     def plan(
@@ -253,6 +265,7 @@ class Loop:
         state = _RunState(run=run, stop=stop, emit=emit, started=started)
         emit(RunStarted(run))
         self.llm.admit = functools.partial(self._admit, state)
+        self.llm.on_wait = lambda ahead: emit(ModelWaiting(ahead))
         try:
             validate_task(task, max_code_bytes=self.budget.max_code_bytes)
             inputs = describe_inputs(task.inputs)
@@ -285,6 +298,7 @@ class Loop:
         finally:
             stop.close()
             self.llm.admit = None
+            self.llm.on_wait = None
         if judging.soft_pass_stands(state.progress.soft_pass, run.outcome):
             run.outcome, run.error = "success", ""
         self._finish(state)
@@ -318,7 +332,12 @@ class Loop:
         run = state.run
         if task.plan is not None:
             run.plan = Plan(list(task.plan.steps), source="user")
-        elif self.auto_plan and task.prompt.strip() and (self.plan_on_heal or not task.initial_code):
+        elif (
+            self.auto_plan
+            and task.prompt.strip()
+            and (self.plan_on_heal or not task.initial_code)
+            and len(task.prompt.split()) >= self.plan_min_words
+        ):
             self._check_budget(state, before="planning")
             plan, reply = self.planner.plan(
                 task.prompt,
@@ -359,9 +378,10 @@ class Loop:
 
     def _iterate(self, task: Task, inputs: list[InputDescription], state: _RunState) -> None:
         """Round 0 (the user's own program, when the task starts from it), then the
-        developer's rounds, each followed by :func:`~selfheal_jupyter.loop.rounds.next_step`."""
-        first = 0 if task.initial_code is not None and task.initial_code.strip() else 1
-        for index in range(first, self.budget.max_iterations + 1):
+        developer's rounds, each followed by :func:`~selfheal_jupyter.loop.rounds.next_step`
+        (which also says when a round of the tool's own edit adds one: :meth:`~selfheal_jupyter.loop.rounds.Rules.last_round`)."""
+        index = 0 if task.initial_code is not None and task.initial_code.strip() else 1
+        while index <= self.rules.last_round(state.progress):
             end = self._round_zero(task, state) if index == 0 else self._round(task, inputs, state, index)
             step, state.progress = rounds.next_step(state.progress, end, self.rules, stopping=state.stop.event.is_set())
             if isinstance(step, rounds.Success):
@@ -371,7 +391,10 @@ class Loop:
                 raise _Stop(step.outcome, step.message)
             if isinstance(step, rounds.Stopped):
                 raise Cancelled(step.message)
-        raise _Stop("budget_exhausted", rounds.out_of_rounds_message(self.budget.max_iterations, None))
+            index += 1
+        raise _Stop(
+            "budget_exhausted", rounds.out_of_rounds_message(self.budget.max_iterations, None, advise(state.run))
+        )
 
     def _round_zero(self, task: Task, state: _RunState) -> rounds.RoundEnd:
         """Round 0: the user's own program, run as it is (no model call). It is the spec the
@@ -380,7 +403,7 @@ class Loop:
         t0 = time.monotonic()
         code = task.initial_code or ""
         state.round = _RoundSoFar(0, code=code)
-        result, sandbox_s = self._execute(task, state, 0, code, asserts=None, announce=None)
+        result, explanation, sandbox_s = self._execute(task, state, 0, code, asserts=None, announce=None)
         verdict = judging.judge_given(result, task)
         seen = None
         if judging.observes_given(verdict):
@@ -388,7 +411,7 @@ class Loop:
             sandbox_s += secs
         state.baseline = _Baseline(spec=self.qa.spec_for(task, result), seen=seen)
         checks, secs = self._generated_checks(task, state, code, result)
-        trial = Trial(code, result, judging.with_verified_by(verdict, checks, task), checks)
+        trial = Trial(code, result, judging.with_verified_by(verdict, checks, task), checks, explanation=explanation)
         return self._close_round(
             task, state, 0, trial, Proposal(code=code, reply=""), _Written(), [], sandbox_s + secs, t0
         )
@@ -403,12 +426,17 @@ class Loop:
         trials, sandbox_s = self._run_and_judge(task, state, index, written, previous)
         best, samples = (0, []) if len(trials) == 1 else choose(trials)
         trial, chosen = trials[best], written.proposals[best]
+        repeat_of = written.repeat_of.get(best)
+        if repeat_of is not None:
+            chosen = replace(chosen, code=None)  # not run again: the round has no new program
         if len(trials) > 1 and chosen.code is not None:
             state.emit(CandidateReady(Candidate(chosen.code, index, chosen.reply), code_diff(previous, chosen.code)))
             state.emit(ExecutionStarted(index))
             if trial.result is not None:
                 state.emit(ExecutionDone(index, trial.result))
-        return self._close_round(task, state, index, trial, chosen, written, samples, sandbox_s, t0)
+            if trial.explanation is not None:
+                state.emit(FailureExplained(index, trial.explanation))
+        return self._close_round(task, state, index, trial, chosen, written, samples, sandbox_s, t0, repeat_of)
 
     def _close_round(
         self,
@@ -421,11 +449,17 @@ class Loop:
         samples: list[Sample],
         sandbox_s: float,
         t0: float,
+        repeat_of: int | None = None,
     ) -> rounds.RoundEnd:
-        """Say what went wrong (with the failing statement's values), record the round and
-        announce it; what :func:`~selfheal_jupyter.loop.rounds.next_step` reads of it."""
+        """Say what went wrong (with the tool's own explanation and the failing statement's
+        values), record the round and announce it; what
+        :func:`~selfheal_jupyter.loop.rounds.next_step` reads of it. ``repeat_of``: the
+        round whose program the chosen one repeats (it was not run)."""
         code, result, verdict, checks = chosen.code, trial.result, trial.verdict, trial.checks
-        feedback, values, failing_checks, probe_s = self._explain(task, state, chosen, result, verdict, checks)
+        explanation = trial.explanation
+        feedback, values, failing_checks, probe_s = self._explain(
+            task, state, chosen, result, verdict, checks, explanation, repeat_of
+        )
         soft = judging.opens_soft_round(
             verdict,
             failing_checks,
@@ -455,6 +489,9 @@ class Loop:
             restarted=written.restarted,
             edited=chosen.edited,
             edit_failure=chosen.edit_failure,
+            explanation=explanation,
+            quick_fix=written.quick_fix,
+            repeat_of=repeat_of,
         )
         state.run.iterations.append(iteration)
         state.round = None
@@ -467,6 +504,8 @@ class Loop:
             soft=soft,
             failing_checks=bool(failing_checks),
             repaired=repair is not None and repair.code is not None and not written.restarted,
+            quick_fix=None if verdict.passed else rounds.quick_fix(code, explanation, _programs(state)),
+            advice=advise(state.run),
         )
 
     def _write(self, task: Task, inputs: list[InputDescription], state: _RunState, index: int) -> _Written:
@@ -478,6 +517,13 @@ class Loop:
         so_far = state.round
         assert so_far is not None
         self._check_budget(state, before=f"iteration {index}")
+        if progress.quick_fix is not None:
+            # The last failure's own explanation implied one edit: its program runs, no model.
+            fixed, what = progress.quick_fix
+            written.quick_fix = True
+            written.proposals.append(Proposal(code=fixed, reply=what))
+            so_far.code, so_far.reply = fixed, what
+            return written
         st = self.strategies
         if progress.restart:
             written.repair, written.restarted = progress.origin, True
@@ -485,9 +531,9 @@ class Loop:
         if (
             st.explain_first
             and repair is not None
-            and diagnosis.wanted(repair, restarted=written.restarted, soft_round=progress.soft_pass is not None)
+            and explain_first.wanted(repair, restarted=written.restarted, soft_round=progress.soft_pass is not None)
         ):
-            written.diagnosis, used, secs = diagnosis.explain(
+            written.diagnosis, used, secs = explain_first.explain(
                 self.llm,
                 task.prompt,
                 repair,
@@ -526,6 +572,10 @@ class Loop:
             code = proposal.code
             if code is not None and data_names:
                 code, _ = strip_input_overwrites(code, data_names)
+            earlier = rounds.repeat_of(code, [*_programs(state), *written.programs(index)])
+            if earlier is not None:
+                # Never run an identical program twice: this one is recorded as a repeat.
+                written.repeat_of[len(written.proposals)] = earlier
             written.proposals.append(replace(proposal, code=code))
             written.add(proposal.usage, proposal.llm_s, so_far)
             if so_far.code is None:
@@ -541,7 +591,9 @@ class Loop:
         trials: list[Trial] = []
         sandbox_s = 0.0
         for i, proposal in enumerate(written.proposals):
-            if proposal.code is None:
+            if i in written.repeat_of:
+                trial, secs = Trial(None, None, judging.repeated(written.repeat_of[i])), 0.0
+            elif proposal.code is None:
                 trial, secs = Trial(None, None, judging.no_program(proposal.edit_failure)), 0.0
             else:
                 trial, secs = self._judge_candidate(
@@ -559,16 +611,21 @@ class Loop:
         result: ExecutionResult | None,
         verdict: Verdict,
         checks: list[TestOutcome],
+        explanation: Explanation | None = None,
+        repeat_of: int | None = None,
     ) -> tuple[str, list[TestOutcome], list[str], float]:
-        """What the next round is told went wrong (with the failing statement's values),
-        the values, the generated checks that failed, and the seconds the probes took."""
+        """What the next round is told went wrong (with the tool's own explanation and the
+        failing statement's values), the values, the generated checks that failed, and the
+        seconds the probes took."""
         code = chosen.code
         values: list[TestOutcome] = []
         probe_s = 0.0
-        if code is None:
+        if repeat_of is not None:
+            feedback = rounds.repeat_feedback(repeat_of, state.progress.repair)
+        elif code is None:
             feedback = chosen.no_program_feedback
         else:
-            feedback = format_feedback(result, verdict, limits=self.sandbox_limits)
+            feedback = format_feedback(result, verdict, limits=self.sandbox_limits, explanation=explanation)
             if not verdict.passed and self.strategies.runtime_values:
                 values, probe_s = self._runtime_values(code, result, task, state)
                 feedback = "\n".join([feedback, *runtime_value_lines(values, differences(code, result, values))])
@@ -586,7 +643,7 @@ class Loop:
 
         ``show``: emit the candidate and execution events (the single program of a round)."""
         spec, given_seen = state.baseline.spec, state.baseline.seen
-        result, sandbox_s = self._execute(
+        result, explanation, sandbox_s = self._execute(
             task, state, index, code, asserts=self.qa.spec_asserts(spec, code), announce=announce, show=show
         )
         ctx = task.context
@@ -596,7 +653,10 @@ class Loop:
             sandbox_s += secs
             verdict = judging.hold_same_behaviour(verdict, seen, given_seen)
         checks, secs = self._generated_checks(task, state, code, result)
-        return Trial(code, result, judging.with_verified_by(verdict, checks, task), checks), sandbox_s + secs
+        if task.data_checks and result.clean:
+            checks += run_checks(task.data_checks, result.stdout)  # from the notebook's data, on the host
+        verdict = judging.with_verified_by(verdict, checks, task)
+        return Trial(code, result, verdict, checks, explanation=explanation), sandbox_s + secs
 
     def _execute(
         self,
@@ -608,9 +668,11 @@ class Loop:
         asserts: list[tuple[int, int, str]] | None,
         announce: str | None,
         show: bool = True,
-    ) -> tuple[ExecutionResult, float]:
+    ) -> tuple[ExecutionResult, Explanation | None, float]:
         """The static pre-check, else the sandbox run with the user's tests (and the
-        user's asserts the checker evaluates); and the seconds the sandbox took."""
+        user's asserts the checker evaluates); the tool's own explanation of its failure
+        (:func:`~selfheal_jupyter.diagnosis.explain`, shown at once, before any model
+        call); and the seconds the sandbox took."""
         ctx = task.context
         if show:
             state.emit(CandidateReady(Candidate(code=code, iteration=index), code_diff(announce, code)))
@@ -630,9 +692,12 @@ class Loop:
                 asserts=asserts,
             )
             sandbox_s = time.monotonic() - s0
+        explanation = diagnosis.explain(result, code, ctx) if result.error is not None else None
         if show:
             state.emit(ExecutionDone(index, result))
-        return result, sandbox_s
+            if explanation is not None:
+                state.emit(FailureExplained(index, explanation))
+        return result, explanation, sandbox_s
 
     def _observe(self, task: Task, state: _RunState, code: str) -> tuple[Observation | None, float]:
         """What ``code`` shows on the user's checks (a second sandbox run) and its seconds."""
@@ -692,7 +757,7 @@ class Loop:
             raise _Stop(
                 "budget_exhausted",
                 f"The wall-clock budget of {self.budget.time_budget_s:g} s ran out before "
-                f"{before}. Raise `%config SelfHeal.time_budget_s` (0 = no limit).",
+                f"{before}. {advise(state.run)} (`%config SelfHeal.time_budget_s` sets the budget; 0 = no limit.)",
             )
         budget = self.budget.token_budget
         if budget > 0 and state.tokens >= budget:
@@ -748,8 +813,8 @@ class Loop:
         else:
             run.outcome = "budget_exhausted"
             run.error = (
-                f"The wall-clock budget of {self.budget.time_budget_s:g} s ran out. "
-                "Raise `%config SelfHeal.time_budget_s` (0 = no limit)."
+                f"The wall-clock budget of {self.budget.time_budget_s:g} s ran out. {advise(run)} "
+                "(`%config SelfHeal.time_budget_s` sets the budget; 0 = no limit.)"
             )
 
     def _finish(self, state: _RunState) -> None:
@@ -781,6 +846,14 @@ class _Written:
     llm_s: float = 0.0
     diagnosis: str = ""
     restarted: bool = False
+    quick_fix: bool = False
+    """The round's program is the tool's own edit (no model call)."""
+    repeat_of: dict[int, int] = field(default_factory=dict)
+    """Proposals (by position) that repeat an earlier program → that program's round."""
+
+    def programs(self, index: int) -> list[tuple[int, str]]:
+        """(round, program) of this round's proposals so far that will run (not repeats)."""
+        return [(index, p.code) for i, p in enumerate(self.proposals) if p.code and i not in self.repeat_of]
 
     def add(self, used: Usage, secs: float, so_far: _RoundSoFar) -> None:
         self.usage, self.llm_s = self.usage + used, self.llm_s + secs
@@ -829,6 +902,11 @@ class _RunState:
     """What the last round hands to the next (:func:`~selfheal_jupyter.loop.rounds.next_step`)."""
     round: _RoundSoFar | None = None
     """The round in progress (None between rounds)."""
+
+
+def _programs(state: _RunState) -> list[tuple[int, str]]:
+    """(round, program) of every round so far that had one, the latest first."""
+    return [(it.index, it.candidate.code) for it in reversed(state.run.iterations) if it.candidate.code]
 
 
 def _data_names(task: Task) -> dict[str, None]:

@@ -6,19 +6,25 @@ every round :func:`next_step`, a pure function of what the loop carried so far
 (:class:`Progress`) and what the round produced (:class:`RoundEnd`), says what happens
 next: :class:`Success`, :class:`Stop` (an outcome and a message that says what to do),
 :class:`Stopped` (the user's stop or the clock during the sandbox run), or
-:class:`Another` round, told what :attr:`Progress.repair` holds. Whether a program passed
-is the verdict's (:mod:`selfheal_jupyter.loop.verdict`); this module decides only what
-follows from it.
+:class:`Another` round, told what :attr:`Progress.repair` holds — or running
+:attr:`Progress.quick_fix`, the tool's own edit of the failing line, before the model is
+asked (``SelfHeal.quick_fixes``; such a round counts only if it passes). Whether a
+program passed is the verdict's (:mod:`selfheal_jupyter.loop.verdict`); this module
+decides only what follows from it: also that an identical program is never run twice
+(:func:`repeat_of`), and that a run stops when the model keeps repeating itself
+(:data:`MAX_REPEATS`) or keeps failing the same way (:data:`HOPELESS_SAME_FAILURE`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Literal
 
 from ..agents.developer import RepairContext
+from ..diagnosis import apply_edits
 from ..feedback import failure_signature
-from ..model import ASSERT_RULES, Iteration, Verdict
+from ..model import ASSERT_RULES, ExecutionResult, Explanation, Iteration, Verdict
 from . import verdict as judging
 
 MAX_NO_CODE_IN_A_ROW = 2
@@ -26,6 +32,17 @@ MAX_ASSERT_CHANGES = 2
 """Rounds whose candidate changed one of the user's asserts or tests before the run ends
 ``failed``: a model that keeps doing so believes the assert itself is wrong, and only
 the user may decide that."""
+HOPELESS_SAME_FAILURE = 3
+"""Rounds in a row that failed the same way before a run stops: the model is not getting
+closer, and the rounds left would cost minutes each."""
+MAX_REPEATS = 2
+"""Rounds whose program repeated an earlier one (never run again) before a run stops."""
+MAX_QUICK_FIXES = 3
+"""Most of the tool's own edits tried in one run (each is one sandbox run, no model)."""
+REPEAT_FEEDBACK = (
+    "Your reply was the program of round {round} again, which already failed; it was not "
+    "run again. Change the code: take another approach to what went wrong below."
+)
 
 
 @dataclass(frozen=True)
@@ -35,6 +52,13 @@ class Rules:
     max_iterations: int
     restart_after: int = 0
     """Start over after this many failed repairs in a row (0 = never; ``SelfHeal.restart_after``)."""
+    quick_fixes: bool = False
+    """Run the edit a failure's own explanation implies before asking the model (``SelfHeal.quick_fixes``)."""
+
+    def last_round(self, progress: Progress) -> int:
+        """The last round's index: ``max_iterations``, plus one for each of the tool's own
+        edits that did not pass (the model still gets its rounds)."""
+        return self.max_iterations + progress.quick_rounds
 
 
 @dataclass(frozen=True)
@@ -58,6 +82,17 @@ class Progress:
     """The pass whose generated checks failed; the round after it ends the run."""
     restart: bool = False
     """The next round starts over from :attr:`origin` (``SelfHeal.restart_after``)."""
+    same_failures: int = 0
+    """Rounds in a row that failed the same way (the last one included)."""
+    repeats: int = 0
+    """Rounds whose program was one already run (so not run again)."""
+    quick_fix: tuple[str, str] | None = None
+    """The program the last failure's explanation implies and what changed: the next
+    round runs it, no model asked (None: the next round asks the model)."""
+    quick_fixes_tried: int = 0
+    quick_rounds: int = 0
+    """Rounds that ran the tool's own edit and did not pass (they do not count against
+    ``max_iterations``)."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +110,12 @@ class RoundEnd:
     """The feedback holds failing generated checks."""
     repaired: bool = False
     """The round repaired a program (not round 0, not a start-over, not from the task)."""
+    quick_fix: tuple[str, str] | None = None
+    """The edit the round's failure implies, as a program not run yet and what changed
+    (:func:`quick_fix`); the next round runs it when :attr:`Rules.quick_fixes` allows."""
+    advice: str = ""
+    """What the user could do next if the run ends here (:func:`~selfheal_jupyter.loop.advice.advise`):
+    the messages of the stops that the run's own findings explain end with it."""
 
 
 @dataclass(frozen=True)
@@ -111,8 +152,11 @@ def next_step(progress: Progress, end: RoundEnd, rules: Rules, *, stopping: bool
     program's)."""
     it, code = end.iteration, end.code
     verdict, index = it.verdict, it.index
-    no_code = 0 if code is not None or it.edit_failure else progress.no_code_in_a_row + 1
-    progress = replace(progress, no_code_in_a_row=no_code, restart=False)
+    no_code = 0 if code is not None or it.edit_failure or it.repeat_of is not None else progress.no_code_in_a_row + 1
+    progress = replace(progress, no_code_in_a_row=no_code, restart=False, quick_fix=None)
+    if it.quick_fix and not (verdict.passed and not end.soft):
+        progress = replace(progress, quick_rounds=progress.quick_rounds + 1)
+    last = rules.last_round(progress)
     if progress.soft_pass is not None:
         return Success(judging.soft_round_result(progress.soft_pass, it)), progress
     if verdict.passed and not end.soft:
@@ -126,13 +170,40 @@ def next_step(progress: Progress, end: RoundEnd, rules: Rules, *, stopping: bool
         )
         if len(progress.assert_changes) >= MAX_ASSERT_CHANGES:
             return Stop("failed", assert_change_message(progress.assert_changes)), progress
-    progress = replace(progress, failed_repairs=0 if it.restarted else progress.failed_repairs)
-    progress = _told_next(progress, end)
-    if progress.no_code_in_a_row >= MAX_NO_CODE_IN_A_ROW and index < rules.max_iterations:
+    if it.repeat_of is not None:
+        # Not run again: the program as it stands and its failure are unchanged; the next
+        # round is told so, at the retry temperature.
+        progress = replace(progress, repeats=progress.repeats + 1)
+        if progress.repeats >= MAX_REPEATS:
+            return Stop("failed", repeats_message(index, progress.repeats, end.advice)), progress
+        told = progress.repair
+        repair = RepairContext(
+            code=progress.last_code,
+            feedback=it.feedback,
+            same_failure=True,
+            soft_checks=told.soft_checks if told else False,
+        )
+        progress = replace(progress, repair=repair)
+    else:
+        progress = replace(progress, failed_repairs=0 if it.restarted else progress.failed_repairs)
+        progress = _told_next(progress, end)
+        if (
+            code is not None
+            and index > 0
+            and not end.soft
+            and progress.same_failures >= HOPELESS_SAME_FAILURE
+            and index < last
+        ):
+            return Stop("failed", same_failure_message(index, progress.same_failures, it.result, end.advice)), progress
+    if progress.no_code_in_a_row >= MAX_NO_CODE_IN_A_ROW and index < last:
         return Stop("failed", no_code_message(progress.no_code_in_a_row)), progress
-    if index >= rules.max_iterations:
-        return Stop("budget_exhausted", out_of_rounds_message(rules.max_iterations, verdict)), progress
+    if index >= last:
+        return Stop("budget_exhausted", out_of_rounds_message(rules.max_iterations, verdict, end.advice)), progress
     restart = rules.restart_after > 0 and progress.failed_repairs >= rules.restart_after
+    quick = end.quick_fix if rules.quick_fixes and progress.quick_fixes_tried < MAX_QUICK_FIXES else None
+    if quick is not None:
+        # The failure's own explanation implies one edit: the next round runs it first.
+        return Another(), replace(progress, quick_fix=quick, quick_fixes_tried=progress.quick_fixes_tried + 1)
     return Another(), replace(progress, restart=restart)
 
 
@@ -154,10 +225,11 @@ def _told_next(progress: Progress, end: RoundEnd) -> Progress:
         )
         return replace(progress, repair=repair)
     signature = failure_signature(it.result)
+    same = signature == progress.last_signature
     repair = RepairContext(
         code=code,
         feedback=it.feedback,
-        same_failure=signature == progress.last_signature and not end.soft,
+        same_failure=same and not end.soft,
         truncated=truncated,
         soft_checks=end.failing_checks,
     )
@@ -167,9 +239,72 @@ def _told_next(progress: Progress, end: RoundEnd) -> Progress:
         origin=repair if it.index == 0 else progress.origin,
         last_code=code,
         last_signature=signature,
+        # Round 1 starts the count: the user's program failing is not the model's doing.
+        same_failures=progress.same_failures + 1 if same and it.index >= 2 else 1,
         soft_pass=it if end.soft else progress.soft_pass,
         failed_repairs=progress.failed_repairs + (1 if end.repaired and not end.soft else 0),
     )
+
+
+def repeat_of(code: str | None, earlier: Iterable[tuple[int, str]]) -> int | None:
+    """The round whose program ``code`` is again (layout and comments aside,
+    :func:`~selfheal_jupyter.loop.verdict.same_program`): the first of ``earlier`` (round,
+    program) that it repeats, or None. A program is never run twice: a repeat is recorded
+    as such (:func:`~selfheal_jupyter.loop.verdict.repeated`) and the next round told."""
+    if code is None:
+        return None
+    return next((index for index, program in earlier if program and judging.same_program(program, code)), None)
+
+
+def quick_fix(
+    code: str | None, explanation: Explanation | None, earlier: Iterable[tuple[int, str]]
+) -> tuple[str, str] | None:
+    """The program a failure's own explanation implies (its one precise edit of the
+    failing line applied, :func:`~selfheal_jupyter.diagnosis.apply_edits`) and what
+    changed; None when it implies none, or that program already ran."""
+    if code is None or explanation is None or not explanation.edits:
+        return None
+    fixed = apply_edits(code, explanation.edits)
+    if fixed is None or repeat_of(fixed, earlier) is not None:
+        return None
+    changes = "; ".join(f"`{e.old}` → `{e.new}`" for e in explanation.edits if e.old)
+    return fixed, f"line {explanation.line}: {changes}"
+
+
+def repeat_feedback(round_: int, told: RepairContext | None) -> str:
+    """What the round after a repeat is told: the program was not run again, and what
+    went wrong with it before."""
+    before = told.feedback if told else ""
+    return REPEAT_FEEDBACK.format(round=round_) + (f"\n{before}" if before else "")
+
+
+def repeats_message(index: int, times: int, advice: str = "") -> str:
+    return _then(
+        f"Stopped after round {index}: the model wrote a program it had already written "
+        f"({times} times), after being told it failed, so the rounds left would likely end "
+        "the same way.",
+        advice,
+    )
+
+
+def same_failure_message(index: int, times: int, result: ExecutionResult | None, advice: str = "") -> str:
+    failed = [t.source for t in result.tests if not t.passed] if result is not None else []
+    what = (
+        f"{result.error.type}: {result.error.message[:120]}"
+        if result is not None and result.error is not None
+        else f"failed check `{failed[0][:120]}`"
+        if failed
+        else (result.status if result is not None else "no program")
+    )
+    return _then(
+        f"Stopped after round {index}: {times} rounds in a row failed the same way ({what}), "
+        "so the rounds left would likely too.",
+        advice,
+    )
+
+
+def _then(message: str, advice: str) -> str:
+    return f"{message} {advice}" if advice else message
 
 
 def assert_change_message(changes: tuple[tuple[int, str], ...]) -> str:
@@ -192,11 +327,10 @@ def no_code_message(times: int) -> str:
     )
 
 
-def out_of_rounds_message(max_iterations: int, last: Verdict | None) -> str:
-    message = (
-        f"No candidate passed within max_iterations={max_iterations}. "
-        "Raise `%config SelfHeal.max_iterations`, add detail "
-        "to the task, or fix the last program by hand."
+def out_of_rounds_message(max_iterations: int, last: Verdict | None, advice: str = "") -> str:
+    """``advice``: what the run's findings say to do next (without it: the usual ways on)."""
+    message = f"No candidate passed within max_iterations={max_iterations}. " + (
+        advice or "Raise `%config SelfHeal.max_iterations`, add detail to the task, or fix the last program by hand."
     )
     if last is not None and last.spec_violations:
         message += (

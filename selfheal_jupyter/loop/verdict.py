@@ -6,7 +6,8 @@
    user's code — the candidate kept the user's spec (:mod:`selfheal_jupyter.spec.guard`:
    their asserts, test functions and tests, neither changed, silenced nor answered by a
    written-in value). With no tests, a clean run passes. A reply without a program never
-   passes (:func:`no_program`).
+   passes (:func:`no_program`), nor does a program that repeats an earlier one, which is
+   not run again (:func:`repeated`).
 2. **Hold rules**: when the task says the given program is wrong, a pass is still no
    success if the passing program is that program — round 0, or a candidate that left it
    unchanged (:func:`hold_known_wrong`) — or shows exactly what it showed on its checks
@@ -31,6 +32,7 @@ import ast
 from dataclasses import replace
 
 from ..model import (
+    DATA_CHECK_PREFIX,
     ExecutionResult,
     Held,
     Iteration,
@@ -104,6 +106,12 @@ def no_program(edit_failure: str = "") -> Verdict:
     if edit_failure:
         return Verdict(False, [f"the reply's SEARCH/REPLACE blocks did not apply: {edit_failure}"])
     return Verdict(False, [NO_PROGRAM])
+
+
+def repeated(earlier: int) -> Verdict:
+    """A program that is round ``earlier``'s again (:func:`same_program`): not run again,
+    it fails as that one did (:func:`~selfheal_jupyter.loop.rounds.repeat_of`)."""
+    return Verdict(False, [f"the same program as round {earlier}: not run again"])
 
 
 def unfinished() -> Verdict:
@@ -244,8 +252,10 @@ def checked_by(verdict: Verdict, checks: list[TestOutcome], task: Task) -> list[
     "your tests" (``--tests``: they ran and all passed), "your stated expectation"
     (``%%heal the total should be 42``, read into a check: it ran and passed), "your
     asserts" (the asserts of the user's own code, kept by the spec guard, in a program
-    that ran to its end), "generated checks" (QA's checks from the task, all passed).
-    Empty when nothing did: the program only runs."""
+    that ran to its end), "checks from your data" (derived from the notebook's data for a
+    question about it, :mod:`~selfheal_jupyter.agents.data_checks`: all passed),
+    "generated checks" (QA's checks from the task, all passed). Empty when nothing did:
+    the program only runs."""
     found = []
     cell_asserts = bool(task.initial_code) and has_assert(task.initial_code or "")
     stated = {statement.strip() for statement in task.stated}
@@ -259,8 +269,13 @@ def checked_by(verdict: Verdict, checks: list[TestOutcome], task: Task) -> list[
             found.append("your stated expectation")
     if verdict.spec_kept and cell_asserts:
         found.append("your asserts")
+    derived = [c for c in checks if c.source.startswith(DATA_CHECK_PREFIX)]
+    generated = [c for c in checks if not c.source.startswith(DATA_CHECK_PREFIX)]
     if checks and all(check.passed for check in checks):
-        found.append("generated checks")
+        if derived:
+            found.append("checks from your data")
+        if generated:
+            found.append("generated checks")
     return found
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import difflib
 import importlib.metadata
 import inspect
 import io
@@ -44,12 +45,18 @@ from functools import lru_cache
 from typing import Any
 
 from ..agents.inputs import _summary as _structure
-from ..agents.inputs import _type_name
+from ..agents.inputs import _type_name, columns_of
 from ..model import ContextEntry, NotebookContext
 
 BUILTIN_NAMES = frozenset(dir(builtins))
 MAX_DEPTH = 20
 """How deep definitions that read other definitions are followed."""
+MAX_ATTRIBUTES = 400
+"""Most attribute names kept of one value, class or module (for a close name)."""
+MAX_NOTEBOOK_NAMES = 500
+CLOSE_NAME_CUTOFF = 0.8
+"""How alike (difflib's ratio) a notebook name must be to one the code reads but the
+notebook lacks for it to travel too (the fix will likely use it)."""
 
 # --------------------------------------------------------------------------- reading
 
@@ -209,14 +216,48 @@ _IDENT = re.compile(r"\b[A-Za-z_][A-Za-z0-9_]*\b")
 _BRACED = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)")
 
 
+def _forms(word: str) -> list[str]:
+    """A word as written, and its other number (``customer`` ↔ ``customers``)."""
+    forms = [word]
+    if word.endswith("ies"):
+        forms.append(word[:-3] + "y")
+    elif word.endswith("s"):
+        forms.append(word[:-1])
+    else:
+        forms.append(word + ("es" if word.endswith(("s", "x", "ch", "sh")) else "s"))
+        if word.endswith("y"):
+            forms.append(word[:-1] + "ies")
+    return forms
+
+
 def names_in_task(text: str, ns: Mapping[str, Any], hidden: Mapping[str, Any] | None = None) -> list[str]:
-    """Notebook variables a task written in words names (``df``, ``{df_name}``, `sales`)."""
+    """Notebook variables a task written in words names: ``df``, ``{df_name}``, `sales`,
+    ``customer`` for ``customers``, and a DataFrame one of whose columns it names ("the
+    total amount each customer spent" reads ``orders``, whose columns hold ``amount``)."""
     out: dict[str, None] = {}
     for match in _BRACED.finditer(text):
         out.setdefault(match.group(1), None)
-    for match in _IDENT.finditer(text):
-        out.setdefault(match.group(0), None)
-    return [n for n in out if n in ns and not _hidden(n, ns, hidden)]
+    words = [m.group(0) for m in _IDENT.finditer(text)]
+    for word in words:
+        for form in _forms(word) if len(word) >= 4 else [word]:
+            if form in ns:
+                out.setdefault(form, None)
+                break
+    found = [n for n in out if n in ns and not _hidden(n, ns, hidden)]
+    said = {form.casefold() for word in words if len(word) >= 4 for form in _forms(word)}
+    for name, value in ns.items():
+        if name in found or name.startswith("_") or _hidden(name, ns, hidden) or isinstance(value, type):
+            continue
+        columns = getattr(value, "columns", None)
+        if columns is None or getattr(value, "dtypes", None) is None:
+            continue
+        try:
+            named = any(str(c).casefold() in said for c in list(columns)[:200])
+        except Exception:
+            continue
+        if named:
+            found.append(name)
+    return found
 
 
 def _hidden(name: str, ns: Mapping[str, Any], hidden: Mapping[str, Any] | None) -> bool:
@@ -502,6 +543,15 @@ def describe_value(value: Any) -> str:
     return f"{type_name} — {detail}" if detail else type_name
 
 
+def public_attributes(obj: Any) -> list[str]:
+    """The public attribute names of a value, class or module (never their values)."""
+    try:
+        names = [n for n in dir(obj) if isinstance(n, str) and not n.startswith("_")]
+    except Exception:
+        return []
+    return names[:MAX_ATTRIBUTES]
+
+
 def _signature(name: str, obj: Any) -> str:
     try:
         text = f"{name}{inspect.signature(obj)}"
@@ -569,6 +619,7 @@ class _Resolver:
     definitions: list[str] = field(default_factory=list)
     values: dict[str, bytes] = field(default_factory=dict)
     _visiting: set[str] = field(default_factory=set)
+    _visible: list[str] | None = None
 
     def need(self, name: str, depth: int = 0, *, quiet_missing: bool = False) -> None:
         if name in self.entries or name in self._visiting or depth > MAX_DEPTH:
@@ -579,12 +630,23 @@ class _Resolver:
             self.entries[name] = ContextEntry(
                 name, "unavailable", reason="not defined in your notebook (never run, or deleted)"
             )
+            # A misspelt name: the one the user meant travels too, for the fix to use.
+            for close in difflib.get_close_matches(name, self.visible_names(), n=1, cutoff=CLOSE_NAME_CUTOFF):
+                self.need(close, depth + 1, quiet_missing=True)
             return
         self._visiting.add(name)
         try:
             self._resolve(name, self.ns[name], depth)
         finally:
             self._visiting.discard(name)
+
+    def visible_names(self) -> list[str]:
+        """The names the user's notebook defines (not the shell's own)."""
+        if self._visible is None:
+            self._visible = [n for n in self.ns if not n.startswith("_") and not _hidden(n, self.ns, self.hidden)][
+                :MAX_NOTEBOOK_NAMES
+            ]
+        return self._visible
 
     def _unavailable(self, name: str, type_: str, reason: str) -> None:
         self.entries[name] = ContextEntry(name, "unavailable", type=type_, reason=reason)
@@ -633,7 +695,12 @@ class _Resolver:
                 return
             self.imports.append(line)
             self.entries[name] = ContextEntry(
-                name, "module", type=value.__name__, summary=f"module {value.__name__}", source=line
+                name,
+                "module",
+                type=value.__name__,
+                summary=f"module {value.__name__}",
+                source=line,
+                attributes=public_attributes(value),
             )
             return
         is_class = isinstance(value, type)
@@ -689,7 +756,12 @@ class _Resolver:
         self.definitions.append(source.rstrip() + "\n" + alias)
         summary = _class_summary(name, obj) if kind == "class" else f"function {_signature(name, obj)}"
         self.entries[name] = ContextEntry(
-            name, "function" if kind == "function" else "class", type=type_, summary=summary, source=source
+            name,
+            "function" if kind == "function" else "class",
+            type=type_,
+            summary=summary,
+            source=source,
+            attributes=public_attributes(obj) if kind == "class" else [],
         )
 
     def _copy(self, name: str, value: Any, depth: int) -> None:
@@ -731,7 +803,16 @@ class _Resolver:
                 )
                 return
         self.values[name] = data
-        self.entries[name] = ContextEntry(name, "value", type=label, summary=describe_value(value))
+        shape = getattr(value, "shape", None)
+        self.entries[name] = ContextEntry(
+            name,
+            "value",
+            type=label,
+            summary=describe_value(value),
+            columns=columns_of(value),
+            shape=list(shape) if isinstance(shape, tuple) and all(isinstance(n, int) for n in shape) else [],
+            attributes=public_attributes(value),
+        )
 
 
 def resolve(
@@ -769,6 +850,7 @@ def resolve(
         entries=list(resolver.entries.values()),
         prelude=prelude,
         values=resolver.values,
+        notebook_names=resolver.visible_names(),
     )
 
 

@@ -41,7 +41,7 @@ from ..codeblocks import code_diff
 from ..config import SelfHeal
 from ..loop.events import CheckingFix, RunFinished, RunStarted, Waiting
 from ..loop.fix_handover import run_with_fix, without_notes
-from ..model import Run, Task
+from ..model import DataCheck, NotebookContext, Run, Task
 from ..render.html import (
     TRIED_WORDS,
     capabilities_sentence,
@@ -52,6 +52,7 @@ from ..render.html import (
     tried_lines,
 )
 from ..render.inline import PanelRenderer, Renderer, StaticRenderer, show_html
+from ..spec import notebook_data
 from .cells import FrontCells
 
 T = TypeVar("T")
@@ -370,6 +371,7 @@ class CellRun:
                 handed_code(run) or "",
                 new_name=f"attempt {best.index}",
                 title=f"Best attempt: attempt {best.index} (did not pass)",
+                context=run.task.context,
             )
             panel.offer_actions(
                 f"No candidate passed. Attempt {best.index} came closest ({why}); "
@@ -433,12 +435,18 @@ def cell_text(code: str) -> str:
     return code[:-1] if code.endswith("\n") and not code.endswith("\n\n") else code
 
 
-def diff_review(initial: str | None, code: str, *, title: str, new_name: str) -> str:
+def diff_review(
+    initial: str | None, code: str, *, title: str, new_name: str, context: NotebookContext | None = None
+) -> str:
     """The review shown above the buttons: ``title`` and the diff from the user's cell
-    (``initial``; the code itself when the task did not start from a cell) to ``code``."""
+    (``initial``; the code itself when the task did not start from a cell) to ``code``,
+    with what it does to the notebook's data."""
+    changes = notebook_data.changes(context, initial or "", code)
     if initial is None:
-        return review_html(title, code=code)
-    return review_html(title, diff=code_diff(initial, code, old_name="your cell", new_name=new_name))
+        return review_html(title, code=code, data_changes=changes)
+    return review_html(
+        title, diff=code_diff(initial, code, old_name="your cell", new_name=new_name), data_changes=changes
+    )
 
 
 def fix_review(run: Run) -> str:
@@ -459,6 +467,7 @@ def fix_review(run: Run) -> str:
         "note": fix.note if fix else "",
         "output": fix_output_html(run),
         "flags": flags_html(run),
+        "data_changes": notebook_data.changes(run.task.context, initial or "", code),
     }
     if initial is None:
         return review_html("The code", code=code, **shown)  # type: ignore[arg-type]
@@ -547,6 +556,18 @@ def gather_context(shell: Any, settings: SelfHeal, task: Task, *, task_text: str
     if task_text is not None:
         return context.for_task(task_text, ns, **options)
     return context.for_cell(task.initial_code or "", ns, transform=shell.transform_cell, **options)
+
+
+def derive_checks(shell: Any, task: Task) -> list[DataCheck]:
+    """The checks a question about the notebook's data implies on that data
+    (:mod:`~selfheal_jupyter.agents.data_checks`), computed now on the live values it
+    names (only read)."""
+    from ..agents.data_checks import derive
+
+    if task.context is None or task.initial_code is not None:
+        return []
+    ns = shell.user_ns
+    return derive(task.prompt, {name: ns[name] for name in task.context.data_names() if name in ns})
 
 
 # ====================================================================== awaiting in a kernel

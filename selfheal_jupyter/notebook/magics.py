@@ -271,6 +271,7 @@ class SelfHealMagics(Magics):
         task = arguments.agent_task(args, cell, self.shell.user_ns, self._raw_inputs())
         settings = arguments.settings_for(args, self.shell, AGENT_FLAGS)
         task.context = controller.gather_context(self.shell, settings, task, task_text=cell)
+        task.data_checks = controller.derive_checks(self.shell, task)
         return settings, task, args.plan_only
 
     def heal_job(self, line: str, cell: str) -> tuple[SelfHeal, Task]:

@@ -15,8 +15,11 @@ from pygments.lexers import PythonLexer
 
 from ..codeblocks import code_diff
 from ..model import (
+    DATA_CHECK_PREFIX,
+    DATA_RULES,
     Capability,
     ExecutionResult,
+    Explanation,
     Iteration,
     NotebookContext,
     Plan,
@@ -32,6 +35,7 @@ from .diff import diff_html
 from .style import (
     AMBER,
     BLUE,
+    BLUE_BG,
     BORDER,
     BOX,
     CODE_BG,
@@ -147,11 +151,14 @@ def spec_html(verdict: Verdict) -> str:
         f'<div style="color:{GREY}">to comply: {esc(v.fix)}</div></li>'
         for v in verdict.spec_violations
     )
+    if all(v.rule in DATA_RULES for v in verdict.spec_violations):
+        title, why = "⚠ Rejected: it does not use your data as it is", "(the answer must come from your data)"
+    else:
+        title, why = "⚠ Rejected: changes your spec", "(your asserts and tests are never weakened to reach success)"
     return (
         f'<div class="selfheal-spec" data-spec="violated" style="border-left:4px solid {RED};'
         f'background:{RED_BG};padding:4px 8px;margin:4px 0">'
-        f'<b style="color:{RED}">⚠ Rejected: changes your spec</b> (your asserts and tests are '
-        f'never weakened to reach success)<ul style="margin:2px 0 2px 18px;padding:0">{rows}</ul></div>'
+        f'<b style="color:{RED}">{title}</b> {why}<ul style="margin:2px 0 2px 18px;padding:0">{rows}</ul></div>'
     )
 
 
@@ -160,7 +167,7 @@ def verdict_html(verdict: Verdict) -> str:
     colour, label = (GREEN, "✔ passed") if verdict.passed else (RED, "✘ failed")
     reasons = "; ".join(verdict.reasons)
     if verdict.spec_violations:
-        reasons = "; ".join(x for x in ("changes your spec", reasons) if x)
+        reasons = "; ".join(x for x in (verdict.rejected_for, reasons) if x)
     return (
         f'<div class="selfheal-verdict" style="margin:4px 0"><b style="color:{colour}">Check: {label}</b>'
         f'<span style="color:{GREY}">{" · " + esc(reasons) if reasons else ""}</span></div>'
@@ -261,6 +268,11 @@ def strategies_html(it: Iteration) -> str:
     QA's generated checks (soft), the values at the failing statement, the diagnosis, the
     sampled programs, a restart, an edit reply."""
     parts = []
+    if it.quick_fix:
+        parts.append(
+            f'<div class="selfheal-quick-fix" style="color:{GREY}">The tool\'s own edit, from its explanation '
+            f"of the last failure (no model was asked): {esc(it.candidate.reply)}</div>"
+        )
     if it.restarted:
         parts.append(
             f'<div class="selfheal-restart" style="color:{GREY}">Started over after repeated failed repairs.</div>'
@@ -282,9 +294,26 @@ def strategies_html(it: Iteration) -> str:
             f'<div class="selfheal-samples">'
             f"{heading(f'{len(it.samples)} programs tried in this attempt; the one marked ➜ was kept')}{rows}</div>"
         )
-    if it.checks:
+    generated = [t for t in it.checks if not t.source.startswith(DATA_CHECK_PREFIX)]
+    derived = [t for t in it.checks if t.source.startswith(DATA_CHECK_PREFIX)]
+    if derived:
+        rows = "".join(
+            f'<div style="{MONO}">'
+            + (f'<span style="color:{GREEN}">✔</span>' if t.passed else f'<span style="color:{BLUE}">?</span>')
+            + f" {esc(t.source.removeprefix(DATA_CHECK_PREFIX))}"
+            + (f' <span style="color:{GREY}">{esc(t.message)}</span>' if t.message else "")
+            + "</div>"
+            for t in derived
+        )
+        parts.append(
+            '<div class="selfheal-data-checks" data-soft="true">'
+            + heading("Checks from your data (the answer each group should show, computed from your notebook)")
+            + rows
+            + "</div>"
+        )
+    if generated:
         check_rows: list[str] = []
-        for t in it.checks:
+        for t in generated:
             mark = f'<span style="color:{GREEN}">✔</span>' if t.passed else f'<span style="color:{BLUE}">?</span>'
             msg = f' <span style="color:{GREY}">{esc(t.message)}</span>' if t.message else ""
             check_rows.append(f'<div style="{MONO}">{mark} {esc(t.source)}{msg}</div>')
@@ -309,11 +338,38 @@ def iteration_title(it: Iteration) -> str:
     elif it.result is not None and not it.result.ok:
         why = f" {it.result.status}"
     elif it.verdict.spec_violations:
-        why = " changes your spec"
+        why = f" {it.verdict.rejected_for}"
     elif not it.verdict.passed and it.verdict.reasons:
         why = f" {it.verdict.reasons[0][:60]}"
     label = "your cell" if it.index == 0 else f"Attempt {it.index}"
     return f"{label} · {mark}{why}"
+
+
+def _inline_code(text: str) -> str:
+    """Plain text with `backticks` as code (escaped)."""
+    parts = text.split("`")
+    return "".join(f'<code style="{MONO}">{esc(p)}</code>' if i % 2 else esc(p) for i, p in enumerate(parts))
+
+
+def explanation_html(explanation: Explanation | None) -> str:
+    """What the tool worked out of a failure on its own: the failing line, the exception
+    and the diagnosis ("" when there is nothing to say beyond the traceback)."""
+    if explanation is None:
+        return ""
+    where = f"line {explanation.line}: " if explanation.line else ""
+    source = f'<div style="{MONO}">{esc(where)}{esc(explanation.source)}</div>' if explanation.source else ""
+    items = "".join(f"<li>{_inline_code(s)}</li>" for s in explanation.diagnosis)
+    said = f'<ul style="margin:2px 0 2px 18px;padding:0">{items}</ul>' if items else ""
+    return (
+        f'<div class="selfheal-explanation" style="border-left:4px solid {BLUE};background:{BLUE_BG};'
+        f'padding:4px 8px;margin:4px 0"><b>Why it failed</b>{source}'
+        f'<div style="{MONO};color:{RED}">{esc(explanation.error)}</div>{said}</div>'
+    )
+
+
+def waiting_text(ahead: int) -> str:
+    """``waiting for the model — 2 requests ahead``."""
+    return f"waiting for the model — {ahead} request{'' if ahead == 1 else 's'} ahead"
 
 
 def iteration_body_html(it: Iteration) -> str:
@@ -322,6 +378,12 @@ def iteration_body_html(it: Iteration) -> str:
     mark = None
     if it.result is not None and it.result.error is not None:
         mark = failing_line(it.result.error)
+    if it.repeat_of is not None:
+        return (
+            f'<div class="selfheal-repeat" style="color:{GREY};margin:2px 0">The model wrote the program of '
+            f"round {it.repeat_of} again; it was not run again, and the next round was told to change it.</div>"
+            + verdict_html(it.verdict)
+        )
     parts = [heading("Code"), code_html(code, mark_line=mark)]
     if it.diff:
         parts += [heading("Diff to the previous attempt"), diff_html(it.diff, headers=False)]
@@ -330,6 +392,7 @@ def iteration_body_html(it: Iteration) -> str:
             f'<div class="selfheal-same" style="color:{GREY};margin:2px 0">Same code as the previous attempt.</div>'
         )
     parts.append(result_html(it.result, code, name="your cell" if it.index == 0 else f"attempt {it.index}"))
+    parts.append(explanation_html(it.explanation))
     parts.append(strategies_html(it))
     parts.append(verdict_html(it.verdict))
     return "".join(parts)
@@ -514,13 +577,15 @@ def review_html(
     note: str = "",
     output: str = "",
     flags: str = "",
+    data_changes: dict[str, list[str]] | None = None,
 ) -> str:
-    """The review above the decision's buttons: the changes an earlier cell's
-    definitions need (name, diff), then ``title`` with the diff to the cell (or the
-    ``code`` when there is no cell), what was left out of the passing program, a
-    ``note``, the ``output`` of the code handed over, and last, right above the buttons,
-    the ``flags`` (what the code newly can do, what it tried in the sandbox)."""
-    parts = []
+    """The review above the decision's buttons: what the code does to the notebook's
+    data when it runs in the kernel (``data_changes``: name → changes), the changes an
+    earlier cell's definitions need (name, diff), then ``title`` with the diff to the
+    cell (or the ``code`` when there is no cell), what was left out of the passing
+    program, a ``note``, the ``output`` of the code handed over, and last, right above
+    the buttons, the ``flags`` (what the code newly can do, what it tried in the sandbox)."""
+    parts = [data_changes_html(data_changes or {})]
     for name, change in definitions or []:
         parts.append(
             f'<div class="selfheal-definition" data-name="{esc(name)}">'
@@ -661,6 +726,25 @@ def tried_lines(run: Run) -> list[str]:
         else:
             lines.append(f"The code handed over {what}, which its text does not show: {a.evidence}.")
     return lines
+
+
+def data_changes_text(changes: dict[str, list[str]]) -> list[str]:
+    """``Changes your `df`: converts `date`, adds `weekday`.`` for each value."""
+    return [f"Changes your `{name}`: {', '.join(what)}." for name, what in changes.items() if what]
+
+
+def data_changes_html(changes: dict[str, list[str]]) -> str:
+    """The notebook values the code changes when it runs in the kernel, said before the
+    user inserts or runs it ("" when it changes none)."""
+    lines = data_changes_text(changes)
+    if not lines:
+        return ""
+    rows = "".join(f"<div>{esc(line)}</div>" for line in lines)
+    return (
+        f'<div class="selfheal-data-changes" style="border-left:4px solid {AMBER};padding:2px 8px;margin:4px 0">'
+        f'{rows}<div style="color:{GREY};font-size:12px">Running this code in your kernel changes '
+        f"{'it' if len(lines) == 1 else 'them'} there; the run itself worked on copies.</div></div>"
+    )
 
 
 def message_html(text: str, *, kind: str = "error") -> str:

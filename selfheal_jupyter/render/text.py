@@ -19,6 +19,8 @@ from ..loop.events import (
     Event,
     ExecutionDone,
     ExecutionStarted,
+    FailureExplained,
+    ModelWaiting,
     PlanReady,
     RunFinished,
     RunStarted,
@@ -26,7 +28,7 @@ from ..loop.events import (
     VerdictReady,
 )
 from ..model import Iteration, Plan, Run
-from .html import capabilities_sentence, tried_lines
+from .html import capabilities_sentence, tried_lines, waiting_text
 from .terminal import MAX_CHARS, MAX_LINES, clip, printable
 
 RULE = "─" * 60
@@ -118,6 +120,8 @@ class Transcript:
             self._w("  stdout:")
             last = result.stdout.rstrip("\n").splitlines()[-10:]  # the end of what it printed
             self._w("\n".join("    " + ln for ln in clip("\n".join(last), 10, 2_000, FULL_RECORD).splitlines()))
+        for sentence in it.explanation.diagnosis if it.explanation else []:
+            self._wrapped(f"why: {sentence}", indent="  ")
         for t in result.tests if result else []:
             mark = "✓" if t.passed else "✗"
             msg = f" — {t.message}" if t.message and not t.passed else ""
@@ -134,7 +138,7 @@ class Transcript:
             over = f" (#{', #'.join(map(str, fresh))} started over)" if fresh else ""
             self._w(f"  sampled {len(it.samples)} programs{over}, chose #{chosen}")
         state = "PASSED" if it.verdict.passed else "failed"
-        self._wrapped(f"verdict: {state} ({'; '.join(it.verdict.reasons) or 'it changes your spec'})")
+        self._wrapped(f"verdict: {state} ({'; '.join(it.verdict.reasons) or 'it ' + it.verdict.rejected_for})")
         for violation in it.verdict.spec_violations:
             self._wrapped(f"✗ spec [{violation.rule}]: {violation.message}", indent="  ")
             self._wrapped(f"to comply: {violation.fix}", indent="    ")
@@ -268,6 +272,10 @@ class Progress:
             self.status(f"running attempt {event.iteration} in the sandbox…")
         elif isinstance(event, ExecutionDone):
             self.status("judging…")
+        elif isinstance(event, FailureExplained) and event.explanation.diagnosis:
+            self.status("why: " + event.explanation.diagnosis[0].replace("`", ""))
+        elif isinstance(event, ModelWaiting):
+            self.status(waiting_text(event.ahead) + "…")
         elif isinstance(event, VerdictReady):
             if tr:
                 self._print_above(lambda: tr.verdict(event.iteration))

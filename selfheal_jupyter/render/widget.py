@@ -30,15 +30,25 @@ from ..loop.events import (
     Event,
     ExecutionDone,
     ExecutionStarted,
+    FailureExplained,
+    ModelWaiting,
     PlanReady,
     RunFinished,
     RunStarted,
     TokensStreamed,
     VerdictReady,
 )
-from ..model import Run
+from ..model import DATA_RULES, Run
 from .diff import diff_html
-from .html import code_html, iteration_body_html, iteration_title, plan_html, result_html
+from .html import (
+    code_html,
+    explanation_html,
+    iteration_body_html,
+    iteration_title,
+    plan_html,
+    result_html,
+    waiting_text,
+)
 from .style import CODE_BG, GREY, MONO, esc, heading
 
 STREAM_LINES = 12
@@ -128,6 +138,8 @@ class Panel:
             else ""
         )
         self.tokens = widgets.HTML("")
+        self.explanation = widgets.HTML("")
+        """The newest failure, explained by the tool before the model answers."""
         self.plan = widgets.HTML("")
         self.accordion = widgets.Accordion(children=[])
         self.progress_row = widgets.HBox(
@@ -139,7 +151,16 @@ class Panel:
         # the view's bottom edge, until the panel's end scrolls up to it.
         self.pin = widgets.HTML(PIN_STYLE)
         self.live = widgets.VBox(
-            [self.pin, self.title, self.plan, self.accordion, self.tokens, self.progress_row, self.kernel_note],
+            [
+                self.pin,
+                self.title,
+                self.plan,
+                self.accordion,
+                self.explanation,
+                self.tokens,
+                self.progress_row,
+                self.kernel_note,
+            ],
         )
         self.widget = widgets.VBox([self.live], layout=widgets.Layout(border="1px solid #d0d7de", padding="4px 8px"))
         self.widget.add_class("selfheal-panel")
@@ -244,15 +265,28 @@ class Panel:
             if index in self._section_html:
                 self._set_section(index, self._section_html[index] + result_html(event.result, ""), None)
             self._say(self._label(index), "checking the result")
+        elif isinstance(event, FailureExplained):
+            self.explanation.value = explanation_html(event.explanation)
+            if event.iteration in self._section_html:
+                body = self._section_html[event.iteration] + explanation_html(event.explanation)
+                self._set_section(event.iteration, body, None)
+            if event.explanation.diagnosis:
+                self._say(self._label(event.iteration), "failed: " + event.explanation.error[:60])
+        elif isinstance(event, ModelWaiting):
+            self._say(self._where, waiting_text(event.ahead))
         elif isinstance(event, VerdictReady):
             it = event.iteration
+            if it.verdict.passed:
+                self.explanation.value = ""
             self._ensure_section(it.index)
             self._set_section(it.index, iteration_body_html(it), iteration_title(it))
             self._move(it.index)
             if it.verdict.passed:
                 self._say(self._label(it.index), "passed")
                 return
-            if it.verdict.spec_violations:
+            if it.verdict.spec_violations and all(v.rule in DATA_RULES for v in it.verdict.spec_violations):
+                why = "it did not use your data as it is"
+            elif it.verdict.spec_violations:
                 why = "it changed your asserts or tests"
             else:
                 why = iteration_title(it).partition("✘")[2].strip() or "it did not pass"
@@ -344,7 +378,9 @@ class Panel:
 
     # ------------------------------------------------------------------ internals
     def _label(self, index: int) -> str:
-        return "Your cell" if index == 0 else f"Attempt {index} of {self._max}"
+        if index == 0:
+            return "Your cell"
+        return f"Attempt {index} of {self._max}" if index <= self._max else f"Attempt {index}"
 
     def _say(self, where: str, phase: str) -> None:
         self._where, self._phase = where, phase

@@ -226,6 +226,8 @@ STREAM_EVENTS: dict[str, type] = {
         loop_events.CandidateReady,
         loop_events.ExecutionStarted,
         loop_events.ExecutionDone,
+        loop_events.FailureExplained,
+        loop_events.ModelWaiting,
         loop_events.VerdictReady,
         loop_events.RunFinished,
         Accepted,

@@ -14,10 +14,16 @@ of the spec guard (the candidate is never asked about itself):
   ``Series``, array or instance of the value's class built from literals) to the name of
   a copied notebook value, where the user's cell does not.
 
+- ``data_ignored`` (a task in words, ``%%agent``): the task names notebook data, and
+  the candidate never reads any of it and answers from a table of its own written into
+  the program (``customer_spending = {"Alice": ...}`` for a question about ``orders``).
+
 A redefinition of a notebook function or class that the prelude already brings is not
 refused: the fix may be inside it. :func:`redefined` names the ones whose source differs
 from the notebook's, so the record and the page show them as changes to that other cell
-(never a silent shadow).
+(never a silent shadow). :func:`changes` names what the code does to a notebook value
+when it runs in the user's kernel (a new column, a converted dtype, ``inplace=True``,
+``.append``, a new binding), so the review says it before the user inserts the code.
 """
 
 from __future__ import annotations
@@ -38,6 +44,10 @@ FIX = {
     "data_replaced": (
         "Do not replace the user's notebook data with example values: remove that "
         "assignment and use the value as it is (it already exists when the program starts)."
+    ),
+    "data_ignored": (
+        "Compute the answer from the user's data named in the task (it exists when the "
+        "program starts); remove the data written into the program."
     ),
 }
 
@@ -157,6 +167,8 @@ def check(context: NotebookContext | None, original: str, candidate: str) -> lis
             mutating[e.name] = _self_mutating_methods(e.source)
     literal_names = _literal_loop_names(tree)
     out: list[SpecViolation] = []
+    if not original.strip():
+        out += _ignored(values, tree, literal_names, classes)
     seen: set[tuple[str, str]] = set()
     for stmt in _statements(tree):
         key = _key(stmt)
@@ -191,6 +203,43 @@ def check(context: NotebookContext | None, original: str, candidate: str) -> lis
             )
         )
     return out
+
+
+def _table(node: ast.AST | None, literal_names: set[str], classes: set[str]) -> bool:
+    """A table written into the program: a collection of two or more made-up items, or a
+    data constructor given only made-up data."""
+    if node is None or not _made_up(node, literal_names, classes):
+        return False
+    if isinstance(node, ast.Call):
+        return True
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        return len(node.elts) >= 2
+    if isinstance(node, ast.Dict):
+        return len(node.values) >= 2
+    return False
+
+
+def _ignored(values: dict, tree: ast.Module, literal_names: set[str], classes: set[str]) -> list[SpecViolation]:
+    """``data_ignored``: none of ``values`` is ever read, and a table is made up instead."""
+    read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    if read & set(values):
+        return []
+    for stmt in _statements(tree):
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and _table(stmt.value, literal_names, classes):
+            names = ", ".join(f"`{n}`" for n in values)
+            return [
+                SpecViolation(
+                    rule="data_ignored",
+                    message=(
+                        f"the task asks about {names}, the user's data from the notebook, and the program "
+                        f"never reads it: line {stmt.lineno} `{_short(stmt)}` makes up a table of its own"
+                    ),
+                    fix=FIX["data_ignored"],
+                    line=stmt.lineno,
+                    original=next(iter(values)),
+                )
+            ]
+    return []
 
 
 def _short(node: ast.AST) -> str:
@@ -272,3 +321,132 @@ def _top_definitions(tree: ast.Module | None) -> Iterable[ast.FunctionDef | ast.
     for stmt in getattr(tree, "body", []):
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             yield stmt
+
+
+# --------------------------------------------------------------------------- changes
+CONVERTERS = frozenset({"to_datetime", "to_numeric", "to_timedelta", "astype", "infer_objects", "convert_dtypes"})
+"""Calls whose result put back in a column converts that column (``df['d'] = pd.to_datetime(df['d'])``)."""
+
+
+def _column_key(node: ast.AST) -> str | None:
+    """``'date'`` in ``df['date']`` / ``df.loc[:, 'date']``."""
+    if isinstance(node, ast.Subscript):
+        key = node.slice
+        if isinstance(key, ast.Tuple) and len(key.elts) == 2:
+            key = key.elts[1]
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            return key.value
+    return None
+
+
+def _converts(value: ast.AST, name: str, column: str) -> bool:
+    for node in ast.walk(value):
+        if isinstance(node, ast.Call):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if called in CONVERTERS and any(
+                _root(sub) == name and _column_key(sub) == column for sub in ast.walk(node) if sub is not node
+            ):
+                return True
+    return False
+
+
+def _top_level(tree: ast.Module) -> Iterator[ast.stmt]:
+    """Statements that run at the program's top level (in loops, ifs, withs, trys; not in defs)."""
+    todo = list(tree.body)
+    while todo:
+        stmt = todo.pop(0)
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        yield stmt
+        for field_name in ("body", "orelse", "finalbody"):
+            todo.extend(getattr(stmt, field_name, []) or [])
+        for handler in getattr(stmt, "handlers", []) or []:
+            todo.extend(handler.body)
+
+
+def changes(context: NotebookContext | None, original: str, candidate: str) -> dict[str, list[str]]:
+    """What running ``candidate`` in the user's kernel does to each notebook value it
+    takes from the context, beyond what the user's own cell (``original``) does:
+    ``{"df": ["converts `date`", "adds `weekday`"]}``. Read from the code, not run."""
+    if context is None:
+        return {}
+    values = {e.name: e for e in context.available if e.kind == "value"}
+    tree = _parse(candidate)
+    if not values or tree is None:
+        return {}
+    before = _parse(original)
+    own = Counter(_key(s) for s in _statements(before)) if before is not None else Counter()
+    out: dict[str, dict[str, None]] = {}
+
+    def note(name: str, what: str) -> None:
+        out.setdefault(name, {})[what] = None
+
+    for stmt in _top_level(tree):
+        key = _key(stmt)
+        if own[key] > 0:
+            own[key] -= 1
+            continue
+        for name, what in _what_it_changes(stmt, values):
+            note(name, what)
+    return {name: list(found) for name, found in out.items()}
+
+
+def _what_it_changes(stmt: ast.stmt, values: dict) -> Iterator[tuple[str, str]]:
+    if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        for target in targets:
+            for t in target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]:
+                yield from _assigned(t, stmt, values)
+    elif isinstance(stmt, ast.Delete):
+        for t in stmt.targets:
+            name = _root(t)
+            if name is not None and name in values:
+                column = _column_key(t)
+                yield name, f"removes `{column}`" if column else f"deletes `{ast.unparse(t)}`"
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            name = _root(node.func.value)
+            if name is None or name not in values:
+                continue
+            method = node.func.attr
+            in_place = any(
+                k.arg == "inplace" and isinstance(k.value, ast.Constant) and k.value.value is True
+                for k in node.keywords
+            )
+            column = _column_key(node.func.value)
+            on = f" on `{column}`" if column else ""
+            if in_place:
+                yield name, f"`{method}(inplace=True)`{on}"
+            elif method in MUTATORS and (values[name].columns == [] or method in ("insert", "pop", "update")):
+                yield name, f"`{method}`{on}"
+
+
+def _assigned(target: ast.AST, stmt: ast.stmt, values: dict) -> Iterator[tuple[str, str]]:
+    name = _root(target)
+    if name is None or name not in values:
+        return
+    if isinstance(target, ast.Name):
+        if isinstance(stmt, ast.AugAssign):
+            yield name, f"changes it (`{_short(stmt)}`)"
+        else:
+            yield name, f"binds it to a new value (`{_short(stmt)}`)"
+        return
+    entry = values[name]
+    column = _column_key(target)
+    if column is not None and isinstance(target, ast.Subscript) and _root(target.value) == name:
+        existing = {c.name for c in entry.columns}
+        value = getattr(stmt, "value", None)
+        if isinstance(stmt, ast.AugAssign):
+            yield name, f"changes `{column}`"
+        elif column not in existing and entry.columns:
+            yield name, f"adds `{column}`"
+        elif value is not None and _converts(value, name, column):
+            yield name, f"converts `{column}`"
+        else:
+            yield name, f"replaces `{column}`"
+        return
+    if isinstance(target, ast.Attribute) and _root(target.value) == name and isinstance(target.value, ast.Name):
+        yield name, f"sets `{target.attr}`"
+        return
+    yield name, f"changes values (`{_short(stmt)}`)"

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 
 from ..agents.hint_writer import HintAsk, HintWriter, marked, numbered
 from ..errors import LLMError
+from ..feedback import without_explanation
 from ..model import Candidate, Hint, Iteration, Run, Task
 from . import prose
 from .facts import CHANGE_WORDS, LEVEL_TITLES, LEVELS, Facts, HeldFix, facts_of, plain_error
@@ -235,7 +236,7 @@ class HintSession:
                     candidate=Candidate(code=first.candidate.code, iteration=0),
                     result=first.result,
                     verdict=first.verdict,
-                    feedback=first.feedback,
+                    feedback=without_explanation(first.feedback),  # it may name the fix
                     usage=first.usage,
                     timings=first.timings,
                     runtime_values=list(first.runtime_values),

@@ -1,0 +1,278 @@
+"""Checks QA derives from the notebook's own data for a plain question about it.
+
+Why: a question in words (``%%agent For each month in sales, print the region with the
+highest sales.``) has no asserts and no tests, so an answer that runs "passes" whatever
+it prints — row numbers for months, ids for names, a table of its own. Where the
+question has a shape this module reads (for each / per / by GROUP: the COLUMN with the
+highest / lowest MEASURE, the total / average MEASURE, how many; per weekday), the
+expected answer follows from the data itself, computed here on the host from the
+user's live frames (read only) when the run starts. Each check says which terms a
+printed line must show together: a group as the data names it with its answer.
+
+What reaches the model is the check's description and, when it fails, how many rows
+were not shown — never the expected values. Like QA's generated checks they are soft
+(a failing one asks for one more round; the earlier pass stands if that round does no
+better), and all passing makes the answer "verified by checks from your data".
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ..model import DATA_CHECK_PREFIX, DataCheck, TestOutcome
+
+MAX_GROUPS = 24
+"""More groups than this and the answer is a table, not lines to check."""
+TRIGGERS = ("for each", "per", "by", "in each", "of each", "each", "for every", "every")
+HIGH = ("highest", "largest", "biggest", "most", "top", "maximum", "max", "best")
+LOW = ("lowest", "smallest", "least", "fewest", "minimum", "min", "worst")
+SUM = ("total", "sum")
+MEAN = ("average", "mean")
+COUNT = ("how many", "count", "number of")
+WEEKDAY = ("weekday", "day of the week", "days of the week", "weekdays")
+DATE_TEXT = re.compile(r"\d{4}-\d{1,2}-\d{1,2}")
+NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?|[-+]?\.\d+")
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9_]+", text.casefold().replace("'s ", " "))
+
+
+def _forms(word: str) -> set[str]:
+    out = {word}
+    if word.endswith("ies"):
+        out.add(word[:-3] + "y")
+    elif word.endswith("s"):
+        out.add(word[:-1])
+    else:
+        out.add(word + "s")
+    return out
+
+
+def _is_frame(value: Any) -> bool:
+    return hasattr(value, "columns") and hasattr(value, "groupby") and hasattr(value, "dtypes")
+
+
+def _column(frames: Mapping[str, Any], word: str) -> tuple[str, str] | None:
+    """(frame, column) a word names (a column's name, case and number aside)."""
+    for name, frame in frames.items():
+        for column in frame.columns:
+            if isinstance(column, str) and column.casefold() in _forms(word):
+                return name, column
+    return None
+
+
+def _after(words: list[str], triggers: tuple[str, ...], frames: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The column named within three words after a trigger ("for each month", "by customer name")."""
+    text = " ".join(words)
+    for trigger in triggers:
+        for m in re.finditer(rf"(?<!\w){re.escape(trigger)} ((?:\w+ ?){{1,3}})", text):
+            for word in m.group(1).split():
+                found = _column(frames, word)
+                if found is not None:
+                    return found
+    return None
+
+
+def _superlative(words: list[str], frames: Mapping[str, Any]) -> tuple[str, str, str, bool] | None:
+    """ "the REGION with the highest SALES" → (frame, region, sales, highest?)."""
+    text = " ".join(words)
+    extremes = "|".join(HIGH + LOW)
+    m = re.search(rf"(\w+) (?:with|that has|having|who has) the ({extremes}) (?:total |average )?(\w+)", text)
+    if not m:
+        return None
+    target, measure = _column(frames, m.group(1)), _column(frames, m.group(3))
+    if target is None or measure is None:
+        return None
+    return target[0], target[1], measure[1] if measure[0] == target[0] else "", m.group(2) in HIGH
+
+
+def _joined(frames: Mapping[str, Any], names: list[str]) -> Any | None:
+    """The frames ``names`` as one: itself, or two merged on the one column they share."""
+    unique = list(dict.fromkeys(names))
+    if len(unique) == 1:
+        return frames[unique[0]]
+    if len(unique) != 2:
+        return None
+    left, right = frames[unique[0]], frames[unique[1]]
+    shared = [c for c in left.columns if c in set(right.columns)]
+    if len(shared) != 1:
+        return None
+    return left.merge(right, on=shared[0])
+
+
+def _number(value: Any) -> str:
+    """A number term: whole numbers as integers, others with their digits (matched to the
+    decimals printed)."""
+    number = float(value)
+    if math.isfinite(number) and number == int(number):
+        return str(int(number))
+    return repr(number)
+
+
+def _dates(frame: Any) -> Any | None:
+    """The frame's one date column as datetimes (a datetime column, or text dates)."""
+    import pandas as pd
+
+    found = []
+    for column in frame.columns:
+        series = frame[column]
+        if str(series.dtype).startswith("datetime"):
+            found.append(series)
+        elif series.dtype == object or str(series.dtype) in ("str", "string"):
+            sample = series.dropna().astype(str).head(20)
+            if len(sample) and all(DATE_TEXT.match(v) for v in sample):
+                found.append(pd.to_datetime(series, errors="coerce"))
+    return found[0] if len(found) == 1 else None
+
+
+def derive(question: str, values: Mapping[str, Any]) -> list[DataCheck]:
+    """The checks ``question`` implies on ``values`` (the notebook's values it names);
+    [] when it has no shape read here, or the data makes the answer ambiguous (ties)."""
+    frames = {n: v for n, v in values.items() if _is_frame(v)}
+    if not frames:
+        return []
+    try:
+        return _derive(question, frames)
+    except Exception:  # a question this cannot read is simply not checked
+        return []
+
+
+def _derive(question: str, frames: Mapping[str, Any]) -> list[DataCheck]:
+    words = _words(question)
+    text = " ".join(words)
+    counting = any(re.search(rf"(?<!\w){c}(?!\w)", text) for c in COUNT)
+    if any(w in text for w in WEEKDAY):
+        return _per_weekday(frames, counting)
+    group = _after(words, TRIGGERS, frames)
+    if group is None:
+        return []
+    best = _superlative(words, frames)
+    if best is not None:
+        frame_name, target, measure, high = best
+        frame = _joined(frames, [group[0], frame_name])
+        if frame is None or not measure:
+            return []
+        return _extreme(frame, group, target, measure, high)
+    agg = "sum" if any(re.search(rf"(?<!\w){w}(?!\w)", text) for w in SUM) else ""
+    agg = "mean" if any(re.search(rf"(?<!\w){w}(?!\w)", text) for w in MEAN) else agg
+    if agg:
+        measured = _measure(words, frames, agg)
+        if measured is None:
+            return []
+        frame = _joined(frames, [group[0], measured[0]])
+        if frame is None:
+            return []
+        values = frame.groupby(group[1])[measured[1]].agg(agg)
+        what = f"each `{group[1]}` of `{group[0]}` with its {'total' if agg == 'sum' else 'average'} `{measured[1]}`"
+        return _rows(what, [[g, _number(v)] for g, v in values.items()])
+    if counting:
+        counted = _counted(words, frames, group)
+        frame = _joined(frames, [group[0], counted]) if counted else frames[group[0]]
+        if frame is None:
+            return []
+        sizes = frame.groupby(group[1]).size()
+        return _rows(f"each `{group[1]}` of `{group[0]}` with its count", [[g, str(int(n))] for g, n in sizes.items()])
+    return []
+
+
+def _measure(words: list[str], frames: Mapping[str, Any], agg: str) -> tuple[str, str] | None:
+    """The numeric column after "total" / "average" (or the one numeric column the words name)."""
+    keys = SUM if agg == "sum" else MEAN
+    for i, word in enumerate(words):
+        if word in keys:
+            for after in words[i + 1 : i + 4]:
+                found = _column(frames, after)
+                if found is not None and _numeric(frames[found[0]][found[1]]):
+                    return found
+    named = [_column(frames, w) for w in words]
+    numeric = [f for f in dict.fromkeys(named) if f is not None and _numeric(frames[f[0]][f[1]])]
+    return numeric[0] if len(numeric) == 1 else None
+
+
+def _counted(words: list[str], frames: Mapping[str, Any], group: tuple[str, str]) -> str | None:
+    """The frame whose rows are counted ("how many orders"), when not the group's own."""
+    for word in words:
+        for name in frames:
+            if name != group[0] and name.casefold() in _forms(word):
+                return name
+    return None
+
+
+def _numeric(series: Any) -> bool:
+    return str(series.dtype).startswith(("int", "float", "uint"))
+
+
+def _extreme(frame: Any, group: tuple[str, str], target: str, measure: str, high: bool) -> list[DataCheck]:
+    if not _numeric(frame[measure]):
+        return []
+    summed = frame.groupby([group[1], target], sort=False)[measure].sum().reset_index()
+    rows = []
+    for key, part in summed.groupby(group[1], sort=False):
+        ranked = part.sort_values(measure, ascending=not high)
+        if len(ranked) > 1 and ranked[measure].iloc[0] == ranked[measure].iloc[1]:
+            return []  # a tie: either answer is right
+        rows.append([key, ranked[target].iloc[0]])
+    word = "highest" if high else "lowest"
+    return _rows(f"each `{group[1]}` of `{group[0]}` with the `{target}` of {word} `{measure}`", rows)
+
+
+def _per_weekday(frames: Mapping[str, Any], counting: bool) -> list[DataCheck]:
+    found = [(name, dates) for name, frame in frames.items() if (dates := _dates(frame)) is not None]
+    if len(found) != 1:
+        return []
+    name, dates = found[0]
+    days = dates.dropna().dt.day_name().value_counts()
+    if counting:
+        return _rows(f"each weekday of `{name}` (by name) with its count", [[d, str(int(n))] for d, n in days.items()])
+    return _rows(f"each weekday of `{name}` by name", [[d] for d in days.index])
+
+
+def _rows(what: str, rows: list[list[Any]]) -> list[DataCheck]:
+    if not rows or len(rows) > MAX_GROUPS:
+        return []
+    terms = [[str(t) for t in row] for row in rows]
+    return [DataCheck(source=f"{DATA_CHECK_PREFIX}{what}, one line each ({len(terms)} lines)", rows=terms)]
+
+
+# --------------------------------------------------------------------------- checking
+def _number_on(term: str, line: str) -> bool:
+    want = float(term)
+    for found in NUMBER.findall(line):
+        text = found.replace(",", "")
+        try:
+            value = float(text)
+        except ValueError:
+            continue
+        places = len(text.partition(".")[2])
+        if want == int(want) and value == want:
+            return True
+        if places and abs(value - want) <= 0.5 * 10**-places + 1e-9:
+            return True
+    return False
+
+
+def _on(term: str, line: str) -> bool:
+    if NUMBER.fullmatch(term):
+        return _number_on(term, line)
+    return re.search(rf"(?<!\w){re.escape(term.casefold())}(?!\w)", line) is not None
+
+
+def run_checks(checks: list[DataCheck], stdout: str) -> list[TestOutcome]:
+    """Each check against what a program printed: passed when every row's terms are shown
+    together on some line; the message counts the rows missing, never their values."""
+    lines = [" ".join(ln.split()).casefold() for ln in stdout.splitlines() if ln.strip()]
+    out = []
+    for check in checks:
+        missing = sum(1 for row in check.rows if not any(all(_on(t, ln) for t in row) for ln in lines))
+        message = (
+            ""
+            if not missing
+            else f"{missing} of {len(check.rows)} expected lines are not printed (compare each group's answer "
+            "with the data, and print the data's own names)"
+        )
+        out.append(TestOutcome(source=check.source, passed=not missing, message=message))
+    return out

@@ -1,0 +1,567 @@
+"""What a failure means, worked out without the model, in milliseconds.
+
+Why: a small model on two busy cores takes a minute or more to say anything, while most
+failures of data work say what is wrong to anyone who can see the notebook's context: a
+column spelt with a capital (``KeyError: 'Region'`` where ``df`` has ``region``), ``.dt``
+on a column of text, arithmetic on a column of text, two arrays of different shapes. The
+context (:mod:`~selfheal_jupyter.notebook.context`) holds each value's columns with their
+dtypes and the kinds of their values, its shape and its attribute names — never values —
+and the failing frame's locals come summarised from the sandbox. From those and the
+structured error alone, :func:`explain` builds an :class:`~selfheal_jupyter.model.Explanation`:
+the failing line, the exception, plain sentences, and — when the diagnosis implies one
+precise change of the failing line — that edit. Nothing here parses a traceback's text or
+runs code.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import difflib
+import re
+from collections.abc import Callable, Iterable
+
+from .agents.inputs import DATES_AS_TEXT, NUMBERS_AS_TEXT
+from .model import NOTEBOOK_FILE, ColumnInfo, ContextEntry, ExecutionResult, Explanation, LineEdit, NotebookContext
+
+CUTOFF = 0.75
+"""How alike (difflib's ratio) a name must be to count as the one meant."""
+TEXT_DTYPES = frozenset({"object", "str", "string", "category"})
+SHAPE = re.compile(r"\(\s*\d+\s*(?:,\s*\d*\s*)*\)")
+MAX_LISTED = 15
+TOP = 0
+"""``LineEdit.line`` of a line added before the program's first (an import the edit needs)."""
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[\s_\-]+", "", name).casefold()
+
+
+def close_name(name: str, choices: Iterable[str]) -> str | None:
+    """The one of ``choices`` meant by ``name``: the same but for case, spaces and
+    underscores, else difflib's closest above :data:`CUTOFF`; None when none is."""
+    pool = [c for c in dict.fromkeys(choices) if c != name]
+    same = [c for c in pool if _norm(c) == _norm(name)]
+    if len(same) == 1:
+        return same[0]
+    found = difflib.get_close_matches(name, pool, n=1, cutoff=CUTOFF)
+    if not found:
+        lowered = {c.casefold(): c for c in pool}
+        found = [lowered[m] for m in difflib.get_close_matches(name.casefold(), list(lowered), n=1, cutoff=CUTOFF)]
+    return found[0] if found else None
+
+
+def _parse_line(source: str) -> tuple[ast.AST | None, str]:
+    """A line parsed alone (a block's header gets a body), and the text its positions index."""
+    text = source.strip()
+    for candidate in (text, text + "\n    pass", text.rstrip(":")):
+        try:
+            return ast.parse(candidate), candidate
+        except SyntaxError:
+            continue
+    return None, text
+
+
+def _names_on(source: str) -> list[str]:
+    """Identifiers a line reads, in order (a line that does not parse alone: by pattern)."""
+    tree, _ = _parse_line(source)
+    if tree is not None:
+        return list(dict.fromkeys(n.id for n in ast.walk(tree) if isinstance(n, ast.Name)))
+    return list(dict.fromkeys(re.findall(r"(?<![.\w])([A-Za-z_]\w*)", source)))
+
+
+def _string_literal(text: str) -> str | None:
+    """``'Region'`` → ``Region`` (a KeyError's message is the key's repr)."""
+    try:
+        value = ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _column_refs(source: str) -> list[tuple[str, str, str]]:
+    """``(frame, column, text)`` for each ``frame['col']`` and each ``frame.col`` before
+    ``.dt`` / ``.str``, as written on the line."""
+    out = []
+    for m in re.finditer(r"\b([A-Za-z_]\w*)\[\s*(['\"])([^'\"\]]+)\2\s*\]", source):
+        out.append((m.group(1), m.group(3), m.group(0)))
+    for m in re.finditer(r"\b([A-Za-z_]\w*)\.([A-Za-z_]\w*)(?=\.(?:dt|str)\b)", source):
+        out.append((m.group(1), m.group(2), m.group(0)))
+    return out
+
+
+def _holds_text(column: ColumnInfo) -> bool:
+    return column.dtype in ("str", "string") or (column.dtype in TEXT_DTYPES and "str" in column.kinds)
+
+
+def _what_it_holds(column: ColumnInfo) -> str:
+    kinds = [k for k in column.kinds if k != column.dtype]
+    return f"dtype {column.dtype}" + (f", {', '.join(kinds)}" if kinds else "")
+
+
+class _Reader:
+    """One failure, read against one program and its context."""
+
+    def __init__(self, result: ExecutionResult, code: str, context: NotebookContext | None) -> None:
+        assert result.error is not None
+        self.error = result.error
+        self.message = result.error.message
+        self.code = code
+        self.context = context
+        own = [f for f in self.error.frames if f.file != NOTEBOOK_FILE]
+        frame = own[-1] if own else None
+        self.line = self.error.line or (frame.line if frame else None)
+        lines = code.splitlines()
+        self.source = (
+            lines[self.line - 1].strip()
+            if self.line and 0 < self.line <= len(lines)
+            else (frame.source if frame else "")
+        )
+        self.raw = lines[self.line - 1] if self.line and 0 < self.line <= len(lines) else ""
+        last = self.error.frames[-1] if self.error.frames else None
+        self.inner = last.source if last is not None and last.file == NOTEBOOK_FILE else ""
+        """The failing line inside a notebook function, when it failed there."""
+        self.sentences: list[str] = []
+        self.edits: list[LineEdit] = []
+
+    # ------------------------------------------------------------------ helpers
+    def say(self, sentence: str) -> None:
+        self.sentences.append(sentence)
+
+    def entry(self, name: str) -> ContextEntry | None:
+        return self.context.entry(name) if self.context else None
+
+    def column(self, frame: str, name: str) -> ColumnInfo | None:
+        entry = self.entry(frame)
+        if entry is None:
+            return None
+        return next((c for c in entry.columns if c.name == name), None)
+
+    def frames_on_line(self) -> list[ContextEntry]:
+        """The notebook's DataFrames (and Series) the failing line reads."""
+        return [e for n in _names_on(self.source) if (e := self.entry(n)) is not None and e.columns]
+
+    def local_columns(self, name: str) -> list[str]:
+        """A DataFrame's columns as the sandbox summarised a local of the failing frame."""
+        m = re.search(r"columns=(\[.*?\])", self.error.locals.get(name, ""))
+        if not m:
+            return []
+        try:
+            value = ast.literal_eval(m.group(1))
+        except (ValueError, SyntaxError):
+            return []
+        return [str(c) for c in value] if isinstance(value, list) else []
+
+    def edit(self, old: str, new: str) -> bool:
+        """Propose replacing ``old`` (once on the failing line) by ``new``."""
+        if self.line and old and self.raw.count(old) == 1 and not any(e.old == old for e in self.edits):
+            self.edits.append(LineEdit(self.line, old, new))
+            return True
+        return False
+
+    def pandas(self) -> str | None:
+        """The name pandas goes by for this program (``pd``): the notebook's import, the
+        program's own, or ``pd`` with an import line added before the program."""
+        for entry in self.context.available if self.context else []:
+            if entry.kind == "module" and entry.type == "pandas":
+                return entry.name
+        m = re.search(r"^\s*import\s+pandas(?:\s+as\s+(\w+))?\s*$", self.code, re.M)
+        if m:
+            return m.group(1) or "pandas"
+        if "pd" in _names_on(self.code.replace("\n", " ; ")):
+            return None  # something else is called pd
+        self.edits.append(LineEdit(TOP, "", "import pandas as pd"))
+        return "pd"
+
+    def program_names(self) -> set[str]:
+        try:
+            tree = ast.parse(self.code)
+        except SyntaxError:
+            return set()
+        out: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                out.add(node.id)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                out.add(node.name)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                out.update((a.asname or a.name).split(".")[0] for a in node.names)
+        return out
+
+    def text_columns(self) -> list[tuple[str, str, str, ColumnInfo]]:
+        out = []
+        for frame, col, text in _column_refs(self.source):
+            column = self.column(frame, col)
+            if column is not None and _holds_text(column):
+                out.append((frame, col, text, column))
+        return out
+
+    def to_dates(self, refs: list[tuple[str, str, str, ColumnInfo]]) -> None:
+        """Wrap each text column on the line in ``pd.to_datetime``."""
+        alias = self.pandas()
+        if alias is None:
+            return
+        for _, _, text, _ in refs:
+            self.edit(text, f"{alias}.to_datetime({text})")
+
+    # ------------------------------------------------------------------ KeyError
+    def key_error(self) -> None:
+        key = _string_literal(self.message)
+        if key is None:
+            return
+        frames = self.frames_on_line()
+        for entry in frames:
+            names = [c.name for c in entry.columns]
+            if key not in names:
+                self._missing_column(entry.name, key, names)
+                return
+        if frames and ".apply(" in self.source and "axis" not in self.source:
+            self._apply_on_columns(key, frames[0].name)
+            return
+        for local in _names_on(self.source):
+            names = self.local_columns(local)
+            if names and key not in names:
+                self._missing_column(local, key, names)
+                return
+
+    def _missing_column(self, frame: str, key: str, names: list[str]) -> None:
+        meant = close_name(key, names)
+        if meant is None:
+            shown = ", ".join(f"`{n}`" for n in names[:MAX_LISTED])
+            self.say(f"`{key}` is not a column of `{frame}`; its columns are {shown}.")
+            return
+        self.say(f"`{key}` is not a column of `{frame}`; `{meant}` is.")
+        for quote in ("'", '"'):
+            if self.edit(f"{quote}{key}{quote}", f"{quote}{meant}{quote}"):
+                return
+        if key.isidentifier() and meant.isidentifier():
+            self.edit(f".{key}", f".{meant}")
+
+    def _apply_on_columns(self, key: str, frame: str) -> None:
+        self.say(
+            f"`{key}` is a column of `{frame}`, but `apply` without `axis=1` hands your function "
+            "each column, not each row: add `axis=1`."
+        )
+        tree, text = _parse_line(self.raw)
+        for node in ast.walk(tree) if tree is not None else []:
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "apply":
+                segment = ast.get_source_segment(text, node)
+                if segment and segment.endswith(")"):
+                    self.edit(segment, segment[:-1].rstrip() + ", axis=1)")
+                return
+
+    # ------------------------------------------------------------------ AttributeError
+    def attribute_error(self) -> None:
+        if "Can only use .dt accessor" in self.message:
+            self.dates_needed("`.dt`")
+            return
+        module = re.match(r"module '([\w.]+)' has no attribute '(\w+)'", self.message)
+        if module:
+            entry = (
+                next((e for e in self.context.available if e.type == module.group(1)), None) if self.context else None
+            )
+            attr = module.group(2)
+            meant = close_name(attr, entry.attributes) if entry else None
+            if meant:
+                self.say(f"`{module.group(1)}` has no `{attr}`; `{meant}` is what it has.")
+                self.edit(f".{attr}", f".{meant}")
+            return
+        m = re.match(r"'(\w+)' object has no attribute '(\w+)'", self.message)
+        if not m:
+            return
+        type_name, attr = m.group(1), m.group(2)
+        for name in _names_on(self.source):
+            entry = self.entry(name)
+            if entry is None or entry.kind != "value" or entry.type.split(" ")[0] != type_name:
+                continue
+            column = close_name(attr, [c.name for c in entry.columns])
+            if column is not None:
+                self.say(
+                    f"`{name}` has no attribute `{attr}`; `{column}` is one of its columns (`{name}['{column}']`)."
+                )
+                self.edit(f"{name}.{attr}", f"{name}.{column}" if column.isidentifier() else f"{name}['{column}']")
+                return
+            meant = close_name(attr, entry.attributes)
+            if meant is not None:
+                self.say(f"`{name}` ({type_name}) has no attribute `{attr}`; `{meant}` is one it has.")
+                self.edit(f"{name}.{attr}", f"{name}.{meant}")
+                return
+            if len(entry.attributes) <= MAX_LISTED:
+                listed = ", ".join(f"`{a}`" for a in entry.attributes)
+                self.say(f"`{name}` ({type_name}) has no attribute `{attr}`; it has {listed}.")
+                return
+
+    def dates_needed(self, what: str) -> None:
+        """``.dt`` / ``resample`` on text: the text columns of the line become dates."""
+        refs = self.text_columns()
+        if not refs:
+            for m in re.finditer(r"\b([A-Za-z_]\w*)\.set_index\(\s*(['\"])(\w+)\2\s*\)", self.source):
+                column = self.column(m.group(1), m.group(3))
+                if column is not None and _holds_text(column):
+                    frame, col = m.group(1), m.group(3)
+                    self.say(
+                        f"`{col}` of `{frame}` holds text ({_what_it_holds(column)}), not dates: {what} needs "
+                        f"datetimes. Convert it first, e.g. `pd.to_datetime({frame}['{col}'])`."
+                    )
+                    alias = self.pandas()
+                    if alias:
+                        self.edit(
+                            m.group(0),
+                            f"{frame}.assign({col}={alias}.to_datetime({frame}[{m.group(2)}{col}{m.group(2)}]))"
+                            f".set_index({m.group(2)}{col}{m.group(2)})",
+                        )
+                    return
+            self.say(f"{what} works on datetime values only: convert the column with `pd.to_datetime` first.")
+            return
+        frame, col, _, column = refs[0]
+        self.say(
+            f"`{col}` of `{frame}` holds text ({_what_it_holds(column)}), not dates: {what} needs datetimes. "
+            f"Convert it first, e.g. `pd.to_datetime({frame}['{col}'])`."
+        )
+        self.to_dates(refs)
+
+    # ------------------------------------------------------------------ TypeError
+    def type_error(self) -> None:
+        message = self.message
+        if "Only valid with DatetimeIndex" in message:
+            self.dates_needed("`resample`")
+            return
+        if "indices must be integers" in message and "not float" in message:
+            self._float_index()
+            return
+        called = "object is not subscriptable" in message or re.search(
+            r"'(method|builtin_function_or_method)'", message
+        )
+        if called and self._not_called():
+            return
+        arithmetic = any(
+            w in message
+            for w in (
+                "unsupported operand type",
+                "can only concatenate str",
+                "can't multiply sequence",
+                "not supported for the input types",
+                "Could not convert",
+                "to numeric",
+                "ufunc",
+            )
+        )
+        if not arithmetic:
+            return
+        refs = self.text_columns()
+        if refs:
+            self._text_arithmetic(refs)
+            return
+        if "can only concatenate str" in message:
+            other = re.search(r'not "(\w+)"', message)
+            self.say(
+                f"`+` joins text only, and one side is {'a ' + other.group(1) if other else 'not text'}: "
+                "turn it into text first (`str(...)`, or an f-string)."
+            )
+        elif re.search(r"for [^:]+: '(int|float)' and 'str'|'str' and '(int|float)'", message):
+            self.say(
+                "A number and a text are combined: the text must become a number first (`int(...)`, `float(...)`)."
+            )
+
+    def _text_arithmetic(self, refs: list[tuple[str, str, str, ColumnInfo]]) -> None:
+        frame, col, _, column = refs[0]
+        dates = ".dt" in self.source or any(DATES_AS_TEXT in c.kinds for *_, c in refs)
+        if dates:
+            self.say(
+                f"`{col}` of `{frame}` holds text ({_what_it_holds(column)}), not dates: dates subtract "
+                f"only as datetimes. Convert it first, e.g. `pd.to_datetime({frame}['{col}'])`."
+            )
+            self.to_dates(refs)
+            return
+        self.say(
+            f"`{col}` of `{frame}` holds text ({_what_it_holds(column)}): arithmetic on it fails or joins "
+            f"strings. Convert it first, e.g. `pd.to_numeric({frame}['{col}'])`."
+        )
+        if len(refs) == 1 and NUMBERS_AS_TEXT in column.kinds:
+            alias = self.pandas()
+            if alias:
+                self.edit(refs[0][2], f"{alias}.to_numeric({refs[0][2]})")
+
+    def _float_index(self) -> None:
+        self.say("`/` always gives a float, and an index must be a whole number: use `//` inside the brackets.")
+        for m in re.finditer(r"\[([^\[\]]*)\]", self.raw):
+            inside = m.group(1)
+            if inside.count("/") == 1 and "//" not in inside:
+                self.edit(m.group(0), "[" + inside.replace("/", "//") + "]")
+                return
+
+    def _not_called(self) -> bool:
+        """A method used without calling it: ``x.sum / 2``, ``counts.most_common[3]``."""
+        if re.search(r"'(method|builtin_function_or_method)' object is not subscriptable", self.message):
+            hits = list(re.finditer(r"\b([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)\[", self.raw))
+            if len(hits) == 1:
+                call = hits[0].group(1)
+                end = _bracket_end(self.raw, hits[0].end() - 1)
+                self.say(f"`{call}` is a method: call it, `{call}(...)`, rather than index it.")
+                if end is not None:
+                    inside = self.raw[hits[0].end() : end]
+                    self.edit(self.raw[hits[0].start() : end + 1], f"{call}({inside})")
+                return True
+            self.say("A method is indexed with `[...]` where it should be called with `(...)`.")
+            return True
+        for found in re.finditer(r"\b([A-Za-z_]\w*)\.([A-Za-z_]\w*)\b(?!\s*[(.\[])", self.raw):
+            obj, attr = found.group(1), found.group(2)
+            entry = self.entry(obj)
+            if entry is not None and entry.kind == "value" and attr in entry.attributes:
+                self.say(f"`{obj}.{attr}` is a method: call it, `{obj}.{attr}()`.")
+                self.edit(found.group(0), f"{found.group(0)}()")
+                return True
+        return False
+
+    # ------------------------------------------------------------------ NameError
+    def name_error(self) -> None:
+        m = re.match(r"name '(\w+)' is not defined", self.message)
+        if not m:
+            return
+        name = m.group(1)
+        sent = {e.name for e in self.context.available} if self.context else set()
+        own = self.program_names()
+        meant = close_name(name, sorted(sent | own | set(dir(builtins))))
+        if meant is not None:
+            where = " (in your notebook)" if meant in sent else " (in the program)" if meant in own else ""
+            self.say(f"`{name}` is not defined; `{meant}` is{where}.")
+            if len(re.findall(rf"(?<![.\w]){re.escape(name)}(?!\w)", self.raw)) == 1:
+                self.edit(name, meant)
+            return
+        elsewhere = close_name(name, self.context.notebook_names) if self.context else None
+        if elsewhere is not None:
+            self.say(f"`{name}` is not defined; your notebook has `{elsewhere}`.")
+        elif self.context is not None and self.context.notebook_names and name not in self.context.notebook_names:
+            self.say(f"`{name}` is defined neither here nor in your notebook: define it, or run the cell that does.")
+
+    # ------------------------------------------------------------------ ValueError
+    def value_error(self) -> None:
+        message = self.message
+        if "truth value of a Series is ambiguous" in message or "truth value of an array" in message:
+            self._boolean_operators()
+            return
+        if "Index contains duplicate entries, cannot reshape" in message:
+            self.say(
+                "`pivot` needs one row per (index, column) pair and the data has several: "
+                "`pivot_table(..., aggfunc='sum')` adds them up."
+            )
+            return
+        if "could not convert string to float" in message or "invalid literal for int()" in message:
+            self.say(
+                "A text that is not a number was converted to one: skip or clean the lines that are "
+                "not data (a header, an empty line) first."
+            )
+            return
+        self._shapes()
+
+    def _boolean_operators(self) -> None:
+        self.say(
+            "`and` / `or` / `not` ask for one True or False, and a Series holds many: combine "
+            "conditions with `&` / `|` / `~`, each in parentheses."
+        )
+        tree, text = _parse_line(self.raw)
+        for node in ast.walk(tree) if tree is not None else []:
+            if isinstance(node, ast.BoolOp):
+                segment = ast.get_source_segment(text, node)
+                if segment is None:
+                    return
+                op = " & " if isinstance(node.op, ast.And) else " | "
+                parts = [ast.get_source_segment(text, v) for v in node.values]
+                if all(parts):
+                    self.edit(segment, op.join(f"({p})" for p in parts))
+                return
+
+    def _shapes(self) -> None:
+        message = self.message
+        shapes = SHAPE.findall(message)
+        lengths = re.search(r"Length of values \((\d+)\) does not match length of index \((\d+)\)", message)
+        mismatch = re.search(r"Expected axis has (\d+) elements, new values have (\d+) elements", message)
+        if not (lengths or mismatch or (shapes and re.search(r"shape|broadcast|aligned|dimension", message))):
+            return
+        named = []
+        for name in _names_on(self.source):
+            entry = self.entry(name)
+            if entry is not None and entry.shape:
+                named.append(f"`{name}` has shape {_shape_text(entry.shape)}")
+                continue
+            local = self.error.locals.get(name, "")
+            m = re.search(r"shape=(\([\d, ]*\))", local) or re.search(r"len=(\d+)", local)
+            if m:
+                text = m.group(1)
+                named.append(f"`{name}` has shape {text if text.startswith('(') else f'({text},)'}")
+        if lengths:
+            told = f"{lengths.group(1)} values for an index of {lengths.group(2)} rows"
+        elif mismatch:
+            told = f"{mismatch.group(2)} new labels for an axis of {mismatch.group(1)}"
+        else:
+            told = "shapes " + " and ".join(shapes[:2])
+        self.say(
+            "The shapes do not match: "
+            + (("; ".join(named) + f" ({told})") if named else told)
+            + ". Make them agree (the same length, or a shape that broadcasts), or align them by a key first."
+        )
+
+    # ------------------------------------------------------------------ others
+    def zero_division(self) -> None:
+        self.say("A division by zero: a divisor is 0 for some of the data; decide what the result is then.")
+
+
+def _shape_text(shape: list[int]) -> str:
+    return "(" + ", ".join(str(n) for n in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def _bracket_end(text: str, start: int) -> int | None:
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] == "[":
+            depth += 1
+        elif text[i] == "]":
+            depth -= 1
+            if depth == 0:
+                return i
+    return None
+
+
+def explain(result: ExecutionResult | None, code: str, context: NotebookContext | None) -> Explanation | None:
+    """What the tool can say of ``result``'s failure on its own (None: nothing failed
+    that it can read: a pass, a timeout, a reply without a program)."""
+    if result is None or result.error is None:
+        return None
+    reader = _Reader(result, code, context)
+    handlers: dict[str, Callable[[], None]] = {
+        "KeyError": reader.key_error,
+        "AttributeError": reader.attribute_error,
+        "TypeError": reader.type_error,
+        "NameError": reader.name_error,
+        "ValueError": reader.value_error,
+        "ZeroDivisionError": reader.zero_division,
+    }
+    handler = handlers.get(result.error.type)
+    if handler is not None:
+        try:
+            handler()
+        except Exception:  # a diagnosis never stands in the way of the run
+            reader.sentences, reader.edits = [], []
+    if reader.inner:
+        reader.sentences.insert(0, f"It failed inside a function of your notebook, at `{reader.inner}`.")
+    edits = reader.edits if any(e.line != TOP for e in reader.edits) else []
+    return Explanation(
+        error=f"{result.error.type}: {result.error.message}"[:300],
+        line=reader.line,
+        source=reader.source,
+        diagnosis=reader.sentences,
+        edits=edits,
+    )
+
+
+def apply_edits(code: str, edits: list[LineEdit]) -> str | None:
+    """``code`` with ``edits`` made (None when one no longer fits its line)."""
+    lines = code.splitlines(keepends=True)
+    top = [e.new + "\n" for e in edits if e.line == TOP]
+    for e in edits:
+        if e.line == TOP:
+            continue
+        if not 0 < e.line <= len(lines) or lines[e.line - 1].count(e.old) != 1:
+            return None
+        lines[e.line - 1] = lines[e.line - 1].replace(e.old, e.new)
+    return "".join(top + lines)

@@ -1,0 +1,2 @@
+best = max(scores, key=scores.get)
+print(best, scores[best])

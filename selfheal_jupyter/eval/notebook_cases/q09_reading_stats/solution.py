@@ -1,0 +1,2 @@
+print(f"mean {readings.mean():.2f}")
+print(f"std {readings.std():.2f}")

@@ -1,0 +1,1 @@
+print(products["price"].isna().sum())
