@@ -691,7 +691,7 @@ def test_a_reply_cannot_make_the_checker_resolve_another_name(tmp_path, sandbox_
     program = FORGE_ANSWERS + f"def f(x):\n    _forge({encoded!r})\n    return 0\n"
     (result,) = _exec_json(tmp_path, program, tests="assert f(3) == 41.125\nassert f(3) == 41.125\n")
     assert result["status"] == "ok", result
-    assert [t["passed"] for t in result["tests"]] == [False], result["tests"]
+    assert [t["passed"] for t in result["tests"]] == [False, False], result["tests"]
 
 
 def test_string_annotations_are_evaluated_by_the_program_never_by_the_checker(tmp_path, sandbox_image):
