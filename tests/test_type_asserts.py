@@ -248,7 +248,7 @@ def test_a_cell_whose_asserts_check_types_heals_only_with_the_right_program(tmp_
     healed = _heal(tmp_path, cell, [right])
     assert healed["outcome"] == "success", healed["iterations"][-1]["verdict"]
     assert healed["verified_by"] == ["your asserts"]
-    stuck = _heal(tmp_path, cell, [cell, cell])
+    stuck = _heal(tmp_path, cell, [cell + "\nprint('again')\n", cell + "\nprint('once more')\n"])  # each runs
     assert stuck["outcome"] != "success", stuck["final_code"]
     ran = [it["result"] for it in stuck["iterations"] if it["result"]]  # a repeated program is not run again
     failing = [t for result in ran for t in result["tests"] if not t["passed"]]
