@@ -743,3 +743,129 @@ def test_deep_and_recursive_types_fail_closed(tmp_path, sandbox_image):
     (result,) = _exec_json(tmp_path, program, tests=tests)
     assert result["status"] == "ok", result
     assert [t["passed"] for t in result["tests"]] == [True, True, True, False, False, True], result["tests"]
+
+
+RENAMED_EXCEPTIONS = (
+    "class Made(Exception):\n    pass\n\nMade.__module__, Made.__qualname__ = 'builtins', 'str'\n\n"
+    "class Fake(Exception):\n    pass\n\nFake.__module__, Fake.__qualname__ = 'builtins', 'ValueError'\n\n"
+    "class Parse(Exception):\n    pass\n\nParse.__module__, Parse.__qualname__ = 'json.decoder', 'JSONDecodeError'\n\n"
+    "class MyError(Fake):\n    pass\n\ndef withdraw(x):\n    raise MyError('no')\n\n"
+    "def parse(text):\n    raise Parse('no')\n"
+)
+HONEST_EXCEPTIONS = (
+    "import json\n\nclass Made(str):\n    pass\n\nclass MyError(ValueError):\n    pass\n\n"
+    "def withdraw(x):\n    raise MyError('no')\n\ndef parse(text):\n    return json.loads(text)\n"
+)
+EXCEPTION_TESTS = (
+    "import json, unittest\nassert issubclass(Made, str)\nassert issubclass(MyError, ValueError)\n"
+    "try:\n    withdraw(-1)\nexcept Exception as e:\n    err = e\n"
+    "assert isinstance(err, ValueError)\n"
+    "class T(unittest.TestCase):\n    def test(self):\n        with self.assertRaises(ValueError):\n"
+    "            withdraw(-1)\n        with self.assertRaises(json.JSONDecodeError):\n            parse('{')\n\n"
+    "result = unittest.TextTestRunner(verbosity=0).run(unittest.defaultTestLoader.loadTestsFromTestCase(T))\n"
+    "assert result.wasSuccessful()\n"
+)
+
+
+def test_an_exception_class_named_like_a_builtin_is_not_one(tmp_path, sandbox_image):
+    """Attack class: a class named like a table entry, through the exceptions' seam. An
+    exception class of the program's that renames itself (or a base) ``builtins.str``,
+    ``builtins.ValueError`` or ``json.decoder.JSONDecodeError`` is named by what its names
+    lead back to, and the checker honours a described name only for a library's exception
+    class: ``issubclass``, ``isinstance`` and ``assertRaises`` all fail. The honest program
+    (a real ``ValueError`` subclass, a real ``JSONDecodeError``) passes the same tests."""
+    attacked, honest = _exec_json(tmp_path, RENAMED_EXCEPTIONS, HONEST_EXCEPTIONS, tests=EXCEPTION_TESTS)
+    assert attacked["status"] == "ok", attacked
+    passed = {t["source"].splitlines()[0]: t["passed"] for t in attacked["tests"]}
+    assert not passed["assert issubclass(Made, str)"] and not passed["assert issubclass(MyError, ValueError)"]
+    assert not passed["assert isinstance(err, ValueError)"] and not passed["assert result.wasSuccessful()"]
+    assert all(t["passed"] for t in honest["tests"]), honest["tests"]
+
+
+@pytest.mark.parametrize(
+    "encoded",
+    [
+        {"$": "ndarray", "dtype": "<i8", "shape": [2_000_000_000], "v": {"$": "range", "v": [0, 2_000_000_000, 1]}},
+        {"$": "ndarray", "dtype": "|O", "shape": [30_000_000], "v": {"$": "range", "v": [0, 30_000_000, 1]}},
+        {"$": "Index", "dtype": "int64", "v": {"$": "range", "v": [0, 2_000_000_000, 1]}, "name": None},
+    ],
+    ids=["range-as-items", "range-as-objects", "index"],
+)
+def test_a_reply_cannot_make_the_checker_build_more_than_it_sent(tmp_path, sandbox_image, encoded):
+    """Attack class: crashing the checker by what it builds. A reply of a few bytes that
+    numpy or pandas would grow into gigabytes (a ``range`` where a list of items goes) is
+    refused: the statement fails, the checker goes on and reports (the run is not killed
+    out of memory)."""
+    program = FORGE_ANSWERS + f"def f():\n    _forge({encoded!r})\n    return 0\n"
+    (result,) = _exec_json(tmp_path, program, tests="import numpy\nassert f() == 1\nassert 1 + 1 == 2\n")
+    assert result["status"] == "ok", result
+    assert [t["passed"] for t in result["tests"]] == [True, False, True], result["tests"]
+
+
+def test_a_frame_nested_past_what_json_reads_does_not_crash_the_checker(tmp_path, sandbox_image):
+    """Attack class: crashing the checker by a frame. The program writes to the RPC, in
+    place of its next checkpoint, JSON nested deeper than Python's parser recurses: the
+    checker reads a malformed frame and reports the run, instead of dying without a report."""
+    program = (
+        "import os, struct\n\ndeep = '[' * 100000 + ']' * 100000\ndata = ('{\"ready\": ' + deep + '}').encode()\n"
+        "os.write(5, struct.pack('>I', len(data)) + data)\nx = 1\nassert x == 1\n"
+    )
+    (result,) = _exec_json(tmp_path, program, tests="assert 1 == 1\n")
+    assert [t["passed"] for t in result["tests"]] == [False], result["tests"]
+    assert all("without a report" not in t["message"] for t in result["tests"]), result["tests"]
+
+
+def test_a_float_subclass_is_not_float_and_its_operators_stay_behind(tmp_path, sandbox_image):
+    """Attack class: ``type(x) is float`` where ``x`` is a float subclass. An instance of
+    the program's own subclass of a plain type is a handle of its class (``type(x)`` is
+    that class, as in Python), compared and combined by the checker on the plain value it
+    holds: its lying ``__eq__`` and ``__sub__`` (between two of its values too) stay
+    behind. The right program passes the same tests."""
+    attack = (
+        "class Yes(float):\n    def __eq__(self, other):\n        return True\n    __hash__ = float.__hash__\n"
+        "    def __sub__(self, other):\n        return Yes(0)\n\n"
+        "def mean(xs):\n    return Yes(sum(xs) // len(xs))\n\ndef median(xs):\n    return Yes(sorted(xs)[-1])\n"
+    )
+    right = (
+        "def mean(xs):\n    return sum(xs) / len(xs)\n\ndef median(xs):\n    xs = sorted(xs)\n"
+        "    return (xs[len(xs) // 2] + xs[(len(xs) - 1) // 2]) / 2\n"
+    )
+    tests = (
+        "assert type(mean([1, 2])) is float\nassert mean([1, 2]) == 1.5\n"
+        "assert abs(mean([1, 2]) - median([1, 2])) < 1e-9\n"
+    )
+    attacked, honest = _exec_json(tmp_path, attack, right, tests=tests)
+    assert attacked["status"] == "ok", attacked
+    assert [t["passed"] for t in attacked["tests"]] == [False, False, False], attacked["tests"]
+    assert all(t["passed"] for t in honest["tests"]), honest["tests"]
+
+
+def test_a_typing_alias_is_named_by_its_origin_not_by_its_name(tmp_path, sandbox_image):
+    """Attack class: a typing form whose name lies. An alias of the program's own class
+    that calls itself ``List`` (``typing._GenericAlias(Made, (int,), name='List')``) is not
+    ``typing.List[int]``: a form crosses by name only when its origin is that form's."""
+    attack = (
+        "import typing\n\nclass Made:\n    pass\n\nFake = typing._GenericAlias(Made, (int,), name='List')\n\n"
+        "def f(x: Fake) -> int:\n    return 0\n"
+    )
+    right = "import typing\n\ndef f(x: typing.List[int]) -> int:\n    return 0\n"
+    tests = "import inspect, typing\nassert inspect.signature(f).parameters['x'].annotation == typing.List[int]\n"
+    attacked, honest = _exec_json(tmp_path, attack, right, tests=tests)
+    assert [t["passed"] for t in attacked["tests"]] == [True, False], attacked["tests"]
+    assert all(t["passed"] for t in honest["tests"]), honest["tests"]
+
+
+def test_a_dict_keyed_by_the_program_s_objects_does_not_hang_the_checker(tmp_path, sandbox_image):
+    """Attack class: a huge structure of handles. A dict whose keys are a thousand of the
+    program's objects (a right program's graph by its nodes): each key is hashed as the
+    fields it is compared by, so they do not all collide and get compared each with every
+    other over the RPC (the run timed out, the right program failed)."""
+    program = (
+        "class Node:\n    def __init__(self, i):\n        self.i = i\n\n"
+        "def distances(n):\n    return {Node(i): i for i in range(n)}\n"
+    )
+    (result,) = _exec_json(
+        tmp_path, program, tests="d = distances(1000)\nassert sorted(d.values()) == list(range(1000))\n"
+    )
+    assert result["status"] == "ok", result
+    assert all(t["passed"] for t in result["tests"]), result["tests"]

@@ -116,6 +116,34 @@ CORPUS: dict[str, tuple[str, str, str]] = {
         "from enum import Enum\n\nclass Color(Enum):\n    RED = 1\n    GREEN = 2\n",
         "class Color:\n    RED = 1\n    GREEN = 2\n",
     ),
+    "enum-with-a-plain-mixin": (
+        "from enum import Enum, IntEnum\nassert Color.RED.value == 'red' and Color.RED == 'red'\n"
+        "assert isinstance(Color.RED, Color) and type(Priority.HIGH) is Priority\n"
+        "assert Priority.HIGH.name == 'HIGH' and Priority.HIGH > Priority.LOW\n"
+        "assert count([Color.RED, Color.RED])['red'] == 2\n",
+        "from enum import Enum, IntEnum\n\nclass Color(str, Enum):\n    RED = 'red'\n\n"
+        "class Priority(IntEnum):\n    LOW = 1\n    HIGH = 3\n\n"
+        "def count(items):\n    counts = {}\n    for item in items:\n        counts[item] = counts.get(item, 0) + 1\n"
+        "    return counts\n",
+        "from enum import Enum, IntEnum\n\nclass Color(str, Enum):\n    RED = 'red'\n\n"
+        "class Priority(IntEnum):\n    LOW = 3\n    HIGH = 1\n\n"
+        "def count(items):\n    return {item: 1 for item in items}\n",
+    ),
+    "named-tuples-and-list-subclasses": (
+        "p = make_point(1, 2)\nassert isinstance(p, Point) and type(p) is Point and p == (1, 2) and p.x == 1\n"
+        "assert p.norm1() == 3\ns = Stack()\ns.push(4)\nassert isinstance(s, Stack) and isinstance(s, list)\n"
+        "assert s == [4] and s.peek() == 4\n",
+        "from typing import NamedTuple\n\nclass Point(NamedTuple):\n    x: int\n    y: int\n\n"
+        "    def norm1(self):\n        return abs(self.x) + abs(self.y)\n\n"
+        "def make_point(x, y):\n    return Point(x, y)\n\n"
+        "class Stack(list):\n    def push(self, item):\n        self.append(item)\n\n"
+        "    def peek(self):\n        return self[-1]\n",
+        "from typing import NamedTuple\n\nclass Point(NamedTuple):\n    x: int\n    y: int\n\n"
+        "    def norm1(self):\n        return self.x + self.y\n\n"
+        "def make_point(x, y):\n    return (x, y)\n\n"
+        "class Stack(list):\n    def push(self, item):\n        self.extend([item, item])\n\n"
+        "    def peek(self):\n        return self[0]\n",
+    ),
     "abstract-base-classes": (
         "from collections.abc import Iterable, Sized\nassert isinstance(Bag([1, 2]), Iterable)\n"
         "assert isinstance(Bag([1, 2]), Sized) and len(Bag([1, 2])) == 2\n",
@@ -220,7 +248,8 @@ def test_a_cell_whose_asserts_check_types_heals_only_with_the_right_program(tmp_
     healed = _heal(tmp_path, cell, [right])
     assert healed["outcome"] == "success", healed["iterations"][-1]["verdict"]
     assert healed["verified_by"] == ["your asserts"]
-    stuck = _heal(tmp_path, cell, [cell, cell])
+    stuck = _heal(tmp_path, cell, [cell + "\nprint('again')\n", cell + "\nprint('once more')\n"])  # each runs
     assert stuck["outcome"] != "success", stuck["final_code"]
-    failing = [t for it in stuck["iterations"] for t in it["result"]["tests"] if not t["passed"]]
+    ran = [it["result"] for it in stuck["iterations"] if it["result"]]  # a repeated program is not run again
+    failing = [t for result in ran for t in result["tests"] if not t["passed"]]
     assert failing and all("AssertionError" in t["message"] for t in failing), failing

@@ -32,9 +32,11 @@ from .codec import (
     claimed_names,
     describe_exception,
     is_stand_in,
+    local_class,
 )
 from .frames import FrameReader, write_frame
 from .program_rpc import BINARY_OPERATORS
+from .type_table import TYPES
 
 
 class ProgramLink:
@@ -223,6 +225,11 @@ class Remote:
         """The program said its object is a class (a handle compared by identity)."""
         return object.__getattribute__(self, "_info").get("class") is True
 
+    def _has_plain(self) -> bool:
+        """The program said its object holds a plain value (its own ``IntEnum``, a
+        ``namedtuple``, a subclass of ``str``): hashed, searched and combined as that."""
+        return object.__getattribute__(self, "_info").get("plain") is True
+
     def _ask(self, op: str, **fields: Any) -> Any:
         return object.__getattribute__(self, "_link").ask(op, ref=object.__getattribute__(self, "_id"), **fields)
 
@@ -301,6 +308,8 @@ class Remote:
             yield from chunk
 
     def __contains__(self, item: Any) -> bool:
+        if self._has_plain():  # a substring of the program's str: on the plain value
+            return item in self._value()
         return any(item == x for x in self)  # compared here, on plain values
 
     def __repr__(self) -> str:
@@ -329,7 +338,16 @@ class Remote:
     def __hash__(self) -> int:
         if self._is_class():
             return hash(("selfheal-class", object.__getattribute__(self, "_id")))
-        return hash(("selfheal-remote", self._kind()))  # equal handles have equal kinds
+        try:
+            value = self._plain()
+        except TypeError:  # no value: equal to itself only
+            return hash(("selfheal-remote", object.__getattribute__(self, "_id")))
+        if type(value) is Remote:
+            return hash(("selfheal-remote", self._kind()))
+        # Hashed as what it is equal to: its plain value (a key "red"), or its record's
+        # fields (handles of different values do not all collide in a dict: each would be
+        # compared with every other over the RPC). Unhashable as its plain value is.
+        return hash(value)
 
     def __eq__(self, other: Any) -> Any:
         if self._is_class() or (type(other) is not Remote and _REAL_ISINSTANCE(other, type)):
@@ -401,7 +419,7 @@ class Remote:
             return True  # what this handle is here
         if cls is type:
             return self._is_class()
-        if cls in _PLAIN_TYPES:
+        if cls in _PLAIN_TYPES and not self._has_plain():
             return False  # plain values cross as values: a handle is none of them
         if is_stand_in(cls):  # an exception class of the program's, as the checker made it
             own = self._type()
@@ -435,7 +453,7 @@ def _binop(name: str, fn: Callable[[Any, Any], Any], reflected: bool) -> Callabl
     two of the program's objects (no value of the tests involved), the program's."""
 
     def method(self: Remote, other: Any) -> Any:
-        if type(other) is Remote and not reflected:
+        if type(other) is Remote and not reflected and not (self._has_plain() and other._has_plain()):
             return self._ask("binop", name=name, other=object.__getattribute__(other, "_id"))
         mine, theirs = self._value(), _value_of(other)
         return fn(theirs, mine) if reflected else fn(mine, theirs)
@@ -463,8 +481,25 @@ def _flatten(classinfo: Any) -> list:
 
 
 def _named_in(claimed: tuple, classes: "tuple | list") -> bool:
-    return bool(claimed) and any(
-        _REAL_ISINSTANCE(c, type) and f"{c.__module__}:{c.__qualname__}" in claimed for c in classes
+    """One of ``classes`` is named among the classes a stand-in was described with. Only
+    a library's exception class counts (the program's process could have raised that very
+    class, which the checker cannot have): never a builtin class or one of the table, nor
+    a class its names do not lead back to (the tests' own). Those a stand-in is of by its
+    real bases only."""
+    return bool(claimed) and any(_REAL_ISINSTANCE(c, type) and _claimable(c) and _spec(c) in claimed for c in classes)
+
+
+def _spec(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _claimable(cls: type) -> bool:
+    """An exception class of a library (by name, on the program's side too)."""
+    return (
+        _REAL_ISSUBCLASS(cls, BaseException)
+        and cls.__module__ != "builtins"
+        and TYPES.name_of(cls) is None
+        and local_class(_spec(cls)) is cls
     )
 
 

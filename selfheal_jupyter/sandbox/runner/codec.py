@@ -23,6 +23,7 @@ import contextlib
 import dataclasses
 import functools
 import inspect
+import math
 import operator
 import sys
 import types
@@ -34,9 +35,10 @@ from .describe import safe_str
 from .type_table import TYPES
 
 # Values cross between the program and the checker as tagged JSON. Exact types travel by
-# value and are rebuilt from plain data on the other side; a subclass of a plain type
-# (int, float, str, list, dict...) travels as the plain value it holds, without its
-# methods; a class of the fixed table (``type_table``) by its name there, and what is
+# value and are rebuilt from plain data on the other side; a library's subclass of a
+# plain type (int, float, str, list, dict...) travels as the plain value it holds,
+# without its methods, and one of the program's own (an ``IntEnum``, a ``namedtuple``, a
+# ``list`` with methods) as a reference whose plain value is that; a class of the fixed table (``type_table``) by its name there, and what is
 # made of such classes (``list[int]``, ``int | None``, ``typing.Optional[str]``, a
 # signature, a dataclass's fields) as data; anything else (functions, other classes,
 # instances) is a reference.
@@ -101,7 +103,10 @@ class ProgramRecord:
         return not self.__eq__(other)
 
     def __hash__(self) -> int:
-        return hash((self.module, self.type))
+        try:  # by its fields, as it is compared
+            return hash((self.module, self.type, frozenset(self.fields.items())))
+        except TypeError:
+            return hash((self.module, self.type))
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={v!r}" for k, v in self.fields.items())
@@ -114,7 +119,13 @@ def _dtype_ok(text: Any) -> str:
     return text
 
 
-def _plain_base(x: Any) -> "type | None":
+def library_class(cls: Any) -> bool:
+    """A class of a module other than ``__main__``, where its names lead back to it."""
+    module = getattr(cls, "__module__", None)
+    return module != "__main__" and local_class(f"{module}:{getattr(cls, '__qualname__', '')}") is cls
+
+
+def plain_base(x: Any) -> "type | None":
     """The plain type a subclass instance holds a value of (None: not a subclass of one)."""
     for base in (int, float, complex, str, bytes, bytearray, tuple, list, dict, frozenset, set):
         if isinstance(x, base):
@@ -212,7 +223,7 @@ class _Encoding:
         form = self._enc_form(x, b, depth)
         if form is not None:
             return form
-        base = _plain_base(x)
+        base = plain_base(x)
         if base is not None:
             return self._enc_subclass(x, base, b, depth)
         return self._other(x, b, depth)
@@ -257,7 +268,12 @@ class _Encoding:
             name = TYPES.form_name_of(x)
             if name is not None:
                 return {"$": "typing", "name": name}
-            name = TYPES.form_name_of(typing.get_origin(x)) or getattr(x, "_name", None)
+            origin = typing.get_origin(x)
+            name = TYPES.form_name_of(origin)
+            if name is None and origin is not None:  # ``typing.List[int]``: named as the form of its origin
+                said = getattr(x, "_name", None)  # a name an alias gives itself, taken only when
+                if TYPES.is_form(said) and typing.get_origin(TYPES.form_named(said)) is origin:  # that form's
+                    name = said
             if TYPES.is_form(name) and isinstance(getattr(x, "__args__", None), tuple):
                 return {"$": "typing", "name": name, "args": [enc(a, b, depth + 1) for a in typing.get_args(x)]}
         return None
@@ -450,11 +466,17 @@ class _Encoding:
             import numpy as np
 
             dtype = np.dtype(_dtype_ok(v["dtype"]))
+            if dtype.kind not in ("biufc" if tag == "npscalar" else "biufcUSO") or dtype.shape or dtype.names:
+                raise ValueError(f"an array of dtype {dtype} is not decoded")
             if tag == "npscalar":
-                return dtype.type(d(v["v"]))
+                return dtype.type(_scalar(d(v["v"])))
             shape = tuple(int(i) for i in v["shape"])
+            size = math.prod(shape)
+            if min(shape, default=0) < 0 or size > MAX_ENCODED_ITEMS or size * dtype.itemsize > MAX_DECODED_BYTES:
+                raise ValueError("an array larger than what crosses")
+            nested = d(v["v"])
+            _check_nested(nested, shape, dtype.kind == "O")
             if dtype.kind == "O":
-                nested = d(v["v"])
                 arr = np.empty(shape, dtype=object)
                 for idx in np.ndindex(*shape):
                     item = nested
@@ -462,7 +484,7 @@ class _Encoding:
                         item = item[i]
                     arr[idx] = item
                 return arr
-            return np.array(d(v["v"]), dtype=dtype).reshape([int(i) for i in v["shape"]])
+            return np.array(nested, dtype=dtype).reshape(shape)
         return self._dec_pandas(tag, v)
 
     def _decode_own(self, tag: Any, v: dict) -> Any:
@@ -551,14 +573,19 @@ class _Encoding:
         if tag == "RangeIndex":
             return pd.RangeIndex(*[int(i) for i in v["v"]], name=d(v["name"]))
         if tag == "MultiIndex":
-            return pd.MultiIndex.from_tuples(d(v["v"]), names=d(v["names"]))
+            tuples = _flat(d(v["v"]), True)
+            for item in tuples:
+                if type(item) is not tuple:
+                    raise ValueError("a MultiIndex of what is not tuples")
+                _flat(list(item), False)
+            return pd.MultiIndex.from_tuples(tuples, names=d(v["names"]))
         if tag == "Index":
-            return pd.Index(d(v["v"]), dtype=_dtype_ok(v["dtype"]), name=d(v["name"]))
+            return pd.Index(self._dec_column(v), name=d(v["name"]))
         if tag == "Series":
-            return pd.Series(self._dec_column(v["col"]), index=d(v["index"]), name=d(v["name"]))
+            return pd.Series(self._dec_column(v["col"]), index=_index(d(v["index"])), name=d(v["name"]))
         if tag == "DataFrame":
-            columns = d(v["columns"])
-            index = d(v["index"])
+            columns = _index(d(v["columns"]))
+            index = _index(d(v["index"]))
             data = {i: pd.Series(self._dec_column(c), index=index) for i, c in enumerate(v["cols"])}
             frame = pd.DataFrame(data, index=index)
             frame.columns = columns
@@ -566,9 +593,71 @@ class _Encoding:
         raise ValueError(f"unknown value tag {tag!r}")
 
     def _dec_column(self, col: dict) -> Any:
+        """A column's (or an index's) values: a list of scalars made into the dtype, or of
+        anything for ``object`` (put in one by one: never read as nested sequences)."""
+        import numpy as np
         import pandas as pd
 
-        return pd.array(self.decode(col["v"]), dtype=_dtype_ok(col["dtype"]))
+        dtype = _dtype_ok(col["dtype"])
+        values = _flat(self.decode(col["v"]), dtype == "object")
+        if dtype == "object":
+            array = np.empty(len(values), dtype=object)
+            for i, item in enumerate(values):
+                array[i] = item
+            return pd.array(array, dtype=dtype)
+        return pd.array(values, dtype=dtype)
+
+
+#: What one decoded array may take (its items are counted by ``MAX_ENCODED_ITEMS``).
+MAX_DECODED_BYTES = 64 << 20
+#: What numpy and pandas would read as a sequence of items (a size the program picks, not
+#: the size of its bytes: ``range(10**10)``, a handle whose ``len`` says anything).
+_SEQUENCES = (range, list, tuple, dict, set, frozenset, collections.deque, bytearray, memoryview)
+
+
+def _is_sequence(x: Any) -> bool:
+    return isinstance(x, _SEQUENCES) or hasattr(type(x), "__len__") and not isinstance(x, (str, bytes))
+
+
+def _scalar(x: Any) -> Any:
+    if _is_sequence(x):
+        raise ValueError("a scalar that is a sequence")
+    return x
+
+
+def _flat(values: Any, anything: bool) -> list:
+    """A decoded list of items for numpy / pandas: a list (never a range or a handle),
+    no longer than what crosses, whose items are scalars unless ``anything``."""
+    if type(values) is not list or len(values) > MAX_ENCODED_ITEMS:
+        raise ValueError("an array's items must be a list of what crosses")
+    if not anything:
+        for item in values:
+            _scalar(item)
+    return values
+
+
+def _check_nested(nested: Any, shape: tuple, anything: bool) -> None:
+    """``nested`` is lists ``len(shape)`` deep, each of the length ``shape`` says, with
+    scalars at the bottom (anything for an object array, put in one by one)."""
+    level = [nested]
+    for n in shape:
+        below = []
+        for item in level:
+            if type(item) is not list or len(item) != n:
+                raise ValueError("an array's items do not have its shape")
+            below.extend(item)
+        level = below
+    if not anything:
+        for item in level:
+            _scalar(item)
+
+
+def _index(x: Any) -> Any:
+    import pandas as pd
+
+    if not isinstance(x, pd.Index):
+        raise ValueError("an index that is not an index")
+    return x
 
 
 _NOT_OWN = object()
@@ -647,6 +736,15 @@ class ProgramCodec(_Encoding):
     names they carry (a library class, an exception class of a loaded module) in this
     process."""
 
+    def _enc_subclass(self, x: Any, base: type, b: Budget, depth: int) -> Any:
+        """An instance of the program's own subclass of a plain type is a reference (its
+        class, its methods stay the program's; its plain value is ``plain``'s); of a
+        library's, the plain value it holds."""
+        t = type(x)
+        if t in (collections.Counter, collections.OrderedDict, collections.defaultdict) or library_class(t):
+            return super()._enc_subclass(x, base, b, depth)
+        return self.ref_of(x)
+
     def plain(self, value: Any) -> Any:
         """The value as data only: the program's own objects as records of their fields;
         raises Unencodable when some part is neither (a function, a library object)."""
@@ -686,7 +784,10 @@ class ProgramCodec(_Encoding):
 
 class _ProgramRecords(ProgramCodec):
     """``ProgramCodec.plain``: what is not data is a record of one of the program's own
-    objects, or nothing (``Unencodable``)."""
+    objects, or nothing (``Unencodable``); a subclass of a plain type is the plain value
+    it holds."""
+
+    _enc_subclass = _Encoding._enc_subclass
 
     def _other(self, x: Any, b: Budget, depth: int) -> Any:
         t = type(x)
@@ -721,13 +822,30 @@ def _builtin_base(cls: type) -> type:
     return Exception
 
 
+#: The module a class is said to be of when its names are not where they lead (a class
+#: that renamed itself ``builtins.ValueError``): no class on the other side has it.
+UNVERIFIED = "<unverified>"
+
+
+def class_name(klass: Any) -> "tuple[str, str]":
+    """``(module, qualname)`` of a class, as its names say only when they lead back to it
+    (``local_class``) or it is of ``__main__`` (names no class of a module has): the
+    names a class gives itself (``__module__``, ``__qualname__`` may be set to anything)
+    never make it another module's class."""
+    module, qualname = str(getattr(klass, "__module__", "")), str(getattr(klass, "__qualname__", ""))
+    if module == "__main__" or local_class(f"{module}:{qualname}") is klass:
+        return module, qualname
+    return UNVERIFIED, qualname
+
+
 def class_names(cls: Any) -> list:
-    """``module:qualname`` of each class of an MRO: strings the other side only compares."""
+    """``module:qualname`` of each class of an MRO (``class_name``): strings the other
+    side only compares."""
     try:
         mro = type.__dict__["__mro__"].__get__(cls)
     except Exception:
         return []
-    return [f"{getattr(k, '__module__', '')}:{getattr(k, '__qualname__', '')}" for k in mro][:64]
+    return [":".join(class_name(k)) for k in mro[:64]]
 
 
 def describe_class(cls: type) -> dict:
@@ -739,10 +857,11 @@ def describe_class(cls: type) -> dict:
     for klass in cls.__mro__:
         if klass is base:
             break
-        chain.append([str(getattr(klass, "__module__", "")), str(getattr(klass, "__qualname__", ""))])
+        chain.append(list(class_name(klass)))
+    module, name = class_name(cls)
     return {
-        "module": str(cls.__module__),
-        "name": str(cls.__qualname__),
+        "module": module,
+        "name": name,
         "base": base.__name__,
         "chain": chain[:8],
         "names": class_names(cls),

@@ -57,7 +57,7 @@ class FrameReader:
         del self.buf[: HEADER.size + size]
         try:
             frame = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past what is read
             return {"op": "malformed"}
         return frame if isinstance(frame, dict) else {"op": "malformed"}
 

@@ -14,7 +14,7 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-from .codec import MUTABLE, ProgramCodec, Unencodable, describe_exception
+from .codec import MUTABLE, ProgramCodec, Unencodable, describe_exception, plain_base
 from .describe import short_repr
 from .frames import FrameReader, write_frame
 
@@ -113,6 +113,7 @@ class ProgramObjects:
             "module": str(getattr(cls, "__module__", "")),
             "callable": callable(obj),
             "class": isinstance(obj, type),
+            "plain": not isinstance(obj, type) and plain_base(obj) is not None,  # a value as data too
             "repr": text,
         }
 
