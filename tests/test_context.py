@@ -203,6 +203,9 @@ def _heal(shell, server_replies, cell, setup):
     try:
         shell.run_cell(f"%config SelfHeal.base_url = '{server.base_url}'", store_history=False)
         shell.run_cell("%config SelfHeal.max_iterations = 2", store_history=False)
+        # what the model is told is the subject: the tool's own edit of a misspelt column
+        # (quick fixes) would fix the cell before the model is asked
+        shell.run_cell("%config SelfHeal.quick_fixes = False", store_history=False)
         shell.run_cell(setup, store_history=True)
         before = set(shell.run_line_magic("who_ls", ""))
         with capture_output() as cap:
