@@ -482,7 +482,9 @@ def review_lab(tmp_path):
         Reply(AUTO_MODEL, match="KeyError: 'Sales'", chunk_delay_s=0.05),
     ]
     cells = [
-        "%load_ext selfheal_jupyter",
+        # the model's answers are the subject: the tool's own edit of a misspelt column
+        # (quick fixes) would fix both cells before the model is asked
+        "%load_ext selfheal_jupyter\n%config SelfHeal.quick_fixes = False",
         REVIEW_DATA,
         REVIEW_SHARE,
         f"%%heal\n{REVIEW_CELL}",
