@@ -38,7 +38,9 @@ def local_settings(monkeypatch):
 def test_embedded_model_repairs_a_name_error(local_settings, sandbox):
     loop = build_loop(local_settings, sandbox=sandbox)
     assert loop.llm.endpoint.local
-    given = "numbers = [1, 2, 3, 4]\ntotal = sum(number)\nprint(total)\n"
+    # a name no close name stands for, so the model writes the repair (a misspelt
+    # `number` is the tool's own edit, quick fixes, with no model)
+    given = "numbers = [1, 2, 3, 4]\ntotal = add_up(numbers)\nprint(total)\n"
     run = loop.run(
         Task(
             "Print the sum of the list `numbers`, stored in `total`.",
