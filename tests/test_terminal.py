@@ -58,7 +58,7 @@ def test_the_transcript_shows_the_plan_once_and_the_program_once():
     assert out.count("Add the numbers.") == 1, out
     assert out.count("numbers = [1, 2, 3]") == 1, out
     assert out.count("Here it is.") == 0, out  # the raw reply is not echoed
-    assert "final program: the program shown under iteration 1 above" in out, out
+    assert "final program: the program shown under attempt 1 above" in out, out
     assert "Traceback" not in out
 
 
@@ -85,7 +85,7 @@ def test_the_final_program_is_printed_where_it_was_shown_only_as_changes():
         )
     out = proc.stdout
     assert proc.returncode == 0, (out, proc.stderr)
-    assert "iteration 2: changes to the previous program" in out
+    assert "attempt 2: changes to the previous program" in out
     final = out.split("final program:")[1]
     assert "print('total is', sum(numbers))" in final
 
