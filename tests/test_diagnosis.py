@@ -214,6 +214,7 @@ def test_the_edit_a_diagnosis_implies_is_tried_before_the_model(heal_shell):
     assert "own edit, from its explanation of the last failure (no model was asked): line 1:" in html
 
 
+@pytest.mark.sandbox
 def test_an_edit_that_does_not_pass_leaves_the_model_its_rounds(heal_shell):
     from tests.scripted_server import Reply, ScriptedServer
 
@@ -228,6 +229,7 @@ def test_an_edit_that_does_not_pass_leaves_the_model_its_rounds(heal_shell):
     assert not model.quick_fix and run.outcome == "success"  # one model round, as --max-iterations says
 
 
+@pytest.mark.sandbox
 def test_quick_fixes_off_asks_the_model(heal_shell):
     from tests.scripted_server import Reply, ScriptedServer
 

@@ -79,6 +79,7 @@ CASES = [
 ]
 
 
+@pytest.mark.sandbox
 @pytest.mark.parametrize("cell, said", CASES)
 def test_the_explanation_is_shown_before_the_first_model_token(kernel, cell, said):
     release = threading.Event()
@@ -101,6 +102,7 @@ def test_the_explanation_is_shown_before_the_first_model_token(kernel, cell, sai
     assert "What the tool found from the notebook's context:" in request  # the same facts, to the model
 
 
+@pytest.mark.sandbox
 def test_a_busy_shared_model_is_said_in_the_panel(kernel):
     release = threading.Event()
     reply = Reply("```python\nprint(sales['units'].sum())\n```", hold=release)

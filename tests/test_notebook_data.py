@@ -195,6 +195,7 @@ def agent(shell, server, task: str, flags: str = "--no-plan --max-iterations 2")
     return shell.user_ns["agent_result"], html
 
 
+@pytest.mark.sandbox
 def test_an_agent_answer_that_invents_the_notebooks_data_is_rejected(data_shell):
     before = data_shell.user_ns["df"].copy()
     with ScriptedServer([Reply(INVENTED), Reply(ANSWER, match="RULE data_replaced")]) as server:
@@ -215,6 +216,7 @@ def test_an_agent_answer_that_invents_the_notebooks_data_is_rejected(data_shell)
     assert data_shell.user_ns["df"].equals(before)
 
 
+@pytest.mark.sandbox
 def test_an_agent_answer_from_a_table_of_its_own_is_rejected(data_shell):
     own = '```python\nspending = {"Alice": 10.0, "Bob": 5.0}\nfor name, total in spending.items():\n    print(name, total)\n```'
     right = (
@@ -230,6 +232,7 @@ def test_an_agent_answer_from_a_table_of_its_own_is_rejected(data_shell):
     assert run.outcome == "success" and "Maria Lopez 40.5" in second.result.stdout
 
 
+@pytest.mark.sandbox
 def test_an_agent_answer_that_changes_the_data_in_place_says_so_in_the_review(data_shell):
     with ScriptedServer([Reply(IN_PLACE)]) as server:
         run, html = agent(data_shell, server, "Count the rows of df per weekday of its date column.")

@@ -505,6 +505,7 @@ def test_reveal_fix_true_shows_the_diff_at_level_3_and_a_leaky_model_never_befor
     assert "Hint 3 of 3" in texts[2] and "+    middle = len(ordered) // 2" in texts[2]
 
 
+@pytest.mark.sandbox
 def test_stop_in_the_hint_panel_is_a_calm_note_said_once_with_the_hints_kept(kernel_with_policy):
     """A Stop was a red UsageError and said twice (the panel and the error line); now one
     grey note under the hints the student already had, and the cell ends ``ok``."""
@@ -539,6 +540,7 @@ assert average([7, 9, 10]) == 26 / 3
 """
 
 
+@pytest.mark.sandbox
 def test_notebook_03s_cell_reaches_level_3_when_the_model_only_rewrites_the_assert(shell):
     """What the embedded model did with notebook 03's cell (issue 35, and again at load 11:
     the run ended ``failed`` after it changed the student's assert twice): the small-change
