@@ -200,6 +200,7 @@ def heal(shell, server, cell: str, flags: str = "--max-iterations 2"):
     return shell.user_ns["agent_result"], "".join(o.data.get("text/html", "") for o in cap.outputs)
 
 
+@pytest.mark.sandbox
 def test_the_edit_a_diagnosis_implies_is_tried_before_the_model(heal_shell):
     from tests.scripted_server import ScriptedServer
 
