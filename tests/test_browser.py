@@ -219,10 +219,7 @@ def test_give_me_a_hint_then_another_hint_then_the_policy_blocked_fix(lab_with_h
     with sync_playwright() as p:
         browser, page = _launch(p)
         try:
-            page.goto(f"{base}/lab/tree/hints.ipynb")
-            wait_until(lambda: _kernel_idle(base, "hints.ipynb"), 90, "the kernel to start")
-            cells = page.locator(".jp-Notebook .jp-Cell")
-            expect(cells).to_have_count(3)
+            cells = _open(page, base, "hints.ipynb", 3)
             cells.nth(0).locator(".cm-content").click()
             page.keyboard.press("Shift+Enter")  # %load_ext
             page.keyboard.press("Shift+Enter")  # %agent_autoheal on
@@ -262,11 +259,22 @@ def _kernel_idle(base: str, path: str) -> bool:
     return bool(sessions) and sessions[0]["kernel"]["execution_state"] == "idle"
 
 
-def _launch(p):
+def _launch(p, height: int = 1400):
     browser = p.chromium.launch(
         executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
     )
-    return browser, browser.new_page(viewport={"width": 1280, "height": 1400})
+    return browser, browser.new_page(viewport={"width": 1280, "height": height})
+
+
+def _open(page, base: str, name: str, count: int):
+    """The notebook open in JupyterLab with its kernel idle; its ``count`` cells."""
+    from playwright.sync_api import expect
+
+    page.goto(f"{base}/lab/tree/{name}")
+    wait_until(lambda: _kernel_idle(base, name), 90, "the kernel to start")
+    cells = page.locator(".jp-Notebook .jp-Cell")
+    expect(cells).to_have_count(count)
+    return cells
 
 
 def _run_in_place(page, cell) -> None:
@@ -283,10 +291,7 @@ def test_panel_stops_inserts_replaces_and_autoheals(lab):
     with sync_playwright() as p:
         browser, page = _launch(p)
         try:
-            page.goto(f"{base}/lab/tree/panel.ipynb")
-            wait_until(lambda: _kernel_idle(base, "panel.ipynb"), 90, "the kernel to start")
-            cells = page.locator(".jp-Notebook .jp-Cell")
-            expect(cells).to_have_count(6)
+            cells = _open(page, base, "panel.ipynb", 6)
 
             cells.nth(0).locator(".cm-content").click()
             page.keyboard.press("Shift+Enter")  # %load_ext
@@ -339,10 +344,7 @@ def test_run_all_over_three_agent_cells_needs_no_click(lab):
     with sync_playwright() as p:
         browser, page = _launch(p)
         try:
-            page.goto(f"{base}/lab/tree/runall.ipynb")
-            wait_until(lambda: _kernel_idle(base, "runall.ipynb"), 90, "the kernel to start")
-            cells = page.locator(".jp-Notebook .jp-Cell")
-            expect(cells).to_have_count(4)
+            cells = _open(page, base, "runall.ipynb", 4)
             page.get_by_role("menuitem", name="Run", exact=True).click()
             page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
             for index in (1, 2, 3):
@@ -525,15 +527,9 @@ def test_the_review_shows_the_minimal_fix_and_the_decision_where_the_user_is(rev
     OUTPUT.mkdir(parents=True, exist_ok=True)
     expect.set_options(timeout=60_000)
     with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
-        )
-        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        browser, page = _launch(p, height=800)  # a laptop's 1280×800
         try:
-            page.goto(f"{base}/lab/tree/review.ipynb")
-            wait_until(lambda: _kernel_idle(base, "review.ipynb"), 90, "the kernel to start")
-            cells = page.locator(".jp-Notebook .jp-Cell")
-            expect(cells).to_have_count(8)
+            cells = _open(page, base, "review.ipynb", 8)
             cells.nth(0).locator(".cm-content").click()
             for _ in range(4):  # %load_ext, the data, the helper, the %%heal cell: as a user runs them
                 page.keyboard.press("Shift+Enter")
@@ -663,10 +659,7 @@ def test_the_review_shows_what_will_run_and_asks_before_a_flagged_fix_runs(what_
     with sync_playwright() as p:
         browser, page = _launch(p)
         try:
-            page.goto(f"{base}/lab/tree/will-run.ipynb")
-            wait_until(lambda: _kernel_idle(base, "will-run.ipynb"), 90, "the kernel to start")
-            cells = page.locator(".jp-Notebook .jp-Cell")
-            expect(cells).to_have_count(8)
+            cells = _open(page, base, "will-run.ipynb", 8)
             cells.nth(0).locator(".cm-content").click()
             for _ in range(4):  # %load_ext, the data, the helper, the chart heal
                 page.keyboard.press("Shift+Enter")
