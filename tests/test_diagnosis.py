@@ -22,7 +22,7 @@ from selfheal_jupyter.diagnosis import apply_edits, close_name, explain
 from selfheal_jupyter.notebook import context
 from selfheal_jupyter.sandbox.serialize import Pickled
 
-NOTEBOOK = """
+SALES_NOTEBOOK = """
 import numpy as np
 import pandas as pd
 
@@ -34,7 +34,12 @@ sales = pd.DataFrame({
 })
 weights = np.array([0.2, 0.3, 0.5])
 marks = np.array([7.0, 8.0, 6.5, 9.0])
+"""
+"""A frame with a text date and a text price, two arrays: what the explanations read."""
 
+NOTEBOOK = (
+    SALES_NOTEBOOK
+    + """
 
 class Account:
     def __init__(self):
@@ -47,6 +52,7 @@ class Account:
 acct = Account()
 total_units = 10
 """
+)
 
 
 @pytest.fixture(scope="module")

@@ -18,22 +18,10 @@ import pytest
 from jupyter_client.manager import start_new_kernel
 
 from tests.scripted_server import Reply, ScriptedServer
+from tests.test_diagnosis import SALES_NOTEBOOK
 from tests.test_panel import Wire, execute_reply
 
-NOTEBOOK = """
-import numpy as np
-import pandas as pd
-
-sales = pd.DataFrame({
-    "region": ["north", "south", "north", "east"],
-    "date": ["2024-01-03", "2024-01-17", "2024-02-02", "2024-03-05"],
-    "price": ["3.50", "4.25", "2.00", "5.75"],
-    "units": [3, 1, 4, 2],
-})
-weights = np.array([0.2, 0.3, 0.5])
-marks = np.array([7.0, 8.0, 6.5, 9.0])
-total_units = 10
-"""
+NOTEBOOK = SALES_NOTEBOOK + "total_units = 10\n"
 
 
 @pytest.fixture(scope="module")
