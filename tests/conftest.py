@@ -14,6 +14,7 @@ reaches the engine (through ``selfheal``, a kernel, a notebook shell) says so it
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import signal
 from collections.abc import Iterator
@@ -138,6 +139,7 @@ def selfheal_shell(*cells: str) -> Iterator[InteractiveShell]:
     from selfheal_jupyter.factory import close_shared_sandboxes
 
     ip = InteractiveShell.instance()
+    config = copy.deepcopy(ip.config)  # %config lines of one test must not reach the next
     ip.run_cell("%load_ext selfheal_jupyter", store_history=False)
     for cell in cells:
         ip.run_cell(cell, store_history=not cell.startswith("%"))
@@ -146,6 +148,7 @@ def selfheal_shell(*cells: str) -> Iterator[InteractiveShell]:
     finally:
         ip.run_cell("%unload_ext selfheal_jupyter", store_history=False)
         ip.reset()
+        ip.config = config
         close_shared_sandboxes()
 
 
