@@ -463,7 +463,7 @@ class SpecViolation:
         return "does not use your data as it is" if self.rule in DATA_RULES else "changes your spec"
 
 
-Held = Literal["", "given", "unchanged", "same_behaviour"]
+Held = Literal["", "given", "unchanged", "same_behaviour", "data_checks"]
 """Why a program that passed its checks is still no success (see :attr:`Verdict.held`)."""
 
 
@@ -481,7 +481,8 @@ class Verdict:
     """Why a program that passed its checks is still no success, the task saying the given
     program is wrong: "given" (it is that program), "unchanged" (a candidate that left its
     code as it was), "same_behaviour" (a candidate that shows exactly what it showed,
-    :mod:`selfheal_jupyter.spec.behaviour`); "" for every other verdict."""
+    :mod:`selfheal_jupyter.spec.behaviour`); "data_checks" (its output contradicts a check
+    derived from the notebook's data, whatever the task says); "" for every other verdict."""
     notebook_changes: list[str] = field(default_factory=list)
     """Notebook functions and classes (from other cells) that the program defines again
     with a different body: the fix changes those cells too (:mod:`~selfheal_jupyter.spec.notebook_data`)."""

@@ -216,6 +216,28 @@ def test_an_agent_answer_that_invents_the_notebooks_data_is_rejected(data_shell)
     assert data_shell.user_ns["df"].equals(before)
 
 
+ROW_NUMBERS = """```python
+print(df.groupby("month")["sales"].idxmax().reset_index())
+```"""
+
+
+@pytest.mark.sandbox
+def test_an_answer_that_prints_row_numbers_for_the_data_is_no_success(data_shell):
+    """The shape of the CI failure of stop 42: the embedded model printed each month's row
+    number for its region, and the run ended "success" (a soft check). Checks from the
+    user's data hold the verdict: the next round is asked, told which check failed."""
+    with ScriptedServer([Reply(ROW_NUMBERS), Reply(ANSWER, match="FROM THE USER'S DATA")]) as server:
+        run, html = agent(data_shell, server, QUESTION)
+        repair = server.requests[1]["messages"][1]["content"]
+    first, second = run.iterations
+    assert first.result.status == "ok" and not first.verdict.passed and first.verdict.held == "data_checks"
+    assert "north" not in repair and "expected lines are not printed" in repair  # never the values
+    assert run.outcome == "success" and run.verified_by == ["checks from your data"]
+    with ScriptedServer([Reply(ROW_NUMBERS), Reply(ROW_NUMBERS)]) as server:
+        run, html = agent(data_shell, server, QUESTION)
+    assert run.outcome != "success" and run.fix is None
+
+
 @pytest.mark.sandbox
 def test_an_agent_answer_from_a_table_of_its_own_is_rejected(data_shell):
     own = '```python\nspending = {"Alice": 10.0, "Bob": 5.0}\nfor name, total in spending.items():\n    print(name, total)\n```'

@@ -174,6 +174,18 @@ def test_verified_by_names_what_checked_the_output():
     assert both == ["checks from your data", "generated checks"]
 
 
+def test_an_output_that_contradicts_the_users_data_is_no_success():
+    wrong = [Outcome(DATA_CHECK_PREFIX + "the best region per month", False, "3 of 3 expected lines are not printed")]
+    held = v.hold_data_checks(Verdict(True, ["ran cleanly (no tests given)"]), wrong)
+    assert not held.passed and held.held == "data_checks" and "1 of 1 checks from your data failed" in held.reasons[0]
+    right = [Outcome(DATA_CHECK_PREFIX + "the best region per month", True)]
+    assert v.hold_data_checks(Verdict(True), right) == Verdict(True)
+    # QA's checks from the task's words stay soft: they never hold a pass
+    assert v.hold_data_checks(Verdict(True), [Outcome("assert total > 0", False)]) == Verdict(True)
+    failed = Verdict(False, ["raised KeyError"])
+    assert v.hold_data_checks(failed, wrong) is failed
+
+
 def test_only_a_pass_is_verified_and_a_run_reads_it_from_its_final_iteration():
     task = Task(prompt="", tests="assert total == 6")
     failed = v.with_verified_by(Verdict(False, tests_passed=1), [], task)

@@ -10,9 +10,11 @@ user's live frames (read only) when the run starts. Each check says which terms 
 printed line must show together: a group as the data names it with its answer.
 
 What reaches the model is the check's description and, when it fails, how many rows
-were not shown — never the expected values. Like QA's generated checks they are soft
-(a failing one asks for one more round; the earlier pass stands if that round does no
-better), and all passing makes the answer "verified by checks from your data".
+were not shown — never the expected values. Unlike QA's generated checks (soft: written
+from the task's words) they hold the verdict: a program that prints something else is
+no success (:func:`~selfheal_jupyter.loop.verdict.hold_data_checks`) and the next round
+is told which checks failed; all passing makes the answer "verified by checks from your
+data".
 """
 
 from __future__ import annotations

@@ -655,6 +655,7 @@ class Loop:
         checks, secs = self._generated_checks(task, state, code, result)
         if task.data_checks and result.clean:
             checks += run_checks(task.data_checks, result.stdout)  # from the notebook's data, on the host
+        verdict = judging.hold_data_checks(verdict, checks)
         verdict = judging.with_verified_by(verdict, checks, task)
         return Trial(code, result, verdict, checks, explanation=explanation), sandbox_s + secs
 

@@ -12,7 +12,9 @@
    success if the passing program is that program — round 0, or a candidate that left it
    unchanged (:func:`hold_known_wrong`) — or shows exactly what it showed on its checks
    (:func:`hold_same_behaviour`). Round 0 (the user's own program, which *is* the spec) is
-   judged by :func:`judge_given`, a candidate by :func:`judge_candidate`.
+   judged by :func:`judge_given`, a candidate by :func:`judge_candidate`. A pass whose
+   output contradicts a check derived from the notebook's data for a question about it is
+   no success either (:func:`hold_data_checks`).
 3. **Soft rounds**: a pass whose generated checks (QA's, from the task alone) fail gets one
    more round to fix the program or say why a check is wrong (:func:`opens_soft_round`);
    that round ends the run with success, the later pass standing only when it passes more
@@ -161,6 +163,11 @@ SAME_BEHAVIOUR = (
 )
 
 
+DATA_CHECKS_FAILED = (
+    "its output does not show what your data says ({failed} of {total} checks from your data failed)"
+)
+
+
 def same_program(a: str, b: str) -> bool:
     """The same program up to layout and comments."""
     try:
@@ -209,6 +216,24 @@ def hold_same_behaviour(verdict: Verdict, seen: Observation | None, given_seen: 
         return verdict
     return replace(
         verdict, passed=False, held="same_behaviour", reasons=[SAME_BEHAVIOUR.format(seen=given_seen.summary())]
+    )
+
+
+def hold_data_checks(verdict: Verdict, checks: list[TestOutcome]) -> Verdict:
+    """A pass is no success when its output contradicts a check derived from the
+    notebook's own data (:mod:`~selfheal_jupyter.agents.data_checks`): the answer a group
+    should show is computed from the user's values, so a program that prints row numbers,
+    ids or a table of its own for it answered another question. Unlike QA's generated
+    checks (written from the task's words, soft), these are never waved through."""
+    derived = [c for c in checks if c.source.startswith(DATA_CHECK_PREFIX)]
+    failed = [c for c in derived if not c.passed]
+    if not verdict.passed or not failed:
+        return verdict
+    return replace(
+        verdict,
+        passed=False,
+        held="data_checks",
+        reasons=[DATA_CHECKS_FAILED.format(failed=len(failed), total=len(derived))],
     )
 
 
