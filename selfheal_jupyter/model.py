@@ -298,11 +298,15 @@ DATA_CHECK_PREFIX = "from your data: "
 class DataCheck:
     """A check QA derived from the notebook's own data for a question about it
     (:mod:`~selfheal_jupyter.agents.data_checks`): each row's terms must be printed together
-    on one line. ``rows`` never goes to the model."""
+    on one line. ``rows`` and ``choices`` never go to the model."""
 
     source: str
     """What it checks, in words, no values (starts with :data:`DATA_CHECK_PREFIX`)."""
     rows: list[list[str]] = field(default_factory=list, repr=False)
+    choices: list[str] = field(default_factory=list, repr=False)
+    """Every answer a group could have (all the column's regions, not only the winners);
+    a line that shows a group with another of them answers nothing. Empty: the rows' own
+    answers."""
 
 
 @dataclass
@@ -333,8 +337,8 @@ class Task:
     """What the user did to start it, as the panel's title says it: "%%agent", "%%heal",
     "autoheal" (the "Ask the agent to fix this" button), "selfheal run" ("": unknown)."""
     data_checks: list[DataCheck] = field(default_factory=list)
-    """Checks derived from the notebook's data for a question about it (soft, like QA's
-    generated checks; their expected rows stay on the host)."""
+    """Checks derived from the notebook's data for a question about it (they hold the
+    verdict; their expected rows stay on the host)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -98,3 +98,151 @@ def test_questions_without_a_shape_read_here_get_no_check(question):
 def test_a_tie_leaves_the_answer_to_the_program():
     tied = pd.DataFrame({"month": ["jan", "jan"], "region": ["a", "b"], "sales": [5, 5]})
     assert derive("For each month in tied, print the region with the highest sales.", {"tied": tied}) == []
+
+
+# --------------------------------------------------------------------------- a line answers for one group
+DF = pd.DataFrame(
+    {
+        "region": ["north", "south", "north", "east", "south", "east", "north"],
+        "month": ["jan", "jan", "feb", "feb", "mar", "mar", "mar"],
+        "sales": [120, 80, 95, 60, 130, 75, 110],
+    }
+)
+BEST = "For each month in df, print the region with the highest sales."
+BEST_ROWS = "best = df.loc[df.groupby('month', sort=False)['sales'].idxmax()]\n"
+MERGED = "t = orders.merge(customers, on='customer_id')\n"
+TOTALS = "Print the total amount each customer spent, by customer name."
+COUNTS = "How many orders did each customer place? Print each customer's name and the count."
+
+
+def printed_by(code: str, values: dict) -> str:
+    """What ``code`` prints, run on copies of ``values`` (as the sandbox would)."""
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(code, {"pd": pd, **{name: value.copy() for name, value in values.items()}})
+    return out.getvalue()
+
+
+@pytest.mark.parametrize(
+    "question, code",
+    [
+        (BEST, "print(df.groupby('month').agg(list))"),
+        (BEST, "print(df.to_dict())"),
+        (BEST, BEST_ROWS + "print(best.to_dict())"),
+        (BEST, "for m in df.month.unique():\n    print(m, *df.region.unique())"),
+        (BEST, "print(df)"),  # every (month, region) pair, each on a line of its own
+        (BEST, "for m in df.month.unique():\n    for r in df.region.unique():\n        print(m, r)"),
+        (TOTALS, MERGED + "print(t.groupby('name')['amount'].sum().to_dict())"),
+        (COUNTS, MERGED + "print(t.groupby('name').size().to_dict())"),
+        (COUNTS, "for name in customers.name:\n    print(name, 1, 2, 3)"),
+        (COUNTS, "for name in customers.name:\n    for n in range(1, 4):\n        print(n, name)"),
+    ],
+    ids=[
+        "agg-list",
+        "frame-dict",
+        "answer-dict",
+        "all-regions",
+        "whole-frame",
+        "all-pairs",
+        "totals-dict",
+        "counts-dict",
+        "all-counts",
+        "count-lines",
+    ],
+)
+def test_a_line_with_every_group_or_every_answer_answers_nothing(question, code):
+    """Every group's key and every possible answer, on one line or spread over lines: each
+    row's terms are somewhere together, yet nothing was answered. A line counts for a
+    group when it names that group only, with its answer only."""
+    values = {"df": DF, "customers": CUSTOMERS, "orders": ORDERS}
+    checks = derive(question, values)
+    (result,) = run_checks(checks, printed_by(code, values))
+    assert not result.passed
+    assert "with its one answer" in result.message and "north" not in result.message
+
+
+@pytest.mark.parametrize(
+    "question, code",
+    [
+        (BEST, BEST_ROWS + "print(best)"),
+        (BEST, BEST_ROWS + "print(best.to_string())"),
+        (BEST, BEST_ROWS + "print(best.set_index('month')['region'])"),  # with its Name/dtype footer
+        (BEST, BEST_ROWS + "for _, r in best.iterrows():\n    print(r.month.upper(), r.region.title())"),
+        (
+            BEST,
+            BEST_ROWS
+            + "print('Best region per month')\nfor _, r in best.iterrows():\n    print(f'In {r.month}, {r.region} sold the most.')",
+        ),
+        (BEST, BEST_ROWS + "print(best[['month', 'region']].to_csv(index=False))"),
+        (TOTALS, MERGED + "print(t.groupby('name')['amount'].sum())"),
+        (TOTALS, MERGED + "print(t.groupby('name', as_index=False)['amount'].sum().sort_values('amount'))"),
+        (TOTALS, MERGED + "for n, v in t.groupby('name')['amount'].sum().items():\n    print(f'{n} spent ${v:,.2f}.')"),
+        (COUNTS, MERGED + "print(t.groupby('name', as_index=False).size())"),  # row labels 0-2 are counts too
+        (
+            COUNTS,
+            MERGED + "for i, (n, c) in enumerate(t.groupby('name').size().items(), 1):\n    print(f'{i}. {n}: {c}')",
+        ),
+        (COUNTS, MERGED + "print(t.groupby(['customer_id', 'name']).size())"),
+    ],
+    ids=[
+        "frame",
+        "to-string",
+        "series",
+        "letter-case",
+        "sentences",
+        "csv",
+        "totals",
+        "sorted-frame",
+        "dollars",
+        "counts-frame",
+        "numbered",
+        "id-and-name",
+    ],
+)
+def test_right_answers_in_the_forms_programs_print_them_pass(question, code):
+    values = {"df": DF, "customers": CUSTOMERS, "orders": ORDERS}
+    (result,) = run_checks(derive(question, values), printed_by(code, values))
+    assert result.passed, result.message
+
+
+def test_a_group_whose_name_holds_another_groups_name_is_one_group():
+    sales = pd.DataFrame({"region": ["North", "North East", "North", "North East"], "sales": [1200, 800, 1300, 700]})
+    question = "Print the total sales per region in sales."
+    assert outcome(question, {"sales": sales}, "region\nNorth         2,500\nNorth East    1,500\n")
+    assert not outcome(question, {"sales": sales}, "North 2500 North East 1500\n")
+
+
+def test_numbers_keep_their_commas_between_thousands_only():
+    revenue = pd.DataFrame({"year": [2021, 2021, 2022], "revenue": [1500.0, 250.5, 900.0]})
+    question = "Print the total revenue per year in revenue."
+    assert outcome(question, {"revenue": revenue}, "year,revenue\n2021,1750.5\n2022,900.0\n")  # CSV
+    assert outcome(question, {"revenue": revenue}, "2021: 1,750.50\n2022: 900\n")
+    assert not outcome(question, {"revenue": revenue}, "2021: 900\n2022: 1750.5\n")
+
+
+def test_a_day_is_printed_as_its_date():
+    days = pd.DataFrame(
+        {
+            "day": pd.to_datetime(["2024-01-01", "2024-01-01", "2024-01-02"]),
+            "region": ["a", "b", "a"],
+            "sales": [3, 1, 5],
+        }
+    )
+    question = "For each day in days, print the region with the highest sales."
+    assert outcome(question, {"days": days}, "2024-01-01 a\n2024-01-02 a\n")
+
+
+def test_answers_that_are_groups_too_read_the_first_as_the_group():
+    games = pd.DataFrame(
+        {
+            "team": ["a", "a", "b", "b", "c", "c"],
+            "opponent": ["b", "c", "a", "c", "a", "b"],
+            "points": [3, 5, 7, 1, 2, 9],
+        }
+    )
+    question = "For each team in games, print the opponent with the highest points."
+    assert outcome(question, {"games": games}, "team a: c\nteam b: a\nteam c: b\n")
+    assert not outcome(question, {"games": games}, "a b c\nb a c\nc a b\n")

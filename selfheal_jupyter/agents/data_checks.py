@@ -19,15 +19,20 @@ data".
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..model import DATA_CHECK_PREFIX, DataCheck, TestOutcome
 
 MAX_GROUPS = 24
 """More groups than this and the answer is a table, not lines to check."""
+MAX_CHOICES = 200
+"""The other answers a check keeps beside the groups' own (the column's most frequent
+values): a line that shows every value shows some of these, and the lines stay quick to read."""
 TRIGGERS = ("for each", "per", "by", "in each", "of each", "each", "for every", "every")
 HIGH = ("highest", "largest", "biggest", "most", "top", "maximum", "max", "best")
 LOW = ("lowest", "smallest", "least", "fewest", "minimum", "min", "worst")
@@ -36,7 +41,9 @@ MEAN = ("average", "mean")
 COUNT = ("how many", "count", "number of")
 WEEKDAY = ("weekday", "day of the week", "days of the week", "weekdays")
 DATE_TEXT = re.compile(r"\d{4}-\d{1,2}-\d{1,2}")
-NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?|[-+]?\.\d+")
+NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?!\w)|(?<![\w.])[-+]?\.\d+(?!\w)")
+"""A printed number: 1,234.5 (a comma only between thousands, so "2021,15.0" is two), not
+the digits inside a word ("q3"), and a date's "-05" is 5, not minus five."""
 
 
 def _words(text: str) -> list[str]:
@@ -219,7 +226,9 @@ def _extreme(frame: Any, group: tuple[str, str], target: str, measure: str, high
             return []  # a tie: either answer is right
         rows.append([key, ranked[target].iloc[0]])
     word = "highest" if high else "lowest"
-    return _rows(f"each `{group[1]}` of `{group[0]}` with the `{target}` of {word} `{measure}`", rows)
+    what = f"each `{group[1]}` of `{group[0]}` with the `{target}` of {word} `{measure}`"
+    others = frame[target].value_counts().index[:MAX_CHOICES]
+    return _rows(what, rows, choices=[row[1] for row in rows] + list(others))
 
 
 def _per_weekday(frames: Mapping[str, Any], counting: bool) -> list[DataCheck]:
@@ -233,48 +242,152 @@ def _per_weekday(frames: Mapping[str, Any], counting: bool) -> list[DataCheck]:
     return _rows(f"each weekday of `{name}` by name", [[d] for d in days.index])
 
 
-def _rows(what: str, rows: list[list[Any]]) -> list[DataCheck]:
+def _text(value: Any) -> str:
+    """A value as a program prints it: a date at midnight as its date (a group by day)."""
+    if hasattr(value, "normalize") and hasattr(value, "strftime") and value == value.normalize():
+        return str(value.strftime("%Y-%m-%d"))
+    return str(value)
+
+
+def _rows(what: str, rows: list[list[Any]], choices: list[Any] | None = None) -> list[DataCheck]:
     if not rows or len(rows) > MAX_GROUPS:
         return []
-    terms = [[str(t) for t in row] for row in rows]
-    return [DataCheck(source=f"{DATA_CHECK_PREFIX}{what}, one line each ({len(terms)} lines)", rows=terms)]
+    terms = [[_text(t) for t in row] for row in rows]
+    source = f"{DATA_CHECK_PREFIX}{what}, one line each ({len(terms)} lines)"
+    return [DataCheck(source=source, rows=terms, choices=[_text(c) for c in choices or []])]
 
 
 # --------------------------------------------------------------------------- checking
-def _number_on(term: str, line: str) -> bool:
-    want = float(term)
-    for found in NUMBER.findall(line):
-        text = found.replace(",", "")
-        try:
-            value = float(text)
-        except ValueError:
+@dataclass
+class _Line:
+    """What one printed line shows: the groups it names, the text answers on it, its
+    other numbers (not a group's, not a row label)."""
+
+    keys: set[str]
+    texts: set[str]
+    numbers: list[str]
+
+
+def _plain(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def _is_number(term: str) -> bool:
+    return NUMBER.fullmatch(term) is not None
+
+
+def _value(found: str) -> float:
+    return float(found.replace(",", ""))
+
+
+def _near(found: str) -> tuple[float, float]:
+    """The values a printed number shows: itself or, printed with decimals, what rounds to
+    it (525 and 525.00 show 525, 3.2 shows 3.25, 1,234 shows 1234; a whole 2 is no average
+    of 1.5)."""
+    value, places = _value(found), len(found.partition(".")[2])
+    margin = 0.5 * 10**-places + 1e-9 if places else 0.0
+    return value - margin, value + margin
+
+
+def _shows(found: str, want: str) -> bool:
+    low, high = _near(found)
+    return low <= float(want) <= high
+
+
+def _read(line: str, words: re.Pattern[str] | None, keys: set[str], choices: set[str]) -> _Line:
+    """The line as the check reads it. Text terms first, longest first (a group "North
+    East" is not the group "North" too): the first group named is the line's, a later one
+    is another group, unless answers are groups too (a team's best opponent); then
+    numbers: a whole number that starts the line before the group it labels is a row
+    label (pandas' index, "1."), neither an answer nor another answer; the first number
+    that is a group (a year, an id) is the line's group."""
+    terms = words.findall(line) if words else []
+    group = next((t for t in terms if t in keys), None)
+    if group is not None:
+        terms.remove(group)
+    found = {t for t in terms if t in keys and t not in choices} | ({group} if group else set())
+    rest = words.sub(" ; ", line) if words else line
+    numbers = [m.group() for m in NUMBER.finditer(rest)]
+    numeric_keys = {k for k in keys if _is_number(k)}
+
+    def is_key(found: str, key: str) -> bool:
+        return _value(found) == float(key)
+
+    names_group = bool(found) or any(is_key(n, k) for n in numbers[1:] for k in numeric_keys)
+    first = numbers[0] if numbers else ""
+    if (
+        names_group
+        and first.isdigit()
+        and rest.lstrip().startswith(first)
+        and not any(is_key(first, k) for k in numeric_keys)
+    ):
+        numbers = numbers[1:]
+    for i, number in enumerate(numbers):
+        key = next((k for k in numeric_keys if is_key(number, k)), None)
+        if key is not None:
+            found.add(key)
+            del numbers[i]
+            break
+    return _Line(keys=found, texts={t for t in terms if t in choices}, numbers=numbers)
+
+
+def _answers(line: _Line, numbers: list[tuple[float, str]], answer: str) -> set[str]:
+    """The answers a line shows: its text choices, and each number as the choices it
+    rounds from (``numbers``: by value; the row's own answer first, so 3.2 shows 3.25, not
+    also a 3.24 of another group)."""
+    shown = set(line.texts)
+    for number in line.numbers:
+        if _is_number(answer) and _shows(number, answer):
+            shown.add(answer)
             continue
-        places = len(text.partition(".")[2])
-        if want == int(want) and value == want:
-            return True
-        if places and abs(value - want) <= 0.5 * 10**-places + 1e-9:
-            return True
-    return False
+        low, high = _near(number)
+        at = bisect.bisect_left(numbers, (low, ""))
+        while at < len(numbers) and numbers[at][0] <= high:
+            shown.add(numbers[at][1])
+            at += 1
+    return shown
 
 
-def _on(term: str, line: str) -> bool:
-    if NUMBER.fullmatch(term):
-        return _number_on(term, line)
-    return re.search(rf"(?<!\w){re.escape(term.casefold())}(?!\w)", line) is not None
+def _verdicts(check: DataCheck, lines: list[str]) -> tuple[int, int]:
+    """(rows not shown, rows shown with another answer). A row is shown by a line that
+    names its group and no other with its answer and no other answer the column could
+    give; and no line may name that group with another answer: a line (or lines) holding
+    every region for a month, a dict of the whole frame, or the frame itself answer nothing."""
+    rows = [[_plain(t) for t in row] for row in check.rows]
+    keys = {row[0] for row in rows}
+    choices = list(dict.fromkeys(_plain(c) for c in check.choices)) or list(
+        dict.fromkeys(row[1] for row in rows if len(row) > 1)
+    )
+    texts = sorted({t for t in [*keys, *choices] if not _is_number(t)}, key=len, reverse=True)
+    words = re.compile(rf"(?<!\w)(?:{'|'.join(map(re.escape, texts))})(?!\w)") if texts else None
+    numbers = sorted((_value(c), c) for c in choices if _is_number(c))
+    read = [_read(line, words, keys, set(choices)) for line in lines]
+    missing = ambiguous = 0
+    for row in rows:
+        key, answer = row[0], (row[1] if len(row) > 1 else "")
+        own = [_answers(line, numbers, answer) for line in read if line.keys == {key}]
+        if answer and any(shown - {answer} for shown in own):
+            ambiguous += 1
+            missing += 1
+        elif not any(shown == ({answer} if answer else shown) for shown in own):
+            missing += 1
+    return missing, ambiguous
 
 
 def run_checks(checks: list[DataCheck], stdout: str) -> list[TestOutcome]:
-    """Each check against what a program printed: passed when every row's terms are shown
-    together on some line; the message counts the rows missing, never their values."""
-    lines = [" ".join(ln.split()).casefold() for ln in stdout.splitlines() if ln.strip()]
+    """Each check against what a program printed: passed when every row is shown on a line
+    of its own (:func:`_verdicts`); the message counts the rows missing, never their values."""
+    lines = [_plain(ln) for ln in stdout.splitlines() if ln.strip()]
     out = []
     for check in checks:
-        missing = sum(1 for row in check.rows if not any(all(_on(t, ln) for t in row) for ln in lines))
+        missing, ambiguous = _verdicts(check, lines)
+        with_others = f"; {ambiguous} of them with another answer beside theirs" if ambiguous else ""
         message = (
             ""
             if not missing
-            else f"{missing} of {len(check.rows)} expected lines are not printed (compare each group's answer "
-            "with the data, and print the data's own names)"
+            else f"{missing} of {len(check.rows)} expected lines are not printed{with_others} (print each group "
+            "on a line of its own with its one answer, no other group or answer on it; compare each group's "
+            "answer with the data, and print the data's own names)"
         )
         out.append(TestOutcome(source=check.source, passed=not missing, message=message))
     return out
