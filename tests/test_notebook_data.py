@@ -313,3 +313,28 @@ def test_a_task_names_the_notebook_values_it_is_about(data_shell):
     ]
     assert context.names_in_task(QUESTION, ns) == ["df"]
     assert context.names_in_task("Print the mean of 1, 2 and 3.", ns) == []
+
+
+WHOLE_FRAME = "```python\nprint(df)\n```"
+
+
+@pytest.mark.sandbox
+def test_printing_the_whole_frame_is_no_verified_answer(data_shell):
+    """Every month's winner has a row of its own in the frame: before a line had to answer
+    for one group with one answer, ``print(df)`` was "verified by checks from your data".
+    The next round is told to print one line per group (never the values) and that a check
+    from the data is not one to argue with."""
+    before = data_shell.user_ns["df"].copy()
+    with ScriptedServer([Reply(WHOLE_FRAME), Reply(ANSWER, match="FROM THE USER'S DATA")]) as server:
+        run, _ = agent(data_shell, server, QUESTION)
+        requests = [m["content"] for r in server.requests for m in r["messages"]]
+    first, second = run.iterations
+    assert first.result.status == "ok" and first.verdict.held == "data_checks" and not first.verdict.verified_by
+    repair = requests[-1]
+    assert "one line per group" in repair and "with another answer too" in repair
+    assert "computed from the user's own values: fix the program" in repair
+    assert "FROM YOUR DATA (what each group should show, computed from the user's data) may be wrong" not in repair
+    assert run.outcome == "success" and run.verified_by == ["checks from your data"]
+    for text in requests:  # the expected answers stay on the host
+        assert not any(pair in text.casefold() for pair in ("jan north", "feb north", "mar south"))
+    assert data_shell.user_ns["df"].equals(before)

@@ -381,13 +381,12 @@ def run_checks(checks: list[DataCheck], stdout: str) -> list[TestOutcome]:
     out = []
     for check in checks:
         missing, ambiguous = _verdicts(check, lines)
-        with_others = f"; {ambiguous} of them with another answer beside theirs" if ambiguous else ""
+        with_others = f"; {ambiguous} show a group with another answer too" if ambiguous else ""
         message = (
             ""
             if not missing
-            else f"{missing} of {len(check.rows)} expected lines are not printed{with_others} (print each group "
-            "on a line of its own with its one answer, no other group or answer on it; compare each group's "
-            "answer with the data, and print the data's own names)"
+            else f"{missing} of {len(check.rows)} expected lines are not printed{with_others} (one line per group: "
+            "its name in the data and its one answer, no other group or answer; compare each answer with the data)"
         )
         out.append(TestOutcome(source=check.source, passed=not missing, message=message))
     return out

@@ -69,11 +69,13 @@ RESTART_NOTE = (
     "again from the task, with a different approach."
 )
 CHECKS_NOTE = (
-    "The checks above marked GENERATED (written by QA from the task alone) or FROM YOUR DATA "
-    "(what each group should show, computed from the user's data) may be wrong. For each "
-    "failing one, either fix the program, or, if you are sure the check is wrong, say why in "
-    "one sentence before the code block and keep the program's behaviour."
+    "The checks above marked GENERATED (written by QA from the task alone) may be wrong. For "
+    "each failing one, either fix the program, or, if you are sure the check is wrong, say why "
+    "in one sentence before the code block and keep the program's behaviour. Checks FROM YOUR "
+    "DATA are computed from the user's own values: fix the program until its output shows them."
 )
+"""Why: a check from the user's data holds the verdict (:func:`~selfheal_jupyter.loop.verdict.hold_data_checks`),
+so a program kept as it is after saying such a check is wrong never succeeds."""
 WHOLE_INSTRUCTION = "Fix the program. Reply with ONE fenced ```python block holding the complete corrected program."
 TRUNCATED_NOTE = (
     "Your previous reply was cut off because it was too long: write a shorter program without long comments."
