@@ -246,3 +246,22 @@ def test_answers_that_are_groups_too_read_the_first_as_the_group():
     question = "For each team in games, print the opponent with the highest points."
     assert outcome(question, {"games": games}, "team a: c\nteam b: a\nteam c: b\n")
     assert not outcome(question, {"games": games}, "a b c\nb a c\nc a b\n")
+
+
+def test_the_best_by_total_by_average_or_by_one_sale_is_what_the_words_say():
+    """jan: north sold 60 + 50 (the highest total), south 100 (the highest sale and average)."""
+    df = pd.DataFrame(
+        {
+            "month": ["jan"] * 3 + ["feb"] * 2,
+            "region": ["north", "north", "south", "north", "south"],
+            "sales": [60, 50, 100, 10, 20],
+        }
+    )
+    values = {"df": df}
+    average = "For each month in df, print the region with the highest average sales."
+    assert outcome(average, values, "jan south\nfeb south\n")
+    assert not outcome(average, values, "jan north\nfeb south\n")
+    total = "For each month in df, print the region with the highest total sales."
+    assert outcome(total, values, "jan north\nfeb south\n")
+    # "the highest sales": a total or one sale; they differ in jan, so either answer is right
+    assert derive("For each month in df, print the region with the highest sales.", values) == []

@@ -86,17 +86,20 @@ def _after(words: list[str], triggers: tuple[str, ...], frames: Mapping[str, Any
     return None
 
 
-def _superlative(words: list[str], frames: Mapping[str, Any]) -> tuple[str, str, str, bool] | None:
-    """ "the REGION with the highest SALES" → (frame, region, sales, highest?)."""
+def _superlative(words: list[str], frames: Mapping[str, Any]) -> tuple[str, str, str, bool, str] | None:
+    """ "the REGION with the highest (total | average) SALES" → (frame, region, sales,
+    highest?, "sum" | "mean" | "" when the words say neither)."""
     text = " ".join(words)
     extremes = "|".join(HIGH + LOW)
-    m = re.search(rf"(\w+) (?:with|that has|having|who has) the ({extremes}) (?:total |average )?(\w+)", text)
+    means = "|".join(MEAN + SUM)
+    m = re.search(rf"(\w+) (?:with|that has|having|who has) the ({extremes}) (?:({means}) )?(\w+)", text)
     if not m:
         return None
-    target, measure = _column(frames, m.group(1)), _column(frames, m.group(3))
+    target, measure = _column(frames, m.group(1)), _column(frames, m.group(4))
     if target is None or measure is None:
         return None
-    return target[0], target[1], measure[1] if measure[0] == target[0] else "", m.group(2) in HIGH
+    how = "mean" if m.group(3) in MEAN else "sum" if m.group(3) else ""
+    return target[0], target[1], measure[1] if measure[0] == target[0] else "", m.group(2) in HIGH, how
 
 
 def _joined(frames: Mapping[str, Any], names: list[str]) -> Any | None:
@@ -161,11 +164,11 @@ def _derive(question: str, frames: Mapping[str, Any]) -> list[DataCheck]:
         return []
     best = _superlative(words, frames)
     if best is not None:
-        frame_name, target, measure, high = best
+        frame_name, target, measure, high, how = best
         frame = _joined(frames, [group[0], frame_name])
         if frame is None or not measure:
             return []
-        return _extreme(frame, group, target, measure, high)
+        return _extreme(frame, group, target, measure, high, how)
     agg = "sum" if any(re.search(rf"(?<!\w){w}(?!\w)", text) for w in SUM) else ""
     agg = "mean" if any(re.search(rf"(?<!\w){w}(?!\w)", text) for w in MEAN) else agg
     if agg:
@@ -215,17 +218,29 @@ def _numeric(series: Any) -> bool:
     return str(series.dtype).startswith(("int", "float", "uint"))
 
 
-def _extreme(frame: Any, group: tuple[str, str], target: str, measure: str, high: bool) -> list[DataCheck]:
-    if not _numeric(frame[measure]):
-        return []
-    summed = frame.groupby([group[1], target], sort=False)[measure].sum().reset_index()
+def _winners(frame: Any, group: str, target: str, measure: str, high: bool, how: str) -> list[list[Any]] | None:
+    """Each group with its ``target`` of highest (lowest) ``measure`` aggregated by ``how``;
+    None on a tie (either answer is right)."""
+    summed = frame.groupby([group, target], sort=False)[measure].agg(how).reset_index()
     rows = []
-    for key, part in summed.groupby(group[1], sort=False):
+    for key, part in summed.groupby(group, sort=False):
         ranked = part.sort_values(measure, ascending=not high)
         if len(ranked) > 1 and ranked[measure].iloc[0] == ranked[measure].iloc[1]:
-            return []  # a tie: either answer is right
+            return None
         rows.append([key, ranked[target].iloc[0]])
-    word = "highest" if high else "lowest"
+    return rows
+
+
+def _extreme(frame: Any, group: tuple[str, str], target: str, measure: str, high: bool, how: str) -> list[DataCheck]:
+    """The winners by ``how``; when the words say neither total nor average, "the region
+    with the highest sales" may mean the highest total or the highest single sale: checked
+    only where both give the same region."""
+    if not _numeric(frame[measure]):
+        return []
+    rows = _winners(frame, group[1], target, measure, high, how or "sum")
+    if rows is None or (not how and rows != _winners(frame, group[1], target, measure, high, "max" if high else "min")):
+        return []
+    word = ("highest" if high else "lowest") + {"sum": " total", "mean": " average"}.get(how, "")
     what = f"each `{group[1]}` of `{group[0]}` with the `{target}` of {word} `{measure}`"
     others = frame[target].value_counts().index[:MAX_CHOICES]
     return _rows(what, rows, choices=[row[1] for row in rows] + list(others))
