@@ -911,3 +911,39 @@ def test_selfheal_eval_notebooks_counts_solved_verified_and_false_successes(
     assert summary["loop"]["false_success"] == 1 and summary["baseline"]["solved"] == 2
     out = capsys.readouterr().out
     assert re.search(r"successes verified \(checks ran\)\s+1\s+1", out)
+
+
+def printed_on_the_notebook(problem_id: str, code: str) -> str:
+    """What ``code`` prints after the case's notebook ran, in this process (the grade reads
+    only the output)."""
+    import contextlib
+    import io
+
+    from selfheal_jupyter.eval import notebooks
+
+    ns: dict = {}
+    exec((notebooks.data_root() / problem_id / "notebook.py").read_text(encoding="utf-8"), ns)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(code, ns)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize(
+    "problem_id, code, right",
+    [
+        ("q01_best_region", "print(sales)", False),  # each month's winner has a row of its own
+        ("q01_best_region", "print(sales.to_dict())", False),
+        ("q11_shipped_question", "print(df)", False),
+        ("q01_best_region", "print(sales.loc[sales.groupby('month')['sales'].idxmax()])", True),
+        ("q03_orders_per_customer", "print(orders.merge(customers).groupby('name', as_index=False).size())", True),
+        ("q02_customer_totals", "print(orders.merge(customers).groupby('name')['amount'].sum().to_dict())", False),
+    ],
+    ids=["whole-frame", "frame-dict", "whole-frame-11", "best-rows", "counts-frame", "totals-dict"],
+)
+def test_a_question_of_groups_is_graded_on_one_answer_per_group(problem_id, code, right) -> None:
+    from selfheal_jupyter.eval import notebooks
+
+    problem = {p.id: p for p in benchmarks.load("notebooks")}[problem_id]
+    lacks = notebooks.grade_answer(problem, printed_on_the_notebook(problem_id, code))
+    assert (lacks == "") is right, lacks

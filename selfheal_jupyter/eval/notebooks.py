@@ -51,7 +51,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from ..model import ExecutionResult, NotebookContext, Task
+from ..model import DataCheck, ExecutionResult, NotebookContext, Task
 from ..sandbox.serialize import Pickled
 from .harness import HiddenRun
 from .problem import Problem
@@ -294,7 +294,23 @@ def grade_answer(problem: Problem, stdout: str) -> str:
             shown = " || ".join(" | ".join(alt) for alt in row)
             return f"its output lacks a line with {shown!r}" + (" (in order)" if problem.hidden["ordered"] else "")
         start = at + 1
-    return ""
+    return _one_answer_each(problem, stdout)
+
+
+def _one_answer_each(problem: Problem, stdout: str) -> str:
+    """ "" when each group of a question that pairs groups with answers (a region per
+    month, a total per customer; in any order) is shown on a line of its own with its one
+    answer, as the checks from the user's data read it
+    (:func:`~selfheal_jupyter.agents.data_checks.run_checks`, the rows' answers as the
+    choices); else what it lacks. The whole frame printed, or a line of every region per
+    month, holds each pair's terms and answers nothing."""
+    from ..agents.data_checks import run_checks
+
+    rows = problem.hidden["rows"]
+    if problem.hidden["ordered"] or not all(len(row) == 1 and len(row[0]) == 2 for row in rows):
+        return ""
+    (outcome,) = run_checks([DataCheck(source="expected", rows=[row[0] for row in rows])], stdout)
+    return "" if outcome.passed else f"its output does not show one answer per group: {outcome.message}"
 
 
 def grade(problem: Problem, result: ExecutionResult, code: str) -> tuple[bool, str]:
