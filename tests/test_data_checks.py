@@ -265,3 +265,16 @@ def test_the_best_by_total_by_average_or_by_one_sale_is_what_the_words_say():
     assert outcome(total, values, "jan north\nfeb south\n")
     # "the highest sales": a total or one sale; they differ in jan, so either answer is right
     assert derive("For each month in df, print the region with the highest sales.", values) == []
+
+
+def test_the_weekdays_the_data_holds_are_not_all_seven():
+    question = "Print the weekdays of the dates in visits, by name."
+    assert outcome(question, {"visits": VISITS}, "Monday\nTuesday\nFriday\n")
+    week = "Monday\nTuesday\nWednesday\nThursday\nFriday\nSaturday\nSunday\n"
+    assert not outcome(question, {"visits": VISITS}, week)
+    assert not outcome(question, {"visits": VISITS}, "Monday, Tuesday, Friday\n")  # one line each
+
+
+def test_groups_the_same_but_for_case_are_not_checked():
+    sales = pd.DataFrame({"region": ["North", "north", "South"], "sales": [1, 2, 3]})
+    assert derive("Print the total sales per region in sales.", {"sales": sales}) == []

@@ -254,7 +254,9 @@ def _per_weekday(frames: Mapping[str, Any], counting: bool) -> list[DataCheck]:
     days = dates.dropna().dt.day_name().value_counts()
     if counting:
         return _rows(f"each weekday of `{name}` (by name) with its count", [[d, str(int(n))] for d, n in days.items()])
-    return _rows(f"each weekday of `{name}` by name", [[d] for d in days.index])
+    week = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+    absent = [d for d in week if d not in days.index]
+    return _rows(f"each weekday of `{name}` by name", [[d] for d in days.index], choices=absent)
 
 
 def _text(value: Any) -> str:
@@ -265,9 +267,11 @@ def _text(value: Any) -> str:
 
 
 def _rows(what: str, rows: list[list[Any]], choices: list[Any] | None = None) -> list[DataCheck]:
-    if not rows or len(rows) > MAX_GROUPS:
-        return []
+    """The check, or none for more groups than :data:`MAX_GROUPS` or for groups the same
+    but for letter case or spacing ("North", "north"): a printed line cannot tell them apart."""
     terms = [[_text(t) for t in row] for row in rows]
+    if not rows or len(rows) > MAX_GROUPS or len({_plain(row[0]) for row in terms}) < len(terms):
+        return []
     source = f"{DATA_CHECK_PREFIX}{what}, one line each ({len(terms)} lines)"
     return [DataCheck(source=source, rows=terms, choices=[_text(c) for c in choices or []])]
 
@@ -363,11 +367,14 @@ def _answers(line: _Line, numbers: list[tuple[float, str]], answer: str) -> set[
     return shown
 
 
-def _verdicts(check: DataCheck, lines: list[str]) -> tuple[int, int]:
-    """(rows not shown, rows shown with another answer). A row is shown by a line that
-    names its group and no other with its answer and no other answer the column could
-    give; and no line may name that group with another answer: a line (or lines) holding
-    every region for a month, a dict of the whole frame, or the frame itself answer nothing."""
+def _verdicts(check: DataCheck, lines: list[str]) -> tuple[int, int, int]:
+    """(rows not shown, rows shown with another answer, lines naming a group the data does
+    not hold). A row is shown by a line that names its group and no other with its answer
+    and no other answer the column could give; and no line may name that group with
+    another answer: a line (or lines) holding every region for a month, a dict of the
+    whole frame, or the frame itself answer nothing. A check of groups alone (the weekdays
+    the data holds) has the others as its choices: all seven days printed are not the
+    days of the data."""
     rows = [[_plain(t) for t in row] for row in check.rows]
     keys = {row[0] for row in rows}
     choices = list(dict.fromkeys(_plain(c) for c in check.choices)) or list(
@@ -384,9 +391,11 @@ def _verdicts(check: DataCheck, lines: list[str]) -> tuple[int, int]:
         if answer and any(shown - {answer} for shown in own):
             ambiguous += 1
             missing += 1
-        elif not any(shown == ({answer} if answer else shown) for shown in own):
+        elif not any(shown == ({answer} if answer else set()) for shown in own):
             missing += 1
-    return missing, ambiguous
+    groups_alone = all(len(row) == 1 for row in rows)
+    extra = sum(1 for line in read if not line.keys and line.texts) if groups_alone else 0
+    return missing, ambiguous, extra
 
 
 def run_checks(checks: list[DataCheck], stdout: str) -> list[TestOutcome]:
@@ -395,13 +404,14 @@ def run_checks(checks: list[DataCheck], stdout: str) -> list[TestOutcome]:
     lines = [_plain(ln) for ln in stdout.splitlines() if ln.strip()]
     out = []
     for check in checks:
-        missing, ambiguous = _verdicts(check, lines)
+        missing, ambiguous, extra = _verdicts(check, lines)
         with_others = f"; {ambiguous} show a group with another answer too" if ambiguous else ""
+        named = f"{extra} lines name one the data does not hold; " if extra else ""
         message = (
             ""
-            if not missing
-            else f"{missing} of {len(check.rows)} expected lines are not printed{with_others} (one line per group: "
-            "its name in the data and its one answer, no other group or answer; compare each answer with the data)"
+            if not (missing or extra)
+            else f"{named}{missing} of {len(check.rows)} expected lines are not printed{with_others} (one line per "
+            "group: its name in the data and its one answer, no other group or answer; compare each answer with the data)"
         )
-        out.append(TestOutcome(source=check.source, passed=not missing, message=message))
+        out.append(TestOutcome(source=check.source, passed=not (missing or extra), message=message))
     return out
