@@ -338,3 +338,20 @@ def test_printing_the_whole_frame_is_no_verified_answer(data_shell):
     for text in requests:  # the expected answers stay on the host
         assert not any(pair in text.casefold() for pair in ("jan north", "feb north", "mar south"))
     assert data_shell.user_ns["df"].equals(before)
+
+
+COUNTS_TABLE = """```python
+counts = orders.merge(customers, on="customer_id").groupby("name", as_index=False).size()
+print(counts)
+```"""
+
+
+@pytest.mark.sandbox
+def test_a_right_answer_printed_as_a_pandas_table_is_verified(data_shell):
+    """The table's row labels (0, 1) are counts too: they are read as labels, not as a
+    second answer beside each customer's count."""
+    with ScriptedServer([Reply(COUNTS_TABLE)]) as server:
+        run, _ = agent(data_shell, server, "How many orders did each customer place? Print each name and the count.")
+    (only,) = run.iterations
+    assert "1     Tom Berg     2" in only.result.stdout
+    assert run.outcome == "success" and run.verified_by == ["checks from your data"]
