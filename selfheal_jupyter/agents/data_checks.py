@@ -405,13 +405,15 @@ def run_checks(checks: list[DataCheck], stdout: str) -> list[TestOutcome]:
     out = []
     for check in checks:
         missing, ambiguous, extra = _verdicts(check, lines)
-        with_others = f"; {ambiguous} show a group with another answer too" if ambiguous else ""
-        named = f"{extra} lines name one the data does not hold; " if extra else ""
+        said = [f"{extra} lines name a group the data does not hold"] if extra else []
+        if missing:
+            others = f"; {ambiguous} show a group with another answer too" if ambiguous else ""
+            said.append(f"{missing} of {len(check.rows)} expected lines are not printed{others}")
         message = (
-            ""
-            if not (missing or extra)
-            else f"{named}{missing} of {len(check.rows)} expected lines are not printed{with_others} (one line per "
-            "group: its name in the data and its one answer, no other group or answer; compare each answer with the data)"
+            "; ".join(said) + " (one line per group: its name in the data and its one answer, no other group or "
+            "answer; compare each answer with the data)"
+            if said
+            else ""
         )
         out.append(TestOutcome(source=check.source, passed=not (missing or extra), message=message))
     return out
