@@ -11,6 +11,7 @@ import csv
 import io
 import json
 import os
+import stat
 from datetime import datetime, timedelta
 from html.parser import HTMLParser
 from pathlib import Path
@@ -115,6 +116,13 @@ def test_a_hand_broken_policy_file_is_not_overwritten(store: PolicyStore):
     with pytest.raises(PolicyEditError, match="not JSON"):
         save(store, "t", section="class", mode="off", reveal_fix="no")
     assert store.path.read_text() == "{ not json"
+
+
+def test_a_policy_file_the_page_creates_is_the_services_alone(tmp_path: Path):
+    """Exam windows and assignment rules are the instructor's: other accounts cannot read them."""
+    store = PolicyStore(str(tmp_path / "new" / "policy.json"), tmp_path / "policy-changes.jsonl")
+    save(store, "t", section="class", mode="hints", reveal_fix="no")
+    assert stat.S_IMODE(os.stat(store.path).st_mode) == 0o600
 
 
 def test_the_service_reads_the_page_s_change_at_its_next_request(store: PolicyStore):

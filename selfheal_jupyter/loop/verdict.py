@@ -163,9 +163,7 @@ SAME_BEHAVIOUR = (
 )
 
 
-DATA_CHECKS_FAILED = (
-    "its output does not show what your data says ({failed} of {total} checks from your data failed)"
-)
+DATA_CHECKS_FAILED = "its output does not show what your data says ({failed} of {total} checks from your data failed)"
 
 
 def same_program(a: str, b: str) -> bool:

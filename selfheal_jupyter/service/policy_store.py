@@ -82,7 +82,7 @@ class PolicyStore:
         try:
             mode = self.path.stat().st_mode & 0o777
         except FileNotFoundError:
-            mode = 0o644
+            mode = 0o600  # the service's own: a student's account reads neither the rules nor the windows
         fd, tmp = tempfile.mkstemp(prefix=".policy-", suffix=".json", dir=folder)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
