@@ -8,6 +8,8 @@ one line. What the model may see (the source, the message) holds no value of the
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 import pytest
 
@@ -278,3 +280,27 @@ def test_the_weekdays_the_data_holds_are_not_all_seven():
 def test_groups_the_same_but_for_case_are_not_checked():
     sales = pd.DataFrame({"region": ["North", "north", "South"], "sales": [1, 2, 3]})
     assert derive("Print the total sales per region in sales.", {"sales": sales}) == []
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "For each month in sales, print the region with the highest sales, excluding north.",
+        "For each month in sales, print the region with the highest sales in 2024.",
+        "Print the total amount each customer spent on orders over 20, by customer name.",
+        "Print the total amount each customer spent, by customer name, for Tom Berg and Aiko Sato only.",
+        "Print the total amount each customer spent as a percentage of all orders, by customer name.",
+        "Print the average amount per customer name, rounded to whole numbers.",
+        "Print the number of distinct customers per name.",
+    ],
+)
+def test_a_question_that_narrows_or_transforms_its_answer_gets_no_check(question):
+    """The check computes the plain answer: held against it, the right answer to a
+    filtered, shared or rounded question would be refused and the plain one verified."""
+    values = {"sales": SALES, "customers": CUSTOMERS, "orders": ORDERS}
+    assert derive(question, values) == []
+    plain = re.sub(
+        r"(, excluding north| in 2024| on orders over 20|, for Tom.*only| as a percentage of all orders)", "", question
+    )
+    if plain != question:
+        assert derive(plain, values), plain

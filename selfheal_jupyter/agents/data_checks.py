@@ -40,6 +40,18 @@ SUM = ("total", "sum")
 MEAN = ("average", "mean")
 COUNT = ("how many", "count", "number of")
 WEEKDAY = ("weekday", "day of the week", "days of the week", "weekdays")
+QUALIFIERS = (
+    *("only", "excluding", "exclude", "except", "without", "not", "other than", "minus", "net"),
+    *("over", "under", "above", "below", "more than", "less than", "fewer than", "greater than"),
+    *("at least", "at most", "between", "before", "after", "since", "until", "during", "within", "outside"),
+    *("where", "whose", "when", "if", "unless", "first", "last", "previous", "next", "second", "third"),
+    *("half", "quarter", "weekend", "weekends", "percentage", "percent", "share", "proportion", "ratio"),
+    *("rate", "fraction", "rounded", "round", "thousands", "millions", "cumulative", "running"),
+    *("distinct", "unique", "different", "median", "weighted", "growth", "change", "difference"),
+    *("increase", "decrease"),
+)
+"""Words of a question that narrows or transforms what it asks (a filter, a share, a
+rounding, a running total): the check would compute the plain answer instead."""
 DATE_TEXT = re.compile(r"\d{4}-\d{1,2}-\d{1,2}")
 NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?!\w)|(?<![\w.])[-+]?\.\d+(?!\w)")
 """A printed number: 1,234.5 (a comma only between thousands, so "2021,15.0" is two), not
@@ -153,9 +165,32 @@ def derive(question: str, values: Mapping[str, Any]) -> list[DataCheck]:
         return []
 
 
+def _qualified(words: list[str], frames: Mapping[str, Any]) -> bool:
+    """Whether the question narrows or transforms the plain answer: a qualifier
+    (:data:`QUALIFIERS`), a number ("in 2024", "top 3") or one of the data's own values
+    ("for north only", "excluding jan"). Why: the check holds the verdict, so a check of
+    the plain answer would refuse the right answer to such a question and verify the
+    wrong one."""
+    text = f" {' '.join(words)} "
+    if any(w.isdigit() for w in words) or any(f" {q} " in text for q in QUALIFIERS):
+        return True
+    for frame in frames.values():
+        for column in frame.columns:
+            series = frame[column]
+            if _numeric(series) or series.nunique() > 1000:
+                continue
+            for value in series.dropna().unique():
+                said = " ".join(_words(str(value)))
+                if len(said) >= 3 and f" {said} " in text:
+                    return True
+    return False
+
+
 def _derive(question: str, frames: Mapping[str, Any]) -> list[DataCheck]:
     words = _words(question)
     text = " ".join(words)
+    if _qualified(words, frames):
+        return []
     counting = any(re.search(rf"(?<!\w){c}(?!\w)", text) for c in COUNT)
     if any(w in text for w in WEEKDAY):
         return _per_weekday(frames, counting)
