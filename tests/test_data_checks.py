@@ -304,3 +304,21 @@ def test_a_question_that_narrows_or_transforms_its_answer_gets_no_check(question
     )
     if plain != question:
         assert derive(plain, values), plain
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Print the total sales for each month and region.",
+        "Print the total sales by month, then by region.",
+        "For each month in sales, print the region with the highest sales per unit.",
+        "How many units were sold in each month?",
+        "Print the number of regions per month.",
+    ],
+)
+def test_a_question_grouped_twice_or_counting_a_column_gets_no_check(question):
+    """The check groups by one column and counts rows: per month and region, sales per
+    unit, the units sold (a total) or the regions (distinct values) are other answers."""
+    sales = SALES.assign(units=[3, 1, 2, 5, 1, 1, 2, 2, 4])
+    assert derive(question, {"sales": sales}) == []
+    assert derive("Print the total sales per month, sorted by sales.", {"sales": sales})  # an order, not a group

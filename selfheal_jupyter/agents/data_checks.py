@@ -98,6 +98,32 @@ def _after(words: list[str], triggers: tuple[str, ...], frames: Mapping[str, Any
     return None
 
 
+def _other_group(words: list[str], frames: Mapping[str, Any], group: tuple[str, str]) -> bool:
+    """Whether the words group by a second column too: one right after a trigger or joined
+    to it by "and" ("per month and region", "by month, then by region", "the highest sales
+    per unit"; "sorted by sales" is an order). The check groups by one column only; its
+    answer is not theirs."""
+    text = " ".join(words)
+    triggers = "|".join(re.escape(t) for t in TRIGGERS)
+    for m in re.finditer(rf"(?<!\w)(?<!sorted )(?<!ordered )(?:{triggers}) (\w+)(?: and (\w+))?", text):
+        for word in m.groups():
+            found = _column(frames, word) if word else None
+            if found is not None and found[1] != group[1]:
+                return True
+    return False
+
+
+def _counts_a_column(words: list[str], frames: Mapping[str, Any]) -> bool:
+    """ "how many units", "the number of regions": a column counted is its total or its
+    distinct values, not the rows the check would count."""
+    text = " ".join(words)
+    for phrase in COUNT:
+        for m in re.finditer(rf"(?<!\w){phrase} (?:the )?(\w+)", text):
+            if _column(frames, m.group(1)) is not None:
+                return True
+    return False
+
+
 def _superlative(words: list[str], frames: Mapping[str, Any]) -> tuple[str, str, str, bool, str] | None:
     """ "the REGION with the highest (total | average) SALES" → (frame, region, sales,
     highest?, "sum" | "mean" | "" when the words say neither)."""
@@ -195,7 +221,7 @@ def _derive(question: str, frames: Mapping[str, Any]) -> list[DataCheck]:
     if any(w in text for w in WEEKDAY):
         return _per_weekday(frames, counting)
     group = _after(words, TRIGGERS, frames)
-    if group is None:
+    if group is None or _other_group(words, frames, group):
         return []
     best = _superlative(words, frames)
     if best is not None:
@@ -216,7 +242,7 @@ def _derive(question: str, frames: Mapping[str, Any]) -> list[DataCheck]:
         values = frame.groupby(group[1])[measured[1]].agg(agg)
         what = f"each `{group[1]}` of `{group[0]}` with its {'total' if agg == 'sum' else 'average'} `{measured[1]}`"
         return _rows(what, [[g, _number(v)] for g, v in values.items()])
-    if counting:
+    if counting and not _counts_a_column(words, frames):
         counted = _counted(words, frames, group)
         frame = _joined(frames, [group[0], counted]) if counted else frames[group[0]]
         if frame is None:
