@@ -7,7 +7,10 @@ question has a shape this module reads (for each / per / by GROUP: the COLUMN wi
 highest / lowest MEASURE, the total / average MEASURE, how many; per weekday), the
 expected answer follows from the data itself, computed here on the host from the
 user's live frames (read only) when the run starts. Each check says which terms a
-printed line must show together: a group as the data names it with its answer.
+printed line must show together: a group as the data names it with its answer, and no
+other group or answer beside them (a line holding every name answers nothing). A
+question that adds to the shape (a filter, a second group, a share, a rounding) is not
+checked: the check would compute the plain answer and refuse the right one.
 
 What reaches the model is the check's description and, when it fails, how many rows
 were not shown — never the expected values. Unlike QA's generated checks (soft: written
