@@ -322,3 +322,15 @@ def test_a_question_grouped_twice_or_counting_a_column_gets_no_check(question):
     sales = SALES.assign(units=[3, 1, 2, 5, 1, 1, 2, 2, 4])
     assert derive(question, {"sales": sales}) == []
     assert derive("Print the total sales per month, sorted by sales.", {"sales": sales})  # an order, not a group
+
+
+def test_a_blank_value_in_the_column_is_no_answer_beside_each_line():
+    df = pd.DataFrame(
+        {
+            "month": ["jan", "jan", "feb", "feb", "feb"],
+            "region": ["north", "", "south", "north", " "],
+            "sales": [300, 10, 200, 100, 5],
+        }
+    )
+    question = "For each month in df, print the region with the highest sales."
+    assert outcome(question, {"df": df}, "jan: north\nfeb - south\n")

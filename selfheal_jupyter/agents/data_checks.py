@@ -332,12 +332,15 @@ def _text(value: Any) -> str:
 
 def _rows(what: str, rows: list[list[Any]], choices: list[Any] | None = None) -> list[DataCheck]:
     """The check, or none for more groups than :data:`MAX_GROUPS` or for groups the same
-    but for letter case or spacing ("North", "north"): a printed line cannot tell them apart."""
+    but for letter case or spacing ("North", "north") or blank: a printed line cannot tell
+    them apart. A blank choice (a region "") is no answer a line could show."""
     terms = [[_text(t) for t in row] for row in rows]
-    if not rows or len(rows) > MAX_GROUPS or len({_plain(row[0]) for row in terms}) < len(terms):
+    keys = {_plain(row[0]) for row in terms}
+    if not rows or len(rows) > MAX_GROUPS or len(keys) < len(terms) or "" in keys:
         return []
     source = f"{DATA_CHECK_PREFIX}{what}, one line each ({len(terms)} lines)"
-    return [DataCheck(source=source, rows=terms, choices=[_text(c) for c in choices or []])]
+    shown = [text for c in choices or [] if _plain(text := _text(c))]
+    return [DataCheck(source=source, rows=terms, choices=shown)]
 
 
 # --------------------------------------------------------------------------- checking
