@@ -266,6 +266,7 @@ def test_data_notebook_question_on_the_embedded_model(tmp_path):
     text = "".join(o.get("text", "") for o in nb.cells[agent + 1].outputs)
     print(f"02 on the embedded model: {time.monotonic() - started:.0f} s\n{text}")
     assert "outcome success" in text and "unchanged True" in text
+    assert "checks from your data" in text  # each month's line names its region, and only it
     printed = text.splitlines()[0]
     for month, region in (("jan", "north"), ("feb", "north"), ("mar", "south")):
         assert re.search(rf"{month}\W[^\\]*?{region}|{region}\W[^\\]*?{month}", printed, re.I), (month, printed)
