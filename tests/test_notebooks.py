@@ -250,7 +250,7 @@ def test_data_notebook_question_on_the_embedded_model(tmp_path):
     check = (
         "import io, contextlib\n"
         "before = df.copy()\n"
-        "code = agent_result.fix.code if agent_result.fix else agent_result.final_code\n"
+        "code = agent_result.fix.code if agent_result.fix else (agent_result.final_code or '')\n"
         "shown = io.StringIO()\n"
         "with contextlib.redirect_stdout(shown):\n"
         "    exec(code, globals())  # what Insert below and running the cell do\n"
@@ -265,7 +265,7 @@ def test_data_notebook_question_on_the_embedded_model(tmp_path):
     client.execute(env=env)
     text = "".join(o.get("text", "") for o in nb.cells[agent + 1].outputs)
     print(f"02 on the embedded model: {time.monotonic() - started:.0f} s\n{text}")
-    assert "outcome success" in text and "unchanged True" in text
+    assert "outcome success" in text and "unchanged True" in text, text
     assert "checks from your data" in text  # each month's line names its region, and only it
     printed = text.splitlines()[0]
     for month, region in (("jan", "north"), ("feb", "north"), ("mar", "south")):
