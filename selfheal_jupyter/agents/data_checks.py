@@ -244,14 +244,15 @@ def _derive(question: str, frames: Mapping[str, Any]) -> list[DataCheck]:
             return []
         values = frame.groupby(group[1])[measured[1]].agg(agg)
         what = f"each `{group[1]}` of `{group[0]}` with its {'total' if agg == 'sum' else 'average'} `{measured[1]}`"
-        return _rows(what, [[g, _number(v)] for g, v in values.items()])
+        return _rows(what, [[g, _number(v)] for g, v in values.items()], f"`{group[1]}`")
     if counting and not _counts_a_column(words, frames):
         counted = _counted(words, frames, group)
         frame = _joined(frames, [group[0], counted]) if counted else frames[group[0]]
         if frame is None:
             return []
         sizes = frame.groupby(group[1]).size()
-        return _rows(f"each `{group[1]}` of `{group[0]}` with its count", [[g, str(int(n))] for g, n in sizes.items()])
+        counts = [[g, str(int(n))] for g, n in sizes.items()]
+        return _rows(f"each `{group[1]}` of `{group[0]}` with its count", counts, f"`{group[1]}`")
     return []
 
 
@@ -307,7 +308,7 @@ def _extreme(frame: Any, group: tuple[str, str], target: str, measure: str, high
     word = ("highest" if high else "lowest") + {"sum": " total", "mean": " average"}.get(how, "")
     what = f"each `{group[1]}` of `{group[0]}` with the `{target}` of {word} `{measure}`"
     others = frame[target].value_counts().index[:MAX_CHOICES]
-    return _rows(what, rows, choices=[row[1] for row in rows] + list(others))
+    return _rows(what, rows, f"`{group[1]}`", choices=[row[1] for row in rows] + list(others))
 
 
 def _per_weekday(frames: Mapping[str, Any], counting: bool) -> list[DataCheck]:
@@ -317,10 +318,11 @@ def _per_weekday(frames: Mapping[str, Any], counting: bool) -> list[DataCheck]:
     name, dates = found[0]
     days = dates.dropna().dt.day_name().value_counts()
     if counting:
-        return _rows(f"each weekday of `{name}` (by name) with its count", [[d, str(int(n))] for d, n in days.items()])
+        counts = [[d, str(int(n))] for d, n in days.items()]
+        return _rows(f"each weekday of `{name}` (by name) with its count", counts, "weekday")
     week = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
     absent = [d for d in week if d not in days.index]
-    return _rows(f"each weekday of `{name}` by name", [[d] for d in days.index], choices=absent)
+    return _rows(f"each weekday of `{name}` by name", [[d] for d in days.index], "weekday", choices=absent)
 
 
 def _text(value: Any) -> str:
@@ -330,15 +332,17 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def _rows(what: str, rows: list[list[Any]], choices: list[Any] | None = None) -> list[DataCheck]:
+def _rows(what: str, rows: list[list[Any]], per: str, choices: list[Any] | None = None) -> list[DataCheck]:
     """The check, or none for more groups than :data:`MAX_GROUPS` or for groups the same
     but for letter case or spacing ("North", "north") or blank: a printed line cannot tell
-    them apart. A blank choice (a region "") is no answer a line could show."""
+    them apart. A blank choice (a region "") is no answer a line could show. ``per``: what
+    a line is for, named in the check's words (a small model asked for "the region per
+    month" grouped by region until it was told "one line per `month`")."""
     terms = [[_text(t) for t in row] for row in rows]
     keys = {_plain(row[0]) for row in terms}
     if not rows or len(rows) > MAX_GROUPS or len(keys) < len(terms) or "" in keys:
         return []
-    source = f"{DATA_CHECK_PREFIX}{what}, one line each ({len(terms)} lines)"
+    source = f"{DATA_CHECK_PREFIX}{what}; print one line per {per} ({len(terms)} lines)"
     shown = [text for c in choices or [] if _plain(text := _text(c))]
     return [DataCheck(source=source, rows=terms, choices=shown)]
 
