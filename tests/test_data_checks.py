@@ -137,8 +137,8 @@ def printed_by(code: str, values: dict) -> str:
         (BEST, "for m in df.month.unique():\n    print(m, *df.region.unique())"),
         (BEST, "print(df)"),  # every (month, region) pair, each on a line of its own
         (BEST, "for m in df.month.unique():\n    for r in df.region.unique():\n        print(m, r)"),
-        (TOTALS, MERGED + "print(t.groupby('name')['amount'].sum().to_dict())"),
-        (COUNTS, MERGED + "print(t.groupby('name').size().to_dict())"),
+        (BEST, "print(list(zip(df.month, df.region)))"),  # every pair, on one line
+        (BEST, BEST_ROWS + "print({m: list(df.region.unique()) for m in best.month})"),
         (COUNTS, "for name in customers.name:\n    print(name, 1, 2, 3)"),
         (COUNTS, "for name in customers.name:\n    for n in range(1, 4):\n        print(n, name)"),
     ],
@@ -149,8 +149,8 @@ def printed_by(code: str, values: dict) -> str:
         "all-regions",
         "whole-frame",
         "all-pairs",
-        "totals-dict",
-        "counts-dict",
+        "all-pairs-one-line",
+        "every-answer-dict",
         "all-counts",
         "count-lines",
     ],
@@ -188,6 +188,9 @@ def test_a_line_with_every_group_or_every_answer_answers_nothing(question, code)
             MERGED + "for i, (n, c) in enumerate(t.groupby('name').size().items(), 1):\n    print(f'{i}. {n}: {c}')",
         ),
         (COUNTS, MERGED + "print(t.groupby(['customer_id', 'name']).size())"),
+        (BEST, BEST_ROWS + "print(best.set_index('month')['region'].to_dict())"),
+        (TOTALS, MERGED + "print(t.groupby('name')['amount'].sum().to_dict())"),
+        (COUNTS, MERGED + "print(t.groupby('name').size().to_dict())"),
     ],
     ids=[
         "frame",
@@ -202,6 +205,9 @@ def test_a_line_with_every_group_or_every_answer_answers_nothing(question, code)
         "counts-frame",
         "numbered",
         "id-and-name",
+        "answer-dict",
+        "totals-dict",
+        "counts-dict",
     ],
 )
 def test_right_answers_in_the_forms_programs_print_them_pass(question, code):
@@ -274,7 +280,8 @@ def test_the_weekdays_the_data_holds_are_not_all_seven():
     assert outcome(question, {"visits": VISITS}, "Monday\nTuesday\nFriday\n")
     week = "Monday\nTuesday\nWednesday\nThursday\nFriday\nSaturday\nSunday\n"
     assert not outcome(question, {"visits": VISITS}, week)
-    assert not outcome(question, {"visits": VISITS}, "Monday, Tuesday, Friday\n")  # one line each
+    assert outcome(question, {"visits": VISITS}, "Monday, Tuesday, Friday\n")  # a list on one line: its items
+    assert not outcome(question, {"visits": VISITS}, week.replace("\n", ", "))
 
 
 def test_groups_the_same_but_for_case_are_not_checked():

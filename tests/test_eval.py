@@ -937,7 +937,7 @@ def printed_on_the_notebook(problem_id: str, code: str) -> str:
         ("q11_shipped_question", "print(df)", False),
         ("q01_best_region", "print(sales.loc[sales.groupby('month')['sales'].idxmax()])", True),
         ("q03_orders_per_customer", "print(orders.merge(customers).groupby('name', as_index=False).size())", True),
-        ("q02_customer_totals", "print(orders.merge(customers).groupby('name')['amount'].sum().to_dict())", False),
+        ("q02_customer_totals", "print(orders.merge(customers).groupby('name')['amount'].sum().to_dict())", True),
     ],
     ids=["whole-frame", "frame-dict", "whole-frame-11", "best-rows", "counts-frame", "totals-dict"],
 )

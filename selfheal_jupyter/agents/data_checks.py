@@ -56,6 +56,9 @@ QUALIFIERS = (
 """Words of a question that narrows or transforms what it asks (a filter, a share, a
 rounding, a running total): the check would compute the plain answer instead."""
 DATE_TEXT = re.compile(r"\d{4}-\d{1,2}-\d{1,2}")
+ITEMS = re.compile(r"[,;]\s+|\s\|\s")
+"""Where a line that names several groups splits into its items: a dict or a list printed
+on one line (``{'jan': 'north', 'feb': 'north'}``), never a number's thousands comma."""
 NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?!\w)|(?<![\w.])[-+]?\.\d+(?!\w)")
 """A printed number: 1,234.5 (a comma only between thousands, so "2021,15.0" is two), not
 the digits inside a word ("q3"), and a date's "-05" is 5, not minus five."""
@@ -421,6 +424,18 @@ def _read(line: str, words: re.Pattern[str] | None, keys: set[str], choices: set
     return _Line(keys=found, texts={t for t in terms if t in choices}, numbers=numbers)
 
 
+def _items(line: str, words: re.Pattern[str] | None, keys: set[str], choices: set[str]) -> list[_Line]:
+    """The line as one, or, when it names several groups, as its items: a dict of the
+    answers on one line is one answer per group; a line with every region for a month still
+    names one group with several answers, and a dict of the whole frame has no item that
+    holds a group with its answer."""
+    whole = _read(line, words, keys, choices)
+    items = [part for part in ITEMS.split(line) if part.strip()]
+    if len(whole.keys) < 2 or len(items) < 2:
+        return [whole]
+    return [_read(part, words, keys, choices) for part in items]
+
+
 def _answers(line: _Line, numbers: list[tuple[float, str]], answer: str) -> set[str]:
     """The answers a line shows: its text choices, and each number as the choices it
     rounds from (``numbers``: by value; the row's own answer first, so 3.2 shows 3.25, not
@@ -454,7 +469,7 @@ def _verdicts(check: DataCheck, lines: list[str]) -> tuple[int, int, int]:
     texts = sorted({t for t in [*keys, *choices] if not _is_number(t)}, key=len, reverse=True)
     words = re.compile(rf"(?<!\w)(?:{'|'.join(map(re.escape, texts))})(?!\w)") if texts else None
     numbers = sorted((_value(c), c) for c in choices if _is_number(c))
-    read = [_read(line, words, keys, set(choices)) for line in lines]
+    read = [item for line in lines for item in _items(line, words, keys, set(choices))]
     missing = ambiguous = 0
     for row in rows:
         key, answer = row[0], (row[1] if len(row) > 1 else "")
