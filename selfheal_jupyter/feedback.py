@@ -23,6 +23,7 @@ from .model import (
     SpecViolation,
     TestOutcome,
     Verdict,
+    split_checks,
 )
 from .redact import redact_value
 
@@ -282,18 +283,16 @@ def check_lines(checks: list[TestOutcome], *, passed: bool = False) -> list[str]
     out = []
     if passed:
         out.append("The program ran cleanly and passed the user's own checks.")
-    derived = [t for t in failed if t.source.startswith(DATA_CHECK_PREFIX)]
-    generated = [t for t in failed if not t.source.startswith(DATA_CHECK_PREFIX)]
+    derived, generated = split_checks(failed)
+    all_derived, all_generated = split_checks(checks)
     if derived:
-        total = sum(1 for t in checks if t.source.startswith(DATA_CHECK_PREFIX))
-        out.append(DATA_CHECKS_HEADER.format(failed=len(derived), total=total))
+        out.append(DATA_CHECKS_HEADER.format(failed=len(derived), total=len(all_derived)))
         for t in derived[:MAX_TESTS]:
             out.append(f"  FROM YOUR DATA: {clip(t.source.removeprefix(DATA_CHECK_PREFIX), 200)}")
             if t.message:
                 out.append(f"    → {clip(t.message, 240)}")
     if generated:
-        total = sum(1 for t in checks if not t.source.startswith(DATA_CHECK_PREFIX))
-        out.append(GENERATED_HEADER.format(failed=len(generated), total=total))
+        out.append(GENERATED_HEADER.format(failed=len(generated), total=len(all_generated)))
         for t in generated[:MAX_TESTS]:
             out.append(f"  GENERATED {clip(t.source, 160)}")
             if t.message:

@@ -294,6 +294,13 @@ DATA_CHECK_PREFIX = "from your data: "
 """How the source of a check derived from the notebook's data begins (:class:`DataCheck`)."""
 
 
+def split_checks(checks: list[TestOutcome]) -> tuple[list[TestOutcome], list[TestOutcome]]:
+    """(checks from the notebook's data, QA's generated checks): the verdict holds on the
+    first, only the second is soft; feedback and the panel show them apart."""
+    derived = [c for c in checks if c.source.startswith(DATA_CHECK_PREFIX)]
+    return derived, [c for c in checks if not c.source.startswith(DATA_CHECK_PREFIX)]
+
+
 @dataclass
 class DataCheck:
     """A check QA derived from the notebook's own data for a question about it

@@ -34,7 +34,6 @@ import ast
 from dataclasses import replace
 
 from ..model import (
-    DATA_CHECK_PREFIX,
     ExecutionResult,
     Held,
     Iteration,
@@ -44,6 +43,7 @@ from ..model import (
     TestOutcome,
     Verdict,
     has_assert,
+    split_checks,
 )
 from ..spec.behaviour import Observation
 from ..spec.notebook_data import redefined
@@ -223,7 +223,7 @@ def hold_data_checks(verdict: Verdict, checks: list[TestOutcome]) -> Verdict:
     should show is computed from the user's values, so a program that prints row numbers,
     ids or a table of its own for it answered another question. Unlike QA's generated
     checks (written from the task's words, soft), these are never waved through."""
-    derived = [c for c in checks if c.source.startswith(DATA_CHECK_PREFIX)]
+    derived, _ = split_checks(checks)
     failed = [c for c in derived if not c.passed]
     if not verdict.passed or not failed:
         return verdict
@@ -292,8 +292,7 @@ def checked_by(verdict: Verdict, checks: list[TestOutcome], task: Task) -> list[
             found.append("your stated expectation")
     if verdict.spec_kept and cell_asserts:
         found.append("your asserts")
-    derived = [c for c in checks if c.source.startswith(DATA_CHECK_PREFIX)]
-    generated = [c for c in checks if not c.source.startswith(DATA_CHECK_PREFIX)]
+    derived, generated = split_checks(checks)
     if checks and all(check.passed for check in checks):
         if derived:
             found.append("checks from your data")

@@ -29,6 +29,7 @@ from ..model import (
     TestOutcome,
     Verdict,
     safe_outputs,
+    split_checks,
 )
 from ..safe_output import HTML, PNG, clean_text
 from .diff import diff_html
@@ -294,8 +295,7 @@ def strategies_html(it: Iteration) -> str:
             f'<div class="selfheal-samples">'
             f"{heading(f'{len(it.samples)} programs tried in this attempt; the one marked ➜ was kept')}{rows}</div>"
         )
-    generated = [t for t in it.checks if not t.source.startswith(DATA_CHECK_PREFIX)]
-    derived = [t for t in it.checks if t.source.startswith(DATA_CHECK_PREFIX)]
+    derived, generated = split_checks(it.checks)
     if derived:
         rows = "".join(
             f'<div style="{MONO}">'
