@@ -62,6 +62,36 @@ def _parse_line(source: str) -> tuple[ast.AST | None, str]:
     return None, text
 
 
+def _bound_by(node: ast.AST) -> set[str]:
+    """Names a statement (or a whole program) binds: assignments, definitions, imports."""
+    out: set[str] = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+            out.add(sub.id)
+        elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(sub.name)
+        elif isinstance(sub, (ast.Import, ast.ImportFrom)):
+            out.update((a.asname or a.name).split(".")[0] for a in sub.names)
+    return out
+
+
+def _assignment_of(tree: ast.Module, name: str, ready: set[str]) -> ast.stmt | None:
+    """The first one-line top-level ``name = value`` whose value reads only ``ready`` names."""
+    for node in tree.body:
+        value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        if (
+            value is not None
+            and node.lineno == node.end_lineno
+            and [getattr(t, "id", None) for t in targets] == [name]
+            and {n.id for n in ast.walk(value) if isinstance(n, ast.Name)} <= ready
+        ):
+            return node
+    return None
+
+
 def _names_on(source: str) -> list[str]:
     """Identifiers a line reads, in order (a line that does not parse alone: by pattern)."""
     tree, _ = _parse_line(source)
@@ -102,8 +132,11 @@ def _what_it_holds(column: ColumnInfo) -> str:
 class _Reader:
     """One failure, read against one program and its context."""
 
-    def __init__(self, result: ExecutionResult, code: str, context: NotebookContext | None) -> None:
+    def __init__(
+        self, result: ExecutionResult, code: str, context: NotebookContext | None, given: str | None = None
+    ) -> None:
         assert result.error is not None
+        self.given = given
         self.error = result.error
         self.message = result.error.message
         self.code = code
@@ -178,15 +211,44 @@ class _Reader:
             tree = ast.parse(self.code)
         except SyntaxError:
             return set()
-        out: set[str] = set()
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                out.add(node.id)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                out.add(node.name)
-            elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                out.update((a.asname or a.name).split(".")[0] for a in node.names)
-        return out
+        return _bound_by(tree)
+
+    def missing_assignment(self, name: str) -> bool:
+        """Say, and undo by one edit, a top-level assignment of ``name`` this program makes
+        only after the failing line (the model put it after its first use), or one the
+        user's given program makes and this one dropped: small models do both."""
+        try:
+            tree = ast.parse(self.code)
+        except SyntaxError:
+            return False
+        failing = next((n for n in tree.body if n.lineno == self.line and n.col_offset == 0), None)
+        if failing is None:
+            return False
+        ready = set(dir(builtins)) | ({e.name for e in self.context.available} if self.context else set())
+        for node in tree.body:
+            if node.end_lineno is not None and node.end_lineno < failing.lineno:
+                ready |= _bound_by(node)
+        later = ast.Module(body=[n for n in tree.body if n.lineno > failing.lineno], type_ignores=[])
+        moved = _assignment_of(later, name, ready)
+        if moved is not None:
+            text = self.code.splitlines()[moved.lineno - 1]
+            self.say(f"`{name}` is used on line {self.line} before line {moved.lineno} assigns it.")
+            if self.edit(self.raw, f"{text}\n{self.raw}"):
+                self.edits.append(LineEdit(moved.lineno, text, ""))
+            return True
+        if self.given is None or name in self.program_names():
+            return False
+        try:
+            given = ast.parse(self.given)
+        except SyntaxError:
+            return False
+        kept = _assignment_of(given, name, ready)
+        if kept is None:
+            return False
+        text = self.given.splitlines()[kept.lineno - 1]
+        self.say(f"`{name}` is not defined: your program assigns it (`{text}`) and this one dropped that line.")
+        self.edit(self.raw, f"{text}\n{self.raw}")
+        return True
 
     def text_columns(self) -> list[tuple[str, str, str, ColumnInfo]]:
         out = []
@@ -419,6 +481,8 @@ class _Reader:
         if not m:
             return
         name = m.group(1)
+        if self.missing_assignment(name):
+            return
         sent = {e.name for e in self.context.available} if self.context else set()
         own = self.program_names()
         meant = close_name(name, sorted(sent | own | set(dir(builtins))))
@@ -522,12 +586,15 @@ def _bracket_end(text: str, start: int) -> int | None:
     return None
 
 
-def explain(result: ExecutionResult | None, code: str, context: NotebookContext | None) -> Explanation | None:
+def explain(
+    result: ExecutionResult | None, code: str, context: NotebookContext | None, given: str | None = None
+) -> Explanation | None:
     """What the tool can say of ``result``'s failure on its own (None: nothing failed
-    that it can read: a pass, a timeout, a reply without a program)."""
+    that it can read: a pass, a timeout, a reply without a program). ``given``: the
+    user's own program, whose lines a candidate may have dropped."""
     if result is None or result.error is None:
         return None
-    reader = _Reader(result, code, context)
+    reader = _Reader(result, code, context, given)
     handlers: dict[str, Callable[[], None]] = {
         "KeyError": reader.key_error,
         "AttributeError": reader.attribute_error,
@@ -565,3 +632,12 @@ def apply_edits(code: str, edits: list[LineEdit]) -> str | None:
             return None
         lines[e.line - 1] = lines[e.line - 1].replace(e.old, e.new)
     return "".join(top + lines)
+
+
+def edit_words(edit: LineEdit) -> str:
+    """One edit as a reader sees it: a change, a line added before another, a line removed."""
+    if not edit.new:
+        return f"`{edit.old.strip()}` removed from line {edit.line}"
+    if edit.new.endswith("\n" + edit.old):
+        return f"`{edit.new[: -len(edit.old) - 1]}` added before line {edit.line}"
+    return f"`{edit.old}` → `{edit.new}`"

@@ -390,6 +390,37 @@ def test_out_of_rounds_names_the_next_step_not_a_bigger_budget(sandbox):
     assert "`z` is not a column of `df`" in run.error or "Raise" not in run.error
 
 
+ADD_UP = "numbers = [1, 2, 3, 4]\ntotal = add_up(numbers)\nprint(total)\n"
+"""A repair the embedded model gets wrong in two ways (seen on it, issue 40's flake):"""
+DEF_ADD_UP = "def add_up(values):\n    return sum(values)\n\n"
+
+
+@pytest.mark.parametrize(
+    "reply, said",
+    [
+        # it dropped the user's line that assigns `numbers`
+        (DEF_ADD_UP + "total = add_up(numbers)\nprint(total)", "your program assigns it (`numbers = [1, 2, 3, 4]`)"),
+        # it uses `numbers` in an assert of its own before the line that assigns it
+        (
+            DEF_ADD_UP + "assert add_up(numbers) == 10\nnumbers = [1, 2, 3, 4]\ntotal = add_up(numbers)\nprint(total)",
+            "`numbers` is used on line 4 before line 5 assigns it",
+        ),
+    ],
+    ids=["dropped", "assigned-later"],
+)
+def test_a_name_the_candidate_assigns_too_late_or_not_at_all_is_the_tools_own_edit(sandbox, reply, said):
+    task = Task(
+        "Print the sum of the list `numbers`, stored in `total`.", tests="assert total == 10", initial_code=ADD_UP
+    )
+    with ScriptedServer([fenced(reply)] * 3) as s:
+        run = make_loop(s, sandbox, auto_plan=False, max_iterations=3).run(task)
+        assert len(s.chat_requests()) == 1  # the model wrote one program; the tool mended it
+    model, mended = run.iterations[1:]
+    assert said in model.feedback and not model.quick_fix
+    assert mended.quick_fix and mended.verdict.passed and run.outcome == "success"
+    assert mended.candidate.code.index("numbers = [1, 2, 3, 4]") < mended.candidate.code.index("add_up(numbers)")
+
+
 # --------------------------------------------------------------------------- tokens
 def test_tokens_per_iteration_stay_flat(sandbox):
     # three wrong programs, each failing other checks (three the same way would end the run)

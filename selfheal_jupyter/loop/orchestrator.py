@@ -693,7 +693,7 @@ class Loop:
                 asserts=asserts,
             )
             sandbox_s = time.monotonic() - s0
-        explanation = diagnosis.explain(result, code, ctx) if result.error is not None else None
+        explanation = diagnosis.explain(result, code, ctx, task.initial_code) if result.error is not None else None
         if show:
             state.emit(ExecutionDone(index, result))
             if explanation is not None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from ..agents.developer import RepairContext
-from ..diagnosis import apply_edits
+from ..diagnosis import apply_edits, edit_words
 from ..feedback import failure_signature
 from ..model import ASSERT_RULES, ExecutionResult, Explanation, Iteration, Verdict
 from . import verdict as judging
@@ -267,7 +267,7 @@ def quick_fix(
     fixed = apply_edits(code, explanation.edits)
     if fixed is None or repeat_of(fixed, earlier) is not None:
         return None
-    changes = "; ".join(f"`{e.old}` → `{e.new}`" for e in explanation.edits if e.old)
+    changes = "; ".join(edit_words(e) for e in explanation.edits if e.old)
     return fixed, f"line {explanation.line}: {changes}"
 
 
