@@ -75,20 +75,31 @@ def _bound_by(node: ast.AST) -> set[str]:
     return out
 
 
-def _assignment_of(tree: ast.Module, name: str, ready: set[str]) -> ast.stmt | None:
-    """The first one-line top-level ``name = value`` whose value reads only ``ready`` names."""
+def _reads(nodes: Iterable[ast.AST | None]) -> set[str]:
+    return {n.id for node in nodes if node is not None for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _definition_of(tree: ast.Module, name: str, ready: set[str], *, functions: bool = True) -> ast.stmt | None:
+    """The first top-level statement that binds ``name`` and that could run earlier: a
+    one-line ``name = value`` whose value reads only ``ready`` names, or (``functions``) an
+    undecorated ``def``/``class`` whose defaults and bases read only those."""
     for node in tree.body:
-        value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
-        targets = (
-            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
-        )
-        if (
-            value is not None
-            and node.lineno == node.end_lineno
-            and [getattr(t, "id", None) for t in targets] == [name]
-            and {n.id for n in ast.walk(value) if isinstance(n, ast.Name)} <= ready
-        ):
-            return node
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if (
+                node.value is not None
+                and node.lineno == node.end_lineno
+                and [getattr(t, "id", None) for t in targets] == [name]
+                and _reads([node.value]) <= ready
+            ):
+                return node
+        elif functions and isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name:
+            if isinstance(node, ast.FunctionDef):
+                runs_now: list[ast.AST | None] = [*node.args.defaults, *node.args.kw_defaults]
+            else:
+                runs_now = [*node.bases, *(k.value for k in node.keywords)]
+            if not node.decorator_list and _reads(runs_now) <= ready:
+                return node
     return None
 
 
@@ -213,10 +224,11 @@ class _Reader:
             return set()
         return _bound_by(tree)
 
-    def missing_assignment(self, name: str) -> bool:
-        """Say, and undo by one edit, a top-level assignment of ``name`` this program makes
-        only after the failing line (the model put it after its first use), or one the
-        user's given program makes and this one dropped: small models do both."""
+    def missing_definition(self, name: str) -> bool:
+        """Say, and undo by the tool's own edit, a top-level definition of ``name`` (an
+        assignment, a ``def``, a ``class``) this program makes only after the failing line,
+        or an assignment the user's given program makes and this one dropped: small models
+        do both."""
         try:
             tree = ast.parse(self.code)
         except SyntaxError:
@@ -229,12 +241,12 @@ class _Reader:
             if node.end_lineno is not None and node.end_lineno < failing.lineno:
                 ready |= _bound_by(node)
         later = ast.Module(body=[n for n in tree.body if n.lineno > failing.lineno], type_ignores=[])
-        moved = _assignment_of(later, name, ready)
+        moved = _definition_of(later, name, ready)
         if moved is not None:
-            text = self.code.splitlines()[moved.lineno - 1]
-            self.say(f"`{name}` is used on line {self.line} before line {moved.lineno} assigns it.")
-            if self.edit(self.raw, f"{text}\n{self.raw}"):
-                self.edits.append(LineEdit(moved.lineno, text, ""))
+            block = self.code.splitlines()[moved.lineno - 1 : moved.end_lineno]
+            self.say(f"`{name}` is used on line {self.line} before line {moved.lineno} defines it.")
+            if self.edit(self.raw, "\n".join([*block, self.raw])):
+                self.edits += [LineEdit(moved.lineno + i, text, "") for i, text in enumerate(block) if text.strip()]
             return True
         if self.given is None or name in self.program_names():
             return False
@@ -242,7 +254,7 @@ class _Reader:
             given = ast.parse(self.given)
         except SyntaxError:
             return False
-        kept = _assignment_of(given, name, ready)
+        kept = _definition_of(given, name, ready, functions=False)
         if kept is None:
             return False
         text = self.given.splitlines()[kept.lineno - 1]
@@ -481,7 +493,7 @@ class _Reader:
         if not m:
             return
         name = m.group(1)
-        if self.missing_assignment(name):
+        if self.missing_definition(name):
             return
         sent = {e.name for e in self.context.available} if self.context else set()
         own = self.program_names()
@@ -639,5 +651,7 @@ def edit_words(edit: LineEdit) -> str:
     if not edit.new:
         return f"`{edit.old.strip()}` removed from line {edit.line}"
     if edit.new.endswith("\n" + edit.old):
-        return f"`{edit.new[: -len(edit.old) - 1]}` added before line {edit.line}"
+        added = edit.new[: -len(edit.old) - 1].splitlines()
+        more = f" ({len(added)} lines)" if len(added) > 1 else ""
+        return f"`{added[0]}`{more} added before line {edit.line}"
     return f"`{edit.old}` → `{edit.new}`"

@@ -403,10 +403,15 @@ DEF_ADD_UP = "def add_up(values):\n    return sum(values)\n\n"
         # it uses `numbers` in an assert of its own before the line that assigns it
         (
             DEF_ADD_UP + "assert add_up(numbers) == 10\nnumbers = [1, 2, 3, 4]\ntotal = add_up(numbers)\nprint(total)",
-            "`numbers` is used on line 4 before line 5 assigns it",
+            "`numbers` is used on line 4 before line 5 defines it",
+        ),
+        # it calls its function before the `def`
+        (
+            "numbers = [1, 2, 3, 4]\ntotal = add_up(numbers)\nprint(total)\n\ndef add_up(values):\n\n    return sum(values)",
+            "`add_up` is used on line 2 before line 5 defines it",
         ),
     ],
-    ids=["dropped", "assigned-later"],
+    ids=["dropped", "assigned-later", "defined-later"],
 )
 def test_a_name_the_candidate_assigns_too_late_or_not_at_all_is_the_tools_own_edit(sandbox, reply, said):
     task = Task(
@@ -418,7 +423,9 @@ def test_a_name_the_candidate_assigns_too_late_or_not_at_all_is_the_tools_own_ed
     model, mended = run.iterations[1:]
     assert said in model.feedback and not model.quick_fix
     assert mended.quick_fix and mended.verdict.passed and run.outcome == "success"
-    assert mended.candidate.code.index("numbers = [1, 2, 3, 4]") < mended.candidate.code.index("add_up(numbers)")
+    code = mended.candidate.code
+    assert code.index("numbers = [1, 2, 3, 4]") < code.index("add_up(numbers)")
+    assert code.index("def add_up") < code.index("add_up(numbers)")
 
 
 # --------------------------------------------------------------------------- tokens
