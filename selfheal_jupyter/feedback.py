@@ -249,14 +249,18 @@ def format_feedback(
 
 
 def failure_signature(result: ExecutionResult | None) -> tuple[str, ...]:
-    """What identifies "the same failure again" (to notice a fix that did not work)."""
+    """What identifies "the same failure again" (to notice a fix that did not work): the
+    error and the failed tests; for a run that ran cleanly and passed them (held by a
+    check of its output), what it printed, since another output is another attempt."""
     if result is None:
         return ("no-code",)
     sig: tuple[str, ...] = (result.status,)
     if result.error is not None:
         sig += (result.error.type, result.error.message[:200], str(result.error.line))
-    sig += tuple(sorted(t.source for t in result.tests if not t.passed))
-    return sig
+    failed = tuple(sorted(t.source for t in result.tests if not t.passed))
+    if result.error is None and not failed and result.status == "ok":
+        sig += ("printed", result.stdout[-4000:])
+    return sig + failed
 
 
 GENERATED_HEADER = (

@@ -189,6 +189,25 @@ def test_three_rounds_failing_the_same_way_end_the_run_with_the_advice():
     assert step.message.endswith("Next step: divide by len(values).")
 
 
+def test_clean_runs_held_for_their_output_fail_the_same_way_only_with_the_same_output():
+    # each round ran cleanly and was held by a check of what it printed (the user's data)
+    def held(index: int, printed: str) -> RoundEnd:
+        ran = ExecutionResult(status="ok", stdout=printed)
+        made = end(index, result=ran)
+        it = replace(made.iteration, verdict=Verdict(False, ["its output does not show what your data says"]))
+        return replace(made, iteration=it)
+
+    rules = Rules(max_iterations=6)
+    _, progress = next_step(Progress(), end(0), rules)
+    for index, printed in enumerate(["north\n", "0\n4\n8\n", "jan north\n"], start=1):
+        step, progress = next_step(progress, held(index, printed), rules)
+        assert step == Another(), index  # another output is another attempt
+    for index in (4, 5):
+        step, progress = next_step(progress, held(index, "jan north\n"), rules)
+    assert isinstance(step, Stop) and progress.same_failures == 3
+    assert "(the same output: its output does not show what your data says)" in step.message
+
+
 def test_a_failure_with_one_precise_edit_runs_that_edit_next_and_it_counts_only_if_it_passes():
     code = "print(df['Region'])\n"
     explanation = Explanation(

@@ -17,7 +17,7 @@ decides only what follows from it: also that an identical program is never run t
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -194,7 +194,9 @@ def next_step(progress: Progress, end: RoundEnd, rules: Rules, *, stopping: bool
             and progress.same_failures >= HOPELESS_SAME_FAILURE
             and index < last
         ):
-            return Stop("failed", same_failure_message(index, progress.same_failures, it.result, end.advice)), progress
+            return Stop(
+                "failed", same_failure_message(index, progress.same_failures, it.result, end.advice, verdict.reasons)
+            ), progress
     if progress.no_code_in_a_row >= MAX_NO_CODE_IN_A_ROW and index < last:
         return Stop("failed", no_code_message(progress.no_code_in_a_row)), progress
     if index >= last:
@@ -287,13 +289,17 @@ def repeats_message(index: int, times: int, advice: str = "") -> str:
     )
 
 
-def same_failure_message(index: int, times: int, result: ExecutionResult | None, advice: str = "") -> str:
+def same_failure_message(
+    index: int, times: int, result: ExecutionResult | None, advice: str = "", reasons: Sequence[str] = ()
+) -> str:
     failed = [t.source for t in result.tests if not t.passed] if result is not None else []
     what = (
         f"{result.error.type}: {result.error.message[:120]}"
         if result is not None and result.error is not None
         else f"failed check `{failed[0][:120]}`"
         if failed
+        else f"the same output: {reasons[0][:160]}"
+        if result is not None and result.status == "ok" and reasons
         else (result.status if result is not None else "no program")
     )
     return _then(
