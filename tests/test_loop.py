@@ -428,6 +428,20 @@ def test_a_name_the_candidate_assigns_too_late_or_not_at_all_is_the_tools_own_ed
     assert code.index("def add_up") < code.index("add_up(numbers)")
 
 
+def test_the_tools_own_edit_of_the_last_rounds_failure_is_still_tried(sandbox):
+    # CI's run of the embedded model ended here: its last program defined `fix_add_up` and
+    # called `add_up`, and the edit the explanation implied was never run
+    task = Task(
+        "Print the sum of the list `numbers`, stored in `total`.", tests="assert total == 10", initial_code=ADD_UP
+    )
+    reply = fenced("def fix_add_up(values):\n    return sum(values)\n\n" + ADD_UP)
+    with ScriptedServer([reply]) as s:
+        run = make_loop(s, sandbox, auto_plan=False, max_iterations=1).run(task)
+    model, mended = run.iterations[1:]
+    assert not model.quick_fix and "`fix_add_up` is (in the program)" in model.feedback
+    assert mended.quick_fix and run.outcome == "success" and "fix_add_up(numbers)" in mended.candidate.code
+
+
 # --------------------------------------------------------------------------- tokens
 def test_tokens_per_iteration_stay_flat(sandbox):
     # three wrong programs, each failing other checks (three the same way would end the run)

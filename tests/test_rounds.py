@@ -189,6 +189,27 @@ def test_three_rounds_failing_the_same_way_end_the_run_with_the_advice():
     assert step.message.endswith("Next step: divide by len(values).")
 
 
+def test_the_tools_own_edit_is_tried_after_the_models_last_round_too():
+    code = "total = add_up(numbers)\n"
+    explanation = Explanation(
+        "NameError: name 'add_up' is not defined",
+        line=1,
+        source=code.strip(),
+        diagnosis=["x"],
+        edits=[LineEdit(1, "add_up", "fix_add_up")],
+    )
+    fix = rounds.quick_fix(code, explanation, [(2, code)])
+    rules = Rules(max_iterations=2, quick_fixes=True)
+    step, progress = next_step(Progress(), end(2, code=code, quick_fix=fix), rules)  # the last model round
+    assert step == Another() and progress.quick_fix == fix and rules.last_round(progress) == 3
+    mended = end(3, code=fix[0], passed=True, result=ExecutionResult(status="ok"), quick_fix=None)
+    mended = replace(mended, iteration=replace(mended.iteration, quick_fix=True))
+    assert next_step(progress, mended, rules)[0] == Success()
+    failed = replace(mended, iteration=replace(mended.iteration, verdict=Verdict(False, ["x"])))
+    step, progress = next_step(progress, failed, rules)
+    assert isinstance(step, Stop) and step.outcome == "budget_exhausted" and rules.last_round(progress) == 3
+
+
 def test_clean_runs_held_for_their_output_fail_the_same_way_only_with_the_same_output():
     # each round ran cleanly and was held by a check of what it printed (the user's data)
     def held(index: int, printed: str) -> RoundEnd:

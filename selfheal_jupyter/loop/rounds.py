@@ -57,8 +57,9 @@ class Rules:
 
     def last_round(self, progress: Progress) -> int:
         """The last round's index: ``max_iterations``, plus one for each of the tool's own
-        edits that did not pass (the model still gets its rounds)."""
-        return self.max_iterations + progress.quick_rounds
+        edits that did not pass (the model still gets its rounds) and one for the edit
+        waiting to run (tried after the model's last round too)."""
+        return self.max_iterations + progress.quick_rounds + (progress.quick_fix is not None)
 
 
 @dataclass(frozen=True)
@@ -187,25 +188,27 @@ def next_step(progress: Progress, end: RoundEnd, rules: Rules, *, stopping: bool
     else:
         progress = replace(progress, failed_repairs=0 if it.restarted else progress.failed_repairs)
         progress = _told_next(progress, end)
-        if (
-            code is not None
-            and index > 0
-            and not end.soft
-            and progress.same_failures >= HOPELESS_SAME_FAILURE
-            and index < last
-        ):
-            return Stop(
-                "failed", same_failure_message(index, progress.same_failures, it.result, end.advice, verdict.reasons)
-            ), progress
+    quick = end.quick_fix if rules.quick_fixes and progress.quick_fixes_tried < MAX_QUICK_FIXES else None
+    if quick is not None:
+        # The failure's own explanation implies one edit: the next round runs it first,
+        # before any stop (it asks no model and counts as a round only if it passes).
+        return Another(), replace(progress, quick_fix=quick, quick_fixes_tried=progress.quick_fixes_tried + 1)
+    if (
+        it.repeat_of is None
+        and code is not None
+        and index > 0
+        and not end.soft
+        and progress.same_failures >= HOPELESS_SAME_FAILURE
+        and index < last
+    ):
+        return Stop(
+            "failed", same_failure_message(index, progress.same_failures, it.result, end.advice, verdict.reasons)
+        ), progress
     if progress.no_code_in_a_row >= MAX_NO_CODE_IN_A_ROW and index < last:
         return Stop("failed", no_code_message(progress.no_code_in_a_row)), progress
     if index >= last:
         return Stop("budget_exhausted", out_of_rounds_message(rules.max_iterations, verdict, end.advice)), progress
     restart = rules.restart_after > 0 and progress.failed_repairs >= rules.restart_after
-    quick = end.quick_fix if rules.quick_fixes and progress.quick_fixes_tried < MAX_QUICK_FIXES else None
-    if quick is not None:
-        # The failure's own explanation implies one edit: the next round runs it first.
-        return Another(), replace(progress, quick_fix=quick, quick_fixes_tried=progress.quick_fixes_tried + 1)
     return Another(), replace(progress, restart=restart)
 
 
