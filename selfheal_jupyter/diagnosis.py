@@ -103,6 +103,49 @@ def _definition_of(tree: ast.Module, name: str, ready: set[str], *, functions: b
     return None
 
 
+def _base(node: ast.expr) -> str | None:
+    """The name an attribute or item chain starts from (``rows[0].qty`` → ``rows``)."""
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _changes(stmts: Iterable[ast.stmt], name: str) -> bool:
+    """Whether top-level ``stmts`` bind ``name`` (again) or change its value in place (an
+    item or attribute set, ``+=``, a method called for its effect, ``global`` in a
+    function): then which of its values an earlier line meant to read is not one edit's
+    to guess (``errors = []`` before ``errors = validate(rows)``, ``scores = []`` before
+    a loop that appends)."""
+    stack: list[ast.AST] = list(stmts)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            if getattr(node, "name", None) == name or any(
+                isinstance(n, ast.Global) and name in n.names for n in ast.walk(node)
+            ):
+                return True
+            continue  # its body binds its own names
+        if (
+            isinstance(node, ast.Name)
+            and node.id == name
+            and not isinstance(node.ctx, ast.Load)
+            or isinstance(node, (ast.Attribute, ast.Subscript))
+            and not isinstance(node.ctx, ast.Load)
+            and _base(node) == name
+            or isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Attribute)
+            and _base(node.value.func) == name
+            or isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar))
+            and node.name == name
+            or isinstance(node, (ast.Import, ast.ImportFrom))
+            and name in {(a.asname or a.name).split(".")[0] for a in node.names}
+        ):
+            return True
+        stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
 def _names_on(source: str) -> list[str]:
     """Identifiers a line reads, in order (a line that does not parse alone: by pattern)."""
     tree, _ = _parse_line(source)
@@ -228,7 +271,9 @@ class _Reader:
         """Say, and undo by the tool's own edit, a top-level definition of ``name`` (an
         assignment, a ``def``, a ``class``) this program makes only after the failing line,
         or an assignment the user's given program makes and this one dropped: small models
-        do both."""
+        do both. Said always, mended only when that definition is the name's one value
+        (:func:`_changes`): moving or restoring the first of several (a placeholder
+        ``errors = []``) would hand an assert the placeholder to check."""
         try:
             tree = ast.parse(self.code)
         except SyntaxError:
@@ -245,7 +290,9 @@ class _Reader:
         if moved is not None:
             block = self.code.splitlines()[moved.lineno - 1 : moved.end_lineno]
             self.say(f"`{name}` is used on line {self.line} before line {moved.lineno} defines it.")
-            if self.edit(self.raw, "\n".join([*block, self.raw])):
+            if not _changes([n for n in later.body if n is not moved], name) and self.edit(
+                self.raw, "\n".join([*block, self.raw])
+            ):
                 self.edits += [LineEdit(moved.lineno + i, text, "") for i, text in enumerate(block) if text.strip()]
             return True
         if self.given is None or name in self.program_names():
@@ -258,6 +305,12 @@ class _Reader:
         if kept is None:
             return False
         text = self.given.splitlines()[kept.lineno - 1]
+        if _changes([n for n in given.body if n is not kept], name):
+            self.say(
+                f"`{name}` is not defined: your program assigns it (`{text}`) and changes it after; "
+                "this one dropped those lines."
+            )
+            return True
         self.say(f"`{name}` is not defined: your program assigns it (`{text}`) and this one dropped that line.")
         self.edit(self.raw, f"{text}\n{self.raw}")
         return True

@@ -442,6 +442,42 @@ def test_the_tools_own_edit_of_the_last_rounds_failure_is_still_tried(sandbox):
     assert mended.quick_fix and run.outcome == "success" and "fix_add_up(numbers)" in mended.candidate.code
 
 
+VALIDATED = "rows = [{'qty': 2}, {'qty': -3}]\nerrors = []\nerrors = validate(rows)\nassert len(errors) == 0\n"
+"""A user's program whose `errors = []` is a placeholder: the assert checks `validate`'s answer."""
+
+
+def test_the_tools_own_edit_never_restores_a_placeholder_for_an_assert_to_check(sandbox):
+    # the model dropped both lines of `errors`; restoring the user's first one, `errors = []`,
+    # made the user's assert hold on the placeholder: "success, verified by your asserts"
+    dropped = fenced("rows = [{'qty': 2}, {'qty': -3}]\nassert len(errors) == 0")
+    right = fenced("def validate(rows):\n    return [r for r in rows if r['qty'] <= 0]\n\n" + VALIDATED)
+    task = Task("Validate the rows.", initial_code=VALIDATED)
+    with ScriptedServer([dropped, right]) as s:
+        run = make_loop(s, sandbox, auto_plan=False, max_iterations=2).run(task)
+    assert run.outcome != "success" and not any(it.quick_fix for it in run.iterations)
+    assert "`errors = []`) and changes it after" in run.iterations[1].feedback
+
+
+@pytest.mark.parametrize(
+    "cell",
+    [
+        # the cell asserts before it computes: moving `scores = []` up hands the assert no scores
+        "rows = [4, -2]\nassert all(s > 0 for s in scores)\nscores = []\nfor r in rows:\n    scores.append(r)\n",
+        # or the first of the values it ends with
+        "assert total >= 0\ntotal = 0\nfor v in [3, -5]:\n    total += v\nprint(total)\n",
+    ],
+    ids=["changed-in-place", "bound-again"],
+)
+def test_the_tools_own_edit_never_moves_a_first_value_before_the_users_assert(sandbox, cell):
+    right = "\n".join(line for line in cell.splitlines() if not line.startswith("assert"))
+    right += "\n" + next(line for line in cell.splitlines() if line.startswith("assert"))
+    with ScriptedServer([fenced(right)]) as s:
+        run = make_loop(s, sandbox, auto_plan=False, max_iterations=1).run(Task("Check it.", initial_code=cell))
+        assert len(s.chat_requests()) == 1  # the model was asked, not the tool's edit
+    assert "defines it." in run.iterations[0].feedback
+    assert run.outcome != "success" and not any(it.quick_fix for it in run.iterations)
+
+
 # --------------------------------------------------------------------------- tokens
 def test_tokens_per_iteration_stay_flat(sandbox):
     # three wrong programs, each failing other checks (three the same way would end the run)
