@@ -215,7 +215,8 @@ def test_clean_runs_held_for_their_output_fail_the_same_way_only_with_the_same_o
     def held(index: int, printed: str) -> RoundEnd:
         ran = ExecutionResult(status="ok", stdout=printed)
         made = end(index, result=ran)
-        it = replace(made.iteration, verdict=Verdict(False, ["its output does not show what your data says"]))
+        said = ["its output does not show what your data says"]
+        it = replace(made.iteration, verdict=Verdict(False, said, held="data_checks"))
         return replace(made, iteration=it)
 
     rules = Rules(max_iterations=6)
@@ -227,6 +228,25 @@ def test_clean_runs_held_for_their_output_fail_the_same_way_only_with_the_same_o
         step, progress = next_step(progress, held(index, "jan north\n"), rules)
     assert isinstance(step, Stop) and progress.same_failures == 3
     assert "(the same output: its output does not show what your data says)" in step.message
+
+
+def test_clean_runs_rejected_for_one_spec_rule_fail_the_same_way_whatever_they_print():
+    # red team: a model that writes in the asserted answer (hard_coded) and prints another
+    # line each round (a counter, a time) was never "the same failure": only the budget ended it
+    def written_in(index: int) -> RoundEnd:
+        made = end(index, result=ExecutionResult(status="ok", stdout=f"attempt {index}\n"))
+        violation = SpecViolation("hard_coded", "`total = 10` writes in the answer", "compute it")
+        it = replace(made.iteration, verdict=Verdict(False, ["hard-coded"], spec_violations=[violation]))
+        return replace(made, iteration=it)
+
+    rules = Rules(max_iterations=6)
+    _, progress = next_step(Progress(), end(0), rules)
+    for index in (1, 2):
+        step, progress = next_step(progress, written_in(index), rules)
+        assert step == Another()
+    step, progress = next_step(progress, written_in(3), rules)
+    assert isinstance(step, Stop) and step.outcome == "failed" and progress.same_failures == 3
+    assert "failed the same way (hard_coded: `total = 10` writes in the answer)" in step.message
 
 
 def test_a_failure_with_one_precise_edit_runs_that_edit_next_and_it_counts_only_if_it_passes():

@@ -17,7 +17,7 @@ decides only what follows from it: also that an identical program is never run t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -202,7 +202,7 @@ def next_step(progress: Progress, end: RoundEnd, rules: Rules, *, stopping: bool
         and index < last
     ):
         return Stop(
-            "failed", same_failure_message(index, progress.same_failures, it.result, end.advice, verdict.reasons)
+            "failed", same_failure_message(index, progress.same_failures, it.result, end.advice, verdict)
         ), progress
     if progress.no_code_in_a_row >= MAX_NO_CODE_IN_A_ROW and index < last:
         return Stop("failed", no_code_message(progress.no_code_in_a_row)), progress
@@ -229,7 +229,7 @@ def _told_next(progress: Progress, end: RoundEnd) -> Progress:
             soft_checks=told.soft_checks if told else False,
         )
         return replace(progress, repair=repair)
-    signature = failure_signature(it.result)
+    signature = failure_signature(it.result, it.verdict)
     same = signature == progress.last_signature
     repair = RepairContext(
         code=code,
@@ -293,16 +293,19 @@ def repeats_message(index: int, times: int, advice: str = "") -> str:
 
 
 def same_failure_message(
-    index: int, times: int, result: ExecutionResult | None, advice: str = "", reasons: Sequence[str] = ()
+    index: int, times: int, result: ExecutionResult | None, advice: str = "", verdict: Verdict | None = None
 ) -> str:
     failed = [t.source for t in result.tests if not t.passed] if result is not None else []
+    clean = result is not None and result.status == "ok" and verdict is not None
     what = (
         f"{result.error.type}: {result.error.message[:120]}"
         if result is not None and result.error is not None
         else f"failed check `{failed[0][:120]}`"
         if failed
-        else f"the same output: {reasons[0][:160]}"
-        if result is not None and result.status == "ok" and reasons
+        else f"the same output: {verdict.reasons[0][:160]}"
+        if clean and verdict is not None and verdict.held and verdict.reasons
+        else f"{verdict.spec_violations[0].rule}: {verdict.spec_violations[0].message[:160]}"
+        if clean and verdict is not None and verdict.spec_violations
         else (result.status if result is not None else "no program")
     )
     return _then(
