@@ -290,9 +290,7 @@ class _Reader:
         if moved is not None:
             block = self.code.splitlines()[moved.lineno - 1 : moved.end_lineno]
             self.say(f"`{name}` is used on line {self.line} before line {moved.lineno} defines it.")
-            if not _changes([n for n in later.body if n is not moved], name) and self.edit(
-                self.raw, "\n".join([*block, self.raw])
-            ):
+            if not _changes([n for n in later.body if n is not moved], name) and self.insert_before(failing, block):
                 self.edits += [LineEdit(moved.lineno + i, text, "") for i, text in enumerate(block) if text.strip()]
             return True
         if self.given is None or name in self.program_names():
@@ -312,7 +310,18 @@ class _Reader:
             )
             return True
         self.say(f"`{name}` is not defined: your program assigns it (`{text}`) and this one dropped that line.")
-        self.edit(self.raw, f"{text}\n{self.raw}")
+        self.insert_before(failing, [text])
+        return True
+
+    def insert_before(self, statement: ast.stmt, lines: list[str]) -> bool:
+        """Propose ``lines`` added before a top-level ``statement``: before its decorators,
+        if it has any (between them and their ``def`` or ``class``, an assignment does not
+        parse and a ``class`` takes them over)."""
+        first = min([d.lineno for d in getattr(statement, "decorator_list", [])] + [statement.lineno])
+        text = self.code.splitlines()[first - 1]
+        if any(e.line == first for e in self.edits):
+            return False
+        self.edits.append(LineEdit(first, text, "\n".join([*lines, text])))
         return True
 
     def text_columns(self) -> list[tuple[str, str, str, ColumnInfo]]:

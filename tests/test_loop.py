@@ -478,6 +478,32 @@ def test_the_tools_own_edit_never_moves_a_first_value_before_the_users_assert(sa
     assert run.outcome != "success" and not any(it.quick_fix for it in run.iterations)
 
 
+REGISTERED = (
+    "REGISTRY = []\n\ndef register(cls):\n    REGISTRY.append(cls)\n    return cls\n\n"
+    "@register\nclass Handler(Base):\n    pass\n\nclass Base:\n    pass\n\nprint(REGISTRY[0].__name__)"
+)
+SCALED = "import functools\n\n@functools.lru_cache\ndef scaled(x, factor=FACTOR):\n    return x * factor\n\nFACTOR = 2"
+
+
+@pytest.mark.parametrize(
+    "reply, tests, printed",
+    [
+        # a class moved between `@register` and `class Handler` took the decorator over:
+        # `Base` registered, the user's check of one registered class held all the same
+        (REGISTERED, "assert len(REGISTRY) == 1", "Handler"),
+        # an assignment moved there did not parse
+        (SCALED + "\nprint(scaled(3))", "assert scaled(3) == 6", "6"),
+    ],
+    ids=["class", "assignment"],
+)
+def test_the_tools_own_edit_adds_a_definition_before_the_decorators_of_a_def(sandbox, reply, tests, printed):
+    with ScriptedServer([fenced(reply)]) as s:
+        run = make_loop(s, sandbox, auto_plan=False, max_iterations=1).run(Task("Do it.", tests=tests))
+    mended = run.iterations[-1]
+    assert mended.quick_fix and run.outcome == "success"
+    assert mended.result.stdout.split() == [printed]
+
+
 # --------------------------------------------------------------------------- tokens
 def test_tokens_per_iteration_stay_flat(sandbox):
     # three wrong programs, each failing other checks (three the same way would end the run)
