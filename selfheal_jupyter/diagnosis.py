@@ -302,7 +302,7 @@ class _Reader:
         kept = _definition_of(given, name, ready, functions=False)
         if kept is None:
             return False
-        text = self.given.splitlines()[kept.lineno - 1]
+        text = ast.get_source_segment(self.given, kept) or ""  # the line may hold other statements
         if _changes([n for n in given.body if n is not kept], name):
             self.say(
                 f"`{name}` is not defined: your program assigns it (`{text}`) and changes it after; "

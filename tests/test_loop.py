@@ -478,6 +478,21 @@ def test_the_tools_own_edit_never_moves_a_first_value_before_the_users_assert(sa
     assert run.outcome != "success" and not any(it.quick_fix for it in run.iterations)
 
 
+ROWS = "rows = [{'qty': 2}, {'qty': -3}]"
+
+
+def test_the_tools_own_edit_restores_the_users_statement_not_the_line_it_shares(sandbox):
+    # the user's `errors = []; rows = ...`, restored whole before the first use of `rows`,
+    # emptied the candidate's `errors` again: the user's assert held on nothing
+    cell = f"errors = []; {ROWS}\nfor r in rows:\n    if r['qty'] <= 0:\n        errors.append(r)\nassert len(errors) == 0\n"
+    reply = "errors = [r for r in [{'qty': 2}, {'qty': -3}] if r['qty'] <= 0]\nprint(len(rows), 'rows')\n"
+    with ScriptedServer([fenced(reply + "assert len(errors) == 0")]) as s:
+        run = make_loop(s, sandbox, auto_plan=False, max_iterations=1).run(Task("Validate.", initial_code=cell))
+    mended = run.iterations[-1]
+    assert run.outcome != "success" and mended.quick_fix and mended.result.error.type == "AssertionError"
+    assert f"\n{ROWS}\nprint(len(rows)" in mended.candidate.code
+
+
 REGISTERED = (
     "REGISTRY = []\n\ndef register(cls):\n    REGISTRY.append(cls)\n    return cls\n\n"
     "@register\nclass Handler(Base):\n    pass\n\nclass Base:\n    pass\n\nprint(REGISTRY[0].__name__)"
