@@ -75,14 +75,27 @@ def _bound_by(node: ast.AST) -> set[str]:
     return out
 
 
-def _reads(nodes: Iterable[ast.AST | None]) -> set[str]:
-    return {n.id for node in nodes if node is not None for n in ast.walk(node) if isinstance(n, ast.Name)}
+def _reads_now(node: ast.AST) -> set[str]:
+    """Names a statement reads when it runs: a value, a class's bases and body, a
+    function's defaults (its body runs when it is called)."""
+    out: set[str] = set()
+    stack = [node]
+    while stack:
+        sub = stack.pop()
+        if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            stack += [*sub.args.defaults, *(d for d in sub.args.kw_defaults if d is not None)]
+            stack += [] if isinstance(sub, ast.Lambda) else sub.decorator_list
+            continue
+        if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load):
+            out.add(sub.id)
+        stack.extend(ast.iter_child_nodes(sub))
+    return out
 
 
 def _definition_of(tree: ast.Module, name: str, ready: set[str], *, functions: bool = True) -> ast.stmt | None:
     """The first top-level statement that binds ``name`` and that could run earlier: a
-    one-line ``name = value`` whose value reads only ``ready`` names, or (``functions``) an
-    undecorated ``def``/``class`` whose defaults and bases read only those."""
+    one-line ``name = value``, or (``functions``) an undecorated ``def``/``class``, that
+    reads only ``ready`` names when it runs (:func:`_reads_now`)."""
     for node in tree.body:
         if isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -90,16 +103,17 @@ def _definition_of(tree: ast.Module, name: str, ready: set[str], *, functions: b
                 node.value is not None
                 and node.lineno == node.end_lineno
                 and [getattr(t, "id", None) for t in targets] == [name]
-                and _reads([node.value]) <= ready
+                and _reads_now(node) <= ready
             ):
                 return node
-        elif functions and isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name:
-            if isinstance(node, ast.FunctionDef):
-                runs_now: list[ast.AST | None] = [*node.args.defaults, *node.args.kw_defaults]
-            else:
-                runs_now = [*node.bases, *(k.value for k in node.keywords)]
-            if not node.decorator_list and _reads(runs_now) <= ready:
-                return node
+        elif (
+            functions
+            and isinstance(node, (ast.FunctionDef, ast.ClassDef))
+            and node.name == name
+            and not node.decorator_list
+            and _reads_now(node) <= ready
+        ):
+            return node
     return None
 
 
@@ -290,7 +304,14 @@ class _Reader:
         if moved is not None:
             block = self.code.splitlines()[moved.lineno - 1 : moved.end_lineno]
             self.say(f"`{name}` is used on line {self.line} before line {moved.lineno} defines it.")
-            if not _changes([n for n in later.body if n is not moved], name) and self.insert_before(failing, block):
+            # the move jumps over the failing line and what follows it up to the definition:
+            # none of them may change what the definition reads (`numbers.append(90)` between)
+            jumped = [failing, *(n for n in later.body if n.lineno < moved.lineno)]
+            if (
+                not _changes([n for n in later.body if n is not moved], name)
+                and not any(_changes(jumped, read) for read in _reads_now(moved))
+                and self.insert_before(failing, block)
+            ):
                 self.edits += [LineEdit(moved.lineno + i, text, "") for i, text in enumerate(block) if text.strip()]
             return True
         if self.given is None or name in self.program_names():

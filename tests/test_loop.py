@@ -459,23 +459,38 @@ def test_the_tools_own_edit_never_restores_a_placeholder_for_an_assert_to_check(
 
 
 @pytest.mark.parametrize(
-    "cell",
+    "cell, right",
     [
         # the cell asserts before it computes: moving `scores = []` up hands the assert no scores
-        "rows = [4, -2]\nassert all(s > 0 for s in scores)\nscores = []\nfor r in rows:\n    scores.append(r)\n",
+        (
+            "rows = [4, -2]\nassert all(s > 0 for s in scores)\nscores = []\nfor r in rows:\n    scores.append(r)\n",
+            "rows = [4, -2]\nscores = []\nfor r in rows:\n    scores.append(r)\nassert all(s > 0 for s in scores)\n",
+        ),
         # or the first of the values it ends with
-        "assert total >= 0\ntotal = 0\nfor v in [3, -5]:\n    total += v\nprint(total)\n",
+        (
+            "assert total >= 0\ntotal = 0\nfor v in [3, -5]:\n    total += v\nprint(total)\n",
+            "total = 0\nfor v in [3, -5]:\n    total += v\nprint(total)\nassert total >= 0\n",
+        ),
+        # moved up, the definition would read what the lines it jumps over change: the mean
+        # before the outlier is appended, the default before the limit is set
+        (
+            "numbers = [1, 2, 3, 4]\nprint(mean)\nnumbers.append(90)\nmean = sum(numbers) / len(numbers)\nassert mean < 10\n",
+            "numbers = [1, 2, 3, 4]\nnumbers.append(90)\nmean = sum(numbers) / len(numbers)\nprint(mean)\nassert mean < 10\n",
+        ),
+        (
+            "LIMIT = 0\nok = over(5)\nLIMIT = 10\n\ndef over(v, limit=LIMIT):\n    return v > limit\n\nassert ok\n",
+            "LIMIT = 10\n\ndef over(v, limit=LIMIT):\n    return v > limit\n\nok = over(5)\nassert ok\n",
+        ),
     ],
-    ids=["changed-in-place", "bound-again"],
+    ids=["changed-in-place", "bound-again", "reads-a-changed-list", "reads-a-changed-default"],
 )
-def test_the_tools_own_edit_never_moves_a_first_value_before_the_users_assert(sandbox, cell):
-    right = "\n".join(line for line in cell.splitlines() if not line.startswith("assert"))
-    right += "\n" + next(line for line in cell.splitlines() if line.startswith("assert"))
+def test_the_tools_own_edit_never_hands_the_users_assert_another_value(sandbox, cell, right):
     with ScriptedServer([fenced(right)]) as s:
         run = make_loop(s, sandbox, auto_plan=False, max_iterations=1).run(Task("Check it.", initial_code=cell))
         assert len(s.chat_requests()) == 1  # the model was asked, not the tool's edit
     assert "defines it." in run.iterations[0].feedback
     assert run.outcome != "success" and not any(it.quick_fix for it in run.iterations)
+    assert run.iterations[-1].result.error.type == "AssertionError"  # the model's order: the assert fails
 
 
 ROWS = "rows = [{'qty': 2}, {'qty': -3}]"
