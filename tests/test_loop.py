@@ -508,6 +508,18 @@ def test_the_tools_own_edit_restores_the_users_statement_not_the_line_it_shares(
     assert f"\n{ROWS}\nprint(len(rows)" in mended.candidate.code
 
 
+def test_the_tools_own_edit_of_a_program_that_changed_the_users_assert_is_not_a_second_change(sandbox):
+    # the edit keeps the model's `total >= 10`: run, it was counted as the model changing
+    # the assert a second time, and the run stopped before the model's next round
+    cell = "numbers = [1, 2, 3, 4]\ntotal = add_up(numbers)\nassert total == 10\n"
+    changed = cell.replace("==", ">=") + "\ndef add_up(values):\n    return sum(values)\n"
+    right = "def add_up(values):\n    return sum(values)\n\n" + cell
+    with ScriptedServer([fenced(changed), fenced(right)]) as s:
+        run = make_loop(s, sandbox, auto_plan=False, max_iterations=2).run(Task("Sum it.", initial_code=cell))
+    assert run.outcome == "success", run.error
+    assert not any(it.quick_fix for it in run.iterations) and run.iterations[-1].candidate.code == right
+
+
 REGISTERED = (
     "REGISTRY = []\n\ndef register(cls):\n    REGISTRY.append(cls)\n    return cls\n\n"
     "@register\nclass Handler(Base):\n    pass\n\nclass Base:\n    pass\n\nprint(REGISTRY[0].__name__)"

@@ -188,7 +188,11 @@ def next_step(progress: Progress, end: RoundEnd, rules: Rules, *, stopping: bool
     else:
         progress = replace(progress, failed_repairs=0 if it.restarted else progress.failed_repairs)
         progress = _told_next(progress, end)
-    quick = end.quick_fix if rules.quick_fixes and progress.quick_fixes_tried < MAX_QUICK_FIXES else None
+    # Not for a program that changed the user's assert: the edit keeps the change, so it
+    # cannot pass, and its round would count as the model changing the assert again.
+    quick = (
+        end.quick_fix if rules.quick_fixes and not changed and progress.quick_fixes_tried < MAX_QUICK_FIXES else None
+    )
     if quick is not None:
         # The failure's own explanation implies one edit: the next round runs it first,
         # before any stop (it asks no model and counts as a round only if it passes).
