@@ -126,10 +126,10 @@ def _base(node: ast.expr) -> str | None:
 
 def _changes(stmts: Iterable[ast.stmt], name: str) -> bool:
     """Whether top-level ``stmts`` bind ``name`` (again) or change its value in place (an
-    item or attribute set, ``+=``, a method called for its effect, ``global`` in a
-    function): then which of its values an earlier line meant to read is not one edit's
-    to guess (``errors = []`` before ``errors = validate(rows)``, ``scores = []`` before
-    a loop that appends)."""
+    item or attribute set, ``+=``, a method of it called, ``append`` in a comprehension
+    too, ``global`` in a function): then which of its values an earlier line meant to
+    read is not one edit's to guess (``errors = []`` before ``errors = validate(rows)``,
+    ``scores = []`` before a loop that appends)."""
     stack: list[ast.AST] = list(stmts)
     while stack:
         node = stack.pop()
@@ -146,10 +146,9 @@ def _changes(stmts: Iterable[ast.stmt], name: str) -> bool:
             or isinstance(node, (ast.Attribute, ast.Subscript))
             and not isinstance(node.ctx, ast.Load)
             and _base(node) == name
-            or isinstance(node, ast.Expr)
-            and isinstance(node.value, ast.Call)
-            and isinstance(node.value.func, ast.Attribute)
-            and _base(node.value.func) == name
+            or isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and _base(node.func) == name
             or isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar))
             and node.name == name
             or isinstance(node, (ast.Import, ast.ImportFrom))

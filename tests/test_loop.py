@@ -466,6 +466,10 @@ def test_the_tools_own_edit_never_restores_a_placeholder_for_an_assert_to_check(
             "rows = [4, -2]\nassert all(s > 0 for s in scores)\nscores = []\nfor r in rows:\n    scores.append(r)\n",
             "rows = [4, -2]\nscores = []\nfor r in rows:\n    scores.append(r)\nassert all(s > 0 for s in scores)\n",
         ),
+        (
+            "rows = [4, -2]\nassert all(s > 0 for s in scores)\nscores = []\n[scores.append(r) for r in rows]\n",
+            "rows = [4, -2]\nscores = []\n[scores.append(r) for r in rows]\nassert all(s > 0 for s in scores)\n",
+        ),
         # or the first of the values it ends with
         (
             "assert total >= 0\ntotal = 0\nfor v in [3, -5]:\n    total += v\nprint(total)\n",
@@ -482,7 +486,13 @@ def test_the_tools_own_edit_never_restores_a_placeholder_for_an_assert_to_check(
             "LIMIT = 10\n\ndef over(v, limit=LIMIT):\n    return v > limit\n\nok = over(5)\nassert ok\n",
         ),
     ],
-    ids=["changed-in-place", "bound-again", "reads-a-changed-list", "reads-a-changed-default"],
+    ids=[
+        "changed-in-place",
+        "changed-in-a-comprehension",
+        "bound-again",
+        "reads-a-changed-list",
+        "reads-a-changed-default",
+    ],
 )
 def test_the_tools_own_edit_never_hands_the_users_assert_another_value(sandbox, cell, right):
     with ScriptedServer([fenced(right)]) as s:
