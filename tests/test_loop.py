@@ -442,6 +442,20 @@ def test_the_tools_own_edit_of_the_last_rounds_failure_is_still_tried(sandbox):
     assert mended.quick_fix and run.outcome == "success" and "fix_add_up(numbers)" in mended.candidate.code
 
 
+def test_the_tools_own_edit_is_tried_when_the_models_tokens_are_spent(sandbox):
+    # the edit asks no model: a token budget that the model's round used up does not stop it
+    task = Task(
+        "Print the sum of the list `numbers`, stored in `total`.", tests="assert total == 10", initial_code=ADD_UP
+    )
+    reply = fenced(ADD_UP + "\ndef add_up(values):\n    return sum(values)")
+    with ScriptedServer([reply]) as s:
+        spent = make_loop(s, sandbox, auto_plan=False, max_iterations=3).run(task).iterations[1].usage.total_tokens
+    with ScriptedServer([reply]) as s:  # a budget of exactly what the model's round spends
+        run = make_loop(s, sandbox, auto_plan=False, max_iterations=3, token_budget=spent).run(task)
+    assert run.outcome == "success", run.error
+    assert run.iterations[-1].quick_fix and [it.index for it in run.iterations] == [0, 1, 2]
+
+
 VALIDATED = "rows = [{'qty': 2}, {'qty': -3}]\nerrors = []\nerrors = validate(rows)\nassert len(errors) == 0\n"
 """A user's program whose `errors = []` is a placeholder: the assert checks `validate`'s answer."""
 
