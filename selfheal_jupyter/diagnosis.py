@@ -33,6 +33,19 @@ TOP = 0
 """``LineEdit.line`` of a line added before the program's first (an import the edit needs)."""
 
 
+def _source_lines(code: str, *, keepends: bool = False) -> list[str]:
+    """``code``'s lines as Python numbers them (the AST's ``lineno``): broken at LF, CRLF
+    and CR only. ``str.splitlines`` also breaks at a form feed or a U+2028 inside a line
+    or a string, and each line after it would be taken for another."""
+    out: list[str] = []
+    for piece in code.splitlines(keepends=True):
+        if out and not out[-1].endswith(("\n", "\r")):
+            out[-1] += piece
+        else:
+            out.append(piece)
+    return out if keepends else [line.rstrip("\r\n") for line in out]
+
+
 def _norm(name: str) -> str:
     return re.sub(r"[\s_\-]+", "", name).casefold()
 
@@ -211,7 +224,7 @@ class _Reader:
         own = [f for f in self.error.frames if f.file != NOTEBOOK_FILE]
         frame = own[-1] if own else None
         self.line = self.error.line or (frame.line if frame else None)
-        lines = code.splitlines()
+        lines = _source_lines(code)
         self.source = (
             lines[self.line - 1].strip()
             if self.line and 0 < self.line <= len(lines)
@@ -301,7 +314,7 @@ class _Reader:
         later = ast.Module(body=[n for n in tree.body if n.lineno > failing.lineno], type_ignores=[])
         moved = _definition_of(later, name, ready)
         if moved is not None:
-            block = self.code.splitlines()[moved.lineno - 1 : moved.end_lineno]
+            block = _source_lines(self.code)[moved.lineno - 1 : moved.end_lineno]
             self.say(f"`{name}` is used on line {self.line} before line {moved.lineno} defines it.")
             # the move jumps over the failing line and what follows it up to the definition:
             # none of them may change what the definition reads (`numbers.append(90)` between)
@@ -338,7 +351,7 @@ class _Reader:
         if it has any (between them and their ``def`` or ``class``, an assignment does not
         parse and a ``class`` takes them over)."""
         first = min([d.lineno for d in getattr(statement, "decorator_list", [])] + [statement.lineno])
-        text = self.code.splitlines()[first - 1]
+        text = _source_lines(self.code)[first - 1]
         if any(e.line == first for e in self.edits):
             return False
         self.edits.append(LineEdit(first, text, "\n".join([*lines, text])))
@@ -717,7 +730,7 @@ def explain(
 
 def apply_edits(code: str, edits: list[LineEdit]) -> str | None:
     """``code`` with ``edits`` made (None when one no longer fits its line)."""
-    lines = code.splitlines(keepends=True)
+    lines = _source_lines(code, keepends=True)
     top = [e.new + "\n" for e in edits if e.line == TOP]
     for e in edits:
         if e.line == TOP:

@@ -544,6 +544,20 @@ def test_the_tools_own_edit_of_a_program_that_changed_the_users_assert_is_not_a_
     assert not any(it.quick_fix for it in run.iterations) and run.iterations[-1].candidate.code == right
 
 
+def test_the_tools_own_edit_numbers_lines_as_python_does(sandbox):
+    # a U+2028 in a string is no line break to Python but one to str.splitlines: every line
+    # after it was taken for the one above, and the edit moved the failing `print` into the
+    # string, a program that ran cleanly without it
+    cell = 'note = """sales\u2028by region"""\nprint("total", total)\ntotal = sum([1, 2])\n'
+    with ScriptedServer([]) as s:
+        run = make_loop(s, sandbox, auto_plan=False, max_iterations=1).run(
+            Task("Print the total.", tests="assert total == 3", initial_code=cell)
+        )
+    mended = run.iterations[-1]
+    assert mended.quick_fix and run.outcome == "success"
+    assert mended.result.stdout.splitlines() == ["total 3"]
+
+
 REGISTERED = (
     "REGISTRY = []\n\ndef register(cls):\n    REGISTRY.append(cls)\n    return cls\n\n"
     "@register\nclass Handler(Base):\n    pass\n\nclass Base:\n    pass\n\nprint(REGISTRY[0].__name__)"
