@@ -97,7 +97,8 @@ class SelfHeal(Configurable):
         True,
         help="When a failure's own diagnosis implies one edit of the failing line (a close "
         "column for a misspelt one, `pd.to_datetime` around a text column under `.dt`, a "
-        "method called rather than indexed...), try that program before asking the model; "
+        "method called rather than indexed, a definition moved before its first use, your "
+        "own line a candidate dropped...), try that program before asking the model; "
         "it is judged like any candidate and counts as a round only if it passes.",
     ).tag(config=True)
     generated_checks = Int(

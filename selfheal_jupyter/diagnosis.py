@@ -33,6 +33,19 @@ TOP = 0
 """``LineEdit.line`` of a line added before the program's first (an import the edit needs)."""
 
 
+def _source_lines(code: str, *, keepends: bool = False) -> list[str]:
+    """``code``'s lines as Python numbers them (the AST's ``lineno``): broken at LF, CRLF
+    and CR only. ``str.splitlines`` also breaks at a form feed or a U+2028 inside a line
+    or a string, and each line after it would be taken for another."""
+    out: list[str] = []
+    for piece in code.splitlines(keepends=True):
+        if out and not out[-1].endswith(("\n", "\r")):
+            out[-1] += piece
+        else:
+            out.append(piece)
+    return out if keepends else [line.rstrip("\r\n") for line in out]
+
+
 def _norm(name: str) -> str:
     return re.sub(r"[\s_\-]+", "", name).casefold()
 
@@ -60,6 +73,103 @@ def _parse_line(source: str) -> tuple[ast.AST | None, str]:
         except SyntaxError:
             continue
     return None, text
+
+
+def _bound_by(node: ast.AST) -> set[str]:
+    """Names a statement (or a whole program) binds: assignments, definitions, imports."""
+    out: set[str] = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+            out.add(sub.id)
+        elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(sub.name)
+        elif isinstance(sub, (ast.Import, ast.ImportFrom)):
+            out.update((a.asname or a.name).split(".")[0] for a in sub.names)
+    return out
+
+
+def _reads_now(node: ast.AST) -> set[str]:
+    """Names a statement reads when it runs: a value, a class's bases and body, a
+    function's defaults (its body runs when it is called)."""
+    out: set[str] = set()
+    stack = [node]
+    while stack:
+        sub = stack.pop()
+        if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            stack += [*sub.args.defaults, *(d for d in sub.args.kw_defaults if d is not None)]
+            stack += [] if isinstance(sub, ast.Lambda) else sub.decorator_list
+            continue
+        if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load):
+            out.add(sub.id)
+        stack.extend(ast.iter_child_nodes(sub))
+    return out
+
+
+def _definition_of(tree: ast.Module, name: str, ready: set[str], *, functions: bool = True) -> ast.stmt | None:
+    """The first top-level statement that binds ``name`` and that could run earlier: a
+    one-line ``name = value``, or (``functions``) an undecorated ``def``/``class``, that
+    reads only ``ready`` names when it runs (:func:`_reads_now`)."""
+    for node in tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if (
+                node.value is not None
+                and node.lineno == node.end_lineno
+                and [getattr(t, "id", None) for t in targets] == [name]
+                and _reads_now(node) <= ready
+            ):
+                return node
+        elif (
+            functions
+            and isinstance(node, (ast.FunctionDef, ast.ClassDef))
+            and node.name == name
+            and not node.decorator_list
+            and _reads_now(node) <= ready
+        ):
+            return node
+    return None
+
+
+def _base(node: ast.expr) -> str | None:
+    """The name an attribute or item chain starts from (``rows[0].qty`` → ``rows``)."""
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _changes(stmts: Iterable[ast.stmt], name: str) -> bool:
+    """Whether top-level ``stmts`` bind ``name`` (again) or change its value in place (an
+    item or attribute set, ``+=``, a method of it called, ``append`` in a comprehension
+    too, ``global`` in a function): then which of its values an earlier line meant to
+    read is not one edit's to guess (``errors = []`` before ``errors = validate(rows)``,
+    ``scores = []`` before a loop that appends)."""
+    stack: list[ast.AST] = list(stmts)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            if getattr(node, "name", None) == name or any(
+                isinstance(n, ast.Global) and name in n.names for n in ast.walk(node)
+            ):
+                return True
+            continue  # its body binds its own names
+        if (
+            isinstance(node, ast.Name)
+            and node.id == name
+            and not isinstance(node.ctx, ast.Load)
+            or isinstance(node, (ast.Attribute, ast.Subscript))
+            and not isinstance(node.ctx, ast.Load)
+            and _base(node) == name
+            or isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and _base(node.func) == name
+            or isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar))
+            and node.name == name
+            or isinstance(node, (ast.Import, ast.ImportFrom))
+            and name in {(a.asname or a.name).split(".")[0] for a in node.names}
+        ):
+            return True
+        stack.extend(ast.iter_child_nodes(node))
+    return False
 
 
 def _names_on(source: str) -> list[str]:
@@ -102,8 +212,11 @@ def _what_it_holds(column: ColumnInfo) -> str:
 class _Reader:
     """One failure, read against one program and its context."""
 
-    def __init__(self, result: ExecutionResult, code: str, context: NotebookContext | None) -> None:
+    def __init__(
+        self, result: ExecutionResult, code: str, context: NotebookContext | None, given: str | None = None
+    ) -> None:
         assert result.error is not None
+        self.given = given
         self.error = result.error
         self.message = result.error.message
         self.code = code
@@ -111,7 +224,7 @@ class _Reader:
         own = [f for f in self.error.frames if f.file != NOTEBOOK_FILE]
         frame = own[-1] if own else None
         self.line = self.error.line or (frame.line if frame else None)
-        lines = code.splitlines()
+        lines = _source_lines(code)
         self.source = (
             lines[self.line - 1].strip()
             if self.line and 0 < self.line <= len(lines)
@@ -178,15 +291,71 @@ class _Reader:
             tree = ast.parse(self.code)
         except SyntaxError:
             return set()
-        out: set[str] = set()
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                out.add(node.id)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                out.add(node.name)
-            elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                out.update((a.asname or a.name).split(".")[0] for a in node.names)
-        return out
+        return _bound_by(tree)
+
+    def missing_definition(self, name: str) -> bool:
+        """Say, and undo by the tool's own edit, a top-level definition of ``name`` (an
+        assignment, a ``def``, a ``class``) this program makes only after the failing line,
+        or an assignment the user's given program makes and this one dropped: small models
+        do both. Said always, mended only when that definition is the name's one value
+        (:func:`_changes`): moving or restoring the first of several (a placeholder
+        ``errors = []``) would hand an assert the placeholder to check."""
+        try:
+            tree = ast.parse(self.code)
+        except SyntaxError:
+            return False
+        failing = next((n for n in tree.body if n.lineno == self.line and n.col_offset == 0), None)
+        if failing is None:
+            return False
+        ready = set(dir(builtins)) | ({e.name for e in self.context.available} if self.context else set())
+        for node in tree.body:
+            if node.end_lineno is not None and node.end_lineno < failing.lineno:
+                ready |= _bound_by(node)
+        later = ast.Module(body=[n for n in tree.body if n.lineno > failing.lineno], type_ignores=[])
+        moved = _definition_of(later, name, ready)
+        if moved is not None:
+            block = _source_lines(self.code)[moved.lineno - 1 : moved.end_lineno]
+            self.say(f"`{name}` is used on line {self.line} before line {moved.lineno} defines it.")
+            # the move jumps over the failing line and what follows it up to the definition:
+            # none of them may change what the definition reads (`numbers.append(90)` between)
+            jumped = [failing, *(n for n in later.body if n.lineno < moved.lineno)]
+            if (
+                not _changes([n for n in later.body if n is not moved], name)
+                and not any(_changes(jumped, read) for read in _reads_now(moved))
+                and self.insert_before(failing, block)
+            ):
+                self.edits += [LineEdit(moved.lineno + i, text, "") for i, text in enumerate(block) if text.strip()]
+            return True
+        if self.given is None or name in self.program_names():
+            return False
+        try:
+            given = ast.parse(self.given)
+        except SyntaxError:
+            return False
+        kept = _definition_of(given, name, ready, functions=False)
+        if kept is None:
+            return False
+        text = ast.get_source_segment(self.given, kept) or ""  # the line may hold other statements
+        if _changes([n for n in given.body if n is not kept], name):
+            self.say(
+                f"`{name}` is not defined: your program assigns it (`{text}`) and changes it after; "
+                "this one dropped those lines."
+            )
+            return True
+        self.say(f"`{name}` is not defined: your program assigns it (`{text}`) and this one dropped that line.")
+        self.insert_before(failing, [text])
+        return True
+
+    def insert_before(self, statement: ast.stmt, lines: list[str]) -> bool:
+        """Propose ``lines`` added before a top-level ``statement``: before its decorators,
+        if it has any (between them and their ``def`` or ``class``, an assignment does not
+        parse and a ``class`` takes them over)."""
+        first = min([d.lineno for d in getattr(statement, "decorator_list", [])] + [statement.lineno])
+        text = _source_lines(self.code)[first - 1]
+        if any(e.line == first for e in self.edits):
+            return False
+        self.edits.append(LineEdit(first, text, "\n".join([*lines, text])))
+        return True
 
     def text_columns(self) -> list[tuple[str, str, str, ColumnInfo]]:
         out = []
@@ -419,6 +588,8 @@ class _Reader:
         if not m:
             return
         name = m.group(1)
+        if self.missing_definition(name):
+            return
         sent = {e.name for e in self.context.available} if self.context else set()
         own = self.program_names()
         meant = close_name(name, sorted(sent | own | set(dir(builtins))))
@@ -522,12 +693,15 @@ def _bracket_end(text: str, start: int) -> int | None:
     return None
 
 
-def explain(result: ExecutionResult | None, code: str, context: NotebookContext | None) -> Explanation | None:
+def explain(
+    result: ExecutionResult | None, code: str, context: NotebookContext | None, given: str | None = None
+) -> Explanation | None:
     """What the tool can say of ``result``'s failure on its own (None: nothing failed
-    that it can read: a pass, a timeout, a reply without a program)."""
+    that it can read: a pass, a timeout, a reply without a program). ``given``: the
+    user's own program, whose lines a candidate may have dropped."""
     if result is None or result.error is None:
         return None
-    reader = _Reader(result, code, context)
+    reader = _Reader(result, code, context, given)
     handlers: dict[str, Callable[[], None]] = {
         "KeyError": reader.key_error,
         "AttributeError": reader.attribute_error,
@@ -556,7 +730,7 @@ def explain(result: ExecutionResult | None, code: str, context: NotebookContext 
 
 def apply_edits(code: str, edits: list[LineEdit]) -> str | None:
     """``code`` with ``edits`` made (None when one no longer fits its line)."""
-    lines = code.splitlines(keepends=True)
+    lines = _source_lines(code, keepends=True)
     top = [e.new + "\n" for e in edits if e.line == TOP]
     for e in edits:
         if e.line == TOP:
@@ -565,3 +739,14 @@ def apply_edits(code: str, edits: list[LineEdit]) -> str | None:
             return None
         lines[e.line - 1] = lines[e.line - 1].replace(e.old, e.new)
     return "".join(top + lines)
+
+
+def edit_words(edit: LineEdit) -> str:
+    """One edit as a reader sees it: a change, a line added before another, a line removed."""
+    if not edit.new:
+        return f"`{edit.old.strip()}` removed from line {edit.line}"
+    if edit.new.endswith("\n" + edit.old):
+        added = edit.new[: -len(edit.old) - 1].splitlines()
+        more = f" ({len(added)} lines)" if len(added) > 1 else ""
+        return f"`{added[0]}`{more} added before line {edit.line}"
+    return f"`{edit.old}` → `{edit.new}`"

@@ -248,15 +248,23 @@ def format_feedback(
     return "\n".join(parts)
 
 
-def failure_signature(result: ExecutionResult | None) -> tuple[str, ...]:
-    """What identifies "the same failure again" (to notice a fix that did not work)."""
+def failure_signature(result: ExecutionResult | None, verdict: Verdict | None = None) -> tuple[str, ...]:
+    """What identifies "the same failure again" (to notice a fix that did not work): the
+    error and the failed tests; for a run that ran cleanly and passed them, what held it:
+    the spec rules it broke, and, when ``verdict`` held it for its output (a check of the
+    user's data, the given program's behaviour), what it printed, since another output is
+    another attempt (and only then: a line that changes each round is no new attempt)."""
     if result is None:
         return ("no-code",)
     sig: tuple[str, ...] = (result.status,)
     if result.error is not None:
         sig += (result.error.type, result.error.message[:200], str(result.error.line))
-    sig += tuple(sorted(t.source for t in result.tests if not t.passed))
-    return sig
+    failed = tuple(sorted(t.source for t in result.tests if not t.passed))
+    if result.error is None and not failed and result.status == "ok" and verdict is not None:
+        sig += tuple(sorted({v.rule for v in verdict.spec_violations}))
+        if verdict.held:
+            sig += ("printed", result.stdout[-4000:])
+    return sig + failed
 
 
 GENERATED_HEADER = (

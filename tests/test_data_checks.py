@@ -48,6 +48,15 @@ def test_the_best_of_each_group(printed, right):
     assert outcome(question, {"sales": SALES}, printed) is right
 
 
+def test_row_labels_in_place_of_the_names_are_said_as_such():
+    # what the embedded model printed for notebook 02's question: idxmax's row labels
+    question = "For each month in sales, print the region with the highest sales."
+    (result,) = run_checks(derive(question, {"sales": SALES}), "month\nfeb    3\njan    0\nmar    8\n")
+    assert not result.passed and "3 show a whole number where the answer is a name" in result.message
+    (wrong,) = run_checks(derive(question, {"sales": SALES}), "jan west\nfeb west\nmar west\n")
+    assert "whole number" not in wrong.message  # a wrong name is no row label
+
+
 def test_a_total_per_name_joins_the_frames_on_their_shared_column():
     question = "Print the total amount each customer spent, by customer name."
     values = {"customers": CUSTOMERS, "orders": ORDERS}

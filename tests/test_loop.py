@@ -390,6 +390,200 @@ def test_out_of_rounds_names_the_next_step_not_a_bigger_budget(sandbox):
     assert "`z` is not a column of `df`" in run.error or "Raise" not in run.error
 
 
+ADD_UP = "numbers = [1, 2, 3, 4]\ntotal = add_up(numbers)\nprint(total)\n"
+"""A repair the embedded model gets wrong in two ways (seen on it, issue 40's flake):"""
+DEF_ADD_UP = "def add_up(values):\n    return sum(values)\n\n"
+
+
+@pytest.mark.parametrize(
+    "reply, said",
+    [
+        # it dropped the user's line that assigns `numbers`
+        (DEF_ADD_UP + "total = add_up(numbers)\nprint(total)", "your program assigns it (`numbers = [1, 2, 3, 4]`)"),
+        # it uses `numbers` in an assert of its own before the line that assigns it
+        (
+            DEF_ADD_UP + "assert add_up(numbers) == 10\nnumbers = [1, 2, 3, 4]\ntotal = add_up(numbers)\nprint(total)",
+            "`numbers` is used on line 4 before line 5 defines it",
+        ),
+        # it calls its function before the `def`
+        (
+            "numbers = [1, 2, 3, 4]\ntotal = add_up(numbers)\nprint(total)\n\ndef add_up(values):\n\n    return sum(values)",
+            "`add_up` is used on line 2 before line 5 defines it",
+        ),
+    ],
+    ids=["dropped", "assigned-later", "defined-later"],
+)
+def test_a_name_the_candidate_assigns_too_late_or_not_at_all_is_the_tools_own_edit(sandbox, reply, said):
+    task = Task(
+        "Print the sum of the list `numbers`, stored in `total`.", tests="assert total == 10", initial_code=ADD_UP
+    )
+    with ScriptedServer([fenced(reply)] * 3) as s:
+        run = make_loop(s, sandbox, auto_plan=False, max_iterations=3).run(task)
+        assert len(s.chat_requests()) == 1  # the model wrote one program; the tool mended it
+    model, mended = run.iterations[1:]
+    assert said in model.feedback and not model.quick_fix
+    assert mended.quick_fix and mended.verdict.passed and run.outcome == "success"
+    code = mended.candidate.code
+    assert code.index("numbers = [1, 2, 3, 4]") < code.index("add_up(numbers)")
+    assert code.index("def add_up") < code.index("add_up(numbers)")
+
+
+def test_the_tools_own_edit_of_the_last_rounds_failure_is_still_tried(sandbox):
+    # CI's run of the embedded model ended here: its last program defined `fix_add_up` and
+    # called `add_up`, and the edit the explanation implied was never run
+    task = Task(
+        "Print the sum of the list `numbers`, stored in `total`.", tests="assert total == 10", initial_code=ADD_UP
+    )
+    reply = fenced("def fix_add_up(values):\n    return sum(values)\n\n" + ADD_UP)
+    with ScriptedServer([reply]) as s:
+        run = make_loop(s, sandbox, auto_plan=False, max_iterations=1).run(task)
+    model, mended = run.iterations[1:]
+    assert not model.quick_fix and "`fix_add_up` is (in the program)" in model.feedback
+    assert mended.quick_fix and run.outcome == "success" and "fix_add_up(numbers)" in mended.candidate.code
+
+
+def test_the_tools_own_edit_is_tried_when_the_models_tokens_are_spent(sandbox):
+    # the edit asks no model: a token budget that the model's round used up does not stop it
+    task = Task(
+        "Print the sum of the list `numbers`, stored in `total`.", tests="assert total == 10", initial_code=ADD_UP
+    )
+    reply = fenced(ADD_UP + "\ndef add_up(values):\n    return sum(values)")
+    with ScriptedServer([reply]) as s:
+        spent = make_loop(s, sandbox, auto_plan=False, max_iterations=3).run(task).iterations[1].usage.total_tokens
+    with ScriptedServer([reply]) as s:  # a budget of exactly what the model's round spends
+        run = make_loop(s, sandbox, auto_plan=False, max_iterations=3, token_budget=spent).run(task)
+    assert run.outcome == "success", run.error
+    assert run.iterations[-1].quick_fix and [it.index for it in run.iterations] == [0, 1, 2]
+
+
+VALIDATED = "rows = [{'qty': 2}, {'qty': -3}]\nerrors = []\nerrors = validate(rows)\nassert len(errors) == 0\n"
+"""A user's program whose `errors = []` is a placeholder: the assert checks `validate`'s answer."""
+
+
+def test_the_tools_own_edit_never_restores_a_placeholder_for_an_assert_to_check(sandbox):
+    # the model dropped both lines of `errors`; restoring the user's first one, `errors = []`,
+    # made the user's assert hold on the placeholder: "success, verified by your asserts"
+    dropped = fenced("rows = [{'qty': 2}, {'qty': -3}]\nassert len(errors) == 0")
+    right = fenced("def validate(rows):\n    return [r for r in rows if r['qty'] <= 0]\n\n" + VALIDATED)
+    task = Task("Validate the rows.", initial_code=VALIDATED)
+    with ScriptedServer([dropped, right]) as s:
+        run = make_loop(s, sandbox, auto_plan=False, max_iterations=2).run(task)
+    assert run.outcome != "success" and not any(it.quick_fix for it in run.iterations)
+    assert "`errors = []`) and changes it after" in run.iterations[1].feedback
+
+
+@pytest.mark.parametrize(
+    "cell, right",
+    [
+        # the cell asserts before it computes: moving `scores = []` up hands the assert no scores
+        (
+            "rows = [4, -2]\nassert all(s > 0 for s in scores)\nscores = []\nfor r in rows:\n    scores.append(r)\n",
+            "rows = [4, -2]\nscores = []\nfor r in rows:\n    scores.append(r)\nassert all(s > 0 for s in scores)\n",
+        ),
+        (
+            "rows = [4, -2]\nassert all(s > 0 for s in scores)\nscores = []\n[scores.append(r) for r in rows]\n",
+            "rows = [4, -2]\nscores = []\n[scores.append(r) for r in rows]\nassert all(s > 0 for s in scores)\n",
+        ),
+        # or the first of the values it ends with
+        (
+            "assert total >= 0\ntotal = 0\nfor v in [3, -5]:\n    total += v\nprint(total)\n",
+            "total = 0\nfor v in [3, -5]:\n    total += v\nprint(total)\nassert total >= 0\n",
+        ),
+        # moved up, the definition would read what the lines it jumps over change: the mean
+        # before the outlier is appended, the default before the limit is set
+        (
+            "numbers = [1, 2, 3, 4]\nprint(mean)\nnumbers.append(90)\nmean = sum(numbers) / len(numbers)\nassert mean < 10\n",
+            "numbers = [1, 2, 3, 4]\nnumbers.append(90)\nmean = sum(numbers) / len(numbers)\nprint(mean)\nassert mean < 10\n",
+        ),
+        (
+            "LIMIT = 0\nok = over(5)\nLIMIT = 10\n\ndef over(v, limit=LIMIT):\n    return v > limit\n\nassert ok\n",
+            "LIMIT = 10\n\ndef over(v, limit=LIMIT):\n    return v > limit\n\nok = over(5)\nassert ok\n",
+        ),
+    ],
+    ids=[
+        "changed-in-place",
+        "changed-in-a-comprehension",
+        "bound-again",
+        "reads-a-changed-list",
+        "reads-a-changed-default",
+    ],
+)
+def test_the_tools_own_edit_never_hands_the_users_assert_another_value(sandbox, cell, right):
+    with ScriptedServer([fenced(right)]) as s:
+        run = make_loop(s, sandbox, auto_plan=False, max_iterations=1).run(Task("Check it.", initial_code=cell))
+        assert len(s.chat_requests()) == 1  # the model was asked, not the tool's edit
+    assert "defines it." in run.iterations[0].feedback
+    assert run.outcome != "success" and not any(it.quick_fix for it in run.iterations)
+    assert run.iterations[-1].result.error.type == "AssertionError"  # the model's order: the assert fails
+
+
+ROWS = "rows = [{'qty': 2}, {'qty': -3}]"
+
+
+def test_the_tools_own_edit_restores_the_users_statement_not_the_line_it_shares(sandbox):
+    # the user's `errors = []; rows = ...`, restored whole before the first use of `rows`,
+    # emptied the candidate's `errors` again: the user's assert held on nothing
+    cell = f"errors = []; {ROWS}\nfor r in rows:\n    if r['qty'] <= 0:\n        errors.append(r)\nassert len(errors) == 0\n"
+    reply = "errors = [r for r in [{'qty': 2}, {'qty': -3}] if r['qty'] <= 0]\nprint(len(rows), 'rows')\n"
+    with ScriptedServer([fenced(reply + "assert len(errors) == 0")]) as s:
+        run = make_loop(s, sandbox, auto_plan=False, max_iterations=1).run(Task("Validate.", initial_code=cell))
+    mended = run.iterations[-1]
+    assert run.outcome != "success" and mended.quick_fix and mended.result.error.type == "AssertionError"
+    assert f"\n{ROWS}\nprint(len(rows)" in mended.candidate.code
+
+
+def test_the_tools_own_edit_of_a_program_that_changed_the_users_assert_is_not_a_second_change(sandbox):
+    # the edit keeps the model's `total >= 10`: run, it was counted as the model changing
+    # the assert a second time, and the run stopped before the model's next round
+    cell = "numbers = [1, 2, 3, 4]\ntotal = add_up(numbers)\nassert total == 10\n"
+    changed = cell.replace("==", ">=") + "\ndef add_up(values):\n    return sum(values)\n"
+    right = "def add_up(values):\n    return sum(values)\n\n" + cell
+    with ScriptedServer([fenced(changed), fenced(right)]) as s:
+        run = make_loop(s, sandbox, auto_plan=False, max_iterations=2).run(Task("Sum it.", initial_code=cell))
+    assert run.outcome == "success", run.error
+    assert not any(it.quick_fix for it in run.iterations) and run.iterations[-1].candidate.code == right
+
+
+def test_the_tools_own_edit_numbers_lines_as_python_does(sandbox):
+    # a U+2028 in a string is no line break to Python but one to str.splitlines: every line
+    # after it was taken for the one above, and the edit moved the failing `print` into the
+    # string, a program that ran cleanly without it
+    cell = 'note = """sales\u2028by region"""\nprint("total", total)\ntotal = sum([1, 2])\n'
+    with ScriptedServer([]) as s:
+        run = make_loop(s, sandbox, auto_plan=False, max_iterations=1).run(
+            Task("Print the total.", tests="assert total == 3", initial_code=cell)
+        )
+    mended = run.iterations[-1]
+    assert mended.quick_fix and run.outcome == "success"
+    assert mended.result.stdout.splitlines() == ["total 3"]
+
+
+REGISTERED = (
+    "REGISTRY = []\n\ndef register(cls):\n    REGISTRY.append(cls)\n    return cls\n\n"
+    "@register\nclass Handler(Base):\n    pass\n\nclass Base:\n    pass\n\nprint(REGISTRY[0].__name__)"
+)
+SCALED = "import functools\n\n@functools.lru_cache\ndef scaled(x, factor=FACTOR):\n    return x * factor\n\nFACTOR = 2"
+
+
+@pytest.mark.parametrize(
+    "reply, tests, printed",
+    [
+        # a class moved between `@register` and `class Handler` took the decorator over:
+        # `Base` registered, the user's check of one registered class held all the same
+        (REGISTERED, "assert len(REGISTRY) == 1", "Handler"),
+        # an assignment moved there did not parse
+        (SCALED + "\nprint(scaled(3))", "assert scaled(3) == 6", "6"),
+    ],
+    ids=["class", "assignment"],
+)
+def test_the_tools_own_edit_adds_a_definition_before_the_decorators_of_a_def(sandbox, reply, tests, printed):
+    with ScriptedServer([fenced(reply)]) as s:
+        run = make_loop(s, sandbox, auto_plan=False, max_iterations=1).run(Task("Do it.", tests=tests))
+    mended = run.iterations[-1]
+    assert mended.quick_fix and run.outcome == "success"
+    assert mended.result.stdout.split() == [printed]
+
+
 # --------------------------------------------------------------------------- tokens
 def test_tokens_per_iteration_stay_flat(sandbox):
     # three wrong programs, each failing other checks (three the same way would end the run)

@@ -189,6 +189,66 @@ def test_three_rounds_failing_the_same_way_end_the_run_with_the_advice():
     assert step.message.endswith("Next step: divide by len(values).")
 
 
+def test_the_tools_own_edit_is_tried_after_the_models_last_round_too():
+    code = "total = add_up(numbers)\n"
+    explanation = Explanation(
+        "NameError: name 'add_up' is not defined",
+        line=1,
+        source=code.strip(),
+        diagnosis=["x"],
+        edits=[LineEdit(1, "add_up", "fix_add_up")],
+    )
+    fix = rounds.quick_fix(code, explanation, [(2, code)])
+    rules = Rules(max_iterations=2, quick_fixes=True)
+    step, progress = next_step(Progress(), end(2, code=code, quick_fix=fix), rules)  # the last model round
+    assert step == Another() and progress.quick_fix == fix and rules.last_round(progress) == 3
+    mended = end(3, code=fix[0], passed=True, result=ExecutionResult(status="ok"), quick_fix=None)
+    mended = replace(mended, iteration=replace(mended.iteration, quick_fix=True))
+    assert next_step(progress, mended, rules)[0] == Success()
+    failed = replace(mended, iteration=replace(mended.iteration, verdict=Verdict(False, ["x"])))
+    step, progress = next_step(progress, failed, rules)
+    assert isinstance(step, Stop) and step.outcome == "budget_exhausted" and rules.last_round(progress) == 3
+
+
+def test_clean_runs_held_for_their_output_fail_the_same_way_only_with_the_same_output():
+    # each round ran cleanly and was held by a check of what it printed (the user's data)
+    def held(index: int, printed: str) -> RoundEnd:
+        ran = ExecutionResult(status="ok", stdout=printed)
+        made = end(index, result=ran)
+        said = ["its output does not show what your data says"]
+        it = replace(made.iteration, verdict=Verdict(False, said, held="data_checks"))
+        return replace(made, iteration=it)
+
+    rules = Rules(max_iterations=6)
+    _, progress = next_step(Progress(), end(0), rules)
+    for index, printed in enumerate(["north\n", "0\n4\n8\n", "jan north\n"], start=1):
+        step, progress = next_step(progress, held(index, printed), rules)
+        assert step == Another(), index  # another output is another attempt
+    for index in (4, 5):
+        step, progress = next_step(progress, held(index, "jan north\n"), rules)
+    assert isinstance(step, Stop) and progress.same_failures == 3
+    assert "(the same output: its output does not show what your data says)" in step.message
+
+
+def test_clean_runs_rejected_for_one_spec_rule_fail_the_same_way_whatever_they_print():
+    # red team: a model that writes in the asserted answer (hard_coded) and prints another
+    # line each round (a counter, a time) was never "the same failure": only the budget ended it
+    def written_in(index: int) -> RoundEnd:
+        made = end(index, result=ExecutionResult(status="ok", stdout=f"attempt {index}\n"))
+        violation = SpecViolation("hard_coded", "`total = 10` writes in the answer", "compute it")
+        it = replace(made.iteration, verdict=Verdict(False, ["hard-coded"], spec_violations=[violation]))
+        return replace(made, iteration=it)
+
+    rules = Rules(max_iterations=6)
+    _, progress = next_step(Progress(), end(0), rules)
+    for index in (1, 2):
+        step, progress = next_step(progress, written_in(index), rules)
+        assert step == Another()
+    step, progress = next_step(progress, written_in(3), rules)
+    assert isinstance(step, Stop) and step.outcome == "failed" and progress.same_failures == 3
+    assert "failed the same way (hard_coded: `total = 10` writes in the answer)" in step.message
+
+
 def test_a_failure_with_one_precise_edit_runs_that_edit_next_and_it_counts_only_if_it_passes():
     code = "print(df['Region'])\n"
     explanation = Explanation(

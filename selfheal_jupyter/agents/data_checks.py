@@ -453,9 +453,10 @@ def _answers(line: _Line, numbers: list[tuple[float, str]], answer: str) -> set[
     return shown
 
 
-def _verdicts(check: DataCheck, lines: list[str]) -> tuple[int, int, int]:
+def _verdicts(check: DataCheck, lines: list[str]) -> tuple[int, int, int, int]:
     """(rows not shown, rows shown with another answer, lines naming a group the data does
-    not hold). A row is shown by a line that names its group and no other with its answer
+    not hold, rows whose name answer is shown as a whole number: a row label, as
+    ``idxmax`` gives, not the name it labels). A row is shown by a line that names its group and no other with its answer
     and no other answer the column could give; and no line may name that group with
     another answer: a line (or lines) holding every region for a month, a dict of the
     whole frame, or the frame itself answer nothing. A check of groups alone (the weekdays
@@ -470,18 +471,25 @@ def _verdicts(check: DataCheck, lines: list[str]) -> tuple[int, int, int]:
     words = re.compile(rf"(?<!\w)(?:{'|'.join(map(re.escape, texts))})(?!\w)") if texts else None
     numbers = sorted((_value(c), c) for c in choices if _is_number(c))
     read = [item for line in lines for item in _items(line, words, keys, set(choices))]
-    missing = ambiguous = 0
+    missing = ambiguous = labels = 0
     for row in rows:
         key, answer = row[0], (row[1] if len(row) > 1 else "")
-        own = [_answers(line, numbers, answer) for line in read if line.keys == {key}]
+        lines_of = [line for line in read if line.keys == {key}]
+        own = [_answers(line, numbers, answer) for line in lines_of]
         if answer and any(shown - {answer} for shown in own):
             ambiguous += 1
             missing += 1
         elif not any(shown == ({answer} if answer else set()) for shown in own):
             missing += 1
+            if (
+                answer
+                and not _is_number(answer)
+                and any(not ln.texts and any(n.isdigit() for n in ln.numbers) for ln in lines_of)
+            ):
+                labels += 1
     groups_alone = all(len(row) == 1 for row in rows)
     extra = sum(1 for line in read if not line.keys and line.texts) if groups_alone else 0
-    return missing, ambiguous, extra
+    return missing, ambiguous, extra, labels
 
 
 def run_checks(checks: list[DataCheck], stdout: str) -> list[TestOutcome]:
@@ -490,11 +498,16 @@ def run_checks(checks: list[DataCheck], stdout: str) -> list[TestOutcome]:
     lines = [_plain(ln) for ln in stdout.splitlines() if ln.strip()]
     out = []
     for check in checks:
-        missing, ambiguous, extra = _verdicts(check, lines)
+        missing, ambiguous, extra, labels = _verdicts(check, lines)
         said = [f"{extra} lines name a group the data does not hold"] if extra else []
         if missing:
             others = f"; {ambiguous} show a group with another answer too" if ambiguous else ""
             said.append(f"{missing} of {len(check.rows)} expected lines are not printed{others}")
+        if labels:
+            said.append(
+                f"{labels} show a whole number where the answer is a name from the data: a row label "
+                "(what idxmax gives), not the name it labels; look the name up in its column"
+            )
         message = (
             "; ".join(said) + " (one line per group: its name in the data and its one answer, no other group or "
             "answer; compare each answer with the data)"

@@ -516,7 +516,8 @@ class Loop:
         written = _Written(repair=progress.repair)
         so_far = state.round
         assert so_far is not None
-        self._check_budget(state, before=f"iteration {index}")
+        # the tool's own edit asks no model: only the clock and the user's Stop hold it
+        self._check_budget(state, before=f"iteration {index}", tokens=progress.quick_fix is None)
         if progress.quick_fix is not None:
             # The last failure's own explanation implied one edit: its program runs, no model.
             fixed, what = progress.quick_fix
@@ -693,7 +694,7 @@ class Loop:
                 asserts=asserts,
             )
             sandbox_s = time.monotonic() - s0
-        explanation = diagnosis.explain(result, code, ctx) if result.error is not None else None
+        explanation = diagnosis.explain(result, code, ctx, task.initial_code) if result.error is not None else None
         if show:
             state.emit(ExecutionDone(index, result))
             if explanation is not None:
@@ -751,7 +752,9 @@ class Loop:
         return (probe_values(probed.tests) if probed.status == "ok" else []), seconds
 
     # ------------------------------------------------------------------ budget
-    def _check_budget(self, state: _RunState, *, before: str) -> None:
+    def _check_budget(self, state: _RunState, *, before: str, tokens: bool = True) -> None:
+        """Stop before ``before`` when the user stopped, the clock ran out or (``tokens``:
+        a step that asks the model) the token budget is used up."""
         if state.stop.cancelled:
             raise Cancelled(f"Stopped before {before}.")
         if state.stop.expired:
@@ -761,7 +764,7 @@ class Loop:
                 f"{before}. {advise(state.run)} (`%config SelfHeal.time_budget_s` sets the budget; 0 = no limit.)",
             )
         budget = self.budget.token_budget
-        if budget > 0 and state.tokens >= budget:
+        if tokens and budget > 0 and state.tokens >= budget:
             raise _Stop(
                 "budget_exhausted",
                 f"The token budget of {budget} tokens is used up ({state.tokens} used) "

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from ..agents.developer import RepairContext
-from ..diagnosis import apply_edits
+from ..diagnosis import apply_edits, edit_words
 from ..feedback import failure_signature
 from ..model import ASSERT_RULES, ExecutionResult, Explanation, Iteration, Verdict
 from . import verdict as judging
@@ -57,8 +57,9 @@ class Rules:
 
     def last_round(self, progress: Progress) -> int:
         """The last round's index: ``max_iterations``, plus one for each of the tool's own
-        edits that did not pass (the model still gets its rounds)."""
-        return self.max_iterations + progress.quick_rounds
+        edits that did not pass (the model still gets its rounds) and one for the edit
+        waiting to run (tried after the model's last round too)."""
+        return self.max_iterations + progress.quick_rounds + (progress.quick_fix is not None)
 
 
 @dataclass(frozen=True)
@@ -187,23 +188,31 @@ def next_step(progress: Progress, end: RoundEnd, rules: Rules, *, stopping: bool
     else:
         progress = replace(progress, failed_repairs=0 if it.restarted else progress.failed_repairs)
         progress = _told_next(progress, end)
-        if (
-            code is not None
-            and index > 0
-            and not end.soft
-            and progress.same_failures >= HOPELESS_SAME_FAILURE
-            and index < last
-        ):
-            return Stop("failed", same_failure_message(index, progress.same_failures, it.result, end.advice)), progress
+    # Not for a program that changed the user's assert: the edit keeps the change, so it
+    # cannot pass, and its round would count as the model changing the assert again.
+    quick = (
+        end.quick_fix if rules.quick_fixes and not changed and progress.quick_fixes_tried < MAX_QUICK_FIXES else None
+    )
+    if quick is not None:
+        # The failure's own explanation implies one edit: the next round runs it first,
+        # before any stop (it asks no model and counts as a round only if it passes).
+        return Another(), replace(progress, quick_fix=quick, quick_fixes_tried=progress.quick_fixes_tried + 1)
+    if (
+        it.repeat_of is None
+        and code is not None
+        and index > 0
+        and not end.soft
+        and progress.same_failures >= HOPELESS_SAME_FAILURE
+        and index < last
+    ):
+        return Stop(
+            "failed", same_failure_message(index, progress.same_failures, it.result, end.advice, verdict)
+        ), progress
     if progress.no_code_in_a_row >= MAX_NO_CODE_IN_A_ROW and index < last:
         return Stop("failed", no_code_message(progress.no_code_in_a_row)), progress
     if index >= last:
         return Stop("budget_exhausted", out_of_rounds_message(rules.max_iterations, verdict, end.advice)), progress
     restart = rules.restart_after > 0 and progress.failed_repairs >= rules.restart_after
-    quick = end.quick_fix if rules.quick_fixes and progress.quick_fixes_tried < MAX_QUICK_FIXES else None
-    if quick is not None:
-        # The failure's own explanation implies one edit: the next round runs it first.
-        return Another(), replace(progress, quick_fix=quick, quick_fixes_tried=progress.quick_fixes_tried + 1)
     return Another(), replace(progress, restart=restart)
 
 
@@ -224,7 +233,7 @@ def _told_next(progress: Progress, end: RoundEnd) -> Progress:
             soft_checks=told.soft_checks if told else False,
         )
         return replace(progress, repair=repair)
-    signature = failure_signature(it.result)
+    signature = failure_signature(it.result, it.verdict)
     same = signature == progress.last_signature
     repair = RepairContext(
         code=code,
@@ -267,7 +276,7 @@ def quick_fix(
     fixed = apply_edits(code, explanation.edits)
     if fixed is None or repeat_of(fixed, earlier) is not None:
         return None
-    changes = "; ".join(f"`{e.old}` → `{e.new}`" for e in explanation.edits if e.old)
+    changes = "; ".join(edit_words(e) for e in explanation.edits if e.old)
     return fixed, f"line {explanation.line}: {changes}"
 
 
@@ -287,13 +296,20 @@ def repeats_message(index: int, times: int, advice: str = "") -> str:
     )
 
 
-def same_failure_message(index: int, times: int, result: ExecutionResult | None, advice: str = "") -> str:
+def same_failure_message(
+    index: int, times: int, result: ExecutionResult | None, advice: str = "", verdict: Verdict | None = None
+) -> str:
     failed = [t.source for t in result.tests if not t.passed] if result is not None else []
+    clean = result is not None and result.status == "ok" and verdict is not None
     what = (
         f"{result.error.type}: {result.error.message[:120]}"
         if result is not None and result.error is not None
         else f"failed check `{failed[0][:120]}`"
         if failed
+        else f"the same output: {verdict.reasons[0][:160]}"
+        if clean and verdict is not None and verdict.held and verdict.reasons
+        else f"{verdict.spec_violations[0].rule}: {verdict.spec_violations[0].message[:160]}"
+        if clean and verdict is not None and verdict.spec_violations
         else (result.status if result is not None else "no program")
     )
     return _then(
