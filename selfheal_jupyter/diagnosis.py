@@ -20,6 +20,7 @@ import builtins
 import difflib
 import re
 from collections.abc import Callable, Iterable
+from functools import cached_property
 
 from .agents.inputs import DATES_AS_TEXT, NUMBERS_AS_TEXT
 from .model import NOTEBOOK_FILE, ColumnInfo, ContextEntry, ExecutionResult, Explanation, LineEdit, NotebookContext
@@ -224,7 +225,8 @@ class _Reader:
         own = [f for f in self.error.frames if f.file != NOTEBOOK_FILE]
         frame = own[-1] if own else None
         self.line = self.error.line or (frame.line if frame else None)
-        lines = _source_lines(code)
+        self.lines = lines = _source_lines(code)
+        """The program's lines as the AST numbers them."""
         self.source = (
             lines[self.line - 1].strip()
             if self.line and 0 < self.line <= len(lines)
@@ -286,12 +288,16 @@ class _Reader:
         self.edits.append(LineEdit(TOP, "", "import pandas as pd"))
         return "pd"
 
-    def program_names(self) -> set[str]:
+    @cached_property
+    def tree(self) -> ast.Module | None:
+        """The program parsed once (None: it does not parse)."""
         try:
-            tree = ast.parse(self.code)
+            return ast.parse(self.code)
         except SyntaxError:
-            return set()
-        return _bound_by(tree)
+            return None
+
+    def program_names(self) -> set[str]:
+        return _bound_by(self.tree) if self.tree is not None else set()
 
     def missing_definition(self, name: str) -> bool:
         """Say, and undo by the tool's own edit, a top-level definition of ``name`` (an
@@ -300,9 +306,8 @@ class _Reader:
         do both. Said always, mended only when that definition is the name's one value
         (:func:`_changes`): moving or restoring the first of several (a placeholder
         ``errors = []``) would hand an assert the placeholder to check."""
-        try:
-            tree = ast.parse(self.code)
-        except SyntaxError:
+        tree = self.tree
+        if tree is None:
             return False
         failing = next((n for n in tree.body if n.lineno == self.line and n.col_offset == 0), None)
         if failing is None:
@@ -314,7 +319,7 @@ class _Reader:
         later = ast.Module(body=[n for n in tree.body if n.lineno > failing.lineno], type_ignores=[])
         moved = _definition_of(later, name, ready)
         if moved is not None:
-            block = _source_lines(self.code)[moved.lineno - 1 : moved.end_lineno]
+            block = self.lines[moved.lineno - 1 : moved.end_lineno]
             self.say(f"`{name}` is used on line {self.line} before line {moved.lineno} defines it.")
             # the move jumps over the failing line and what follows it up to the definition:
             # none of them may change what the definition reads (`numbers.append(90)` between)
@@ -351,7 +356,7 @@ class _Reader:
         if it has any (between them and their ``def`` or ``class``, an assignment does not
         parse and a ``class`` takes them over)."""
         first = min([d.lineno for d in getattr(statement, "decorator_list", [])] + [statement.lineno])
-        text = _source_lines(self.code)[first - 1]
+        text = self.lines[first - 1]
         if any(e.line == first for e in self.edits):
             return False
         self.edits.append(LineEdit(first, text, "\n".join([*lines, text])))
