@@ -314,6 +314,10 @@ class DataCheck:
     """Every answer a group could have (all the column's regions, not only the winners);
     a line that shows a group with another of them answers nothing. Empty: the rows' own
     answers."""
+    program: str = field(default="", repr=False)
+    """The tool's own program for the question as this check reads it
+    (:mod:`~selfheal_jupyter.agents.data_answers`; names only, no values), run after a
+    model's answer failed; "" where it has none."""
 
 
 @dataclass
@@ -641,6 +645,10 @@ class Iteration:
     quick_fix: bool = False
     """The round's program is the tool's own edit of the last one, from its explanation
     (``SelfHeal.quick_fixes``): no model was asked."""
+    answer: bool = False
+    """With :attr:`quick_fix`: the program is the tool's own answer to a question about
+    the notebook's data, as its check from that data reads it
+    (:mod:`~selfheal_jupyter.agents.data_answers`), not an edit."""
     repeat_of: int | None = None
     """The model wrote the program of this earlier round again: it was not run again."""
 
@@ -664,6 +672,7 @@ class Iteration:
             "edit_failure": self.edit_failure,
             "explanation": asdict(self.explanation) if self.explanation else None,
             "quick_fix": self.quick_fix,
+            "answer": self.answer,
             "repeat_of": self.repeat_of,
         }
 

@@ -8,6 +8,8 @@ one line. What the model may see (the source, the message) holds no value of the
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 
 import pandas as pd
@@ -350,3 +352,45 @@ def test_a_blank_value_in_the_column_is_no_answer_beside_each_line():
     )
     question = "For each month in df, print the region with the highest sales."
     assert outcome(question, {"df": df}, "jan: north\nfeb - south\n")
+
+
+def printed_by_program(program: str, values: dict) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(program, {name: value.copy() for name, value in values.items()})
+    return out.getvalue()
+
+
+@pytest.mark.parametrize(
+    "question, values",
+    [
+        ("For each month in sales, print the region with the highest sales.", {"sales": SALES}),
+        ("For each month in sales, print the region with the lowest sales.", {"sales": SALES}),
+        ("Print the total amount each customer spent, by customer name.", {"customers": CUSTOMERS, "orders": ORDERS}),
+        (
+            "How many orders did each customer place? Print each customer's name and the count.",
+            {"customers": CUSTOMERS, "orders": ORDERS},
+        ),
+        ("Print the average amount per customer_id in orders.", {"orders": ORDERS}),
+        ("Count the rows of visits per weekday (by name).", {"visits": VISITS}),
+        ("Print the weekdays of the dates in visits, by name.", {"visits": VISITS}),
+    ],
+    ids=["best", "worst", "total-by-name", "count-by-name", "average", "weekday-counts", "weekdays"],
+)
+def test_the_tools_own_program_answers_the_question_as_its_check_reads_it(question, values):
+    """Issue 40: after a refused answer the loop runs this program (``data_answers``): it
+    passes its own check, reads the frames by name, changes none of them and holds no
+    value of the data."""
+    (check,) = derive(question, values)
+    kept = {name: value.copy() for name, value in values.items()}
+    (result,) = run_checks([check], printed_by_program(check.program, values))
+    assert result.passed, (check.program, result.message)
+    assert all(values[name].equals(kept[name]) for name in values)
+    for row in check.rows:
+        assert not any(str(term) in check.program for term in row if len(str(term)) > 2)
+
+
+def test_no_program_where_its_printed_keys_would_not_read_as_the_checks():
+    days = pd.DataFrame({"day": pd.to_datetime(["2024-01-01", "2024-01-02"]), "sales": [3, 5]})
+    (check,) = derive("Print the total sales per day in days.", {"days": days})
+    assert check.program == ""

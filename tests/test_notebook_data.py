@@ -226,6 +226,7 @@ def test_an_answer_that_prints_row_numbers_for_the_data_is_no_success(data_shell
     """The shape of the CI failure of stop 42: the embedded model printed each month's row
     number for its region, and the run ended "success" (a soft check). Checks from the
     user's data hold the verdict: the next round is asked, told which check failed."""
+    data_shell.run_cell("%config SelfHeal.quick_fixes = False")  # what the model is told is the subject
     with ScriptedServer([Reply(ROW_NUMBERS), Reply(ANSWER, match="FROM THE USER'S DATA")]) as server:
         run, html = agent(data_shell, server, QUESTION)
         repair = server.requests[1]["messages"][1]["content"]
@@ -236,6 +237,32 @@ def test_an_answer_that_prints_row_numbers_for_the_data_is_no_success(data_shell
     with ScriptedServer([Reply(ROW_NUMBERS), Reply(ROW_NUMBERS)]) as server:
         run, html = agent(data_shell, server, QUESTION)
     assert run.outcome != "success" and run.fix is None
+
+
+@pytest.mark.sandbox
+def test_an_answer_the_data_check_refuses_is_followed_by_the_tools_own_program(data_shell):
+    """Issue 40: the embedded model answers 02's question with ``idxmax``'s row labels or
+    the wrong grouping, round after round. The check from the data knows the question's
+    shape, so after a refused answer the tool runs its own program for it (no model
+    asked), judged by the same check; it reads the user's frame and changes none of it.
+    Without it the run needs the model to get it right."""
+    before = data_shell.user_ns["df"].copy()
+    with ScriptedServer([Reply(ROW_NUMBERS)]) as server:
+        run, html = agent(data_shell, server, QUESTION, flags="--no-plan --max-iterations 1")
+        asked = len(server.requests)
+    model, tool = run.iterations
+    assert model.verdict.held == "data_checks" and not model.quick_fix and asked == 1
+    assert tool.quick_fix and tool.answer and tool.usage.total_tokens == 0
+    assert run.outcome == "success" and run.verified_by == ["checks from your data"]
+    assert tool.result.stdout.split() == ["jan:", "north", "feb:", "north", "mar:", "south"]
+    assert "The tool&#x27;s own program for your question" in html or "The tool's own program for your question" in html
+    assert "each `month` of `df` with the `region` of highest `sales`" in tool.candidate.reply
+    data_shell.run_cell(run.fix.code)  # what the user takes, run in their kernel
+    assert data_shell.user_ns["df"].equals(before)
+    # a program that broke a rule is the model's to mend: no tool program after it
+    with ScriptedServer([Reply(INVENTED)]) as server:
+        run, _ = agent(data_shell, server, QUESTION, flags="--no-plan --max-iterations 1")
+    assert run.outcome != "success" and not any(it.quick_fix for it in run.iterations)
 
 
 @pytest.mark.sandbox
@@ -324,6 +351,7 @@ def test_printing_the_whole_frame_is_no_verified_answer(data_shell):
     for one group with one answer, ``print(df)`` was "verified by checks from your data".
     The next round is told to print one line per group (never the values) and that a check
     from the data is not one to argue with."""
+    data_shell.run_cell("%config SelfHeal.quick_fixes = False")  # what the model is told is the subject
     before = data_shell.user_ns["df"].copy()
     with ScriptedServer([Reply(WHOLE_FRAME), Reply(ANSWER, match="FROM THE USER'S DATA")]) as server:
         run, _ = agent(data_shell, server, QUESTION)

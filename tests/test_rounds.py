@@ -8,7 +8,9 @@ from dataclasses import replace
 from selfheal_jupyter.loop import rounds
 from selfheal_jupyter.loop.rounds import Another, Progress, RoundEnd, Rules, Stop, Stopped, Success, next_step
 from selfheal_jupyter.model import (
+    DATA_CHECK_PREFIX,
     Candidate,
+    DataCheck,
     ErrorInfo,
     ExecutionResult,
     Explanation,
@@ -268,3 +270,18 @@ def test_a_failure_with_one_precise_edit_runs_that_edit_next_and_it_counts_only_
     assert isinstance(step, Stop) and step.outcome == "budget_exhausted"
     capped = Progress(quick_fixes_tried=rounds.MAX_QUICK_FIXES)
     assert next_step(capped, end(1, code=code, quick_fix=fix), rules)[1].quick_fix is None
+
+
+def test_the_tools_program_for_a_question_follows_only_an_answer_its_check_refused():
+    check = DataCheck(
+        source=f"{DATA_CHECK_PREFIX}each `month` of `df` with the `region` of highest `sales`; print one line per `month`",
+        program="print('the answer')\n",
+    )
+    refused = Verdict(False, ["its output contradicts a check from your data"], held="data_checks")
+    assert rounds.data_answer([check], refused, []) == (
+        check.program,
+        "each `month` of `df` with the `region` of highest `sales`",
+    )
+    assert rounds.data_answer([check], refused, [(2, check.program)]) is None  # already ran
+    assert rounds.data_answer([check], Verdict(False, ["a rule"]), []) is None  # broke a rule or crashed
+    assert rounds.data_answer([DataCheck(source=check.source)], refused, []) is None  # no program for it

@@ -17,7 +17,8 @@ were not shown — never the expected values. Unlike QA's generated checks (soft
 from the task's words) they hold the verdict: a program that prints something else is
 no success (:func:`~selfheal_jupyter.loop.verdict.hold_data_checks`) and the next round
 is told which checks failed; all passing makes the answer "verified by checks from your
-data".
+data". Each check carries the tool's own program for the question as it reads it
+(:mod:`~selfheal_jupyter.agents.data_answers`), run after a refused answer.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..model import DATA_CHECK_PREFIX, DataCheck, TestOutcome
+from . import data_answers as answers
 
 MAX_GROUPS = 24
 """More groups than this and the answer is a table, not lines to check."""
@@ -146,18 +148,19 @@ def _superlative(words: list[str], frames: Mapping[str, Any]) -> tuple[str, str,
     return target[0], target[1], measure[1] if measure[0] == target[0] else "", m.group(2) in HIGH, how
 
 
-def _joined(frames: Mapping[str, Any], names: list[str]) -> Any | None:
-    """The frames ``names`` as one: itself, or two merged on the one column they share."""
+def _joined(frames: Mapping[str, Any], names: list[str]) -> tuple[Any, str] | None:
+    """The frames ``names`` as one: itself, or two merged on the one column they share;
+    with the expression a program reads it by."""
     unique = list(dict.fromkeys(names))
     if len(unique) == 1:
-        return frames[unique[0]]
+        return frames[unique[0]], unique[0]
     if len(unique) != 2:
         return None
     left, right = frames[unique[0]], frames[unique[1]]
     shared = [c for c in left.columns if c in set(right.columns)]
     if len(shared) != 1:
         return None
-    return left.merge(right, on=shared[0])
+    return left.merge(right, on=shared[0]), f"{unique[0]}.merge({unique[1]}, on={shared[0]!r})"
 
 
 def _number(value: Any) -> str:
@@ -169,19 +172,20 @@ def _number(value: Any) -> str:
     return repr(number)
 
 
-def _dates(frame: Any) -> Any | None:
-    """The frame's one date column as datetimes (a datetime column, or text dates)."""
+def _dates(frame: Any) -> tuple[str, Any] | None:
+    """The frame's one date column and its values as datetimes (a datetime column, or
+    text dates)."""
     import pandas as pd
 
     found = []
     for column in frame.columns:
         series = frame[column]
         if str(series.dtype).startswith("datetime"):
-            found.append(series)
+            found.append((column, series))
         elif series.dtype == object or str(series.dtype) in ("str", "string"):
             sample = series.dropna().astype(str).head(20)
             if len(sample) and all(DATE_TEXT.match(v) for v in sample):
-                found.append(pd.to_datetime(series, errors="coerce"))
+                found.append((column, pd.to_datetime(series, errors="coerce")))
     return found[0] if len(found) == 1 else None
 
 
@@ -232,30 +236,34 @@ def _derive(question: str, frames: Mapping[str, Any]) -> list[DataCheck]:
     best = _superlative(words, frames)
     if best is not None:
         frame_name, target, measure, high, how = best
-        frame = _joined(frames, [group[0], frame_name])
-        if frame is None or not measure:
+        joined = _joined(frames, [group[0], frame_name])
+        if joined is None or not measure:
             return []
-        return _extreme(frame, group, target, measure, high, how)
+        return _extreme(joined, group, target, measure, high, how)
     agg = "sum" if any(re.search(rf"(?<!\w){w}(?!\w)", text) for w in SUM) else ""
     agg = "mean" if any(re.search(rf"(?<!\w){w}(?!\w)", text) for w in MEAN) else agg
     if agg:
         measured = _measure(words, frames, agg)
         if measured is None:
             return []
-        frame = _joined(frames, [group[0], measured[0]])
-        if frame is None:
+        joined = _joined(frames, [group[0], measured[0]])
+        if joined is None:
             return []
+        frame, source = joined
         values = frame.groupby(group[1])[measured[1]].agg(agg)
         what = f"each `{group[1]}` of `{group[0]}` with its {'total' if agg == 'sum' else 'average'} `{measured[1]}`"
-        return _rows(what, [[g, _number(v)] for g, v in values.items()], f"`{group[1]}`")
+        program = _keyed(frame, group[1], answers.aggregate(source, group[1], measured[1], agg))
+        return _rows(what, [[g, _number(v)] for g, v in values.items()], f"`{group[1]}`", program=program)
     if counting and not _counts_a_column(words, frames):
         counted = _counted(words, frames, group)
-        frame = _joined(frames, [group[0], counted]) if counted else frames[group[0]]
-        if frame is None:
+        joined = _joined(frames, [group[0], counted]) if counted else (frames[group[0]], group[0])
+        if joined is None:
             return []
+        frame, source = joined
         sizes = frame.groupby(group[1]).size()
         counts = [[g, str(int(n))] for g, n in sizes.items()]
-        return _rows(f"each `{group[1]}` of `{group[0]}` with its count", counts, f"`{group[1]}`")
+        program = _keyed(frame, group[1], answers.count(source, group[1]))
+        return _rows(f"each `{group[1]}` of `{group[0]}` with its count", counts, f"`{group[1]}`", program=program)
     return []
 
 
@@ -299,10 +307,13 @@ def _winners(frame: Any, group: str, target: str, measure: str, high: bool, how:
     return rows
 
 
-def _extreme(frame: Any, group: tuple[str, str], target: str, measure: str, high: bool, how: str) -> list[DataCheck]:
+def _extreme(
+    joined: tuple[Any, str], group: tuple[str, str], target: str, measure: str, high: bool, how: str
+) -> list[DataCheck]:
     """The winners by ``how``; when the words say neither total nor average, "the region
     with the highest sales" may mean the highest total or the highest single sale: checked
     only where both give the same region."""
+    frame, source = joined
     if not _numeric(frame[measure]):
         return []
     rows = _winners(frame, group[1], target, measure, high, how or "sum")
@@ -311,21 +322,25 @@ def _extreme(frame: Any, group: tuple[str, str], target: str, measure: str, high
     word = ("highest" if high else "lowest") + {"sum": " total", "mean": " average"}.get(how, "")
     what = f"each `{group[1]}` of `{group[0]}` with the `{target}` of {word} `{measure}`"
     others = frame[target].value_counts().index[:MAX_CHOICES]
-    return _rows(what, rows, f"`{group[1]}`", choices=[row[1] for row in rows] + list(others))
+    program = _keyed(frame, group[1], answers.extreme(source, group[1], target, measure, high, how or "sum"))
+    return _rows(what, rows, f"`{group[1]}`", choices=[row[1] for row in rows] + list(others), program=program)
 
 
 def _per_weekday(frames: Mapping[str, Any], counting: bool) -> list[DataCheck]:
     found = [(name, dates) for name, frame in frames.items() if (dates := _dates(frame)) is not None]
     if len(found) != 1:
         return []
-    name, dates = found[0]
+    name, (column, dates) = found[0]
     days = dates.dropna().dt.day_name().value_counts()
+    program = answers.weekdays(name, column, counting) if isinstance(column, str) else ""
     if counting:
         counts = [[d, str(int(n))] for d, n in days.items()]
-        return _rows(f"each weekday of `{name}` (by name) with its count", counts, "weekday")
+        return _rows(f"each weekday of `{name}` (by name) with its count", counts, "weekday", program=program)
     week = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
     absent = [d for d in week if d not in days.index]
-    return _rows(f"each weekday of `{name}` by name", [[d] for d in days.index], "weekday", choices=absent)
+    return _rows(
+        f"each weekday of `{name}` by name", [[d] for d in days.index], "weekday", choices=absent, program=program
+    )
 
 
 def _text(value: Any) -> str:
@@ -335,7 +350,18 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def _rows(what: str, rows: list[list[Any]], per: str, choices: list[Any] | None = None) -> list[DataCheck]:
+def _keyed(frame: Any, group: Any, program: str) -> str:
+    """``program``, or none where its printed keys would not read as the check's: a
+    column named by a non-string, or dates (a program prints a day as "2024-01-05
+    00:00:00", the check as "2024-01-05")."""
+    if not isinstance(group, str) or str(frame[group].dtype).startswith("datetime"):
+        return ""
+    return program
+
+
+def _rows(
+    what: str, rows: list[list[Any]], per: str, choices: list[Any] | None = None, program: str = ""
+) -> list[DataCheck]:
     """The check, or none for more groups than :data:`MAX_GROUPS` or for groups the same
     but for letter case or spacing ("North", "north") or blank: a printed line cannot tell
     them apart. A blank choice (a region "") is no answer a line could show. ``per``: what
@@ -347,7 +373,7 @@ def _rows(what: str, rows: list[list[Any]], per: str, choices: list[Any] | None 
         return []
     source = f"{DATA_CHECK_PREFIX}{what}; print one line per {per} ({len(terms)} lines)"
     shown = [text for c in choices or [] if _plain(text := _text(c))]
-    return [DataCheck(source=source, rows=terms, choices=shown)]
+    return [DataCheck(source=source, rows=terms, choices=shown, program=program)]
 
 
 # --------------------------------------------------------------------------- checking

@@ -491,6 +491,7 @@ class Loop:
             edit_failure=chosen.edit_failure,
             explanation=explanation,
             quick_fix=written.quick_fix,
+            answer=written.answer,
             repeat_of=repeat_of,
         )
         state.run.iterations.append(iteration)
@@ -504,9 +505,19 @@ class Loop:
             soft=soft,
             failing_checks=bool(failing_checks),
             repaired=repair is not None and repair.code is not None and not written.restarted,
-            quick_fix=None if verdict.passed else rounds.quick_fix(code, explanation, _programs(state)),
+            quick_fix=None if verdict.passed else self._quick_fix(task, code, verdict, explanation, state),
             advice=advise(state.run),
         )
+
+    @staticmethod
+    def _quick_fix(
+        task: Task, code: str | None, verdict: Verdict, explanation: Explanation | None, state: _RunState
+    ) -> tuple[str, str] | None:
+        """The tool's own next program after a failed round: for an answer to a question
+        about the notebook's data that its check refused, the tool's program for the
+        question as the check reads it; else the edit the failure's explanation implies."""
+        earlier = _programs(state)
+        return rounds.data_answer(task.data_checks, verdict, earlier) or rounds.quick_fix(code, explanation, earlier)
 
     def _write(self, task: Task, inputs: list[InputDescription], state: _RunState, index: int) -> _Written:
         """The round's program(s): the developer's reply — one greedy program in round 1,
@@ -522,6 +533,7 @@ class Loop:
             # The last failure's own explanation implied one edit: its program runs, no model.
             fixed, what = progress.quick_fix
             written.quick_fix = True
+            written.answer = any(c.program == fixed for c in task.data_checks)
             written.proposals.append(Proposal(code=fixed, reply=what))
             so_far.code, so_far.reply = fixed, what
             return written
@@ -851,7 +863,9 @@ class _Written:
     diagnosis: str = ""
     restarted: bool = False
     quick_fix: bool = False
-    """The round's program is the tool's own edit (no model call)."""
+    """The round's program is the tool's own (no model call)."""
+    answer: bool = False
+    """...and it is the tool's program for the question, not an edit of the last one."""
     repeat_of: dict[int, int] = field(default_factory=dict)
     """Proposals (by position) that repeat an earlier program → that program's round."""
 

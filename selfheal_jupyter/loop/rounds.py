@@ -24,7 +24,7 @@ from typing import Literal
 from ..agents.developer import RepairContext
 from ..diagnosis import apply_edits, edit_words
 from ..feedback import failure_signature
-from ..model import ASSERT_RULES, ExecutionResult, Explanation, Iteration, Verdict
+from ..model import ASSERT_RULES, DATA_CHECK_PREFIX, DataCheck, ExecutionResult, Explanation, Iteration, Verdict
 from . import verdict as judging
 
 MAX_NO_CODE_IN_A_ROW = 2
@@ -278,6 +278,23 @@ def quick_fix(
         return None
     changes = "; ".join(edit_words(e) for e in explanation.edits if e.old)
     return fixed, f"line {explanation.line}: {changes}"
+
+
+def data_answer(
+    checks: Iterable[DataCheck], verdict: Verdict, earlier: Iterable[tuple[int, str]]
+) -> tuple[str, str] | None:
+    """The tool's own program for a question about the notebook's data, as its check
+    reads it (:mod:`~selfheal_jupyter.agents.data_answers`), and what it answers; None
+    when no check has one, or it already ran. Offered after a program ran cleanly and
+    printed what the check refuses (the model answers first; the check judges both
+    alike); a program that broke a rule or crashed is the model's to mend, told why."""
+    if verdict.held != "data_checks":
+        return None
+    found = [(c.program, c.source.removeprefix(DATA_CHECK_PREFIX)) for c in checks if c.program]
+    if len(found) != 1 or repeat_of(found[0][0], earlier) is not None:
+        return None
+    program, read = found[0]
+    return program, read.partition("; ")[0]
 
 
 def repeat_feedback(round_: int, told: RepairContext | None) -> str:

@@ -269,7 +269,13 @@ def strategies_html(it: Iteration) -> str:
     QA's generated checks (soft), the values at the failing statement, the diagnosis, the
     sampled programs, a restart, an edit reply."""
     parts = []
-    if it.quick_fix:
+    if it.quick_fix and it.answer:
+        parts.append(
+            f'<div class="selfheal-quick-fix" style="color:{GREY}">The tool\'s own program for your question '
+            f"(no model was asked), reading it as: {esc(it.candidate.reply)}. It reads your data by "
+            "name and changes none of it.</div>"
+        )
+    elif it.quick_fix:
         parts.append(
             f'<div class="selfheal-quick-fix" style="color:{GREY}">The tool\'s own edit, from its explanation '
             f"of the last failure (no model was asked): {esc(it.candidate.reply)}</div>"
