@@ -355,9 +355,13 @@ def test_a_blank_value_in_the_column_is_no_answer_beside_each_line():
 
 
 def printed_by_program(program: str, values: dict) -> str:
+    """What ``program`` prints, run as Insert below runs it; it binds no name of its own
+    (a frame it bound would be the next question's data), ``pd`` aside."""
+    ns = {name: value.copy() for name, value in values.items()}
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(program, {name: value.copy() for name, value in values.items()})
+        exec(program, ns)
+    assert set(ns) - set(values) <= {"__builtins__", "pd"}, sorted(ns)
     return out.getvalue()
 
 

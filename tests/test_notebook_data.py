@@ -197,6 +197,7 @@ def agent(shell, server, task: str, flags: str = "--no-plan --max-iterations 2")
 
 @pytest.mark.sandbox
 def test_an_agent_answer_that_invents_the_notebooks_data_is_rejected(data_shell):
+    data_shell.run_cell("%config SelfHeal.quick_fixes = False")  # what the model is told is the subject
     before = data_shell.user_ns["df"].copy()
     with ScriptedServer([Reply(INVENTED), Reply(ANSWER, match="RULE data_replaced")]) as server:
         run, html = agent(data_shell, server, QUESTION)
@@ -243,7 +244,7 @@ def test_an_answer_that_prints_row_numbers_for_the_data_is_no_success(data_shell
 def test_an_answer_the_data_check_refuses_is_followed_by_the_tools_own_program(data_shell):
     """Issue 40: the embedded model answers 02's question with ``idxmax``'s row labels or
     the wrong grouping, round after round. The check from the data knows the question's
-    shape, so after a refused answer the tool runs its own program for it (no model
+    shape, so after a failed answer the tool runs its own program for it (no model
     asked), judged by the same check; it reads the user's frame and changes none of it.
     Without it the run needs the model to get it right."""
     before = data_shell.user_ns["df"].copy()
@@ -259,14 +260,16 @@ def test_an_answer_the_data_check_refuses_is_followed_by_the_tools_own_program(d
     assert "each `month` of `df` with the `region` of highest `sales`" in tool.candidate.reply
     data_shell.run_cell(run.fix.code)  # what the user takes, run in their kernel
     assert data_shell.user_ns["df"].equals(before)
-    # a program that broke a rule is the model's to mend: no tool program after it
+    # an answer that broke a rule (made-up data in place of `df`) is followed by it too
     with ScriptedServer([Reply(INVENTED)]) as server:
         run, _ = agent(data_shell, server, QUESTION, flags="--no-plan --max-iterations 1")
-    assert run.outcome != "success" and not any(it.quick_fix for it in run.iterations)
+    assert [v.rule for v in run.iterations[0].verdict.spec_violations] == ["data_replaced"]
+    assert run.iterations[1].answer and run.outcome == "success"
 
 
 @pytest.mark.sandbox
 def test_an_agent_answer_from_a_table_of_its_own_is_rejected(data_shell):
+    data_shell.run_cell("%config SelfHeal.quick_fixes = False")  # what the model is told is the subject
     own = '```python\nspending = {"Alice": 10.0, "Bob": 5.0}\nfor name, total in spending.items():\n    print(name, total)\n```'
     right = (
         "```python\ntotals = orders.merge(customers, on='customer_id').groupby('name')['amount'].sum()\n"

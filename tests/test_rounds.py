@@ -272,16 +272,15 @@ def test_a_failure_with_one_precise_edit_runs_that_edit_next_and_it_counts_only_
     assert next_step(capped, end(1, code=code, quick_fix=fix), rules)[1].quick_fix is None
 
 
-def test_the_tools_program_for_a_question_follows_only_an_answer_its_check_refused():
+def test_the_tools_program_for_a_question_is_offered_once_where_a_check_has_one():
     check = DataCheck(
         source=f"{DATA_CHECK_PREFIX}each `month` of `df` with the `region` of highest `sales`; print one line per `month`",
         program="print('the answer')\n",
     )
-    refused = Verdict(False, ["its output contradicts a check from your data"], held="data_checks")
-    assert rounds.data_answer([check], refused, []) == (
+    assert rounds.data_answer([check], []) == (
         check.program,
         "each `month` of `df` with the `region` of highest `sales`",
     )
-    assert rounds.data_answer([check], refused, [(2, check.program)]) is None  # already ran
-    assert rounds.data_answer([check], Verdict(False, ["a rule"]), []) is None  # broke a rule or crashed
-    assert rounds.data_answer([DataCheck(source=check.source)], refused, []) is None  # no program for it
+    assert rounds.data_answer([check], [(2, check.program)]) is None  # already ran
+    assert rounds.data_answer([DataCheck(source=check.source)], []) is None  # no program for it
+    assert rounds.data_answer([], []) is None  # a heal, or a question without a check

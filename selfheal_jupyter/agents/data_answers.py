@@ -13,37 +13,55 @@ names of frames and columns only, never a value of the data.
 from __future__ import annotations
 
 
+def _plain(*names: str) -> bool:
+    """Names a program can quote inside its f-string as they are (Python 3.11: no
+    backslash, no quote of the f-string's own kind, no brace)."""
+    return all(not set(name) & set('"\\{}\n\r') for name in names)
+
+
+def _lines(line: str, pairs: str) -> str:
+    """A program that prints ``line`` for each of ``pairs``: one generator expression, so
+    that running it in the notebook (Insert below) binds no name there (a frame bound as
+    ``part`` would be the next question's data)."""
+    return f'print("\\n".join(\n    f"{line}"\n    for {pairs}\n))\n'
+
+
 def extreme(source: str, group: str, target: str, measure: str, high: bool, how: str) -> str:
     """Each ``group`` with the ``target`` whose ``measure``, aggregated by ``how``, is the
     highest (lowest): one line each."""
     pick = "idxmax" if high else "idxmin"
-    return (
-        f"table = {source}.groupby([{group!r}, {target!r}], sort=False)[{measure!r}].agg({how!r}).reset_index()\n"
-        f"for key, part in table.groupby({group!r}, sort=False):\n"
-        f'    print(f"{{key}}: {{part.loc[part[{measure!r}].{pick}(), {target!r}]}}")\n'
+    if not _plain(source, group, target, measure):
+        return ""
+    return _lines(
+        f"{{key}}: {{part.loc[part[{measure!r}].{pick}(), {target!r}]}}",
+        f"key, part in {source}.groupby([{group!r}, {target!r}], sort=False)[{measure!r}]"
+        f".agg({how!r}).reset_index().groupby({group!r}, sort=False)",
     )
 
 
 def aggregate(source: str, group: str, measure: str, how: str) -> str:
     """Each ``group`` with its total (``how="sum"``) or average ``measure``."""
     value = "round(float(value), 2)" if how == "mean" else "value"
-    return (
-        f"for key, value in {source}.groupby({group!r})[{measure!r}].agg({how!r}).items():\n"
-        f'    print(f"{{key}}: {{{value}}}")\n'
+    if not _plain(source, group, measure):
+        return ""
+    return _lines(
+        f"{{key}}: {{{value}}}", f"key, value in {source}.groupby({group!r})[{measure!r}].agg({how!r}).items()"
     )
 
 
 def count(source: str, group: str) -> str:
     """Each ``group`` with how many rows it has."""
-    return f'for key, rows in {source}.groupby({group!r}).size().items():\n    print(f"{{key}}: {{rows}}")\n'
+    if not _plain(source, group):
+        return ""
+    return _lines("{key}: {rows}", f"key, rows in {source}.groupby({group!r}).size().items()")
 
 
 def weekdays(frame: str, column: str, counting: bool) -> str:
     """Each weekday (by name) that ``frame[column]`` holds, with its count when asked."""
-    head = (
-        "import pandas as pd\n\n"
-        f"days = pd.to_datetime({frame}[{column!r}], errors='coerce').dropna().dt.day_name().value_counts()\n"
-    )
+    if not _plain(frame, column):
+        return ""
+    days = f"pd.to_datetime({frame}[{column!r}], errors='coerce').dropna().dt.day_name().value_counts()"
+    head = "import pandas as pd\n\n"
     if counting:
-        return head + 'for day, rows in days.items():\n    print(f"{day}: {rows}")\n'
-    return head + "for day in days.index:\n    print(day)\n"
+        return head + _lines("{day}: {rows}", f"day, rows in {days}.items()")
+    return head + f'print("\\n".join({days}.index))\n'

@@ -505,19 +505,19 @@ class Loop:
             soft=soft,
             failing_checks=bool(failing_checks),
             repaired=repair is not None and repair.code is not None and not written.restarted,
-            quick_fix=None if verdict.passed else self._quick_fix(task, code, verdict, explanation, state),
+            quick_fix=None if verdict.passed else self._quick_fix(task, code, explanation, state),
             advice=advise(state.run),
         )
 
     @staticmethod
     def _quick_fix(
-        task: Task, code: str | None, verdict: Verdict, explanation: Explanation | None, state: _RunState
+        task: Task, code: str | None, explanation: Explanation | None, state: _RunState
     ) -> tuple[str, str] | None:
-        """The tool's own next program after a failed round: for an answer to a question
-        about the notebook's data that its check refused, the tool's program for the
-        question as the check reads it; else the edit the failure's explanation implies."""
+        """The tool's own next program after a failed round: for a question about the
+        notebook's data, its program for the question as the check from that data reads
+        it (known to pass that check); else the edit the failure's explanation implies."""
         earlier = _programs(state)
-        return rounds.data_answer(task.data_checks, verdict, earlier) or rounds.quick_fix(code, explanation, earlier)
+        return rounds.data_answer(task.data_checks, earlier) or rounds.quick_fix(code, explanation, earlier)
 
     def _write(self, task: Task, inputs: list[InputDescription], state: _RunState, index: int) -> _Written:
         """The round's program(s): the developer's reply — one greedy program in round 1,

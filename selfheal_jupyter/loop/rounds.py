@@ -280,16 +280,12 @@ def quick_fix(
     return fixed, f"line {explanation.line}: {changes}"
 
 
-def data_answer(
-    checks: Iterable[DataCheck], verdict: Verdict, earlier: Iterable[tuple[int, str]]
-) -> tuple[str, str] | None:
+def data_answer(checks: Iterable[DataCheck], earlier: Iterable[tuple[int, str]]) -> tuple[str, str] | None:
     """The tool's own program for a question about the notebook's data, as its check
     reads it (:mod:`~selfheal_jupyter.agents.data_answers`), and what it answers; None
-    when no check has one, or it already ran. Offered after a program ran cleanly and
-    printed what the check refuses (the model answers first; the check judges both
-    alike); a program that broke a rule or crashed is the model's to mend, told why."""
-    if verdict.held != "data_checks":
-        return None
+    when no check has one, or it already ran. Offered after the model's answer failed in
+    any way (a printed answer the check refused, a crash, a broken rule): the model
+    answers first, the check judges both alike."""
     found = [(c.program, c.source.removeprefix(DATA_CHECK_PREFIX)) for c in checks if c.program]
     if len(found) != 1 or repeat_of(found[0][0], earlier) is not None:
         return None
