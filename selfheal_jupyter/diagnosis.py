@@ -24,6 +24,7 @@ from functools import cached_property
 
 from .agents.inputs import DATES_AS_TEXT, NUMBERS_AS_TEXT
 from .model import NOTEBOOK_FILE, ColumnInfo, ContextEntry, ExecutionResult, Explanation, LineEdit, NotebookContext
+from .source_lines import source_lines
 
 CUTOFF = 0.75
 """How alike (difflib's ratio) a name must be to count as the one meant."""
@@ -32,19 +33,6 @@ SHAPE = re.compile(r"\(\s*\d+\s*(?:,\s*\d*\s*)*\)")
 MAX_LISTED = 15
 TOP = 0
 """``LineEdit.line`` of a line added before the program's first (an import the edit needs)."""
-
-
-def _source_lines(code: str, *, keepends: bool = False) -> list[str]:
-    """``code``'s lines as Python numbers them (the AST's ``lineno``): broken at LF, CRLF
-    and CR only. ``str.splitlines`` also breaks at a form feed or a U+2028 inside a line
-    or a string, and each line after it would be taken for another."""
-    out: list[str] = []
-    for piece in code.splitlines(keepends=True):
-        if out and not out[-1].endswith(("\n", "\r")):
-            out[-1] += piece
-        else:
-            out.append(piece)
-    return out if keepends else [line.rstrip("\r\n") for line in out]
 
 
 def _norm(name: str) -> str:
@@ -225,7 +213,7 @@ class _Reader:
         own = [f for f in self.error.frames if f.file != NOTEBOOK_FILE]
         frame = own[-1] if own else None
         self.line = self.error.line or (frame.line if frame else None)
-        self.lines = lines = _source_lines(code)
+        self.lines = lines = source_lines(code)
         """The program's lines as the AST numbers them."""
         self.source = (
             lines[self.line - 1].strip()
@@ -735,7 +723,7 @@ def explain(
 
 def apply_edits(code: str, edits: list[LineEdit]) -> str | None:
     """``code`` with ``edits`` made (None when one no longer fits its line)."""
-    lines = _source_lines(code, keepends=True)
+    lines = source_lines(code, keepends=True)
     top = [e.new + "\n" for e in edits if e.line == TOP]
     for e in edits:
         if e.line == TOP:

@@ -50,6 +50,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..model import SpecViolation
+from ..source_lines import source_lines
 from . import answer_blanks
 from .kept import Expectation, Spec, SpecAssert
 from .rules import (
@@ -141,7 +142,7 @@ def _expectation(test: ast.expr) -> Expectation | None:
 def _asserts_by_line(code: str) -> list[ast.Assert]:
     """Asserts of code that does not parse: each ``assert`` line parsed on its own."""
     out: list[ast.Assert] = []
-    for number, line in enumerate(code.splitlines(), 1):
+    for number, line in enumerate(source_lines(code), 1):
         if not _ASSERT_LINE.match(line):
             continue
         try:
@@ -164,7 +165,7 @@ def extract(code: str, tests: str | None = None, failing_lines: Iterable[int] = 
     tree, spec.source = answer_blanks.parse_with_blanks(code)
     spec.parsed = tree is not None
     if tree is None:
-        lines = code.splitlines()
+        lines = source_lines(code)
         for assert_node in _asserts_by_line(code):
             top = not lines[assert_node.lineno - 1][:1].isspace()
             spec.asserts.append(

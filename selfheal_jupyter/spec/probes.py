@@ -21,6 +21,7 @@ import ast
 
 from ..feedback import clip
 from ..model import CANDIDATE_FILE, ExecutionResult, TestOutcome
+from ..source_lines import source_lines
 
 MAX_PROBES = 6
 PROBE_PREFIX = "assert False, repr("
@@ -120,7 +121,7 @@ def plan_probes(code: str, result: ExecutionResult | None) -> tuple[str, list[st
     exprs = _expressions(stmt, set(result.error.locals))
     if not exprs:
         return None
-    lines = code.splitlines()
+    lines = source_lines(code)
     prefix = "\n".join(lines[: stmt.lineno - 1])
     probes = [probe_statement(e) for e in exprs]
     return prefix + "\n", probes

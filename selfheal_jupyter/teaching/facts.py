@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from ..model import CANDIDATE_FILE, Run
 from ..redact import redact_value
+from ..source_lines import source_lines
 
 LEVELS = 3
 LEVEL_TITLES = {1: "Where", 2: "Why", 3: "The fix"}
@@ -91,7 +92,7 @@ class Facts:
         return sorted({c.line for c in self.changes})
 
     def line(self, number: int) -> str:
-        lines = self.cell.splitlines()
+        lines = source_lines(self.cell)
         return lines[number - 1].strip() if 0 < number <= len(lines) else ""
 
     @property
@@ -228,7 +229,7 @@ def _line_kind(old_tree: ast.AST | None, new_tree: ast.AST | None, old_line: int
 def changes_of(old: str, new: str) -> tuple[list[Change], tuple[str, ...], frozenset[str], frozenset[str]]:
     """The cell's lines the fix changes with the kind of each change, the fix's added or
     changed lines, and the tokens the fix introduces and removes on those lines."""
-    a, b = old.splitlines(), new.splitlines()
+    a, b = source_lines(old), source_lines(new)
     old_tree, new_tree = _parse(old), _parse(new)
     cell_names = {t for t in tokens(old) if _is_name(t)}
     changes: list[Change] = []
