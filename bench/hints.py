@@ -168,7 +168,7 @@ def judge(path: str) -> list[dict]:
             )
             continue
         error_type, message, failing, failed_test = row["error"]
-        changes, lines, introduced, removed = changes_of(row["cell"], row["fix"])
+        changes, lines, introduced, removed, moved = changes_of(row["cell"], row["fix"])
         facts = Facts(
             cell=row["cell"],
             error_type=error_type,
@@ -179,7 +179,7 @@ def judge(path: str) -> list[dict]:
             values=[tuple(v) for v in row["values"]],
             verified=row["verified"],
         )
-        held = HeldFix(code=row["fix"], diff="", lines=lines, introduced=introduced, removed=removed)
+        held = HeldFix(code=row["fix"], diff="", lines=lines, introduced=introduced, removed=removed, moved=moved)
         shown = [h for h in row["hints"] if h["prose"]]
         judged = [prose.problems(h["prose"], facts=facts, held=held) for h in shown]
         row.update(

@@ -58,7 +58,7 @@ def developer_fix() -> Reply:
 
 
 def median_facts() -> tuple[Facts, HeldFix]:
-    changes, lines, introduced, removed = changes_of(CELL, FIX)
+    changes, lines, introduced, removed, moved = changes_of(CELL, FIX)
     facts = Facts(
         cell=CELL,
         error_type="TypeError",
@@ -69,7 +69,7 @@ def median_facts() -> tuple[Facts, HeldFix]:
         values=[("middle", "1.5"), ("len(ordered)", "3")],
         verified=True,
     )
-    return facts, HeldFix(code=FIX, diff="", lines=lines, introduced=introduced, removed=removed)
+    return facts, HeldFix(code=FIX, diff="", lines=lines, introduced=introduced, removed=removed, moved=moved)
 
 
 # ---------------------------------------------------------------- the checks, pure
@@ -110,7 +110,7 @@ SAID_IN_WORDS = [  # real hints the embedded model wrote (issue 35), on a cell o
 
 
 def average_facts() -> tuple[Facts, HeldFix]:
-    changes, lines, introduced, removed = changes_of(AVERAGE, AVERAGE_FIX)
+    changes, lines, introduced, removed, moved = changes_of(AVERAGE, AVERAGE_FIX)
     facts = Facts(
         cell=AVERAGE,
         error_type="AssertionError",
@@ -120,7 +120,7 @@ def average_facts() -> tuple[Facts, HeldFix]:
         values=[("average([1, 2, 3, 4])", "1")],
         verified=True,
     )
-    return facts, HeldFix(code=AVERAGE_FIX, diff="", lines=lines, introduced=introduced, removed=removed)
+    return facts, HeldFix(code=AVERAGE_FIX, diff="", lines=lines, introduced=introduced, removed=removed, moved=moved)
 
 
 @pytest.mark.parametrize("text", SAID_IN_WORDS)
@@ -610,3 +610,17 @@ def test_the_tools_explanation_of_a_students_failure_never_leaves_in_a_hints_rec
     assert "'mark'" not in text and "`mark` is" not in text, text
     assert all(it.explanation is None for it in kept.iterations)
     assert "KeyError: 'Mark'" in kept.iterations[0].feedback  # the rest of the feedback stays
+
+
+def test_prose_that_says_a_fix_which_only_reorders_is_dropped():
+    """``celsius * 5 / 9`` for ``celsius * 9 / 5`` introduces and removes no token: only
+    their order says the fix, so prose that names the moved ones tells it."""
+    cell = "def to_fahrenheit(celsius):\n    return celsius * 5 / 9 + 32\n\nassert to_fahrenheit(100) == 212\n"
+    fix = cell.replace("celsius * 5 / 9", "celsius * 9 / 5")
+    changes, lines, introduced, removed, moved = changes_of(cell, fix)
+    assert introduced == removed == frozenset() and {"5", "9"} <= moved
+    facts = Facts(cell=cell, error_type="AssertionError", failing_line=4, changes=changes, verified=True)
+    held = HeldFix(code=fix, diff="", lines=lines, introduced=introduced, removed=removed, moved=moved)
+    for text in ("Multiply by nine and divide by five.", "The factor should be 9 over 5, not 5 over 9."):
+        assert prose.problems(text, facts=facts, held=held), text
+    assert prose.problems("Work out line 2 by hand for 100 degrees.", facts=facts, held=held) == []

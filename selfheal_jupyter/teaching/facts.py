@@ -113,6 +113,9 @@ class HeldFix:
     changed lines do not have."""
     removed: frozenset[str]
     """Tokens of the cell's changed lines that the fix's lines no longer have."""
+    moved: frozenset[str] = frozenset()
+    """Tokens both have that the fix puts elsewhere on its lines: ``9 / 5`` for ``5 / 9``
+    introduces and removes nothing, and says the fix as well."""
 
 
 # ---------------------------------------------------------------- tokens of a line
@@ -226,9 +229,11 @@ def _line_kind(old_tree: ast.AST | None, new_tree: ast.AST | None, old_line: int
     return "statement"
 
 
-def changes_of(old: str, new: str) -> tuple[list[Change], tuple[str, ...], frozenset[str], frozenset[str]]:
+def changes_of(
+    old: str, new: str
+) -> tuple[list[Change], tuple[str, ...], frozenset[str], frozenset[str], frozenset[str]]:
     """The cell's lines the fix changes with the kind of each change, the fix's added or
-    changed lines, and the tokens the fix introduces and removes on those lines."""
+    changed lines, and the tokens the fix introduces, removes and moves on those lines."""
     a, b = source_lines(old), source_lines(new)
     old_tree, new_tree = _parse(old), _parse(new)
     cell_names = {t for t in tokens(old) if _is_name(t)}
@@ -262,10 +267,22 @@ def changes_of(old: str, new: str) -> tuple[list[Change], tuple[str, ...], froze
     lines = tuple(x for x in added if re.sub(r"\s+", "", x) not in kept)
     introduced = frozenset(t for t in new_tokens if t not in old_tokens and t not in PUNCTUATION)
     removed = frozenset(t for t in old_tokens if t not in new_tokens and t not in PUNCTUATION)
+    moved = _moved(old_tokens, new_tokens) - introduced - removed
     unique: dict[int, Change] = {}
     for change in changes:
         unique.setdefault(change.line, change)
-    return sorted(unique.values(), key=lambda c: c.line), lines, introduced, removed
+    return sorted(unique.values(), key=lambda c: c.line), lines, introduced, removed, moved
+
+
+def _moved(old: list[str], new: list[str]) -> frozenset[str]:
+    """Tokens outside what the two token sequences keep in order (those in place), read
+    from both ends: ``5 / 9`` → ``9 / 5`` keeps either number in place, so both moved."""
+    out: set[str] = set()
+    for a, b in ((old, new), (old[::-1], new[::-1])):
+        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+            if tag != "equal":
+                out.update(a[i1:i2], b[j1:j2])
+    return frozenset(t for t in out if t not in PUNCTUATION)
 
 
 # ---------------------------------------------------------------- from a run
@@ -302,13 +319,14 @@ def facts_of(run: Run) -> tuple[Facts, HeldFix | None]:
     facts.found_unchecked = fix is not None and not run.verified
     if fix is None or not facts.verified:
         return facts, None
-    facts.changes, lines, introduced, removed = changes_of(code, fix)
+    facts.changes, lines, introduced, removed, moved = changes_of(code, fix)
     held = HeldFix(
         code=fix,
         diff=code_diff(code, fix, old_name="your cell", new_name="fix"),
         lines=lines,
         introduced=introduced,
         removed=removed,
+        moved=moved,
     )
     return facts, held
 

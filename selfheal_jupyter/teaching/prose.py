@@ -278,7 +278,7 @@ def problems(
     code_parts = _spans(seen) + _CODE_LIKE.findall(_with_lines_said_removed(seen))
     code_names = {t for part in code_parts for t in tokens(part) if _is_name(t)}
     if held is not None:
-        for token in sorted(held.introduced | held.removed):
+        for token in sorted(held.introduced | held.removed | held.moved):
             said = False
             if _is_name(token):
                 keyword_like = token in ("and", "or", "not", "is", "in", "if", "for", "else", "def", "with", "as")
