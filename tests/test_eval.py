@@ -831,6 +831,24 @@ def test_a_question_is_graded_on_its_answers_and_on_the_data_left_as_it_was(sand
     assert "data_ignored" in score(sandbox, totals, own).detail
 
 
+def test_the_tools_own_program_for_each_checked_question_passes_its_grade(sandbox) -> None:
+    """The tool's program for a question (issue 40, ``agents/data_answers``) is judged in a
+    run by the check it comes with; here by what the cases' authors expected instead."""
+    from selfheal_jupyter.eval import notebooks
+
+    programs = {
+        p.id: (p, c.program)
+        for p in benchmarks.load("notebooks")
+        if notebooks.is_question(p)
+        for c in p.hidden["data_checks"]
+        if c.program
+    }
+    assert {"q01_best_region", "q02_customer_totals", "q03_orders_per_customer"} <= set(programs)
+    for case, (p, program) in programs.items():
+        graded = score(sandbox, p, program)
+        assert graded.passed, (case, graded.detail, program)
+
+
 def test_every_notebook_solution_passes_and_every_cell_as_written_fails(sandbox) -> None:
     for p in benchmarks.load("notebooks"):
         good = score(sandbox, p, p.hidden["solution"])
