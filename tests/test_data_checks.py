@@ -398,3 +398,54 @@ def test_no_program_where_its_printed_keys_would_not_read_as_the_checks():
     days = pd.DataFrame({"day": pd.to_datetime(["2024-01-01", "2024-01-02"]), "sales": [3, 5]})
     (check,) = derive("Print the total sales per day in days.", {"days": days})
     assert check.program == ""
+
+
+# --------------------------------------------------------------------------- what the check does not read
+SHOP = pd.DataFrame(
+    {
+        "region": ["north", "south", "north", "east", "south", "east", "north", "north", "south"],
+        "month": ["jan", "jan", "feb", "feb", "mar", "mar", "mar", "jan", "feb"],
+        "sales": [120, 80, 95, 60, 130, 75, 110, 5, 90],
+        "customer_id": [1, 2, 1, 3, 2, 3, 1, 1, 2],
+        "date": [
+            f"2024-0{m}-0{d}" for m, d in [(1, 8), (1, 9), (2, 5), (2, 6), (3, 4), (3, 5), (3, 6), (1, 2), (2, 7)]
+        ],
+    }
+)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Which region had the highest total sales in each month?",
+        "Print the top region per month by total sales.",
+        "For each month, print the highest total sales.",
+        "How many times did each region have the highest sales?",
+        "Print the total sales per weekday in shop.",
+        "Which weekday has the most sales in shop?",
+        "Print the average sales by day of the week in shop.",
+        "Print the total sales by month and by region.",
+        "Print the total sales by region & month.",
+        "For each month in shop, print the region with the highest sales count.",
+        "Print the average sales per customer for each region.",
+        "How many customers bought something in each month in shop?",
+        "Print the total sales of each region's best month.",
+        "For each month, print the total sales and the best region.",
+        "Print the number of rows per month in shop, sorted by sales.",
+    ],
+)
+def test_a_question_asking_more_than_its_check_reads_gets_none(question):
+    """Red team of the tool's own program: each of these was read as a plain total, count
+    or weekday list (a column, a superlative or a count in the words left unread), and the
+    tool's program printed that plain answer "verified by checks from your data"."""
+    assert derive(question, {"shop": SHOP}) == []
+
+
+def test_the_columns_a_check_reads_are_the_ones_its_question_names():
+    for question in (
+        "For each month in shop, print the region with the highest total sales.",
+        "Print the total sales per region in shop.",
+        "How many rows per month are in shop?",
+        "Count the rows of shop per weekday of its date column.",
+    ):
+        assert derive(question, {"shop": SHOP}), question

@@ -222,14 +222,51 @@ def _qualified(words: list[str], frames: Mapping[str, Any]) -> bool:
     return False
 
 
+def _names_another_column(words: list[str], frames: Mapping[str, Any], used: set[Any]) -> bool:
+    """Whether the words name a column the check does not read ("which region had the
+    highest total sales in each month": the check of monthly totals reads no region; "per
+    customer" beside a ``customer_id``): the question asks more than the check computes.
+    A word that names a frame names no column here."""
+    for word in words:
+        forms = _forms(word)
+        if any(name.casefold() in forms for name in frames):
+            continue
+        for frame in frames.values():
+            for column in frame.columns:
+                if not isinstance(column, str) or column in used:
+                    continue
+                parts = set(re.split(r"[_\s]+", column.casefold()))
+                if column.casefold() in forms or (len(parts) > 1 and parts & forms):
+                    return True
+    return False
+
+
+def _said(words: list[str], kinds: tuple[str, ...]) -> list[str]:
+    """The words of ``kinds`` the question says, each time it says one (phrases as one)."""
+    text = " ".join(words)
+    return [m.group() for k in kinds for m in re.finditer(rf"(?<!\w){re.escape(k)}(?!\w)", text)]
+
+
+def _shared(frames: Mapping[str, Any], names: list[str]) -> set[Any]:
+    """The columns two frames are joined on (none for one frame)."""
+    unique = list(dict.fromkeys(names))
+    if len(unique) != 2:
+        return set()
+    return set(frames[unique[0]].columns) & set(frames[unique[1]].columns)
+
+
 def _derive(question: str, frames: Mapping[str, Any]) -> list[DataCheck]:
     words = _words(question)
     text = " ".join(words)
     if _qualified(words, frames):
         return []
     counting = any(re.search(rf"(?<!\w){c}(?!\w)", text) for c in COUNT)
+    extremes, sums, means = _said(words, HIGH + LOW), _said(words, SUM), _said(words, MEAN)
     if any(w in text for w in WEEKDAY):
-        return _per_weekday(frames, counting)
+        # the weekdays (with their counts): a total, an average or a best per weekday is another answer
+        if extremes or sums or means or (counting and _counts_a_column(words, frames)):
+            return []
+        return _per_weekday(frames, counting, words)
     group = _after(words, TRIGGERS, frames)
     if group is None or _other_group(words, frames, group):
         return []
@@ -239,15 +276,25 @@ def _derive(question: str, frames: Mapping[str, Any]) -> list[DataCheck]:
         joined = _joined(frames, [group[0], frame_name])
         if joined is None or not measure:
             return []
+        # one superlative, at most the one total / average it ranks by, no count ("the
+        # highest sales count"), and no column beside the three it reads
+        used = {group[1], target, measure} | _shared(frames, [group[0], frame_name])
+        if len(extremes) > 1 or len(sums + means) > (1 if how else 0) or counting:
+            return []
+        if _names_another_column(words, frames, used):
+            return []
         return _extreme(joined, group, target, measure, high, how)
-    agg = "sum" if any(re.search(rf"(?<!\w){w}(?!\w)", text) for w in SUM) else ""
-    agg = "mean" if any(re.search(rf"(?<!\w){w}(?!\w)", text) for w in MEAN) else agg
+    if extremes:  # "the highest total sales per month", "which region had the highest total"
+        return []
+    agg = "sum" if sums else ""
+    agg = "mean" if means else agg
     if agg:
         measured = _measure(words, frames, agg)
-        if measured is None:
+        if measured is None or (sums and means) or counting:
             return []
         joined = _joined(frames, [group[0], measured[0]])
-        if joined is None:
+        used = {group[1], measured[1]} | _shared(frames, [group[0], measured[0]])
+        if joined is None or _names_another_column(words, frames, used):
             return []
         frame, source = joined
         values = frame.groupby(group[1])[measured[1]].agg(agg)
@@ -257,7 +304,8 @@ def _derive(question: str, frames: Mapping[str, Any]) -> list[DataCheck]:
     if counting and not _counts_a_column(words, frames):
         counted = _counted(words, frames, group)
         joined = _joined(frames, [group[0], counted]) if counted else (frames[group[0]], group[0])
-        if joined is None:
+        used = {group[1]} | _shared(frames, [group[0], counted or group[0]])
+        if joined is None or _names_another_column(words, frames, used):
             return []
         frame, source = joined
         sizes = frame.groupby(group[1]).size()
@@ -326,11 +374,13 @@ def _extreme(
     return _rows(what, rows, f"`{group[1]}`", choices=[row[1] for row in rows] + list(others), program=program)
 
 
-def _per_weekday(frames: Mapping[str, Any], counting: bool) -> list[DataCheck]:
+def _per_weekday(frames: Mapping[str, Any], counting: bool, words: list[str]) -> list[DataCheck]:
     found = [(name, dates) for name, frame in frames.items() if (dates := _dates(frame)) is not None]
     if len(found) != 1:
         return []
     name, (column, dates) = found[0]
+    if _names_another_column(words, frames, {column}):  # "the total sales per weekday"
+        return []
     days = dates.dropna().dt.day_name().value_counts()
     program = answers.weekdays(name, column, counting) if isinstance(column, str) else ""
     if counting:
