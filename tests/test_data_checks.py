@@ -449,3 +449,42 @@ def test_the_columns_a_check_reads_are_the_ones_its_question_names():
         "Count the rows of shop per weekday of its date column.",
     ):
         assert derive(question, {"shop": SHOP}), question
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Print the average monthly sales per region.",
+        "Print the total sales per region, ignoring negative sales.",
+        "Print the average sales per region, ignoring zeros.",
+        "Print the total sales per region in the latest week.",
+        "Print the total sales per month in shop in k$.",
+        "Plot the total sales per month in shop.",
+        "Write a function that returns the total sales per region in shop.",
+        "Add a column to shop with the total sales per region.",
+    ],
+)
+def test_a_question_whose_answer_is_no_plain_printed_line_gets_no_check(question):
+    """Each was checked as the plain total or average, and the tool's program printed it
+    "verified": a monthly average is not the average row, a function that returns or a
+    plot is no printed line."""
+    assert derive(question, {"shop": SHOP}) == []
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Print the average price per category in items, from the most expensive category to the cheapest.",
+        "Print the average price per category in items, sorted by price.",
+        "Print the average price per category in items in descending order.",
+        "Print the average price per category in items as a dict.",
+    ],
+)
+def test_an_order_or_a_form_asked_for_keeps_the_check_but_not_the_tools_program(question):
+    """The check reads each group's line in any order or form; the tool's program prints
+    plain lines in the groups' own order: "verified" it would answer the cheapest first."""
+    items = pd.DataFrame({"category": ["a", "b", "c"], "price": [1.0, 50.0, 9.0]})
+    (check,) = derive(question, {"items": items})
+    assert check.program == ""
+    (plain,) = derive("Print the average price per category in items.", {"items": items})
+    assert plain.program

@@ -9,8 +9,9 @@ expected answer follows from the data itself, computed here on the host from the
 user's live frames (read only) when the run starts. Each check says which terms a
 printed line must show together: a group as the data names it with its answer, and no
 other group or answer beside them (a line holding every name answers nothing). A
-question that adds to the shape (a filter, a second group, a share, a rounding) is not
-checked: the check would compute the plain answer and refuse the right one.
+question that adds to the shape (a filter, a second group, a share, a rounding, a column
+it does not read) or whose answer is no printed line (a plot, a function that returns) is
+not checked: the check would compute the plain answer and refuse the right one.
 
 What reaches the model is the check's description and, when it fails, how many rows
 were not shown — never the expected values. Unlike QA's generated checks (soft: written
@@ -27,7 +28,7 @@ import bisect
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..model import DATA_CHECK_PREFIX, DataCheck, TestOutcome
@@ -54,9 +55,28 @@ QUALIFIERS = (
     *("rate", "fraction", "rounded", "round", "thousands", "millions", "cumulative", "running"),
     *("distinct", "unique", "different", "median", "weighted", "growth", "change", "difference"),
     *("increase", "decrease"),
+    *("ignoring", "ignore", "apart", "aside", "but", "leave", "leaving", "skip", "skipping", "drop", "dropping"),
+    *("negative", "positive", "zero", "zeros", "nonzero", "non", "missing", "null", "nan", "empty", "valid"),
+    *("latest", "earliest", "recent", "newest", "oldest", "current", "monthly", "daily", "weekly", "yearly"),
+    *("annual", "annually", "quarterly", "hourly", "k", "thousand", "million", "billion", "usd", "eur"),
+    *("dollars", "euros", "cents", "pct", "normalized", "normalised", "scaled", "capita"),
 )
 """Words of a question that narrows or transforms what it asks (a filter, a share, a
 rounding, a running total): the check would compute the plain answer instead."""
+NOT_PRINTED = (
+    *("plot", "plots", "chart", "graph", "histogram", "function", "return", "returns", "returning"),
+    *("save", "file", "csv", "excel", "variable", "store", "new column", "add a column", "as a column"),
+)
+"""Words of a question whose answer is not printed lines (a plot, a function that
+returns, a new column, a file): the check reads printed lines and would refuse the right
+answer, and the tool's program only prints."""
+ORDERED = (
+    *("sorted", "sort", "order", "ordered", "ascending", "descending", "rank", "ranked", "ranking"),
+    *("dict", "dictionary", "list", "json", "table", "dataframe", "series"),
+)
+"""Words of a question that asks for an order or a form: the check reads each group's
+line in any order or form, but the tool's program prints plain lines in the data's own
+order, so it offers none."""
 DATE_TEXT = re.compile(r"\d{4}-\d{1,2}-\d{1,2}")
 ITEMS = re.compile(r"[,;]\s+|\s\|\s")
 """Where a line that names several groups splits into its items: a dict or a list printed
@@ -196,9 +216,20 @@ def derive(question: str, values: Mapping[str, Any]) -> list[DataCheck]:
     if not frames:
         return []
     try:
-        return _derive(question, frames)
+        checks = _derive(question, frames)
     except Exception:  # a question this cannot read is simply not checked
         return []
+    words = _words(question)
+    if _said(words, ORDERED) or _order(" ".join(words)):
+        return [replace(check, program="") for check in checks]
+    return checks
+
+
+def _order(text: str) -> re.Match[str] | None:
+    """ "from the most expensive category to the cheapest", "highest to lowest": an order
+    of the lines asked for, not a superlative."""
+    extremes = "|".join(HIGH + LOW)
+    return re.search(rf"(?<!\w)(?:from )?(?:the )?(?:{extremes})(?: \w+){{0,3}}? to (?:the )?\w+", text)
 
 
 def _qualified(words: list[str], frames: Mapping[str, Any]) -> bool:
@@ -258,10 +289,12 @@ def _shared(frames: Mapping[str, Any], names: list[str]) -> set[Any]:
 def _derive(question: str, frames: Mapping[str, Any]) -> list[DataCheck]:
     words = _words(question)
     text = " ".join(words)
-    if _qualified(words, frames):
+    if _qualified(words, frames) or _said(words, NOT_PRINTED):
         return []
     counting = any(re.search(rf"(?<!\w){c}(?!\w)", text) for c in COUNT)
-    extremes, sums, means = _said(words, HIGH + LOW), _said(words, SUM), _said(words, MEAN)
+    order = _order(text)
+    unordered = _words(text[: order.start()] + text[order.end() :]) if order else words
+    extremes, sums, means = _said(unordered, HIGH + LOW), _said(words, SUM), _said(words, MEAN)
     if any(w in text for w in WEEKDAY):
         # the weekdays (with their counts): a total, an average or a best per weekday is another answer
         if extremes or sums or means or (counting and _counts_a_column(words, frames)):
