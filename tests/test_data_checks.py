@@ -488,3 +488,11 @@ def test_an_order_or_a_form_asked_for_keeps_the_check_but_not_the_tools_program(
     assert check.program == ""
     (plain,) = derive("Print the average price per category in items.", {"items": items})
     assert plain.program
+
+
+def test_the_most_sales_may_be_the_most_of_them():
+    """North sold the largest total and the largest sale in January, south sold most
+    often: "the region with the most sales" is read three ways, none checked."""
+    shop = pd.DataFrame({"month": ["jan"] * 3, "region": ["north", "south", "south"], "sales": [100, 10, 20]})
+    assert derive("For each month in shop, print the region with the most sales.", {"shop": shop}) == []
+    assert derive("For each month in shop, print the region with the highest sales.", {"shop": shop})

@@ -42,6 +42,8 @@ values): a line that shows every value shows some of these, and the lines stay q
 TRIGGERS = ("for each", "per", "by", "in each", "of each", "each", "for every", "every")
 HIGH = ("highest", "largest", "biggest", "most", "top", "maximum", "max", "best")
 LOW = ("lowest", "smallest", "least", "fewest", "minimum", "min", "worst")
+MANY = ("most", "fewest", "least")
+"""Superlatives that may count: "the region with the most sales" may be the most of them."""
 SUM = ("total", "sum")
 MEAN = ("average", "mean")
 COUNT = ("how many", "count", "number of")
@@ -316,7 +318,8 @@ def _derive(question: str, frames: Mapping[str, Any]) -> list[DataCheck]:
             return []
         if _names_another_column(words, frames, used):
             return []
-        return _extreme(joined, group, target, measure, high, how)
+        many = bool(set(extremes) & set(MANY))
+        return _extreme(joined, group, target, measure, high, how, many)
     if extremes:  # "the highest total sales per month", "which region had the highest total"
         return []
     agg = "sum" if sums else ""
@@ -389,16 +392,24 @@ def _winners(frame: Any, group: str, target: str, measure: str, high: bool, how:
 
 
 def _extreme(
-    joined: tuple[Any, str], group: tuple[str, str], target: str, measure: str, high: bool, how: str
+    joined: tuple[Any, str],
+    group: tuple[str, str],
+    target: str,
+    measure: str,
+    high: bool,
+    how: str,
+    many: bool = False,
 ) -> list[DataCheck]:
     """The winners by ``how``; when the words say neither total nor average, "the region
-    with the highest sales" may mean the highest total or the highest single sale: checked
-    only where both give the same region."""
+    with the highest sales" may mean the highest total or the highest single sale, and
+    "the most sales" (``many``) also the most of them: checked only where all give the
+    same region."""
     frame, source = joined
     if not _numeric(frame[measure]):
         return []
     rows = _winners(frame, group[1], target, measure, high, how or "sum")
-    if rows is None or (not how and rows != _winners(frame, group[1], target, measure, high, "max" if high else "min")):
+    readings = ["max" if high else "min", *(["count"] if many else [])] if not how else []
+    if rows is None or any(rows != _winners(frame, group[1], target, measure, high, r) for r in readings):
         return []
     word = ("highest" if high else "lowest") + {"sum": " total", "mean": " average"}.get(how, "")
     what = f"each `{group[1]}` of `{group[0]}` with the `{target}` of {word} `{measure}`"
