@@ -79,6 +79,9 @@ ORDERED = (
 """Words of a question that asks for an order or a form: the check reads each group's
 line in any order or form, but the tool's program prints plain lines in the data's own
 order, so it offers none."""
+PLAIN_FLOATS = 1e16
+"""From here on Python prints a float with an exponent (2e+20), which the check's lines
+do not read as a number."""
 DATE_TEXT = re.compile(r"\d{4}-\d{1,2}-\d{1,2}")
 ITEMS = re.compile(r"[,;]\s+|\s\|\s")
 """Where a line that names several groups splits into its items: a dict or a list printed
@@ -336,6 +339,8 @@ def _derive(question: str, frames: Mapping[str, Any]) -> list[DataCheck]:
         values = frame.groupby(group[1])[measured[1]].agg(agg)
         what = f"each `{group[1]}` of `{group[0]}` with its {'total' if agg == 'sum' else 'average'} `{measured[1]}`"
         program = _keyed(frame, group[1], answers.aggregate(source, group[1], measured[1], agg))
+        if any(isinstance(v, float) and abs(v) >= PLAIN_FLOATS for v in values.tolist()):
+            program = ""  # it would print 2e+20, a number no line shows: its own check would refuse it
         return _rows(what, [[g, _number(v)] for g, v in values.items()], f"`{group[1]}`", program=program)
     if counting and not _counts_a_column(words, frames):
         counted = _counted(words, frames, group)
