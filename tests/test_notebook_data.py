@@ -267,6 +267,27 @@ def test_an_answer_the_data_check_refuses_is_followed_by_the_tools_own_program(d
     assert run.iterations[1].answer and run.outcome == "success"
 
 
+RIGHT_BEST_TOTAL = """```python
+totals = df.groupby(["month", "region"], sort=False)["sales"].sum()
+for month, best in totals.groupby(level="month", sort=False).idxmax().items():
+    print(month, best[1])
+```"""
+
+
+@pytest.mark.sandbox
+def test_a_question_the_check_would_misread_is_no_tool_answer(data_shell):
+    """Red team of the tool's own program: "which region had the highest total sales in
+    each month" was read as each month's total. The model's right answer was refused and
+    the tool's program printed the monthly totals, "verified by checks from your data"."""
+    question = "Which region had the highest total sales in each month in df?"
+    with ScriptedServer([Reply(RIGHT_BEST_TOTAL)]) as server:
+        run, html = agent(data_shell, server, question, flags="--no-plan --max-iterations 1")
+    (only,) = run.iterations
+    assert not only.answer and only.result.stdout.split() == ["jan", "north", "feb", "north", "mar", "south"]
+    assert run.outcome == "success" and "checks from your data" not in run.verified_by
+    assert "The tool's own program" not in html and "The tool&#x27;s own program" not in html
+
+
 @pytest.mark.sandbox
 def test_an_agent_answer_from_a_table_of_its_own_is_rejected(data_shell):
     data_shell.run_cell("%config SelfHeal.quick_fixes = False")  # what the model is told is the subject
