@@ -507,3 +507,19 @@ def test_no_program_that_would_print_a_total_its_own_check_cannot_read():
     small = big.assign(sales=big.sales / 1e10)
     (check,) = derive("Print the total sales per month in small.", {"small": small})
     assert run_checks([check], printed_by_program(check.program, {"small": small}))[0].passed
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "For each month in shop, print the region with the highest sales, and how much it sold.",
+        "Print the total sales per region with the region names in upper case.",
+        "Print the total sales per region, then a line with the sum of them all.",
+    ],
+)
+def test_a_question_with_words_the_shape_does_not_read_gets_no_tool_program(question):
+    """The check reads one line per group and lets a line say more; the tool's program
+    prints the plain answer only, so it would leave out what these words ask for and
+    still end "verified"."""
+    (check,) = derive(question, {"shop": SHOP})
+    assert check.program == ""

@@ -289,6 +289,18 @@ def test_a_question_the_check_would_misread_is_no_tool_answer(data_shell):
 
 
 @pytest.mark.sandbox
+def test_no_tool_answer_for_a_question_that_asks_more_than_it_prints(data_shell):
+    """Red team of the tool's own program: after a refused answer it printed each month's
+    region alone, "verified by checks from your data", for a question that also asks how
+    much that region sold."""
+    question = "For each month in df, print the region with the highest sales, and how much it sold."
+    with ScriptedServer([Reply(ROW_NUMBERS)]) as server:
+        run, html = agent(data_shell, server, question, flags="--no-plan --max-iterations 1")
+    assert [it.answer for it in run.iterations] == [False]
+    assert run.outcome != "success" and run.fix is None
+
+
+@pytest.mark.sandbox
 def test_an_agent_answer_from_a_table_of_its_own_is_rejected(data_shell):
     data_shell.run_cell("%config SelfHeal.quick_fixes = False")  # what the model is told is the subject
     own = '```python\nspending = {"Alice": 10.0, "Bob": 5.0}\nfor name, total in spending.items():\n    print(name, total)\n```'

@@ -62,6 +62,7 @@ QUALIFIERS = (
     *("latest", "earliest", "recent", "newest", "oldest", "current", "monthly", "daily", "weekly", "yearly"),
     *("annual", "annually", "quarterly", "hourly", "k", "thousand", "million", "billion", "usd", "eur"),
     *("dollars", "euros", "cents", "pct", "normalized", "normalised", "scaled", "capita"),
+    *("squared", "square", "absolute", "tax", "plus", "times", "including", "overall", "grand", "twice"),
 )
 """Words of a question that narrows or transforms what it asks (a filter, a share, a
 rounding, a running total): the check would compute the plain answer instead."""
@@ -82,6 +83,81 @@ order, so it offers none."""
 PLAIN_FLOATS = 1e16
 """From here on Python prints a float with an exponent (2e+20), which the check's lines
 do not read as a number."""
+READ = frozenset(
+    " ".join((*TRIGGERS, *HIGH, *LOW, *SUM, *MEAN, *COUNT, *WEEKDAY)).split()
+    + [
+        "a",
+        "an",
+        "the",
+        "and",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "has",
+        "have",
+        "had",
+        "did",
+        "do",
+        "does",
+        "that",
+        "which",
+        "what",
+        "who",
+        "it",
+        "its",
+        "their",
+        "they",
+        "with",
+        "in",
+        "on",
+        "at",
+        "print",
+        "show",
+        "display",
+        "give",
+        "tell",
+        "me",
+        "find",
+        "compute",
+        "calculate",
+        "get",
+        "output",
+        "please",
+        "s",
+        "name",
+        "names",
+        "value",
+        "values",
+        "row",
+        "rows",
+        "line",
+        "lines",
+        "one",
+        "data",
+        "column",
+        "columns",
+        "each",
+        "sold",
+        "sell",
+        "sells",
+        "spent",
+        "spend",
+        "spends",
+        "bought",
+        "buy",
+        "buys",
+        "placed",
+        "place",
+        "places",
+        "made",
+        "make",
+        "makes",
+    ]
+)
+"""The words the tool's own program answers a question in full with: its shape's, and
+words that ask nothing more of it."""
 DATE_TEXT = re.compile(r"\d{4}-\d{1,2}-\d{1,2}")
 ITEMS = re.compile(r"[,;]\s+|\s\|\s")
 """Where a line that names several groups splits into its items: a dict or a list printed
@@ -225,9 +301,24 @@ def derive(question: str, values: Mapping[str, Any]) -> list[DataCheck]:
     except Exception:  # a question this cannot read is simply not checked
         return []
     words = _words(question)
-    if _said(words, ORDERED) or _order(" ".join(words)):
+    if _said(words, ORDERED) or _order(" ".join(words)) or not _all_read(words, frames):
         return [replace(check, program="") for check in checks]
     return checks
+
+
+def _all_read(words: list[str], frames: Mapping[str, Any]) -> bool:
+    """Whether every word of the question is one the shape is read from (:data:`READ`),
+    a frame's or a column's name (or a part of one): the tool answers with its own
+    program only then. A word beyond them may ask for more than the plain answer ("and
+    how much it sold", "the grand total", "including tax", "in upper case"), which the
+    check, reading one line per group, does not refuse, but the tool's program would not
+    print."""
+    names = {n.casefold() for n in frames}
+    for frame in frames.values():
+        for column in frame.columns:
+            if isinstance(column, str):
+                names |= {column.casefold(), *re.split(r"[_\s]+", column.casefold())}
+    return all(_forms(word) & names or word in READ for word in words)
 
 
 def _order(text: str) -> re.Match[str] | None:
