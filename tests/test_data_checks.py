@@ -523,3 +523,12 @@ def test_a_question_with_words_the_shape_does_not_read_gets_no_tool_program(ques
     still end "verified"."""
     (check,) = derive(question, {"shop": SHOP})
     assert check.program == ""
+
+
+def test_dates_pandas_would_drop_leave_the_weekdays_unchecked():
+    """ "2024-05-07 10:30" beside "2024-05-06": pandas reads the column in the first
+    value's form and drops the others (errors="coerce"); the check and the tool's program
+    both counted 3 of 5 visits, "verified"."""
+    visits = pd.DataFrame({"date": ["2024-05-06", "2024-05-07", "2024-05-07 10:30", "2024-05-11T08:00:00"]})
+    assert derive("Count the rows of visits per weekday (by name).", {"visits": visits}) == []
+    assert derive("Count the rows of visits per weekday (by name).", {"visits": visits.head(2)})

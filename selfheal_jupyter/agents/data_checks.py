@@ -224,7 +224,10 @@ def _dates(frame: Any) -> tuple[str, Any] | None:
         elif series.dtype == object or str(series.dtype) in ("str", "string"):
             sample = series.dropna().astype(str).head(20)
             if len(sample) and all(DATE_TEXT.match(v) for v in sample):
-                found.append((column, pd.to_datetime(series, errors="coerce")))
+                parsed = pd.to_datetime(series, errors="coerce")
+                if parsed.isna().sum() > series.isna().sum():
+                    return None  # dates in several forms: pandas drops those unlike the first
+                found.append((column, parsed))
     return found[0] if len(found) == 1 else None
 
 
