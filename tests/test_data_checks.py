@@ -532,3 +532,12 @@ def test_dates_pandas_would_drop_leave_the_weekdays_unchecked():
     visits = pd.DataFrame({"date": ["2024-05-06", "2024-05-07", "2024-05-07 10:30", "2024-05-11T08:00:00"]})
     assert derive("Count the rows of visits per weekday (by name).", {"visits": visits}) == []
     assert derive("Count the rows of visits per weekday (by name).", {"visits": visits.head(2)})
+
+
+def test_frames_joined_many_to_many_are_not_checked():
+    """A customer listed twice: the merge repeats each of their orders, and the check and
+    the tool's program both said Tom Berg spent 75 in 4 orders (37.5 in 2), "verified"."""
+    twice = pd.concat([CUSTOMERS, CUSTOMERS.iloc[[1]]], ignore_index=True)
+    for question in (TOTALS, COUNTS):
+        assert derive(question, {"customers": twice, "orders": ORDERS}) == []
+        assert derive(question, {"customers": CUSTOMERS, "orders": ORDERS})

@@ -197,8 +197,8 @@ def _joined(frames: Mapping[str, Any], names: list[str]) -> tuple[Any, str] | No
         return None
     left, right = frames[unique[0]], frames[unique[1]]
     shared = [c for c in left.columns if c in set(right.columns)]
-    if len(shared) != 1:
-        return None
+    if len(shared) != 1 or not (left[shared[0]].is_unique or right[shared[0]].is_unique):
+        return None  # many rows to many: the merge repeats each order once per duplicate customer
     return left.merge(right, on=shared[0]), f"{unique[0]}.merge({unique[1]}, on={shared[0]!r})"
 
 
