@@ -541,3 +541,11 @@ def test_frames_joined_many_to_many_are_not_checked():
     for question in (TOTALS, COUNTS):
         assert derive(question, {"customers": twice, "orders": ORDERS}) == []
         assert derive(question, {"customers": CUSTOMERS, "orders": ORDERS})
+
+
+def test_a_customer_with_no_orders_leaves_the_joined_answer_unchecked():
+    """The merge drops a customer with no orders: the check and the tool's program left
+    them out, "verified", where they placed 0 orders and spent 0."""
+    new = pd.concat([CUSTOMERS, pd.DataFrame({"customer_id": [104], "name": ["Ines Roth"]})], ignore_index=True)
+    for question in (TOTALS, COUNTS):
+        assert derive(question, {"customers": new, "orders": ORDERS}) == []

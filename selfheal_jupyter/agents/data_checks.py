@@ -189,7 +189,9 @@ def _superlative(words: list[str], frames: Mapping[str, Any]) -> tuple[str, str,
 
 def _joined(frames: Mapping[str, Any], names: list[str]) -> tuple[Any, str] | None:
     """The frames ``names`` as one: itself, or two merged on the one column they share;
-    with the expression a program reads it by."""
+    with the expression a program reads it by. None where the merge would drop a group
+    of the first (the group's) frame: a customer with no orders placed 0, spent 0, and
+    is no line of the merged answer."""
     unique = list(dict.fromkeys(names))
     if len(unique) == 1:
         return frames[unique[0]], unique[0]
@@ -199,6 +201,8 @@ def _joined(frames: Mapping[str, Any], names: list[str]) -> tuple[Any, str] | No
     shared = [c for c in left.columns if c in set(right.columns)]
     if len(shared) != 1 or not (left[shared[0]].is_unique or right[shared[0]].is_unique):
         return None  # many rows to many: the merge repeats each order once per duplicate customer
+    if not left[shared[0]].isin(right[shared[0]]).all():
+        return None
     return left.merge(right, on=shared[0]), f"{unique[0]}.merge({unique[1]}, on={shared[0]!r})"
 
 
