@@ -549,3 +549,16 @@ def test_a_customer_with_no_orders_leaves_the_joined_answer_unchecked():
     new = pd.concat([CUSTOMERS, pd.DataFrame({"customer_id": [104], "name": ["Ines Roth"]})], ignore_index=True)
     for question in (TOTALS, COUNTS):
         assert derive(question, {"customers": new, "orders": ORDERS}) == []
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["Print the weekday of each date in visits.", "What weekday is every row of visits?"],
+)
+def test_the_weekday_of_each_date_is_no_list_of_the_weekdays(question):
+    """One weekday per row: the tool's program printed each weekday once ("Monday",
+    "Tuesday", "Friday" for four visits), "verified"."""
+    (check,) = derive(question, {"visits": VISITS})
+    assert check.program == ""
+    (listed,) = derive("Print the weekdays of the dates in visits, by name.", {"visits": VISITS})
+    assert listed.program

@@ -468,6 +468,8 @@ def _per_weekday(frames: Mapping[str, Any], counting: bool, words: list[str]) ->
         return []
     days = dates.dropna().dt.day_name().value_counts()
     program = answers.weekdays(name, column, counting) if isinstance(column, str) else ""
+    if not counting and _each_row(words, frames, column):
+        program = ""  # the weekday of each date is one line per row; the program prints each day once
     if counting:
         counts = [[d, str(int(n))] for d, n in days.items()]
         return _rows(f"each weekday of `{name}` (by name) with its count", counts, "weekday", program=program)
@@ -476,6 +478,18 @@ def _per_weekday(frames: Mapping[str, Any], counting: bool, words: list[str]) ->
     return _rows(
         f"each weekday of `{name}` by name", [[d] for d in days.index], "weekday", choices=absent, program=program
     )
+
+
+def _each_row(words: list[str], frames: Mapping[str, Any], column: Any) -> bool:
+    """ "the weekday of each date", "for every row in visits": one answer per row, not
+    per weekday."""
+    rows = {"row", "rows", "entry", "entries", "record", "records", str(column).casefold()}
+    rows |= {name.casefold() for name in frames}
+    text = " ".join(words)
+    for m in re.finditer(r"(?<!\w)(?:each|every)((?: \w+){1,3})", text):
+        if any(_forms(word) & rows for word in m.group(1).split()):
+            return True
+    return False
 
 
 def _text(value: Any) -> str:
