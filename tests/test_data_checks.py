@@ -562,3 +562,13 @@ def test_the_weekday_of_each_date_is_no_list_of_the_weekdays(question):
     assert check.program == ""
     (listed,) = derive("Print the weekdays of the dates in visits, by name.", {"visits": VISITS})
     assert listed.program
+
+
+def test_a_count_of_one_frame_among_rows_of_another_is_not_checked():
+    """The orders were counted per region where the words count customers (those who
+    placed orders): north 3 for 2 customers, "verified"."""
+    customers = CUSTOMERS.assign(region=["north", "south", "north"])
+    values = {"customers": customers, "orders": ORDERS}
+    assert derive("How many customers per region placed orders?", values) == []
+    (check,) = derive("How many orders per region did customers place?", values)
+    assert sorted(check.rows) == [["north", "3"], ["south", "2"]]

@@ -380,6 +380,8 @@ def _derive(question: str, frames: Mapping[str, Any]) -> list[DataCheck]:
         return _rows(what, [[g, _number(v)] for g, v in values.items()], f"`{group[1]}`", program=program)
     if counting and not _counts_a_column(words, frames):
         counted = _counted(words, frames, group)
+        if counted == "":
+            return []
         joined = _joined(frames, [group[0], counted]) if counted else (frames[group[0]], group[0])
         used = {group[1]} | _shared(frames, [group[0], counted or group[0]])
         if joined is None or _names_another_column(words, frames, used):
@@ -407,12 +409,15 @@ def _measure(words: list[str], frames: Mapping[str, Any], agg: str) -> tuple[str
 
 
 def _counted(words: list[str], frames: Mapping[str, Any], group: tuple[str, str]) -> str | None:
-    """The frame whose rows are counted ("how many orders"), when not the group's own."""
-    for word in words:
-        for name in frames:
-            if name != group[0] and name.casefold() in _forms(word):
-                return name
-    return None
+    """The frame whose rows are counted ("how many orders"), when not the group's own;
+    "" when the words name another frame but count something else ("how many customers
+    per region placed orders": the customers, among those with orders)."""
+    named = [name for word in words for name in frames if name != group[0] and name.casefold() in _forms(word)]
+    if not named:
+        return None
+    text = " ".join(words)
+    said = re.search(rf"(?<!\w)(?:{'|'.join(COUNT)}) (?:the )?(\w+)", text)
+    return named[0] if said and named[0].casefold() in _forms(said.group(1)) else ""
 
 
 def _numeric(series: Any) -> bool:
