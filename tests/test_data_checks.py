@@ -572,3 +572,16 @@ def test_a_count_of_one_frame_among_rows_of_another_is_not_checked():
     assert derive("How many customers per region placed orders?", values) == []
     (check,) = derive("How many orders per region did customers place?", values)
     assert sorted(check.rows) == [["north", "3"], ["south", "2"]]
+
+
+def test_the_frame_the_question_names_is_the_one_read():
+    """The context's names are a set: with a filtered copy of ``df`` beside it (its columns
+    named by the question too), "for each month in df" read ``recent`` in some kernels,
+    and the tool's program answered for it (no March), verified."""
+    recent = DF[DF.month != "mar"]
+    (check,) = derive(BEST, {"recent": recent, "df": DF})
+    assert check.source.startswith("from your data: each `month` of `df`") and len(check.rows) == 3
+    assert "recent" not in check.program
+    # two frames the question names, each holding the column: which one it means is unsaid
+    sales = DF.copy()
+    assert derive("For each month in df, print the region with the highest sales.", {"sales": sales, "df": DF}) == []

@@ -327,11 +327,32 @@ def _shared(frames: Mapping[str, Any], names: list[str]) -> set[Any]:
     return set(frames[unique[0]].columns) & set(frames[unique[1]].columns)
 
 
+def _frames_read(words: list[str], frames: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The frames the question reads: those it names, and those holding a column it
+    names that none of those hold; None when a column it names is in two of them (which
+    one the check read depended on the order of a set). Why: a notebook holds frames
+    with the same columns (``recent = df[df.month != "mar"]``); "for each month in df"
+    read ``recent`` in some kernels, and the tool's program answered for it, verified."""
+    said = {name for name in frames if any(name.casefold() in _forms(w) for w in words)}
+    columns = {
+        name: {c for c in frame.columns if isinstance(c, str) and any(c.casefold() in _forms(w) for w in words)}
+        for name, frame in frames.items()
+    }
+    held = set().union(*(columns[name] for name in said))
+    kept = {name: frames[name] for name in sorted(frames) if name in said or columns[name] - held}
+    for column in set().union(*(columns[name] for name in kept)):
+        if sum(column in columns[name] for name in kept) > 1:
+            return None
+    return kept
+
+
 def _derive(question: str, frames: Mapping[str, Any]) -> list[DataCheck]:
     words = _words(question)
     text = " ".join(words)
-    if _qualified(words, frames) or _said(words, NOT_PRINTED):
+    read = _frames_read(words, frames)
+    if not read or _qualified(words, frames) or _said(words, NOT_PRINTED):
         return []
+    frames = read
     counting = any(re.search(rf"(?<!\w){c}(?!\w)", text) for c in COUNT)
     order = _order(text)
     unordered = _words(text[: order.start()] + text[order.end() :]) if order else words
