@@ -585,3 +585,12 @@ def test_the_frame_the_question_names_is_the_one_read():
     # two frames the question names, each holding the column: which one it means is unsaid
     sales = DF.copy()
     assert derive("For each month in df, print the region with the highest sales.", {"sales": sales, "df": DF}) == []
+
+
+def test_a_question_asking_the_measure_too_gets_no_tool_program():
+    """The check reads month and region on a line and lets it say more; the tool's
+    program printed the region alone where the words ask for its sales."""
+    (check,) = derive("For each month in df, print the sales of the region with the highest sales.", {"df": DF})
+    assert check.program == ""
+    (named,) = derive("For each month in sales, print the region with the highest sales.", {"sales": SALES})
+    assert named.program

@@ -313,6 +313,18 @@ def _names_another_column(words: list[str], frames: Mapping[str, Any], used: set
     return False
 
 
+def _mentions(words: list[str], frames: Mapping[str, Any], column: str) -> int:
+    """How many times the words name ``column``, a frame's name after "in" / "of" aside
+    ("in sales" is the frame)."""
+    names = {name.casefold() for name in frames}
+    return sum(
+        1
+        for i, word in enumerate(words)
+        if column.casefold() in _forms(word)
+        and not (i and words[i - 1] in ("in", "of", "from") and _forms(word) & names)
+    )
+
+
 def _said(words: list[str], kinds: tuple[str, ...]) -> list[str]:
     """The words of ``kinds`` the question says, each time it says one (phrases as one)."""
     text = " ".join(words)
@@ -379,7 +391,10 @@ def _derive(question: str, frames: Mapping[str, Any]) -> list[DataCheck]:
         if _names_another_column(words, frames, used):
             return []
         many = bool(set(extremes) & set(MANY))
-        return _extreme(joined, group, target, measure, high, how, many)
+        checks = _extreme(joined, group, target, measure, high, how, many)
+        if _mentions(words, frames, measure) > 1:  # "print the sales of the region with the highest sales"
+            return [replace(check, program="") for check in checks]
+        return checks
     if extremes:  # "the highest total sales per month", "which region had the highest total"
         return []
     agg = "sum" if sums else ""
