@@ -594,3 +594,18 @@ def test_a_question_asking_the_measure_too_gets_no_tool_program():
     assert check.program == ""
     (named,) = derive("For each month in sales, print the region with the highest sales.", {"sales": SALES})
     assert named.program
+
+
+@pytest.mark.parametrize(
+    "question", ["How many weekdays are in visits?", "What is the number of days of the week in visits?"]
+)
+def test_a_number_of_weekdays_is_no_count_per_weekday(question):
+    """The tool's program printed the visits per weekday, verified, where the words ask
+    how many weekdays there are."""
+    assert derive(question, {"visits": VISITS}) == []
+    assert derive("How many rows per weekday are in visits?", {"visits": VISITS})
+
+
+def test_all_on_one_line_gets_no_tool_program():
+    (check,) = derive("Print the total sales per region in shop, in one line.", {"shop": SHOP})
+    assert check.program == ""

@@ -89,7 +89,7 @@ READ = frozenset(
         *("a", "an", "the", "and", "is", "are", "was", "were", "be", "has", "have", "had", "did", "do"),
         *("does", "that", "which", "what", "who", "it", "its", "their", "they", "with", "in", "on", "at"),
         *("print", "show", "display", "give", "tell", "me", "find", "compute", "calculate", "get", "output"),
-        *("please", "s", "name", "names", "value", "values", "row", "rows", "line", "lines", "one", "data"),
+        *("please", "s", "name", "names", "value", "values", "row", "rows", "line", "lines", "data"),
         *("column", "columns", "each", "sold", "sell", "sells", "spent", "spend", "spends", "bought", "buy"),
         *("buys", "placed", "place", "places", "made", "make", "makes"),
     )
@@ -373,6 +373,8 @@ def _derive(question: str, frames: Mapping[str, Any]) -> list[DataCheck]:
         # the weekdays (with their counts): a total, an average or a best per weekday is another answer
         if extremes or sums or means or (counting and _counts_a_column(words, frames)):
             return []
+        if re.search(rf"(?<!\w)(?:{'|'.join(COUNT)}) (?:the )?(?:weekdays?|days?)(?!\w)", text):
+            return []  # "how many weekdays are in visits": a number of days, not the rows per day
         return _per_weekday(frames, counting, words)
     group = _after(words, TRIGGERS, frames)
     if group is None or _other_group(words, frames, group):
