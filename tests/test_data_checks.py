@@ -609,3 +609,11 @@ def test_a_number_of_weekdays_is_no_count_per_weekday(question):
 def test_all_on_one_line_gets_no_tool_program():
     (check,) = derive("Print the total sales per region in shop, in one line.", {"shop": SHOP})
     assert check.program == ""
+
+
+def test_a_count_column_is_not_the_rows_counted():
+    """``value_counts().reset_index()`` names its column ``count``: "the count for each
+    region in counts" is that column, and the tool's program printed 1 row per region,
+    verified (the frame's name, said as "count", hid the column)."""
+    counts = DF.region.value_counts().reset_index()
+    assert derive("Print the count for each region in counts.", {"counts": counts}) == []

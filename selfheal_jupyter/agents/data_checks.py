@@ -298,17 +298,19 @@ def _names_another_column(words: list[str], frames: Mapping[str, Any], used: set
     """Whether the words name a column the check does not read ("which region had the
     highest total sales in each month": the check of monthly totals reads no region; "per
     customer" beside a ``customer_id``): the question asks more than the check computes.
-    A word that names a frame names no column here."""
-    for word in words:
+    A frame's name after "in" / "of" / "from" names no column here ("in sales"); elsewhere
+    it may ("the count for each region in counts", a ``count`` column)."""
+    for i, word in enumerate(words):
         forms = _forms(word)
-        if any(name.casefold() in forms for name in frames):
+        frame = any(name.casefold() in forms for name in frames)  # "orders", not ``order_id``
+        if frame and i and words[i - 1] in ("in", "of", "from"):
             continue
-        for frame in frames.values():
-            for column in frame.columns:
+        for values in frames.values():
+            for column in values.columns:
                 if not isinstance(column, str) or column in used:
                     continue
                 parts = set(re.split(r"[_\s]+", column.casefold()))
-                if column.casefold() in forms or (len(parts) > 1 and parts & forms):
+                if column.casefold() in forms or (not frame and len(parts) > 1 and parts & forms):
                     return True
     return False
 
