@@ -617,3 +617,11 @@ def test_a_count_column_is_not_the_rows_counted():
     verified (the frame's name, said as "count", hid the column)."""
     counts = DF.region.value_counts().reset_index()
     assert derive("Print the count for each region in counts.", {"counts": counts}) == []
+
+
+def test_the_lowest_where_a_group_lacks_an_answer_is_not_checked():
+    """East sold nothing in January: "the region with the lowest sales" may be east (none)
+    or the lowest of those that sold; the tool's program said south, verified."""
+    assert "east" not in set(DF[DF.month == "jan"].region)
+    assert derive("For each month in df, print the region with the lowest sales.", {"df": DF}) == []
+    assert derive("For each month in sales, print the region with the lowest sales.", {"sales": SALES})

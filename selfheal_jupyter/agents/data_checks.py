@@ -493,6 +493,8 @@ def _extreme(
     frame, source = joined
     if not _numeric(frame[measure]):
         return []
+    if not high and (frame.groupby(group[1])[target].nunique() < frame[target].nunique()).any():
+        return []  # a region with no sales in a month has the lowest (none) or none at all: unsaid
     rows = _winners(frame, group[1], target, measure, high, how or "sum")
     readings = ["max" if high else "min", *(["count"] if many else [])] if not how else []
     if rows is None or any(rows != _winners(frame, group[1], target, measure, high, r) for r in readings):
