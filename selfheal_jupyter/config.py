@@ -242,9 +242,10 @@ class SelfHeal(Configurable):
         False,
         help="%%hint: also ask the model for a few sentences around the facts of levels 1 "
         "and 2, shown only when the checks against the verified fix find nothing wrong with "
-        "them. Off by default: with the embedded model none of its replies on the exercises "
-        "passed (it guesses the change or says something wrong; docs/measurements.md), so "
-        "the facts alone are the hint, sooner. Worth trying with a stronger endpoint.",
+        "them. Off by default: with the embedded model 2 of its 34 replies on the 22 "
+        "exercises passed, and both said the change in words (the others guessed the change "
+        "or said something wrong; docs/measurements.md), so the facts alone are the hint, "
+        "sooner. Worth trying with a stronger endpoint.",
     ).tag(config=True)
 
     # --- front ----------------------------------------------------------------
