@@ -198,7 +198,7 @@ def _joined(frames: Mapping[str, Any], names: list[str]) -> tuple[Any, str] | No
     if len(unique) != 2:
         return None
     left, right = frames[unique[0]], frames[unique[1]]
-    shared = [c for c in left.columns if c in set(right.columns)]
+    shared = list(_shared(frames, unique))
     if len(shared) != 1 or not (left[shared[0]].is_unique or right[shared[0]].is_unique):
         return None  # many rows to many: the merge repeats each order once per duplicate customer
     if not left[shared[0]].isin(right[shared[0]]).all():
@@ -303,7 +303,7 @@ def _names_another_column(words: list[str], frames: Mapping[str, Any], used: set
     for i, word in enumerate(words):
         forms = _forms(word)
         frame = any(name.casefold() in forms for name in frames)  # "orders", not ``order_id``
-        if frame and i and words[i - 1] in ("in", "of", "from"):
+        if _frame_in_place(words, i, frames):
             continue
         for values in frames.values():
             for column in values.columns:
@@ -315,15 +315,16 @@ def _names_another_column(words: list[str], frames: Mapping[str, Any], used: set
     return False
 
 
+def _frame_in_place(words: list[str], i: int, frames: Mapping[str, Any]) -> bool:
+    """Whether ``words[i]`` names a frame where a frame is named: after "in" / "of" /
+    "from" ("in sales" is the frame, not its ``sales`` column)."""
+    return i > 0 and words[i - 1] in ("in", "of", "from") and any(n.casefold() in _forms(words[i]) for n in frames)
+
+
 def _mentions(words: list[str], frames: Mapping[str, Any], column: str) -> int:
-    """How many times the words name ``column``, a frame's name after "in" / "of" aside
-    ("in sales" is the frame)."""
-    names = {name.casefold() for name in frames}
+    """How many times the words name ``column``, a frame's name in place aside."""
     return sum(
-        1
-        for i, word in enumerate(words)
-        if column.casefold() in _forms(word)
-        and not (i and words[i - 1] in ("in", "of", "from") and _forms(word) & names)
+        1 for i, word in enumerate(words) if column.casefold() in _forms(word) and not _frame_in_place(words, i, frames)
     )
 
 
@@ -367,7 +368,7 @@ def _derive(question: str, frames: Mapping[str, Any]) -> list[DataCheck]:
     if not read or _qualified(words, frames) or _said(words, NOT_PRINTED):
         return []
     frames = read
-    counting = any(re.search(rf"(?<!\w){c}(?!\w)", text) for c in COUNT)
+    counting = bool(_said(words, COUNT))
     order = _order(text)
     unordered = _words(text[: order.start()] + text[order.end() :]) if order else words
     extremes, sums, means = _said(unordered, HIGH + LOW), _said(words, SUM), _said(words, MEAN)
