@@ -30,7 +30,7 @@ from selfheal_jupyter.config import SelfHeal
 from selfheal_jupyter.eval import benchmarks, humaneval, repair, scoring
 from selfheal_jupyter.sandbox.docker import DockerSandbox
 from selfheal_jupyter.spec import guard as spec
-from tests.test_spec_corpus import load_corpus
+from tests.unit.test_spec_corpus import load_corpus
 
 CORPORA = ("exercises", "notebooks", "repair", "repair-excluded", "spec-corpus", "humaneval")
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.test_spec_corpus import load_corpus, measure
+from tests.unit.test_spec_corpus import load_corpus, measure
 
 
 def main() -> None:

@@ -10,14 +10,14 @@ missing=()
 command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
 if [ "${SELFHEAL_WITH_BROWSER:-0}" = 1 ] && [ ! -x /usr/bin/chromium ]; then missing+=(chromium); fi
-# Podman's Docker API (tests/test_engines.py runs the sandbox against it); catatonit is
+# Podman's Docker API (tests/engines/test_engines.py runs the sandbox against it); catatonit is
 # the init it gives containers.
 if [ "${SELFHEAL_WITH_PODMAN:-0}" = 1 ]; then
   command -v podman >/dev/null 2>&1 || missing+=(podman)
   [ -x /usr/libexec/podman/catatonit ] || missing+=(catatonit)
 fi
 
-# The class service's tests (tests/test_service_hub.py) start a real JupyterHub: its
+# The class service's tests (tests/hub/test_service_hub.py) start a real JupyterHub: its
 # proxy comes from npm (node from apt), and the students' venv from Debian's python3.
 if [ "${SELFHEAL_WITH_HUB:-0}" = 1 ]; then
   command -v npm >/dev/null 2>&1 || missing+=(npm)

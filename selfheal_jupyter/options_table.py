@@ -5,7 +5,7 @@
 Why: each default lives in one place (:mod:`~selfheal_jupyter.config`); a table copied
 by hand falls behind it. Each row is one option: its default, what the embedded model
 uses instead where it was measured better (:mod:`~selfheal_jupyter.localmodel.tuning`),
-and the trait's own help, which ``%config SelfHeal`` shows too. ``tests/test_options_table.py``
+and the trait's own help, which ``%config SelfHeal`` shows too. ``tests/unit/test_options_table.py``
 fails when the README's table is not this one.
 """
 

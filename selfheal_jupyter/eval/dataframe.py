@@ -53,7 +53,7 @@ def requirements() -> list[str]:
 #: ``folium.Map``...) or check ``type(ax)`` by name; one draws a pairplot too slow for the
 #: limit with the grader beside it. The grader runs in its own process so that the
 #: candidate cannot touch it, where even the ground truth fails these: they are left out
-#: (tests/test_eval.py checks the ground truth of the others passes).
+#: (tests/sandbox/test_eval.py checks the ground truth of the others passes).
 NEEDS_IN_PROCESS_GRADER = frozenset(
     {
         "DFB/B0011",

@@ -8,7 +8,7 @@ after the final program (in the sandbox) for the score only.
 
 The loop starts from the starter (iteration 0, like ``%%heal``); the starter's asserts
 are the user's spec (:mod:`selfheal_jupyter.spec.guard`), so a run that passes by deleting
-or weakening them is rejected, and ``spec_kept`` reports it. ``tests/test_eval.py``
+or weakening them is rejected, and ``spec_kept`` reports it. ``tests/sandbox/test_eval.py``
 checks that every reference solution passes its hidden tests in the sandbox, keeps
 the starter's spec, and that every starter fails.
 """

@@ -18,7 +18,7 @@ NAME = "humaneval"
 
 # Docstring examples that disagree with the benchmark's own canonical solution (the
 # prompt is wrong, e.g. HumanEval/47's median). A user's QA built on them could never
-# pass; tests/test_eval.py checks this list against the canonical solutions.
+# pass; tests/sandbox/test_eval.py checks this list against the canonical solutions.
 WRONG_EXAMPLES = frozenset({"HumanEval/47", "HumanEval/130", "HumanEval/148"})
 
 PROMPT = (

@@ -54,7 +54,7 @@ def tasks_root() -> Path:
 #: reachability, RNG state inside a module). The grader calls the candidate across a
 #: process boundary, values only, so that the candidate cannot touch it: there even the
 #: reference solution cannot pass these, and they are left out of the set
-#: (tests/test_eval.py checks that every loaded task's reference passes).
+#: (tests/sandbox/test_eval.py checks that every loaded task's reference passes).
 NEEDS_IN_PROCESS_GRADER = frozenset(
     {
         "cpu-scatter-with-duplicate-indices-byte-exact-accumulate",
@@ -126,7 +126,7 @@ BROKEN_EXAMPLES = frozenset(
 
 #: Tasks whose example comments state values the reference solution does not produce
 #: (a slip in the task text, or prose the reader cannot take literally): their example
-#: runs as a smoke test only. tests/test_eval.py finds both sets again from the references.
+#: runs as a smoke test only. tests/sandbox/test_eval.py finds both sets again from the references.
 WRONG_STATED_VALUES = frozenset(
     {
         "llm-debug-missing-sqrt-d-embedding-scale",

@@ -1,0 +1,84 @@
+"""The instant explanation from the notebook's context alone, without a sandbox run.
+(Failures run in the real sandbox and the heal's quick edit: tests/notebook.)"""
+
+from __future__ import annotations
+
+import linecache
+import sys
+import types
+from collections.abc import Iterator
+
+import pytest
+
+from selfheal_jupyter.agents.inputs import format_context
+from selfheal_jupyter.diagnosis import close_name
+from selfheal_jupyter.notebook import context
+
+SALES_NOTEBOOK = """
+import numpy as np
+import pandas as pd
+
+sales = pd.DataFrame({
+    "region": ["north", "south", "north", "east"],
+    "date": ["2024-01-03", "2024-01-17", "2024-02-02", "2024-03-05"],
+    "price": ["3.50", "4.25", "2.00", "5.75"],
+    "units": [3, 1, 4, 2],
+})
+weights = np.array([0.2, 0.3, 0.5])
+marks = np.array([7.0, 8.0, 6.5, 9.0])
+"""
+"""A frame with a text date and a text price, two arrays: what the explanations read."""
+
+NOTEBOOK = (
+    SALES_NOTEBOOK
+    + """
+
+class Account:
+    def __init__(self):
+        self.balance = 0
+
+    def deposit(self, amount):
+        self.balance += amount
+
+
+acct = Account()
+total_units = 10
+"""
+)
+
+
+@pytest.fixture(scope="module")
+def notebook() -> Iterator[dict]:
+    """The notebook's namespace, its module standing as ``__main__`` (a kernel's cells)."""
+    module = types.ModuleType("__main__")
+    filename = "<notebook test_diagnosis>"
+    linecache.cache[filename] = (len(NOTEBOOK), None, NOTEBOOK.splitlines(True), filename)
+    saved = sys.modules["__main__"]
+    sys.modules["__main__"] = module
+    try:
+        exec(compile(NOTEBOOK, filename, "exec"), module.__dict__)
+        yield module.__dict__
+    finally:
+        sys.modules["__main__"] = saved
+
+
+def test_a_misspelt_notebook_name_travels_with_the_cell(notebook):
+    ctx = context.for_cell("print(total_unit * 2)\n", notebook, max_bytes=1 << 20)
+    assert {e.name: e.kind for e in ctx.entries} == {"total_unit": "unavailable", "total_units": "value"}
+
+
+def test_close_names_are_close():
+    assert close_name("Region", ["region", "sales"]) == "region"
+    assert close_name("unit_price", ["unitprice", "units"]) == "unitprice"
+    assert close_name("colour", ["color", "size"]) == "color"
+    assert close_name("revenue", ["region", "date"]) is None
+    assert close_name("x", ["y"]) is None
+
+
+def test_columns_travel_with_dtypes_and_kinds_of_values_never_values(notebook):
+    ctx = context.for_task("the units of sales", notebook, max_bytes=1 << 20)
+    text = format_context(ctx)
+    assert "region: str" in text and "date: str (dates as text)" in text and "units: int64" in text
+    assert "price: str (numbers as text)" in text
+    for value in ("north", "2024-01-03", "3.50"):
+        assert value not in text

@@ -1,0 +1,130 @@
+"""Feedback text from QA results: built from the data model, and from real sandbox runs."""
+
+from __future__ import annotations
+
+from selfheal_jupyter.config import SelfHeal
+from selfheal_jupyter.feedback import failure_signature, format_feedback, tail
+from selfheal_jupyter.loop.verdict import judge
+from selfheal_jupyter.model import ErrorInfo, ExecutionResult, Frame, Verdict
+from selfheal_jupyter.model import TestOutcome as Outcome
+
+
+def error_result(**kw) -> ExecutionResult:
+    base = dict(
+        status="error",
+        exit_code=1,
+        stdout="loading\nrows: 3\n",
+        stderr="Traceback (most recent call last):\n  File \"candidate.py\", line 7\nKeyError: 'prise'\n",
+        error=ErrorInfo(
+            type="KeyError",
+            message="'prise'",
+            line=7,
+            frames=[
+                Frame("candidate.py", 9, "<module>", "print(mean_price(df))"),
+                Frame("candidate.py", 7, "mean_price", "return frame['prise'].mean()"),
+            ],
+            locals={"frame": "DataFrame shape=(3, 2) columns=['price', 'qty']"},
+        ),
+    )
+    base.update(kw)
+    return ExecutionResult(**base)
+
+
+def test_exception_line_frames_locals_and_streams():
+    text = format_feedback(error_result(), judge(error_result(), None))
+    assert text.splitlines()[0] == "The program raised KeyError: 'prise'"
+    assert "Failing line 7: return frame['prise'].mean()" in text
+    assert "line 9, in <module>: print(mean_price(df))" in text
+    assert "frame = DataFrame shape=(3, 2) columns=['price', 'qty']" in text
+    assert "rows: 3" in text
+    # the traceback is given structured, not again as stderr text
+    assert "Traceback" not in text and "End of stderr" not in text
+
+
+def test_a_secret_among_the_failing_frames_locals_is_redacted():
+    """Issue 35: ``headers = {'Authorization': 'Bearer sk-…'}`` went to the model."""
+    locals_ = {
+        "headers": "{'Authorization': 'Bearer sk-proj-abcdefgh12345678'}",
+        "api_key": "'not-obviously-a-key'",
+        "db_password": "'hunter2'",
+        "url": "'postgres://admin:pw123@db/prod'",
+        "rows": "3",
+    }
+    result = error_result(error=ErrorInfo("KeyError", "'x'", 7, [Frame("candidate.py", 7, "f", "x")], locals_))
+    text = format_feedback(result, judge(result, None))
+    for secret in ("sk-proj", "not-obviously", "hunter2", "pw123"):
+        assert secret not in text, text
+    assert "headers = <redacted>" in text and "api_key = <redacted>" in text and "rows = 3" in text
+
+
+def test_warnings_before_the_traceback_are_kept():
+    r = error_result(stderr="UserWarning: careful\nTraceback (most recent call last):\n  x\nKeyError\n")
+    text = format_feedback(r)
+    assert "UserWarning: careful" in text and "Traceback" not in text
+
+
+def test_failed_tests_are_listed_with_why():
+    r = ExecutionResult(
+        status="ok",
+        exit_code=0,
+        tests=[
+            Outcome("assert total == 6", False, "AssertionError (left = 5, right = 6)", 1),
+            Outcome("assert isinstance(total, int)", True, "", 2),
+        ],
+    )
+    v = judge(r, "assert total == 6\nassert isinstance(total, int)")
+    assert not v.passed and v.reasons == ["1 of 2 tests failed"]
+    text = format_feedback(r, v)
+    assert "1 of the user's 2 tests failed" in text
+    assert "FAILED line 1: assert total == 6" in text
+    assert "left = 5, right = 6" in text
+    assert "isinstance" not in text
+
+
+def test_tests_not_run_because_the_program_failed_are_one_line():
+    r = error_result(tests=[Outcome("assert a", False, "not run: the program raised KeyError", 1)])
+    text = format_feedback(r)
+    assert "were not run because the program failed" in text
+    assert "FAILED" not in text
+
+
+def test_resource_statuses_are_explained():
+    limits = SelfHeal(timeout_s=2, memory="256m").limits()
+    timeout = format_feedback(ExecutionResult(status="timeout"), limits=limits)
+    assert "time limit of 2 s" in timeout and "infinite loop" in timeout
+    oom = format_feedback(ExecutionResult(status="oom", exit_code=137), limits=limits)
+    assert "out of memory (256m)" in oom
+    out = format_feedback(ExecutionResult(status="output_limit", stdout="x\n" * 10, stdout_truncated=True))
+    assert "more output than allowed" in out and "truncated by the output limit" in out
+
+
+def test_blocked_reads_like_the_runtime_error():
+    r = ExecutionResult(
+        status="blocked",
+        error=ErrorInfo(
+            "NameError", "name 'totl' is not defined", 2, [Frame("candidate.py", 2, "<module>", "print(totl)")]
+        ),
+    )
+    text = format_feedback(r, judge(r, None))
+    assert text.startswith("The program was NOT run: the static pre-check found NameError")
+    assert "Failing line 2: print(totl)" in text
+
+
+def test_passed_gives_no_feedback_and_output_is_capped():
+    assert format_feedback(ExecutionResult(status="ok"), Verdict(True, ["ok"])) == ""
+    long = "\n".join(f"line {i}" for i in range(1000))
+    text = format_feedback(error_result(stdout=long))
+    assert "line 999" in text and "line 900" not in text
+    assert len(text) < 2500
+    assert tail("a\nb\nc", lines=2) == "b\nc"
+
+
+def test_no_program():
+    assert "no program" in format_feedback(None, Verdict(False, ["no program"]))
+
+
+def test_failure_signature_ignores_output_but_not_the_error():
+    a = error_result(stdout="one")
+    b = error_result(stdout="two")
+    c = error_result(error=ErrorInfo("ValueError", "bad", 3))
+    assert failure_signature(a) == failure_signature(b) != failure_signature(c)
