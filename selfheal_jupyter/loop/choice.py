@@ -13,22 +13,8 @@ runs printed the same output (execution-based agreement). Ties go to the earlier
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-from ..model import ExecutionResult, Explanation, Sample, TestOutcome, Verdict
-
-
-@dataclass
-class Trial:
-    """One sampled program and what QA found (what :func:`choose` compares)."""
-
-    code: str | None
-    result: ExecutionResult | None
-    verdict: Verdict
-    checks: list[TestOutcome] = field(default_factory=list)
-    fresh: bool = False
-    explanation: Explanation | None = None
-    """What the tool worked out of its failure on its own (:mod:`~selfheal_jupyter.diagnosis`)."""
+from ..model import Sample
+from .judge import Trial
 
 
 def _behaviour(trial: Trial) -> tuple:

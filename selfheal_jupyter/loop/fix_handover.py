@@ -131,6 +131,59 @@ def _loaded(nodes: list[ast.stmt]) -> set[str]:
 # --------------------------------------------------------------------------- versions
 
 
+def _parsed_body(text: str | None) -> list[ast.stmt]:
+    """The top-level statements of ``text`` (none when it is empty or does not parse)."""
+    if not text:
+        return []
+    try:
+        return ast.parse(text).body
+    except SyntaxError:
+        return []
+
+
+@dataclass
+class _Program:
+    """The passing program as :func:`smaller_versions` reads it, once."""
+
+    code: str
+    cell: str | None
+    body: list[ast.stmt]
+    own: set[str]
+    """The user's cell's statements (``ast.dump``): never left out."""
+    tested: set[str]
+    """Names the tests read (run after the program): they count as used."""
+    lines: list[str] = field(init=False)
+    strings: set[int] = field(init=False)
+    cell_lines: set[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.lines = self.code.splitlines(keepends=True)
+        self.strings = _string_lines(self.code)
+        self.cell_lines = {line.rstrip() for line in (self.cell or "").splitlines()}
+
+    def alone(self, stmt: ast.stmt) -> bool:
+        """No other statement shares its lines (``a; b``)."""
+        first, last = _first_line(stmt), stmt.end_lineno or stmt.lineno
+        return not any(
+            o is not stmt and _first_line(o) <= last and (o.end_lineno or o.lineno) >= first for o in self.body
+        )
+
+    def lines_of(self, stmt: ast.stmt) -> set[int]:
+        """Its lines, and the comment lines right above it that are not the user's (``# Given function``)."""
+        first = _first_line(stmt)
+        found = set(range(first, (stmt.end_lineno or stmt.lineno) + 1))
+        above = first - 1
+        while (
+            above >= 1
+            and above not in self.strings
+            and self.lines[above - 1].strip().startswith("#")
+            and self.lines[above - 1].rstrip() not in self.cell_lines
+        ):
+            found.add(above)
+            above -= 1
+        return found
+
+
 def smaller_versions(
     cell: str | None, code: str, context: NotebookContext | None, tests: str | None = None
 ) -> list[Version]:
@@ -144,88 +197,68 @@ def smaller_versions(
     cell). Statements of the user's own cell are always kept; what ``tests`` (run after
     the program) read counts as used."""
     try:
-        tree = ast.parse(code)
+        body = ast.parse(code).body
     except SyntaxError:
         return []
-    try:
-        own = {ast.dump(s) for s in ast.parse(cell).body} if cell else set()
-    except SyntaxError:
-        own = set()
-    try:
-        tested = _loaded(ast.parse(tests).body) if tests else set()
-    except SyntaxError:
-        tested = set()
-    imports = _notebook_imports(context)
+    program = _Program(code, cell, body, {ast.dump(s) for s in _parsed_body(cell)}, _loaded(_parsed_body(tests)))
     definitions = _notebook_definitions(context)
-    lines = code.splitlines(keepends=True)
-    strings = _string_lines(code)
-    body = tree.body
-    cell_lines = {line.rstrip() for line in (cell or "").splitlines()}
-
-    def alone(stmt: ast.stmt) -> bool:  # no other statement shares its lines (``a; b``)
-        first, last = _first_line(stmt), stmt.end_lineno or stmt.lineno
-        return not any(o is not stmt and _first_line(o) <= last and (o.end_lineno or o.lineno) >= first for o in body)
-
     same: dict[int, str] = {}  # statement index → why it goes in every version
     different: dict[int, DefinitionChange] = {}
     for i, stmt in enumerate(body):
-        if ast.dump(stmt) in own or not alone(stmt):
+        if ast.dump(stmt) in program.own or not program.alone(stmt):
             continue
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and stmt.name in definitions:
             source, node = definitions[stmt.name]
             if ast.dump(stmt) == ast.dump(node):
                 same[i] = f"{_what(stmt)} (the same as in your notebook)"
             else:
-                written = "".join(lines[_first_line(stmt) - 1 : stmt.end_lineno])
+                written = "".join(program.lines[_first_line(stmt) - 1 : stmt.end_lineno])
                 different[i] = DefinitionChange(stmt.name, notebook=source.rstrip() + "\n", fix=written.rstrip() + "\n")
-
-    def version(keep_different: bool) -> Version:
-        left_out = dict(same)
-        if not keep_different:
-            for i, _change in different.items():
-                left_out[i] = f"{_what(body[i])} written again (your notebook defines it)"
-        # Imports last: one is unused once what read it is left out.
-        kept = [s for i, s in enumerate(body) if i not in left_out]
-        for i, stmt in enumerate(body):
-            if i in left_out or not isinstance(stmt, (ast.Import, ast.ImportFrom)) or ast.dump(stmt) in own:
-                continue
-            bound = _bindings(stmt)
-            if not bound or not alone(stmt):
-                continue
-            reads = _loaded([s for s in kept if s is not stmt]) | tested
-            supplied = all(imports.get(name) == path for name, path in bound.items())
-            unused = all(name not in reads for name in bound)
-            if supplied or unused:
-                text = ast.unparse(stmt)
-                left_out[i] = f"{text} ({'your notebook imports it' if supplied else 'unused'})"
-                kept = [s for s in kept if s is not stmt]
-        drop: set[int] = set()
-        for i in left_out:
-            stmt = body[i]
-            first = _first_line(stmt)
-            drop.update(range(first, (stmt.end_lineno or stmt.lineno) + 1))
-            above = first - 1  # the comment lines right above it go with it (``# Given function``)
-            while (
-                above >= 1
-                and above not in strings
-                and lines[above - 1].strip().startswith("#")
-                and lines[above - 1].rstrip() not in cell_lines
-            ):
-                drop.add(above)
-                above -= 1
-        notes = {n for n, line in enumerate(lines, 1) if n not in strings and is_removed_note(line)}
-        if notes:
-            left_out[-1] = "selfheal's notes where it removed made-up data"
-        text = "".join(line for n, line in enumerate(lines, 1) if n not in drop | notes)
-        changes = list(different.values()) if keep_different else []
-        return Version(_tidy(text, cell), [left_out[i] for i in sorted(left_out, key=_last_first)], changes)
-
+    imports = _notebook_imports(context)
     out: list[Version] = []
     for keep in [False, True] if different else [False]:
-        v = version(keep)
+        left_out = dict(same)
+        if not keep:
+            for i in different:
+                left_out[i] = f"{_what(body[i])} written again (your notebook defines it)"
+        v = _version(program, _without_imports(program, left_out, imports), list(different.values()) if keep else [])
         if v.code != code and v.code.strip() and all(v.code != o.code for o in out):
             out.append(v)
     return out
+
+
+def _without_imports(program: _Program, left_out: dict[int, str], imports: dict[str, str]) -> dict[int, str]:
+    """``left_out`` and the import lines that go too: those the notebook runs (``imports``),
+    and those nothing reads once the rest is left out (taken last for that reason)."""
+    left_out = dict(left_out)
+    body = program.body
+    kept = [s for i, s in enumerate(body) if i not in left_out]
+    for i, stmt in enumerate(body):
+        if i in left_out or not isinstance(stmt, (ast.Import, ast.ImportFrom)) or ast.dump(stmt) in program.own:
+            continue
+        bound = _bindings(stmt)
+        if not bound or not program.alone(stmt):
+            continue
+        reads = _loaded([s for s in kept if s is not stmt]) | program.tested
+        supplied = all(imports.get(name) == path for name, path in bound.items())
+        unused = all(name not in reads for name in bound)
+        if supplied or unused:
+            left_out[i] = f"{ast.unparse(stmt)} ({'your notebook imports it' if supplied else 'unused'})"
+            kept = [s for s in kept if s is not stmt]
+    return left_out
+
+
+def _version(program: _Program, left_out: dict[int, str], changes: list[DefinitionChange]) -> Version:
+    """The program without the statements ``left_out`` (and the tool's notes)."""
+    drop: set[int] = set()
+    for i in left_out:
+        drop |= program.lines_of(program.body[i])
+    lines, strings = program.lines, program.strings
+    notes = {n for n, line in enumerate(lines, 1) if n not in strings and is_removed_note(line)}
+    if notes:
+        left_out = {**left_out, -1: "selfheal's notes where it removed made-up data"}
+    text = "".join(line for n, line in enumerate(lines, 1) if n not in drop | notes)
+    return Version(_tidy(text, program.cell), [left_out[i] for i in sorted(left_out, key=_last_first)], changes)
 
 
 def _what(stmt: ast.stmt) -> str:

@@ -105,10 +105,9 @@ class RoundEnd:
     code: str | None
     """The chosen program (None: the reply had none, or its edits did not apply)."""
     finish_reason: str | None = None
-    soft: bool = False
-    """A pass with failing generated checks that opens the soft round (:func:`~selfheal_jupyter.loop.verdict.opens_soft_round`)."""
-    failing_checks: bool = False
-    """The feedback holds failing generated checks."""
+    failing_checks: tuple[str, ...] = ()
+    """The generated checks (and checks from the data) that failed, as the model reads
+    them: on a pass, they open the soft round (:func:`opens_soft_round`)."""
     repaired: bool = False
     """The round repaired a program (not round 0, not a start-over, not from the task)."""
     quick_fix: tuple[str, str] | None = None
@@ -153,14 +152,15 @@ def next_step(progress: Progress, end: RoundEnd, rules: Rules, *, stopping: bool
     program's)."""
     it, code = end.iteration, end.code
     verdict, index = it.verdict, it.index
+    soft = opens_soft_round(progress, verdict, end.failing_checks, index, rules)
     no_code = 0 if code is not None or it.edit_failure or it.repeat_of is not None else progress.no_code_in_a_row + 1
     progress = replace(progress, no_code_in_a_row=no_code, restart=False, quick_fix=None)
-    if it.quick_fix and not (verdict.passed and not end.soft):
+    if it.quick_fix and not (verdict.passed and not soft):
         progress = replace(progress, quick_rounds=progress.quick_rounds + 1)
     last = rules.last_round(progress)
     if progress.soft_pass is not None:
         return Success(judging.soft_round_result(progress.soft_pass, it)), progress
-    if verdict.passed and not end.soft:
+    if verdict.passed and not soft:
         return Success(), progress
     if it.result is not None and it.result.status == "killed" and stopping:
         return Stopped("Stopped during the sandbox run."), progress
@@ -187,7 +187,7 @@ def next_step(progress: Progress, end: RoundEnd, rules: Rules, *, stopping: bool
         progress = replace(progress, repair=repair)
     else:
         progress = replace(progress, failed_repairs=0 if it.restarted else progress.failed_repairs)
-        progress = _told_next(progress, end)
+        progress = _told_next(progress, end, soft)
     # Not for a program that changed the user's assert: the edit keeps the change, so it
     # cannot pass, and its round would count as the model changing the assert again.
     quick = (
@@ -201,7 +201,7 @@ def next_step(progress: Progress, end: RoundEnd, rules: Rules, *, stopping: bool
         it.repeat_of is None
         and code is not None
         and index > 0
-        and not end.soft
+        and not soft
         and progress.same_failures >= HOPELESS_SAME_FAILURE
         and index < last
     ):
@@ -216,7 +216,7 @@ def next_step(progress: Progress, end: RoundEnd, rules: Rules, *, stopping: bool
     return Another(), replace(progress, restart=restart)
 
 
-def _told_next(progress: Progress, end: RoundEnd) -> Progress:
+def _told_next(progress: Progress, end: RoundEnd, soft: bool) -> Progress:
     """What the next round is told: the program as it stands and what went wrong."""
     it, code = end.iteration, end.code
     truncated = end.finish_reason == "length"
@@ -238,9 +238,9 @@ def _told_next(progress: Progress, end: RoundEnd) -> Progress:
     repair = RepairContext(
         code=code,
         feedback=it.feedback,
-        same_failure=same and not end.soft,
+        same_failure=same and not soft,
         truncated=truncated,
-        soft_checks=end.failing_checks,
+        soft_checks=bool(end.failing_checks),
     )
     return replace(
         progress,
@@ -250,9 +250,55 @@ def _told_next(progress: Progress, end: RoundEnd) -> Progress:
         last_signature=signature,
         # Round 1 starts the count: the user's program failing is not the model's doing.
         same_failures=progress.same_failures + 1 if same and it.index >= 2 else 1,
-        soft_pass=it if end.soft else progress.soft_pass,
-        failed_repairs=progress.failed_repairs + (1 if end.repaired and not end.soft else 0),
+        soft_pass=it if soft else progress.soft_pass,
+        failed_repairs=progress.failed_repairs + (1 if end.repaired and not soft else 0),
     )
+
+
+def opens_soft_round(
+    progress: Progress, verdict: Verdict, failing_checks: Iterable[str], index: int, rules: Rules
+) -> bool:
+    """A pass with failing generated checks gets one more round, once per run and never
+    after the last (:func:`~selfheal_jupyter.loop.verdict.opens_soft_round`)."""
+    return judging.opens_soft_round(
+        verdict, list(failing_checks), index=index, max_iterations=rules.max_iterations, soft_pass=progress.soft_pass
+    )
+
+
+def feedback_sent(
+    progress: Progress, verdict: Verdict, feedback: str, failing_checks: Iterable[str], index: int, rules: Rules
+) -> str:
+    """What a round's record says the next round is told: the failure's ``feedback``;
+    for a pass that opens the soft round, the generated checks it failed; else nothing."""
+    failing = list(failing_checks)
+    if opens_soft_round(progress, verdict, failing, index, rules):
+        return "\n".join(failing)
+    return "" if verdict.passed else feedback
+
+
+def soft_pass_stands(progress: Progress, outcome: str | None) -> bool:
+    """A run that ended without success during the round after a soft pass is a success
+    (:func:`~selfheal_jupyter.loop.verdict.soft_pass_stands`)."""
+    return judging.soft_pass_stands(progress.soft_pass, outcome)
+
+
+def tool_program(
+    rules: Rules,
+    verdict: Verdict,
+    data_checks: Iterable[DataCheck],
+    code: str | None,
+    explanation: Explanation | None,
+    earlier: Iterable[tuple[int, str]],
+) -> tuple[str, str] | None:
+    """The tool's own next program after a failed round, only when
+    :attr:`Rules.quick_fixes` allows one (nothing is worked out otherwise): for a
+    question about the notebook's data, its program for the question as the check from
+    that data reads it (:func:`data_answer`, known to pass that check); else the edit the
+    failure's explanation implies (:func:`quick_fix`)."""
+    if not rules.quick_fixes or verdict.passed:
+        return None
+    earlier = list(earlier)
+    return data_answer(data_checks, earlier) or quick_fix(code, explanation, earlier)
 
 
 def repeat_of(code: str | None, earlier: Iterable[tuple[int, str]]) -> int | None:

@@ -14,7 +14,9 @@
    (:func:`hold_same_behaviour`). Round 0 (the user's own program, which *is* the spec) is
    judged by :func:`judge_given`, a candidate by :func:`judge_candidate`. A pass whose
    output contradicts a check derived from the notebook's data for a question about it is
-   no success either (:func:`hold_data_checks`).
+   no success either (:func:`hold_data_checks`). Which runs a trial needs is decided
+   here too (:func:`observes_given`, :func:`compares_behaviour`,
+   :func:`runs_generated_checks`, :func:`reads_data_checks`).
 3. **Soft rounds**: a pass whose generated checks (QA's, from the task alone) fail gets one
    more round to fix the program or say why a check is wrong (:func:`opens_soft_round`);
    that round ends the run with success, the later pass standing only when it passes more
@@ -25,7 +27,9 @@
    (:attr:`~selfheal_jupyter.model.Verdict.verified_by`, which ``Run.verified_by`` reads).
    A success nothing checked "only runs".
 
-The loop calls these and holds no rule of its own.
+The judge (:mod:`~selfheal_jupyter.loop.judge`) applies 1, 2 and 4 to each program in
+order; the round rules (:mod:`~selfheal_jupyter.loop.rounds`) apply 3. Neither holds a
+rule of its own.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from dataclasses import replace
 
 from ..model import (
     ExecutionResult,
+    GeneratedChecks,
     Held,
     Iteration,
     NotebookContext,
@@ -233,6 +238,18 @@ def hold_data_checks(verdict: Verdict, checks: list[TestOutcome]) -> Verdict:
         held="data_checks",
         reasons=[DATA_CHECKS_FAILED.format(failed=len(failed), total=len(derived))],
     )
+
+
+def runs_generated_checks(generated: GeneratedChecks | None, result: ExecutionResult) -> bool:
+    """QA's generated checks run (a sandbox run of their own) only on a program that ran
+    cleanly to its end: on one that failed they could only fail too."""
+    return generated is not None and bool(generated.statements) and result.status == "ok" and result.error is None
+
+
+def reads_data_checks(task: Task, result: ExecutionResult) -> bool:
+    """The checks from the notebook's data read a program's output only when it ran
+    cleanly (on the host, from what it printed)."""
+    return bool(task.data_checks) and result.clean
 
 
 # ------------------------------------------------------------------------ 3. soft rounds

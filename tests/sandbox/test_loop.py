@@ -3,11 +3,14 @@ run in the real Docker sandbox (the session ``sandbox`` fixture)."""
 
 from __future__ import annotations
 
+import os
 import socket
+import sys
 import threading
 
 import pytest
 
+import selfheal_jupyter
 from selfheal_jupyter.agents.developer import REPEAT_NOTE, SAME_FAILURE_NOTE
 from selfheal_jupyter.config import SelfHeal
 from selfheal_jupyter.eval.benchmark_run import code_of, derive_single_pass
@@ -222,6 +225,101 @@ def test_code_the_task_calls_wrong_is_no_success_even_when_it_runs(sandbox):
     with ScriptedServer([]) as s:
         run = make_loop(s, sandbox).run(Task(prompt="", initial_code=given))
     assert run.outcome == "success" and run.final_code == given
+
+
+class CountingSandbox:
+    """The session's sandbox, remembering the program of every run it was asked for."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.programs: list[str] = []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def execute(self, code, *args, **kwargs):
+        self.programs.append(code)
+        return self.inner.execute(code, *args, **kwargs)
+
+
+def test_a_recheck_reuses_what_round_zero_found_and_judges_as_the_run_did(sandbox):
+    """After a pass, each smaller version handed over is rechecked: against round 0's
+    baseline kept with the run, without running the user's program again; a loop that
+    did not make the run works the baseline out again and judges alike."""
+    given = "values = [3, 4, 5]\nmean = sum(values) / len(values) + 1\nprint(mean)\n"
+    cosmetic = "values = [3, 4, 5]\nmean = (sum(values) + len(values)) / len(values)\nprint(mean)\n"
+    fixed = given.replace(" + 1", "")
+    wrong = Task(prompt="The mean is off by one.", initial_code=given, given_is_wrong=True)
+    counting = CountingSandbox(sandbox)
+    with ScriptedServer([fenced(fixed)]) as s:
+        loop = make_loop(s, counting, auto_plan=False)
+        run = loop.run(wrong)
+        assert run.outcome == "success" and run.iterations[0].verdict.held == "given"
+        assert counting.programs.count(given) == 2  # round 0: its run, and what it showed
+        counting.programs.clear()
+        assert loop.recheck(run, fixed).verdict.passed
+        held = loop.recheck(run, cosmetic).verdict
+        assert given not in counting.programs
+    assert not held.passed and held.held == "same_behaviour"
+    with ScriptedServer([]) as s:
+        other = make_loop(s, counting, auto_plan=False)
+        again = other.recheck(run, cosmetic).verdict
+    assert given in counting.programs
+    assert not again.passed and again.held == "same_behaviour"
+
+
+PACKAGE = os.path.dirname(selfheal_jupyter.__file__)
+COMPREHENSIONS = ("<listcomp>", "<genexpr>", "<setcomp>", "<dictcomp>")
+JUDGING = {
+    "judge_given",
+    "judge_candidate",
+    "observes_given",
+    "compares_behaviour",
+    "hold_same_behaviour",
+    "runs_generated_checks",
+    "reads_data_checks",
+    "hold_data_checks",
+    "with_verified_by",
+}
+
+
+def traced(work):
+    """``work()`` and each call of a function of the package it made, in order: (module
+    path in the package, function name, the caller's module path)."""
+    calls = []
+
+    def profile(frame, event, arg):
+        if event != "call" or not frame.f_code.co_filename.startswith(PACKAGE):
+            return
+        back = frame.f_back
+        caller = os.path.relpath(back.f_code.co_filename, PACKAGE) if back is not None else ""
+        calls.append((os.path.relpath(frame.f_code.co_filename, PACKAGE), frame.f_code.co_name, caller))
+
+    sys.setprofile(profile)
+    try:
+        out = work()
+    finally:
+        sys.setprofile(None)
+    return out, calls
+
+
+def test_a_round_enters_the_orchestrator_at_most_four_times_and_is_judged_in_the_judge(sandbox):
+    """The orchestrator only drives rounds: following a task through ``Loop.run``, each
+    round runs at most four of its functions, and every judging rule is applied by the
+    judge (``loop/judge.py``), none by the orchestrator."""
+    with ScriptedServer([PLAN, NAME_ERROR, RIGHT]) as s:
+        loop = make_loop(s, sandbox)
+        run, calls = traced(lambda: loop.run(task()))
+    assert run.outcome == "success" and len(run.iterations) == 2
+    ours = [(name, caller) for module, name, caller in calls if module == "loop/orchestrator.py"]
+    starts = [i for i, (name, _) in enumerate(ours) if name in ("_round", "_round_zero")]
+    assert len(starts) == 2
+    for start, end in zip(starts, [*starts[1:], len(ours)], strict=True):
+        entered = [name for name, _ in ours[start:end] if name not in COMPREHENSIONS]
+        assert len(entered) <= 4, entered
+    judged = [(name, caller) for module, name, caller in calls if module == "loop/verdict.py" and name in JUDGING]
+    assert {name for name, _ in judged} >= {"judge_candidate", "hold_data_checks", "with_verified_by"}
+    assert {caller for _, caller in judged} == {"loop/judge.py"}
 
 
 MEAN_OFF_BY_ONE = "def mean(v):\n    return sum(v) / len(v) + 1\n"

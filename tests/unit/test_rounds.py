@@ -122,7 +122,7 @@ def test_a_run_the_stop_killed_is_stopped_not_judged():
 
 def test_a_soft_pass_gets_one_more_round_and_the_round_after_it_ends_the_run():
     ok = ExecutionResult(status="ok")
-    soft = end(1, passed=True, result=ok, soft=True, failing_checks=True, checks=(True, False), feedback="GENERATED")
+    soft = end(1, passed=True, result=ok, failing_checks=("GENERATED",), checks=(True, False), feedback="GENERATED")
     step, progress = next_step(Progress(), soft, RULES)
     assert step == Another() and progress.soft_pass is soft.iteration
     told = progress.repair
@@ -284,3 +284,51 @@ def test_the_tools_program_for_a_question_is_offered_once_where_a_check_has_one(
     assert rounds.data_answer([check], [(2, check.program)]) is None  # already ran
     assert rounds.data_answer([DataCheck(source=check.source)], []) is None  # no program for it
     assert rounds.data_answer([], []) is None  # a heal, or a question without a check
+
+
+def test_a_soft_round_is_opened_by_next_step_once_and_never_after_the_last_round():
+    ok = ExecutionResult(status="ok")
+    failing = ("GENERATED check failed: assert c1",)
+    last = end(4, passed=True, result=ok, failing_checks=failing, checks=(True, False))
+    assert next_step(Progress(), last, RULES) == (Success(), Progress())  # no round after it
+    step, progress = next_step(Progress(), end(1, passed=True, result=ok, failing_checks=failing), RULES)
+    assert step == Another() and progress.soft_pass is not None
+    again = end(2, passed=True, result=ok, failing_checks=failing, checks=(True, False))
+    step, later = next_step(progress, again, RULES)
+    assert isinstance(step, Success) and later.soft_pass is progress.soft_pass  # once per run
+
+
+def test_the_record_says_what_the_next_round_is_told_only_when_it_is_told_something():
+    verdict_ok, failing = Verdict(True, []), ["GENERATED check failed: assert c1"]
+    told = rounds.feedback_sent(Progress(), verdict_ok, "ran cleanly", failing, 1, RULES)
+    assert told == "GENERATED check failed: assert c1"  # the soft round is told the checks
+    assert rounds.feedback_sent(Progress(), verdict_ok, "ran cleanly", failing, 4, RULES) == ""  # the run ends
+    assert rounds.feedback_sent(Progress(), verdict_ok, "ran cleanly", [], 1, RULES) == ""
+    failed = Verdict(False, ["raised ZeroDivisionError"])
+    assert rounds.feedback_sent(Progress(), failed, "ZeroDivisionError at line 2", failing, 1, RULES) == (
+        "ZeroDivisionError at line 2"
+    )
+
+
+def test_a_run_that_ends_otherwise_during_the_soft_round_keeps_its_pass():
+    ok = ExecutionResult(status="ok")
+    _, progress = next_step(Progress(), end(1, passed=True, result=ok, failing_checks=("c",)), RULES)
+    assert rounds.soft_pass_stands(progress, "budget_exhausted") and rounds.soft_pass_stands(progress, "error")
+    assert not rounds.soft_pass_stands(progress, "cancelled") and not rounds.soft_pass_stands(Progress(), "failed")
+
+
+def test_the_tools_own_program_is_worked_out_only_when_quick_fixes_are_on_and_the_round_failed():
+    code = "print(df['Region'])\n"
+    explanation = Explanation(
+        "KeyError: 'Region'", line=1, source=code.strip(), diagnosis=["x"], edits=[LineEdit(1, "'Region'", "'region'")]
+    )
+    on, off = Rules(max_iterations=2, quick_fixes=True), Rules(max_iterations=2)
+    failed, passed = Verdict(False, ["x"]), Verdict(True, [])
+    assert rounds.tool_program(on, failed, [], code, explanation, [(1, code)]) == rounds.quick_fix(
+        code, explanation, [(1, code)]
+    )
+    assert rounds.tool_program(off, failed, [], code, explanation, [(1, code)]) is None
+    assert rounds.tool_program(on, passed, [], code, explanation, [(1, code)]) is None
+    check = DataCheck(source=f"{DATA_CHECK_PREFIX}each `month`; one line", program="print('the answer')\n")
+    assert rounds.tool_program(on, failed, [check], code, explanation, [])[0] == check.program  # type: ignore[index]
+    assert rounds.tool_program(off, failed, [check], code, explanation, []) is None

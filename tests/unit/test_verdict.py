@@ -8,8 +8,10 @@ from selfheal_jupyter.model import (
     DATA_CHECK_PREFIX,
     Candidate,
     ContextEntry,
+    DataCheck,
     ErrorInfo,
     ExecutionResult,
+    GeneratedChecks,
     Iteration,
     NotebookContext,
     Run,
@@ -195,3 +197,22 @@ def test_only_a_pass_is_verified_and_a_run_reads_it_from_its_final_iteration():
     passed = v.with_verified_by(Verdict(True, tests_passed=1), [], task)
     run.iterations.append(Iteration(2, Candidate("x = 1\n", 2), ran(True), passed))
     assert passed.verified_by == run.verified_by == ["your tests"] and run.verified
+
+
+# ----------------------------------------------------------------------- what a trial runs
+
+
+def test_generated_checks_run_only_on_a_program_that_ran_cleanly_to_its_end():
+    checks = GeneratedChecks(statements=["assert total > 0"])
+    assert v.runs_generated_checks(checks, ran())
+    assert not v.runs_generated_checks(checks, ran(status="error", error=ErrorInfo("E", "x")))
+    assert not v.runs_generated_checks(checks, ran(status="timeout"))
+    assert not v.runs_generated_checks(GeneratedChecks(statements=[]), ran())
+    assert not v.runs_generated_checks(None, ran())
+
+
+def test_checks_from_the_data_read_only_a_clean_run():
+    question = Task(prompt="which region sells most?", data_checks=[DataCheck(source=f"{DATA_CHECK_PREFIX}x")])
+    assert v.reads_data_checks(question, ran())
+    assert not v.reads_data_checks(question, ran(exit_code=1))
+    assert not v.reads_data_checks(Task(prompt="which region sells most?"), ran())
