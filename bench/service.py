@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from selfheal_jupyter.config import SelfHeal
 from selfheal_jupyter.loop.events import RunStarted
 from selfheal_jupyter.model import Task
+from selfheal_jupyter.runner.service import ServiceRunner
 from selfheal_jupyter.service_client.client import ServiceClient
 from tests.class_hub import MODEL_KEY, class_hub
 from tests.scripted_server import Reply, ScriptedServer
@@ -67,7 +68,7 @@ def main() -> int:
 
         def student(name: str, delay: float) -> None:
             time.sleep(delay)  # arrivals spread over the window (a simulation's schedule)
-            client = ServiceClient(hub.service_url, tokens[name])
+            runner = ServiceRunner(settings, ServiceClient(hub.service_url, tokens[name]))
             asked = time.monotonic()
             started: list[float] = []
 
@@ -76,7 +77,7 @@ def main() -> int:
                     started.append(time.monotonic())
 
             try:
-                run = client.cell_work(settings, "heal")(Task(prompt="", initial_code=CELL), seen, threading.Event())
+                run = runner.full(Task(prompt="", initial_code=CELL), "heal", seen, threading.Event())
                 outcome = run.outcome
             except Exception as exc:  # counted as lost, said below
                 outcome = f"error: {exc}"

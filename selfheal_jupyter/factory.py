@@ -136,26 +136,6 @@ def shared_sandbox(settings: SelfHeal) -> Sandbox:
         return sandbox
 
 
-def sandbox_packages(settings: SelfHeal) -> dict[str, str] | None:
-    """``{distribution: version}`` the sandbox image has (None when that cannot be told:
-    the run then reports the engine or image problem itself). With a class service,
-    the image is the service's: it says."""
-    if settings.service_url:
-        from .service_client.client import ServiceClient
-
-        try:
-            return ServiceClient.from_settings(settings).packages()
-        except SelfHealError:
-            return None
-    try:
-        sandbox = shared_sandbox(settings)
-        from .sandbox.image import image_packages
-
-        return image_packages(sandbox.client, sandbox.ref)  # type: ignore[attr-defined]
-    except Exception:
-        return None
-
-
 def close_shared_sandboxes() -> None:
     """Close every shared sandbox now (every container is removed); at exit the
     sandbox layer's one hook closes whatever is still open."""

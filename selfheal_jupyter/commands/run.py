@@ -116,30 +116,24 @@ def build_settings(args: argparse.Namespace) -> SelfHeal:
 
 
 def execute(task: Task, settings: SelfHeal, progress: Progress | None, cancel: threading.Event | None = None) -> Run:
-    """Build the loop and run the task; Ctrl-C or ``cancel`` stops it. Failures become a
+    """Run the task where the settings say (here, or the class service: this process then
+    needs no engine and no key); Ctrl-C or ``cancel`` stops it. Failures become a
     recorded run."""
-    from ..factory import build_loop
+    from ..runner import Pump, runner_for
 
     on_event = progress.on_event if progress else None
     on_interrupt = (lambda: progress.status("stopping…")) if progress else None
-    if settings.service_url:  # the class service runs it; this process needs no engine, no key
-        from ..notebook.controller import Pump, cell_work
-
-        work = cell_work(settings, "run")
-        pump: Any = Pump(lambda emit, stop: work(task, emit, stop), on_event, cancel=cancel, on_interrupt=on_interrupt)
-        return pump.run_sync()
-    if progress:
-        progress.status("starting the model endpoint and the sandbox…")
     try:
-        loop = build_loop(settings)
+        runner = runner_for(settings)
+        if progress and runner.preparing:
+            progress.status(runner.preparing)
+        runner.start()
     except SelfHealError as exc:
-        run = Run(task=task, outcome="error", error=str(exc))
-        return run
-    from ..notebook.controller import run_loop
-
-    return run_loop(
-        loop, task, on_event, on_interrupt=on_interrupt, cancel=cancel, search_tries=settings.fix_search_tries
+        return Run(task=task, outcome="error", error=str(exc))
+    pump: Pump[Run] = Pump(
+        lambda emit, stop: runner.full(task, "run", emit, stop), on_event, cancel=cancel, on_interrupt=on_interrupt
     )
+    return pump.run_sync()
 
 
 def admit_by_policy() -> None:
@@ -166,7 +160,7 @@ def handle(args: argparse.Namespace) -> int:
         run = execute(task, settings, progress, cancel)
     finally:
         progress.clear()
-    from ..notebook.controller import note_kept
+    from ..runner import note_kept
 
     note_kept(run, "this record's iterations" if args.json else "the transcript above")
     run.error = for_terminal(run.error, RUN_FLAGS)

@@ -1,18 +1,16 @@
-"""The one controller of a cell run: ``%%agent``, ``%%heal``, the autoheal button and
-``selfheal run`` all go through it.
+"""The one controller of a cell run: ``%%agent``, ``%%heal`` and the autoheal button
+all go through it (``selfheal run`` waits for the same runner with the same pump).
 
-* :class:`Pump` runs a blocking call (``loop.run`` / ``loop.plan``) in a worker thread
-  and hands its events to the caller's thread. It is written once; two adapters wait
-  for it: :meth:`Pump.run_sync` (a terminal, an in-process shell, the CLI, a widget
-  callback) and :meth:`Pump.run_async` (a kernel cell, see below). Either way an
-  interrupt (Ctrl-C, a kernel interrupt, the Stop button) sets the cancel event, the
-  loop kills the sandbox run, and the caller still gets the run's record.
-* :class:`CellRun` is one run for a notebook cell: the renderer (the live panel when a
-  front end is attached, else static HTML), Stop, the ``agent_result`` record, and the
-  hand-over of passing code — its smallest form that passes again (``loop/fix_handover.py``) —
-  through the decision (Accept (Replace this cell) / Insert below / Run in my kernel /
-  Reject, only on a click; see ``cells.py``), or of the best attempt of a run that did
-  not pass (Insert best attempt below, only). The cell ends when the run ends.
+* :class:`CellRun` is one run for a notebook cell: where it happens (the
+  :class:`~selfheal_jupyter.runner.base.Runner` for the settings: here or the class
+  service), the renderer (the live panel when a front end is attached, else static
+  HTML), Stop, the ``agent_result`` record, and the hand-over of passing code — its
+  smallest form that passes again (``loop/fix_handover.py``) — through the decision
+  (Accept (Replace this cell) / Insert below / Run in my kernel / Reject, only on a
+  click; see ``cells.py``), or of the best attempt of a run that did not pass (Insert
+  best attempt below, only). The cell ends when the run ends. It waits with the
+  :class:`~selfheal_jupyter.runner.pump.Pump`: :meth:`CellRun.run_sync` or, in a
+  kernel, :meth:`CellRun.run_async`.
 * In a kernel, comm messages (Stop) are only dispatched while a cell *awaits*. The
   cell is not rewritten for that: :func:`install` adds an AST transformer that turns
   IPython's own ``get_ipython().run_cell_magic('agent', line, cell)`` into an awaited
@@ -30,18 +28,16 @@ settings and the task.
 from __future__ import annotations
 
 import ast
-import asyncio
-import queue
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from ..codeblocks import code_diff
 from ..config import SelfHeal
+from ..errors import SelfHealError
 from ..loop.events import CheckingFix, RunFinished, RunStarted, Waiting
-from ..loop.fix_handover import run_with_fix, without_notes
-from ..model import DataCheck, NotebookContext, Run, Task
+from ..loop.fix_handover import without_notes
+from ..model import DataCheck, NotebookContext, Plan, Run, Task
 from ..render.html import (
     TRIED_WORDS,
     capabilities_sentence,
@@ -52,155 +48,15 @@ from ..render.html import (
     tried_lines,
 )
 from ..render.inline import PanelRenderer, Renderer, StaticRenderer, show_html
+from ..runner import Pump, note_kept, runner_for
 from ..spec import notebook_data
 from .cells import FrontCells
-
-T = TypeVar("T")
-
-TICK_S = 0.1
-"""How often a waiting adapter wakes up (bounds how late an interrupt is seen)."""
 
 HELLO_TIMEOUT_S = 1.0
 """How long after the run's start a passing cell may wait for the labextension's answer."""
 
 RESULT_NAME = "agent_result"
 CELL_MAGICS = ("agent", "heal", "hint")
-
-
-# ====================================================================== the pump
-@dataclass
-class _Finished:
-    value: Any
-    error: BaseException | None
-
-
-class Pump(Generic[T]):
-    """``work(emit, cancel)`` in a worker thread; each ``emit(event)`` is delivered to
-    ``on_event`` on the thread that waits (comm and display messages need the cell's
-    parent header, so they must be sent from there)."""
-
-    def __init__(
-        self,
-        work: Callable[[Callable[[Any], None], threading.Event], T],
-        on_event: Callable[[Any], None] | None = None,
-        cancel: threading.Event | None = None,
-        on_interrupt: Callable[[], None] | None = None,
-        on_tick: Callable[[], None] | None = None,
-    ) -> None:
-        self.work = work
-        self.on_event = on_event
-        self.on_interrupt = on_interrupt
-        self.on_tick = on_tick
-        """Called on the waiting thread whenever a tick passed without an event."""
-        self.cancel = cancel or threading.Event()
-        self.interrupted = False
-
-    def _start(self, put: Callable[[Any], None]) -> None:
-        def target() -> None:
-            value: Any = None
-            error: BaseException | None = None
-            try:
-                value = self.work(put, self.cancel)
-            except BaseException as exc:  # re-raised on the waiting thread
-                error = exc
-            put(_Finished(value, error))
-
-        threading.Thread(target=target, name="selfheal-pump", daemon=True).start()
-
-    def _deliver(self, item: Any) -> _Finished | None:
-        if isinstance(item, _Finished):
-            return item
-        if self.on_event is not None:
-            self.on_event(item)
-        return None
-
-    def _interrupt(self) -> None:
-        self.interrupted = True
-        self.cancel.set()
-        if self.on_interrupt is not None:
-            self.on_interrupt()
-
-    def _tick(self) -> None:
-        if self.on_tick is not None:
-            self.on_tick()
-
-    @staticmethod
-    def _result(end: _Finished) -> T:
-        if end.error is not None:
-            raise end.error
-        return end.value
-
-    def run_sync(self) -> T:
-        """Wait on this thread; Ctrl-C / a kernel interrupt cancels and keeps draining."""
-        items: queue.Queue[Any] = queue.Queue()
-        self._start(items.put)
-        while True:
-            try:
-                try:
-                    item = items.get(timeout=TICK_S)
-                except queue.Empty:
-                    self._tick()
-                    continue
-                end = self._deliver(item)
-            except KeyboardInterrupt:
-                self._interrupt()
-                continue
-            if end is not None:
-                return self._result(end)
-
-    async def run_async(self) -> T:
-        """Await on the running loop (comm messages are dispatched meanwhile)."""
-        aloop = asyncio.get_running_loop()
-        items: asyncio.Queue[Any] = asyncio.Queue()
-
-        def put(item: Any) -> None:
-            aloop.call_soon_threadsafe(items.put_nowait, item)
-
-        self._start(put)
-        getter = asyncio.ensure_future(items.get())
-        while True:
-            try:
-                # Wake up every tick: ipykernel schedules an interrupt's cancellation
-                # with a plain call_soon, which runs only once the loop wakes up.
-                done, _ = await asyncio.wait({getter}, timeout=TICK_S)
-            except (asyncio.CancelledError, KeyboardInterrupt):
-                self._interrupt()
-                continue
-            if not done:
-                self._tick()
-                continue
-            end = self._deliver(getter.result())
-            if end is not None:
-                return self._result(end)
-            getter = asyncio.ensure_future(items.get())
-
-
-def note_kept(run: Run, where: str) -> None:
-    """A run that an error ended after some attempts: its message says where they are."""
-    if run.outcome == "error" and run.iterations:
-        count = len(run.iterations)
-        run.error += f" What was done before it ({count} attempt{'s' if count != 1 else ''}) is kept in {where}."
-
-
-def run_loop(
-    loop: Any,
-    task: Task,
-    on_event: Callable[[Any], None] | None = None,
-    *,
-    on_interrupt: Callable[[], None] | None = None,
-    cancel: threading.Event | None = None,
-    search_tries: int = 0,
-) -> Run:
-    """``loop.run(task)`` from a terminal: events on this thread, Ctrl-C or ``cancel``
-    stops it (``selfheal run``); a passing run gets its fix (:func:`run_with_fix`)."""
-
-    pump: Pump[Run] = Pump(
-        lambda emit, stop: run_with_fix(loop, task, emit, stop, search_tries=search_tries),
-        on_event,
-        cancel=cancel,
-        on_interrupt=on_interrupt,
-    )
-    return pump.run_sync()
 
 
 # ====================================================================== a cell's run
@@ -220,7 +76,9 @@ class CellRun:
         self.shell = shell
         self.settings = settings
         self.task = task
-        self.work = cell_work(settings, entry or ("heal" if task.initial_code is not None else "agent"))
+        self.entry = entry or ("heal" if task.initial_code is not None else "agent")
+        self.runner = runner_for(settings)
+        self.runner.start()
         self.in_cell = cells is None
         """False for the autoheal button: its cell has already ended."""
         self.cells = cells if cells is not None else FrontCells(shell)
@@ -248,7 +106,7 @@ class CellRun:
 
     # ------------------------------------------------------------------ running
     def _work(self, emit: Callable[[Any], None], cancel: threading.Event) -> Run:
-        return self.work(self.task, emit, cancel)
+        return self.runner.full(self.task, self.entry, emit, cancel)
 
     def _on_event(self, event: Any) -> None:
         if isinstance(event, RunStarted):
@@ -508,54 +366,38 @@ def handed_code(run: Run) -> str | None:
     return without_notes(best.candidate.code) if best is not None else None
 
 
-CellWork = Callable[[Task, Callable[[Any], None], threading.Event], Run]
-"""A cell's run from the task to its record with the fix worked out, events emitted."""
-
-
-def cell_work(settings: SelfHeal, entry: str) -> CellWork:
-    """Where a cell's run happens: the class service when ``SelfHeal.service_url`` is
-    set (this kernel then needs no engine and no key), else a loop built here."""
-    if settings.service_url:
-        from ..service_client.client import ServiceClient
-
-        return ServiceClient.from_settings(settings).cell_work(settings, entry)
-    from ..factory import build_loop
-
-    loop = build_loop(settings)
-    tries = settings.fix_search_tries
-    return lambda task, emit, cancel: run_with_fix(loop, task, emit, cancel, search_tries=tries)
-
-
-def plan_pump(settings: SelfHeal, task: Task) -> Pump[Any]:
-    """A pump that only plans ``task`` (``--plan-only``), here or in the class service."""
-    if settings.service_url:
-        from ..service_client.client import ServiceClient
-
-        client = ServiceClient.from_settings(settings)
-        return Pump(lambda _emit, cancel: client.plan(settings, task, cancel))
-    from ..factory import build_loop
-
-    loop = build_loop(settings)
-    return Pump(lambda _emit, cancel: loop.plan(task, cancel=cancel))
+def plan_pump(settings: SelfHeal, task: Task) -> Pump[Plan]:
+    """A pump that only plans ``task`` (``--plan-only``), where the settings say runs happen."""
+    runner = runner_for(settings)
+    runner.start()
+    return Pump(lambda emit, cancel: runner.plan(task, emit, cancel))
 
 
 def gather_context(shell: Any, settings: SelfHeal, task: Task, *, task_text: str | None = None) -> Any:
     """What the cell (``%%heal``) or the task's words (``%%agent``) need from the
     notebook, resolved now: import lines, notebook sources, copies (never the live
     objects; the namespace is only read)."""
-    from ..factory import sandbox_packages
     from . import context
 
     ns = shell.user_ns
     options: dict[str, Any] = {
         "max_bytes": settings.context_max_bytes,
         "hidden": getattr(shell, "user_ns_hidden", None),
-        "image_packages": sandbox_packages(settings),
+        "image_packages": image_packages(settings),
         "skip": set(task.inputs),
     }
     if task_text is not None:
         return context.for_task(task_text, ns, **options)
     return context.for_cell(task.initial_code or "", ns, transform=shell.transform_cell, **options)
+
+
+def image_packages(settings: SelfHeal) -> dict[str, str] | None:
+    """The packages of the sandbox image where the run will happen (None when that
+    cannot be told: the run then reports the engine, image or service problem itself)."""
+    try:
+        return runner_for(settings).packages()
+    except SelfHealError:
+        return None
 
 
 def derive_checks(shell: Any, task: Task) -> list[DataCheck]:

@@ -1,8 +1,9 @@
 """Teaching mode's notebook front (``%%hint`` and the **Give me a hint** button).
 
-The hint itself is built in :mod:`selfheal_jupyter.teaching` (no IPython there: the
-class service builds hints the same way); this module runs the loop for a cell once,
-asks its :class:`~selfheal_jupyter.teaching.session.HintSession` for the next hint
+The hint itself is built in :mod:`selfheal_jupyter.teaching` (no IPython there) and the
+flow that runs the cell and asks for the next hint is the runner's
+(:meth:`~selfheal_jupyter.runner.base.Runner.hint`: the loop here, or the class
+service); this module keeps each cell's :class:`~selfheal_jupyter.teaching.session.HintSession`
 under the instructor's policy, shows the hints (a panel with **Another hint**, or plain
 HTML) and puts the session's record — the hints and the student's own run, never the
 fix before level 3 reveals it — in ``agent_result``. Nothing is inserted, replaced or
@@ -22,18 +23,15 @@ from IPython.display import display
 
 from ..config import SelfHeal
 from ..errors import Cancelled, SelfHealError
-from ..loop.events import ExecutionStarted, TokensStreamed, VerdictReady, Waiting
 from ..model import Hint, Task
 from ..render.hints import HintPanel, hint_text, hints_html, note_html
 from ..render.inline import show_html
-from ..teaching import small_fix
+from ..runner import HintTurn as Turn
+from ..runner import Pump, Runner, runner_for
+from ..runner.hints import RUNNING, WRITING, words
 from ..teaching.policy import Gate, PolicyBlocked
 from ..teaching.session import HintSession, Lines, cell_key
-from .controller import RESULT_NAME, Pump
-
-RUNNING = "Running your cell in the sandbox…"
-FINDING = "Finding a hint…"
-WRITING = "Writing the hint…"
+from .controller import RESULT_NAME
 
 
 class Teacher:
@@ -45,8 +43,8 @@ class Teacher:
         self.sessions: dict[str, HintSession] = {}
         self.asked: list[Hint] = []
         """Every hint given in this kernel, in order (``%agent_export --hints``)."""
-        self.loops: dict[str, Any] = {}
-        """The loop each cell's run was made with (its model writes that cell's hints)."""
+        self.runners: dict[str, Runner] = {}
+        """The runner each cell's run was made with here (its model writes that cell's hints)."""
 
     def session(self, task: Task, line_offset: int = 0) -> tuple[str, HintSession]:
         key = cell_key(task)
@@ -79,8 +77,8 @@ class HintTurn:
         self._handle: Any = None
         self.note = ""
         self._shown = ""
-        self.remote: Any = None
-        """The class service's last answer (its hints, total, whether more may come, record)."""
+        self.turn: Turn | None = None
+        """The runner's last answer (the hints, total, whether more may come, record)."""
         if settings.widget and getattr(teacher.shell, "kernel", None) is not None:
             self.panel = HintPanel(on_another=self.another, on_stop=lambda: self.pump.cancel.set())
         self.pump: Pump[Hint | None] = Pump(self._work, self._on_event)
@@ -94,72 +92,25 @@ class HintTurn:
         if not self.session.ran:
             self.gate.admit("hint")
 
-    def _remote(self, emit: Callable[[Any], None], cancel: threading.Event) -> Hint | None:
-        """The class service decides and builds the hint; only hints come back."""
-        from ..service_client.client import ServiceClient
-
-        def progress(event: Any) -> None:
-            if isinstance(event, Waiting):
-                emit(f"Queued: {event.text()}")
-            elif isinstance(event, str) or hasattr(event, "text"):
-                emit(event if isinstance(event, str) else event.text)
-
-        client = ServiceClient.from_settings(self.settings)
-        turn = client.hint_turn(self.settings, self.task, progress, cancel, line_offset=self.session.lines.offset)
-        self.remote = turn
-        self.session.hints = list(turn.hints)
-        self.note = turn.note
-        if not turn.hints or turn.note:
-            return None
-        self.teacher.asked.append(turn.hints[-1])  # for %agent_export --hints
-        return turn.hints[-1]
-
     def _work(self, emit: Callable[[Any], None], cancel: threading.Event) -> Hint | None:
-        from ..agents.hint_writer import HintWriter
-        from ..factory import build_loop
-
-        if self.settings.service_url:
-            return self._remote(emit, cancel)
-        session = self.session
-        if not session.ran:
-            loop = self.teacher.loops[self.key] = build_loop(self.settings)
-            run = loop.run(self.task, on_event=emit, cancel=cancel)
-            if run.outcome == "cancelled" or not run.iterations:
-                raise Cancelled(f"No hint this time: {run.error or 'you stopped it.'} Run %%hint again to look again.")
-            if not run.verified and run.outcome != "error":
-                emit(f"{FINDING} (trying small changes to your code)")
-                found = run
-                run = small_fix.search(found, lambda code: loop.recheck(found, code, cancel=cancel), cancel=cancel)
-                if cancel.is_set():
-                    raise Cancelled("No hint this time: you stopped it. Run %%hint again to look again.")
-            session.attach(run)
-            if run.outcome == "error" and run.error:
-                self.note = run.error  # why no fix was looked for (the endpoint, the engine...)
-        loop = self.teacher.loops.get(self.key) or build_loop(self.settings)
-        if not session.failed:
-            self.note = "Your cell runs and passes its checks: there is nothing to hint at."
+        key, session = self.key, self.session
+        runner = self.teacher.runners.get(key) if session.ran else None
+        if runner is None:
+            runner = runner_for(self.settings)
+            runner.start()
+        turn = runner.hint(self.task, session, emit, cancel, taken=lambda _hint: self.gate.take_hint(key))
+        if session.ran:
+            self.teacher.runners[key] = runner
+        self.turn = turn
+        self.note = turn.note or turn.why_no_fix
+        if turn.new is None:
             return None
-        total = session.total()
-        if not session.more:
-            self.note = f"That was the last hint for this cell ({total} of {total})."
-            return None
-        emit(WRITING)
-        writer = HintWriter(loop.llm) if self.settings.hint_prose else None
-        hint = session.next_hint(writer, cancel=cancel)
-        self.gate.take_hint(self.key)
-        self.teacher.asked.append(hint)
-        return hint
+        self.teacher.asked.append(turn.new)  # for %agent_export --hints
+        return turn.new
 
     def _on_event(self, event: Any) -> None:
-        if isinstance(event, str):
-            text = event
-        elif isinstance(event, ExecutionStarted) and event.iteration == 0:
-            text = RUNNING
-        elif isinstance(event, (ExecutionStarted, TokensStreamed)) and event.iteration > 0:
-            text = f"{FINDING} (trying an idea, attempt {event.iteration})"
-        elif isinstance(event, VerdictReady) and event.iteration.index == 0:
-            text = FINDING
-        else:
+        text = words(event)
+        if text is None:
             return
         if self._shown == text:
             return
@@ -216,9 +167,8 @@ class HintTurn:
         return None
 
     def _end(self, hint: Hint | None) -> Hint | None:
-        if self.remote is not None:
-            if self.remote.record is not None:
-                self.teacher.shell.user_ns[RESULT_NAME] = self.remote.record
+        if self.turn is not None and self.turn.record is not None:
+            self.teacher.shell.user_ns[RESULT_NAME] = self.turn.record
         elif self.session.ran or self.session.hints:
             self.teacher.shell.user_ns[RESULT_NAME] = self.session.record()
         self.show()
@@ -226,16 +176,13 @@ class HintTurn:
 
     def show(self) -> None:
         session = self.session
-        total = self.remote.total if self.remote is not None else session.total()
+        total = self.turn.total if self.turn is not None else session.total()
         html = hints_html(session.hints, total)
         text = "\n\n".join(hint_text(h, i, total) for i, h in enumerate(session.hints, 1))
         if self.note:
             html += note_html(self.note)
             text = (text + "\n\n" + self.note).strip()
-        if self.remote is not None:
-            more = self.remote.more
-        else:
-            more = session.more and self.gate.hints_left(self.key) != 0
+        more = (self.turn.more if self.turn is not None else session.more) and self.gate.hints_left(self.key) != 0
         if self.panel is not None and self._handle is not None:
             self.panel.show(session.hints, total, more=more, note=self.note)
             bundle = self.panel.mimebundle()

@@ -1,11 +1,11 @@
-"""Teaching mode in the service: the verified run and its fix stay here; a hint leaves.
+"""Teaching mode in the service: each student cell's session; the verified run and its
+fix stay here, a hint leaves.
 
-A thin seam over teaching mode's own logic (``teaching/session.py``: a session per
-student cell holding its verified run, its facts and the hints given; the next hint of a
-level; the hints-mode record), so that the service and a kernel build hints the same
-way. The record that leaves is built from the hints and the student's own run (round 0)
-only: no candidate, output, diff, plan or fix, unless a level-3 hint under
-``reveal_fix`` carries the diff.
+The hint flow is the runner's (:mod:`selfheal_jupyter.runner.hints`, as in a kernel);
+here is what only the service has: every student's sessions (:class:`HintSessions`) and
+what a session keeps of a run (:func:`kept`). The record that leaves is built from the
+hints and the student's own run (round 0) only: no candidate, output, diff, plan or fix,
+unless a level-3 hint under ``reveal_fix`` carries the diff.
 """
 
 from __future__ import annotations
@@ -13,33 +13,16 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
-from typing import Any
 
-from ..agents.hint_writer import HintWriter
-from ..model import Hint, NotebookContext, Run, Task
-from ..teaching import small_fix
+from ..model import NotebookContext, Run, Task
 from ..teaching.policy import Policy
 from ..teaching.session import HintSession, Lines, cell_key
 
-__all__ = ["HintSessions", "Turn", "cell_key", "light"]
+__all__ = ["HintSessions", "cell_key", "kept", "light"]
 
 KEEP = 50
 """Cells per student whose verified run the service keeps in memory (that student's least
 recently asked go first: one student's flood of cells never pushes out another's)."""
-
-
-@dataclass
-class Turn:
-    """What one hint request gave."""
-
-    hints: list[Hint]
-    total: int
-    more: bool
-    note: str
-    record: Run | None
-    new: Hint | None = None
-    tokens: int = 0
-    """Model tokens the hint writer spent on it (``hint_prose``): they count against the quota too."""
 
 
 @dataclass
@@ -79,42 +62,12 @@ class HintSessions:
             found = own.get(cell_key(task)) if own is not None else None
             return found is not None and found.run is not None
 
-    @staticmethod
-    def found(session: HintSession, run: Run, loop: Any, cancel: threading.Event | None = None) -> None:
-        """The session's run (with a verified fix or not, kept without the task's copies),
-        after the small-change search when the model's rounds verified nothing (as in a kernel).
-        Kept for the day, so without the notebook's context (its earlier cells): nothing of
-        the session reads it, and the student's kernel has it."""
-        if not run.verified and run.outcome != "error":
-            tried = run
-            run = small_fix.search(tried, lambda code: loop.recheck(tried, code, cancel=cancel), cancel=cancel)
-        session.attach(replace(run, task=replace(light(run.task), context=None)))
 
-    @staticmethod
-    def turn(
-        session: HintSession,
-        policy: Policy,
-        given_before: int,
-        llm: Any,
-        cancel: threading.Event | None,
-        *,
-        prose: bool = False,
-    ) -> Turn:
-        """The next hint of the session (``given_before``: hints this student already had
-        for the cell, by the log; ``prose``: ``SelfHeal.hint_prose``)."""
-        session.policy = policy
-        total = session.total()
-        if not session.failed:
-            return Turn(
-                session.hints, total, False, "Your cell runs and passes its checks: there is nothing to hint at.", None
-            )
-        if max(len(session.hints), given_before) >= total:
-            note = f"That was the last hint for this cell ({total} of {total})."
-            return Turn(session.hints, total, False, note, session.record())
-        writer = HintWriter(llm) if prose else None
-        hint = session.next_hint(writer, cancel=cancel)
-        spent = writer.usage.prompt_tokens + writer.usage.completion_tokens if writer is not None else 0
-        return Turn(session.hints, total, session.more, "", session.record(), new=hint, tokens=spent)
+def kept(run: Run) -> Run:
+    """What a session keeps of a student's run for the day: without the task's copies and
+    without the notebook's context (its earlier cells): nothing of the session reads them,
+    and the student's kernel has them."""
+    return replace(run, task=replace(light(run.task), context=None))
 
 
 def light(task: Task) -> Task:

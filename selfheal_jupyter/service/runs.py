@@ -20,14 +20,15 @@ from typing import Any
 
 from ..config import SelfHeal, size_bytes
 from ..errors import Cancelled, SelfHealError
-from ..factory import build_llm, build_loop, resolve_endpoint, shared_sandbox
+from ..factory import build_llm, resolve_endpoint, shared_sandbox
 from ..llm import LLMClient
 from ..loop import events as loop_events
-from ..loop.fix_handover import run_with_fix
 from ..model import Run, Task
+from ..runner.hints import words as hint_words
+from ..runner.local import LocalRunner
 from ..service_client import wire
 from ..teaching import policy as policies
-from .hints import HintSessions, cell_key, light
+from .hints import HintSessions, cell_key, kept, light
 from .log import RunLog
 from .policy_store import CHANGES_FILE, PolicyStore
 
@@ -261,8 +262,13 @@ class Service:
         finally:
             self.log.write(entry)
 
+    def _runner(self, settings: SelfHeal) -> LocalRunner:
+        """The loop here, on the service's shared sandbox and model client."""
+        runner = LocalRunner(settings, sandbox=self.sandbox, llm=self._llm(settings))
+        runner.start()
+        return runner
+
     def _full(self, request: Request, settings: SelfHeal, emit: Emit, cancel: threading.Event, entry: dict) -> None:
-        loop = build_loop(settings, sandbox=self.sandbox, llm=self._llm(settings))
         task = request.task
 
         def forward(event: Any) -> None:
@@ -275,7 +281,7 @@ class Service:
             elif not isinstance(event, loop_events.RunFinished):
                 emit(event)
 
-        run = run_with_fix(loop, task, forward, cancel, search_tries=settings.fix_search_tries)
+        run = self._runner(settings).full(task, request.entry, forward, cancel)
         entry.update(
             runs=1,
             outcome=run.outcome,
@@ -290,8 +296,7 @@ class Service:
 
     def _plan(self, request: Request, settings: SelfHeal, emit: Emit, cancel: threading.Event, entry: dict) -> None:
         """``%%agent --plan-only``: the planner's steps, nothing run."""
-        loop = build_loop(settings, sandbox=self.sandbox, llm=self._llm(settings))
-        plan = loop.plan(request.task, cancel=cancel)
+        plan = self._runner(settings).plan(request.task, lambda _event: None, cancel)
         entry.update(runs=0, outcome="planned")
         emit(wire.Finished(Run(task=light(request.task), plan=plan)))
 
@@ -305,34 +310,32 @@ class Service:
         cancel: threading.Event,
         entry: dict,
     ) -> None:
+        """The runner's hint flow, as in a kernel, on this student's session; only words
+        and the hints leave, and the log counts the run, its tokens and the hint."""
         task = request.task
         session = self.hints.session(user, task, policy, line_offset=request.line_offset)
         key = cell_key(task)
         entry.update(cell=key, runs=0, tokens=0)
-        llm = self._llm(settings)
-        if not session.ran:
-            loop = build_loop(settings, sandbox=self.sandbox, llm=llm)
 
-            def progress(event: Any) -> None:  # only words leave: nothing of a candidate
-                if isinstance(event, loop_events.ExecutionStarted):
-                    emit(
-                        wire.Working(
-                            "Running your cell in the sandbox…"
-                            if event.iteration == 0
-                            else f"Finding a hint… (trying an idea, attempt {event.iteration})"
-                        )
-                    )
+        said: list[str] = []
 
-            run = loop.run(task, on_event=progress, cancel=cancel)
-            entry.update(runs=1, tokens=_tokens(run), outcome=run.outcome)
-            if run.outcome == "cancelled" or not run.iterations:
-                emit(wire.Failed(f"No hint this time: {run.error or 'the run was stopped'} Run %%hint again."))
+        def progress(event: Any) -> None:  # only words leave: nothing of a candidate
+            if isinstance(event, loop_events.RunFinished):
+                entry.update(runs=1, tokens=_tokens(event.run), outcome=event.run.outcome)
                 return
-            self.hints.found(session, run, loop, cancel)
+            words = hint_words(event)
+            if words is not None and said[-1:] != [words]:  # each change of words once, not per token
+                said.append(words)
+                emit(wire.Working(words))
+
+        given = self.log.hints_for(user, key)
+        try:
+            turn = self._runner(settings).hint(task, session, progress, cancel, given_before=given, keep=kept)
+        except Cancelled as exc:
+            emit(wire.Failed(str(exc), kind="cancelled"))
+            return
         assert session.run is not None
         entry.update(outcome=session.run.outcome, result=result_of(session.run) if session.failed else "runs")
-        emit(wire.Working("Writing the hint…"))
-        turn = self.hints.turn(session, policy, self.log.hints_for(user, key), llm, cancel, prose=settings.hint_prose)
         entry["tokens"] += turn.tokens
         if turn.new is not None:
             # what the student was shown, word for word; the fix only when a hint revealed it

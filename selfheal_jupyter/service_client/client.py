@@ -1,4 +1,4 @@
-"""The kernel side of the class service: every entry point's run, sent to the service.
+"""The kernel side of the class service: requests and their streams of events.
 
 The kernel sends the task and its context (the cell, the prelude's imports and
 notebook sources, the copies already pickled here: bytes the service passes to the
@@ -16,15 +16,13 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import suppress
-from dataclasses import replace
 from typing import Any
 
 import requests
 
 from ..config import SelfHeal
 from ..errors import ServiceError
-from ..loop.events import RunFinished, RunStarted, Waiting
-from ..model import Run, Task
+from ..model import Task
 from ..teaching.policy import PolicyBlocked
 from . import wire
 
@@ -210,61 +208,3 @@ class ServiceClient:
         if entry == "hint":
             body["line_offset"] = line_offset
         return body
-
-    def cell_work(
-        self, settings: SelfHeal, entry: str
-    ) -> Callable[[Task, Callable[[Any], None], threading.Event], Run]:
-        """A cell's run (``%%agent``, ``%%heal``, autoheal, ``selfheal run``) in the service."""
-
-        def work(task: Task, emit: Callable[[Any], None], cancel: threading.Event) -> Run:
-            def on_event(event: Any) -> None:
-                if isinstance(event, Waiting):
-                    emit(event)
-                elif isinstance(event, RunStarted):
-                    emit(RunStarted(replace(event.run, task=task)))
-                elif not isinstance(event, (wire.Finished, wire.Failed, RunFinished, wire.HintsFinished)):
-                    emit(event)
-
-            end = self.stream(self.request(entry, task, settings), on_event, cancel)
-            if isinstance(end, wire.Failed):
-                if end.kind == "cancelled":
-                    return Run(task=task, outcome="cancelled", error=end.message)
-                if end.kind in ("policy", "quota"):
-                    raise PolicyBlocked(end.message)
-                raise ServiceError(end.message)
-            if not isinstance(end, wire.Finished):
-                raise ServiceError("The selfheal service ended this run without its record; run the cell again.")
-            return replace(end.run, task=task)  # the user's own task, with the values as they are here
-
-        return work
-
-    def plan(self, settings: SelfHeal, task: Task, cancel: threading.Event) -> Any:
-        """``%%agent --plan-only`` in the service: the plan only."""
-        end = self.stream(self.request("agent", task, settings, plan_only=True), lambda _event: None, cancel)
-        if isinstance(end, wire.Failed):
-            raise (PolicyBlocked if end.kind in ("policy", "quota") else ServiceError)(end.message)
-        if not isinstance(end, wire.Finished) or end.run.plan is None:
-            raise ServiceError("The selfheal service ended this plan without one; run the cell again.")
-        return end.run.plan
-
-    def hint_turn(
-        self,
-        settings: SelfHeal,
-        task: Task,
-        emit: Callable[[Any], None],
-        cancel: threading.Event,
-        *,
-        line_offset: int = 0,
-    ) -> wire.HintsFinished:
-        """One ``%%hint`` turn in the service: its progress in words, then the hints (their
-        line numbers counted from ``line_offset``, as the student's editor shows them)."""
-        end = self.stream(self.request("hint", task, settings, line_offset=line_offset), emit, cancel)
-        if isinstance(end, wire.Failed):
-            if end.kind in ("policy", "quota"):
-                raise PolicyBlocked(end.message)
-            raise ServiceError(end.message)
-        if not isinstance(end, wire.HintsFinished):
-            raise ServiceError("The selfheal service ended this hint without one; run the cell again.")
-        if end.record is not None:
-            end.record = replace(end.record, task=task)
-        return end

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from datetime import datetime
 
 import pytest
@@ -25,8 +26,9 @@ from selfheal_jupyter.model import (
     Task,
     Verdict,
 )
+from selfheal_jupyter.runner import hints
 from selfheal_jupyter.sandbox.serialize import Pickled
-from selfheal_jupyter.service.hints import HintSessions
+from selfheal_jupyter.service.hints import HintSessions, kept
 from selfheal_jupyter.service.queue import FairQueue, QueueFull
 from selfheal_jupyter.service.runs import Request
 from selfheal_jupyter.service_client import wire
@@ -180,7 +182,6 @@ def test_one_students_flood_of_cells_never_costs_another_student_their_verified_
     with no runs left could push every other student's verified run out (their next hint
     then needed a run their quota no longer had)."""
     from selfheal_jupyter.config import SelfHeal
-    from selfheal_jupyter.service.hints import HintSessions
     from selfheal_jupyter.service.log import RunLog
     from selfheal_jupyter.service.runs import Refused, Request, Service
     from selfheal_jupyter.teaching.policy import Policy, Quota
@@ -190,15 +191,15 @@ def test_one_students_flood_of_cells_never_costs_another_student_their_verified_
     policy = Policy(mode="hints", quota=Quota(runs=1))
     context = NotebookContext([ContextEntry("df", "value", "DataFrame")], values={"df": b"x" * 1000})
     bobs = Task(prompt="", initial_code="def f():\n    return 1\n\nassert f() == 2\n", context=context)
-    HintSessions.found(service.hints.session("bob", bobs), Run(task=bobs), loop=None)
+    service.hints.session("bob", bobs).attach(kept(Run(task=bobs)))
     for user in ("ann", "bob"):
         service.log.write({"user": user, "entry": "hint", "runs": 1})
     for i in range(3 * service.hints.keep):
         with pytest.raises(Refused, match="runs of today's quota"):
             service.admit("ann", policy, Request("hint", Task(prompt="", initial_code=f"assert {i} < 0\n"), "", {}))
     service.admit("bob", policy, Request("hint", bobs, "", {}))  # no run needed: bob's is still there
-    kept = service.hints.session("bob", bobs).run
-    assert kept is not None and kept.task.context is None  # nor does the service hold bob's copies
+    held = service.hints.session("bob", bobs).run
+    assert held is not None and held.task.context is None  # nor does the service hold bob's copies
 
 
 # ====================================================================== hints' line numbers
@@ -223,6 +224,21 @@ def average_run() -> Run:
     )
 
 
+class Ran:
+    """A loop whose run of the cell is already known (the hint flow reads only its record)."""
+
+    def __init__(self, run: Run) -> None:
+        self.done = run
+
+    def run(self, task: Task, *, on_event=None, cancel=None) -> Run:
+        return self.done
+
+
+def found(session, run: Run) -> None:
+    """The service's hint flow's first step for ``run``: the session keeps what the service keeps."""
+    hints.find(session, Ran(run), run.task, lambda _event: None, threading.Event(), keep=kept)
+
+
 def test_a_hint_request_carries_the_hint_lines_offset_and_the_service_reads_only_a_small_whole_number():
     client = ServiceClient("http://127.0.0.1:9/services/selfheal/", "token")
     task = Task(prompt="", initial_code=AVERAGE)
@@ -242,15 +258,15 @@ def test_the_services_hints_count_lines_as_the_students_editor_and_another_offse
     task = Task(prompt="", initial_code=AVERAGE)
     policy = Policy(mode="hints", reveal_fix=False)
     session = sessions.session("ann", task, policy, line_offset=1)  # the cell's first line is %%hint
-    sessions.found(session, average_run(), loop=None)
-    first = sessions.turn(session, policy, 0, llm=None, cancel=None).new
+    found(session, average_run())
+    first = hints.next_turn(session, lambda _event: None, None).new
     assert first is not None
     # the assert is the code's line 4 and the fix changes its line 2: the editor shows 5 and 3
     assert "It fails on line 5:" in first.text and "line 3: `return sum(scores) // len(scores)`" in first.text
     # a request that says another offset is the same cell: its run and hints go on, no fresh count
     again = sessions.session("ann", task, policy, line_offset=7)
     assert again is session and again.ran and len(again.hints) == 1
-    second = sessions.turn(again, policy, 1, llm=None, cancel=None).new
+    second = hints.next_turn(again, lambda _event: None, None, given_before=1).new
     assert second is not None and second.level == 2 and "line 9" in second.text
     assert sessions.session("bob", task, policy, line_offset=1) is not session
 
@@ -284,10 +300,11 @@ def test_past_the_limit_a_new_connection_pushes_out_the_oldest_idle_never_a_held
 
 def test_a_hint_session_keeps_its_run_without_the_notebook_s_context():
     context = NotebookContext(prelude="import numpy as np\n" + "# earlier cells\n" * 10_000)
-    run = Run(task=Task(prompt="", initial_code="x = 1\n", context=context), outcome="error")
+    own = Iteration(0, Candidate("x = 1\n", 0), ExecutionResult(status="ok", exit_code=0), Verdict(True, ["ran"]))
+    run = Run(task=Task(prompt="", initial_code="x = 1\n", context=context), iterations=[own], outcome="error")
     sessions = HintSessions()
     session = sessions.session("s1", run.task)
-    sessions.found(session, run, loop=None)
+    found(session, run)
     assert session.run is not None and session.run.task.context is None
 
 
