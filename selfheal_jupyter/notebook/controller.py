@@ -8,9 +8,10 @@ all go through it (``selfheal run`` waits for the same runner with the same pump
   smallest form that passes again (``loop/fix_handover.py``) — through the decision
   (Accept (Replace this cell) / Insert below / Run in my kernel / Reject, only on a
   click; see ``cells.py``), or of the best attempt of a run that did not pass (Insert
-  best attempt below, only). The cell ends when the run ends. It waits with the
-  :class:`~selfheal_jupyter.runner.pump.Pump`: :meth:`CellRun.run_sync` or, in a
-  kernel, :meth:`CellRun.run_async`.
+  best attempt below, only). The cell ends when the run ends. It is written once,
+  :meth:`CellRun.execute`, waiting for the :class:`~selfheal_jupyter.runner.pump.Pump`
+  through a :class:`~selfheal_jupyter.runner.pump.Wait` (awaiting in a kernel);
+  :meth:`CellRun.run_sync` is its one-line blocking adapter.
 * In a kernel, comm messages (Stop) are only dispatched while a cell *awaits*. The
   cell is not rewritten for that: :func:`install` adds an AST transformer that turns
   IPython's own ``get_ipython().run_cell_magic('agent', line, cell)`` into an awaited
@@ -48,7 +49,7 @@ from ..render.html import (
     tried_lines,
 )
 from ..render.inline import PanelRenderer, Renderer, StaticRenderer, show_html
-from ..runner import Pump, note_kept, runner_for
+from ..runner import BLOCKING, Pump, Wait, note_kept, run_sync, runner_for
 from ..spec import notebook_data
 from .cells import FrontCells
 
@@ -140,19 +141,19 @@ class CellRun:
         self.record(run)
         return run
 
-    def run_sync(self) -> Run:
-        run = self._finish(self.pump.run_sync())
-        self.hand_over(run)
-        return run
-
-    async def run_async(self) -> Run:
-        if isinstance(self.renderer, PanelRenderer):
+    async def execute(self, wait: Wait) -> Run:
+        """The run to its record, rendered and handed over; ``wait``: blocking, or
+        awaiting in a kernel cell (then the labextension may answer meanwhile)."""
+        if wait.awaits and isinstance(self.renderer, PanelRenderer):
             self.renderer.kernel_note = KERNEL_NOTE
-        run = self._finish(await self.pump.run_async())
-        if handed_code(run) is not None:
+        run = self._finish(await wait(self.pump))
+        if wait.awaits and handed_code(run) is not None:
             await self.cells.answered(HELLO_TIMEOUT_S)
         self.hand_over(run)
         return run
+
+    def run_sync(self) -> Run:
+        return run_sync(self.execute(BLOCKING))
 
     def record(self, run: Run) -> None:
         """Store the run where the user can reach it: ``agent_result`` and ``_``."""

@@ -6,6 +6,9 @@ stores the record in ``agent_result`` and offers the passing code. Nothing else 
 user's namespace changes unless the user presses Insert / Replace / Run in my kernel
 (``--plan-only`` stores the plan it was asked for). In a kernel the cell awaits the
 run (``controller.install``), so Stop works while it lasts; the cell ends when it ends.
+Each cell magic is written once, as a coroutine that waits through a
+:class:`~selfheal_jupyter.runner.pump.Wait`; the magic IPython calls and its awaited
+form (``*_async``) are one-line adapters of it (nbclient's ``run_sync`` pattern).
 ``%%hint`` hands its cell to teaching mode (``teaching.py``) instead. Every entry point
 asks the instructor's policy first (``policy.kernel_gate``).
 """
@@ -27,6 +30,7 @@ from ..flags import magic_arguments as magic_arguments_for
 from ..model import Run, Task
 from ..render.html import plan_html
 from ..render.inline import show_html
+from ..runner import AWAITING, BLOCKING, Wait, run_sync
 from ..teaching.policy import kernel_gate
 from . import arguments, autoheal, controller, teaching
 
@@ -129,21 +133,19 @@ class SelfHealMagics(Magics):
 
         Configure defaults with ``%config SelfHeal.max_iterations = 5`` (see ``%config SelfHeal``).
         """
-        self.gate.admit("agent")
-        settings, task, plan_var = self._agent_job(line, cell)
-        if plan_var:
-            self._show_plan(controller.plan_pump(settings, task).run_sync(), plan_var)
-        else:
-            self._finished(controller.CellRun(self.shell, settings, task).run_sync())
+        run_sync(self._agent(line, cell, BLOCKING))
 
     @_user_errors
     async def agent_async(self, line: str, cell: str) -> None:
+        await self._agent(line, cell, AWAITING)
+
+    async def _agent(self, line: str, cell: str, wait: Wait) -> None:
         self.gate.admit("agent")
         settings, task, plan_var = self._agent_job(line, cell)
         if plan_var:
-            self._show_plan(await controller.plan_pump(settings, task).run_async(), plan_var)
+            self._show_plan(await wait(controller.plan_pump(settings, task)), plan_var)
         else:
-            self._finished(await controller.CellRun(self.shell, settings, task).run_async())
+            self._finished(await controller.CellRun(self.shell, settings, task).execute(wait))
 
     # ================================================================== %%heal
     @magic_arguments()
@@ -160,13 +162,15 @@ class SelfHealMagics(Magics):
         Your kernel is not touched: press Replace this cell, Insert below or Run in my
         kernel to take the repaired code.
         """
-        self.gate.admit("heal")
-        self._finished(controller.CellRun(self.shell, *self.heal_job(line, cell)).run_sync())
+        run_sync(self._heal(line, cell, BLOCKING))
 
     @_user_errors
     async def heal_async(self, line: str, cell: str) -> None:
+        await self._heal(line, cell, AWAITING)
+
+    async def _heal(self, line: str, cell: str, wait: Wait) -> None:
         self.gate.admit("heal")
-        self._finished(await controller.CellRun(self.shell, *self.heal_job(line, cell)).run_async())
+        self._finished(await controller.CellRun(self.shell, *self.heal_job(line, cell)).execute(wait))
 
     # ================================================================== %%hint
     @magic_arguments()
@@ -183,12 +187,14 @@ class SelfHealMagics(Magics):
         (with the values at that moment), 3 the fix, if your instructor allows it.
         Nothing in your notebook changes; agent_result.hints holds the hints.
         """
-        self.teacher.turn(*self.hint_job(line, cell), line_offset=1).run_sync()
-        self._hinted()
+        run_sync(self._hint(line, cell, BLOCKING))
 
     @_user_errors
     async def hint_async(self, line: str, cell: str) -> None:
-        await self.teacher.turn(*self.hint_job(line, cell), line_offset=1).run_async()
+        await self._hint(line, cell, AWAITING)
+
+    async def _hint(self, line: str, cell: str, wait: Wait) -> None:
+        await self.teacher.turn(*self.hint_job(line, cell), line_offset=1).execute(wait)
         self._hinted()
 
     def _hinted(self) -> None:

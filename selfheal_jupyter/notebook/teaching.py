@@ -26,8 +26,8 @@ from ..errors import Cancelled, SelfHealError
 from ..model import Hint, Task
 from ..render.hints import HintPanel, hint_text, hints_html, note_html
 from ..render.inline import show_html
+from ..runner import BLOCKING, Pump, Runner, Wait, run_sync, runner_for
 from ..runner import HintTurn as Turn
-from ..runner import Pump, Runner, runner_for
 from ..runner.hints import RUNNING, WRITING, words
 from ..teaching.policy import Gate, PolicyBlocked
 from ..teaching.session import HintSession, Lines, cell_key
@@ -132,27 +132,18 @@ class HintTurn:
             self.panel.working(RUNNING if not self.session.ran else WRITING)
         return True
 
+    async def execute(self, wait: Wait) -> Hint | None:
+        """Admit, then the hint, shown; ``wait``: blocking, or awaiting in a kernel cell."""
+        if not self._begin():
+            return None
+        return await self._settle(wait)
+
     def run_sync(self) -> Hint | None:
-        if not self._begin():
-            return None
-        return self._finish(self.pump.run_sync)
+        return run_sync(self.execute(BLOCKING))
 
-    async def run_async(self) -> Hint | None:
-        if not self._begin():
-            return None
+    async def _settle(self, wait: Wait) -> Hint | None:
         try:
-            hint = await self.pump.run_async()
-        except (Cancelled, PolicyBlocked) as exc:
-            self._noted(exc)
-            return None
-        except SelfHealError:
-            self.show()
-            raise
-        return self._end(hint)
-
-    def _finish(self, wait: Callable[[], Hint | None]) -> Hint | None:
-        try:
-            hint = wait()
+            hint = await wait(self.pump)
         except (Cancelled, PolicyBlocked) as exc:
             self._noted(exc)
             return None
@@ -204,7 +195,7 @@ class HintTurn:
         if self.panel is not None:
             self.panel.working(WRITING)
         try:
-            self._finish(self.pump.run_sync)
+            run_sync(self._settle(BLOCKING))
         except SelfHealError as exc:  # LLMError, engine...: said in the panel, once
             self.note = str(exc)
             self.show()

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from ..config import SelfHeal
 from .base import HintTurn, Runner, note_kept
-from .pump import Pump
+from .pump import AWAITING, BLOCKING, Pump, Wait, run_sync
 
-__all__ = ["HintTurn", "Pump", "Runner", "note_kept", "runner_for"]
+__all__ = ["AWAITING", "BLOCKING", "HintTurn", "Pump", "Runner", "Wait", "note_kept", "run_sync", "runner_for"]
 
 
 def runner_for(settings: SelfHeal) -> Runner:

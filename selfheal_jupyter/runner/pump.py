@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -129,3 +129,31 @@ class Pump(Generic[T]):
             if end is not None:
                 return self._result(end)
             getter = asyncio.ensure_future(items.get())
+
+
+@dataclass(frozen=True)
+class Wait:
+    """How a front waits for a pump: blocking this thread, or awaiting (a kernel cell,
+    so comm messages are dispatched meanwhile). An operation is written once, as a
+    coroutine that waits only through a ``Wait``; :func:`run_sync` runs it with
+    :data:`BLOCKING`."""
+
+    awaits: bool
+
+    async def __call__(self, pump: Pump[T]) -> T:
+        return await pump.run_async() if self.awaits else pump.run_sync()
+
+
+BLOCKING = Wait(awaits=False)
+AWAITING = Wait(awaits=True)
+
+
+def run_sync(operation: Coroutine[Any, Any, T]) -> T:
+    """The one-line sync adapter (nbclient's ``run_sync``): an operation run with
+    :data:`BLOCKING` waits never suspends, so one step on this thread runs it to its end."""
+    try:
+        operation.send(None)
+    except StopIteration as done:
+        return done.value
+    operation.close()
+    raise RuntimeError("an operation run with BLOCKING waits suspended")

@@ -22,7 +22,7 @@ from ..teaching.session import HintSession
 from .base import Emit, HintTurn, Runner, Taken
 
 
-def _failed(end: wire.Failed) -> Exception:
+def error_of(end: wire.Failed) -> Exception:
     """What a request that ended without a record raises here."""
     if end.kind in ("policy", "quota"):
         return PolicyBlocked(end.message)
@@ -50,7 +50,7 @@ class ServiceRunner(Runner):
         if isinstance(end, wire.Failed):
             if end.kind == "cancelled":
                 return Run(task=task, outcome="cancelled", error=end.message)
-            raise _failed(end)
+            raise error_of(end)
         if not isinstance(end, wire.Finished):
             raise ServiceError("The selfheal service ended this run without its record; run the cell again.")
         return replace(end.run, task=task)  # the user's own task, with the values as they are here
@@ -59,7 +59,7 @@ class ServiceRunner(Runner):
         request = self.client.request("agent", task, self.settings, plan_only=True)
         end = self.client.stream(request, lambda _event: None, cancel)
         if isinstance(end, wire.Failed):
-            raise _failed(end)
+            raise error_of(end)
         if not isinstance(end, wire.Finished) or end.run.plan is None:
             raise ServiceError("The selfheal service ended this plan without one; run the cell again.")
         return end.run.plan
@@ -80,7 +80,7 @@ class ServiceRunner(Runner):
         request = self.client.request("hint", task, self.settings, line_offset=session.lines.offset)
         end = self.client.stream(request, progress, cancel)
         if isinstance(end, wire.Failed):
-            raise _failed(end)
+            raise error_of(end)
         if not isinstance(end, wire.HintsFinished):
             raise ServiceError("The selfheal service ended this hint without one; run the cell again.")
         record = replace(end.record, task=task) if end.record is not None else None
