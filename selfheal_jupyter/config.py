@@ -31,6 +31,12 @@ def size_bytes(text: str) -> int:
     return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
 
 
+EMBEDDED = "embedded"
+"""A trait's tag: the value the embedded model uses instead of the default, where the user
+kept the default (measured better for it: docs/measurements.md). One tag per option, on
+the option's own line; :meth:`SelfHeal.for_endpoint` applies them."""
+
+
 class SelfHeal(Configurable):
     """Options of the self-healing agent (``%config SelfHeal.<name> = value``)."""
 
@@ -47,7 +53,7 @@ class SelfHeal(Configurable):
         120.0,
         help="Seconds one LLM request may wait for the server (per read), and most seconds "
         "a reply may stream once it began.",
-    ).tag(config=True)
+    ).tag(config=True, embedded=600.0)
     llm_max_retries = Int(2, help="Retries (by the openai SDK, with backoff) on 429 / 5xx / timeouts.").tag(config=True)
     temperature = Float(0.2, help="Sampling temperature of the first attempt.").tag(config=True)
     retry_temperature = Float(
@@ -86,13 +92,13 @@ class SelfHeal(Configurable):
         True,
         help="Ask the planner also when the task starts from your code (%%heal, autoheal). "
         "The embedded model skips it (same pass rate, half the tokens: docs/measurements.md).",
-    ).tag(config=True)
+    ).tag(config=True, embedded=False)
     plan_min_words = Int(
         0,
         help="Ask the planner only for a task of at least this many words (0: every task "
         "auto_plan allows). The embedded model uses 30 unless you set it: on short tasks its "
         "plan cost as long as the code and solved nothing more (docs/measurements.md).",
-    ).tag(config=True)
+    ).tag(config=True, embedded=30)
     quick_fixes = Bool(
         True,
         help="When a failure's own diagnosis implies one edit of the failing line (a close "
@@ -130,7 +136,7 @@ class SelfHeal(Configurable):
         "is a model call, asked one after another. The embedded model uses 3 unless you "
         "set it: with 3 the loop beats its single pass clearly, with 1 barely "
         "(docs/measurements.md).",
-    ).tag(config=True)
+    ).tag(config=True, embedded=3)
     runtime_values = Bool(
         True,
         help="Repair strategy: show the developer the values of the failing statement's "
@@ -353,6 +359,25 @@ class SelfHeal(Configurable):
         if name in self.class_traits(config=True):
             self.__dict__.setdefault("_given", set()).add(name)
         super().__setattr__(name, value)
+
+    def for_endpoint(self, embedded: bool) -> SelfHeal:
+        """These options as a run uses them: with the embedded model (``embedded``), each
+        option tagged :data:`EMBEDDED` takes its tagged value where the user kept the
+        default; any other endpoint keeps the options as they are."""
+        if not embedded:
+            return self
+        traits = self.class_traits(config=True)
+        values = {name: t.metadata[EMBEDDED] for name, t in traits.items() if EMBEDDED in t.metadata}
+        values = {name: value for name, value in values.items() if not self.is_set(name)}
+        return self.with_values(**values) if values else self
+
+    @classmethod
+    def class_get_trait_help(cls, trait: Any, inst: Any = None, helptext: str | None = None) -> str:
+        """``%config SelfHeal``'s text of one option, with the embedded model's value."""
+        text = super().class_get_trait_help(trait, inst, helptext)
+        if EMBEDDED in trait.metadata:
+            text += f"\n    The embedded model: {trait.metadata[EMBEDDED]!r} (where you kept the default)"
+        return text
 
     def with_values(self, **values: Any) -> SelfHeal:
         """A copy with some options changed (per-call overrides; the original is kept)."""

@@ -83,19 +83,10 @@ def build_llm(settings: SelfHeal, endpoint: Endpoint | None = None, *, kind: typ
 
 
 def tuned_settings(settings: SelfHeal, endpoint: Endpoint) -> SelfHeal:
-    """For the embedded model, the options measured as best for it
-    (:mod:`~selfheal_jupyter.localmodel.tuning`) where the user kept the defaults; any
-    other endpoint keeps the user's settings as they are."""
-    if not endpoint.local:
-        return settings
-    try:
-        from .localmodel.tuning import recommended_settings
-
-        tuned = recommended_settings(settings.local_model).options
-    except Exception:
-        return settings
-    values = {name: value for name, value in tuned.items() if not settings.is_set(name)}
-    return settings.with_values(**values) if values else settings
+    """The options a run with ``endpoint`` uses: for the embedded model, the values
+    ``SelfHeal`` tags as measured best for it, where the user kept the defaults
+    (:meth:`~selfheal_jupyter.config.SelfHeal.for_endpoint`)."""
+    return settings.for_endpoint(endpoint.local)
 
 
 # ---------------------------------------------------------------------- sandbox

@@ -4,7 +4,7 @@
 
 Why: each default lives in one place (:mod:`~selfheal_jupyter.config`); a table copied
 by hand falls behind it. Each row is one option: its default, what the embedded model
-uses instead where it was measured better (:mod:`~selfheal_jupyter.localmodel.tuning`),
+uses instead where it was measured better (the trait's ``embedded`` tag),
 and the trait's own help, which ``%config SelfHeal`` shows too. ``tests/unit/test_options_table.py``
 fails when the README's table is not this one.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from traitlets import Bool, Enum, Float, Int, TraitType, Unicode
 
-from .config import SelfHeal
+from .config import EMBEDDED, SelfHeal
 
 BEGIN = "<!-- options: written from SelfHeal by `python3 -m selfheal_jupyter.options_table README.md` -->"
 END = "<!-- end of options -->"
@@ -49,10 +49,9 @@ def _value(name: str, trait: TraitType, value: object) -> str:
 
 
 def _embedded_options() -> dict[str, object]:
-    """What the default embedded model uses where the user kept the default."""
-    from .localmodel.tuning import recommended_settings
-
-    return dict(recommended_settings(SelfHeal().local_model).options)
+    """What the embedded model uses where the user kept the default (``SelfHeal``'s tags)."""
+    traits = SelfHeal.class_traits(config=True)
+    return {name: trait.metadata[EMBEDDED] for name, trait in traits.items() if EMBEDDED in trait.metadata}
 
 
 def _cell(text: str) -> str:

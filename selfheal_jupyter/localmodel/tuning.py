@@ -1,37 +1,21 @@
-"""Settings for the embedded small models, applied by the factory only when the endpoint
-is the embedded model and only where the user kept the default, so a hosted model keeps
-the user's settings. The figures behind each value are in ``docs/measurements.md``.
+"""How the factory drives the embedded model's server (speculation, slots, prompt cache).
+
+The loop's options for the embedded model are ``SelfHeal``'s own (each option's
+``embedded`` tag in :mod:`~selfheal_jupyter.config`); here are only the server's knobs,
+which are no user option. The figures behind each value are in ``docs/measurements.md``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from .catalog import get_spec
 
 
 @dataclass(frozen=True)
 class LocalSettings:
-    """What to send the embedded model, and how to drive the loop with it."""
+    """How the embedded model's server is started."""
 
-    options: Mapping[str, Any] = field(
-        default_factory=lambda: {
-            "plan_on_heal": False,
-            "plan_min_words": 30,
-            "candidates": 3,
-            "llm_timeout_s": 600.0,
-        }
-    )
-    """``SelfHeal`` options that differ for this model from their defaults (applied where
-    the user kept the default): no planner on a heal (same pass rate, half the tokens) nor
-    on a task shorter than 30 words (the same measurement: without it 10 of 10 passed in
-    half the time), three samples per repair round (the loop beats its single pass where
-    one did not), and 600 s for a reply to stream: on 2 busy cores it writes as slowly as
-    2–3 tokens/s, so a whole 1,024-token reply can take minutes where a hosted model takes
-    seconds."""
-    # --- the server (bench/local_model.py) ------------------------------------
     ngram_type: str = "ngram-simple"
     """What ``SelfHeal.local_speculation = "ngram"`` uses (a key of child.SPECULATION_TYPES)."""
     ngram_n: int = 0

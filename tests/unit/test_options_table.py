@@ -45,3 +45,20 @@ def test_a_changed_default_or_help_shows_as_a_difference(monkeypatch):
 def test_a_readme_without_the_markers_is_refused():
     with pytest.raises(ValueError, match="markers"):
         replaced("# no table here\n")
+
+
+def test_the_embedded_models_values_are_tags_of_the_options_and_config_shows_them():
+    """One place for each value: the option's own ``embedded`` tag, which the run uses
+    (where the user kept the default), ``%config SelfHeal`` shows and the table prints."""
+    traits = SelfHeal.class_traits(config=True)
+    tagged = {name: t.metadata["embedded"] for name, t in traits.items() if "embedded" in t.metadata}
+    assert {"candidates", "plan_min_words", "plan_on_heal", "llm_timeout_s"} <= set(tagged)
+    shown = SelfHeal.class_get_help()
+    table = render()
+    for name, value in tagged.items():
+        section = shown.split(f"SelfHeal.{name}=")[1].split("\n--SelfHeal.")[0]
+        assert f"The embedded model: {value!r}" in section, name
+        assert getattr(SelfHeal().for_endpoint(True), name) == value != traits[name].default_value
+        assert "(the embedded model: " in next(line for line in table.splitlines() if f"`{name}`" in line)
+    hosted = SelfHeal()
+    assert hosted.for_endpoint(False) is hosted
