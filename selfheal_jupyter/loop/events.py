@@ -6,9 +6,9 @@ observers only and never steer the loop. Each event carries the data model objec
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from ..model import Candidate, ExecutionResult, Explanation, Iteration, Plan, Run
 
@@ -105,6 +105,38 @@ Event = (
     | ModelWaiting
     | VerdictReady
     | RunFinished
+    | CheckingFix
+    | Waiting
 )
 
 EventHandler = Callable[[Event], None]
+
+EVENT_TYPES: tuple[type, ...] = (
+    RunStarted,
+    PlanReady,
+    TokensStreamed,
+    CandidateReady,
+    ExecutionStarted,
+    ExecutionDone,
+    FailureExplained,
+    ModelWaiting,
+    VerdictReady,
+    RunFinished,
+    CheckingFix,
+    Waiting,
+)
+"""Every event an observer may be handed: the loop's, the fix hand-over's, the class
+service's queue. Each renderer maps every one of them to a handler, once
+(:func:`dispatch`; a test renders each with each renderer)."""
+
+Handlers = Mapping[type, Callable[[Any, Any], None]]
+"""A renderer's one mapping: event type → its handler (called with the renderer and the event)."""
+
+
+def dispatch(handlers: Handlers, owner: Any, event: Any) -> None:
+    """Hand ``event`` to ``owner``'s handler of its type."""
+    handlers[type(event)](owner, event)
+
+
+def ignore(_owner: Any, _event: Any) -> None:
+    """The handler of an event a renderer does not show."""

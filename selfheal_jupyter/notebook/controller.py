@@ -31,12 +31,13 @@ from __future__ import annotations
 import ast
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from ..codeblocks import code_diff
 from ..config import SelfHeal
 from ..errors import SelfHealError
-from ..loop.events import CheckingFix, RunFinished, RunStarted, Waiting
+from ..loop import events as ev
+from ..loop.events import Handlers, RunFinished, RunStarted, Waiting, dispatch, ignore
 from ..loop.fix_handover import without_notes
 from ..model import DataCheck, NotebookContext, Plan, Run, Task
 from ..render.html import (
@@ -110,23 +111,40 @@ class CellRun:
         return self.runner.full(self.task, self.entry, emit, cancel)
 
     def _on_event(self, event: Any) -> None:
-        if isinstance(event, RunStarted):
-            if not self._started:
-                self._started = True
-                self.renderer.start(event.run)
-            elif self.panel is not None:  # it waited in the class service's queue: now it starts
-                self.panel.handle(event)
-        elif isinstance(event, CheckingFix):
-            if self.panel is not None:
-                self.panel.checking_fix()
-        elif isinstance(event, Waiting):  # the class service's queue: the run waits its turn
-            if not self._started:
-                self._started = True
-                self.renderer.start(Run(task=self.task))
-            if self.panel is not None:
-                self.panel.waiting(event.text())
-        elif not isinstance(event, RunFinished):  # the end is rendered from the record
+        dispatch(self.HANDLERS, self, event)
+
+    def _run_started(self, event: RunStarted) -> None:
+        if self._started:  # it waited in the class service's queue: now it starts
             self.renderer.handle(event)
+            return
+        self._started = True
+        self.renderer.start(event.run)
+
+    def _waiting(self, event: Waiting) -> None:
+        """The class service's queue: the run waits its turn."""
+        if not self._started:
+            self._started = True
+            self.renderer.start(Run(task=self.task))
+        self.renderer.handle(event)
+
+    def _render(self, event: Any) -> None:
+        self.renderer.handle(event)
+
+    HANDLERS: ClassVar[Handlers] = {
+        RunStarted: _run_started,
+        Waiting: _waiting,
+        RunFinished: ignore,  # the end is rendered from the record
+        ev.PlanReady: _render,
+        ev.TokensStreamed: _render,
+        ev.CandidateReady: _render,
+        ev.ExecutionStarted: _render,
+        ev.ExecutionDone: _render,
+        ev.FailureExplained: _render,
+        ev.ModelWaiting: _render,
+        ev.VerdictReady: _render,
+        ev.CheckingFix: _render,
+    }
+    """The one mapping from each event to what the cell run does with it."""
 
     def _tick(self) -> None:
         if self.panel is not None:

@@ -8,11 +8,12 @@ nbconvert and in static viewers, with no widget state.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from IPython.display import display
 
-from ..loop.events import Event, PlanReady, VerdictReady
+from ..loop import events as ev
+from ..loop.events import Event, Handlers, PlanReady, VerdictReady, dispatch, ignore
 from ..model import Run
 from .html import (
     context_html,
@@ -54,14 +55,34 @@ class StaticRenderer:
             show_html(task_html(run), text)
 
     def handle(self, event: Event) -> None:
-        if self.quiet:
-            return
-        if isinstance(event, PlanReady) and event.plan.steps:
+        if not self.quiet:
+            dispatch(self.HANDLERS, self, event)
+
+    def _plan_ready(self, event: PlanReady) -> None:
+        if event.plan.steps:
             steps = "\n".join(f"{i}. {s}" for i, s in enumerate(event.plan.steps, 1))
             show_html(plan_html(event.plan), "Plan:\n" + steps)
-        elif isinstance(event, VerdictReady):
-            it = event.iteration
-            show_html(iteration_html(it), f"iteration {it.index}: {'passed' if it.verdict.passed else 'failed'}")
+
+    def _verdict_ready(self, event: VerdictReady) -> None:
+        it = event.iteration
+        show_html(iteration_html(it), f"iteration {it.index}: {'passed' if it.verdict.passed else 'failed'}")
+
+    HANDLERS: ClassVar[Handlers] = {
+        PlanReady: _plan_ready,
+        VerdictReady: _verdict_ready,
+        # the rest is shown once, from the record (start, finish) or not at all
+        ev.RunStarted: ignore,
+        ev.TokensStreamed: ignore,
+        ev.CandidateReady: ignore,
+        ev.ExecutionStarted: ignore,
+        ev.ExecutionDone: ignore,
+        ev.FailureExplained: ignore,
+        ev.ModelWaiting: ignore,
+        ev.RunFinished: ignore,
+        ev.CheckingFix: ignore,
+        ev.Waiting: ignore,
+    }
+    """The one mapping from each event to what the static output shows of it."""
 
     def finish(self, run: Run) -> None:
         show_html(summary_html(run), summary_text(run))

@@ -11,7 +11,7 @@ import itertools
 import textwrap
 import threading
 from collections.abc import Callable
-from typing import TextIO
+from typing import ClassVar, TextIO
 
 from ..loop.events import (
     CandidateReady,
@@ -20,12 +20,16 @@ from ..loop.events import (
     ExecutionDone,
     ExecutionStarted,
     FailureExplained,
+    Handlers,
     ModelWaiting,
     PlanReady,
     RunFinished,
     RunStarted,
     TokensStreamed,
     VerdictReady,
+    Waiting,
+    dispatch,
+    ignore,
 )
 from ..model import Iteration, Plan, Run
 from .html import capabilities_sentence, tried_lines, waiting_text
@@ -254,34 +258,49 @@ class Progress:
             fn()
 
     def on_event(self, event: Event) -> None:
+        dispatch(self.HANDLERS, self, event)
+
+    def _plan_ready(self, event: PlanReady) -> None:
         tr = self.transcript
-        if isinstance(event, RunStarted):
-            self.status("planning…")
-        elif isinstance(event, PlanReady):
-            if tr:
-                self._print_above(lambda: tr.plan(event.plan))
-            self.status("writing the program…")
-        elif isinstance(event, TokensStreamed):
-            with self._lock:
-                self._tokens += 1
-        elif isinstance(event, CandidateReady):
-            if tr:
-                c = event.candidate
-                self._print_above(lambda: tr.candidate(c.iteration, c.code, event.diff))
-        elif isinstance(event, ExecutionStarted):
-            self.status(f"running attempt {event.iteration} in the sandbox…")
-        elif isinstance(event, ExecutionDone):
-            self.status("judging…")
-        elif isinstance(event, FailureExplained) and event.explanation.diagnosis:
+        if tr:
+            self._print_above(lambda: tr.plan(event.plan))
+        self.status("writing the program…")
+
+    def _tokens_streamed(self, event: TokensStreamed) -> None:
+        with self._lock:
+            self._tokens += 1
+
+    def _candidate_ready(self, event: CandidateReady) -> None:
+        tr = self.transcript
+        if tr:
+            c = event.candidate
+            self._print_above(lambda: tr.candidate(c.iteration, c.code, event.diff))
+
+    def _failure_explained(self, event: FailureExplained) -> None:
+        if event.explanation.diagnosis:
             self.status("why: " + event.explanation.diagnosis[0].replace("`", ""))
-        elif isinstance(event, ModelWaiting):
-            self.status(waiting_text(event.ahead) + "…")
-        elif isinstance(event, VerdictReady):
-            if tr:
-                self._print_above(lambda: tr.verdict(event.iteration))
-            if not event.iteration.verdict.passed:
-                self.status(f"repairing (attempt {event.iteration.index + 1})…")
-        elif isinstance(event, CheckingFix):
-            self.status("passed; leaving out what the fix does not need (checked in the sandbox)…")
-        elif isinstance(event, RunFinished):
-            self.status("")
+
+    def _verdict_ready(self, event: VerdictReady) -> None:
+        tr = self.transcript
+        if tr:
+            self._print_above(lambda: tr.verdict(event.iteration))
+        if not event.iteration.verdict.passed:
+            self.status(f"repairing (attempt {event.iteration.index + 1})…")
+
+    HANDLERS: ClassVar[Handlers] = {
+        RunStarted: lambda progress, _event: progress.status("planning…"),
+        PlanReady: _plan_ready,
+        TokensStreamed: _tokens_streamed,
+        CandidateReady: _candidate_ready,
+        ExecutionStarted: lambda progress, event: progress.status(f"running attempt {event.iteration} in the sandbox…"),
+        ExecutionDone: lambda progress, _event: progress.status("judging…"),
+        FailureExplained: _failure_explained,
+        ModelWaiting: lambda progress, event: progress.status(waiting_text(event.ahead) + "…"),
+        VerdictReady: _verdict_ready,
+        CheckingFix: lambda progress, _event: progress.status(
+            "passed; leaving out what the fix does not need (checked in the sandbox)…"
+        ),
+        RunFinished: lambda progress, _event: progress.status(""),
+        Waiting: ignore,
+    }
+    """The one mapping from each event to what the terminal shows of it."""

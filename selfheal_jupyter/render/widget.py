@@ -21,22 +21,27 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import ClassVar
 
 import ipywidgets as widgets
 from IPython.display import display
 
 from ..loop.events import (
     CandidateReady,
+    CheckingFix,
     Event,
     ExecutionDone,
     ExecutionStarted,
     FailureExplained,
+    Handlers,
     ModelWaiting,
     PlanReady,
     RunFinished,
     RunStarted,
     TokensStreamed,
     VerdictReady,
+    Waiting,
+    dispatch,
 )
 from ..model import DATA_RULES, Run
 from .diff import diff_html
@@ -240,63 +245,66 @@ class Panel:
     # ------------------------------------------------------------------ events
     def handle(self, event: Event) -> None:
         """Each event says what starts next, so the status row is current at once."""
-        if isinstance(event, RunStarted):
-            self._started = time.monotonic()
-            self._say("Starting", "")
-        elif isinstance(event, PlanReady):
-            self.plan.value = plan_html(event.plan)
-            if self._heal:
-                self._say(self._label(0), "running your cell in the sandbox")
-            else:
-                self._say(self._label(1), "writing the code" + (" (the plan is ready)" if event.plan.steps else ""))
-        elif isinstance(event, TokensStreamed):
-            self._stream(event)
-        elif isinstance(event, CandidateReady):
-            self._candidate(event)
-            self._say(self._label(event.candidate.iteration), "about to run it in the sandbox")
-        elif isinstance(event, ExecutionStarted):
-            index = event.iteration
-            self._move(index - 0.4)
-            self._say(
-                self._label(index), "running your cell in the sandbox" if index == 0 else "running it in the sandbox"
-            )
-        elif isinstance(event, ExecutionDone):
-            index = event.iteration
-            if index in self._section_html:
-                self._set_section(index, self._section_html[index] + result_html(event.result, ""), None)
-            self._say(self._label(index), "checking the result")
-        elif isinstance(event, FailureExplained):
-            self.explanation.value = explanation_html(event.explanation)
-            if event.iteration in self._section_html:
-                body = self._section_html[event.iteration] + explanation_html(event.explanation)
-                self._set_section(event.iteration, body, None)
-            if event.explanation.diagnosis:
-                self._say(self._label(event.iteration), "failed: " + event.explanation.error[:60])
-        elif isinstance(event, ModelWaiting):
-            self._say(self._where, waiting_text(event.ahead))
-        elif isinstance(event, VerdictReady):
-            it = event.iteration
-            if it.verdict.passed:
-                self.explanation.value = ""
-            self._ensure_section(it.index)
-            self._set_section(it.index, iteration_body_html(it), iteration_title(it))
-            self._move(it.index)
-            if it.verdict.passed:
-                self._say(self._label(it.index), "passed")
-                return
-            if it.verdict.spec_violations and all(v.rule in DATA_RULES for v in it.verdict.spec_violations):
-                why = "it did not use your data as it is"
-            elif it.verdict.spec_violations:
-                why = "it changed your asserts or tests"
-            else:
-                why = iteration_title(it).partition("✘")[2].strip() or "it did not pass"
-            what = "your cell" if it.index == 0 else f"attempt {it.index}"
-            if it.index < self._max:
-                self._say(self._label(it.index + 1), f"writing the fix ({what} failed: {why})")
-            else:
-                self._say(self._label(it.index), f"failed ({why})")
-        elif isinstance(event, RunFinished):
-            self.finish(event.run)
+        dispatch(self.HANDLERS, self, event)
+
+    def _run_started(self, event: RunStarted) -> None:
+        self._started = time.monotonic()
+        self._say("Starting", "")
+
+    def _plan_ready(self, event: PlanReady) -> None:
+        self.plan.value = plan_html(event.plan)
+        if self._heal:
+            self._say(self._label(0), "running your cell in the sandbox")
+        else:
+            self._say(self._label(1), "writing the code" + (" (the plan is ready)" if event.plan.steps else ""))
+
+    def _candidate_ready(self, event: CandidateReady) -> None:
+        self._candidate(event)
+        self._say(self._label(event.candidate.iteration), "about to run it in the sandbox")
+
+    def _execution_started(self, event: ExecutionStarted) -> None:
+        index = event.iteration
+        self._move(index - 0.4)
+        self._say(self._label(index), "running your cell in the sandbox" if index == 0 else "running it in the sandbox")
+
+    def _execution_done(self, event: ExecutionDone) -> None:
+        index = event.iteration
+        if index in self._section_html:
+            self._set_section(index, self._section_html[index] + result_html(event.result, ""), None)
+        self._say(self._label(index), "checking the result")
+
+    def _failure_explained(self, event: FailureExplained) -> None:
+        self.explanation.value = explanation_html(event.explanation)
+        if event.iteration in self._section_html:
+            body = self._section_html[event.iteration] + explanation_html(event.explanation)
+            self._set_section(event.iteration, body, None)
+        if event.explanation.diagnosis:
+            self._say(self._label(event.iteration), "failed: " + event.explanation.error[:60])
+
+    def _model_waiting(self, event: ModelWaiting) -> None:
+        self._say(self._where, waiting_text(event.ahead))
+
+    def _verdict_ready(self, event: VerdictReady) -> None:
+        it = event.iteration
+        if it.verdict.passed:
+            self.explanation.value = ""
+        self._ensure_section(it.index)
+        self._set_section(it.index, iteration_body_html(it), iteration_title(it))
+        self._move(it.index)
+        if it.verdict.passed:
+            self._say(self._label(it.index), "passed")
+            return
+        if it.verdict.spec_violations and all(v.rule in DATA_RULES for v in it.verdict.spec_violations):
+            why = "it did not use your data as it is"
+        elif it.verdict.spec_violations:
+            why = "it changed your asserts or tests"
+        else:
+            why = iteration_title(it).partition("✘")[2].strip() or "it did not pass"
+        what = "your cell" if it.index == 0 else f"attempt {it.index}"
+        if it.index < self._max:
+            self._say(self._label(it.index + 1), f"writing the fix ({what} failed: {why})")
+        else:
+            self._say(self._label(it.index), f"failed ({why})")
 
     def tick(self) -> None:
         """Called while the run waits: the seconds in the status move on."""
@@ -465,3 +473,19 @@ class Panel:
     @staticmethod
     def _status_html(text: str) -> str:
         return f'<span class="selfheal-status" style="color:{GREY};margin-left:8px">{esc(text)}</span>'
+
+    HANDLERS: ClassVar[Handlers] = {
+        RunStarted: _run_started,
+        PlanReady: _plan_ready,
+        TokensStreamed: _stream,
+        CandidateReady: _candidate_ready,
+        ExecutionStarted: _execution_started,
+        ExecutionDone: _execution_done,
+        FailureExplained: _failure_explained,
+        ModelWaiting: _model_waiting,
+        VerdictReady: _verdict_ready,
+        RunFinished: lambda panel, event: panel.finish(event.run),
+        CheckingFix: lambda panel, _event: panel.checking_fix(),
+        Waiting: lambda panel, event: panel.waiting(event.text()),
+    }
+    """The one mapping from each event to what the panel does with it."""

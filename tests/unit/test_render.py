@@ -273,3 +273,65 @@ def test_a_success_says_what_verified_it_and_one_that_only_runs_never_reads_as_s
     failed = make_run()
     failed.outcome = "budget_exhausted"
     assert "verified" not in summary_text(failed) and "Runs —" not in summary_text(failed)
+
+
+# ----------------------------------------------------------------------- every event, every renderer
+def one_of_each_event(run: Run) -> list:
+    """An event of each type an observer may be handed (``EVENT_TYPES``)."""
+    from selfheal_jupyter.loop import events as ev
+    from selfheal_jupyter.model import Explanation
+
+    failed, passed = run.iterations
+    explained = Explanation(
+        "KeyError: 'regoin'", line=2, source="x", diagnosis=["`regoin` is not a column; `region` is"]
+    )
+    made = [
+        ev.RunStarted(run),
+        ev.PlanReady(Plan(["Sum sales by region."])),
+        ev.TokensStreamed("developer", 1, "tot"),
+        ev.CandidateReady(failed.candidate, ""),
+        ev.ExecutionStarted(1),
+        ev.ExecutionDone(1, failed.result),
+        ev.FailureExplained(1, explained),
+        ev.ModelWaiting(2),
+        ev.VerdictReady(failed),
+        ev.VerdictReady(passed),
+        ev.CheckingFix(),
+        ev.Waiting(1),
+        ev.RunFinished(run),
+    ]
+    assert {type(e) for e in made} == set(ev.EVENT_TYPES)
+    return made
+
+
+def test_every_renderer_maps_every_event_type_once_and_renders_each():
+    """A new event is one entry per renderer: a renderer that misses one fails here."""
+    import io
+
+    from selfheal_jupyter.loop.events import EVENT_TYPES
+    from selfheal_jupyter.notebook.controller import CellRun
+    from selfheal_jupyter.render.inline import StaticRenderer
+    from selfheal_jupyter.render.text import Progress, Transcript
+    from selfheal_jupyter.render.widget import Panel
+
+    for renderer in (Progress, Panel, StaticRenderer, CellRun):
+        assert set(renderer.HANDLERS) == set(EVENT_TYPES), renderer.__name__
+    run = make_run()
+    run.outcome = "success"
+    out, err = io.StringIO(), io.StringIO()
+    progress = Progress(err)
+    progress.transcript = Transcript(out)
+    panel = Panel("Sum sales by region", kind="task", max_iterations=4, on_stop=lambda: None, on_action=lambda _: None)
+    static = StaticRenderer()
+    try:
+        for event in one_of_each_event(run):
+            progress.on_event(event)
+            panel.handle(event)
+            static.handle(event)
+    finally:
+        progress.clear()
+    assert "KeyError" in out.getvalue() and "Sum sales by region." in out.getvalue()
+    assert panel.plan.value and "regoin" in panel.explanation.value + "".join(
+        child.value for child in panel.accordion.children
+    )
+    assert panel.progress.bar_style == "success"
