@@ -26,17 +26,12 @@ OPEN_UNDER_HINTS = ("run_code", "check_fix")
 
 
 def check_text(what: str, text: str, max_bytes: int) -> None:
-    """``text`` is a program's text (no NUL byte, no lone surrogate) of at most
-    ``max_bytes`` bytes in UTF-8 (0: any size)."""
+    """``text`` is a program's text (no NUL byte) of at most ``max_bytes`` bytes in UTF-8
+    (0: any size). Bytes that are not UTF-8 never get here: the SDK's transports read
+    them as U+FFFD, and refuse a JSON escape of a lone surrogate as a parse error."""
     if "\x00" in text:
         raise BadInput(f"The {what} holds a NUL byte (at character {text.index(chr(0))}): send Python source as text.")
-    try:
-        size = len(text.encode("utf-8"))
-    except UnicodeEncodeError as exc:
-        raise BadInput(
-            f"The {what} holds a character that is not text (a lone surrogate at character {exc.start}): "
-            "send Python source as UTF-8 text."
-        ) from None
+    size = len(text.encode("utf-8", "surrogatepass"))
     if max_bytes and size > max_bytes:
         raise BadInput(
             f"The {what} is {size:,} bytes, more than this server takes ({max_bytes:,}, "
@@ -50,11 +45,9 @@ def check_inputs(inputs: Mapping[str, Any], max_bytes: int) -> None:
     for name in inputs:
         if not name.isidentifier() or keyword.iskeyword(name):
             raise BadInput(f"The input name {name[:80]!r} is not a Python variable name: rename it (e.g. df, rows).")
-    depth = _depth(inputs)
-    if depth > MAX_INPUT_DEPTH:
+    if _depth(inputs) > MAX_INPUT_DEPTH:
         raise BadInput(
-            f"The inputs nest {depth} levels deep, more than {MAX_INPUT_DEPTH}: send flatter data "
-            "(e.g. a list of records)."
+            f"The inputs nest deeper than {MAX_INPUT_DEPTH} levels: send flatter data (e.g. a list of records)."
         )
     if max_bytes:
         size = len(json.dumps(inputs, ensure_ascii=False).encode("utf-8", "surrogatepass"))
@@ -66,7 +59,7 @@ def check_inputs(inputs: Mapping[str, Any], max_bytes: int) -> None:
 
 
 def _depth(value: Any) -> int:
-    """How deep ``value`` nests, without recursion (what it measures may be very deep)."""
+    """How deep ``value`` nests (counted up to one past the bound), without recursion."""
     deepest, stack = 0, [(value, 0)]
     while stack:
         item, level = stack.pop()
