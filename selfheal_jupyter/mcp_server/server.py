@@ -117,13 +117,18 @@ async def in_thread(fn: Callable[[threading.Event], T]) -> T:
         finally:
             cancel.set()
 
+    outcome: list[Any] = []
     async with anyio.create_task_group() as tg:
         tg.start_soon(watch)
         try:
-            result = await anyio.to_thread.run_sync(fn, cancel)
+            outcome.append(await anyio.to_thread.run_sync(fn, cancel))
+        except Exception as exc:  # raised below, as itself (a task group would wrap it in a group)
+            outcome.append(exc)
         finally:
             tg.cancel_scope.cancel()
-    return result
+    if isinstance(outcome[0], Exception):
+        raise outcome[0]
+    return outcome[0]
 
 
 class Progress:
@@ -272,12 +277,18 @@ def build_server(host: Host, *, name: str = "selfheal") -> MCPServer:
             finally:
                 anyio.from_thread.run_sync(progress.send.close)
 
+        outcome: list[Any] = []
         async with anyio.create_task_group() as tg:
             tg.start_soon(progress.forward)
             try:
-                record = await call(ctx, "heal", run)
+                outcome.append(await call(ctx, "heal", run))
+            except ToolError as exc:  # raised below, as itself (a task group would wrap it in a group)
+                outcome.append(exc)
             finally:
                 progress.send.close()
+        if isinstance(outcome[0], ToolError):
+            raise outcome[0]
+        record = outcome[0]
         principal = await host.principal(ctx)
         run_id = principal.records.add(record)
         link = ResourceLink(
