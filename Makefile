@@ -9,7 +9,7 @@ engine:
 
 # (1) Install everything and run one %%agent task end to end on the embedded model.
 demo: engine
-	$(PYTHON) -m pip install -q -e '.[local]'
+	$(PYTHON) -m pip install -q -e '.[local,mcp]'
 	selfheal sandbox build
 	selfheal model fetch
 	selfheal run "$(DEMO_TASK)"
