@@ -6,6 +6,7 @@ Rows: the round trip of one small program (``print(sum(range(1000)))``), p50 and
 ``--runs`` calls after two warm-ups, the client kept connected where it can be:
   run_code, stdio         `selfheal mcp` over stdio, the official MCP client
   run_code, http          `selfheal mcp --http`, the same client over streamable HTTP
+  run_code, in-process    the same server object, the client in this process (no transport)
   sandbox in-process      DockerSandbox.execute, warm pool: the floor under both
   selfheal sandbox exec   one `selfheal sandbox exec --json FILE` process per snippet
   jupyter-mcp-server      its kernel execution tool over stdio (``--jupyter-mcp VENV``: a
@@ -102,12 +103,30 @@ async def mcp_http(runs: int) -> list[float]:
             return await measure_async(call, runs)
 
 
+async def mcp_in_process(runs: int) -> list[float]:
+    from selfheal_jupyter.config import SelfHeal
+    from selfheal_jupyter.factory import close_shared_sandboxes
+    from selfheal_jupyter.mcp_server.local import LocalHost
+    from selfheal_jupyter.mcp_server.server import build_server
+
+    try:
+        async with Client(build_server(LocalHost(SelfHeal()))) as client:
+
+            async def call() -> str:
+                return (await client.call_tool("run_code", {"code": SNIPPET})).structured_content["stdout"]
+
+            return await measure_async(call, runs)
+    finally:
+        close_shared_sandboxes()
+
+
 @contextlib.contextmanager
 def served_http() -> Iterator[str]:
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "selfheal_jupyter", "mcp", "--http", f"127.0.0.1:{port}"],
         env=env(),
+        stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     try:
@@ -245,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[tuple[str, list[float], str]] = [
         ("run_code, stdio (selfheal mcp)", anyio.run(mcp_stdio, args.runs), "sandbox"),
         ("run_code, http (selfheal mcp --http)", anyio.run(mcp_http, args.runs), "sandbox"),
+        ("run_code, in-process client (no transport)", anyio.run(mcp_in_process, args.runs), "sandbox"),
         ("sandbox in-process (DockerSandbox.execute)", in_process(args.runs), "sandbox"),
         ("selfheal sandbox exec --json, a process each", sandbox_exec(min(args.runs, 15)), "sandbox"),
     ]

@@ -27,6 +27,25 @@ def agent(url: str, token: str) -> Client:
     return Client(streamable_http_client(url, http_client=http))
 
 
+async def flood(url: str, token: str) -> list[str]:
+    """Five calls at once from one student (the service works on one of theirs at a time
+    and lets three wait): the fifth is refused before its body is read, the rest run."""
+    slow = "import time\ntime.sleep(2)\nprint('ok')\n"
+    said: list[str] = []
+
+    async def one() -> None:
+        try:
+            async with agent(url, token) as client:
+                said.append((await client.call_tool("run_code", {"code": slow})).structured_content["stdout"].strip())
+        except Exception as exc:  # the refused one: the client's HTTP error
+            said.append(repr(exc))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(5):
+            tg.start_soon(one)
+    return said
+
+
 def test_the_services_mcp_endpoint_gives_each_student_what_they_may_get(tmp_path, sandbox_image):
     s1, s2 = STUDENTS
     policy = {"mode": "full", "groups": {"exam": {"mode": "hints"}}}
@@ -72,6 +91,11 @@ def test_the_services_mcp_endpoint_gives_each_student_what_they_may_get(tmp_path
         refused = anyio.run(second, hub.token(s2, roles=["server"]), uri)
         assert "only hints are allowed (the instructor's policy" in refused and "exam" in refused
         assert FIX_LINE not in refused
+
+        flooded = anyio.run(flood, url, hub.token(s1))
+        assert flooded.count("ok") == 4 and len(flooded) == 5, flooded
+        refused_at_once = next(x for x in flooded if x != "ok")
+        assert "429" in refused_at_once
 
         log = [json.loads(line) for line in (tmp_path / "hub" / "service-log.jsonl").read_text().splitlines()]
         heals = [(e["user"], e["entry"], e["outcome"]) for e in log]

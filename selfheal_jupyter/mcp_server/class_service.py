@@ -26,8 +26,8 @@ from tornado.ioloop import IOLoop
 from tornado.iostream import StreamClosedError
 
 from ..errors import BadInput
-from ..service.app import State, unready
-from ..service.auth import HubUnreachable, HubUserHandler
+from ..service.app import Counted, State, unready
+from ..service.auth import HubUnreachable
 from ..service.queue import QueueFull
 from ..service.runs import Refused, Request
 from ..service_client import wire
@@ -112,16 +112,18 @@ class ServiceHost:
 
 
 @web.stream_request_body
-class McpHandler(HubUserHandler):
-    """One MCP request, from a hub user: handed to the SDK's ASGI app."""
-
-    body: list[bytes] | None = None
+class McpHandler(Counted):
+    """One MCP request, from a hub user: handed to the SDK's ASGI app. Counted with the
+    student's other requests in flight, its body read only once the hub said who asks."""
 
     def initialize(self, state: Any, app: Any = None, max_body: int = 0) -> None:  # type: ignore[override]
         super().initialize(state)
         self.asgi = app
         self.max_body = max_body
         self.gone = asyncio.Event()
+
+    def body_limit(self) -> int:
+        return self.max_body
 
     async def prepare(self) -> None:
         await super().prepare()
@@ -131,16 +133,10 @@ class McpHandler(HubUserHandler):
             self.groups_of = await self.groups()
         except HubUnreachable:
             self.fail(503, "hub", "The selfheal service cannot ask JupyterHub for your groups: try again in a minute.")
-            return
-        self.request.connection.set_max_body_size(self.max_body)  # type: ignore[union-attr]
-        self.body = []
-
-    def data_received(self, chunk: bytes) -> None:
-        if self.body is not None:
-            self.body.append(chunk)
 
     def on_connection_close(self) -> None:
         self.gone.set()  # the client went away: the SDK cancels its call, the run stops
+        super().on_connection_close()
 
     async def post(self) -> None:
         await self._serve()
@@ -152,6 +148,13 @@ class McpHandler(HubUserHandler):
         await self._serve()
 
     async def _serve(self) -> None:
+        self.posting = True
+        try:
+            await self._asgi()
+        finally:
+            self._leave()
+
+    async def _asgi(self) -> None:
         request = self.request
         body, self.body = b"".join(self.body or ()), None
         scope = {

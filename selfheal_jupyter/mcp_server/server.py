@@ -15,7 +15,7 @@ import json
 import secrets
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Protocol, TypeVar
@@ -109,23 +109,30 @@ async def in_thread(fn: Callable[[threading.Event], T]) -> T:
     """``fn(cancel)`` in a worker thread; when this call is cancelled (the client said so,
     or went away) ``cancel`` is set and the call ends only once ``fn`` has returned, so
     nothing of it (a container, a process) outlives the call."""
-    cancel = threading.Event()
+    cancel, done = threading.Event(), anyio.Event()
 
     async def watch() -> None:
         try:
-            await anyio.sleep_forever()
+            await done.wait()
         finally:
             cancel.set()
 
+    return await alongside(watch, anyio.to_thread.run_sync(fn, cancel), done.set)
+
+
+async def alongside(task: Callable[[], Coroutine[Any, Any, None]], work: Awaitable[T], end: Callable[[], None]) -> T:
+    """``work`` with ``task`` running beside it; ``end()`` (which ends ``task``) once work
+    is over. Its exception comes out as itself (a task group would wrap it in a group,
+    which the SDK reports as a crash without its message)."""
     outcome: list[Any] = []
     async with anyio.create_task_group() as tg:
-        tg.start_soon(watch)
+        tg.start_soon(task)
         try:
-            outcome.append(await anyio.to_thread.run_sync(fn, cancel))
-        except Exception as exc:  # raised below, as itself (a task group would wrap it in a group)
+            outcome.append(await work)
+        except Exception as exc:
             outcome.append(exc)
         finally:
-            tg.cancel_scope.cancel()
+            end()
     if isinstance(outcome[0], Exception):
         raise outcome[0]
     return outcome[0]
@@ -277,18 +284,7 @@ def build_server(host: Host, *, name: str = "selfheal") -> MCPServer:
             finally:
                 anyio.from_thread.run_sync(progress.send.close)
 
-        outcome: list[Any] = []
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(progress.forward)
-            try:
-                outcome.append(await call(ctx, "heal", run))
-            except ToolError as exc:  # raised below, as itself (a task group would wrap it in a group)
-                outcome.append(exc)
-            finally:
-                progress.send.close()
-        if isinstance(outcome[0], ToolError):
-            raise outcome[0]
-        record = outcome[0]
+        record = await alongside(progress.forward, call(ctx, "heal", run), progress.send.close)
         principal = await host.principal(ctx)
         run_id = principal.records.add(record)
         link = ResourceLink(

@@ -128,16 +128,18 @@ class Cancel(HubUserHandler):
 
 
 @web.stream_request_body
-class Runs(HubUserHandler):
-    """A run's request. Its body (the copies: up to ``max_body``) is read only once the
-    hub said whose token it is and that student has fewer than ``service_waiting`` + 1
-    requests in flight, so no stranger's body and no more than that many of one
-    student's are ever held."""
+class Counted(HubUserHandler):
+    """A request with a body from a student. Its body is read only once the hub said whose
+    token it is and that student has fewer than ``service_waiting`` + 1 requests in flight
+    (a run's, an MCP call's), so no stranger's body and no more than that many of one
+    student's are ever held; at most :meth:`body_limit` bytes each."""
 
-    cancel: threading.Event | None = None
     body: list[bytes] | None = None
     counted = ""
     posting = False
+
+    def body_limit(self) -> int:
+        return int(self.state.max_body)
 
     async def prepare(self) -> None:
         await super().prepare()
@@ -153,7 +155,7 @@ class Runs(HubUserHandler):
             )
             return
         state.going[user], self.counted = going + 1, user
-        self.request.connection.set_max_body_size(state.max_body)  # type: ignore[union-attr]
+        self.request.connection.set_max_body_size(self.body_limit())  # type: ignore[union-attr]
         self.body = []
 
     def data_received(self, chunk: bytes) -> None:
@@ -174,10 +176,20 @@ class Runs(HubUserHandler):
         super().on_finish()
 
     def on_connection_close(self) -> None:
-        if self.cancel is not None:
-            self.cancel.set()  # the kernel went away: its run stops, its containers go
         if not self.posting:
             self._leave()  # it went away while sending its body
+
+
+@web.stream_request_body
+class Runs(Counted):
+    """A run's request (its body: the copies, up to ``max_body``)."""
+
+    cancel: threading.Event | None = None
+
+    def on_connection_close(self) -> None:
+        if self.cancel is not None:
+            self.cancel.set()  # the kernel went away: its run stops, its containers go
+        super().on_connection_close()
 
     async def send(self, event: Any) -> None:
         self.write(wire.event_line(event))
