@@ -176,8 +176,8 @@ def test_a_candidate_cannot_forge_its_verdict(sandbox_image):
     gets a hand-over (the loop's verdict: decided outside the candidate's process, with
     the spec guard)."""
 
-    async def drive() -> dict[str, dict]:
-        async with served("stdio") as s:
+    async def drive(model: ScriptedServer) -> dict[str, dict]:
+        async with served("stdio", *model_args(model)) as s:  # asked for nothing: a verdict needs no model
             return {
                 name: (
                     await s.client.call_tool("check_fix", {"original": ORIGINAL, "candidate": code})
@@ -185,7 +185,9 @@ def test_a_candidate_cannot_forge_its_verdict(sandbox_image):
                 for name, code in FORGERIES.items()
             }
 
-    verdicts = anyio.run(drive)
+    with ScriptedServer([]) as model:
+        verdicts = anyio.run(drive, model)
+        assert model.chat_requests() == []
     for name, verdict in verdicts.items():
         assert verdict["verdict"] != "passed" and verdict["fix"] is None, (name, verdict)
     assert {v["rule"] for v in verdicts["swallowed"]["spec_violations"]} >= {"failure_swallowed"}

@@ -171,7 +171,7 @@ class Progress:
 # --------------------------------------------------------------------------- the server
 def build_server(host: Host, *, name: str = "selfheal") -> MCPServer:
     """The MCP server whose tools do their work where ``host`` says."""
-    server = MCPServer(name, instructions=INSTRUCTIONS, version=_version())
+    server = MCPServer(name, instructions=INSTRUCTIONS, version=_version(), log_level="WARNING")
 
     async def call(ctx: Context, tool: str, fn: Callable[[Principal, threading.Event], T]) -> T:
         with said():
