@@ -87,6 +87,11 @@ def test_the_tools_over_each_transport(transport, sandbox_image):
                 assert [(c["kind"], c["evidence"]) for c in fix["capabilities"]] == [("environment", "os.environ")]
                 assert "+    return sum(xs) / int(os.environ" in fix["diff"]
 
+                unchecked = (
+                    await s.client.call_tool("check_fix", {"original": "print(1 / 0)\n", "candidate": "print(1 / 1)\n"})
+                ).structured_content
+                assert unchecked["verdict"] == "passed" and unchecked["only_runs"] and unchecked["verified_by"] == []
+
                 seen: list[tuple[float, float | None, str | None]] = []
 
                 async def progress(done: float, total: float | None, message: str | None) -> None:
