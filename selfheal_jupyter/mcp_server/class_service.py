@@ -148,11 +148,7 @@ class McpHandler(Counted):
         await self._serve()
 
     async def _serve(self) -> None:
-        self.posting = True
-        try:
-            await self._asgi()
-        finally:
-            self._leave()
+        await self.holding(self._asgi())
 
     async def _asgi(self) -> None:
         request = self.request

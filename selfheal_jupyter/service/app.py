@@ -16,6 +16,7 @@ import asyncio
 import json
 import secrets
 import threading
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -179,6 +180,14 @@ class Counted(HubUserHandler):
         if not self.posting:
             self._leave()  # it went away while sending its body
 
+    async def holding(self, work: Awaitable[None]) -> None:
+        """Do the request's ``work``, counted in flight until it ends."""
+        self.posting = True
+        try:
+            await work
+        finally:
+            self._leave()
+
 
 @web.stream_request_body
 class Runs(Counted):
@@ -196,11 +205,7 @@ class Runs(Counted):
         await self.flush()
 
     async def post(self) -> None:
-        self.posting = True
-        try:
-            await self._post()
-        finally:
-            self._leave()
+        await self.holding(self._post())
 
     async def _post(self) -> None:
         state = self.state
