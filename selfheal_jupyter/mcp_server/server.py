@@ -1,8 +1,9 @@
 """The MCP server: four tools and the records of their runs, on the official Python SDK.
 
-Each tool call is one piece of work in a worker thread, holding a turn of the fair queue
-(:mod:`selfheal_jupyter.service.queue`'s rules, one call per asker at a time), so no
-client can fill the server. A call the client cancels, or whose client goes away (a
+Each tool call is one piece of work in a worker thread, holding a turn of a fair queue
+(:mod:`selfheal_jupyter.service.queue`: in a class one call per student at a time, the
+students in turn; on this machine ``service_runs`` at once), with a bounded number
+waiting, so no client can fill the server. A call the client cancels, or whose client goes away (a
 closed stdin, a closed HTTP stream), sets the work's stop signal: the sandbox run is
 killed and a heal's own containers are removed before the call ends. Where the work
 runs and who asks is the :class:`Host`'s (this machine, or the class service).
