@@ -9,15 +9,15 @@ engine:
 
 # (1) Install everything and run one %%agent task end to end on the embedded model.
 demo: engine
-	$(PYTHON) -m pip install -q -e '.[local]'
+	$(PYTHON) -m pip install -q -e '.[local,mcp]'
 	selfheal sandbox build
 	selfheal model fetch
 	selfheal run "$(DEMO_TASK)"
 
 # (2) Run the test suite (what .ci/run calls).
 test:
-	SELFHEAL_WITH_BROWSER=1 SELFHEAL_WITH_PODMAN=1 SELFHEAL_WITH_HUB=1 bash sandbox/setup-engine.sh
-	$(PYTHON) -m pip install -q -e '.[test,local,local-small,eval,service]'
+	SELFHEAL_WITH_BROWSER=1 SELFHEAL_WITH_PODMAN=1 SELFHEAL_WITH_HUB=1 SELFHEAL_WITH_MCP=1 bash sandbox/setup-engine.sh
+	$(PYTHON) -m pip install -q -e '.[test,local,local-small,eval,service,mcp]'
 	$(PYTHON) -m pip install -q --no-deps --ignore-requires-python dataframebench==0.1.1
 	selfheal sandbox build
 	selfheal model fetch

@@ -24,6 +24,13 @@ if [ "${SELFHEAL_WITH_HUB:-0}" = 1 ]; then
   [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
 fi
 
+# The MCP tests (tests/sandbox/test_mcp_inspector.py) drive `selfheal mcp` with the MCP
+# Inspector's CLI, a client nobody here wrote: npm, into its own folder.
+INSPECTOR_DIR=${SELFHEAL_MCP_INSPECTOR_DIR:-/opt/selfheal-test/mcp-inspector}
+if [ "${SELFHEAL_WITH_MCP:-0}" = 1 ]; then
+  command -v npm >/dev/null 2>&1 || missing+=(npm)
+fi
+
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     log "missing packages: ${missing[*]}. Run as root, or: sudo apt-get install -y ${missing[*]}"
@@ -37,6 +44,12 @@ fi
 if [ "${SELFHEAL_WITH_HUB:-0}" = 1 ] && ! command -v configurable-http-proxy >/dev/null 2>&1; then
   log "installing configurable-http-proxy with npm"
   npm install -g --silent configurable-http-proxy@5 >/dev/null
+fi
+
+if [ "${SELFHEAL_WITH_MCP:-0}" = 1 ] && [ ! -x "$INSPECTOR_DIR/node_modules/.bin/mcp-inspector" ]; then
+  log "installing the MCP Inspector with npm into $INSPECTOR_DIR"
+  mkdir -p "$INSPECTOR_DIR"
+  npm install --silent --no-audit --no-fund --prefix "$INSPECTOR_DIR" @modelcontextprotocol/inspector@2.12.0 >/dev/null
 fi
 
 # gVisor, the optional stronger runtime (SelfHeal.runtime = "runsc"): Debian's runsc,

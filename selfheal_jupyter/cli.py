@@ -28,6 +28,7 @@ COMMAND_MODULES = {
     "kernel": "kernel",
     "eval": "eval",
     "service": "service",
+    "mcp": "mcp",
 }
 """Each `selfheal COMMAND` and the module of :mod:`selfheal_jupyter.commands` that registers it."""
 

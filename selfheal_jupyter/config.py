@@ -268,13 +268,15 @@ class SelfHeal(Configurable):
     service_runs = Int(
         2,
         help="`selfheal service`: runs worked on at once; the others wait in the fair queue "
-        "(one run per student at a time, students taken in turn).",
+        "(one run per student at a time, students taken in turn). `selfheal mcp`: tool calls at once.",
     ).tag(config=True)
     service_model_requests = Int(
         2, help="`selfheal service`: most requests to the model endpoint at once, across all runs."
     ).tag(config=True)
     service_waiting = Int(
-        3, help="`selfheal service`: most runs one student may have waiting; a further one is refused."
+        3,
+        help="`selfheal service`: most runs one student may have waiting; a further one is refused. "
+        "`selfheal mcp`: most tool calls waiting.",
     ).tag(config=True)
     service_log = Unicode(
         help="`selfheal service`: the run log (JSON lines: who, when, notebook, mode, outcome, "

@@ -24,7 +24,6 @@ from ..errors import BadInput, SelfHealError
 from ..flags import add_to_parser
 from ..model import Run, Task
 from ..render.text import Progress, Transcript
-from ..spec.stated import stated_checks, with_stated
 from . import command_settings, for_terminal
 
 RUN_FLAGS = ("max_iterations", "no_plan", "model", "base_url", "timeout", "memory", "llm_timeout", "image", "runtime")
@@ -94,21 +93,11 @@ def build_task(args: argparse.Namespace, *, max_code_bytes: int = 0) -> Task:
     prompt = (args.task or "").strip()
     code = _read_text(args.code, "--code") if getattr(args, "code", None) else None
     tests = _read_text(args.tests, "--tests") if args.tests else None
-    stated = stated_checks(prompt, code) if code is not None else []
-    task = Task(
-        prompt=prompt,
-        inputs=load_inputs(args.input),
-        tests=with_stated(tests, stated),
-        stated=stated,
-        initial_code=code,
-        # With --code, a task text says what the program does wrong or still lacks.
-        given_is_wrong=code is not None and bool(prompt),
-        origin="selfheal run",
-    )
-    from ..loop.task_admission import validate_task
+    from ..loop.task_admission import repair_task
 
-    validate_task(task, max_code_bytes=max_code_bytes)
-    return task
+    return repair_task(
+        prompt, code, tests, inputs=load_inputs(args.input), origin="selfheal run", max_code_bytes=max_code_bytes
+    )
 
 
 def build_settings(args: argparse.Namespace) -> SelfHeal:

@@ -124,6 +124,9 @@ def serve(args: argparse.Namespace) -> int:
     service = Service(settings, policy=policy, log=RunLog(log_path(settings)))
     prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", f"/services/{SERVICE_NAME}/")
     app = make_app(service, prefix=prefix, instructors=settings.service_instructors)
+    from ..mcp_server.class_service import mount
+
+    mount(app, prefix)  # the same tools an agent gets from `selfheal mcp`, at {prefix}mcp
     host, port = _listen(args)
     connections = app.settings["selfheal_state"].connections = Connections.for_this_process()
     server = GuardedServer(

@@ -649,10 +649,15 @@ def run_with_fix(loop: Any, task: Any, emit: Callable[[Any], None], cancel: Any,
     run = loop.run(task, on_event=emit, cancel=cancel)
     if run.final_code is not None:
         emit(CheckingFix())
-
-        def recheck(code: str) -> tuple[Verdict, list[TestOutcome], ExecutionResult | None]:
-            trial = loop.recheck(run, code, cancel=cancel)
-            return trial.verdict, trial.checks, trial.result
-
-        run.fix = work_out_fix(run, recheck, search_tries=search_tries)
+        run.fix = work_out_fix(run, rechecker(loop, run, cancel), search_tries=search_tries)
     return run
+
+
+def rechecker(loop: Any, run: Run, cancel: Any) -> Recheck:
+    """Judges a program as ``run`` judged its candidates (``loop.recheck``)."""
+
+    def recheck(code: str) -> tuple[Verdict, list[TestOutcome], ExecutionResult | None]:
+        trial = loop.recheck(run, code, cancel=cancel)
+        return trial.verdict, trial.checks, trial.result
+
+    return recheck

@@ -14,6 +14,34 @@ from ..agents.qa import check_tests
 from ..errors import BadInput
 from ..model import Task
 from ..sandbox.serialize import Pickled, PickleFile
+from ..spec.stated import stated_checks, with_stated
+
+
+def repair_task(
+    prompt: str,
+    code: str | None,
+    tests: str | None,
+    *,
+    inputs: dict[str, object] | None = None,
+    origin: str,
+    max_code_bytes: int = 0,
+) -> Task:
+    """The task of a terminal or an agent (``selfheal run``, ``selfheal mcp``): ``prompt``
+    alone is a task from scratch; with ``code`` (round 0) it says what that program does
+    wrong or still lacks ("": only make it run and pass ``tests``), and what it states
+    (``the total should be 42``) joins the tests. Raises :class:`BadInput`."""
+    stated = stated_checks(prompt, code) if code is not None else []
+    task = Task(
+        prompt=prompt,
+        inputs=dict(inputs or {}),
+        tests=with_stated(tests, stated),
+        stated=stated,
+        initial_code=code,
+        given_is_wrong=code is not None and bool(prompt),
+        origin=origin,
+    )
+    validate_task(task, max_code_bytes=max_code_bytes)
+    return task
 
 
 def validate_task(task: Task, *, max_code_bytes: int = 0) -> None:

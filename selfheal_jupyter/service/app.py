@@ -16,6 +16,7 @@ import asyncio
 import json
 import secrets
 import threading
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -128,16 +129,18 @@ class Cancel(HubUserHandler):
 
 
 @web.stream_request_body
-class Runs(HubUserHandler):
-    """A run's request. Its body (the copies: up to ``max_body``) is read only once the
-    hub said whose token it is and that student has fewer than ``service_waiting`` + 1
-    requests in flight, so no stranger's body and no more than that many of one
-    student's are ever held."""
+class Counted(HubUserHandler):
+    """A request with a body from a student. Its body is read only once the hub said whose
+    token it is and that student has fewer than ``service_waiting`` + 1 requests in flight
+    (a run's, an MCP call's), so no stranger's body and no more than that many of one
+    student's are ever held; at most :meth:`body_limit` bytes each."""
 
-    cancel: threading.Event | None = None
     body: list[bytes] | None = None
     counted = ""
     posting = False
+
+    def body_limit(self) -> int:
+        return int(self.state.max_body)
 
     async def prepare(self) -> None:
         await super().prepare()
@@ -153,7 +156,7 @@ class Runs(HubUserHandler):
             )
             return
         state.going[user], self.counted = going + 1, user
-        self.request.connection.set_max_body_size(state.max_body)  # type: ignore[union-attr]
+        self.request.connection.set_max_body_size(self.body_limit())  # type: ignore[union-attr]
         self.body = []
 
     def data_received(self, chunk: bytes) -> None:
@@ -174,21 +177,35 @@ class Runs(HubUserHandler):
         super().on_finish()
 
     def on_connection_close(self) -> None:
-        if self.cancel is not None:
-            self.cancel.set()  # the kernel went away: its run stops, its containers go
         if not self.posting:
             self._leave()  # it went away while sending its body
+
+    async def holding(self, work: Awaitable[None]) -> None:
+        """Do the request's ``work``, counted in flight until it ends."""
+        self.posting = True
+        try:
+            await work
+        finally:
+            self._leave()
+
+
+@web.stream_request_body
+class Runs(Counted):
+    """A run's request (its body: the copies, up to ``max_body``)."""
+
+    cancel: threading.Event | None = None
+
+    def on_connection_close(self) -> None:
+        if self.cancel is not None:
+            self.cancel.set()  # the kernel went away: its run stops, its containers go
+        super().on_connection_close()
 
     async def send(self, event: Any) -> None:
         self.write(wire.event_line(event))
         await self.flush()
 
     async def post(self) -> None:
-        self.posting = True
-        try:
-            await self._post()
-        finally:
-            self._leave()
+        await self.holding(self._post())
 
     async def _post(self) -> None:
         state = self.state
