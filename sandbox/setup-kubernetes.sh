@@ -281,24 +281,39 @@ make_pki() {
   for name in admin controller-manager scheduler kubelet; do kubeconfig_for "$name"; done
 }
 
-# The pods' network is none: a CNI plugin that gives a pod no interface but its loopback
-# (what `docker run --network none` gives). A sandbox is reached over the attach stream
-# and needs nothing else; where a real cluster has a network, the sandbox's
-# NetworkPolicy denies its egress instead.
+# The pods' network leads nowhere: a CNI plugin that gives a pod, beside its loopback, an
+# eth0 that is a tun device nothing holds (no carrier) with one link-local address and no
+# route (the kubelet restarts a pod whose sandbox reports no IP). Connecting anywhere fails with "network
+# unreachable", as under `docker run --network none`. A sandbox is reached over the attach
+# stream and needs nothing else; in a real cluster the sandbox's NetworkPolicy denies its
+# egress instead.
 make_cni() {
   mkdir -p "$state/cni/bin" "$state/cni/conf"
   cat >"$state/cni/bin/selfheal-none" <<'EOF'
 #!/bin/sh
-# ADD: no interface but the loopback the runtime gave; DEL, CHECK: nothing to undo.
+# CNI: ADD puts an eth0 that leads nowhere (a tun device nothing holds, a link-local /32,
+# no route) into the pod's network namespace.
 cat >/dev/null
 case "$CNI_COMMAND" in
-  ADD) echo '{"cniVersion": "0.4.0", "interfaces": [], "ips": [], "dns": {}}' ;;
+  ADD)
+    n=$(printf %s "$CNI_CONTAINERID" | cksum | cut -d' ' -f1)
+    ip="169.254.$((n / 256 % 254 + 1)).$((n % 254 + 1))"
+    if [ "$CNI_IFNAME" = eth0 ]; then
+      nsenter --net="$CNI_NETNS" ip tuntap add eth0 mode tun 2>/dev/null || true
+      nsenter --net="$CNI_NETNS" ip addr add "$ip/32" dev eth0 2>/dev/null || true
+      nsenter --net="$CNI_NETNS" ip link set eth0 up
+    else
+      nsenter --net="$CNI_NETNS" ip link set lo up
+    fi
+    printf '{"cniVersion": "0.4.0", "interfaces": [{"name": "%s"}], "ips": [{"version": "4", "address": "%s/32", "interface": 0}], "dns": {}}\n' "$CNI_IFNAME" "$ip"
+    ;;
   VERSION) echo '{"cniVersion": "0.4.0", "supportedVersions": ["0.3.0", "0.3.1", "0.4.0"]}' ;;
 esac
 EOF
   chmod 755 "$state/cni/bin/selfheal-none"
   ln -sf selfheal-none "$state/cni/bin/loopback"
-  echo '{"cniVersion": "0.4.0", "name": "none", "type": "selfheal-none"}' >"$state/cni/conf/10-none.conf"
+  echo '{"cniVersion": "0.4.0", "name": "nowhere", "type": "selfheal-none"}' >"$state/cni/conf/10-nowhere.conf"
+  rm -f "$state/cni/conf/10-none.conf"
 }
 
 engine() { docker -H "unix://$engine_sock" "$@"; }

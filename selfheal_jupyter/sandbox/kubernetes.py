@@ -50,6 +50,13 @@ CONTAINER = "runner"
 #: A file the kubelet mounts writable for every uid, on the node's disk: the runner
 #: makes it root's alone before any program runs.
 TERMINATION_LOG = "/dev/termination-log"
+#: The CPU a sandbox pod asks the scheduler for (its limit is SelfHeal.cpus).
+CPU_REQUEST = "100m"
+#: Attach streams tried per new pod: one joined just as the container started may never
+#: reach its stdin (seen once in about twenty with Docker under the kubelet).
+ATTACHES = 3
+#: Seconds between two hellos while a new pod's runner has not said ready.
+HELLO_AGAIN_S = 1.0
 #: The websocket channels of an attach stream.
 STDOUT, STDERR, ERROR = 1, 2, 3
 #: Why a container cannot start that no waiting mends.
@@ -137,7 +144,10 @@ def pod_manifest(image: str, spec: ContainerSpec, *, labels: dict[str, str], run
                 "stdinOnce": True,  # the host's attach stream closing ends the runner
                 "tty": False,
                 "env": [{"name": k, "value": v} for k, v in CONTAINER_ENV.items()],
-                "resources": {"limits": limits, "requests": dict(limits)},  # Guaranteed
+                # A warm pod idles until a run comes: it asks the scheduler for a tenth
+                # of a CPU and all of its memory (the preloaded libraries hold some, a
+                # run may take the rest); the limits cap what a run takes.
+                "resources": {"limits": limits, "requests": {"memory": memory, "cpu": CPU_REQUEST}},
                 "securityContext": {
                     # root with two capabilities only, for the runner to give each run
                     # uids of its own; it leaves root before it reads any request.
@@ -195,31 +205,44 @@ class PodWorker(Link):
             raise OSError("the attach stream is closed")
         self.ws.write_stdin(data)
 
-    def _take(self) -> None:
-        self.frames += self.ws.read_channel(STDOUT)
-        err = self.ws.read_channel(STDERR)
-        if err:
-            self._keep_log(err)
-        self.ended += self.ws.read_channel(ERROR)
-
     def _receive(self, timeout: float) -> bool:
-        if not self.ws.is_open():
-            raise SandboxCrashed("the pod's attach stream ended")
-        sock = self.ws.sock.sock
-        if sock is None:
-            raise SandboxCrashed("the pod's attach stream ended")
-        buffered = isinstance(sock, ssl.SSLSocket) and sock.pending()
-        if not buffered and not select.select([sock], [], [], timeout)[0]:
+        # One websocket frame at a time, straight from the socket: bytes TLS has already
+        # decrypted wait in the SSL object, where select() cannot see them (the client's
+        # own update() misses them before version 37).
+        from websocket import ABNF
+
+        sock = self.ws.sock
+        raw = getattr(sock, "sock", None)
+        if raw is None or not self.ws.is_open():
+            raise SandboxCrashed(f"the pod's attach stream ended{self._why()}")
+        buffered = isinstance(raw, ssl.SSLSocket) and raw.pending()
+        if not buffered and not select.select([raw], [], [], timeout)[0]:
             return False
         try:
-            self.ws.update(0)
+            opcode, frame = sock.recv_data_frame(True)
         except Exception as exc:  # the websocket broke (reset, closed under us)
             self.ws.close()
             raise SandboxCrashed(f"the pod's attach stream failed ({exc})") from exc
-        self._take()
-        if not self.ws.is_open():
-            raise SandboxCrashed("the pod's attach stream ended")
+        if opcode == ABNF.OPCODE_CLOSE:
+            self.ws.close()
+            raise SandboxCrashed(f"the pod's attach stream ended{self._why()}")
+        data = frame.data if opcode in (ABNF.OPCODE_BINARY, ABNF.OPCODE_TEXT) else b""
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        if data:
+            channel, payload = data[0], data[1:]
+            if channel == STDOUT:
+                self.frames += payload
+            elif channel == STDERR:
+                self._keep_log(payload)
+            elif channel == ERROR:
+                self.ended += payload
         return True
+
+    def _why(self) -> str:
+        """What the error channel said when the stream ended (the kubelet's words)."""
+        said = self.ended.decode("utf-8", errors="replace").strip()
+        return f" ({said[:300]})" if said else ""
 
     def state(self) -> dict[str, Any]:
         return self.sandbox._pod_end(self.name)
@@ -264,6 +287,11 @@ class KubernetesSandbox(PooledSandbox):
         self._attach_lock = threading.Lock()
         self._host = _host_label()
         self.server = ""
+
+    @property
+    def channel(self) -> str:
+        """How frames travel: always over the pod's attach stream."""
+        return "attach"
 
     @classmethod
     def from_config(cls, config: Any, **given: Any) -> KubernetesSandbox:
@@ -359,12 +387,18 @@ class KubernetesSandbox(PooledSandbox):
         name = pod.metadata.name
         self._created.add(name)
         worker: PodWorker | None = None
+        hello: dict[str, Any] | None = None
         try:
             self._wait_running(name)
-            worker = PodWorker(self, name, spec, self._attach(name))
-            worker.send({"op": "hello"})  # attached: now the runner may say ready
-            hello = worker.poll(READY_TIMEOUT_S)
-            if not hello or not hello.get("ready"):
+            for _ in range(ATTACHES):
+                if worker is not None:  # its stream never reached the runner: once more
+                    with contextlib.suppress(Exception):
+                        worker.ws.close()
+                worker = PodWorker(self, name, spec, self._attach(name))
+                hello = self._greet(worker, READY_TIMEOUT_S / ATTACHES)
+                if hello is not None:
+                    break
+            if worker is None or not hello or not hello.get("ready"):
                 raise SandboxCrashed("the runner did not report ready in time")
             if hello.get("protocol") != RUNNER_PROTOCOL:
                 raise SandboxCrashed(
@@ -385,6 +419,7 @@ class KubernetesSandbox(PooledSandbox):
                     + (f" Its runner said: {said[-600:]}" if said else "")
                 ) from exc
             raise
+        assert worker is not None  # ready, so attached
         with self._lock:
             if self._closed:
                 worker.kill()
@@ -392,6 +427,24 @@ class KubernetesSandbox(PooledSandbox):
                 raise SandboxError("The sandbox was closed while a pod was starting.")
             self._all.add(worker)
         return worker
+
+    @staticmethod
+    def _greet(worker: PodWorker, timeout: float) -> dict[str, Any] | None:
+        """Attached: now the runner may say ready. What it writes just as the attach
+        stream joins its output can be lost, so the host says hello (numbered) until a
+        ready frame comes, then reads the answers to the hellos still on their way: the
+        runner answers each, in order."""
+        end = time.monotonic() + timeout
+        said = 0
+        while time.monotonic() < end:
+            said += 1
+            worker.send({"op": "hello", "n": said})
+            frame = worker.poll(min(HELLO_AGAIN_S, max(end - time.monotonic(), 0)))
+            while frame is not None:
+                if frame.get("n") == said:
+                    return frame
+                frame = worker.poll(max(end - time.monotonic(), 0))
+        return None
 
     def _attach(self, name: str) -> Any:
         """The pod's attach websocket (stdin, stdout, stderr; no terminal)."""

@@ -236,23 +236,21 @@ class Server:
 
     # -- lifecycle --------------------------------------------------------------
     def serve(self, hello: dict, await_host: bool = False) -> None:
-        """``await_host``: say ready only once the host has sent a first frame (an engine
-        whose attach stream drops what was written before anyone attached: Kubernetes)."""
+        """``await_host``: say ready only in answer to the host's ``hello`` frames, each
+        time one comes (an engine whose attach stream drops what was written before it
+        joined the container's output: Kubernetes); the answer names the hello's ``n``."""
         for link in self.templates.values():
             self.prepare(link)
-        if await_host and self.host.wait() is None:
-            return
-        write_frame(
-            self.out_fd,
-            {
-                "ready": True,
-                "protocol": RUNNER_PROTOCOL,
-                "pid": os.getpid(),
-                "python": sys.version.split()[0],
-                "channel": self.channel,
-                **hello,
-            },
-        )
+        ready = {
+            "ready": True,
+            "protocol": RUNNER_PROTOCOL,
+            "pid": os.getpid(),
+            "python": sys.version.split()[0],
+            "channel": self.channel,
+            **hello,
+        }
+        if not await_host:
+            write_frame(self.out_fd, ready)
         while True:
             req = self.host.wait()
             if req is None:
@@ -273,6 +271,8 @@ class Server:
                 self.prep_s = round(time.monotonic() - t0, 6)
             elif op == "put":
                 self.put(req)
+            elif op == "hello":
+                write_frame(self.out_fd, {**ready, "n": req.get("n")})
             elif op == "cancel":
                 continue  # arrived after its run had finished
             else:
