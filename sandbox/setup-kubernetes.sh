@@ -4,6 +4,7 @@
 # manager, the scheduler and a kubelet whose pods run on a Docker engine of their own.
 # As root, on Debian 12. Idempotent, like setup-engine.sh.
 #
+#   sandbox/setup-kubernetes.sh packages     # install what the build and the cluster need (apt)
 #   sandbox/setup-kubernetes.sh build        # build (or find cached) binaries; prints their folder
 #   sandbox/setup-kubernetes.sh start        # build if needed, start; prints KUBECONFIG=...
 #   sandbox/setup-kubernetes.sh stop         # delete every pod, stop all of it
@@ -136,6 +137,10 @@ fetch_kubectl() {  # Debian's kubectl of the same release (no need to compile a 
 
 build() {
   ensure_packages
+  # One build at a time: `make test` starts one in the background, the tests' start waits.
+  mkdir -p "$cache"
+  exec 9>"$cache/.build.lock"
+  flock 9
   local version upstream out work src started
   version=$(source_version)
   if [ -z "$version" ]; then
@@ -461,6 +466,7 @@ load_image() {  # REF: the sandbox image into the kubelet's engine (docker save 
 }
 
 case "${1:-}" in
+  packages) ensure_packages ;;
   build) build ;;
   start) start ;;
   stop) stop ;;
@@ -473,5 +479,5 @@ case "${1:-}" in
     trap stop EXIT
     KUBECONFIG=$kubeconfig "$@"
     ;;
-  *) die "usage: $0 build|start|stop|status|image REF|run CMD..." ;;
+  *) die "usage: $0 packages|build|start|stop|status|image REF|run CMD..." ;;
 esac

@@ -74,6 +74,4 @@ def kubectl(kubeconfig: str, *args: str) -> subprocess.CompletedProcess[str]:
     """The cluster's own kubectl (Debian's, of the same release)."""
     cache = Path(os.environ.get("SELFHEAL_KUBERNETES_CACHE", Path.home() / ".cache/selfheal-jupyter/kubernetes"))
     binary = next(cache.glob("*/bin/kubectl"))
-    return subprocess.run(
-        [str(binary), "--kubeconfig", kubeconfig, *args], capture_output=True, text=True, timeout=120
-    )
+    return subprocess.run([str(binary), "--kubeconfig", kubeconfig, *args], capture_output=True, text=True, timeout=120)

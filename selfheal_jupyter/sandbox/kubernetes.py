@@ -526,9 +526,9 @@ class KubernetesSandbox(PooledSandbox):
         try:
             pod = self.api.read_namespaced_pod(name, self.namespace)
         except ApiException as exc:
+            if exc.status == 0:
+                raise  # no answer: the API server is gone (said by engine_calls)
             return {"Deleted": True} if exc.status == 404 else {}
-        except Exception:
-            return {}
         found: dict[str, Any] = {}
         if pod.metadata.deletion_timestamp is not None:
             found["Deleted"] = True

@@ -84,19 +84,11 @@ class RunIds:
         return None
 
 
-def claim_mounts(scratch: "list[str]", sealed: "list[str]") -> str:
-    """As root, before anything else: every writable ``scratch`` folder sticky (a run may
-    not rename or remove another's entries; Docker's tmpfs is, a Kubernetes emptyDir is
-    not), and each ``sealed`` file root's alone (a file the engine mounts writable for
-    every uid, such as Kubernetes' /dev/termination-log on the node's disk, that no
-    program may fill). '' or why not."""
-    for path in scratch:
-        try:
-            if os.access(path, os.W_OK) and os.path.isdir(path) and not os.stat(path).st_mode & 0o1000:
-                os.chmod(path, 0o1777)
-        except OSError as exc:
-            return f"the runner could not make {path} sticky ({exc.strerror or exc})"
-    for path in sealed:
+def seal(paths: "list[str]") -> str:
+    """As root, before anything else: each of ``paths`` root's alone (a file the engine
+    mounts writable for every uid, such as Kubernetes' /dev/termination-log on the node's
+    disk, that no program may fill). '' or why not."""
+    for path in paths:
         try:
             os.chmod(path, 0o600)
         except FileNotFoundError:

@@ -20,7 +20,7 @@ from .layout import MPL_CONFIG_DIR, PUT_DIR, PUT_FALLBACK_DIR, SHM_ROOT, WORKDIR
 from .libraries import matplotlib_environment, needs_libraries, preload
 from .memory import oom_kills, read_kv
 from .outcome import Capture, describe_result, failed_result
-from .principals import RunIds, acting_as, claim_mounts, drop_to_server, end_all, signal_all
+from .principals import RunIds, acting_as, drop_to_server, end_all, seal, signal_all
 from .sweep import leftovers, remove_entry, remove_owned, still_used
 from .template import Template
 from .watch import Watch
@@ -464,7 +464,7 @@ def main() -> None:
     sealed = [args[i + 1] for i, arg in enumerate(args[:-1]) if arg == "--seal"]
     t0 = time.monotonic()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # PID 1 gets no signal it does not handle
-    cannot = claim_mounts([WORKDIR_ROOT, PUT_DIR], sealed) or drop_to_server()  # root no longer than needed
+    cannot = seal(sealed) or drop_to_server()  # first of all: root no longer than needed
     if cannot:
         sys.stderr.write(f"selfheal runner: {cannot}\n")
         sys.exit(1)
