@@ -155,7 +155,7 @@ build() {
   upstream=${version%-*}
   upstream=${upstream#*:}
   upstream=${upstream##*really}
-  log "building Kubernetes $upstream from Debian's source $version (once; 15-25 min on 2 cores)"
+  log "building Kubernetes $upstream from Debian's source $version (once; 12-22 min on 2 cores)"
   started=$(date +%s)
   work=$cache/build
   rm -rf "$work"
@@ -344,6 +344,9 @@ start_engine() {
 }
 
 start() {
+  mkdir -p "$run"
+  exec 8>"$run/.lock"  # one start or stop at a time (two test sessions may ask at once)
+  flock 8
   bin=$(build | tail -1)
   [ -x "$bin/kube-apiserver" ] || die "no binaries in $bin"
   mkdir -p "$state" "$run"
@@ -407,12 +410,19 @@ EOF
   echo "KUBECONFIG=$kubeconfig"
 }
 
-node_ready() {  # Ready, and its not-ready taint lifted (pods are scheduled there)
-  [ "$(kubectl get node localhost -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}{.spec.taints}')" = True ]
+node_ready() {  # Ready since the kubelet started, and its not-ready taint lifted
+  local said ready heartbeat
+  said=$(kubectl get node localhost -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].lastHeartbeatTime} {.spec.taints}')
+  read -r ready heartbeat _ <<<"$said"
+  [ "$ready" = True ] && [ "$said" = "$ready $heartbeat " ] &&
+    [ "$(date -d "$heartbeat" +%s)" -ge "$(stat -c %Y "$run/kubelet.pid")" ]
 }
 
 stop() {
   local bin
+  mkdir -p "$run"
+  exec 8>"$run/.lock"
+  flock 8
   bin=$(cached_bin || true)
   if [ -n "$bin" ] && alive apiserver && alive kubelet; then
     # Pods first, through the API, so that the kubelet stops their containers itself.
@@ -440,10 +450,13 @@ stop() {
     kill -KILL "$pid" 2>/dev/null || true
   fi
   rm -f "$run/engine.pid"
-  # The kubelet's mounts of pod volumes (tmpfs emptyDirs) outlive it.
-  grep -o " $state/kubelet/[^ ]*" /proc/mounts | sort -r | while read -r mount; do
-    umount "$mount" 2>/dev/null || umount -l "$mount" 2>/dev/null || true
-  done
+  # What the kubelet and the engine mounted outlives them: pod volumes (tmpfs emptyDirs),
+  # and each one's own folder, bind-mounted onto itself. Deepest first.
+  awk -v state="$state" '$2 == state "/kubelet" || $2 == state "/engine" ||
+    index($2, state "/kubelet/") == 1 || index($2, state "/engine/") == 1 {print $2}' /proc/mounts |
+    sort -r | while read -r mount; do
+      umount "$mount" 2>/dev/null || umount -l "$mount" 2>/dev/null || true
+    done
   log "stopped"
 }
 
