@@ -214,7 +214,8 @@ launch() {  # NAME COMMAND...: in the background, in a session of its own, pid r
   shift
   alive "$name" && return 0
   mkdir -p "$logs"
-  setsid "$@" >"$logs/$name.log" 2>&1 </dev/null &
+  # not the lock descriptors: a daemon holding them would keep every later start or stop waiting
+  setsid "$@" >"$logs/$name.log" 2>&1 </dev/null 8>&- 9>&- &
   echo $! >"$run/$name.pid"
 }
 
