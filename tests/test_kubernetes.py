@@ -95,7 +95,8 @@ def test_every_pod_carries_its_labels_and_the_template(kubernetes_cluster, kuber
         sc = container.security_context
         assert sc.allow_privilege_escalation is False and sc.read_only_root_filesystem is True
         assert sc.capabilities.drop == ["ALL"] and sorted(sc.capabilities.add) == ["SETGID", "SETUID"]
-        assert container.resources.limits["memory"] == str(512 << 20)
+        limits, requests = container.resources.limits, container.resources.requests
+        assert limits["cpu"] == "1" and limits["memory"] == requests["memory"]  # a run's own size
 
 
 def sleeping_run(sandbox) -> tuple[threading.Thread, dict]:
