@@ -1,6 +1,6 @@
 """How much does running one candidate cost? Every row measured in the same run.
 
-    python bench/sandbox.py [--runs 15] [--json FILE]
+    python bench/sandbox.py [--runs 15] [--json FILE] [--backend kubernetes]
 
 Rows (medians and p90 over ``--runs`` runs, after one warm-up each):
   host python -c         the floor: a fresh interpreter on the host
@@ -22,6 +22,9 @@ skips the rows above): print(1) back to back and the 50 MB DataFrame input on
   podman           Podman's Docker API, started the same way (skipped if not installed)
 The engines this script starts are stopped at the end; their images are built there
 first (a no-op when current).
+With ``--backend kubernetes``, only Docker and Kubernetes side by side (p50 and p95): a
+worker's start until its runner is ready (a container; a pod: scheduled, started,
+attached), print(1) back to back and 50 ms apart, the pandas groupby, fork + wait.
 Then the runtimes side by side (``--runtimes runc,runsc``; runsc = gVisor, skipped with a
 note when the engine does not offer it): a container's start until its runner is ready,
 print(1) back to back and 50 ms apart, the pandas groupby, each on a pool of 1.
@@ -205,17 +208,27 @@ def p(values: list[float], q: float) -> float:
 
 def per_runtime(client: Any, runtime: str, runs: int) -> dict[str, list[float]]:
     """The same warm-pool rows under one Docker runtime (pool of 1)."""
+    return per_sandbox(
+        lambda pool: DockerSandbox.from_config(SelfHeal(pool_size=pool, runtime=runtime), client=client),
+        runtime or "default",
+        runs,
+    )
+
+
+def per_sandbox(make: Callable[[int], Any], label: str, runs: int) -> dict[str, list[float]]:
+    """A worker's start until its runner is ready, then the warm-pool rows (pool of 1) of
+    the sandboxes ``make(pool_size)`` builds."""
     out: dict[str, list[float]] = {}
     starts = []
-    with DockerSandbox.from_config(SelfHeal(pool_size=0, runtime=runtime), client=client) as sb:
+    with make(0) as sb:
         spec = ContainerSpec.of(sb.limits)
-        for _ in range(3):  # a container's start until its runner says ready
+        for _ in range(5):  # a container's (a pod's) start until its runner says ready
             t0 = time.perf_counter()
             worker = sb._create(spec)
             starts.append(time.perf_counter() - t0)
             sb._discard(worker)
-    out["container start until ready"] = starts
-    with DockerSandbox.from_config(SelfHeal(pool_size=1, runtime=runtime), client=client) as sb:
+    out["start until ready"] = starts
+    with make(1) as sb:
 
         def once(code: str = "print(1)") -> None:
             r = sb.execute(code)
@@ -236,10 +249,55 @@ def per_runtime(client: Any, runtime: str, runs: int) -> dict[str, list[float]]:
             assert r.ok, r
             forks.append(float(r.stdout))
         out["fork + wait, inside the candidate"] = forks
-    label = runtime or "default"
     for name, samples in out.items():
         print(f"  measured [{label}] {name}: p50 {statistics.median(samples) * 1000:.1f} ms", file=sys.stderr)
     return out
+
+
+def compare_backends(kubeconfig: str, runs: int) -> None:
+    """Docker and Kubernetes side by side: a worker's start, a candidate in a warm one."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "sandbox", "setup-kubernetes.sh")
+    started = False
+    if not kubeconfig:
+        status = subprocess.run(["bash", script, "status"], capture_output=True, text=True)
+        if status.returncode != 0:
+            t0 = time.perf_counter()
+            status = subprocess.run(["bash", script, "start"], capture_output=True, text=True)
+            if status.returncode != 0:
+                sys.exit(f"the local Kubernetes did not start: {status.stderr[-2000:]}")
+            print(f"  local Kubernetes started in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+            started = True
+        kubeconfig = status.stdout.strip().splitlines()[-1].partition("=")[2]
+    try:
+        client = connect()
+        ref = ensure_image(client)
+        subprocess.run(["bash", script, "image", ref], check=True, capture_output=True)
+        from selfheal_jupyter.factory import new_sandbox
+
+        compared = {
+            "docker": per_sandbox(
+                lambda pool: DockerSandbox.from_config(SelfHeal(pool_size=pool), client=client), "docker", runs
+            ),
+            "kubernetes": per_sandbox(
+                lambda pool: new_sandbox(SelfHeal(sandbox_backend="kubernetes", kubeconfig=kubeconfig, pool_size=pool)),
+                "kubernetes",
+                runs,
+            ),
+        }
+    finally:
+        if started:
+            subprocess.run(["bash", script, "stop"], capture_output=True)
+    names = list(compared["docker"])
+    w = max(len(n) for n in names)
+    head = "".join(f"  {b + ' p50':>15}  {b + ' p95':>15}" for b in compared)
+    print(f"{'backend comparison (ms)':<{w}}{head}")
+    for name in names:
+        cells = "".join(
+            f"  {statistics.median(c[name]) * 1000:15.1f}  {p(c[name], 0.95) * 1000:15.1f}" for c in compared.values()
+        )
+        print(f"{name:<{w}}{cells}")
+    load = os.getloadavg()
+    print(f"load average during the run: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores")
 
 
 def main() -> int:
@@ -253,6 +311,14 @@ def main() -> int:
     )
     ap.add_argument("--engines-only", action="store_true", help="only the side-by-side table of engines")
     ap.add_argument(
+        "--backend",
+        choices=["docker", "kubernetes"],
+        default="docker",
+        help="kubernetes: only Docker and Kubernetes side by side (a pod's start, a candidate in a warm "
+        "pod); the local cluster of sandbox/setup-kubernetes.sh is started (and stopped) if needed",
+    )
+    ap.add_argument("--kubeconfig", default="", help="a running cluster instead of the local one")
+    ap.add_argument(
         "--runtimes", default="runc,runsc", help="Docker runtimes to compare side by side (default: %(default)s)"
     )
     args = ap.parse_args()
@@ -263,6 +329,9 @@ def main() -> int:
         ap.error(f"unknown engines {sorted(unknown)}; choose from {', '.join(ENGINES)}")
     if args.engines_only:
         compare_engines(engines, runs)
+        return 0
+    if args.backend == "kubernetes":
+        compare_backends(args.kubeconfig, runs)
         return 0
     client = connect()
     ref = ensure_image(client)

@@ -210,6 +210,36 @@ class SelfHeal(Configurable):
         "candidates and the host, for untrusted models; each run then costs tens of ms "
         "more and imports are slower. Empty: the engine's default (runc).",
     ).tag(config=True)
+    sandbox_backend = Enum(
+        ["docker", "kubernetes"],
+        "docker",
+        help="Where candidates run: 'docker' (hardened containers on a Docker engine) or "
+        "'kubernetes' (hardened pods of one namespace, the runner reached over the pod's "
+        "attach stream; pip install 'selfheal-jupyter[kubernetes]'). docs/scaling.md.",
+    ).tag(config=True)
+    kubernetes_namespace = Unicode(
+        "",
+        help="Namespace of the sandbox pods. Empty: the service account's inside a pod, "
+        "else the kubeconfig context's, else 'default'.",
+    ).tag(config=True)
+    kubeconfig = Unicode(
+        "",
+        help="Kubeconfig file for the 'kubernetes' backend. Empty: the in-cluster service "
+        "account inside a pod, else $KUBECONFIG or ~/.kube/config.",
+    ).tag(config=True)
+    kubernetes_image = Unicode(
+        "",
+        help="Image ref the sandbox pods run (a registry the nodes pull from). Empty: "
+        "SelfHeal.image at this package's version, as `selfheal sandbox build` tags it.",
+    ).tag(config=True)
+    kubernetes_runtime_class = Unicode(
+        "",
+        help="runtimeClassName of the sandbox pods ('gvisor' where the cluster has it). Empty: the cluster's default.",
+    ).tag(config=True)
+    kubernetes_pending_timeout_s = Float(
+        120.0,
+        help="Seconds a run waits for a sandbox pod while the cluster has no room for one, before it ends saying so.",
+    ).tag(config=True)
 
     # --- embedded model -------------------------------------------------------
     local_model = Unicode(

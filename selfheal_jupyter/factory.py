@@ -19,10 +19,11 @@ from dataclasses import replace
 from typing import Any
 
 from .config import SelfHeal
-from .errors import LLMError, SelfHealError
+from .errors import LLMError, SandboxError, SelfHealError
 from .llm import Endpoint, LLMClient
 from .loop.orchestrator import Loop, LoopBudget, Strategies
 from .sandbox.base import Sandbox
+from .sandbox.pool import PooledSandbox
 
 KEYLESS = "sk-no-key-required"
 """Sent to servers that need no key (Ollama, llama.cpp, the embedded model)."""
@@ -106,11 +107,33 @@ def _sandbox_key(settings: SelfHeal) -> tuple[Any, ...]:
         limits.tmpfs_size,
         settings.pool_size,
         settings.runtime,
+        settings.sandbox_backend,
+        settings.kubernetes_namespace,
+        settings.kubeconfig,
+        settings.kubernetes_image,
+        settings.kubernetes_runtime_class,
     )
 
 
+def new_sandbox(settings: SelfHeal, **given: Any) -> PooledSandbox:
+    """A sandbox of the configured backend (not started); ``given`` replaces constructor
+    arguments (``pool_size``...). The one place that chooses the backend."""
+    if settings.sandbox_backend == "kubernetes":
+        try:
+            from .sandbox.kubernetes import KubernetesSandbox
+        except ImportError as exc:  # the kubernetes client is an extra
+            raise SandboxError(
+                "SelfHeal.sandbox_backend is 'kubernetes' but the Kubernetes client is not "
+                "installed: pip install 'selfheal-jupyter[kubernetes]'."
+            ) from exc
+        return KubernetesSandbox.from_config(settings, **given)
+    from .sandbox.docker import DockerSandbox
+
+    return DockerSandbox.from_config(settings, **given)
+
+
 def shared_sandbox(settings: SelfHeal) -> Sandbox:
-    """One warm Docker sandbox per process per image/limits, reused across cells.
+    """One warm sandbox per process per backend/image/limits, reused across cells.
 
     Started on first use (raises the sandbox's own error when the engine or the image
     is missing); closed when the process exits.
@@ -119,9 +142,7 @@ def shared_sandbox(settings: SelfHeal) -> Sandbox:
     with _sandbox_lock:
         sandbox = _sandboxes.get(key)
         if sandbox is None:
-            from .sandbox.docker import DockerSandbox
-
-            sandbox = DockerSandbox.from_config(settings)
+            sandbox = new_sandbox(settings)
             sandbox.start()
             _sandboxes[key] = sandbox
         return sandbox

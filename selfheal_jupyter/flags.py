@@ -68,6 +68,9 @@ OPTION_FLAGS: dict[str, OptionFlag] = {
         ),
         OptionFlag("--image", "image", "sandbox image", metavar="REF"),
         OptionFlag("--runtime", "runtime", "Docker runtime of the sandbox, e.g. runsc (gVisor)", metavar="R"),
+        OptionFlag("--sandbox-backend", "sandbox_backend", "where candidates run: docker or kubernetes", metavar="B"),
+        OptionFlag("--kubeconfig", "kubeconfig", "kubeconfig of the kubernetes backend", metavar="FILE"),
+        OptionFlag("--kubernetes-namespace", "kubernetes_namespace", "namespace of the sandbox pods", metavar="NS"),
         OptionFlag("--no-plan", "auto_plan", "skip the planner; write code straight away", value=False),
         OptionFlag("--quiet", "quiet", "show only the final summary", value=True),
     )

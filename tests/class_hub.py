@@ -360,9 +360,18 @@ def last_json(nb: nbformat.NotebookNode, index: int) -> dict[str, Any]:
     return json.loads(lines[-1])
 
 
+def _cut(*sockets: socket.socket) -> None:
+    for s in sockets:
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
 class Relay:
-    """A TCP relay between a student's process and the hub's proxy that keeps every byte
-    sent back to the student: what the process received, whatever it kept of it."""
+    """A TCP relay between a student's process and the hub's proxy (or a client and any
+    local port) that keeps every byte sent back: what the process received, whatever it
+    kept of it. :meth:`close` cuts every connection through it."""
 
     def __init__(self, target_port: int) -> None:
         import threading
@@ -370,6 +379,7 @@ class Relay:
         self.target_port = target_port
         self.received = bytearray()
         self._lock = threading.Lock()
+        self._links: list[socket.socket] = []
         self._server = socket.create_server(("127.0.0.1", 0))
         self.port = self._server.getsockname()[1]
         threading.Thread(target=self._accept, daemon=True, name="relay").start()
@@ -383,6 +393,8 @@ class Relay:
             except OSError:
                 return
             upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            with self._lock:
+                self._links += [client, upstream]
             threading.Thread(target=self._pipe, args=(client, upstream, False), daemon=True).start()
             threading.Thread(target=self._pipe, args=(upstream, client, True), daemon=True).start()
 
@@ -396,14 +408,13 @@ class Relay:
         except OSError:
             pass
         finally:
-            for s in (source, sink):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            _cut(source, sink)
 
     def url(self, hub: Hub) -> str:
         return hub.service_url.replace(f":{hub.port}/", f":{self.port}/")
 
     def close(self) -> None:
+        _cut(self._server)  # wakes the accept() under way (close alone leaves it listening)
         self._server.close()
+        with self._lock:
+            _cut(*self._links)

@@ -20,6 +20,7 @@ import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import docker
 import pytest
@@ -31,7 +32,9 @@ from selfheal_jupyter.sandbox.docker import LABEL, LABEL_PID, DockerSandbox
 from tests.waiting import wait_until
 
 #: The fixtures that reach the Docker engine (taken directly or through another fixture).
-ENGINE_FIXTURES = frozenset({"docker_client", "sandbox_image", "sandbox"})
+ENGINE_FIXTURES = frozenset({"docker_client", "sandbox_image", "sandbox", "docker_sandbox"})
+#: The fixtures that run pods on the local Kubernetes (tests/kubernetes_cluster.py).
+KUBERNETES_FIXTURES = frozenset({"kubernetes_cluster", "kubernetes_sandbox", "kubernetes_cli"})
 #: Markers whose tests need the embedded model, a browser, a second engine or a hub.
 NEEDS_MORE_THAN_PYTHON = ("slow", "browser", "engines", "hub")
 
@@ -39,9 +42,15 @@ NEEDS_MORE_THAN_PYTHON = ("slow", "browser", "engines", "hub")
 @pytest.hookimpl(tryfirst=True)  # before -m selects
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        uses_engine = ENGINE_FIXTURES.intersection(getattr(item, "fixturenames", ()))
-        if uses_engine or any(item.get_closest_marker(name) for name in NEEDS_MORE_THAN_PYTHON):
+        names = getattr(item, "fixturenames", ())
+        if KUBERNETES_FIXTURES.intersection(names):
+            item.add_marker(pytest.mark.kubernetes)
+        uses_engine = ENGINE_FIXTURES.intersection(names)
+        if uses_engine or any(item.get_closest_marker(name) for name in (*NEEDS_MORE_THAN_PYTHON, "kubernetes")):
             item.add_marker(pytest.mark.sandbox)
+    # Pods last: the cluster's binaries may still be building (make test starts that
+    # first, in the background) while everything else runs.
+    items.sort(key=lambda item: item.get_closest_marker("kubernetes") is not None)
 
 
 # A suite started in the background by a shell without job control inherits SIGINT
@@ -86,7 +95,7 @@ def sandbox_image(docker_client: docker.DockerClient) -> str:
 
 
 @pytest.fixture(scope="session")
-def sandbox(sandbox_image: str, docker_client: docker.DockerClient) -> Iterator[DockerSandbox]:
+def docker_sandbox(sandbox_image: str, docker_client: docker.DockerClient) -> Iterator[DockerSandbox]:
     """One warm, hardened sandbox shared by the whole test session."""
     sb = DockerSandbox.from_config(SelfHeal(pool_size=2), client=docker_client)
     sb.start()
@@ -94,6 +103,52 @@ def sandbox(sandbox_image: str, docker_client: docker.DockerClient) -> Iterator[
         yield sb
     finally:
         sb.close()
+
+
+@pytest.fixture(scope="session")
+def sandbox(docker_sandbox: DockerSandbox) -> DockerSandbox:
+    """The session's warm sandbox (a module whose tests hold on every backend overrides
+    this with one parametrized over ``SANDBOX_BACKENDS``)."""
+    return docker_sandbox
+
+
+@pytest.fixture(scope="session")
+def kubernetes_cluster(sandbox_image: str) -> Iterator[str]:
+    """The local Kubernetes (started if it is not running, and then stopped at the end),
+    with the sandbox image on its node; its kubeconfig."""
+    from tests import kubernetes_cluster as cluster
+
+    kubeconfig = cluster.running()
+    started = kubeconfig is None
+    if kubeconfig is None:
+        kubeconfig = cluster.start()
+    try:
+        cluster.load_image(sandbox_image)
+        yield kubeconfig
+    finally:
+        left = cluster.selfheal_pods(kubeconfig)
+        if started:
+            cluster.stop()
+        assert not left, f"selfheal pods were left behind by the tests: {left}"
+
+
+@pytest.fixture(scope="session")
+def kubernetes_sandbox(kubernetes_cluster: str) -> Iterator[Any]:
+    """One warm sandbox of pods shared by the session's ``kubernetes`` tests."""
+    from selfheal_jupyter.factory import new_sandbox
+
+    sb = new_sandbox(SelfHeal(sandbox_backend="kubernetes", kubeconfig=kubernetes_cluster, pool_size=2))
+    sb.start()
+    try:
+        yield sb
+    finally:
+        sb.close()
+
+
+@pytest.fixture(scope="session")
+def kubernetes_cli(kubernetes_cluster: str) -> list[str]:
+    """The flags that put a ``selfheal`` command's sandbox on the local Kubernetes."""
+    return ["--sandbox-backend", "kubernetes", "--kubeconfig", kubernetes_cluster]
 
 
 @pytest.fixture(scope="session", autouse=True)

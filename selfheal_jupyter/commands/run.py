@@ -26,7 +26,10 @@ from ..model import Run, Task
 from ..render.text import Progress, Transcript
 from . import command_settings, for_terminal
 
-RUN_FLAGS = ("max_iterations", "no_plan", "model", "base_url", "timeout", "memory", "llm_timeout", "image", "runtime")
+RUN_FLAGS = (
+    *("max_iterations", "no_plan", "model", "base_url", "timeout", "memory", "llm_timeout", "image", "runtime"),
+    *("sandbox_backend", "kubeconfig", "kubernetes_namespace"),
+)
 """The SelfHeal options `selfheal run` offers as flags (selfheal_jupyter.flags)."""
 
 

@@ -24,7 +24,7 @@ from ..render.terminal import MAX_CHARS, MAX_LINES, clip, printable
 from . import command_settings, for_terminal
 
 FULL_RESULT = "the full result: the same command with --json"
-SANDBOX_FLAGS = ("timeout", "memory", "image", "runtime")
+SANDBOX_FLAGS = ("timeout", "memory", "image", "runtime", "sandbox_backend", "kubeconfig", "kubernetes_namespace")
 """The SelfHeal options `selfheal sandbox` offers as flags (selfheal_jupyter.flags)."""
 
 
@@ -240,7 +240,7 @@ def read_text(path: Path) -> str:
 
 
 def cmd_exec(args: argparse.Namespace) -> int:
-    from ..sandbox.docker import DockerSandbox
+    from ..factory import new_sandbox
 
     programs = [(path, read_text(path)) for path in args.files]  # all readable before a run
     tests = read_text(args.tests) if args.tests else None
@@ -250,7 +250,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
     all_ok = True
     failure: SandboxError | None = None
     # One file: no container is kept warm for a next run that will not come.
-    with DockerSandbox.from_config(settings, pool_size=1 if batch else 0) as sb:
+    with new_sandbox(settings, pool_size=1 if batch else 0) as sb:
         for path, code in programs:
             if failure is None:
                 try:

@@ -62,7 +62,8 @@ def hub_config(args: argparse.Namespace, argv: list[str]) -> str:
     """The block for ``jupyterhub_config.py`` (appends; safe after the config's own lines)."""
     host, port = _listen(args)
     command = [sys.executable, "-m", "selfheal_jupyter.cli", "service", *argv]
-    forward = ["OPENAI_API_KEY", "DOCKER_HOST"]
+    # the Kubernetes backend's cluster: a kubeconfig, or the pod's in-cluster service account
+    forward = ["OPENAI_API_KEY", "DOCKER_HOST", "KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"]
     return f'''# --- selfheal: the class service (printed by `selfheal service --hub-config`) ---
 import os as _selfheal_os
 
@@ -71,7 +72,7 @@ c.JupyterHub.services.append(
         "name": {SERVICE_NAME!r},
         "url": "http://{host}:{port}",
         "command": {command!r},
-        # the model key (and the engine's address) go to the service only, never to a student's server
+        # the model key (and the engine's or cluster's address) go to the service only, never to a student's server
         "environment": {{k: _selfheal_os.environ[k] for k in {forward!r} if _selfheal_os.environ.get(k)}},
         "oauth_no_confirm": True,
     }}

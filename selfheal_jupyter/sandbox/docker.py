@@ -31,20 +31,14 @@ itself: it exits when its attach socket closes).
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import functools
 import logging
 import os
 import shutil
 import socket
 import tempfile
-import threading
 import time
-import uuid
-import weakref
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -52,17 +46,16 @@ import docker
 import docker.errors
 
 from ..errors import EngineLost, SandboxError
-from ..model import CANDIDATE_FILE, ErrorInfo, ExecutionResult, Limits, Status
-from ..result_json import read_result
+from ..model import ErrorInfo, ExecutionResult, Limits
 from . import serialize
 from .engine import address, describe, gone, lost
 from .image import RUNNER_COMMAND, RUNNER_DIR
-from .worker import ContainerSpec, SandboxCrashed, Worker, remove_container
+from .pool import INPUTS_MOUNT, PooledSandbox
+from .worker import ContainerSpec, Link, SandboxCrashed, Worker, remove_container
 
 LABEL = "selfheal"
 LABEL_PID = "selfheal.pid"
 LABEL_HOST = "selfheal.host"
-INPUTS_MOUNT = "/inputs"
 CONTROL_NAME = "control.sock"
 #: The frame protocol of the runner (``runner/``) that this host side speaks.
 RUNNER_PROTOCOL = 2
@@ -70,10 +63,6 @@ RUNNER_PROTOCOL = 2
 CONTROL_SOCKET = f"{INPUTS_MOUNT}/{CONTROL_NAME}"
 #: How frames reach the runner: "auto" probes at pool start, or one of :data:`CHANNELS`.
 CHANNELS = ("socket", "attach")
-#: Seconds the host waits past the candidate's own timeout before it kills the container.
-BACKSTOP_GRACE_S = 5.0
-#: Seconds a cancelled run may take to report before its container is killed.
-CANCEL_GRACE_S = 0.5
 #: Seconds a new container may take to import its libraries and say it is ready.
 READY_TIMEOUT_S = 60.0
 #: All the runner holds: to give each run's processes a uid of their own (runner/principals).
@@ -98,44 +87,15 @@ class _NoSharedFiles(Exception):
     """The engine cannot see this machine's files (found while starting a container)."""
 
 
-# --------------------------------------------------------------------------- the sandbox
-def _engine_calls(method: Callable[..., Any]) -> Callable[..., Any]:
-    """An engine that stops answering (refused, reset, timed out) at any step of
-    ``method`` — inspect, create, attach, start, kill, remove — becomes one
-    :class:`~selfheal_jupyter.errors.EngineLost` message, and the pool is dropped so
-    that the next run after the engine is back starts new containers."""
-
-    @functools.wraps(method)
-    def call(self: DockerSandbox, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return method(self, *args, **kwargs)
-        except EngineLost:
-            self._drop_pool()
-            raise
-        except Exception as exc:
-            if not gone(exc):
-                raise
-            self._drop_pool()
-            raise lost(self.client, exc) from exc
-
-    return call
-
-
-_LIVE: weakref.WeakSet[DockerSandbox] = weakref.WeakSet()
 #: The channel each engine (by address) was found to need, so that one probe per
 #: engine and process is enough.
 _PROBED: dict[str, str] = {}
 
 
-@atexit.register
-def _close_all() -> None:
-    for sandbox in list(_LIVE):
-        with contextlib.suppress(Exception):
-            sandbox.close()
-
-
-class DockerSandbox:
+class DockerSandbox(PooledSandbox):
     """Run candidates in hardened, pre-warmed Docker containers."""
+
+    unit = "container"
 
     def __init__(
         self,
@@ -152,25 +112,14 @@ class DockerSandbox:
         engine other than the environment's; ``channel``: "auto" probes, else forced."""
         if channel != "auto" and channel not in CHANNELS:
             raise SandboxError(f"Unknown sandbox channel {channel!r}: use auto, " + " or ".join(CHANNELS) + ".")
+        super().__init__(limits=limits, pool_size=pool_size, session=session)
         self._forced = None if channel == "auto" else channel
         self._channel: str | None = self._forced
         self.image = image
         self.runtime = runtime
-        self.limits = limits
-        self.pool_size = max(0, pool_size)
-        self.session = session or uuid.uuid4().hex[:12]
         self._client = client
         self._ref: str | None = None
-        self._lock = threading.RLock()
-        self._idle: dict[ContainerSpec, list[Worker]] = {}
-        self._pending: dict[ContainerSpec, list[Future[Worker]]] = {}
-        self._all: set[Worker] = set()
-        self._created: set[str] = set()  # container ids, for cleanup even mid-start
-        self._executor: ThreadPoolExecutor | None = None
-        self._started = False
-        self._closed = False
         self._host = socket.gethostname()
-        self.backstop_grace_s = BACKSTOP_GRACE_S
 
     @classmethod
     def from_config(cls, config: Any, **given: Any) -> DockerSandbox:
@@ -199,55 +148,34 @@ class DockerSandbox:
             self._ref = ensure_image(self.client, self.image)
         return self._ref
 
-    @_engine_calls
-    def start(self) -> None:
-        """Check the engine and image, remove stale containers, warm the pool."""
-        with self._lock:
-            if self._closed:
-                raise SandboxError("This sandbox was closed; create a new DockerSandbox to run more code.")
-            if self._started:
-                return
-            _ = self.ref  # raises EngineUnavailable / ImageMissing with the fix
-            sweep_stale(self.client)
-            self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="selfheal-pool")
-            self._started = True
-            _LIVE.add(self)
-        spec = ContainerSpec.of(self.limits)
-        if self.pool_size:
-            worker = self._create(spec)  # synchronously: a broken image shows up here
-            self._release(worker)
-            self._refill(spec)
+    # -- the backend -------------------------------------------------------------
+    def _prepare(self) -> None:
+        _ = self.ref  # raises EngineUnavailable / ImageMissing with the fix
+        sweep_stale(self.client)
 
-    def close(self) -> None:
-        """Remove every container of this sandbox (idempotent)."""
-        with self._lock:
-            self._closed = True
-            workers = list(self._all)
-            self._all.clear()
-            self._idle.clear()
-            pending = [f for fs in self._pending.values() for f in fs]
-            self._pending.clear()
-            executor, self._executor = self._executor, None
-        for fut in pending:
-            fut.cancel()
-        if executor is not None:
-            executor.shutdown(wait=True, cancel_futures=True)
-        with self._lock:  # workers finished while shutting down
-            workers += list(self._all)
-            self._all.clear()
-            self._idle.clear()
-        threads = [threading.Thread(target=w.kill, daemon=True) for w in workers]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=15)
+    def _lost(self, exc: BaseException) -> EngineLost | None:
+        return lost(self.client, exc) if gone(exc) else None
+
+    def _remove_leftovers(self) -> None:
         if self._client is not None:
             for cid in list(self._created):  # anything created but never handed over
                 with contextlib.suppress(Exception):
                     remove_container(self._client, cid)
             self._created.clear()
             self._wait_gone()
-        _LIVE.discard(self)
+
+    def _deliver(
+        self, worker: Link, blobs: Mapping[str, bytes], spec: ContainerSpec
+    ) -> tuple[dict[str, str], str | None]:
+        input_dir = worker.input_dir  # type: ignore[attr-defined]
+        if input_dir is None:  # attach channel: the files travel as put frames
+            files, _ = super()._deliver(worker, blobs, spec)
+            return files, None
+        return self._write_inputs(input_dir, blobs), INPUTS_MOUNT
+
+    def _after_run(self, worker: Link) -> None:
+        if worker.input_dir is not None:  # type: ignore[attr-defined]
+            serialize.clear(worker.input_dir)  # type: ignore[attr-defined]
 
     def _wait_gone(self, timeout: float = 10.0) -> None:
         """Auto-removal is asynchronous; return once the engine lists none of ours."""
@@ -267,13 +195,6 @@ class DockerSandbox:
                 except docker.errors.APIError:
                     pass
             time.sleep(0.05)
-
-    def __enter__(self) -> DockerSandbox:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- containers ------------------------------------------------------------
     @property
@@ -503,173 +424,6 @@ class DockerSandbox:
             "Check `selfheal sandbox doctor`."
         )
 
-    def _drop_pool(self) -> None:
-        """The engine went away and its containers with it: forget every one (their
-        removal is tried in the background and again by :meth:`close`)."""
-        with self._lock:
-            workers = list(self._all)
-            self._all.clear()
-            self._idle.clear()
-        for worker in workers:
-            threading.Thread(target=worker.kill, daemon=True, name="selfheal-kill").start()
-
-    def _discard(self, worker: Worker) -> None:
-        with self._lock:
-            self._all.discard(worker)
-        worker.kill()
-        self._created.discard(worker.id)
-
-    def _keep(self, spec: ContainerSpec) -> int:
-        """How many containers of ``spec`` stay alive between runs."""
-        return self.pool_size if spec == ContainerSpec.of(self.limits) else 1
-
-    def _live(self, spec: ContainerSpec) -> int:
-        """Containers of ``spec`` alive now, idle or busy (call with the lock held)."""
-        return sum(1 for w in self._all if w.spec == spec and not w.dead)
-
-    def _release(self, worker: Worker) -> None:
-        """Back to the pool, or away if the pool already holds enough of its kind."""
-        with self._lock:
-            if not self._closed and not worker.dead and self._live(worker.spec) <= self._keep(worker.spec):
-                self._idle.setdefault(worker.spec, []).append(worker)
-                return
-        self._discard(worker)
-
-    def _refill(self, spec: ContainerSpec) -> None:
-        """Start containers in the background until the pool for ``spec`` is full.
-
-        Busy containers count: a pool of 1 used sequentially keeps exactly one container.
-        """
-        if spec != ContainerSpec.of(self.limits):
-            return
-        with self._lock:
-            if self._closed or self._executor is None:
-                return
-            have = self._live(spec) + len(self._pending.get(spec, []))
-            for _ in range(self.pool_size - have):
-                fut = self._executor.submit(self._create, spec)
-                self._pending.setdefault(spec, []).append(fut)
-                fut.add_done_callback(functools.partial(self._arrived, spec))
-
-    def _arrived(self, spec: ContainerSpec, fut: Future[Worker]) -> None:
-        with self._lock:
-            pending = self._pending.get(spec, [])
-            if fut not in pending:
-                return  # somebody took it over in _acquire
-            pending.remove(fut)
-        if fut.cancelled() or fut.exception() is not None:
-            return
-        self._release(fut.result())
-
-    def _acquire(self, spec: ContainerSpec) -> Worker:
-        """An idle container, else one being started, else a new one (all of ``spec``)."""
-        with self._lock:
-            idle = self._idle.get(spec)
-            while idle:
-                # The longest idle first: the one that just ran is still forking its next
-                # child, so with a pool of 2, back-to-back runs alternate and never wait.
-                worker = idle.pop(0)
-                if worker.alive():
-                    return worker
-                self._all.discard(worker)  # its container went away while idle
-                threading.Thread(target=worker.kill, daemon=True, name="selfheal-kill").start()
-            pending = self._pending.get(spec)
-            fut = pending.pop(0) if pending else None
-        if fut is not None:
-            try:
-                return fut.result()
-            except Exception:
-                pass
-        return self._create(spec)
-
-    # -- running ---------------------------------------------------------------
-    @_engine_calls
-    def execute(
-        self,
-        code: str,
-        *,
-        inputs: Mapping[str, Any] | None = None,
-        limits: Limits | None = None,
-        tests: str | None = None,
-        cancel: threading.Event | None = None,
-        filename: str = CANDIDATE_FILE,
-        prelude: str | None = None,
-        asserts: Sequence[tuple[int, int, str]] | None = None,
-    ) -> ExecutionResult:
-        """Run ``code`` in a warm container; see :class:`~.base.Sandbox`."""
-        if not self._started:
-            self.start()
-        limits = limits or self.limits
-        started = time.monotonic()
-        if cancel is not None and cancel.is_set():
-            return ExecutionResult(status="killed", message="Cancelled before it started.")
-        spec = ContainerSpec.of(limits)
-        blobs = serialize.dump_all(inputs or {})  # BadInput before any container is touched
-        worker = self._acquire(spec)
-        started = time.monotonic()  # duration_s is the run, not the container's start
-        try:
-            if worker.input_dir is None:  # attach channel: the files travel as put frames
-                _fits_in_memory(blobs, spec)
-                files = {name: f"input{i}.pkl" for i, name in enumerate(blobs)}
-                for name, blob in blobs.items():
-                    worker.put(files[name], blob)
-            else:
-                files = self._write_inputs(worker.input_dir, blobs)
-            request = {
-                "op": "run",
-                "code": code,
-                "prelude": prelude or None,
-                "tests": tests,
-                "asserts": [list(item) for item in asserts or ()],
-                "filename": filename,
-                "inputs": files,
-                "inputs_dir": None if worker.input_dir is None else INPUTS_MOUNT,
-                "timeout_s": limits.timeout_s,
-                "output_bytes": limits.output_bytes,
-            }
-            worker.send(request)
-            worker.runs += 1
-            frame = self._wait(worker, limits, cancel)
-        except SandboxCrashed as exc:
-            result = self._crashed(worker, exc, limits)
-            self._discard(worker)
-            self._refill(spec)
-            result.duration_s = time.monotonic() - started
-            return result
-        except BaseException:
-            # KeyboardInterrupt, BadInput...: the container may be mid-run; never reuse it.
-            self._discard(worker)
-            self._refill(spec)
-            raise
-        if frame is None:  # the backstop or a cancel the runner did not answer
-            status: Status = "killed" if cancel is not None and cancel.is_set() else "timeout"
-            self._discard(worker)
-            self._refill(spec)
-            return ExecutionResult(
-                status=status,
-                exit_code=137,
-                duration_s=time.monotonic() - started,
-                message=(
-                    "The run was cancelled and its container was stopped."
-                    if status == "killed"
-                    else f"The program did not finish within {limits.timeout_s:g} s and its "
-                    "container had to be stopped. Look for an endless loop or raise the timeout."
-                ),
-            )
-        if worker.input_dir is not None:
-            serialize.clear(worker.input_dir)
-        result = read_result(frame)  # validated: never raises
-        dirty = not isinstance(frame, dict) or frame.get("dirty", False) is not False
-        if result.is_malformed or dirty:
-            # Not the runner we know, or it could not clean up: the next candidate gets
-            # a fresh container.
-            self._discard(worker)
-            self._refill(spec)
-        else:
-            self._release(worker)
-        result.duration_s = time.monotonic() - started
-        return result
-
     @staticmethod
     def _write_inputs(directory: Path, blobs: Mapping[str, bytes]) -> dict[str, str]:
         """Socket channel: the pickles go into the container's read-only bind mount."""
@@ -684,24 +438,7 @@ class DockerSandbox:
                 "(it is memory-backed /dev/shm when available) or pass smaller inputs."
             ) from exc
 
-    def _wait(self, worker: Worker, limits: Limits, cancel: threading.Event | None) -> dict[str, Any] | None:
-        """The result frame; None when the backstop or an unanswered cancel fired."""
-        deadline = time.monotonic() + limits.timeout_s + self.backstop_grace_s
-        cancel_deadline: float | None = None
-        while True:
-            now = time.monotonic()
-            if cancel is not None and cancel.is_set() and cancel_deadline is None:
-                worker.send({"op": "cancel"})
-                cancel_deadline = now + CANCEL_GRACE_S
-            end = min(deadline, cancel_deadline or deadline)
-            if now >= end:
-                return None
-            step = end - now if cancel is None or cancel_deadline else min(end - now, 0.05)
-            frame = worker.poll(step)
-            if frame is not None:
-                return frame
-
-    def _crashed(self, worker: Worker, exc: SandboxCrashed, limits: Limits) -> ExecutionResult:
+    def _crashed(self, worker: Link, exc: SandboxCrashed, limits: Limits) -> ExecutionResult:
         """The container died under the candidate: OOM-killed, or the runner crashed."""
         state = worker.state()
         if state.get("ExitCode") == 137 and not state.get("OOMKilled"):
@@ -749,18 +486,6 @@ def _pids_limits(pids: int, runtime: str) -> dict[str, Any]:
             "ulimits": [docker.types.Ulimit(name="nproc", soft=pids, hard=pids)],
         }
     return {"pids_limit": pids}
-
-
-def _fits_in_memory(blobs: Mapping[str, bytes], spec: ContainerSpec) -> None:
-    """Attach channel: an input lives in the container's memory twice (file and value)."""
-    size = sum(len(b) for b in blobs.values())
-    if size > spec.memory_bytes // 2:
-        raise SandboxError(
-            f"The inputs ({size / 1e6:.0f} MB pickled) do not fit this sandbox: on an engine "
-            "that does not share this machine's files they are copied into the container's "
-            f"memory (limit {spec.memory}) and loaded there, so they may use at most half "
-            "of it. Raise the memory limit (`%config SelfHeal.memory`) or pass smaller inputs."
-        )
 
 
 def _shm_dir() -> str | None:

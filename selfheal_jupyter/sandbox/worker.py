@@ -1,10 +1,11 @@
-"""One sandbox container as the host sees it: its attach stream, the runner's frames,
-its log, its end.
+"""One sandbox worker as the host sees it: the runner's frames, its log, its end.
 
 The runner inside (``runner/``) speaks length-prefixed JSON frames, over a control
-socket when the engine shares this machine's files, else over the container's attach
-stream multiplexed with its stderr; :class:`Worker` reads both and hands out whole
-frames. :class:`DockerSandbox` (docker.py) creates, pools and retires workers.
+socket when the engine shares this machine's files, else over the worker's attach
+stream. :class:`Link` hands out whole frames whatever carries them; :class:`Worker` is
+a Docker container (its attach stream multiplexed with stderr, or the control socket),
+``kubernetes.PodWorker`` a pod (its attach websocket). ``pool.PooledSandbox`` pools and
+retires them.
 """
 
 from __future__ import annotations
@@ -71,53 +72,45 @@ class ContainerSpec:
         return int(parse_bytes(self.memory))
 
 
-class Worker:
-    """One warm container running the runner, and the sockets to talk to it.
+class Link:
+    """One warm worker running the runner, as frames: what every backend shares.
 
-    ``channel`` "socket": frames go over ``control``, a unix socket the runner connected
-    to (host and runner talk directly, without dockerd and the shim in between: fewer
-    wake-ups per run); the attach socket only carries the runner's stderr (kept for
-    error messages) and tells us when the container stops. ``channel`` "attach": frames
-    go over the attach socket itself (stdin; stdout demultiplexed from stderr). In both,
-    closing the attach socket makes the container exit.
+    A backend's subclass says how bytes reach the runner (:meth:`_write`) and how they
+    come back (:meth:`_receive`: frame bytes into ``frames``, the runner's stderr into
+    ``log``), how it ends (:meth:`kill`) and what the engine says of it (:meth:`state`).
     """
 
-    def __init__(
-        self,
-        client: docker.DockerClient,
-        container_id: str,
-        attach: Any,
-        spec: ContainerSpec,
-        input_dir: Path | None,
-        channel: str | None,
-    ) -> None:
-        self.client = client
-        self.id = container_id
-        self.attach = attach  # keeps docker-py's response object alive
-        self.attach_raw: socket.socket = getattr(attach, "_sock", attach)
-        self.control: socket.socket | None = None
+    unit = "worker"
+
+    def __init__(self, name: str, spec: ContainerSpec) -> None:
+        self.name = name  # the container's id, the pod's name
         self.spec = spec
-        self.input_dir = input_dir  # the host directory bind-mounted at /inputs (socket)
-        self.channel = channel  # None while the probe has not decided
-        self.stream = bytearray()  # undemultiplexed bytes of the attach stream
-        self.frames = bytearray()  # frame bytes, from the control socket or stdout
+        self.frames = bytearray()  # frame bytes, as the runner wrote them
         self.log = bytearray()  # the runner's stderr, last few KB (for error messages)
         self.dead = False
         self.runs = 0
         self.hello: dict[str, Any] = {}  # the runner's ready frame (python, preloaded...)
 
-    def _sink(self) -> socket.socket:
-        return self.control if self.channel == "socket" else self.attach_raw  # type: ignore[return-value]
+    def _write(self, data: bytes) -> None:
+        raise NotImplementedError
+
+    def _receive(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for bytes and take them in; False when none came.
+        Raises SandboxCrashed when the worker's stream ended."""
+        raise NotImplementedError
+
+    def _keep_log(self, data: bytes | bytearray) -> None:
+        self.log = (self.log + data)[-4096:]
 
     def send(self, obj: dict[str, Any]) -> None:
         data = json.dumps(obj).encode("utf-8")
         try:
-            self._sink().sendall(FRAME.pack(len(data)) + data)
+            self._write(FRAME.pack(len(data)) + data)
         except (OSError, AttributeError) as exc:
-            raise SandboxCrashed(f"the container stopped accepting requests ({exc})") from exc
+            raise SandboxCrashed(f"the {self.unit} stopped accepting requests ({exc})") from exc
 
     def put(self, name: str, blob: bytes) -> None:
-        """Send one input file as ``put`` frames (attach channel: no shared files)."""
+        """Send one input file as ``put`` frames (no shared files)."""
         for offset in range(0, max(len(blob), 1), PUT_CHUNK_BYTES):
             chunk = blob[offset : offset + PUT_CHUNK_BYTES]
             self.send(
@@ -134,7 +127,7 @@ class Worker:
             return None
         (size,) = FRAME.unpack_from(self.frames)
         if size > MAX_FRAME_BYTES:  # the runner never sends this much: it is not the runner
-            raise SandboxCrashed(f"the container sent a {size}-byte frame")
+            raise SandboxCrashed(f"the {self.unit} sent a {size}-byte frame")
         if len(self.frames) < FRAME.size + size:
             return None
         data = bytes(self.frames[FRAME.size : FRAME.size + size])
@@ -142,7 +135,78 @@ class Worker:
         try:
             return json.loads(data)
         except ValueError as exc:  # not JSON, or not UTF-8: it is not the runner talking
-            raise SandboxCrashed(f"the container sent a frame that is not JSON ({exc})") from exc
+            raise SandboxCrashed(f"the {self.unit} sent a frame that is not JSON ({exc})") from exc
+
+    def poll(self, timeout: float) -> dict[str, Any] | None:
+        """The next frame if one arrives within ``timeout`` s; raises SandboxCrashed on EOF."""
+        frame = self._frame()
+        if frame is not None:
+            return frame
+        end = time.monotonic() + timeout
+        while True:
+            got = self._receive(max(end - time.monotonic(), 0))
+            if got:
+                frame = self._frame()
+                if frame is not None:
+                    return frame
+            if not got or time.monotonic() >= end:
+                return None
+
+    def runner_log(self) -> str:
+        return self.log.decode("utf-8", errors="replace").strip()
+
+    def alive(self) -> bool:
+        """False when the worker went away while it was idle. Costs one look."""
+        try:
+            while self._receive(0):
+                pass
+        except (SandboxCrashed, OSError, ValueError):
+            return False
+        return True
+
+    def state(self) -> dict[str, Any]:
+        """How the worker ended, in Docker's words (``ExitCode``, ``OOMKilled``)."""
+        return {}
+
+    def kill(self) -> None:
+        raise NotImplementedError
+
+
+class Worker(Link):
+    """One warm container and the sockets to talk to it.
+
+    ``channel`` "socket": frames go over ``control``, a unix socket the runner connected
+    to (host and runner talk directly, without dockerd and the shim in between: fewer
+    wake-ups per run); the attach socket only carries the runner's stderr (kept for
+    error messages) and tells us when the container stops. ``channel`` "attach": frames
+    go over the attach socket itself (stdin; stdout demultiplexed from stderr). In both,
+    closing the attach socket makes the container exit.
+    """
+
+    unit = "container"
+
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        container_id: str,
+        attach: Any,
+        spec: ContainerSpec,
+        input_dir: Path | None,
+        channel: str | None,
+    ) -> None:
+        super().__init__(container_id, spec)
+        self.client = client
+        self.id = container_id
+        self.attach = attach  # keeps docker-py's response object alive
+        self.attach_raw: socket.socket = getattr(attach, "_sock", attach)
+        self.control: socket.socket | None = None
+        self.input_dir = input_dir  # the host directory bind-mounted at /inputs (socket)
+        self.channel = channel  # None while the probe has not decided
+        self.stream = bytearray()  # undemultiplexed bytes of the attach stream
+
+    def _write(self, data: bytes) -> None:
+        sink = self.control if self.channel == "socket" else self.attach_raw
+        sink.sendall(data)  # type: ignore[union-attr]
 
     def _demux(self) -> None:
         while len(self.stream) >= STREAM_HEADER.size:
@@ -154,7 +218,7 @@ class Worker:
             if kind == STDOUT and self.channel != "socket":
                 self.frames += payload  # the runner's stdout carries only frames
             else:
-                self.log = (self.log + payload)[-4096:]
+                self._keep_log(payload)
 
     def _read_attach(self) -> None:
         self.stream += _received(self.attach_raw, "the container")
@@ -180,40 +244,16 @@ class Worker:
                 self.control, _ = listener.accept()
                 self.channel = "socket"
 
-    def poll(self, timeout: float) -> dict[str, Any] | None:
-        """The next frame if one arrives within ``timeout`` s; raises SandboxCrashed on EOF."""
-        frame = self._frame()
-        if frame is not None:
-            return frame
-        end = time.monotonic() + timeout
+    def _receive(self, timeout: float) -> bool:
         watch = [self.attach_raw]
         if self.channel == "socket" and self.control is not None:  # set with the channel
             watch.append(self.control)
-        while True:
-            ready, _, _ = select.select(watch, [], [], max(end - time.monotonic(), 0))
-            if self.attach_raw in ready:
-                self._read_attach()
-            if self.control is not None and self.control in ready:
-                self.frames += _received(self.control, "the runner")
-            if ready:
-                frame = self._frame()
-                if frame is not None:
-                    return frame
-            if not ready or time.monotonic() >= end:
-                return None
-
-    def runner_log(self) -> str:
-        return self.log.decode("utf-8", errors="replace").strip()
-
-    def alive(self) -> bool:
-        """False when the container went away while it was idle (its engine stopped or
-        restarted): its attach socket reads end-of-file. Costs one ``select``."""
-        try:
-            while select.select([self.attach_raw], [], [], 0)[0]:
-                self._read_attach()
-        except (SandboxCrashed, OSError, ValueError):
-            return False
-        return True
+        ready, _, _ = select.select(watch, [], [], timeout)
+        if self.attach_raw in ready:
+            self._read_attach()
+        if self.control is not None and self.control in ready:
+            self.frames += _received(self.control, "the runner")
+        return bool(ready)
 
     def state(self) -> dict[str, Any]:
         try:

@@ -15,8 +15,8 @@ from mcp.shared.exceptions import MCPError
 
 from tests.class_hub import MODEL_KEY, STUDENTS, class_hub
 from tests.mcp_client import text_of
-from tests.scripted_server import Reply, ScriptedServer
 from tests.sandbox.test_mcp import FIX, FIX_LINE, ORIGINAL
+from tests.scripted_server import Reply, ScriptedServer
 
 pytestmark = pytest.mark.hub
 

@@ -85,13 +85,14 @@ def test_a_malformed_result_does_not_leave_execute_and_its_container_is_replaced
     """The real runner sends well-formed frames; the host's reaction to one that is not
     is forced here by standing in for the validation's verdict."""
     from selfheal_jupyter.sandbox import docker as sandbox_docker
+    from selfheal_jupyter.sandbox import pool
 
     hostname = "import socket\nprint(socket.gethostname())\n"
     with sandbox_docker.DockerSandbox.from_config(SelfHeal(pool_size=1), client=docker_client) as sb:
         before = sb.execute(hostname)
         assert sb.execute(hostname).stdout == before.stdout  # the warm container is reused
         with monkeypatch.context() as patch:
-            patch.setattr(sandbox_docker, "read_result", lambda frame: ExecutionResult.malformed("forged"))
+            patch.setattr(pool, "read_result", lambda frame: ExecutionResult.malformed("forged"))
             bad = sb.execute(hostname)
         assert bad.is_malformed and bad.status == "error" and "forged" in bad.message
         after = sb.execute(hostname)

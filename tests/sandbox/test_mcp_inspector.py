@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from tests.mcp_client import ROOT, command, http_server, server_env
-from tests.scripted_server import Reply, ScriptedServer
 from tests.sandbox.test_mcp import CRASH, DELETES_ASSERT, FIX, FIX_LINE, ORIGINAL, WITH_EXTRAS, model_args
+from tests.scripted_server import Reply, ScriptedServer
 
 pytestmark = pytest.mark.sandbox
 INSPECTOR = Path(os.environ.get("SELFHEAL_MCP_INSPECTOR_DIR", "/opt/selfheal-test/mcp-inspector"))

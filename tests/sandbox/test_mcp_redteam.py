@@ -15,8 +15,8 @@ import pytest
 from mcp import Client
 
 from tests.mcp_client import http_server, served, server_env, text_of
-from tests.scripted_server import Reply, ScriptedServer
 from tests.sandbox.test_mcp import FIX, FIX_LINE, ORIGINAL, WITH_EXTRAS, model_args
+from tests.scripted_server import Reply, ScriptedServer
 
 pytestmark = pytest.mark.sandbox
 

@@ -13,16 +13,27 @@ from pathlib import Path
 
 import pytest
 
+from tests.kubernetes_cluster import SANDBOX_BACKENDS
 from tests.scripted_server import Reply, ScriptedServer
 
 ROOT = Path(__file__).resolve().parents[2]
+#: The flags that choose the backend every ``selfheal`` command of a test runs on.
+BACKEND_FLAGS: list[str] = []
+
+
+@pytest.fixture(params=SANDBOX_BACKENDS)
+def sandbox_image(request: pytest.FixtureRequest, sandbox_image: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every attack on each backend: the engine's containers, and pods."""
+    flags = request.getfixturevalue("kubernetes_cli") if request.param == "kubernetes" else []
+    monkeypatch.setattr(sys.modules[__name__], "BACKEND_FLAGS", flags)
+    return sandbox_image
 
 
 def _selfheal(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "SELFHEAL_"))}
     env["OPENAI_API_KEY"] = "test-key"
     return subprocess.run(
-        [sys.executable, "-m", "selfheal_jupyter.cli", *args],
+        [sys.executable, "-m", "selfheal_jupyter.cli", *args, *BACKEND_FLAGS],
         capture_output=True,
         text=True,
         timeout=timeout,

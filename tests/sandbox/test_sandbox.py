@@ -1,7 +1,9 @@
-"""The Docker sandbox against the real engine and the real image: results and hardening.
+"""The sandbox against the real engine and the real image: results and hardening.
 
 Most tests share the session's warm ``sandbox``; only those that must lose a
-container (a crashed runner, the host backstop, an interrupt) pay for a new one.
+container (a crashed runner, the host backstop, an interrupt) pay for a new one. The
+contract (results, limits, hardening) holds on every backend: those tests run on the
+Docker sandbox and on pods of the local Kubernetes (``kubernetes``-marked).
 """
 
 from __future__ import annotations
@@ -26,17 +28,27 @@ from selfheal_jupyter.model import Limits
 from selfheal_jupyter.sandbox.base import Sandbox
 from selfheal_jupyter.sandbox.docker import LABEL, DockerSandbox, sweep_stale
 from tests.conftest import own_containers, wait_no_containers
+from tests.kubernetes_cluster import SANDBOX_BACKENDS
 from tests.waiting import wait_until
+
+#: A test of the Docker backend itself (its channels, containers, engine).
+docker_only = pytest.mark.parametrize("sandbox", ["docker"], indirect=True)
+
+
+@pytest.fixture(params=SANDBOX_BACKENDS)
+def sandbox(request):
+    """The session's warm sandbox of each backend."""
+    return request.getfixturevalue(f"{request.param}_sandbox")
 
 
 @pytest.fixture(autouse=True)
-def no_stray_container_after_the_test(request, sandbox, docker_client):
+def no_stray_container_after_the_test(request, docker_sandbox, docker_client):
     """After each test, every container of this process belongs to the shared sandbox."""
     yield
 
     def stray() -> list[str]:
         own = own_containers(docker_client)
-        return [c["Id"][:12] for c in own if c["Labels"].get("selfheal") != sandbox.session]
+        return [c["Id"][:12] for c in own if c["Labels"].get("selfheal") != docker_sandbox.session]
 
     wait_until(lambda: not stray(), 10, lambda: f"the containers {request.node.name} left to go: {stray()}")
 
@@ -242,7 +254,7 @@ def test_figure_is_returned_as_png(sandbox):
         plt.show()
         """,
     )
-    assert r.status == "ok" and r.stderr == ""
+    assert r.status == "ok" and r.stderr == "", r
     pngs = [o for o in r.outputs if o.mime == "image/png"]
     assert len(pngs) == 1
     assert base64.b64decode(pngs[0].data).startswith(b"\x89PNG\r\n\x1a\n")
@@ -343,6 +355,7 @@ def test_network_is_refused(sandbox):
         """\
         import os, socket
         print(sorted(os.listdir("/sys/class/net")))
+        print("routes", open("/proc/net/route").read().splitlines()[1:])
         try:
             socket.create_connection(("1.1.1.1", 53), timeout=3)
             print("connected")
@@ -355,7 +368,10 @@ def test_network_is_refused(sandbox):
             print("no dns")
         """,
     )
-    assert r.stdout.splitlines() == ["['lo']", "refused 101", "no dns"], r.stdout
+    # A pod has an eth0 (the local cluster's leads nowhere; a real cluster's NetworkPolicy
+    # denies egress): no route leaves either.
+    interfaces = "['eth0', 'lo']" if sandbox.unit == "pod" else "['lo']"
+    assert r.stdout.splitlines() == [interfaces, "routes []", "refused 101", "no dns"], r.stdout
 
 
 def test_root_is_read_only_and_tmp_writable(sandbox):
@@ -385,6 +401,7 @@ def test_root_is_read_only_and_tmp_writable(sandbox):
     assert lines[4] == "fine"
 
 
+@docker_only  # a pod's limits: tests/test_kubernetes.py
 def test_unprivileged_user_no_capabilities_and_limits(sandbox):
     r = run(
         sandbox,
@@ -573,6 +590,7 @@ def test_stale_sweep_removes_containers_of_dead_owners(sandbox_image, docker_cli
 
 
 # --------------------------------------------------------------------------- channels
+@docker_only
 def test_the_local_engine_uses_the_socket_channel(sandbox):
     assert sandbox.channel == "socket"
 

@@ -76,9 +76,12 @@ LEADERLESS = textwrap.dedent(f"""\
     """)
 
 
-@pytest.fixture(params=["", "runsc"], ids=["runc", "runsc"])
-def runtime(request: pytest.FixtureRequest, docker_client) -> str:
-    """Every attack under the engine's default runtime and under gVisor."""
+@pytest.fixture(params=["runc", "runsc", pytest.param("kubernetes", marks=pytest.mark.kubernetes)])
+def runtime(request: pytest.FixtureRequest, docker_client) -> list[str]:
+    """Every attack under the engine's default runtime, under gVisor, and in pods: the
+    flags of ``selfheal sandbox exec`` that choose it."""
+    if request.param == "kubernetes":
+        return request.getfixturevalue("kubernetes_cli")
     if request.param == "runsc":
         if shutil.which("runsc") is None:
             pytest.skip(
@@ -91,17 +94,17 @@ def runtime(request: pytest.FixtureRequest, docker_client) -> str:
                 "`bash sandbox/setup-engine.sh` as root",
                 pytrace=False,
             )
-    return request.param
+        return ["--runtime", "runsc"]
+    return []
 
 
-def selfheal_exec(tmp_path: Path, runtime: str, files: dict[str, str], *args: str) -> list[dict]:
+def selfheal_exec(tmp_path: Path, runtime: list[str], files: dict[str, str], *args: str) -> list[dict]:
     paths = []
     for name, code in files.items():
         (tmp_path / name).write_text(code)
         paths.append(str(tmp_path / name))
-    chosen = ["--runtime", runtime] if runtime else []
     proc = subprocess.run(
-        [sys.executable, "-m", "selfheal_jupyter.cli", "sandbox", "exec", *paths, *args, *chosen, "--json"],
+        [sys.executable, "-m", "selfheal_jupyter.cli", "sandbox", "exec", *paths, *args, *runtime, "--json"],
         capture_output=True,
         text=True,
         timeout=600,
@@ -149,7 +152,7 @@ def test_the_other_template_s_idle_candidate_s_descriptors_are_out_of_reach(tmp_
     assert fds in ("fd refused:13", "fd []"), first["stdout"]
     # gVisor (Debian's 2022 build) lets any process read another's environ: the
     # container's own environment, the same block in every process of the container
-    assert environ == ("environ DONE" if runtime == "runsc" else "environ refused:13"), environ
+    assert environ == ("environ DONE" if "runsc" in runtime else "environ refused:13"), environ
     assert second["status"] == "ok" and second["stdout"] == "honest 6\n", second
 
 
@@ -239,7 +242,7 @@ def test_the_candidate_can_neither_signal_nor_open_its_checker_or_the_server(tmp
     (result,) = selfheal_exec(tmp_path, runtime, {"a_checker.py": attack}, "--tests", str(tests), "--timeout", "10")
     lines = result["stdout"].splitlines()
     refused = [ln for ln in lines[:8] if " refused:" in ln]
-    if runtime == "runsc":  # gVisor's environ: see the test above
+    if "runsc" in runtime:  # gVisor's environ: see the test above
         assert refused == [ln for ln in lines[:8] if "environ" not in ln], lines
     else:
         assert refused == lines[:8], lines

@@ -42,7 +42,9 @@ itself reports (error details, figures) is description only.
 Protocol with the host: frames of a 4-byte big-endian length and UTF-8 JSON, over the
 unix socket ``--control PATH`` when it can be reached (a local engine), else over
 stdin/stdout, i.e. the container's attach stream (any Docker-API engine). The server
-sends ``{"ready": true, ...}``, then one result frame per ``{"op": "run"}``;
+sends ``{"ready": true, ...}`` (with ``--await-host``, only in answer to each
+``{"op": "hello", "n": N}``, naming its ``n``: Kubernetes' attach stream drops what was
+written before it joined), then one result frame per ``{"op": "run"}``;
 ``{"op": "put"}`` frames carry input files when there is no shared directory;
 ``{"op": "cancel"}`` stops a run; EOF ends the server. Nothing is pickled on the way
 out. Standard library only; numpy / pandas / matplotlib are preloaded when present.

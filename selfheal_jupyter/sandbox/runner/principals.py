@@ -84,6 +84,20 @@ class RunIds:
         return None
 
 
+def seal(paths: "list[str]") -> str:
+    """As root, before anything else: each of ``paths`` root's alone (a file the engine
+    mounts writable for every uid, such as Kubernetes' /dev/termination-log on the node's
+    disk, that no program may fill). '' or why not."""
+    for path in paths:
+        try:
+            os.chmod(path, 0o600)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            return f"the runner could not seal {path} ({exc.strerror or exc})"
+    return ""
+
+
 def drop_to_server() -> str:
     """From root with CAP_SETUID and CAP_SETGID to SERVER_ID keeping just those two;
     '' or why not (then no run can be kept apart, and the server must not start)."""

@@ -20,7 +20,7 @@ from .layout import MPL_CONFIG_DIR, PUT_DIR, PUT_FALLBACK_DIR, SHM_ROOT, WORKDIR
 from .libraries import matplotlib_environment, needs_libraries, preload
 from .memory import oom_kills, read_kv
 from .outcome import Capture, describe_result, failed_result
-from .principals import RunIds, acting_as, drop_to_server, end_all, signal_all
+from .principals import RunIds, acting_as, drop_to_server, end_all, seal, signal_all
 from .sweep import leftovers, remove_entry, remove_owned, still_used
 from .template import Template
 from .watch import Watch
@@ -50,9 +50,10 @@ class TemplateLink:
 class Server:
     """PID 1: the host's channel, the templates, and one run at a time."""
 
-    def __init__(self, memory_bytes: int, control: "str | None") -> None:
+    def __init__(self, memory_bytes: int, control: "str | None", nproc: int = 0) -> None:
         self.ids = RunIds()
         self.memory_bytes = memory_bytes
+        self.nproc = nproc  # processes per program's uid (0: the container's pids cgroup holds it)
         self.channel = "stdio"
         self.in_fd, self.out_fd = 0, 1
         if control:
@@ -162,6 +163,7 @@ class Server:
                 "uid": uids[0],
                 "checker_uid": uids[1],
                 "soft_cap": self._soft_cap(link),
+                "nproc": self.nproc,
             },
         ):
             return  # no id left (the host then replaces the container) or no template
@@ -233,20 +235,22 @@ class Server:
         return vm_data + max(self.memory_bytes - rss - (32 << 20), 16 << 20)
 
     # -- lifecycle --------------------------------------------------------------
-    def serve(self, hello: dict) -> None:
+    def serve(self, hello: dict, await_host: bool = False) -> None:
+        """``await_host``: say ready only in answer to the host's ``hello`` frames, each
+        time one comes (an engine whose attach stream drops what was written before it
+        joined the container's output: Kubernetes); the answer names the hello's ``n``."""
         for link in self.templates.values():
             self.prepare(link)
-        write_frame(
-            self.out_fd,
-            {
-                "ready": True,
-                "protocol": RUNNER_PROTOCOL,
-                "pid": os.getpid(),
-                "python": sys.version.split()[0],
-                "channel": self.channel,
-                **hello,
-            },
-        )
+        ready = {
+            "ready": True,
+            "protocol": RUNNER_PROTOCOL,
+            "pid": os.getpid(),
+            "python": sys.version.split()[0],
+            "channel": self.channel,
+            **hello,
+        }
+        if not await_host:
+            write_frame(self.out_fd, ready)
         while True:
             req = self.host.wait()
             if req is None:
@@ -267,6 +271,8 @@ class Server:
                 self.prep_s = round(time.monotonic() - t0, 6)
             elif op == "put":
                 self.put(req)
+            elif op == "hello":
+                write_frame(self.out_fd, {**ready, "n": req.get("n")})
             elif op == "cancel":
                 continue  # arrived after its run had finished
             else:
@@ -454,15 +460,17 @@ def main() -> None:
     args = sys.argv[1:]
     memory_bytes = int(args[args.index("--memory-bytes") + 1]) if "--memory-bytes" in args else 0
     control = args[args.index("--control") + 1] if "--control" in args else None
+    nproc = int(args[args.index("--nproc") + 1]) if "--nproc" in args else 0
+    sealed = [args[i + 1] for i, arg in enumerate(args[:-1]) if arg == "--seal"]
     t0 = time.monotonic()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # PID 1 gets no signal it does not handle
-    cannot = drop_to_server()  # first of all: root no longer than needed
+    cannot = seal(sealed) or drop_to_server()  # first of all: root no longer than needed
     if cannot:
         sys.stderr.write(f"selfheal runner: {cannot}\n")
         sys.exit(1)
     set_dumpable(False)  # no ptrace, no /proc/<pid>/mem of the runner by the program
     refused = install_seccomp()
-    server = Server(memory_bytes=memory_bytes, control=control)
+    server = Server(memory_bytes=memory_bytes, control=control, nproc=nproc)
     matplotlib_environment()
     gc.collect()
     gc.freeze()
@@ -477,5 +485,6 @@ def main() -> None:
             "preload_s": round(time.monotonic() - t0, 3),
             "seccomp": not refused,
             "seccomp_error": refused,
-        }
+        },
+        await_host="--await-host" in args,
     )

@@ -34,7 +34,7 @@ def _move_fds(mapping: dict) -> None:
     os.closerange(top, limit if limit != resource.RLIM_INFINITY else 65536)
 
 
-def _child_setup(soft_cap: int) -> None:
+def _child_setup(soft_cap: int, nproc: int = 0) -> None:
     os.setpgid(0, 0)
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -49,6 +49,8 @@ def _child_setup(soft_cap: int) -> None:
     if soft_cap:
         with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_DATA, (soft_cap, soft_cap))
+    if nproc:  # counted per uid, and the program's uid is its own: its processes and threads
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
 
 
 class Template:
@@ -120,6 +122,7 @@ class Template:
             self._send({"op": "prepared", "candidate": -1})  # the server tries again
             return
         soft_cap = int(msg.get("soft_cap") or 0)
+        nproc = int(msg.get("nproc") or 0)
         cand_req, out, err, report = os.pipe(), os.pipe(), os.pipe(), os.pipe()
         to_checker, to_program = os.pipe(), os.pipe()
         null = os.open(os.devnull, os.O_RDONLY)
@@ -134,7 +137,7 @@ class Template:
                 to_checker[1]: FD_RPC_OUT,
                 to_program[0]: FD_RPC_IN,
             },
-            lambda: _candidate_entry(uid, soft_cap, workdir),
+            lambda: _candidate_entry(uid, soft_cap, workdir, nproc),
         )
         self._send({"op": "prepared", "candidate": candidate}, [cand_req[1], out[0], err[0], report[0]])
         for fd in [null, *cand_req, *out, *err, *report, to_checker[1], to_program[0]]:
@@ -193,7 +196,7 @@ class Template:
         return pid
 
 
-def _candidate_entry(uid: int, soft_cap: int, workdir: str) -> None:
+def _candidate_entry(uid: int, soft_cap: int, workdir: str, nproc: int) -> None:
     # Dumpable: its /proc entries are its own uid's, which no other run has.
     become(uid, uid, dumpable=True)
     try:
@@ -201,7 +204,7 @@ def _candidate_entry(uid: int, soft_cap: int, workdir: str) -> None:
             f.write("1000")  # the kernel OOM killer picks the program, not the runner
     except OSError:
         pass
-    _child_setup(soft_cap)
+    _child_setup(soft_cap, nproc)
     candidate_main(workdir)
 
 
