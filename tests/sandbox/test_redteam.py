@@ -851,3 +851,22 @@ def test_a_program_that_fails_only_when_run_again_does_not_pass_for_a_fix(tmp_pa
     assert not faced["verdict"]["passed"] and faced["verdict"]["held"] == "same_behaviour", faced["verdict"]
     assert "did not run cleanly" in faced["verdict"]["reasons"][0]
     assert run["outcome"] != "success" and run["fix"] is None
+
+
+# --------------------------------------------------------------------------- the hand-over
+SHOWS_NOTHING = "def mean(xs):\n    return sum(xs) / len(xs) + 1\n\nassert mean([2, 4]) > 0\n"
+HONEST_FIX = 'def mean(xs):\n    """The mean of xs."""\n    return sum(xs) / len(xs)\n\nassert mean([2, 4]) > 0\n'
+
+
+def test_the_hand_over_never_undoes_a_fix_the_checks_cannot_see(tmp_path):
+    """`selfheal run --code` with a task that says the cell is wrong, and an assert the
+    wrong cell passes too: the model's right fix passed, then the search for lines the fix
+    does not need put the user's wrong line back (that passes the same assert) and handed
+    over the wrong program with a docstring, saying it left out "the model's change of
+    your line"."""
+    plan = "1. Remove the + 1 from the mean."
+    run = _heal(tmp_path, SHOWS_NOTHING, [plan, f"```python\n{HONEST_FIX}```"], task="The mean is off by one.")
+    assert run["outcome"] == "success" and run["iterations"][0]["verdict"]["held"] == "given"
+    fix = run["fix"]
+    assert "return sum(xs) / len(xs)\n" in fix["code"] and "+ 1" not in fix["code"], fix
+    assert not any("change of your line" in d for d in fix["dropped"]), fix["dropped"]
