@@ -150,7 +150,8 @@ class Judge:
         verdict = judging.judge_given(result, task)
         seen = None
         if judging.observes_given(verdict):
-            seen, secs = self._observe(code)
+            shown, secs = self._observe(code)
+            seen = judging.given_shows(shown)
             sandbox_s += secs
         self.baseline = Baseline(spec=self.qa.spec_for(task, result), seen=seen)
         checks, secs = self._generated_checks(code, result)
@@ -163,7 +164,9 @@ class Judge:
         task = self.task
         if task.initial_code is None or given is None:
             return Baseline()
-        seen = self._observe(task.initial_code)[0] if judging.observes_given(given.verdict) else None
+        seen = (
+            judging.given_shows(self._observe(task.initial_code)[0]) if judging.observes_given(given.verdict) else None
+        )
         return Baseline(spec=self.qa.spec_for(task, given.result), seen=seen)
 
     def candidate(self, index: int, code: str, *, announce: str | None = None, show: bool = True) -> Trial:

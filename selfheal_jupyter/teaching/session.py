@@ -42,6 +42,10 @@ WITHHELD = (
     "teaching mode: this record holds your own run and the hints; the fix and the rounds that "
     "found it stay with the tool"
 )
+ENDED = "The run ended without a verified fix ({outcome}); what it said of its attempts stays with the tool."
+"""A hints record's ``error``: the run's own message names the rounds' programs, their
+errors and the tool's explanation of a failure (its stop and advice messages), so it
+stays with the tool as they do."""
 
 
 @dataclass(frozen=True)
@@ -248,7 +252,7 @@ class HintSession:
             task=task,
             iterations=iterations,
             outcome=run.outcome,
-            error=run.error,
+            error=ENDED.format(outcome=run.outcome) if run.error else "",
             model=run.model,
             base_url=run.base_url,
             started_at=run.started_at,

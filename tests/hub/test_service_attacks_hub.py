@@ -207,3 +207,34 @@ def test_a_cell_larger_than_a_run_takes_is_refused_before_the_log_or_a_hint_sess
     assert answer.status_code == 400 and "at most 4096 characters" in answer.json()["message"], answer.text[:300]
     assert (log.stat().st_size if log.exists() else 0) - before < 10_000
     set_policy(hub, {"mode": "full"})
+
+
+SPREAD = "def spread(xs):\n    return max(xs)\n\nassert spread([2, 9]) == 7\n"
+NEAR_MISS = (
+    "```python\ndef spread(xs):\n    return (max(xs) - min(xs)) / (len(xs) - 2)\n\nassert spread([2, 9]) == 7\n```"
+)
+
+
+def test_a_hints_record_quotes_no_line_nor_error_of_the_model_s_attempts(classroom):
+    """In hints mode only hints leave the service. The record a hint turn sends back (the
+    kernel's agent_result) carried the run's own message, whose advice quotes the
+    closest attempt's failing line and the tool's explanation of its error: an honest
+    near miss of the model, `(max(xs) - min(xs)) / (len(xs) - 2)`, reached a student whose
+    instructor keeps the fix hidden."""
+    hub, model = classroom
+    set_policy(hub, {"mode": "hints", "reveal_fix": False})
+    model.add(*[Reply(NEAR_MISS, match="def spread(") for _ in range(12)])
+    token = hub.token(STUDENTS[1])
+    answer = requests.post(
+        hub.service_url + "api/runs",
+        json=body("hint", SPREAD),
+        headers={"Authorization": f"token {token}"},
+        timeout=600,
+    )
+    assert answer.status_code == 200, answer.text[-500:]
+    end = json.loads(answer.text.strip().splitlines()[-1])
+    assert end["event"] == "HintsFinished" and end["data"]["hints"], end
+    record = end["data"]["record"]
+    assert record["outcome"] != "success" and record["error"], record  # the run ended, and says so
+    assert "max(xs) - min(xs)" not in answer.text and "ZeroDivisionError" not in answer.text, record["error"]
+    set_policy(hub, {"mode": "full"})

@@ -462,3 +462,29 @@ def test_a_question_of_groups_is_graded_on_one_answer_per_group(problem_id, code
     problem = {p.id: p for p in benchmarks.load("notebooks")}[problem_id]
     lacks = notebooks.grade_answer(problem, printed_on_the_notebook(problem_id, code))
     assert (lacks == "") is right, lacks
+
+
+@pytest.mark.parametrize(
+    "problem_id, code, right",
+    [
+        ("q07_old_books", "for b in sorted(library, key=lambda b: b['year']):\n    print(b['title'])", False),
+        ("q06_top_student", "for n in sorted(scores, key=scores.get, reverse=True):\n    print(n, scores[n])", False),
+        (
+            "q07_old_books",
+            "for b in sorted(library, key=lambda b: b['year']):\n    b['year'] < 1950 and print(b['title'])",
+            True,
+        ),
+        ("q06_top_student", "print('top:', max(scores, key=scores.get), max(scores.values()))", True),
+    ],
+    ids=["every-book-in-order", "every-student-ranked", "old-books", "top-student"],
+)
+def test_an_answer_shown_among_values_that_are_none_answers_nothing(problem_id, code, right) -> None:
+    """Attack class: the grader's reading of an output (``selfheal eval --benchmark
+    notebooks``). Every book sorted by year holds the three before 1950 in order, and every
+    student ranked holds the top one: the forgotten filter, a program that answers another
+    question, was graded solved."""
+    from selfheal_jupyter.eval import notebooks
+
+    problem = {p.id: p for p in benchmarks.load("notebooks")}[problem_id]
+    lacks = notebooks.grade_answer(problem, printed_on_the_notebook(problem_id, code))
+    assert (lacks == "") is right, lacks
