@@ -284,3 +284,12 @@ def test_the_tools_program_for_a_question_is_offered_once_where_a_check_has_one(
     assert rounds.data_answer([check], [(2, check.program)]) is None  # already ran
     assert rounds.data_answer([DataCheck(source=check.source)], []) is None  # no program for it
     assert rounds.data_answer([], []) is None  # a heal, or a question without a check
+
+
+def test_a_question_whose_check_has_a_program_opens_with_it_before_the_model():
+    check = DataCheck(source=f"{DATA_CHECK_PREFIX}the total `sales` of `df`; print it", program="print(1)\n")
+    opened = rounds.opening([check], Rules(max_iterations=2, quick_fixes=True))
+    assert opened.quick_fix == (check.program, "the total `sales` of `df`") and opened.quick_fixes_tried == 1
+    assert Rules(max_iterations=2, quick_fixes=True).last_round(opened) == 3  # the model keeps its 2 rounds
+    assert rounds.opening([check], Rules(max_iterations=2)).quick_fix is None  # quick_fixes off
+    assert rounds.opening([DataCheck(source=check.source)], Rules(max_iterations=2, quick_fixes=True)) == Progress()
