@@ -578,7 +578,7 @@ class Loop:
                 task.tests,
                 progress.origin if fresh else written.repair,
                 previous_codes=[it.candidate.code for it in state.run.iterations if it.candidate.code],
-                keep_spec=state.baseline.spec is not None and not state.baseline.spec.empty,
+                keep_spec=state.baseline.spec is not None and state.baseline.spec.states_checks,
                 on_token=lambda t: state.emit(TokensStreamed("developer", index, t)),
                 cancel=state.stop.event,
                 context=format_context(task.context),
