@@ -866,7 +866,8 @@ def test_plan_only(sandbox):
 @pytest.mark.sandbox
 def test_the_spec_note_is_sent_only_for_a_program_with_asserts(sandbox):
     """The note that says the user's asserts are their specification (~80 tokens) goes with
-    a repair of a program that has asserts, not with one that has none."""
+    a repair of a program that has asserts, not with one that has none; it comes before the
+    program, so the next round's prompt shares it with this one's cached prefix."""
     from selfheal_jupyter.agents.developer import SPEC_NOTE
 
     plain = "values = [1, 2, 3]\nprint(sum(values) / len(values[5:]))\n"
@@ -878,4 +879,7 @@ def test_the_spec_note_is_sent_only_for_a_program_with_asserts(sandbox):
             run = loop.run(Task(prompt="Make this code run.", initial_code=given))
             (request,) = server.chat_requests()
         assert run.outcome == "success"
-        assert (SPEC_NOTE in request["messages"][1]["content"]) is expected, given
+        prompt = request["messages"][1]["content"]
+        assert (SPEC_NOTE in prompt) is expected, given
+    # before the program, with what stays the same in every round (the server's prompt cache)
+    assert prompt.index(SPEC_NOTE) < prompt.index("The current program")
