@@ -268,8 +268,8 @@ class _Reader:
         that ``value`` on ``sum(values) / len(value)`` becomes ``len(value)`` →
         ``len(values)`` (the plain name is also a part of ``values``)."""
         tree, text = _parse_line(self.raw)
-        if tree is None:
-            return False
+        if tree is None:  # a line of a longer statement: the name itself, where it is once on the line
+            return len(re.findall(rf"(?<![.\w]){re.escape(name)}(?!\w)", self.raw)) == 1 and self.edit(name, meant)
         uses = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == name]
         if len(uses) != 1 or uses[0].lineno != 1:
             return False

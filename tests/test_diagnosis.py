@@ -170,6 +170,22 @@ def test_no_close_name_lists_the_columns_instead(sandbox, notebook):
     assert explanation.edits == []
 
 
+def test_a_misspelt_name_is_renamed_in_the_smallest_expression_its_line_holds_once():
+    from selfheal_jupyter.model import ErrorInfo, ExecutionResult
+
+    def edits(code: str, name: str, line: int) -> list[tuple[str, str]]:
+        error = ErrorInfo(type="NameError", message=f"name '{name}' is not defined", line=line)
+        found = explain(ExecutionResult(status="error", error=error), code, None)
+        return [(e.old, e.new) for e in found.edits]
+
+    # `value` is also a part of `values` on its line: the call around it is the edit's text
+    assert edits("values = [1, 2]\nmean = sum(values) / len(value)\n", "value", 2) == [("len(value)", "len(values)")]
+    # a line of a longer statement, which does not parse alone: the name, where it is once
+    assert edits("values = [1, 2]\nmean = (sum(values) /\n    len(valu))\n", "valu", 3) == [("valu", "values")]
+    # read twice on the line: which to change is not one edit's
+    assert edits("values = [1, 2]\nmean = sum(value) / len(value)\n", "value", 2) == []
+
+
 def test_close_names_are_close():
     assert close_name("Region", ["region", "sales"]) == "region"
     assert close_name("unit_price", ["unitprice", "units"]) == "unitprice"
