@@ -146,8 +146,13 @@ def run_checkout(side: str, checkout: Path, cases: list[Any], args: argparse.Nam
     settings = {"max_iterations": args.max_iterations, "temperature": 0.0}
     # The shared server as a user has it (warm across the cases of a checkout), but this
     # checkout's own: a cache home of its own, the weights linked in.
+    from llama_cpp import ensure_tools
+
+    from selfheal_jupyter.localmodel import ensure_weights, get_spec
     from selfheal_jupyter.localmodel.weights import cache_dir
 
+    # found before the cache home changes below: the build and the weights stay where they are
+    tools = ensure_tools("wheel")[0], ensure_weights(get_spec("qwen2.5-coder-1.5b"))
     home = args.out.parent / f"cache-{side}"
     (home / "selfheal-jupyter").mkdir(parents=True, exist_ok=True)
     models = home / "selfheal-jupyter" / "models"
@@ -156,7 +161,7 @@ def run_checkout(side: str, checkout: Path, cases: list[Any], args: argparse.Nam
     saved = os.environ.get("XDG_CACHE_HOME")
     os.environ["XDG_CACHE_HOME"] = str(home)
     try:
-        _run_cases(side, checkout, cases, args, sandbox, limits, out, done, settings)
+        _run_cases(side, checkout, cases, args, sandbox, limits, out, done, settings, tools)
     finally:
         for state in (home / "selfheal-jupyter" / "run").glob("shared-*.json"):
             try:
@@ -170,15 +175,12 @@ def run_checkout(side: str, checkout: Path, cases: list[Any], args: argparse.Nam
 
 
 def _run_cases(side: str, checkout: Path, cases: list[Any], args: argparse.Namespace, sandbox: Any, limits: Any,
-               out: Any, done: set[tuple[str, str]], settings: dict[str, Any]) -> None:  # fmt: skip
-    from llama_cpp import ensure_tools
-
+               out: Any, done: set[tuple[str, str]], settings: dict[str, Any],
+               tools: tuple[Path, Path]) -> None:  # fmt: skip
     from selfheal_jupyter.eval import notebooks
-    from selfheal_jupyter.localmodel import ensure_weights, get_spec
     from selfheal_jupyter.localmodel.threads import auto_threads
 
-    binaries, _ = ensure_tools("wheel")
-    model = ensure_weights(get_spec("qwen2.5-coder-1.5b"))
+    binaries, model = tools
     for problem in cases:
         if (problem.id, side) in done:
             continue
