@@ -91,8 +91,8 @@ class Baseline:
 
     @property
     def keeps_spec(self) -> bool:
-        """A repair must keep something of the user's code (the developer is told so)."""
-        return self.spec is not None and not self.spec.empty
+        """The user's code states checks a repair must keep (the developer is told so)."""
+        return self.spec is not None and self.spec.states_checks
 
 
 class Baselines:

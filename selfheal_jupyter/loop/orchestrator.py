@@ -189,6 +189,8 @@ class Loop:
             validate_task(task, max_code_bytes=self.budget.max_code_bytes)
             inputs = describe_inputs(task.inputs)
             state.sandbox_inputs = prepare_inputs(task)
+            if not (task.initial_code or "").strip():
+                state.progress = rounds.opening(task.data_checks, self.rules)
             self._plan_step(task, inputs, state)
             self._design_checks(task, inputs, state)
             self._iterate(task, inputs, state)
@@ -264,6 +266,7 @@ class Loop:
             run.plan = Plan(list(task.plan.steps), source="user")
         elif (
             self.auto_plan
+            and state.progress.quick_fix is None  # the tool's own program comes first: no plan for it
             and task.prompt.strip()
             and (self.plan_on_heal or not task.initial_code)
             and len(task.prompt.split()) >= self.plan_min_words

@@ -42,10 +42,10 @@ def test_data_notebook_question_on_the_embedded_model(tmp_path):
     """No endpoint configured: the embedded model answers 02's %%agent question. Then, as a
     user would, the answer is inserted and run in the kernel: `df` is as it was, and the
     answer names regions by their names, verified by the checks from `df`. The 1.5B model
-    does not find that answer in every run (q01 of ``bench/notebooks_speed.py``); when its
-    answer fails the check, the next round is the tool's own program for the question
-    (issue 40), so the run ends verified either way — never with what the model printed
-    passed off (stop 42's CI: row numbers for regions, called a success)."""
+    does not find that answer in every run (q01 of ``bench/notebooks_speed.py``), so the
+    tool's own program for the question (issue 40) runs first (issue 46) and the run ends
+    verified — never with what the model printed passed off (stop 42's CI: row numbers
+    for regions, called a success)."""
     nb = nbformat.read(NOTEBOOKS / "02-data-exploration.ipynb", as_version=4)
     agent = next(i for i, c in enumerate(nb.cells) if is_magic(c, "agent"))
     check = (

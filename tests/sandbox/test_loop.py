@@ -915,3 +915,25 @@ def test_plan_only(sandbox):
     with ScriptedServer([PLAN]) as s:
         plan = make_loop(s, sandbox).plan(task())
     assert plan.steps == ["Sum the column x of df.", "Print the total."]
+
+
+@pytest.mark.sandbox
+def test_the_spec_note_is_sent_only_for_a_program_with_asserts(sandbox):
+    """The note that says the user's asserts are their specification (~80 tokens) goes with
+    a repair of a program that has asserts, not with one that has none; it comes before the
+    program, so the next round's prompt shares it with this one's cached prefix."""
+    from selfheal_jupyter.agents.developer import SPEC_NOTE
+
+    plain = "values = [1, 2, 3]\nprint(sum(values) / len(values[5:]))\n"
+    checked = "values = [1, 2, 3]\nmean = sum(values) / len(values[5:])\nassert mean == 2\n"
+    fixed = "values = [1, 2, 3]\nmean = sum(values) / len(values)\nassert mean == 2\nprint(mean)\n"
+    for given, expected in ((plain, False), (checked, True)):
+        with ScriptedServer([Reply(fenced(fixed))]) as server:
+            loop = make_loop(server, sandbox, quick_fixes=False, auto_plan=False)
+            run = loop.run(Task(prompt="Make this code run.", initial_code=given))
+            (request,) = server.chat_requests()
+        assert run.outcome == "success"
+        prompt = request["messages"][1]["content"]
+        assert (SPEC_NOTE in prompt) is expected, given
+    # before the program, with what stays the same in every round (the server's prompt cache)
+    assert prompt.index(SPEC_NOTE) < prompt.index("The current program")
