@@ -22,7 +22,7 @@ test:
 	selfheal sandbox build
 	selfheal model fetch
 	$(MAKE) check
-	$(PYTHON) -m pytest -q
+	$(PYTHON) -m pytest -q --durations=25
 
 # For contributors, after `pip install -e '.[check]'` (no root, no engine, no model):
 # lint, format, types and the import graph (pyproject.toml's [tool.importlinter]).
@@ -32,6 +32,7 @@ check:
 	$(PYTHON) -m mypy
 	lint-imports
 
-# The unit lane (also needs '.[test]'): every test that needs no engine, model or browser.
+# The unit lane, after `pip install -e '.[test]'` (no root, no engine, no model, no browser):
+# tests/unit/, every test that needs none of them.
 unit:
-	$(PYTHON) -m pytest -q -m "not sandbox"
+	$(PYTHON) -m pytest -q tests/unit

@@ -4,11 +4,17 @@ Nothing here is mocked. The image must exist (CI builds it before the tests); wh
 does not, the tests FAIL and say how to build it: a silently skipped sandbox suite
 would hide exactly the breakage it is there to catch.
 
-The marker ``sandbox`` says a test needs more than Python: a container engine, the
-embedded model or a browser. ``python3 -m pytest -m "not sandbox"`` is the unit lane,
-which passes with none of them. A test that takes an engine fixture (below) or is
-marked ``slow``, ``browser``, ``engines`` or ``hub`` is marked ``sandbox`` here; any other that
-reaches the engine (through ``selfheal``, a kernel, a notebook shell) says so itself.
+The tests live in lanes, one folder for what they need (``make unit`` runs the first,
+``make test`` all of them): ``unit/`` needs no engine, model, browser or network;
+``sandbox/`` the Docker engine; ``notebook/`` the engine under an IPython shell, a
+kernel or nbclient; ``engines/`` a second engine (root); ``hub/`` a JupyterHub with Unix
+students (root); ``browser/`` Chromium; ``model/`` the embedded model's weights.
+
+The marker ``sandbox`` says a test needs more than Python: every test outside ``unit/``
+has it, and so has one that takes an engine fixture (below) or is marked ``slow``,
+``browser``, ``engines`` or ``hub``; any other that reaches the engine (through
+``selfheal``, a kernel, a notebook shell) says so itself. A ``sandbox`` test under
+``unit/`` stops the collection, naming the folders it may go to.
 """
 
 from __future__ import annotations
@@ -36,12 +42,28 @@ ENGINE_FIXTURES = frozenset({"docker_client", "sandbox_image", "sandbox"})
 NEEDS_MORE_THAN_PYTHON = ("slow", "browser", "engines", "hub")
 
 
+#: The folder of the lane without engine, model or browser.
+UNIT_LANE = Path(__file__).parent / "unit"
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m selects
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    misplaced = []
     for item in items:
         uses_engine = ENGINE_FIXTURES.intersection(getattr(item, "fixturenames", ()))
-        if uses_engine or any(item.get_closest_marker(name) for name in NEEDS_MORE_THAN_PYTHON):
+        in_unit_lane = item.path.is_relative_to(UNIT_LANE)
+        needs_more = uses_engine or any(item.get_closest_marker(name) for name in NEEDS_MORE_THAN_PYTHON)
+        if needs_more or not in_unit_lane:
             item.add_marker(pytest.mark.sandbox)
+        if in_unit_lane and item.get_closest_marker("sandbox"):
+            misplaced.append(item.nodeid)
+    if misplaced:
+        raise pytest.UsageError(
+            "These tests need an engine, a model, a browser or a hub, so they cannot be in "
+            "tests/unit/ (the lane that runs without them): move each to tests/sandbox/, "
+            "tests/notebook/, tests/engines/, tests/hub/, tests/browser/ or tests/model/ "
+            "(tests/conftest.py says which holds what):\n  " + "\n  ".join(misplaced)
+        )
 
 
 # A suite started in the background by a shell without job control inherits SIGINT

