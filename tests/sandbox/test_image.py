@@ -65,18 +65,16 @@ def client(docker_client):
 
 
 def test_only_latest_left_is_still_current_and_build_restores_the_version_tag(client):
-    ref = image.ensure_image(client)
-    image_id = client.images.get(ref).id
-    # untag only: `latest` still names the image (force: a warm container of an earlier
-    # test's sandbox may have been started from this tag; it keeps running)
-    client.images.remove(ref, force=True)
-    try:
-        status = image.image_status(client)
-        assert status.current and status.ref == f"{image.DEFAULT_IMAGE}:latest"
-        assert image.build_image(client, log=lambda _: None).ref == ref
-    finally:
-        client.api.tag(image_id, image.DEFAULT_IMAGE, image.IMAGE_VERSION)
-    assert client.images.get(ref).id == image_id
+    """The real image under ``latest`` alone (no version tag) is current, and a build puts
+    the version tag back without building. In a repository of its own: the real image's
+    tags stay for the tests that run containers of it meanwhile."""
+    image_id = client.images.get(image.ensure_image(client)).id
+    client.api.tag(image_id, TEST_REPO, "latest")
+    status = image.image_status(client, TEST_REPO)
+    assert status.current and status.ref == f"{TEST_REPO}:latest"
+    restored = image.build_image(client, TEST_REPO, log=lambda _: None).ref
+    assert restored == f"{TEST_REPO}:{image.IMAGE_VERSION}"
+    assert client.images.get(restored).id == image_id
 
 
 def test_the_built_image_is_present_and_current(client):
