@@ -44,12 +44,21 @@ NEEDS_MORE_THAN_PYTHON = ("slow", "browser", "engines", "hub")
 
 #: The folder of the lane without engine, model or browser.
 UNIT_LANE = Path(__file__).parent / "unit"
+#: Lanes whose tests run one after another in one process when the suite runs in
+#: parallel (``pytest -n 2 --dist loadgroup``): one hub at a time may hold the service's
+#: port, the second engines have fixed addresses, and two embedded models would share
+#: two cores.
+ONE_AT_A_TIME = ("hub", "engines", "model")
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m selects
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     misplaced = []
+    parallel = config.pluginmanager.hasplugin("xdist")
     for item in items:
+        lane = item.path.parent.name
+        if parallel and lane in ONE_AT_A_TIME:
+            item.add_marker(pytest.mark.xdist_group(lane))
         uses_engine = ENGINE_FIXTURES.intersection(getattr(item, "fixturenames", ()))
         in_unit_lane = item.path.is_relative_to(UNIT_LANE)
         needs_more = uses_engine or any(item.get_closest_marker(name) for name in NEEDS_MORE_THAN_PYTHON)
