@@ -2,7 +2,7 @@
 PYTHON ?= python3
 DEMO_TASK ?= write a function that returns the n-th Fibonacci number and print fib(10)
 
-.PHONY: demo test engine image check unit
+.PHONY: demo test engine image check unit record
 
 engine:
 	bash sandbox/setup-engine.sh
@@ -36,3 +36,8 @@ check:
 # tests/unit/, every test that needs none of them.
 unit:
 	$(PYTHON) -m pytest -q tests/unit
+
+# The real runner's results that tests/unit/'s loop tests replay (tests/recorded_sandbox.py),
+# recorded again on the engine: after a change to what the loop runs or to the runner.
+record:
+	$(PYTHON) -m pytest -q tests/unit --record-sandbox

@@ -51,6 +51,14 @@ UNIT_LANE = Path(__file__).parent / "unit"
 ONE_AT_A_TIME = ("hub", "engines", "model")
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--record-sandbox",
+        action="store_true",
+        help="run the unit lane's recorded_sandbox tests on the real engine and write their records again",
+    )
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m selects
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     misplaced = []
