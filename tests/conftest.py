@@ -26,6 +26,7 @@ import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import docker
 import pytest
@@ -36,8 +37,9 @@ from selfheal_jupyter.errors import EngineUnavailable, ImageMissing
 from selfheal_jupyter.sandbox.docker import LABEL, LABEL_PID, DockerSandbox
 from tests.waiting import wait_until
 
-#: The fixtures that reach the Docker engine (taken directly or through another fixture).
-ENGINE_FIXTURES = frozenset({"docker_client", "sandbox_image", "sandbox"})
+#: The fixtures that reach the Docker engine (taken directly or through another fixture),
+#: or start a browser.
+ENGINE_FIXTURES = frozenset({"docker_client", "sandbox_image", "sandbox", "chromium"})
 #: Markers whose tests need the embedded model, a browser, a second engine or a hub.
 NEEDS_MORE_THAN_PYTHON = ("slow", "browser", "engines", "hub")
 
@@ -150,6 +152,27 @@ def no_container_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
         for c in left:
             client.api.remove_container(c["Id"], force=True)
         pytest.fail(f"selfheal containers were left behind by the tests: {names}", pytrace=False)
+
+
+CHROMIUM = "/usr/bin/chromium"
+"""Debian's Chromium: Playwright only drives it; nothing downloads a browser."""
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    """One headless Chromium for a module's tests; each test opens a context of its own
+    (``chromium.new_context()``: no cookies or storage of another test's)."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium", pytrace=False)
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
+        )
+        try:
+            yield browser
+        finally:
+            browser.close()
 
 
 @pytest.fixture()
