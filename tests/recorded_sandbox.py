@@ -66,25 +66,11 @@ class RecordingSandbox:
     def close(self) -> None:
         """The real sandbox outlives the test."""
 
-    def execute(
-        self,
-        code: str,
-        *,
-        inputs: Mapping[str, Any] | None = None,
-        limits: Limits | None = None,
-        tests: str | None = None,
-        cancel: threading.Event | None = None,
-        prelude: str | None = None,
-        asserts: Sequence[tuple[int, int, str]] | None = None,
-    ) -> ExecutionResult:
-        extra: dict[str, Any] = {"prelude": prelude} if prelude else {}
-        if asserts:
-            extra["asserts"] = asserts
-        result = self.real.execute(code, inputs=inputs, limits=limits, tests=tests, cancel=cancel, **extra)
+    def execute(self, code: str, **kw: Any) -> ExecutionResult:
+        result = self.real.execute(code, **kw)
+        call = call_of(code, *(kw.get(k) for k in ("inputs", "limits", "tests", "prelude", "asserts")))
         with self._lock:
-            self.calls.append(
-                {"call": call_of(code, inputs, limits, tests, prelude, asserts), "result": result.to_dict()}
-            )
+            self.calls.append({"call": call, "result": result.to_dict()})
         return result
 
     def __enter__(self) -> RecordingSandbox:
