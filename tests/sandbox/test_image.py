@@ -34,6 +34,10 @@ def _working_in(dirs: set[Path]) -> list[str]:
     ]
 
 
+#: One worker for the module when the suite runs in parallel: its tests build, tag and
+#: prune the same test repository.
+pytestmark = pytest.mark.xdist_group("image")
+
 # --------------------------------------------------------------------------- engine
 
 
