@@ -22,7 +22,7 @@ test:
 	selfheal sandbox build
 	selfheal model fetch
 	$(MAKE) check
-	$(PYTHON) -m pytest -q --durations=25
+	$(PYTHON) -m pytest -q -n 2 --dist loadgroup --durations=25
 
 # For contributors, after `pip install -e '.[check]'` (no root, no engine, no model):
 # lint, format, types and the import graph (pyproject.toml's [tool.importlinter]).
