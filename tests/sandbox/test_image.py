@@ -7,6 +7,7 @@ the runner layer, on the real base.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -74,11 +75,16 @@ def test_only_latest_left_is_still_current_and_build_restores_the_version_tag(cl
     tags stay for the tests that run containers of it meanwhile."""
     image_id = client.images.get(image.ensure_image(client)).id
     client.api.tag(image_id, TEST_REPO, "latest")
-    status = image.image_status(client, TEST_REPO)
-    assert status.current and status.ref == f"{TEST_REPO}:latest"
-    restored = image.build_image(client, TEST_REPO, log=lambda _: None).ref
-    assert restored == f"{TEST_REPO}:{image.IMAGE_VERSION}"
-    assert client.images.get(restored).id == image_id
+    try:
+        status = image.image_status(client, TEST_REPO)
+        assert status.current and status.ref == f"{TEST_REPO}:latest"
+        restored = image.build_image(client, TEST_REPO, log=lambda _: None).ref
+        assert restored == f"{TEST_REPO}:{image.IMAGE_VERSION}"
+        assert client.images.get(restored).id == image_id
+    finally:  # the next tests start from a test repository without them
+        for tag in ("latest", image.IMAGE_VERSION):
+            with contextlib.suppress(docker.errors.ImageNotFound):
+                client.images.remove(f"{TEST_REPO}:{tag}")
 
 
 def test_the_built_image_is_present_and_current(client):
