@@ -327,6 +327,23 @@ class Loop:
             stop.close()
         return trial
 
+    def execute(
+        self, run: Run, code: str, *, prelude: str = "", cancel: threading.Event | None = None
+    ) -> ExecutionResult:
+        """Run ``code`` as ``run``'s programs ran (its inputs, the notebook's prelude then
+        ``prelude``, the user's tests), judged by nothing: teaching's look at the values
+        a program holds along the way. Raises ``SandboxError``."""
+        task = run.task
+        ctx = task.context
+        first = ctx.prelude if ctx is not None else ""
+        return self.qa.run(
+            code,
+            prepare_inputs(task),
+            task.tests,
+            cancel=cancel,
+            prelude="\n".join(p for p in (first, prelude) if p) or None,
+        )
+
     # ------------------------------------------------------------------ steps
     def _plan_step(self, task: Task, inputs: list[InputDescription], state: _RunState) -> None:
         run = state.run

@@ -26,9 +26,9 @@ from ..loop.events import ExecutionStarted, TokensStreamed, VerdictReady, Waitin
 from ..model import Hint, Task
 from ..render.hints import HintPanel, hint_text, hints_html, note_html
 from ..render.inline import show_html
-from ..teaching import small_fix
 from ..teaching.policy import Gate, PolicyBlocked
-from ..teaching.session import HintSession, Lines, cell_key
+from ..teaching.session import Cells, HintSession, examine
+from .cells import current_cell_id
 from .controller import RESULT_NAME, Pump
 
 RUNNING = "Running your cell in the sandbox…"
@@ -42,38 +42,38 @@ class Teacher:
     def __init__(self, shell: Any, gate: Gate) -> None:
         self.shell = shell
         self.gate = gate
-        self.sessions: dict[str, HintSession] = {}
+        self.cells = Cells()
+        """The cells' sessions, by the id the front end gives a cell (its edits keep it), else by code."""
         self.asked: list[Hint] = []
         """Every hint given in this kernel, in order (``%agent_export --hints``)."""
         self.loops: dict[str, Any] = {}
         """The loop each cell's run was made with (its model writes that cell's hints)."""
 
-    def session(self, task: Task, line_offset: int = 0) -> tuple[str, HintSession]:
-        key = cell_key(task)
-        if key not in self.sessions:
-            self.sessions[key] = HintSession(task.initial_code or "", self.gate.policy, line_offset=line_offset)
-        self.sessions[key].lines = Lines(line_offset)  # the same cell, its lines counted as asked
-        return key, self.sessions[key]
-
-    def turn(self, settings: SelfHeal, task: Task, *, line_offset: int = 0) -> HintTurn:
-        """The next hint for this cell (``line_offset`` 1: the cell's first line is ``%%hint``)."""
-        key, session = self.session(task, line_offset)
-        return HintTurn(self, key, session, settings, task)
+    def turn(self, settings: SelfHeal, task: Task, *, line_offset: int = 0, cell_id: str | None = None) -> HintTurn:
+        """The next hint for this cell (``line_offset`` 1: the cell's first line is ``%%hint``;
+        ``cell_id``: the front end's id of the cell, by default the one being executed)."""
+        cell_id = current_cell_id(self.shell) if cell_id is None else cell_id
+        session = self.cells.open(cell_id, task, self.gate.policy, line_offset=line_offset)
+        return HintTurn(self, session.key, session, settings, task, cell_id)
 
     def can_hint(self, task: Task) -> bool:
         """A hint may still be given for this cell (the button is offered only then)."""
-        key, session = self.session(task)
-        if self.gate.hints_left(key) == 0:
+        session = self.cells.find("", task)
+        if session is None:
+            return self.gate.hints_left("") != 0
+        if self.gate.hints_left(session.key) == 0:
             return False
-        return not session.ran or session.more
+        return session.needs_run(task) or session.more
 
 
 class HintTurn:
     """One hint: the run when the cell has none yet, then the next level, shown."""
 
-    def __init__(self, teacher: Teacher, key: str, session: HintSession, settings: SelfHeal, task: Task) -> None:
+    def __init__(
+        self, teacher: Teacher, key: str, session: HintSession, settings: SelfHeal, task: Task, cell_id: str = ""
+    ) -> None:
         self.teacher, self.key, self.session = teacher, key, session
-        self.settings, self.task = settings, task
+        self.settings, self.task, self.cell_id = settings, task, cell_id
         self.gate = teacher.gate
         self.panel: HintPanel | None = None
         self._handle: Any = None
@@ -91,7 +91,7 @@ class HintTurn:
         self.gate.admit("hint", run=False)
         if self.gate.hints_left(self.key) == 0:
             self.gate.take_hint(self.key)  # raises: the policy's hints for this cell are spent
-        if not self.session.ran:
+        if self.session.needs_run(self.task):
             self.gate.admit("hint")
 
     def _remote(self, emit: Callable[[Any], None], cancel: threading.Event) -> Hint | None:
@@ -105,7 +105,9 @@ class HintTurn:
                 emit(event if isinstance(event, str) else event.text)
 
         client = ServiceClient.from_settings(self.settings)
-        turn = client.hint_turn(self.settings, self.task, progress, cancel, line_offset=self.session.lines.offset)
+        turn = client.hint_turn(
+            self.settings, self.task, progress, cancel, line_offset=self.session.lines.offset, cell_id=self.cell_id
+        )
         self.remote = turn
         self.session.hints = list(turn.hints)
         self.note = turn.note
@@ -121,27 +123,23 @@ class HintTurn:
         if self.settings.service_url:
             return self._remote(emit, cancel)
         session = self.session
-        if not session.ran:
+        if session.needs_run(self.task):
+            session.begin(self.task)
             loop = self.teacher.loops[self.key] = build_loop(self.settings)
             run = loop.run(self.task, on_event=emit, cancel=cancel)
             if run.outcome == "cancelled" or not run.iterations:
                 raise Cancelled(f"No hint this time: {run.error or 'you stopped it.'} Run %%hint again to look again.")
             if not run.verified and run.outcome != "error":
                 emit(f"{FINDING} (trying small changes to your code)")
-                found = run
-                run = small_fix.search(found, lambda code: loop.recheck(found, code, cancel=cancel), cancel=cancel)
-                if cancel.is_set():
-                    raise Cancelled("No hint this time: you stopped it. Run %%hint again to look again.")
-            session.attach(run)
+            run = examine(session, run, loop, cancel)
+            if cancel.is_set():
+                raise Cancelled("No hint this time: you stopped it. Run %%hint again to look again.")
             if run.outcome == "error" and run.error:
                 self.note = run.error  # why no fix was looked for (the endpoint, the engine...)
         loop = self.teacher.loops.get(self.key) or build_loop(self.settings)
-        if not session.failed:
-            self.note = "Your cell runs and passes its checks: there is nothing to hint at."
-            return None
-        total = session.total()
-        if not session.more:
-            self.note = f"That was the last hint for this cell ({total} of {total})."
+        said = session.note()
+        if said:
+            self.note = " ".join(n for n in (self.note, said) if n)
             return None
         emit(WRITING)
         writer = HintWriter(loop.llm) if self.settings.hint_prose else None
@@ -178,7 +176,7 @@ class HintTurn:
             return False
         if self.panel is not None:
             self._handle = display(self.panel.mimebundle(), raw=True, display_id=True)
-            self.panel.working(RUNNING if not self.session.ran else WRITING)
+            self.panel.working(RUNNING if self.session.needs_run(self.task) else WRITING)
         return True
 
     def run_sync(self) -> Hint | None:

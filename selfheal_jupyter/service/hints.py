@@ -11,15 +11,13 @@ only: no candidate, output, diff, plan or fix, unless a level-3 hint under
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..agents.hint_writer import HintWriter
 from ..model import Hint, NotebookContext, Run, Task
-from ..teaching import small_fix
 from ..teaching.policy import Policy
-from ..teaching.session import HintSession, Lines, cell_key
+from ..teaching.session import Cells, HintSession, cell_key, examine
 
 __all__ = ["HintSessions", "Turn", "cell_key", "light"]
 
@@ -47,48 +45,47 @@ class HintSessions:
     """Every student cell's session, kept while the service runs (the hints given are
     also counted in the run log, so a restart gives no cell more hints)."""
 
-    sessions: dict[str, OrderedDict[str, HintSession]] = field(default_factory=dict)
-    """Each student's cells, their most recently asked last."""
+    cells: dict[str, Cells] = field(default_factory=dict)
+    """Each student's cells, by the id their kernel gives a cell, else by its code."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     keep: int = KEEP
 
-    def session(self, user: str, task: Task, policy: Policy | None = None, *, line_offset: int = 0) -> HintSession:
+    def session(
+        self, user: str, task: Task, policy: Policy | None = None, *, line_offset: int = 0, cell_id: str = ""
+    ) -> HintSession:
         """The student's session for this cell; its next hints count lines from
-        ``line_offset`` (the request's). The offset is not part of the key: a request that
-        says another offset gets the same session, its run and its hints so far, not a
-        fresh count of runs and hints."""
-        key = cell_key(task)
+        ``line_offset`` (the request's). Neither the offset nor the code is the cell's
+        identity when the kernel names the cell: an edit, or a request that says another
+        offset, gets the same session, its hints so far, not a fresh count of hints."""
         with self.lock:
-            own = self.sessions.setdefault(user, OrderedDict())
-            found = own.get(key)
-            if found is None:
-                found = own[key] = HintSession(task.initial_code or "", policy or Policy())
-                while len(own) > self.keep:  # their oldest cell's run is found again if asked
-                    own.popitem(last=False)
-            own.move_to_end(key)
-            if policy is not None:
-                found.policy = policy  # the service reads the policy again when its file changes
-            found.lines = Lines(line_offset)
-            return found
+            own = self.cells.setdefault(user, Cells(self.keep))
+            return own.open(cell_id, task, policy or Policy(), line_offset=line_offset)
 
-    def ran(self, user: str, task: Task) -> bool:
-        """Whether this student's cell has its run already (asked without keeping anything:
-        a refused request leaves no session behind)."""
+    def key(self, user: str, task: Task, cell_id: str = "") -> str:
+        """What this student's cell is known by (asked without keeping anything: a refused
+        request leaves no session behind)."""
         with self.lock:
-            own = self.sessions.get(user)
-            found = own.get(cell_key(task)) if own is not None else None
-            return found is not None and found.run is not None
+            own = self.cells.get(user)
+            found = own.find(cell_id, task) if own is not None else None
+        if found is not None:
+            return found.key
+        return f"id:{cell_id}" if cell_id else cell_key(task)
+
+    def needs_run(self, user: str, task: Task, cell_id: str = "") -> bool:
+        """Whether this student's cell has no run of this code yet (asked without keeping anything)."""
+        with self.lock:
+            own = self.cells.get(user)
+            found = own.find(cell_id, task) if own is not None else None
+            return found is None or found.needs_run(task)
 
     @staticmethod
     def found(session: HintSession, run: Run, loop: Any, cancel: threading.Event | None = None) -> None:
-        """The session's run (with a verified fix or not, kept without the task's copies),
-        after the small-change search when the model's rounds verified nothing (as in a kernel).
-        Kept for the day, so without the notebook's context (its earlier cells): nothing of
-        the session reads it, and the student's kernel has it."""
-        if not run.verified and run.outcome != "error":
-            tried = run
-            run = small_fix.search(tried, lambda code: loop.recheck(tried, code, cancel=cancel), cancel=cancel)
-        session.attach(replace(run, task=replace(light(run.task), context=None)))
+        """What the session learns from the run (as in a kernel: the small-change search,
+        the two runs compared, what the edit changed), the run then kept without the task's
+        copies. Kept for the day, so without the notebook's context (its earlier cells):
+        nothing of the session reads it, and the student's kernel has it."""
+        run = examine(session, run, loop, cancel)
+        session.keep(replace(run, task=replace(light(run.task), context=None)))
 
     @staticmethod
     def turn(
@@ -104,17 +101,16 @@ class HintSessions:
         for the cell, by the log; ``prose``: ``SelfHeal.hint_prose``)."""
         session.policy = policy
         total = session.total()
-        if not session.failed:
-            return Turn(
-                session.hints, total, False, "Your cell runs and passes its checks: there is nothing to hint at.", None
-            )
-        if max(len(session.hints), given_before) >= total:
+        note = session.note()
+        if not note and given_before >= total:
             note = f"That was the last hint for this cell ({total} of {total})."
-            return Turn(session.hints, total, False, note, session.record())
+        if note:
+            session.change = []  # said once, in this note
+            return Turn(session.hints, total, False, note, session.record() if session.failed else None)
         writer = HintWriter(llm) if prose else None
         hint = session.next_hint(writer, cancel=cancel)
         spent = writer.usage.prompt_tokens + writer.usage.completion_tokens if writer is not None else 0
-        return Turn(session.hints, total, session.more, "", session.record(), new=hint, tokens=spent)
+        return Turn(session.hints, session.total(), session.more, "", session.record(), new=hint, tokens=spent)
 
 
 def light(task: Task) -> Task:

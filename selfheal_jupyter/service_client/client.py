@@ -190,10 +190,18 @@ class ServiceClient:
 
     # ------------------------------------------------------------------ entry points
     def request(
-        self, entry: str, task: Task, settings: SelfHeal, *, plan_only: bool = False, line_offset: int = 0
+        self,
+        entry: str,
+        task: Task,
+        settings: SelfHeal,
+        *,
+        plan_only: bool = False,
+        line_offset: int = 0,
+        cell_id: str = "",
     ) -> dict[str, Any]:
         """The body of a request: the entry point, the task (copies as bytes), options and
-        (for a hint) how many lines of the cell sit above the code (1: the ``%%hint`` line)."""
+        (for a hint) how many lines of the cell sit above the code (1: the ``%%hint`` line)
+        and the id the front end gives the cell (its hints follow it across edits)."""
         options: dict[str, Any] = {name: getattr(settings, name) for name in OPTIONS if settings.is_set(name)}
         if plan_only:
             options["plan_only"] = True
@@ -209,6 +217,8 @@ class ServiceClient:
         }
         if entry == "hint":
             body["line_offset"] = line_offset
+            if cell_id:
+                body["cell_id"] = cell_id
         return body
 
     def cell_work(
@@ -255,10 +265,12 @@ class ServiceClient:
         cancel: threading.Event,
         *,
         line_offset: int = 0,
+        cell_id: str = "",
     ) -> wire.HintsFinished:
         """One ``%%hint`` turn in the service: its progress in words, then the hints (their
         line numbers counted from ``line_offset``, as the student's editor shows them)."""
-        end = self.stream(self.request("hint", task, settings, line_offset=line_offset), emit, cancel)
+        body = self.request("hint", task, settings, line_offset=line_offset, cell_id=cell_id)
+        end = self.stream(body, emit, cancel)
         if isinstance(end, wire.Failed):
             if end.kind in ("policy", "quota"):
                 raise PolicyBlocked(end.message)

@@ -15,8 +15,9 @@ letters"):
    changes (nor its usual words: "integer division" for ``//``), no name the student's
    cell does not have, no code the cell does not hold, no instruction to change code
    ("use", "change … to", "replace", "instead", "to fix this"), no error other than
-   the one that happened, no line but the ones the tool named, and no number the cell,
-   the error or the values do not back.
+   the one that happened, no line but the ones the tool named, no number the cell,
+   the error or the values do not back, and no value the verified run holds where the
+   student's run differs (:mod:`.why`).
 
 Prose that fails is dropped and the hint is the facts alone: a good hint (the facts
 were right every time the model was not).
@@ -303,6 +304,8 @@ def problems(
                 )
                 out.append(f"it names {'an' if kind == 'operator' else 'a'} {kind} the fix changes")
                 break
+    if held is not None and states_verified(seen, held):
+        out.append("it states a value the verified run has where the student's differs")
     strangers = sorted(n for n in code_names if n not in names and n.lower() not in ("e", "g", "i.e", "etc"))
     if strangers:
         out.append("it names something the cell does not have")
@@ -335,6 +338,20 @@ def problems(
     if claimed:
         out.append("it states a number nothing computed")
     return out
+
+
+def states_verified(text: str, held: HeldFix) -> bool:
+    """``text`` says a value the verified run holds where the student's run differs
+    (``middle`` is ``1`` there tells ``//`` as surely as the fixed line)."""
+    said = _numbers(_with_lines_said_removed(_number_words(text)))
+    flat = _squash(text)
+    for value in held.verified_values:
+        if _NUMBER.fullmatch(value.strip()):
+            if _numbers(value) & said:
+                return True
+        elif len(_squash(value)) >= 3 and _squash(value) in flat:
+            return True
+    return False
 
 
 def _number_words(text: str) -> str:
