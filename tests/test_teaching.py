@@ -626,3 +626,170 @@ def test_prose_that_says_a_fix_which_only_reorders_is_dropped():
     for text in ("Multiply by nine and divide by five.", "The factor should be 9 over 5, not 5 over 9."):
         assert prose.problems(text, facts=facts, held=held), text
     assert prose.problems("Work out line 2 by hand for 100 degrees.", facts=facts, held=held) == []
+
+
+# ---------------------------------------------------------------- the why from two runs
+def test_probe_lines_go_between_the_statements_and_the_programs_lines_stay_its_own():
+    from selfheal_jupyter.teaching.observe import HELPER, Place, instrument, place_of
+
+    assert place_of(CELL, 3) == Place(3, "after")  # what the assignment gave
+    assert place_of(CELL, 4) == Place(4, "before", (("@value", "ordered[middle]"),))  # what the return gives
+    loop = "for i in range(1, len(xs)):\n    total += xs[i]\n"
+    assert place_of(loop, 1) == Place(1, "body") and place_of(loop, 1, before=True).exprs == (
+        ("@value", "range(1, len(xs))"),
+    )
+    probed = instrument(CELL, {"a": place_of(CELL, 3), "b": place_of(CELL, 4)})
+    lines = probed.splitlines()
+    assert lines[3] == f"    {HELPER}('a', locals(), {{}})" and lines[2] == CELL.splitlines()[2]
+    assert lines[4].startswith(f"    {HELPER}('b', locals(), {{'@value': (lambda: (ordered[middle]))}})")
+    assert [line for line in lines if HELPER not in line] == CELL.splitlines()
+    assert instrument("if x: y = 1\n", {"a": Place(1, "after")}) is None  # no line of its own: not probed
+
+
+def test_prose_that_says_the_verified_runs_value_is_dropped():
+    """``middle`` is ``1`` in the verified run: saying so tells ``//`` as surely as the line."""
+    from dataclasses import replace
+
+    from selfheal_jupyter.teaching.why import Differs
+
+    facts, held = median_facts()
+    facts.differs = Differs("middle", 3, 1, "1.5", "float", call=(("values", "[3, 1, 2]"),), function="median")
+    text = "In a run that passes, middle is 1 on line 4."
+    assert prose.problems(text, facts=facts, held=held) == []  # nothing else is wrong with it
+    found = prose.problems(text, facts=facts, held=replace(held, verified_values=("1",)))
+    assert found == ["it states a value the verified run has where the student's differs"]
+
+
+@pytest.mark.sandbox
+def test_level_2_asks_about_the_value_that_differs_from_the_verified_run_never_saying_that_one(shell):
+    """It asked about the function's argument (``values`` is ``[3, 1, 2]``), the first local
+    the failing frame had; the value that is wrong is ``middle``, ``1.5`` here and ``1`` in
+    the verified run, and what the operation that uses it needs is a whole number."""
+    with ScriptedServer([developer_fix()]) as server:
+        shell.run_cell(f"%config SelfHeal.base_url = '{server.base_url}'", store_history=False)
+        shell.run_cell(TESTS, store_history=True)
+        texts = []
+        for _ in range(2):
+            with capture_output() as cap:
+                shell.run_cell(f"%%hint --tests median_tests\n{CELL}", store_history=True)
+            texts.append(shown(cap))
+    why = texts[1].split("Hint 2 of 3", 1)[1]
+    assert "The first time line 4 runs in `median([3, 1, 2])`, `middle` is `1.5` (a float" in why
+    assert "It fails on line 5: `return ordered[middle]`." in why
+    assert "What kind of number can be used as a position in a list?" in why
+    assert "`middle` is `1`" not in why and "// 2" not in why
+    assert shell.user_ns["agent_result"].hints[1].facts[0].startswith("The first time line 4 runs")
+
+
+# ---------------------------------------------------------------- the ladder follows the student's edits
+MEDIAN = """def median(values):
+    ordered = sorted(values)
+    middle = len(ordered) / 2
+    return ordered[middle]
+
+assert median([3, 1, 2]) == 2
+assert median([4, 1, 3, 2]) == 2.5
+"""
+MEDIAN_HALF = MEDIAN.replace("/ 2", "// 2")  # the crash fixed, the even case not yet
+MEDIAN_FIXED = MEDIAN_HALF.replace(
+    "    return ordered[middle]\n",
+    "    if len(ordered) % 2:\n        return ordered[middle]\n    return (ordered[middle - 1] + ordered[middle]) / 2\n",
+)
+
+
+def _as_jupyterlab_sends(kc, cell_id: dict) -> None:
+    """nbclient sends no cell id; JupyterLab and VS Code put the cell's in each execute
+    request's metadata (``cellId``): the kernel client sends it so here."""
+
+    def execute(code, silent=False, store_history=True, user_expressions=None, allow_stdin=None, stop_on_error=True):
+        content = {
+            "code": code,
+            "silent": silent,
+            "store_history": store_history,
+            "user_expressions": user_expressions or {},
+            "allow_stdin": bool(allow_stdin),
+            "stop_on_error": stop_on_error,
+        }
+        msg = kc.session.msg("execute_request", content, metadata={"cellId": cell_id["id"]})
+        kc.shell_channel.send(msg)
+        return msg["header"]["msg_id"]
+
+    kc.execute = execute
+
+
+def _said(cell) -> str:
+    return "".join(o.get("data", {}).get("text/plain", "") + o.get("text", "") for o in cell.outputs)
+
+
+@pytest.mark.sandbox
+def test_the_ladder_follows_a_student_through_their_edits_in_a_notebook(tmp_path):
+    """A hint, then an edit that fixes half: the next ``%%hint`` started a new cell from
+    hint 1 and said nothing of the edit. Now it says what the edit changed in the run and
+    gives the next rung; once the cell passes, ``%%hint`` says it is solved."""
+    from nbclient import NotebookClient
+
+    fix = Reply(f"```python\n{MEDIAN_FIXED}```", match="expert Python developer")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("%load_ext selfheal_jupyter")])
+    cell = nbformat.v4.new_code_cell(f"%%hint\n{MEDIAN}")
+    cell.id = "median-cell"
+    record = nbformat.v4.new_code_cell("print([(h.level, bool(h.change)) for h in agent_result.hints])")
+    nb.cells += [cell, record]
+    said = []
+    with ScriptedServer([fix, fix]) as server:
+        env = dict(os.environ, OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="k", SELFHEAL_MODEL="scripted-model")
+        client = NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
+        executing = {"id": ""}
+        with client.setup_kernel(env=env):
+            _as_jupyterlab_sends(client.kc, executing)
+            client.execute_cell(nb.cells[0], 0)
+            for source in (MEDIAN, MEDIAN_HALF, MEDIAN_FIXED):
+                cell.source = f"%%hint\n{source}"
+                executing["id"] = cell.id
+                client.execute_cell(cell, 1)
+                said.append(_said(cell))
+            executing["id"] = "record-cell"
+            client.execute_cell(record, 2)
+        assert server.remaining == 0  # a run for each version that fails: the passing one needs none
+    first, after_edit, solved = said
+    assert "Hint 1 of 3 — Where" in first and "It fails on line 5" in first
+    edit = after_edit.split("What your edit changed:", 1)[1]
+    assert edit.startswith(" Your edit changed line 4. On line 4, `middle` is now `1`; it was `1.5`.")
+    assert "The TypeError on line 5 is gone; now the assert on line 8 fails." in edit
+    assert "Hint 2 of 3 — Why" in edit and "When line 8 runs, `median([4, 1, 3, 2])` is `3`." in edit
+    assert "Work through `median` by hand" in edit and "(ordered[middle - 1]" not in edit
+    assert "Your edit changed lines 5, 6 and 7. Now your cell runs and passes its checks." in solved
+    assert "Solved: there is nothing more to hint at." in solved
+    assert _said(record).strip() == "[(1, False), (2, True)]"
+
+
+@pytest.mark.sandbox
+def test_an_edit_starts_no_fresh_count_of_hints(kernel_with_policy):
+    """``max_hints`` counted hints per exact code: a comment added to the cell was a new
+    cell with all its hints again. The count is the cell's, over every edit, and another
+    cell id on code the kernel has seen is the same cell."""
+    from tests.test_panel import execute_reply
+
+    replies = [developer_fix(), developer_fix()]
+    with ScriptedServer(replies) as server:
+        kc = kernel_with_policy(server, {"mode": "hints", "max_hints": 2, "reveal_fix": False})
+        kc.execute_interactive("%config SelfHeal.hint_prose = False", timeout=60)
+        execute(kc, TESTS)
+
+        def hint(code: str, cell_id: str) -> str:
+            """Run ``%%hint`` as JupyterLab does in cell ``cell_id``; what it showed."""
+            from tests.test_panel import Wire, execute_in_cell
+
+            msg_id = execute_in_cell(kc, f"%%hint --tests median_tests\n{code}", cell_id)
+            wire = Wire(kc, msg_id)
+            assert execute_reply(kc, msg_id, timeout=120)["content"]["status"] == "ok"
+            wire.until(lambda: wire.idle, 30, "the cell to end")
+            return json.dumps([m["content"] for m in wire.messages])
+
+        assert "Hint 1 of 2" in hint(CELL, "cell-a")
+        commented = CELL.replace("def median(values):", "def median(values):  # mine")
+        second = hint(commented, "cell-a")
+        assert "What your edit changed: Your edit changed line 2." in second and "Hint 2 of 2" in second
+        for code, cell_id in ((commented + "# again\n", "cell-a"), (CELL, "cell-b")):
+            said = hint(code, cell_id)
+            assert "all 2 hints this cell may get" in said and "Hint 1 of" not in said.split("Hint 2 of 2")[-1]
+        assert server.remaining == 0

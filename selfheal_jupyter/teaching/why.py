@@ -295,6 +295,17 @@ def _uses(tree: ast.AST, name: str) -> set[str]:
     return out
 
 
+def _loop_over(tree: ast.AST, d: Differs) -> str | None:
+    """The list a loop's variable ``d.name`` indexes, when the loop on ``d``'s line binds it."""
+    node = statement_at(tree, d.line)
+    if d.expression or not isinstance(node, (ast.For, ast.AsyncFor)) or d.name not in _names(node.target):
+        return None
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Subscript) and isinstance(inner.value, ast.Name) and d.name in _names(inner.slice):
+            return inner.value.id
+    return None
+
+
 def _call_of(text: str) -> str | None:
     """The function a call expression calls (``median`` of ``median([4, 1, 3, 2])``)."""
     try:
@@ -317,6 +328,9 @@ def question(d: Differs, cell: str, failing: int | None, error_type: str, messag
         if not used:
             used = _uses(tree, d.name)
     number = d.kind in ("float", "int")
+    walked = _loop_over(tree, d) if tree is not None else None
+    if walked is not None:
+        return f"Which positions of `{walked}` should `{d.name}` go through, starting with the first?"
     if d.expression and d.kind == "bool":
         return "Is that what it should be for these values? Work it out by hand."
     if "index" in used and d.kind == "float":
