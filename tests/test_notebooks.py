@@ -232,7 +232,7 @@ def test_teaching_notebook_hints_never_the_answer_until_level_3(tmp_path):
     (listing,) = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("for hint in agent_result")]
     assert "".join(o.get("text", "") for o in listing.outputs).count("facts only") == 3  # the default: no prose
     why = pages[1].split("Hint 2 of 3", 1)[1]
-    assert "The first time line 4 runs in `average([7, 9, 10])`, `i` is `1`" in why  # the value that differs
+    assert "`i` is `1` (a whole number): the first time line 4 runs when `average` gets `marks`" in why
     assert "Which positions of `marks` should `i` go through" in why and "line 4 is a call" in why
     for page in pages[:2]:
         assert "range(len(marks))" not in page

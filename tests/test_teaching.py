@@ -640,8 +640,9 @@ def test_probe_lines_go_between_the_statements_and_the_programs_lines_stay_its_o
     )
     probed = instrument(CELL, {"a": place_of(CELL, 3), "b": place_of(CELL, 4)})
     lines = probed.splitlines()
-    assert lines[3] == f"    {HELPER}('a', locals(), {{}})" and lines[2] == CELL.splitlines()[2]
-    assert lines[4].startswith(f"    {HELPER}('b', locals(), {{'@value': (lambda: (ordered[middle]))}})")
+    assert lines[1] == f"    {HELPER}('', locals(), {{}})"  # the call, named by its arguments as they came in
+    assert lines[4] == f"    {HELPER}('a', locals(), {{}})" and lines[3] == CELL.splitlines()[2]
+    assert lines[5].startswith(f"    {HELPER}('b', locals(), {{'@value': (lambda: (ordered[middle]))}})")
     assert [line for line in lines if HELPER not in line] == CELL.splitlines()
     assert instrument("if x: y = 1\n", {"a": Place(1, "after")}) is None  # no line of its own: not probed
 
@@ -656,7 +657,7 @@ def test_prose_that_says_the_verified_runs_value_is_dropped():
     facts.differs = Differs("middle", 3, 1, "1.5", "float", call=(("values", "[3, 1, 2]"),), function="median")
     text = "In a run that passes, middle is 1 on line 4."
     assert prose.problems(text, facts=facts, held=held) == []  # nothing else is wrong with it
-    found = prose.problems(text, facts=facts, held=replace(held, verified_values=("1",)))
+    found = prose.problems(text, facts=facts, held=replace(held, verified_values=(("middle", "1"),)))
     assert found == ["it states a value the verified run has where the student's differs"]
 
 
@@ -674,11 +675,12 @@ def test_level_2_asks_about_the_value_that_differs_from_the_verified_run_never_s
                 shell.run_cell(f"%%hint --tests median_tests\n{CELL}", store_history=True)
             texts.append(shown(cap))
     why = texts[1].split("Hint 2 of 3", 1)[1]
-    assert "The first time line 4 runs in `median([3, 1, 2])`, `middle` is `1.5` (a float" in why
+    said = "`middle` is `1.5` (a float: a number with a fraction part): the first time line 4 runs when `median` gets"
+    assert said in why and "`values` = `[3, 1, 2]`." in why
     assert "It fails on line 5: `return ordered[middle]`." in why
     assert "What kind of number can be used as a position in a list?" in why
     assert "`middle` is `1`" not in why and "// 2" not in why
-    assert shell.user_ns["agent_result"].hints[1].facts[0].startswith("The first time line 4 runs")
+    assert shell.user_ns["agent_result"].hints[1].facts[0].startswith("`middle` is `1.5`")
 
 
 # ---------------------------------------------------------------- the ladder follows the student's edits
@@ -755,7 +757,7 @@ def test_the_ladder_follows_a_student_through_their_edits_in_a_notebook(tmp_path
     edit = after_edit.split("What your edit changed:", 1)[1]
     assert edit.startswith(" Your edit changed line 4. On line 4, `middle` is now `1`; it was `1.5`.")
     assert "The TypeError on line 5 is gone; now the assert on line 8 fails." in edit
-    assert "Hint 2 of 3 — Why" in edit and "When line 8 runs, `median([4, 1, 3, 2])` is `3`." in edit
+    assert "Hint 2 of 3 — Why" in edit and "`median([4, 1, 3, 2])` is `3` when line 8 runs." in edit
     assert "Work through `median` by hand" in edit and "(ordered[middle - 1]" not in edit
     assert "Your edit changed lines 5, 6 and 7. Now your cell runs and passes its checks." in solved
     assert "Solved: there is nothing more to hint at." in solved

@@ -121,9 +121,9 @@ class HeldFix:
     moved: frozenset[str] = frozenset()
     """Tokens both have that the fix puts elsewhere on its lines: ``9 / 5`` for ``5 / 9``
     introduces and removes nothing, and says the fix as well."""
-    verified_values: tuple[str, ...] = ()
-    """What the verified run holds where the student's values differ (:mod:`.why`): saying
-    one tells the change (``middle`` is ``1`` there)."""
+    verified_values: tuple[tuple[str, str], ...] = ()
+    """(name, value) the verified run holds where the student's value differs (:mod:`.why`):
+    saying one tells the change (``middle`` is ``1`` there)."""
 
 
 # ---------------------------------------------------------------- tokens of a line

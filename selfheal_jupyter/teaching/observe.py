@@ -157,15 +157,45 @@ def _call(place: str, exprs: tuple[tuple[str, str], ...]) -> str:
     return f"{HELPER}({place!r}, locals(), {{{values}}})"
 
 
+ENTRY = ""
+"""The place name of a function's first line: it only notes the call (its arguments as
+they came in, before the function changes any), which every later place names."""
+
+
+def _function_of(tree: ast.AST, node: ast.stmt) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The innermost function whose body holds ``node``."""
+    holding = [
+        fn
+        for fn in ast.walk(tree)
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and fn is not node
+        and fn.body[0].lineno <= node.lineno <= (fn.end_lineno or fn.lineno)
+    ]
+    return max(holding, key=lambda fn: fn.lineno, default=None)
+
+
+def _entry(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.stmt | None:
+    """The statement a line at the function's start goes before (after its docstring)."""
+    body = fn.body
+    first = (
+        body[1]
+        if len(body) > 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+        else body[0]
+    )
+    return None if first.lineno == fn.lineno else first
+
+
 def instrument(code: str, places: Mapping[str, Place]) -> str | None:
-    """``code`` with a probe line at each place (None when it does not parse, or a place
-    cannot take a line: the statement shares its line with another)."""
+    """``code`` with a probe line at each place, and one at the start of each function that
+    holds a place (None when it does not parse, or a place cannot take a line: the
+    statement shares its line with another)."""
     tree = parse(code)
     if tree is None:
         return None
     lines = source_lines(code, keepends=True)
     plain = source_lines(code)
     inserts: list[tuple[int, int, str]] = []  # (index of the line it goes before, order, text)
+    entries: set[int] = set()
     for order, (name, place) in enumerate(places.items()):
         node = statement_at(tree, place.line)
         if node is None:
@@ -183,6 +213,11 @@ def instrument(code: str, places: Mapping[str, Place]) -> str | None:
         if len(indent) != target.col_offset and len(indent.expandtabs()) != target.col_offset:
             return None  # ``if x: y = 1``, ``a = 1; b = 2``: no line of its own
         inserts.append((index, order, indent + _call(name, place.exprs) + "\n"))
+        fn = _function_of(tree, target)
+        first = _entry(fn) if fn is not None else None
+        if first is not None and first.lineno not in entries:
+            entries.add(first.lineno)
+            inserts.append((first.lineno - 1, -1, _indent(plain[first.lineno - 1]) + _call(ENTRY, ()) + "\n"))
     if lines and not lines[-1].endswith(("\n", "\r")):
         lines[-1] += "\n"
     for index, _, text in sorted(inserts, reverse=True):
@@ -227,6 +262,8 @@ def {HELPER}(place, scope, exprs, _state={{"busy": False, "frames": {{}}, "count
             counts = held[2]
         else:
             counts = _state["counts"]
+        if place == "":
+            return
         arrival = counts[place] = counts.get(place, 0) + 1
         total = _state["total"][place] = _state["total"].get(place, 0) + 1
         if arrival > {arrivals} or total > 4 * {arrivals}:

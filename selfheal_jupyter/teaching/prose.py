@@ -304,7 +304,7 @@ def problems(
                 )
                 out.append(f"it names {'an' if kind == 'operator' else 'a'} {kind} the fix changes")
                 break
-    if held is not None and states_verified(seen, held):
+    if held is not None and states_verified(seen, held, facts):
         out.append("it states a value the verified run has where the student's differs")
     strangers = sorted(n for n in code_names if n not in names and n.lower() not in ("e", "g", "i.e", "etc"))
     if strangers:
@@ -340,17 +340,31 @@ def problems(
     return out
 
 
-def states_verified(text: str, held: HeldFix) -> bool:
-    """``text`` says a value the verified run holds where the student's run differs
-    (``middle`` is ``1`` there tells ``//`` as surely as the fixed line)."""
-    said = _numbers(_with_lines_said_removed(_number_words(text)))
-    flat = _squash(text)
-    for value in held.verified_values:
-        if _NUMBER.fullmatch(value.strip()):
-            if _numbers(value) & said:
+def states_verified(text: str, held: HeldFix, facts: Facts) -> bool:
+    """``text`` says, in a sentence about a name whose value differs, the value the verified
+    run holds there (``middle`` is ``1`` tells ``//`` as surely as the fixed line). Code
+    spans that are the student's own values (``[3, 1, 2]``) or code (``len(ordered) / 2``)
+    say nothing of the fix."""
+    own = {_squash(v) for _, v in facts.values}
+    differs = facts.differs
+    if differs is not None:
+        own |= {_squash(differs.value), *(_squash(v) for _, v in (*differs.call, *differs.around))}
+    cell = _squash(facts.cell)
+
+    def theirs(span: str) -> bool:
+        return _squash(span) in own or (len(tokens(span)) >= 2 and _squash(span) in cell)
+
+    for sentence in re.split(r"(?<=[.?!;:])\s+|\n", text):
+        bare = _SPAN.sub(lambda m: " " if theirs(m.group(2)) else m.group(2), sentence)
+        words = _words(bare)
+        for name, value in held.verified_values:
+            if not _words(name) <= words:
+                continue
+            if _NUMBER.fullmatch(value.strip()):
+                if _numbers(value) & _numbers(_with_lines_said_removed(_number_words(bare))):
+                    return True
+            elif len(_squash(value)) >= 3 and _squash(value) in _squash(bare):
                 return True
-        elif len(_squash(value)) >= 3 and _squash(value) in flat:
-            return True
     return False
 
 

@@ -73,7 +73,16 @@ class Lines:
 
 
 def where_facts(facts: Facts, lines: Lines) -> list[str]:
-    """Level 1: where it failed, where the fix starts, the error in plain words."""
+    """Level 1: where it failed, where the fix starts, the error in plain words, and a
+    next step on that line."""
+    out = _where(facts, lines)
+    if facts.changed_lines:
+        first = lines(facts.changed_lines[0])
+        out.append(f"Next step: work through line {first} by hand for the first input. What does it do there?")
+    return out
+
+
+def _where(facts: Facts, lines: Lines) -> list[str]:
     out: list[str] = []
     if facts.failing_line:
         out.append(f"It fails on line {lines(facts.failing_line)}: `{facts.failing_source}`.")
@@ -201,7 +210,8 @@ class HintSession:
         self.facts, self._held = facts_of(run)
         if found is not None and found.first is not None and self._held is not None:
             self.facts.differs = found.first
-            self._held = replace(self._held, verified_values=found.verified)
+            pairs = tuple((d.name, v) for d, v in zip(found.differs, found.verified, strict=True))
+            self._held = replace(self._held, verified_values=pairs)
         self.change = list(change or [])
         self._before = None
 

@@ -259,24 +259,31 @@ ORDINALS = {1: "first", 2: "second", 3: "third"}
 
 
 def _when(d: Differs, shown_line: int) -> str:
-    """ "The second time line 16 runs in `average([12, 15, 9, 18])`"."""
+    """ "The second time line 16 runs when `average` gets `grades` = `[12, 15, 9, 18]`"."""
     if not d.function and d.arrival == 1:
         return f"When line {shown_line} runs"
     where = f"The {ORDINALS.get(d.arrival, f'{d.arrival}th')} time line {shown_line} runs"
     if d.function:
-        where += f" in `{d.function}({', '.join(v for _, v in d.call)})`"
+        given = ", ".join(f"`{n}` = `{v}`" for n, v in d.call if (n, v) != (d.name, d.value))
+        where += f" when `{d.function}` gets {given}" if given else f" in `{d.function}`"
     return where
 
 
 def said(d: Differs, shown_line: int) -> str:
-    """The student's value, where and when ("The first time line 4 runs in
-    `median([3, 1, 2])`, `middle` is `1.5` (a float: a number with a fraction part)")."""
+    """The student's value first, then where and when ("`middle` is `1.5` (a float: a
+    number with a fraction part) the first time line 4 runs when `median` gets `values` =
+    `[3, 1, 2]`")."""
+    when = _when(d, shown_line)
     if d.kind == "raises":
-        return f"{_when(d, shown_line)}, working out `{d.name}` raises {d.value}."
+        return f"Working out `{d.name}` raises {d.value} ({when[0].lower()}{when[1:]})."
     kind = KIND_WORDS.get(d.kind)
-    around = ", ".join(f"`{n}` is `{v}`" for n, v in d.around[:2])
     what = f"`{d.name}` is `{d.value}`" + (f" ({kind})" if kind and not d.expression else "")
-    return f"{_when(d, shown_line)}, {around} and {what}." if around else f"{_when(d, shown_line)}, {what}."
+    given = dict(d.call)
+    around = [f"`{n}` = `{v}`" for n, v in d.around[:2] if given.get(n) != v]
+    with_ = f", with {' and '.join(around)}" if around else ""
+    if not d.function and d.arrival == 1:
+        return f"{what}{with_} {when[0].lower()}{when[1:]}."
+    return f"{what}{with_}: {when[0].lower()}{when[1:]}."
 
 
 def _uses(tree: ast.AST, name: str) -> set[str]:
@@ -300,6 +307,8 @@ def _loop_over(tree: ast.AST, d: Differs) -> str | None:
     node = statement_at(tree, d.line)
     if d.expression or not isinstance(node, (ast.For, ast.AsyncFor)) or d.name not in _names(node.target):
         return None
+    if not (isinstance(node.iter, ast.Call) and isinstance(node.iter.func, ast.Name) and node.iter.func.id == "range"):
+        return None  # a loop over items, not positions
     for inner in ast.walk(node):
         if isinstance(inner, ast.Subscript) and isinstance(inner.value, ast.Name) and d.name in _names(inner.slice):
             return inner.value.id
@@ -343,7 +352,11 @@ def question(d: Differs, cell: str, failing: int | None, error_type: str, messag
         return "What kind of number does `range()` accept?"
     if error_type == "TypeError" and ("operand" in message or "concatenate" in message):
         return f"What type must `{d.name}` be for that operation?"
+    defined = (
+        {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))} if tree else set()
+    )
     call = _call_of(d.name) if d.expression else None
+    call = call if call in defined else None
     if call is not None:
         return f"Work through `{call}` by hand for these values, line by line: where does it stop doing what you meant?"
     if d.expression:
