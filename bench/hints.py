@@ -244,7 +244,9 @@ SAYS_THE_FIX = ("it holds a line of the fix", "it names a", "it names an", "it s
 """The findings that mean a hint (facts and prose alike) says the fix."""
 _SPAN = re.compile(r"`([^`\n]+)`")
 _STATED = re.compile(r"`([^`\n]+)` is `")
-_NEXT_STEP = re.compile(r"\?|(?:^|[.:!]\s+)(?:[Nn]ext step|[Ww]ork (?:it )?(?:out|through)|[Ll]ook at|[Tt]ry|[Cc]ompare)\b")
+_NEXT_STEP = re.compile(
+    r"\?|(?:^|[.:!]\s+)(?:[Nn]ext step|[Ww]ork (?:it )?(?:out|through)|[Ll]ook at|[Tt]ry|[Cc]ompare)\b"
+)
 """A question, or a sentence that starts with something to do."""
 
 
