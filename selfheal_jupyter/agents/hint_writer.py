@@ -35,8 +35,8 @@ LEVEL_ASK = {
     1: "In plain words, say what goes wrong when the cell runs and that the problem starts on "
     "line {start}. Do not say how to change it.",
     2: "Explain in general terms the idea at stake for a change of this kind, then end with ONE "
-    "question about the values listed above that the student can answer by working through the "
-    "code by hand. Do not say how to change the code.",
+    "question about the value that is wrong (else the values listed above) that the student can "
+    "answer by working through the code by hand. Do not say how to change the code.",
 }
 
 
