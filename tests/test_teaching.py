@@ -22,6 +22,7 @@ from IPython.utils.capture import capture_output
 
 from selfheal_jupyter.teaching import prose
 from selfheal_jupyter.teaching.facts import Facts, HeldFix, changes_of
+from selfheal_jupyter.teaching.session import Lines
 from tests.scripted_server import Reply, ScriptedServer
 
 CELL = """def median(values):
@@ -795,3 +796,23 @@ def test_an_edit_starts_no_fresh_count_of_hints(kernel_with_policy):
             said = hint(code, cell_id)
             assert "all 2 hints this cell may get" in said and "Hint 1 of" not in said.split("Hint 2 of 2")[-1]
         assert server.remaining == 0
+
+
+def test_what_an_edit_changed_is_said_from_the_students_two_runs():
+    from selfheal_jupyter.teaching.edit import edited_lines, outcome
+
+    assert edited_lines(MEDIAN, MEDIAN_HALF) == ([3], [3])
+    assert edited_lines(MEDIAN, MEDIAN.replace("    ordered = sorted(values)\n", "")) == ([2], [])
+    shown = Lines(1)
+    crash = Facts(cell=MEDIAN, error_type="TypeError", failing_line=4)
+    first_assert = Facts(cell=MEDIAN_HALF, error_type="AssertionError", failing_line=6)
+    second_assert = Facts(cell=MEDIAN_HALF, error_type="AssertionError", failing_line=7)
+    same = {n: n for n in range(1, 8)}
+    assert (
+        outcome(crash, second_assert, same, shown) == "The TypeError on line 5 is gone; now the assert on line 8 fails."
+    )
+    assert outcome(first_assert, second_assert, same, shown) == (
+        "The assert on line 7 now passes; the assert on line 8 fails."
+    )
+    assert outcome(crash, crash, same, shown) == "It still fails in the same place: it fails on line 5 (TypeError)."
+    assert outcome(crash, Facts(cell=MEDIAN_FIXED), same, shown) == "Now your cell runs and passes its checks."
