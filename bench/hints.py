@@ -62,7 +62,7 @@ from selfheal_jupyter.model import Run, Task  # noqa: E402
 from selfheal_jupyter.service_client import wire  # noqa: E402
 from selfheal_jupyter.teaching import prose, small_fix  # noqa: E402
 from selfheal_jupyter.teaching import session as sessions  # noqa: E402
-from selfheal_jupyter.teaching.facts import Facts, HeldFix, changes_of, tokens  # noqa: E402
+from selfheal_jupyter.teaching.facts import Facts, HeldFix, changes_of  # noqa: E402
 from selfheal_jupyter.teaching.policy import Policy  # noqa: E402
 
 MEDIAN = """def median(values):
@@ -240,8 +240,6 @@ TELLS = (
 )
 """The prose checks' findings that mean the prose tells the change (the others: it names
 code, a line, an error or a number that is not the cell's or not computed: it is wrong)."""
-SAYS_THE_FIX = ("it holds a line of the fix", "it names a", "it names an", "it states a value")
-"""The findings that mean a hint (facts and prose alike) says the fix."""
 _SPAN = re.compile(r"`([^`\n]+)`")
 _STATED = re.compile(r"`([^`\n]+)` is `")
 _NEXT_STEP = re.compile(
@@ -288,14 +286,6 @@ def differing(row: dict, loop):  # type: ignore[no-untyped-def]
     return found
 
 
-def _only_new(held: HeldFix, cell: str) -> HeldFix:
-    """The fix as a hint that may quote the student's code sees it: only what the cell has nowhere."""
-    own = set(tokens(cell))
-    return replace(
-        held, introduced=frozenset(held.introduced - own), removed=frozenset(), moved=frozenset(held.moved - own)
-    )
-
-
 def _plain_value(text: str) -> bool:
     try:
         ast.literal_eval(text)
@@ -322,8 +312,8 @@ def hint_checks(text: str, level: int, row: dict, found) -> dict:  # type: ignor
         facts.differs = found.first
         verified = tuple((d.name, v) for d, v in zip(found.differs, found.verified, strict=True))
         out["points"] = bool(said_lines & set(facts.changed_lines))
-        said = prose.problems(text, facts=facts, held=replace(_only_new(held, cell), verified_values=verified))
-        out["no_change"] = not any(p.startswith(SAYS_THE_FIX) for p in said) and not squashed_fix_in(text, held.lines)
+        said = prose.says_the_fix(text, facts=facts, held=replace(held, verified_values=verified))
+        out["no_change"] = not said and not squashed_fix_in(text, held.lines)
         if level == 2:
             stated = _STATED.search(text)
             out["value"] = bool(stated and stated[1] in {d.name for d in found.differs})

@@ -25,6 +25,7 @@ were right every time the model was not).
 
 from __future__ import annotations
 
+import ast
 import base64
 import binascii
 import codecs
@@ -32,7 +33,7 @@ import html
 import re
 import unicodedata
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from confusable_homoglyphs.confusables import confusables_data
 
@@ -340,22 +341,29 @@ def problems(
     return out
 
 
-def states_verified(text: str, held: HeldFix, facts: Facts) -> bool:
-    """``text`` says, in a sentence about a name whose value differs, the value the verified
-    run holds there (``middle`` is ``1`` tells ``//`` as surely as the fixed line). Code
-    spans that are the student's own values (``[3, 1, 2]``) or code (``len(ordered) / 2``)
-    say nothing of the fix."""
+def _own(facts: Facts) -> Callable[[str], bool]:
+    """Whether a code span is the student's own: one of their run's values, or code of
+    their cell (two tokens or more: a lone ``1`` could be anything)."""
     own = {_squash(v) for _, v in facts.values}
     differs = facts.differs
     if differs is not None:
         own |= {_squash(differs.value), *(_squash(v) for _, v in (*differs.call, *differs.around))}
     cell = _squash(facts.cell)
+    return lambda span: _squash(span) in own or (len(tokens(span)) >= 2 and _squash(span) in cell)
 
-    def theirs(span: str) -> bool:
-        return _squash(span) in own or (len(tokens(span)) >= 2 and _squash(span) in cell)
 
+def _without_own(text: str, facts: Facts) -> str:
+    theirs = _own(facts)
+    return _SPAN.sub(lambda m: " " if theirs(m.group(2)) else m.group(2), text)
+
+
+def states_verified(text: str, held: HeldFix, facts: Facts) -> bool:
+    """``text`` says, in a sentence about a name whose value differs, the value the verified
+    run holds there (``middle`` is ``1`` tells ``//`` as surely as the fixed line). Code
+    spans that are the student's own values (``[3, 1, 2]``) or code (``len(ordered) / 2``)
+    say nothing of the fix."""
     for sentence in re.split(r"(?<=[.?!;:])\s+|\n", text):
-        bare = _SPAN.sub(lambda m: " " if theirs(m.group(2)) else m.group(2), sentence)
+        bare = _without_own(sentence, facts)
         words = _words(bare)
         for name, value in held.verified_values:
             if not _words(name) <= words:
@@ -366,6 +374,39 @@ def states_verified(text: str, held: HeldFix, facts: Facts) -> bool:
             elif len(_squash(value)) >= 3 and _squash(value) in _squash(bare):
                 return True
     return False
+
+
+def says_the_fix(text: str, *, facts: Facts, held: HeldFix) -> list[str]:
+    """What in ``text`` — a hint that may quote the student's own code and values — says
+    the fix: a line of it, as code a name, operator or literal it brings that the cell has
+    nowhere (a literal by its value: ``'Fizz'`` is the cell's ``"Fizz"``), an operator's
+    usual words, or a value the verified run holds where the student's differs."""
+    out = []
+    if leaked_lines(text, held.lines):
+        out.append("it holds a line of the fix")
+    seen = plain(text)
+    bare = _with_lines_said_removed(_without_own(seen, facts))
+    code = [*_spans(_without_own(seen, facts)), *_CODE_LIKE.findall(bare)]
+    said = {t for part in code for t in tokens(part)}
+    cell = set(tokens(facts.cell))
+    values = {_literal(t) for t in cell}
+    lowered = bare.lower()
+    for token in sorted(held.introduced | held.moved):
+        if token in cell or (token[0] in "'\"" and _literal(token) in values):
+            continue
+        numbers = token[0].isdigit() and token in _numbers(bare)
+        if token in said or numbers or any(word in lowered for word in OPERATOR_WORDS.get(token, ())):
+            out.append(f"it says {token!r}, which the fix brings")
+    if states_verified(seen, held, facts):
+        out.append("it states a value the verified run has where the student's differs")
+    return out
+
+
+def _literal(token: str) -> object:
+    try:
+        return ast.literal_eval(token)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return token
 
 
 def _number_words(text: str) -> str:
