@@ -816,3 +816,17 @@ def test_what_an_edit_changed_is_said_from_the_students_two_runs():
     )
     assert outcome(crash, crash, same, shown) == "It still fails in the same place: it fails on line 5 (TypeError)."
     assert outcome(crash, Facts(cell=MEDIAN_FIXED), same, shown) == "Now your cell runs and passes its checks."
+
+
+def test_the_benchs_check_that_a_hint_says_no_part_of_the_fix_lets_it_quote_the_students_own_code():
+    facts, held = median_facts()
+    assert (
+        prose.says_the_fix("The problem starts on line 4: `middle = len(ordered) / 2`.", facts=facts, held=held) == []
+    )
+    assert prose.says_the_fix("Line 4 wants `len(ordered) // 2`.", facts=facts, held=held)
+    assert prose.says_the_fix("It is a whole number division.", facts=facts, held=held)
+    cell = 'print(["Fizz", 1])\nassert f() == "FizzBuzz"\n'
+    changes, lines, introduced, removed, moved = changes_of(cell, cell.replace('"', "'"))
+    quoted = Facts(cell=cell, changes=changes)
+    requoted = HeldFix(code="", diff="", lines=(), introduced=introduced, removed=removed, moved=moved)
+    assert prose.says_the_fix('It fails on line 2: `assert f() == "FizzBuzz"`.', facts=quoted, held=requoted) == []

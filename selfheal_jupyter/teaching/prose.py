@@ -354,7 +354,7 @@ def _own(facts: Facts) -> Callable[[str], bool]:
 
 def _without_own(text: str, facts: Facts) -> str:
     theirs = _own(facts)
-    return _SPAN.sub(lambda m: " " if theirs(m.group(2)) else m.group(2), text)
+    return _SPAN.sub(lambda m: " " if theirs(m.group(2)) else m.group(0), text)
 
 
 def states_verified(text: str, held: HeldFix, facts: Facts) -> bool:
