@@ -30,6 +30,7 @@ import base64
 import binascii
 import codecs
 import html
+import keyword
 import re
 import unicodedata
 import urllib.parse
@@ -132,11 +133,15 @@ def _is_name(token: str) -> bool:
 
 
 def _same_up_to_names(line: list[str], window: list[str]) -> bool:
-    """``window`` is ``line`` with names consistently renamed."""
+    """``window`` is ``line`` with names consistently renamed (a keyword is no name: ``for
+    value in values:`` is not any four words and a colon)."""
     mapping: dict[str, str] = {}
     back: dict[str, str] = {}
     for ours, theirs in zip(line, window, strict=False):
-        if _is_name(ours) and _is_name(theirs):
+        if keyword.iskeyword(ours) or keyword.iskeyword(theirs):
+            if ours != theirs:
+                return False
+        elif _is_name(ours) and _is_name(theirs):
             if mapping.setdefault(ours, theirs) != theirs or back.setdefault(theirs, ours) != ours:
                 return False
         elif ours != theirs:
@@ -146,8 +151,9 @@ def _same_up_to_names(line: list[str], window: list[str]) -> bool:
 
 def leaked_lines(text: str, fix_lines: Iterable[str]) -> list[str]:
     """The fix's changed lines that any view of ``text`` holds, exactly or nearly
-    (whitespace aside, names renamed). Lines of fewer than ``MIN_TOKENS`` tokens are
-    left to :func:`problems`."""
+    (whitespace aside, names renamed: only a line with something beyond names and
+    punctuation, since ``x: float`` renamed is any "Word: word"). Lines of fewer than
+    ``MIN_TOKENS`` tokens are left to :func:`problems`."""
     found: list[str] = []
     seen = [(_squash(v), tokens(v.replace("`", " "))) for v in views(text)]
     for line in fix_lines:
@@ -155,9 +161,11 @@ def leaked_lines(text: str, fix_lines: Iterable[str]) -> list[str]:
         if len(ours) < MIN_TOKENS:
             continue
         squashed = _squash(line)
+        renamable = any(not (_is_name(t) and not keyword.iskeyword(t)) and t not in PUNCTUATION for t in ours)
         for flat, theirs in seen:
-            if squashed in flat or any(
-                _same_up_to_names(ours, theirs[i : i + len(ours)]) for i in range(len(theirs) - len(ours) + 1)
+            if squashed in flat or (
+                renamable
+                and any(_same_up_to_names(ours, theirs[i : i + len(ours)]) for i in range(len(theirs) - len(ours) + 1))
             ):
                 found.append(line.strip())
                 break
