@@ -241,7 +241,8 @@ TELLS = (
 """The prose checks' findings that mean the prose tells the change (the others: it names
 code, a line, an error or a number that is not the cell's or not computed: it is wrong)."""
 _SPAN = re.compile(r"`([^`\n]+)`")
-_STATED = re.compile(r"`([^`\n]+)` is `")
+_STATED = re.compile(r"`([^`\n]+)` is `|Working out `([^`\n]+)` raises")
+"""The first value a hint states: "`x` is `v`", or that working it out raises."""
 _NEXT_STEP = re.compile(
     r"\?|(?:^|[.:!]\s+)(?:[Nn]ext step|[Ww]ork (?:it )?(?:out|through)|[Ll]ook at|[Tt]ry|[Cc]ompare)\b"
 )
@@ -316,7 +317,7 @@ def hint_checks(text: str, level: int, row: dict, found) -> dict:  # type: ignor
         out["no_change"] = not said and not squashed_fix_in(text, held.lines)
         if level == 2:
             stated = _STATED.search(text)
-            out["value"] = bool(stated and stated[1] in {d.name for d in found.differs})
+            out["value"] = bool(stated and (stated[1] or stated[2]) in {d.name for d in found.differs})
     return out
 
 

@@ -830,3 +830,18 @@ def test_the_benchs_check_that_a_hint_says_no_part_of_the_fix_lets_it_quote_the_
     quoted = Facts(cell=cell, changes=changes)
     requoted = HeldFix(code="", diff="", lines=(), introduced=introduced, removed=removed, moved=moved)
     assert prose.says_the_fix('It fails on line 2: `assert f() == "FizzBuzz"`.', facts=quoted, held=requoted) == []
+
+
+def test_the_question_asks_what_the_operation_needs_never_what_the_fix_has():
+    from selfheal_jupyter.teaching.why import Differs, question
+
+    middle = Differs("middle", 3, 1, "1.5", "float", function="median", call=(("values", "[3, 1, 2]"),))
+    assert question(middle, MEDIAN, 4, "TypeError", "") == "What kind of number can be used as a position in a list?"
+    cell = "def summary(readings):\n    for city, temps in readings:\n        print(city)\n"
+    loop = Differs("readings", 2, 1, "{'Oslo': [1]}", "dict", expression=True, function="summary")
+    said = question(loop, cell, 2, "ValueError", "too many values to unpack (expected 2)")
+    assert said == (
+        "What does a `for` loop over `readings` give at each step; into how many names does the loop take each one apart?"
+    )
+    walked = Differs("i", 3, 1, "1", "int", function="average")
+    assert "Which positions of `marks` should `i` go through" in question(walked, NOTEBOOK_03, 7, "AssertionError", "")

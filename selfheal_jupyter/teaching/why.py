@@ -337,6 +337,12 @@ def question(d: Differs, cell: str, failing: int | None, error_type: str, messag
         if not used:
             used = _uses(tree, d.name)
     number = d.kind in ("float", "int")
+    node = statement_at(tree, d.line) if tree is not None else None
+    if d.expression and isinstance(node, (ast.For, ast.AsyncFor)) and d.name == ast.unparse(node.iter):
+        parts = (
+            "; into how many names does the loop take each one apart?" if isinstance(node.target, ast.Tuple) else "?"
+        )
+        return f"What does a `for` loop over `{d.name}` give at each step{parts}"
     walked = _loop_over(tree, d) if tree is not None else None
     if walked is not None:
         return f"Which positions of `{walked}` should `{d.name}` go through, starting with the first?"
