@@ -137,7 +137,7 @@ class HintTurn:
             if run.outcome == "error" and run.error:
                 self.note = run.error  # why no fix was looked for (the endpoint, the engine...)
         loop = self.teacher.loops.get(self.key) or build_loop(self.settings)
-        said = session.note()
+        said = session.take_note()
         if said:
             self.note = " ".join(n for n in (self.note, said) if n)
             return None

@@ -101,11 +101,8 @@ class HintSessions:
         for the cell, by the log; ``prose``: ``SelfHeal.hint_prose``)."""
         session.policy = policy
         total = session.total()
-        note = session.note()
-        if not note and given_before >= total:
-            note = f"That was the last hint for this cell ({total} of {total})."
+        note = session.take_note(spent=given_before >= total)
         if note:
-            session.change = []  # said once, in this note
             return Turn(session.hints, total, False, note, session.record() if session.failed else None)
         writer = HintWriter(llm) if prose else None
         hint = session.next_hint(writer, cancel=cancel)

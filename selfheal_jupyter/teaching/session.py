@@ -266,15 +266,19 @@ class HintSession:
     def revealed(self) -> bool:
         return any(h.diff for h in self.hints)
 
-    def note(self) -> str:
-        """Why no hint is given now ("" when one may be), with what the edit changed."""
+    def take_note(self, *, spent: bool = False) -> str:
+        """Why no hint is given now ("" when one may be), said with what the edit changed
+        (once: it is forgotten here). ``spent``: another count (the service's log) says the
+        cell's hints are used up."""
         if not self.failed:
             said = SOLVED if self.change else NOTHING
-        elif not self.more:
-            said = f"That was the last hint for this cell ({len(self.hints)} of {len(self.hints)})."
+        elif not self.more or spent:
+            total = self.total()
+            said = f"That was the last hint for this cell ({total} of {total})."
         else:
             return ""
-        return " ".join([*self.change, said])
+        change, self.change = self.change, []
+        return " ".join([*change, said])
 
     # ------------------------------------------------------------------ hints
     def next_hint(self, writer: HintWriter | None = None, *, cancel: threading.Event | None = None) -> Hint:
