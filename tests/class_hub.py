@@ -272,15 +272,16 @@ def class_hub(
     *extra: str,
     more_config: str = "",
     nofile: int | None = None,
+    students: tuple[str, ...] = STUDENTS,
 ) -> Iterator[Hub]:
     """A hub with the students, the instructor, the course group and the selfheal block
     (``more_config``: lines for ``jupyterhub_config.py`` before the block; ``nofile``: the
-    hub's, so the service's, open-file limit)."""
+    hub's, so the service's, open-file limit; ``students``: the course group)."""
     folder.mkdir(parents=True, exist_ok=True)
     os.chmod(folder, 0o700)
     (folder / "policy.json").write_text(json.dumps(policy))
     hub = Hub(folder, free_port(), secrets.token_hex(16), service_port=free_port(), nofile=nofile)
-    users = [*STUDENTS, INSTRUCTOR]
+    users = [*students, INSTRUCTOR]
     config = f"""
 c.JupyterHub.ip = "127.0.0.1"
 c.JupyterHub.port = {hub.port}
@@ -292,7 +293,7 @@ c.JupyterHub.authenticator_class = "dummy"
 c.DummyAuthenticator.password = "{secrets.token_hex(8)}"
 c.Authenticator.allowed_users = {set(users)!r}
 c.Authenticator.admin_users = {{{INSTRUCTOR!r}}}
-c.JupyterHub.load_groups = {{{COURSE!r}: {{"users": {list(STUDENTS)!r}}}}}
+c.JupyterHub.load_groups = {{{COURSE!r}: {{"users": {list(students)!r}}}}}
 c.JupyterHub.services = [{{"name": "class-test", "api_token": {hub.admin_token!r}}}]
 c.JupyterHub.load_roles = [
     {{"name": "class-test", "scopes": ["admin:users", "tokens", "read:roles"], "services": ["class-test"]}}
