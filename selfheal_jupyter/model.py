@@ -668,6 +668,8 @@ class Hint:
     """The student's code the hint is about."""
     diff: str = ""
     """Level 3 when the policy reveals the fix: the diff to the student's cell."""
+    change: str = ""
+    """What the student's edit since the last hint changed in the run ("" when none)."""
 
 
 @dataclass

@@ -40,8 +40,33 @@ MODEL_KEY = "sk-class-key-" + "7f3a9c"
 STUDENT_RUNNER = """
 import sys, nbformat
 from nbclient import NotebookClient
+
+# As JupyterLab sends it: each execute request names its cell (``cellId`` in its metadata;
+# a cell's ``lab_cell_id`` plays the same cell edited and run again).
+current = {"id": ""}
+
+
+def named(cell, cell_index):
+    current["id"] = cell.metadata.get("lab_cell_id") or cell.get("id", "")
+
+
+def started(notebook):
+    kc = client.kc
+
+    def execute(code, silent=False, store_history=True, user_expressions=None, allow_stdin=None, stop_on_error=True):
+        content = dict(code=code, silent=silent, store_history=store_history, user_expressions=user_expressions or {},
+                       allow_stdin=bool(allow_stdin), stop_on_error=stop_on_error)
+        msg = kc.session.msg("execute_request", content, metadata={"cellId": current["id"]})
+        kc.shell_channel.send(msg)
+        return msg["header"]["msg_id"]
+
+    kc.execute = execute
+
+
 nb = nbformat.read(sys.argv[1], as_version=4)
-NotebookClient(nb, kernel_name="python3", allow_errors=True, store_widget_state=True, timeout=900).execute()
+client = NotebookClient(nb, kernel_name="python3", allow_errors=True, store_widget_state=True, timeout=900,
+                        on_notebook_start=started, on_cell_start=named)
+client.execute()
 nbformat.write(nb, sys.argv[2])
 """
 

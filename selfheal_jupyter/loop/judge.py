@@ -190,6 +190,16 @@ class Judge:
         verdict = judging.with_verified_by(verdict, checks, task)
         return Trial(code, result, verdict, checks, explanation=explanation, sandbox_s=sandbox_s + secs)
 
+    def execute(self, code: str, prelude: str = "") -> ExecutionResult:
+        """``code`` run as this run's programs run (its inputs, the notebook's prelude then
+        ``prelude``, the user's tests), with no pre-check and no verdict: what a program
+        holds along the way, for teaching (:mod:`selfheal_jupyter.teaching.observe`)."""
+        if self.stop.is_set():
+            raise Cancelled("Stopped before the sandbox run.")
+        first = self._prelude or ""
+        joined = "\n".join(p for p in (first, prelude) if p) or None
+        return self.qa.run(code, self.inputs, self.task.tests, cancel=self.stop, prelude=joined)
+
     @staticmethod
     def not_run(proposal: Proposal, repeat_of: int | None, told: RepairContext | None) -> Trial:
         """A reply that gives nothing to run: no program (or edits that did not apply),

@@ -29,6 +29,7 @@ from ..errors import BadInput, Cancelled, LLMError, SandboxError, SelfHealError
 from ..llm import LLMClient
 from ..model import (
     Candidate,
+    ExecutionResult,
     InputDescription,
     Iteration,
     Limits,
@@ -240,6 +241,18 @@ class Loop:
             if kept is None:
                 judge.baseline = judge.baseline_again(next((it for it in run.iterations if it.index == 0), None))
             return judge.candidate(0, code, show=False)
+        finally:
+            stop.close()
+
+    def execute(
+        self, run: Run, code: str, *, prelude: str = "", cancel: threading.Event | None = None
+    ) -> ExecutionResult:
+        """Run ``code`` as ``run``'s programs ran, judged by nothing (:meth:`Judge.execute
+        <selfheal_jupyter.loop.judge.Judge.execute>`): teaching's look at the values a
+        program holds along the way. Raises ``SandboxError`` and ``Cancelled``."""
+        stop = StopSignal(cancel, None)
+        try:
+            return self._judge(run, prepare_inputs(run.task), stop, Emitter(None)).execute(code, prelude)
         finally:
             stop.close()
 

@@ -40,6 +40,8 @@ SCREENS = Path(os.environ.get("SELFHEAL_SCREENS") or ROOT / "test-output" / "ins
 AVERAGE = "def average(scores):\n    return sum(scores) // len(scores)\n\nassert average([1, 2]) == 1.5\n"
 AVERAGE_FIX_LINE = "return sum(scores) / len(scores)"
 AVERAGE_FIX = f"```python\ndef average(scores):\n    {AVERAGE_FIX_LINE}\n\nassert average([1, 2]) == 1.5\n```"
+EDITED = AVERAGE.replace("def average(scores):\n", "def average(scores):\n    # the mean of the scores\n")
+"""The student's cell after an edit (one that changes nothing of the run)."""
 PROSE = "Think about what kind of division gives a whole number, and what the assert expects."
 
 
@@ -78,7 +80,7 @@ def test_the_instructor_sets_hints_sees_the_hint_word_for_word_closes_an_exam_an
     from playwright.sync_api import expect
 
     s1 = classroom.students[0]
-    classroom.script(Reply(AVERAGE_FIX, match="def average("), Reply(PROSE, match="teacher"))
+    classroom.script(*[Reply(AVERAGE_FIX, match="def average("), Reply(PROSE, match="teacher")] * 2)
     hub = classroom.hub
     screens()
     browser = chromium
@@ -112,29 +114,40 @@ def test_the_instructor_sets_hints_sees_the_hint_word_for_word_closes_an_exam_an
     assert forged.status == 403
     assert json.loads((hub.folder / "policy.json").read_text()) == saved
 
-    # 2. the student asks for a hint: the course's policy holds at once (%%heal is refused)
+    # 2. the student asks for a hint, edits the cell and asks again (the same cell: JupyterLab
+    # names it); the course's policy holds at once (%%heal is refused)
     env = student_env(s1, hub, hub.token(s1), "lab.ipynb")
-    got = run_student(s1, notebook("%load_ext selfheal_jupyter", "%%hint\n" + AVERAGE, "%%heal\n" + AVERAGE), env, "a")
+    asked = notebook("%load_ext selfheal_jupyter", "%%hint\n" + AVERAGE, "%%hint\n" + EDITED, "%%heal\n" + AVERAGE)
+    asked.cells[2].metadata["lab_cell_id"] = asked.cells[1].id  # the first cell, edited and run again
+    got = run_student(s1, asked, env, "a")
     shown = cell_text(got, 1)
     assert "Hint 1 of 3" in shown, shown
-    assert "Only hints are allowed here" in cell_text(got, 2) and f"group {COURSE}" in cell_text(got, 2)
-    [hint_line] = [e for e in classroom.log() if e.get("hints")]
-    hint = hint_line["hints"][0]
+    again = cell_text(got, 2)
+    assert "What your edit changed: Your edit changed line 3." in again and "Hint 2 of 3" in again, again
+    assert "Only hints are allowed here" in cell_text(got, 3) and f"for {COURSE}" in cell_text(got, 3)
+    assert "/" not in cell_text(got, 3).split("Only hints", 1)[1].split(":")[0]  # the rule, no server path
+    first_line, second_line = [e for e in classroom.log() if e.get("hints")]
+    hint = first_line["hints"][0]
     assert hint in shown and PROSE in hint  # the log holds what the student was shown
+    assert first_line["session"] == second_line["session"] and second_line["change"].startswith("Your edit")
 
     # 3. the class at a glance, then the student's log: the hint word for word, never the fix
     page.get_by_role("link", name="Class", exact=True).click()
     row = page.get_by_role("row", name=s1)
     expect(row).to_contain_text(COURSE)
-    expect(row.locator("td").nth(2)).to_have_text("1")  # hints asked
+    expect(row.locator("td").nth(2)).to_have_text("2")  # hints asked
     expect(row.locator("td").nth(3)).to_have_text("1")  # refused: the %%heal under hints
-    expect(row).to_contain_text("def average(scores):")  # the cell they struggled with
+    expect(row).to_contain_text("def average(scores): 2 hints")  # the cell they struggled with, as one
     shot(page, "2-class-at-a-glance")
     row.get_by_role("link", name=s1).click()
     expect(page.get_by_role("heading", name=f"{s1}: every request")).to_be_visible()
+    cell = page.locator(".cell-session")
+    expect(cell).to_have_count(1)  # the hint session across the edit: one cell
+    expect(cell).to_contain_text("2 hints over 2 versions of the cell")
+    expect(cell).to_contain_text("What the edit changed, as the student was told: Your edit changed line 3.")
     hint_text = page.locator(".hint-text")
-    expect(hint_text).to_have_count(1)
-    assert hint_text.inner_text() == hint
+    expect(hint_text).to_have_count(2)
+    assert hint_text.first.inner_text() == hint
     assert AVERAGE_FIX_LINE not in page.content()
     expect(page.locator(".request").first).to_contain_text("Only hints are allowed here")
     shot(page, "3-student-log-with-the-hint")
@@ -154,7 +167,7 @@ def test_the_instructor_sets_hints_sees_the_hint_word_for_word_closes_an_exam_an
     got = run_student(s1, hint_notebook(AVERAGE), env, "b")
     refused = cell_text(got, 1)
     said = next((ln for ln in refused.splitlines() if "selfheal is off" in ln), refused)
-    assert "selfheal is off" in said and "Midterm exam until" in said, refused
+    assert "selfheal is off" in said and "the exam window “Midterm exam” until" in said, refused
 
     # 5. the CSV export holds the requests (the hint, the refused %%heal, the refused %%hint)
     page.get_by_role("link", name="Class", exact=True).click()
@@ -164,16 +177,17 @@ def test_the_instructor_sets_hints_sees_the_hint_word_for_word_closes_an_exam_an
     mine = [r for r in rows if r["student"] == s1]
     assert [(r["entry"], r["result"]) for r in mine] == [
         ("hint", "fixed"),
+        ("hint", "fixed"),
         ("heal", "refused"),
         ("hint", "refused"),
     ]
     assert mine[0]["hint_text"] == hint and mine[0]["fix_shown"] == ""
-    assert "Midterm exam" in mine[2]["error"]
+    assert "Midterm exam" in mine[3]["error"]
     ours = [r for r in rows if r["student"] in classroom.students]  # the shared class: other tests' too
     assert not any(AVERAGE_FIX_LINE in value for r in ours for value in r.values())
     jsonl = context.request.get(hub.service_url + "export.jsonl")
     lines = [json.loads(line) for line in jsonl.text().splitlines()]
-    assert [e["entry"] for e in lines if e.get("user") == s1] == ["hint", "heal", "hint"]
+    assert [e["entry"] for e in lines if e.get("user") == s1] == ["hint", "hint", "heal", "hint"]
 
     # 6. a quota reset, logged with who made it
     page.get_by_role("row", name=s1).get_by_role("button", name=f"Reset today's quota of {s1}").click()
