@@ -33,7 +33,9 @@ the other template's idle candidate and each other. A run ends with ``kill(-1,
 SIGKILL)`` as its uids (it reaches all they own, in any state, and nothing else); the
 server waits until none of their processes is left, then removes what they wrote, as
 their owner, before it answers (``sweep``); a container where anything but the runner's
-own entries is left is replaced.
+own entries is left is replaced. What no wipe covers, no run may write: the engine's
+``/dev/mqueue`` (a message queue made there with open() would outlive its run) is made
+root's alone before the server leaves root, as are the files ``--seal`` names.
 
 Status and exit code come from the candidate's wait status as the template saw it
 (``oom``: the OOM kill, or the builtin MemoryError class itself); what the candidate

@@ -16,7 +16,7 @@ from typing import Any
 
 from .frames import MAX_RESULT_BYTES, FrameReader, write_frame
 from .hardening import install_seccomp, set_dumpable
-from .layout import MPL_CONFIG_DIR, PUT_DIR, PUT_FALLBACK_DIR, SHM_ROOT, WORKDIR_ROOT
+from .layout import MPL_CONFIG_DIR, MQUEUE_ROOT, PUT_DIR, PUT_FALLBACK_DIR, SHM_ROOT, WORKDIR_ROOT
 from .libraries import matplotlib_environment, needs_libraries, preload
 from .memory import oom_kills, read_kv
 from .outcome import Capture, describe_result, failed_result
@@ -464,7 +464,7 @@ def main() -> None:
     sealed = [args[i + 1] for i, arg in enumerate(args[:-1]) if arg == "--seal"]
     t0 = time.monotonic()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # PID 1 gets no signal it does not handle
-    cannot = seal(sealed) or drop_to_server()  # first of all: root no longer than needed
+    cannot = seal([*sealed, MQUEUE_ROOT]) or drop_to_server()  # first of all: root no longer than needed
     if cannot:
         sys.stderr.write(f"selfheal runner: {cannot}\n")
         sys.exit(1)
