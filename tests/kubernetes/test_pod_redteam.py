@@ -10,11 +10,15 @@ that could close to end it.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import textwrap
 
 from selfheal_jupyter.config import SelfHeal
 from selfheal_jupyter.factory import new_sandbox
 from tests import kubernetes_cluster as cluster
+from tests.class_hub import Relay
+from tests.waiting import wait_until
 
 #: Tests that start threads until the kernel refuses one (each thread counts against
 #: RLIMIT_NPROC like a process), then stop them.
@@ -61,3 +65,53 @@ def test_limits_a_request_lowers_keep_one_pod_not_one_per_size(kubernetes_cluste
         assert [p.spec.containers[0].resources.limits["memory"] for p in kept] == [str(301 << 20)], kept
     finally:
         sandbox.close()
+
+
+#: A host that starts a pod (its runner told to wait for a hello HELLO_WITHIN seconds,
+#: not the minutes a cluster may need to run a pod).
+HOST = textwrap.dedent("""\
+    import sys
+    from selfheal_jupyter.config import SelfHeal
+    from selfheal_jupyter.factory import new_sandbox
+    sandbox = new_sandbox(SelfHeal(sandbox_backend="kubernetes", kubeconfig=sys.argv[1], pool_size=0))
+    sandbox.hello_within_s = float(sys.argv[2])
+    sandbox.execute("print(1)")
+    """)
+HELLO_WITHIN = 5
+
+
+def test_a_pod_whose_host_died_before_attaching_ends_by_itself(kubernetes_cluster, tmp_path):
+    """Killed between creating a pod and attaching to it, a host leaves a runner waiting
+    for a hello on a stdin that never closes: the pod ran (its memory reserved) until
+    somebody deleted it, and the next sandbox's sweep removes only pods of dead
+    processes of its own machine (a hub restarted in a new pod is another machine). Its
+    runner now gives up on a host that never said hello; the pod ends, and the sweep of
+    any later sandbox removes ended pods.
+
+    The host reaches the API server through a relay of one connection: its requests
+    pass, its attach stream (a connection of its own) waits unanswered, so the host is
+    killed with its pod running and never attached."""
+    api = cluster.core_api(kubernetes_cluster)
+    relay = Relay(cluster.api_port(kubernetes_cluster), links=1)
+    kubeconfig = cluster.relayed_kubeconfig(kubernetes_cluster, relay.port, tmp_path)
+    host = subprocess.Popen([sys.executable, "-c", HOST, kubeconfig, str(HELLO_WITHIN)])
+    try:
+
+        def running() -> list:
+            pods = api.list_pod_for_all_namespaces(label_selector=f"app=selfheal,selfheal.pid={host.pid}").items
+            return [p for p in pods if p.status.phase == "Running"]
+
+        pod = wait_until(running, 120, "the host's pod to run")[0]
+    finally:
+        host.kill()
+        host.wait()
+        relay.close()
+    name, namespace = pod.metadata.name, pod.metadata.namespace
+
+    def ended() -> bool:
+        return api.read_namespaced_pod(name, namespace).status.phase in ("Succeeded", "Failed")
+
+    wait_until(ended, HELLO_WITHIN + 60, "the pod nobody attached to to end by itself")
+    with new_sandbox(SelfHeal(sandbox_backend="kubernetes", kubeconfig=kubernetes_cluster, pool_size=0)):
+        pass  # its start sweeps what ended
+    assert not cluster.selfheal_pods(kubernetes_cluster, f"app=selfheal,selfheal.pid={host.pid}")

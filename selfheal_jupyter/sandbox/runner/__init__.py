@@ -46,7 +46,8 @@ unix socket ``--control PATH`` when it can be reached (a local engine), else ove
 stdin/stdout, i.e. the container's attach stream (any Docker-API engine). The server
 sends ``{"ready": true, ...}`` (with ``--await-host``, only in answer to each
 ``{"op": "hello", "n": N}``, naming its ``n``: Kubernetes' attach stream drops what was
-written before it joined), then one result frame per ``{"op": "run"}``;
+written before it joined; with ``--hello-within S`` it exits when no frame came within S
+seconds, as no host attached), then one result frame per ``{"op": "run"}``;
 ``{"op": "put"}`` frames carry input files when there is no shared directory;
 ``{"op": "cancel"}`` stops a run; EOF ends the server. Nothing is pickled on the way
 out. Standard library only; numpy / pandas / matplotlib are preloaded when present.
