@@ -236,7 +236,7 @@ def replay(records: list[dict[str, Any]], kinds: list[str], out: Any) -> None:
                 # llama.cpp's own decoding speed right now, on the same threads: the machine's
                 # load moves by the minute, so each replay has its reference beside it
                 reference = llama_bench(binaries, path, options.threads, prompt=0, written=32, repeats=1)["tg"]
-                sent = [_send(server.url, spec.alias, request) for request in fix["requests"]]
+                sent = [_send(server.url, spec.alias, request, server.api_key) for request in fix["requests"]]
                 record = {"kind": "replay", "speculation": kind, "case": fix["case"], "load_1min": os.getloadavg()[0],
                           "threads": f"{options.threads}/{options.batch_threads}", "requests": sent,
                           "reference_tg": reference}  # fmt: skip
@@ -295,15 +295,15 @@ def class_server(records: list[dict[str, Any]], students: list[int], threads: in
         server.wait(30)
 
 
-def _send(url: str, model: str, request: dict[str, Any]) -> dict[str, Any]:
+def _send(url: str, model: str, request: dict[str, Any], api_key: str = "") -> dict[str, Any]:
     """One recorded request sent again, streamed; its times as the loop would see them."""
     body = {"model": model, "messages": request["messages"], "stream": True, "max_tokens": request["max_tokens"],
             "temperature": request["temperature"] if request["temperature"] is not None else 0.0,
             "stream_options": {"include_usage": True}}  # fmt: skip
     if request.get("stop"):
         body["stop"] = request["stop"]
-    http = urllib.request.Request(url + "/v1/chat/completions", json.dumps(body).encode(),
-                                  {"Content-Type": "application/json"})  # fmt: skip
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
+    http = urllib.request.Request(url + "/v1/chat/completions", json.dumps(body).encode(), headers)
     t0 = time.monotonic()
     first = last = None
     timings: dict[str, Any] = {}
