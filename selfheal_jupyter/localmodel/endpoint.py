@@ -90,7 +90,8 @@ class ServerOptions:
     ngram_m: int
 
     def fingerprint(self, spec: LocalModelSpec) -> str:
-        text = json.dumps([spec.key, asdict(self)], sort_keys=True)
+        # "api-key": servers that demand a key are never found by older clients, which send none
+        text = json.dumps([spec.key, asdict(self), "api-key"], sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
     def resolved(self) -> ServerOptions:
