@@ -360,6 +360,8 @@ class Service:
             )
             if turn.new.change:
                 entry["change"] = turn.new.change
+            if session.findings and session.findings[-1]:  # why the writer's words were dropped: not the student's
+                entry["check"] = session.findings[-1]
             if turn.new.diff:
                 entry["fix"] = turn.new.diff
         elif turn.note:
