@@ -50,6 +50,8 @@ class RunLog:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _used: dict[tuple[str, str], Usage] = field(default_factory=dict, repr=False)
     _cell_hints: dict[tuple[str, str], int] = field(default_factory=dict, repr=False)
+    _cell_of: dict[tuple[str, str], str] = field(default_factory=dict, repr=False)
+    """Each version's code key → the session (the cell) it was last hinted under."""
     _refused: dict[tuple[str, str], int] = field(default_factory=dict, repr=False)
     _read: list[dict[str, Any]] = field(default_factory=list, repr=False)
     _read_to: int = field(default=0, repr=False)
@@ -84,6 +86,8 @@ class RunLog:
             if entry.get("hints") and entry.get(name) and (name == "cell" or entry[name] != entry.get("cell")):
                 key = (user, str(entry[name]))
                 self._cell_hints[key] = self._cell_hints.get(key, 0) + len(entry["hints"])
+        if entry.get("hints") and entry.get("cell") and entry.get("session"):
+            self._cell_of[(user, str(entry["cell"]))] = str(entry["session"])
 
     def write(self, entry: dict[str, Any]) -> None:
         """Append one request's line (``time`` is added) and count it."""
@@ -110,9 +114,13 @@ class RunLog:
 
     def hints_for(self, user: str, cell: str) -> int:
         """Hints this student was given for this cell (any day), by its code's key or its
-        session's (:func:`~selfheal_jupyter.teaching.session.id_key`)."""
+        session's (:func:`~selfheal_jupyter.teaching.session.id_key`). A version's code
+        counts as the whole cell it was hinted under: once no session in memory knows the
+        cell (a restart, a flood of cells), its code under a new id (or none) is still it."""
         with self._lock:
-            return self._cell_hints.get((user, cell), 0)
+            own = self._cell_hints.get((user, cell), 0)
+            session = self._cell_of.get((user, cell))
+            return max(own, self._cell_hints.get((user, session), 0)) if session else own
 
     def entries(self) -> list[dict[str, Any]]:
         """Every line, oldest first (the instructor's view). Only what was appended since

@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from selfheal_jupyter.config import SelfHeal
 from selfheal_jupyter.factory import build_llm
 from selfheal_jupyter.llm import Endpoint
+from selfheal_jupyter.model import Task
 from selfheal_jupyter.runner import hints
+from selfheal_jupyter.service.log import RunLog
+from selfheal_jupyter.service.runs import Refused, Request, Service
 from selfheal_jupyter.service_client import wire
 from selfheal_jupyter.teaching.policy import Policy
 from selfheal_jupyter.teaching.session import HintSession
@@ -42,3 +47,29 @@ def test_why_the_writers_words_were_dropped_tells_the_student_nothing_of_the_fix
     turn and in the record): "it names an operator the fix changes" for `/`, "it quotes
     code the cell does not hold" for `%` — an oracle that says which guess is the fix."""
     assert what_leaves(NAMES_THE_FIX) == what_leaves(NAMES_A_STRANGER)
+
+
+def test_a_forged_cell_id_on_an_edited_cell_s_code_starts_no_fresh_count_after_a_restart(tmp_path):
+    """The service counts a cell's hints in its log under the session's key (the cell's id)
+    and each version's code. Once the service has no session in memory (a restart, or the
+    student's own flood of cells pushing it out), a request that names a new id (or none)
+    with the code of the cell's latest version was counted by that version's hints alone:
+    two hints over two versions under ``max_hints: 2``, and a third was given."""
+    from selfheal_jupyter.service.hints import cell_key
+
+    log = RunLog(tmp_path / "log.jsonl")
+    policy = Policy(mode="hints", max_hints=2)
+    first = Task(prompt="", initial_code=AVERAGE)
+    edited = Task(prompt="", initial_code=AVERAGE.replace("return", "total = sum(scores)\n    return", 1))
+    for task in (first, edited):  # the lines Service._hint writes for a hint on each version
+        log.write({"user": "ann", "entry": "hint", "hints": ["h"], "cell": cell_key(task), "session": "id:c1"})
+    restarted = Service(SelfHeal(), policy=None, log=RunLog(tmp_path / "log.jsonl"))
+    for request in (
+        Request("hint", edited, "", {}, cell_id="c1"),
+        Request("hint", edited, "", {}, cell_id="forged"),
+        Request("hint", edited, "", {}),
+        Request("hint", first, "", {}, cell_id="forged"),
+    ):
+        with pytest.raises(Refused, match="all 2 hints this cell may get"):
+            restarted.admit("ann", policy, request)
+    restarted.admit("bob", policy, Request("hint", edited, "", {}, cell_id="c1"))  # another student's count is theirs
