@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import SelfHeal, size_bytes
-from ..errors import Cancelled, SandboxError, SelfHealError
+from ..errors import Cancelled, LLMError, SandboxError, SelfHealError
 from ..factory import build_llm, resolve_endpoint, shared_sandbox
 from ..llm import LLMClient
 from ..loop import events as loop_events
@@ -87,9 +87,11 @@ class Request:
 
 
 class SharedLLM(LLMClient):
-    """The service's model client: at most ``slots`` requests at once across every run."""
+    """The service's model client: at most ``slots`` requests at once across every run;
+    one per request, counting every token it spent (``spent``), whichever step asked."""
 
     slots: threading.BoundedSemaphore
+    spent: int = 0
 
     def chat(self, messages: Any, **kwargs: Any) -> Any:
         cancel: threading.Event | None = kwargs.get("cancel")
@@ -97,9 +99,15 @@ class SharedLLM(LLMClient):
             if cancel is not None and cancel.is_set():
                 raise Cancelled("Stopped while waiting for the model.")
         try:
-            return super().chat(messages, **kwargs)
+            reply = super().chat(messages, **kwargs)
+        except LLMError as exc:
+            usage = getattr(exc, "usage", None)
+            self.spent += usage.prompt_tokens + usage.completion_tokens if usage is not None else 0
+            raise
         finally:
             self.slots.release()
+        self.spent += reply.usage.prompt_tokens + reply.usage.completion_tokens
+        return reply
 
 
 class PolicyFile:
@@ -243,14 +251,15 @@ class Service:
             values["token_budget"] = min(own.token_budget or left, left)
         return own.with_values(**values) if values else own
 
-    def _llm(self, settings: SelfHeal) -> LLMClient:
+    def _llm(self, settings: SelfHeal) -> SharedLLM:
         """The shared model client, asking for the policy's model when it names one
         (:meth:`settings_for` puts it in ``settings.model``)."""
         endpoint = self.endpoint
         if settings.model and settings.model != endpoint.model:
             endpoint = replace(endpoint, model=settings.model)
         llm = build_llm(settings, endpoint, kind=SharedLLM)
-        llm.slots = self.model_slots  # type: ignore[attr-defined]
+        assert isinstance(llm, SharedLLM)
+        llm.slots = self.model_slots
         return llm
 
     # ------------------------------------------------------------------ work
@@ -277,9 +286,10 @@ class Service:
         finally:
             self.log.write(entry)
 
-    def _runner(self, settings: SelfHeal) -> LocalRunner:
-        """The loop here, on the service's shared sandbox and model client."""
-        runner = LocalRunner(settings, sandbox=self.sandbox, llm=self._llm(settings))
+    def _runner(self, settings: SelfHeal, llm: SharedLLM | None = None) -> LocalRunner:
+        """The loop here, on the service's shared sandbox and model client (``llm``: one
+        this request's tokens are read from)."""
+        runner = LocalRunner(settings, sandbox=self.sandbox, llm=llm or self._llm(settings))
         runner.start()
         return runner
 
@@ -310,9 +320,15 @@ class Service:
         emit(wire.Finished(replace(run, task=light(task))))
 
     def _plan(self, request: Request, settings: SelfHeal, emit: Emit, cancel: threading.Event, entry: dict) -> None:
-        """``%%agent --plan-only``: the planner's steps, nothing run."""
-        plan = self._runner(settings).plan(request.task, lambda _event: None, cancel)
-        entry.update(runs=0, outcome="planned")
+        """``%%agent --plan-only``: the planner's steps, nothing run. It counts as a run of
+        the agent (as ``%%agent --plan-only`` does in a kernel, under ``max_runs``) and its
+        model tokens count as a run's do (the loop keeps no usage of a plan alone)."""
+        llm = self._llm(settings)
+        try:
+            plan = self._runner(settings, llm).plan(request.task, lambda _event: None, cancel)
+        finally:
+            entry.update(runs=1, tokens=llm.spent)
+        entry.update(outcome="planned")
         emit(wire.Finished(Run(task=light(request.task), plan=plan)))
 
     def _hint(

@@ -37,3 +37,38 @@ def test_the_hint_writer_s_tokens_count_against_the_token_quota(tmp_path, sandbo
     first, second = (json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines())
     assert second["runs"] == 0 and second.get("hints"), second  # the second hint needed no run: only the writer
     assert second["tokens"] > 0, second
+
+
+def test_a_plan_s_tokens_count_against_the_token_quota(tmp_path, sandbox_image):
+    """``%%agent --plan-only`` through the service asks the model for a plan, and the log
+    counted neither a run nor a token of it: a student under a token quota (or a quota of
+    runs) could ask for plans without end, each a request to the class's model. In a
+    kernel a plan is a run of the agent (``max_runs``); so it is here."""
+    import threading
+
+    import pytest
+
+    from selfheal_jupyter.service.log import RunLog
+    from selfheal_jupyter.service.runs import Refused, Service
+    from selfheal_jupyter.teaching.policy import Quota
+    from tests.scripted_server import Reply, ScriptedServer
+
+    with ScriptedServer([Reply("1. Read the list.\n2. Add up its numbers.") for _ in range(3)]) as model:
+        settings = SelfHeal(base_url=model.base_url, model="scripted-model")
+        service = Service(settings, policy=None, log=RunLog(tmp_path / "log.jsonl"))
+        service.start()
+        try:
+            policy = Policy(mode="full", quota=Quota(tokens=1))
+            request = Request("agent", Task(prompt="add up a list of numbers"), "", {"plan_only": True})
+            service.admit("ann", policy, request)
+            said: list = []
+            service.work("ann", request, policy, said.append, threading.Event())
+            assert said and type(said[-1]).__name__ == "Finished" and said[-1].run.plan.steps, said
+            with pytest.raises(Refused, match="model tokens of today's quota"):
+                service.admit("ann", policy, request)
+            with pytest.raises(Refused, match="all 1 runs of today's quota"):
+                service.admit("ann", Policy(mode="full", quota=Quota(runs=1)), request)
+        finally:
+            service.close()
+    (line,) = (json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines())
+    assert line["tokens"] > 0 and line["runs"] == 1 and line["outcome"] == "planned", line
