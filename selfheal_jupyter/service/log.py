@@ -33,6 +33,14 @@ def is_request(entry: dict[str, Any]) -> bool:
     return "kind" not in entry
 
 
+def cost_nothing(entry: dict[str, Any]) -> bool:
+    """A request's line that counts against no quota: refused, or answered without a run,
+    a hint or a model token (a note: "nothing to hint at", "that was the last hint")."""
+    if entry.get("outcome") == "refused":
+        return True
+    return is_request(entry) and not entry.get("runs") and not entry.get("hints") and not entry.get("tokens")
+
+
 @dataclass
 class Usage:
     """One student's use on one day."""
@@ -52,7 +60,7 @@ class RunLog:
     _cell_hints: dict[tuple[str, str], int] = field(default_factory=dict, repr=False)
     _cell_of: dict[tuple[str, str], str] = field(default_factory=dict, repr=False)
     """Each version's code key → the session (the cell) it was last hinted under."""
-    _refused: dict[tuple[str, str], int] = field(default_factory=dict, repr=False)
+    _free: dict[tuple[str, str], int] = field(default_factory=dict, repr=False)
     _read: list[dict[str, Any]] = field(default_factory=list, repr=False)
     _read_to: int = field(default=0, repr=False)
     """The lines :meth:`entries` parsed so far, and where in the file it stopped."""
@@ -76,8 +84,8 @@ class RunLog:
         if entry.get("kind") == RESET:
             self._used[(user, day)] = Usage()
             return
-        if entry.get("outcome") == "refused":
-            self._refused[(user, day)] = self._refused.get((user, day), 0) + 1
+        if cost_nothing(entry):
+            self._free[(user, day)] = self._free.get((user, day), 0) + 1
         used = self._used.setdefault((user, day), Usage())
         used.runs += int(entry.get("runs", 0) or 0)
         used.hints += len(entry.get("hints", []) or [])
@@ -107,10 +115,10 @@ class RunLog:
             found = self._used.get((user, datetime.now().date().isoformat()), Usage())
             return Usage(found.runs, found.hints, found.tokens)
 
-    def refused_today(self, user: str) -> int:
-        """Refused requests of ``user``'s logged today."""
+    def free_today(self, user: str) -> int:
+        """Requests of ``user``'s logged today that cost them nothing (:func:`cost_nothing`)."""
         with self._lock:
-            return self._refused.get((user, datetime.now().date().isoformat()), 0)
+            return self._free.get((user, datetime.now().date().isoformat()), 0)
 
     def hints_for(self, user: str, cell: str) -> int:
         """Hints this student was given for this cell (any day), by its code's key or its

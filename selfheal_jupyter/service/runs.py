@@ -29,13 +29,14 @@ from ..runner.local import LocalRunner
 from ..service_client import wire
 from ..teaching import policy as policies
 from .hints import HintSessions, cell_key, kept, light
-from .log import RunLog
+from .log import RunLog, cost_nothing
 from .policy_store import CHANGES_FILE, PolicyStore
 
 Emit = Callable[[Any], None]
 ENTRIES = ("agent", "heal", "hint", "autoheal", "run")
-REFUSALS_LOGGED = 100
-"""Refused requests logged per student and day; more are refused alike, unlogged."""
+FREE_LOGGED = 100
+"""Requests that cost a student nothing (refused, or answered with a note) logged per
+student and day; more are answered alike, unlogged."""
 NOTEBOOK_MAX_CHARS = 4096
 """The longest notebook path a request may say (Linux's PATH_MAX): every request's log line holds it."""
 
@@ -201,10 +202,10 @@ class Service:
 
     def refused(self, user: str, request: Request, policy: policies.Policy, refused: Refused) -> None:
         """Log a refused request (the instructor sees who asked during an exam, and why not),
-        the first :data:`REFUSALS_LOGGED` of each student's day: a refusal costs the student
-        nothing, so without a bound one in a loop would grow the log (and the page's copy)
-        without end."""
-        if self.log.refused_today(user) >= REFUSALS_LOGGED:
+        the first :data:`FREE_LOGGED` free requests of each student's day: a refusal costs
+        the student nothing, so without a bound one in a loop would grow the log (and the
+        page's copy) without end."""
+        if self.log.free_today(user) >= FREE_LOGGED:
             return
         self.log.write(
             {
@@ -284,7 +285,8 @@ class Service:
             entry.update(outcome="error", error=str(exc))
             emit(wire.Failed(to_student(exc)))
         finally:
-            self.log.write(entry)
+            if not (cost_nothing(entry) and self.log.free_today(user) >= FREE_LOGGED):
+                self.log.write(entry)  # past the bound, a free answer (a note) as a refusal: unlogged
 
     def _runner(self, settings: SelfHeal, llm: SharedLLM | None = None) -> LocalRunner:
         """The loop here, on the service's shared sandbox and model client (``llm``: one

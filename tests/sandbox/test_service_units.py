@@ -72,3 +72,28 @@ def test_a_plan_s_tokens_count_against_the_token_quota(tmp_path, sandbox_image):
             service.close()
     (line,) = (json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines())
     assert line["tokens"] > 0 and line["runs"] == 1 and line["outcome"] == "planned", line
+
+
+def test_a_student_asking_again_in_a_loop_grows_the_log_by_a_bounded_amount(tmp_path, sandbox_image):
+    """Once a cell's run is known, asking for a hint again costs nothing (no run, no hint,
+    no token: the answer is a note, "nothing to hint at" or "that was the last hint"), and
+    each answer was a log line holding the whole cell: a loop of them (200 KB cells) grew
+    the run log, and the instructor's page's copy of it, without end — as refusals once did."""
+    import threading
+
+    from selfheal_jupyter.service.log import RunLog
+    from selfheal_jupyter.service.runs import FREE_LOGGED, Service
+
+    cell = "# " + "x" * 10_000 + "\nassert 1 + 1 == 2\n"
+    service = Service(SelfHeal(base_url="http://127.0.0.1:9/v1", model="m"), policy=None, log=RunLog(tmp_path / "l"))
+    service.start()
+    try:
+        request = Request("hint", Task(prompt="", initial_code=cell), "", {}, cell_id="c1")
+        said: list = []
+        for _ in range(FREE_LOGGED + 20):
+            service.work("ann", request, Policy(mode="hints"), said.append, threading.Event())
+    finally:
+        service.close()
+    assert said[-1].note and "nothing to hint at" in said[-1].note
+    lines = [json.loads(line) for line in (tmp_path / "l").read_text().splitlines()]
+    assert lines[0]["runs"] == 1 and len(lines) == FREE_LOGGED + 1, len(lines)
