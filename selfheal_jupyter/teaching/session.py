@@ -462,6 +462,9 @@ class Cells:
         self.by_key[found.key] = found
         self.by_key.move_to_end(found.key)
         if cell_id and id_key(cell_id) != found.key:
+            old = id_key(found.cell_id) if found.cell_id else ""
+            if old and old != found.key and self.by_key.get(old) is found:
+                del self.by_key[old]  # a cell has one id at a time: the latest its front end gave
             self.by_key[id_key(cell_id)] = found  # the same cell under the id the front end gives it now
         while self.keep is not None and len({id(s) for s in self.by_key.values()}) > self.keep:
             oldest = next(iter(self.by_key.values()))

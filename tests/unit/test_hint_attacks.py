@@ -73,3 +73,19 @@ def test_a_forged_cell_id_on_an_edited_cell_s_code_starts_no_fresh_count_after_a
         with pytest.raises(Refused, match="all 2 hints this cell may get"):
             restarted.admit("ann", policy, request)
     restarted.admit("bob", policy, Request("hint", edited, "", {}, cell_id="c1"))  # another student's count is theirs
+
+
+def test_new_ids_for_one_cell_hold_no_more_of_the_service_s_memory():
+    """A request that names a new id for a cell the service knows (by its code) made the id
+    one more key of the session, and nothing ever dropped it: answered free once the cell's
+    hints were given, a loop of them grew the service's memory without end. A cell now has
+    one id at a time, the latest its kernel named."""
+    from selfheal_jupyter.service.hints import HintSessions
+
+    sessions = HintSessions()
+    task = Task(prompt="", initial_code=AVERAGE)
+    first = sessions.session("ann", task, cell_id="c0")
+    for i in range(1, 1000):
+        assert sessions.session("ann", task, cell_id=f"forged-{i}") is first
+    assert len(sessions.cells["ann"].by_key) <= 2
+    assert sessions.session("ann", task, cell_id="c0") is first  # its own id finds it still
