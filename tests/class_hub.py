@@ -397,12 +397,14 @@ def _cut(*sockets: socket.socket) -> None:
 class Relay:
     """A TCP relay between a student's process and the hub's proxy (or a client and any
     local port) that keeps every byte sent back: what the process received, whatever it
-    kept of it. :meth:`close` cuts every connection through it."""
+    kept of it. :meth:`close` cuts every connection through it. ``links``: how many
+    connections it relays; later ones are left waiting, never answered."""
 
-    def __init__(self, target_port: int) -> None:
+    def __init__(self, target_port: int, links: int | None = None) -> None:
         import threading
 
         self.target_port = target_port
+        self.links = links
         self.received = bytearray()
         self._lock = threading.Lock()
         self._links: list[socket.socket] = []
@@ -413,7 +415,9 @@ class Relay:
     def _accept(self) -> None:
         import threading
 
-        while True:
+        accepted = 0
+        while self.links is None or accepted < self.links:
+            accepted += 1
             try:
                 client, _ = self._server.accept()
             except OSError:

@@ -358,7 +358,10 @@ def test_embedded_model_repairs_a_name_error(small_model_settings, sandbox):
 
 # --------------------------------------------------------------------------- greedy replies parse
 #: After ``%load_ext``: greedy replies, and one model round after the user's own code.
-ONE_GREEDY_ROUND = "%config SelfHeal.temperature = 0.0\n%config SelfHeal.max_iterations = 2"
+#: The tool's own edits and programs off: this test is about what the model writes.
+ONE_GREEDY_ROUND = (
+    "%config SelfHeal.temperature = 0.0\n%config SelfHeal.max_iterations = 2\n%config SelfHeal.quick_fixes = False"
+)
 #: After each run: its rounds as data (a model round wrote tokens; a quick fix did not).
 ROUNDS = """
 import json
