@@ -281,7 +281,9 @@ class HintSession:
 
     @property
     def revealed(self) -> bool:
-        return any(h.diff for h in self.hints)
+        """A hint showed the fix of the code as it is now (a fix shown for an earlier
+        version reveals nothing of this one's: the student may put any code in the cell)."""
+        return any(h.diff and h.cell == self.cell for h in self.hints)
 
     def take_note(self, *, spent: bool = False) -> str:
         """Why no hint is given now ("" when one may be), said with what the edit changed

@@ -7,6 +7,7 @@ here once worked and fails without its fix.
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -14,7 +15,7 @@ import pytest
 from selfheal_jupyter.config import SelfHeal
 from selfheal_jupyter.factory import build_llm
 from selfheal_jupyter.llm import Endpoint
-from selfheal_jupyter.model import Task
+from selfheal_jupyter.model import Candidate, ErrorInfo, ExecutionResult, Iteration, Run, Task, Verdict
 from selfheal_jupyter.runner import hints
 from selfheal_jupyter.service.log import RunLog
 from selfheal_jupyter.service.runs import Refused, Request, Service
@@ -89,3 +90,43 @@ def test_new_ids_for_one_cell_hold_no_more_of_the_service_s_memory():
         assert sessions.session("ann", task, cell_id=f"forged-{i}") is first
     assert len(sessions.cells["ann"].by_key) <= 2
     assert sessions.session("ann", task, cell_id="c0") is first  # its own id finds it still
+
+
+MEAN = "def mean(xs):\n    return sum(xs) / (len(xs) + 1)\n\nassert mean([2, 4]) == 3\n"
+MEAN_FIXED = MEAN.replace("(len(xs) + 1)", "len(xs)")
+
+
+def verified_run(code: str, fixed: str) -> Run:
+    """A verified run of ``code``: round 0 fails on its assert (line 4), round 1 is ``fixed``."""
+    failed = ExecutionResult(status="error", exit_code=1, error=ErrorInfo("AssertionError", "", 4))
+    return Run(
+        task=Task(prompt="", initial_code=code),
+        iterations=[
+            Iteration(0, Candidate(code, 0), failed, Verdict(False, ["it fails"], spec_checked=True)),
+            Iteration(
+                1,
+                Candidate(fixed, 1),
+                ExecutionResult(status="ok", exit_code=0),
+                Verdict(True, spec_checked=True, verified_by=["your asserts"]),
+            ),
+        ],
+        outcome="success",
+    )
+
+
+def test_a_fix_revealed_for_one_version_of_a_cell_reveals_no_later_version_s():
+    """Under ``reveal_fix`` the third hint shows the verified fix, and the record then
+    carries the whole run. "Revealed" was said of the cell, not of its code: after the
+    reveal the student put another exercise's code in the same cell, and every answer
+    for it — a free note, "that was the last hint" — carried that exercise's whole run,
+    its fix in it, though no hint had revealed it (nor would a policy changed since)."""
+    session = HintSession(AVERAGE, Policy(mode="hints", reveal_fix=True))
+    found(session, average_run())
+    for _ in range(3):
+        turn = hints.next_turn(session, lambda _event: None, None)
+    assert turn.new is not None and turn.new.diff and turn.record is not None
+    assert "/ len(scores)" in json.dumps(turn.record.to_dict())  # this version's fix: revealed by the hint
+    found(session, verified_run(MEAN, MEAN_FIXED))  # the same cell (its id), another exercise's code
+    turn = hints.next_turn(session, lambda _event: None, None)
+    assert turn.new is None and turn.note and turn.record is not None
+    assert "return sum(xs) / len(xs)" not in json.dumps(turn.record.to_dict())
