@@ -249,3 +249,36 @@ def test_why_the_writer_s_words_were_dropped_does_not_tell_a_student_which_guess
     assert right["record"]["hints"] == wrong["record"]["hints"]
     said = [line.get("check") for line in classroom.log() if line.get("hints")]
     assert said == ["it names an operator the fix changes", "it quotes code the cell does not hold"], said
+
+
+MEAN_FIXED = "```python\n" + MEAN.replace("(len(xs) + 1)", "len(xs)") + "```"
+
+
+def test_a_fix_revealed_in_a_cell_reveals_no_other_code_the_student_puts_in_it(classroom):
+    """Under ``reveal_fix`` a cell's third hint shows its fix. The cell's next answers
+    then carried the whole run of whatever code the student put in the cell (its id kept),
+    fix included: another exercise's fix, with a free note, no hint revealing it."""
+    classroom.policy({"mode": "hints", "reveal_fix": True})
+    classroom.script(
+        Reply(AVERAGE_FIXED, match="def average("),
+        Reply(MEAN_FIXED, match="def mean("),
+        *[Reply("Work through that line by hand for the first input.", match="teacher") for _ in range(4)],
+    )
+    token = classroom.hub.token(classroom.students[0])
+
+    def ask(code: str) -> dict:
+        answer = requests.post(
+            classroom.hub.service_url + "api/runs",
+            json={**body("hint", code), "cell_id": "c1"},
+            headers={"Authorization": f"token {token}"},
+            timeout=600,
+        )
+        assert answer.status_code == 200, answer.text[-500:]
+        end = json.loads(answer.text.strip().splitlines()[-1])
+        assert end["event"] == "HintsFinished", end
+        return end["data"]
+
+    turn = [ask(AVERAGE) for _ in range(3)][-1]  # where, why, the fix
+    assert turn["hints"][-1]["level"] == 3 and turn["hints"][-1]["diff"], turn["hints"][-1]
+    other = ask(MEAN)  # the same cell, another exercise's code in it
+    assert other["note"] and "return sum(xs) / len(xs)" not in json.dumps(other), other["note"]
