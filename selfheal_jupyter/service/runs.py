@@ -21,7 +21,7 @@ from typing import Any
 from ..config import SelfHeal, size_bytes
 from ..errors import Cancelled, LLMError, SandboxError, SelfHealError
 from ..factory import build_llm, resolve_endpoint, shared_sandbox
-from ..llm import LLMClient
+from ..llm import LLMClient, estimate_prompt
 from ..loop import events as loop_events
 from ..model import Run, Task
 from ..runner.hints import words as hint_words
@@ -89,7 +89,8 @@ class Request:
 
 class SharedLLM(LLMClient):
     """The service's model client: at most ``slots`` requests at once across every run;
-    one per request, counting every token it spent (``spent``), whichever step asked."""
+    one per request, counting every token it spent (``spent``), whichever step asked and
+    however the reply ended: a reply the student stopped was read and written all the same."""
 
     slots: threading.BoundedSemaphore
     spent: int = 0
@@ -99,11 +100,24 @@ class SharedLLM(LLMClient):
         while not self.slots.acquire(timeout=0.2):
             if cancel is not None and cancel.is_set():
                 raise Cancelled("Stopped while waiting for the model.")
+        received = 0
+        given = kwargs.get("on_token")
+
+        def counted(text: str) -> None:
+            nonlocal received
+            received += 1
+            if given is not None:
+                given(text)
+
+        asked = cancel is None or not cancel.is_set()  # else nothing is sent
         try:
-            reply = super().chat(messages, **kwargs)
-        except LLMError as exc:
+            reply = super().chat(messages, **{**kwargs, "on_token": counted})
+        except (LLMError, Cancelled) as exc:
             usage = getattr(exc, "usage", None)
-            self.spent += usage.prompt_tokens + usage.completion_tokens if usage is not None else 0
+            if usage is not None:
+                self.spent += usage.prompt_tokens + usage.completion_tokens
+            elif asked and (received or isinstance(exc, Cancelled)):  # the server read the prompt
+                self.spent += estimate_prompt(messages) + received
             raise
         finally:
             self.slots.release()
@@ -274,28 +288,30 @@ class Service:
             "mode": policy.mode,
             "model": policy.model or self.endpoint.model,
         }
+        llm = self._llm(settings)  # this request's: what it spent is counted whatever the run's record says
         try:
+            runner = self._runner(settings, llm)
             if request.entry == "hint":
-                self._hint(user, request, policy, settings, emit, cancel, entry)
+                self._hint(user, request, policy, runner, emit, cancel, entry)
             elif request.options.get("plan_only") is True:
-                self._plan(request, settings, emit, cancel, entry)
+                self._plan(request, runner, emit, cancel, entry)
             else:
-                self._full(request, settings, emit, cancel, entry)
+                self._full(request, runner, emit, cancel, entry)
         except SelfHealError as exc:
             entry.update(outcome="error", error=str(exc))
             emit(wire.Failed(to_student(exc)))
         finally:
+            entry["tokens"] = max(int(entry.get("tokens", 0) or 0), llm.spent)
             if not (cost_nothing(entry) and self.log.free_today(user) >= FREE_LOGGED):
                 self.log.write(entry)  # past the bound, a free answer (a note) as a refusal: unlogged
 
-    def _runner(self, settings: SelfHeal, llm: SharedLLM | None = None) -> LocalRunner:
-        """The loop here, on the service's shared sandbox and model client (``llm``: one
-        this request's tokens are read from)."""
-        runner = LocalRunner(settings, sandbox=self.sandbox, llm=llm or self._llm(settings))
+    def _runner(self, settings: SelfHeal, llm: SharedLLM) -> LocalRunner:
+        """The loop here, on the service's shared sandbox and a model client of the request's."""
+        runner = LocalRunner(settings, sandbox=self.sandbox, llm=llm)
         runner.start()
         return runner
 
-    def _full(self, request: Request, settings: SelfHeal, emit: Emit, cancel: threading.Event, entry: dict) -> None:
+    def _full(self, request: Request, runner: LocalRunner, emit: Emit, cancel: threading.Event, entry: dict) -> None:
         task = request.task
 
         def forward(event: Any) -> None:
@@ -308,7 +324,7 @@ class Service:
             elif not isinstance(event, loop_events.RunFinished):
                 emit(event)
 
-        run = self._runner(settings).full(task, request.entry, forward, cancel)
+        run = runner.full(task, request.entry, forward, cancel)
         entry.update(
             runs=1,
             outcome=run.outcome,
@@ -321,15 +337,12 @@ class Service:
             entry["fix"] = run.fix.code
         emit(wire.Finished(replace(run, task=light(task))))
 
-    def _plan(self, request: Request, settings: SelfHeal, emit: Emit, cancel: threading.Event, entry: dict) -> None:
+    def _plan(self, request: Request, runner: LocalRunner, emit: Emit, cancel: threading.Event, entry: dict) -> None:
         """``%%agent --plan-only``: the planner's steps, nothing run. It counts as a run of
-        the agent (as ``%%agent --plan-only`` does in a kernel, under ``max_runs``) and its
-        model tokens count as a run's do (the loop keeps no usage of a plan alone)."""
-        llm = self._llm(settings)
-        try:
-            plan = self._runner(settings, llm).plan(request.task, lambda _event: None, cancel)
-        finally:
-            entry.update(runs=1, tokens=llm.spent)
+        the agent (as ``%%agent --plan-only`` does in a kernel, under ``max_runs``); its
+        model tokens are counted by the request's model client (:meth:`work`)."""
+        entry.update(runs=1)
+        plan = runner.plan(request.task, lambda _event: None, cancel)
         entry.update(outcome="planned")
         emit(wire.Finished(Run(task=light(request.task), plan=plan)))
 
@@ -338,7 +351,7 @@ class Service:
         user: str,
         request: Request,
         policy: policies.Policy,
-        settings: SelfHeal,
+        runner: LocalRunner,
         emit: Emit,
         cancel: threading.Event,
         entry: dict,
@@ -362,7 +375,7 @@ class Service:
 
         given = self.given(user, request)
         try:
-            turn = self._runner(settings).hint(task, session, progress, cancel, given_before=given, keep=kept)
+            turn = runner.hint(task, session, progress, cancel, given_before=given, keep=kept)
         except Cancelled:  # the run's own words may name the server's engine: not the student's
             stopped = cancel.is_set() or entry.get("outcome") == "cancelled"
             why = "the run was stopped." if stopped else SERVICE_FAILED

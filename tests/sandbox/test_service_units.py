@@ -97,3 +97,34 @@ def test_a_student_asking_again_in_a_loop_grows_the_log_by_a_bounded_amount(tmp_
     assert said[-1].note and "nothing to hint at" in said[-1].note
     lines = [json.loads(line) for line in (tmp_path / "l").read_text().splitlines()]
     assert lines[0]["runs"] == 1 and len(lines) == FREE_LOGGED + 1, len(lines)
+
+
+def test_a_run_the_student_stops_while_the_model_writes_counts_the_model_s_tokens(tmp_path, sandbox_image):
+    """A student who stops each hint run while the model is writing (Stop, or closing the
+    connection) should still pay for what the model read and wrote: under a token quota
+    the stopped runs' tokens are the class's model spent all the same."""
+    import threading
+
+    from selfheal_jupyter.service.log import RunLog
+    from selfheal_jupyter.service.runs import Service
+    from tests.scripted_server import Reply, ScriptedServer
+
+    mean = "def mean(xs):\n    return sum(xs) / (len(xs) + 1)\n\nassert mean([2, 4]) == 3\n"
+    slow = "```python\n" + mean.replace("(len(xs) + 1)", "len(xs)") + "```" + " " * 400
+    with ScriptedServer([Reply(slow, chunk_delay_s=0.05) for _ in range(3)]) as model:
+        settings = SelfHeal(base_url=model.base_url, model="scripted-model", auto_plan=False)
+        service = Service(settings, policy=None, log=RunLog(tmp_path / "log.jsonl"))
+        service.start()
+        cancel = threading.Event()
+
+        def emit(event) -> None:
+            if "attempt" in str(getattr(event, "text", "")):  # the model is writing
+                cancel.set()
+
+        try:
+            request = Request("hint", Task(prompt="", initial_code=mean), "", {})
+            service.work("ann", request, Policy(mode="hints"), emit, cancel)
+        finally:
+            service.close()
+    (line,) = (json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines())
+    assert cancel.is_set() and line["tokens"] > 0, line
