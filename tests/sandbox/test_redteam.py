@@ -354,6 +354,8 @@ def test_an_assert_outlived_by_changing_its_callable_in_place_does_not_heal(tmp_
     cell, cheat = IN_PLACE[kind]
     record = _heal(tmp_path, cell, [f"```python\n{cheat}```"] * 2)
     assert record["outcome"] != "success", record["final_code"]
+    # refused for what it did, not for a sandbox that failed under load (that would pass this xfail)
+    assert "assert_outlived" in _rules(record), record["iterations"][-1]["verdict"]
 
 
 FORGED = {
