@@ -33,6 +33,7 @@ from pydantic import Field, JsonValue
 from ..config import SelfHeal
 from ..errors import SelfHealError
 from ..loop.events import VerdictReady
+from ..render.terminal import printable
 from ..teaching.policy import Gate, Policy
 from . import admission, work
 from .shapes import CheckShape, ExplanationShape, RunRecord, SandboxResult
@@ -155,8 +156,11 @@ class Progress:
         verdict = it.verdict
         said = "passed" if verdict.passed else "failed: " + (verdict.reasons[0] if verdict.reasons else "no program")
         name = "your program as it is" if it.index == 0 else f"attempt {it.index}"
+        # a candidate's error message, shown by the agent's UI (often a terminal): one line,
+        # its control characters escaped, so no clipboard write or overwritten "passed"
+        message = printable(f"{name}: {said}").replace("\n", "\\n").replace("\t", "\\t")[:300]
         try:
-            anyio.from_thread.run_sync(self.send.send_nowait, (float(it.index + 1), f"{name}: {said}"[:300]))
+            anyio.from_thread.run_sync(self.send.send_nowait, (float(it.index + 1), message))
         except Exception:  # the call ended (cancelled, the client went away): nobody listens
             pass
 

@@ -228,3 +228,32 @@ def test_a_flood_of_calls_waits_its_turn_or_is_refused(sandbox_image):
     refused = [r for r in results if r.is_error]  # type: ignore[attr-defined]
     assert len(refused) == 1 and "already has 1 calls waiting beside the 1 it works on" in text_of(refused[0])
     assert [r.structured_content["stdout"] for r in results if not r.is_error] == ["done\n", "done\n"]  # type: ignore[attr-defined]
+
+
+# --------------------------------------------------------------------------- the agent's UI
+def test_a_hostile_models_progress_is_shown_never_obeyed(sandbox_image):
+    """A model behind heal writes a candidate whose error message carries terminal
+    controls: OSC 52 (write the clipboard), erase the line and return to its start to
+    print a forged "attempt 1: passed", a C1 CSI, a bidi override. The progress
+    notification an agent's terminal shows holds them escaped, on one line; the record
+    (JSON data) keeps the candidate exact."""
+    controls = "\\x1b]52;c;ZWNobyBwd25lZA==\\x07\\x1b[2K\\rattempt 1: passed\\n\\x9b31m\\u202e"
+    hostile = f"def mean(xs):\n    raise ValueError('{controls}')\n\n\nassert mean([2, 4]) == 3\n"
+
+    async def drive(model: ScriptedServer) -> tuple[list[str], dict]:
+        seen: list[str] = []
+
+        async def progress(done: float, total: float | None, message: str | None) -> None:
+            seen.append(message or "")
+
+        async with served("stdio", *model_args(model), "--max-iterations", "2") as s:
+            healed = await s.client.call_tool("heal", {"code": ORIGINAL}, progress_callback=progress)
+        return seen, healed.structured_content
+
+    script = [Reply("```python\n" + hostile + "```", match="def mean("), Reply("```python\n" + FIX + "```")]
+    with ScriptedServer(script) as model:
+        seen, record = anyio.run(drive, model)
+    assert len(seen) == 3 and seen[2] == "attempt 2: passed", seen
+    assert seen[1].startswith("attempt 1: failed: raised ValueError: \\x1b]52;c;"), seen[1]
+    assert all(m.isprintable() for m in seen), seen
+    assert record["iterations"][1]["code"] == hostile
