@@ -33,7 +33,7 @@ from ..service.runs import Refused, Request
 from ..service_client import wire
 from ..teaching.policy import PolicyBlocked
 from . import admission, work
-from .server import HealRequest, Principal, Records, build_server
+from .server import HealRequest, Principal, Records, build_server, stopping_when_gone
 
 USER_KEY = "selfheal.user"
 """Where the ASGI scope carries the hub user (put there by :class:`McpHandler`, after the hub vouched)."""
@@ -206,9 +206,11 @@ def mount(app: web.Application, prefix: str) -> None:
     # Auth is the hub's bearer token, never a cookie: a page another site serves cannot use
     # it, so the Host check against DNS rebinding has nothing to guard (and the hub's proxy
     # forwards the public host name).
-    asgi = server.streamable_http_app(
-        streamable_http_path="/" + PATH,
-        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    asgi = stopping_when_gone(
+        server.streamable_http_app(
+            streamable_http_path="/" + PATH,
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
     )
     settings = state.service.settings
     max_body = 4 * settings.max_code_bytes + BODY_SLACK if settings.max_code_bytes else 64 << 20

@@ -10,6 +10,7 @@ import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
+from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 
 from ..config import SelfHeal
@@ -18,7 +19,7 @@ from ..factory import shared_sandbox
 from ..service.queue import FairQueue
 from ..teaching.policy import kernel_gate
 from . import admission, work
-from .server import HealRequest, Principal, Records
+from .server import HealRequest, Principal, Records, stopping_when_gone
 
 ASKER = "local"
 
@@ -64,3 +65,12 @@ class LocalHost:
         settings = work.heal_settings(self.settings, request.max_iterations)
         task = work.heal_task(settings, request.code, request.tests, request.task)
         return work.heal(principal.bench, settings, task, emit, cancel)
+
+
+def serve_http(server: MCPServer, host: str, port: int, path: str) -> None:
+    """``server`` over streamable HTTP at ``http://host:port/path`` until SIGTERM or Ctrl-C,
+    a call whose client went away stopped (:func:`~.server.stopping_when_gone`)."""
+    import uvicorn
+
+    app = stopping_when_gone(server.streamable_http_app(streamable_http_path=path, host=host))
+    uvicorn.run(app, host=host, port=port, log_level="warning")

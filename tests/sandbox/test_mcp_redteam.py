@@ -11,12 +11,14 @@ import socket
 import threading
 
 import anyio
+import httpx
 import pytest
 from mcp import Client
 
+from tests.conftest import own_containers, wait_no_containers
 from tests.mcp_client import http_server, served, server_env, text_of
 from tests.sandbox.test_mcp import FIX, FIX_LINE, ORIGINAL, WITH_EXTRAS, model_args
-from tests.scripted_server import Reply, ScriptedServer
+from tests.scripted_server import Fault, Reply, ScriptedServer
 
 pytestmark = pytest.mark.sandbox
 
@@ -257,3 +259,47 @@ def test_a_hostile_models_progress_is_shown_never_obeyed(sandbox_image):
     assert seen[1].startswith("attempt 1: failed: raised ValueError: \\x1b]52;c;"), seen[1]
     assert all(m.isprintable() for m in seen), seen
     assert record["iterations"][1]["code"] == hostile
+
+
+# --------------------------------------------------------------------------- a client gone
+STREAMS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+HELLO = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+
+
+def open_session(http: httpx.Client, url: str, headers: dict[str, str] | None = None) -> dict[str, str]:
+    """A new MCP session over raw HTTP: the headers its later requests carry."""
+    headers = {**STREAMS, **(headers or {})}
+    opened = http.post(url, headers=headers, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": HELLO})
+    assert opened.status_code == 200, opened.text
+    headers.update({"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"})
+    http.post(url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+    return headers
+
+
+def call(name: str, arguments: dict, n: int = 1) -> dict:
+    return {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+
+
+def test_a_client_whose_http_stream_drops_mid_heal_leaves_no_run(sandbox_image, docker_client):
+    """The agent's connection closes while its heal waits on a model that hangs (its
+    process died, the network dropped): no cancel notification ever comes. The SDK keeps
+    such a call going for a client that could resume it, but this server keeps no events
+    to resume from: the heal held its container, the model and a turn for up to
+    time_budget_s. It stops now, its containers go, and the server serves the next call."""
+    hang = Fault("hang", seconds=300, match="def mean(")
+    with ScriptedServer([hang]) as model, http_server(*model_args(model), env=server_env()) as (url, proc):
+        with httpx.Client(timeout=httpx.Timeout(30, read=300)) as http:
+            headers = open_session(http, url)
+            with http.stream("POST", url, headers=headers, json=call("heal", {"code": ORIGINAL})) as healing:
+                assert healing.status_code == 200
+                assert model.asked.wait(120), "the heal never asked the model"
+                assert own_containers(docker_client, proc.pid), "the heal runs in a sandbox of its own"
+        # the connection is closed: nobody reads this call's result
+        left = wait_no_containers(docker_client, proc.pid, timeout=60)
+        assert left == [], f"the dropped heal left {[c['Id'][:12] for c in left]}"
+
+        async def after() -> str:
+            async with Client(url) as client:
+                return (await client.call_tool("run_code", {"code": "print(6 * 7)"})).structured_content["stdout"]
+
+        assert anyio.run(after) == "42\n"
