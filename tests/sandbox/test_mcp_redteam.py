@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
 import threading
 
 import anyio
@@ -16,9 +17,10 @@ import pytest
 from mcp import Client
 
 from tests.conftest import own_containers, wait_no_containers
-from tests.mcp_client import http_server, served, server_env, text_of
+from tests.mcp_client import ROOT, command, free_port, http_server, served, server_env, text_of
 from tests.sandbox.test_mcp import FIX, FIX_LINE, ORIGINAL, WITH_EXTRAS, model_args
 from tests.scripted_server import Fault, Reply, ScriptedServer
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.sandbox
 
@@ -303,3 +305,39 @@ def test_a_client_whose_http_stream_drops_mid_heal_leaves_no_run(sandbox_image, 
                 return (await client.call_tool("run_code", {"code": "print(6 * 7)"})).structured_content["stdout"]
 
         assert anyio.run(after) == "42\n"
+
+
+# --------------------------------------------------------------------------- a web page
+def listening(host: str, port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex((host, port)) == 0
+
+
+def test_a_rebound_web_page_cannot_drive_a_server_on_any_loopback_address(sandbox_image):
+    """`--http 127.0.0.2:PORT` is a loopback address, as the help asks, but the SDK guards
+    only 127.0.0.1, localhost and ::1 against DNS rebinding: a page in the user's browser
+    whose name was rebound to this address could open a session and drive the tools (the
+    user's model, their records). A request naming another host, or sent from another
+    site's page, is refused; an agent that names the server as it listens is served."""
+    port = free_port()
+    url = f"http://127.0.0.2:{port}/mcp"
+    hello = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": HELLO}
+    with subprocess.Popen(command("--http", f"127.0.0.2:{port}"), env=server_env(), cwd=ROOT) as proc:
+        try:
+            wait_until(lambda: listening("127.0.0.2", port) or proc.poll() is not None, 60, "the server to listen")
+            rebound = httpx.post(
+                url,
+                headers={**STREAMS, "Host": f"evil.example:{port}", "Origin": f"http://evil.example:{port}"},
+                json=hello,
+            )
+            assert rebound.status_code == 421, rebound.text
+            cross_site = httpx.post(url, headers={**STREAMS, "Origin": "http://evil.example"}, json=hello)
+            assert cross_site.status_code == 403, cross_site.text
+
+            async def agent() -> str:
+                async with Client(url) as client:
+                    return (await client.call_tool("run_code", {"code": "print(6 * 7)"})).structured_content["stdout"]
+
+            assert anyio.run(agent) == "42\n"
+        finally:
+            proc.terminate()
