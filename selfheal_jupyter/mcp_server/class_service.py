@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import threading
 from collections.abc import AsyncIterator
 from typing import Any
@@ -40,6 +41,8 @@ from .server import HealRequest, Principal, Records, build_server, stopping_when
 USER_KEY = "selfheal.user"
 """Where the ASGI scope carries the hub user (put there by :class:`McpHandler`, after the hub vouched)."""
 PATH = "mcp"
+REFUSED = -32000
+"""The JSON-RPC error code (implementation-defined server error) of a request the service refused."""
 BODY_SLACK = 64 << 10
 """Bytes a call's body may have beside its code, tests and inputs (JSON framing, escapes)."""
 
@@ -126,6 +129,21 @@ class McpHandler(Counted):
 
     def body_limit(self) -> int:
         return self.max_body
+
+    def holds_a_place(self) -> bool:
+        """Only a POST (a call, or a session's opening) holds one of the student's places in
+        flight. A GET is a session's standing stream (one a session, sessions capped by
+        ``service_mcp_sessions``) and a DELETE ends a session; neither has a body. Counted,
+        their agents' streams took the places of the student's calls, whenever they opened."""
+        return self.request.method == "POST"
+
+    def fail(self, status: int, kind: str, message: str) -> None:
+        """End the request with a JSON-RPC error (no id: its body was never read) beside the
+        service's own two keys: an agent's MCP client shows an HTTP error's message only so."""
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json")
+        error = {"code": REFUSED, "message": message}
+        self.finish(json.dumps({"jsonrpc": "2.0", "id": None, "error": error, "kind": kind, "message": message}))
 
     async def prepare(self) -> None:
         await super().prepare()

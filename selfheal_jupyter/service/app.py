@@ -142,9 +142,17 @@ class Counted(HubUserHandler):
     def body_limit(self) -> int:
         return int(self.state.max_body)
 
+    def holds_a_place(self) -> bool:
+        """Whether this request counts among its student's requests in flight (one without
+        a body to hold may not, its body limit then 0)."""
+        return True
+
     async def prepare(self) -> None:
         await super().prepare()
         if self._finished:
+            return
+        if not self.holds_a_place():
+            self.request.connection.set_max_body_size(0)  # type: ignore[union-attr]
             return
         state, user = self.state, self.hub_user["name"]
         going = state.going.get(user, 0)

@@ -3,7 +3,9 @@ the hub's token as bearer auth, the student's policy, their own records."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 
 import anyio
 import httpx
@@ -23,29 +25,42 @@ from tests.scripted_server import Fault, Reply, ScriptedServer
 pytestmark = pytest.mark.hub
 
 
-def agent(url: str, token: str) -> Client:
-    """An agent's MCP client with the student's hub token as bearer auth."""
+def agent(url: str, token: str, mode: str = "auto") -> Client:
+    """An agent's MCP client with the student's hub token as bearer auth; ``mode="legacy"``:
+    one of the protocol before 2026 (a session, its standing GET stream, a DELETE at the end)."""
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(30, read=300))
-    return Client(streamable_http_client(url, http_client=http))
+    return Client(streamable_http_client(url, http_client=http), mode=mode)
 
 
-async def flood(url: str, token: str) -> list[str]:
-    """Five calls at once from one student (the service works on one of theirs at a time
-    and lets three wait): the fifth is refused before its body is read, the rest run."""
-    slow = "import time\ntime.sleep(2)\nprint('ok')\n"
+async def flood(url: str, token: str, held: Reply) -> list[str]:
+    """One student's five agents (sessions of the protocol before 2026, each with its
+    standing stream) call at once while the service works on the first call (a heal whose
+    model reply is ``held``): the service lets three wait, so the fifth is refused before its
+    body is read, saying why, and the rest run once the model answers. Counted among the
+    student's requests in flight, the agents' streams had refused calls, or agents."""
     said: list[str] = []
+    refused = anyio.Event()
 
-    async def one() -> None:
+    async def one(client: Client, name: str, arguments: dict) -> None:
         try:
-            async with agent(url, token) as client:
-                result = await client.call_tool("run_code", {"code": slow})
-                said.append(text_of(result) if result.is_error else result.structured_content["stdout"].strip())
-        except Exception as exc:  # the refused one: HTTP 429 before its body was read
-            said.append(repr(exc))
+            result = await client.call_tool(name, arguments)
+        except MCPError as exc:  # HTTP 429, its JSON-RPC error the agent's client shows
+            said.append(f"refused: {exc}")
+            refused.set()
+            return
+        content = result.structured_content or {}
+        said.append(text_of(result) if result.is_error else content.get("outcome") or content["stdout"].strip())
 
-    async with anyio.create_task_group() as tg:
-        for _ in range(5):
-            tg.start_soon(one)
+    async with contextlib.AsyncExitStack() as agents:
+        clients = [await agents.enter_async_context(agent(url, token, "legacy")) for _ in range(5)]
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(one, clients[0], "heal", {"code": ORIGINAL})
+            assert await anyio.to_thread.run_sync(held.held.wait, 120), "the heal never asked the model"
+            for client in clients[1:]:
+                tg.start_soon(one, client, "run_code", {"code": "print('ok')"})
+            with anyio.fail_after(120):  # not a pace: no refusal at all would hang here
+                await refused.wait()
+            held.hold.set()  # type: ignore[union-attr]
     return said
 
 
@@ -95,10 +110,16 @@ def test_the_services_mcp_endpoint_gives_each_student_what_they_may_get(tmp_path
         assert "only hints are allowed (the instructor's policy" in refused and "exam" in refused
         assert FIX_LINE not in refused
 
-        flooded = anyio.run(flood, url, hub.token(s1))
-        assert flooded.count("ok") == 4 and len(flooded) == 5, flooded
-        refused_at_once = next(x for x in flooded if x != "ok")
-        assert "MCPError" in refused_at_once and "Server returned an error response" in refused_at_once
+        held = Reply("```python\n" + FIX + "```", match="def mean(", hold=threading.Event())
+        model.add(held)
+        flooded = anyio.run(flood, url, hub.token(s1), held)
+        assert sorted(flooded) == [
+            "ok",
+            "ok",
+            "ok",
+            "refused: You already have 4 requests going on: let them finish (or stop one), then ask again.",
+            "success",
+        ], flooded
 
         log = [json.loads(line) for line in (tmp_path / "hub" / "service-log.jsonl").read_text().splitlines()]
         heals = [(e["user"], e["entry"], e["outcome"]) for e in log]
