@@ -281,10 +281,9 @@ class QA:
         prelude: str | None = None,
     ) -> Observation | None:
         """What ``code`` shows on ``tests`` (a second, ordinary sandbox run); None when
-        it shows nothing to compare or did not run cleanly."""
+        it did not run cleanly (an empty observation: it ran and shows nothing)."""
         result = self.run(code, inputs, observing_tests(tests), cancel=cancel, prelude=prelude)
-        seen = observation(result, tests)
-        return None if seen is None or seen.empty else seen
+        return observation(result, tests)
 
     @staticmethod
     def spec_for(task: Task, first: ExecutionResult | None) -> spec_mod.Spec | None:

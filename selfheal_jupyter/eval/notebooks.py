@@ -29,7 +29,10 @@ An answer's wording is the model's, so ``expected.txt`` gives each expected answ
 terms (``jan | north``) that one printed line must show together, in any order of lines
 unless its first line is ``# in order`` (a row's alternatives are joined by `` || ``); a
 number matches a printed number with at least its decimals that rounds to it (``50.5``
-matches ``50.50``, not ``50``; ``15.0`` matches ``15.0%``, not ``0.15``). Besides, the
+matches ``50.50``, not ``50``; ``15.0`` matches ``15.0%``, not ``0.15``). A line
+``# not shown: Dune | Neuromancer`` names values of the data that are no answer to the
+question (the books after 1950, the students below the top): an output that shows one
+holds the answer among others and answers nothing. Besides, the
 answer may not change the notebook's values (checked in the sandbox after it ran: each
 value as JSON, a list, or itself, against the notebook's) unless ``may_change.txt``
 names them, nor break the data rules.
@@ -131,13 +134,20 @@ def unchanged_checks(ns: dict[str, Any], names: list[str]) -> list[str]:
     return out
 
 
-def _rows(text: str) -> tuple[list[list[list[str]]], bool]:
-    """``expected.txt`` of a question: each row's alternatives, each a list of terms; and
-    whether the rows must come in order."""
+NOT_SHOWN = "# not shown:"
+
+
+def _rows(text: str) -> tuple[list[list[list[str]]], bool, list[str]]:
+    """``expected.txt`` of a question: each row's alternatives, each a list of terms;
+    whether the rows must come in order; and the terms that must not be shown."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     ordered = bool(lines) and lines[0].casefold() == "# in order"
-    rows = [[[t.strip() for t in alt.split(" | ")] for alt in ln.split(" || ")] for ln in lines[ordered:]]
-    return rows, ordered
+    not_shown = [
+        t.strip() for ln in lines if ln.casefold().startswith(NOT_SHOWN) for t in ln[len(NOT_SHOWN) :].split("|")
+    ]
+    answers = [ln for ln in lines[ordered:] if not ln.casefold().startswith(NOT_SHOWN)]
+    rows = [[[t.strip() for t in alt.split(" | ")] for alt in ln.split(" || ")] for ln in answers]
+    return rows, ordered, [t for t in not_shown if t]
 
 
 def _question(path: Path) -> Problem:
@@ -155,7 +165,7 @@ def _question(path: Path) -> Problem:
         return ctx
 
     ctx = _kernel(path.name, notebook, resolve)
-    rows, ordered = _rows(_read(path / "expected.txt"))
+    rows, ordered, not_shown = _rows(_read(path / "expected.txt"))
     may_change = _read(path / "may_change.txt").split()
     return Problem(
         benchmark=NAME,
@@ -166,6 +176,7 @@ def _question(path: Path) -> Problem:
         hidden={
             "rows": rows,
             "ordered": ordered,
+            "not_shown": not_shown,
             "solution": _read(path / "solution.py"),
             "context": ctx,
             "unchanged": [c for c in seen["checks"] if c.split()[1].split(".")[0] not in may_change],
@@ -294,6 +305,9 @@ def grade_answer(problem: Problem, stdout: str) -> str:
             shown = " || ".join(" | ".join(alt) for alt in row)
             return f"its output lacks a line with {shown!r}" + (" (in order)" if problem.hidden["ordered"] else "")
         start = at + 1
+    other = next((t for t in problem.hidden["not_shown"] if any(_term_on(t, ln) for ln in lines)), None)
+    if other is not None:
+        return f"its output also shows {other!r}, which is no answer to the question"
     return _one_answer_each(problem, stdout)
 
 

@@ -185,7 +185,12 @@ class _Program:
 
 
 def smaller_versions(
-    cell: str | None, code: str, context: NotebookContext | None, tests: str | None = None
+    cell: str | None,
+    code: str,
+    context: NotebookContext | None,
+    tests: str | None = None,
+    *,
+    keep_changed: bool = False,
 ) -> list[Version]:
     """Forms of ``code`` (the passing program) to try, smallest first; empty when
     nothing can be left out.
@@ -194,8 +199,8 @@ def smaller_versions(
     reads once the rest is left out; functions and classes the notebook defines,
     written again. A definition written differently is left out in the first version
     and kept in the second (the fix may need it: then it is a change to an earlier
-    cell). Statements of the user's own cell are always kept; what ``tests`` (run after
-    the program) read counts as used."""
+    cell); only kept with ``keep_changed``. Statements of the user's own cell are always
+    kept; what ``tests`` (run after the program) read counts as used."""
     try:
         body = ast.parse(code).body
     except SyntaxError:
@@ -216,7 +221,7 @@ def smaller_versions(
                 different[i] = DefinitionChange(stmt.name, notebook=source.rstrip() + "\n", fix=written.rstrip() + "\n")
     imports = _notebook_imports(context)
     out: list[Version] = []
-    for keep in [False, True] if different else [False]:
+    for keep in ([True] if keep_changed else [False, True]) if different else [False]:
         left_out = dict(same)
         if not keep:
             for i in different:
@@ -545,6 +550,19 @@ def _checks_passed(checks: list[TestOutcome]) -> int:
 
 
 WHOLE = "this is the whole program that passed"
+BLIND = (
+    "Every line the model changed is handed over: your checks pass the program the task "
+    "says is wrong too, so they cannot tell which of its changes the fix needs."
+)
+
+
+def checks_pass_the_wrong_program(run: Run) -> bool:
+    """The task says the given program is wrong, yet it passed its checks (round 0 was
+    held): a smaller form passing them says nothing of whether it still holds the fix,
+    for undoing the fix passes them too."""
+    given = next((it for it in run.iterations if it.index == 0), None)
+    return given is not None and given.verdict.held == "given"
+
 
 Recheck = Callable[[str], tuple[Verdict, list[TestOutcome], "ExecutionResult | None"]]
 """Judges a program as the run judged its candidates: (verdict, generated checks, its run)."""
@@ -559,7 +577,8 @@ def work_out_fix(run: Run, recheck: Recheck, *, search_tries: int = 0) -> Fix | 
     if final is None:
         return None
     code = final.candidate.code
-    versions = smaller_versions(run.task.initial_code, code, run.task.context, run.task.tests)
+    blind = checks_pass_the_wrong_program(run)
+    versions = smaller_versions(run.task.initial_code, code, run.task.context, run.task.tests, keep_changed=blind)
     imports = _notebook_imports(run.task.context)
     cell = run.task.initial_code
     why_not = ""
@@ -583,7 +602,10 @@ def work_out_fix(run: Run, recheck: Recheck, *, search_tries: int = 0) -> Fix | 
     if fix.result is None:
         fix.result = final.result
     if cell is not None and search_tries > 0:
-        _search(run, fix, recheck, search_tries)
+        if blind:
+            fix.note = " ".join(x for x in (fix.note, BLIND) if x)
+        else:
+            _search(run, fix, recheck, search_tries)
     fix.capabilities = capabilities(fix.code, cell, imports)
     fix.tried = unexplained_attempts(run, fix, imports)
     return fix

@@ -91,8 +91,8 @@ class Baseline:
 
     @property
     def keeps_spec(self) -> bool:
-        """A repair must keep something of the user's code (the developer is told so)."""
-        return self.spec is not None and not self.spec.empty
+        """The user's code states checks a repair must keep (the developer is told so)."""
+        return self.spec is not None and self.spec.states_checks
 
 
 class Baselines:
@@ -150,7 +150,8 @@ class Judge:
         verdict = judging.judge_given(result, task)
         seen = None
         if judging.observes_given(verdict):
-            seen, secs = self._observe(code)
+            shown, secs = self._observe(code)
+            seen = judging.given_shows(shown)
             sandbox_s += secs
         self.baseline = Baseline(spec=self.qa.spec_for(task, result), seen=seen)
         checks, secs = self._generated_checks(code, result)
@@ -163,7 +164,9 @@ class Judge:
         task = self.task
         if task.initial_code is None or given is None:
             return Baseline()
-        seen = self._observe(task.initial_code)[0] if judging.observes_given(given.verdict) else None
+        seen = (
+            judging.given_shows(self._observe(task.initial_code)[0]) if judging.observes_given(given.verdict) else None
+        )
         return Baseline(spec=self.qa.spec_for(task, given.result), seen=seen)
 
     def candidate(self, index: int, code: str, *, announce: str | None = None, show: bool = True) -> Trial:
@@ -186,6 +189,16 @@ class Judge:
         verdict = judging.hold_data_checks(verdict, checks)
         verdict = judging.with_verified_by(verdict, checks, task)
         return Trial(code, result, verdict, checks, explanation=explanation, sandbox_s=sandbox_s + secs)
+
+    def execute(self, code: str, prelude: str = "") -> ExecutionResult:
+        """``code`` run as this run's programs run (its inputs, the notebook's prelude then
+        ``prelude``, the user's tests), with no pre-check and no verdict: what a program
+        holds along the way, for teaching (:mod:`selfheal_jupyter.teaching.observe`)."""
+        if self.stop.is_set():
+            raise Cancelled("Stopped before the sandbox run.")
+        first = self._prelude or ""
+        joined = "\n".join(p for p in (first, prelude) if p) or None
+        return self.qa.run(code, self.inputs, self.task.tests, cancel=self.stop, prelude=joined)
 
     @staticmethod
     def not_run(proposal: Proposal, repeat_of: int | None, told: RepairContext | None) -> Trial:

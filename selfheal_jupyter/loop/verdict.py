@@ -166,6 +166,11 @@ SAME_BEHAVIOUR = (
     "what the checks run: find the code that does not do what the task asks and change "
     "what it computes"
 )
+UNSTEADY = (
+    "it passed its checks, but run on them again it did not run cleanly, so nothing shows "
+    "that it behaves otherwise than the program the task says is wrong ({seen}): make it "
+    "run the same way every time, and change what it computes"
+)
 
 
 DATA_CHECKS_FAILED = "its output does not show what your data says ({failed} of {total} checks from your data failed)"
@@ -205,6 +210,13 @@ def observes_given(verdict: Verdict) -> bool:
     return verdict.held == "given"
 
 
+def given_shows(seen: Observation | None) -> Observation | None:
+    """What candidates are compared with, of what the given program showed on its second
+    run (:func:`observes_given`): None when it showed nothing, or did not run cleanly
+    again (then there is nothing to compare, and no candidate is held)."""
+    return None if seen is None or seen.empty else seen
+
+
 def compares_behaviour(verdict: Verdict, given_seen: Observation | None) -> bool:
     """Whether a candidate's pass needs the second run that compares what it shows with
     what the given program showed (``given_seen``, see :func:`observes_given`)."""
@@ -214,12 +226,13 @@ def compares_behaviour(verdict: Verdict, given_seen: Observation | None) -> bool
 def hold_same_behaviour(verdict: Verdict, seen: Observation | None, given_seen: Observation | None) -> Verdict:
     """A pass is no success when the task says the given program is wrong and this
     candidate shows exactly what that program showed (:mod:`selfheal_jupyter.spec.behaviour`):
-    nothing its checks can see was fixed."""
-    if not verdict.passed or given_seen is None or seen != given_seen:
+    nothing its checks can see was fixed. ``seen`` None: its own second run did not run
+    cleanly, which shows no other behaviour either (a program can tell its runs apart:
+    a crash there is no evidence of a fix)."""
+    if not verdict.passed or given_seen is None or (seen is not None and seen != given_seen):
         return verdict
-    return replace(
-        verdict, passed=False, held="same_behaviour", reasons=[SAME_BEHAVIOUR.format(seen=given_seen.summary())]
-    )
+    said = UNSTEADY if seen is None else SAME_BEHAVIOUR
+    return replace(verdict, passed=False, held="same_behaviour", reasons=[said.format(seen=given_seen.summary())])
 
 
 def hold_data_checks(verdict: Verdict, checks: list[TestOutcome]) -> Verdict:

@@ -354,6 +354,8 @@ def test_an_assert_outlived_by_changing_its_callable_in_place_does_not_heal(tmp_
     cell, cheat = IN_PLACE[kind]
     record = _heal(tmp_path, cell, [f"```python\n{cheat}```"] * 2)
     assert record["outcome"] != "success", record["final_code"]
+    # refused for what it did, not for a sandbox that failed under load (that would pass this xfail)
+    assert "assert_outlived" in _rules(record), record["iterations"][-1]["verdict"]
 
 
 FORGED = {
@@ -835,3 +837,49 @@ def test_a_dict_keyed_by_the_program_s_objects_does_not_hang_the_checker(tmp_pat
     )
     assert result["status"] == "ok", result
     assert all(t["passed"] for t in result["tests"]), result["tests"]
+
+
+# --------------------------------------------------------------------------- the behaviour rule
+WRONG_MEAN = "values = [3, 4, 5]\nmean = sum(values) / len(values) + 1\nprint(mean)\nassert mean > 0\n"
+# The wrong program itself, plus a line that fails only when the program runs whole:
+# with the user's asserts to check it runs a run of statements at a time (the judged
+# run), without them whole (the second run, which shows what it does).
+TWO_FACED = (
+    "import inspect\n"
+    + WRONG_MEAN
+    + "if 'print' in inspect.currentframe().f_code.co_names:\n    raise ValueError('the second run')\n"
+)
+
+
+def test_a_program_that_fails_only_when_run_again_does_not_pass_for_a_fix(tmp_path):
+    """`selfheal run --code` with a task that says the cell is wrong: a candidate is held
+    when it shows what the wrong cell showed. One that shows it exactly (it prints 5.0)
+    but tells the second run from the judged one and crashes there was taken for a
+    fix: a second run that did not run cleanly counted as different behaviour."""
+    plan = "1. Remove the + 1 from the mean."
+    run = _heal(tmp_path, WRONG_MEAN, [plan, f"```python\n{TWO_FACED}```"], task="The mean is off by one.")
+    zero, faced = run["iterations"][:2]
+    assert zero["verdict"]["held"] == "given"
+    assert faced["result"]["stdout"] == "5.0\n" and faced["result"]["status"] == "ok"  # what the wrong cell printed
+    assert not faced["verdict"]["passed"] and faced["verdict"]["held"] == "same_behaviour", faced["verdict"]
+    assert "did not run cleanly" in faced["verdict"]["reasons"][0]
+    assert run["outcome"] != "success" and run["fix"] is None
+
+
+# --------------------------------------------------------------------------- the hand-over
+SHOWS_NOTHING = "def mean(xs):\n    return sum(xs) / len(xs) + 1\n\nassert mean([2, 4]) > 0\n"
+HONEST_FIX = 'def mean(xs):\n    """The mean of xs."""\n    return sum(xs) / len(xs)\n\nassert mean([2, 4]) > 0\n'
+
+
+def test_the_hand_over_never_undoes_a_fix_the_checks_cannot_see(tmp_path):
+    """`selfheal run --code` with a task that says the cell is wrong, and an assert the
+    wrong cell passes too: the model's right fix passed, then the search for lines the fix
+    does not need put the user's wrong line back (that passes the same assert) and handed
+    over the wrong program with a docstring, saying it left out "the model's change of
+    your line"."""
+    plan = "1. Remove the + 1 from the mean."
+    run = _heal(tmp_path, SHOWS_NOTHING, [plan, f"```python\n{HONEST_FIX}```"], task="The mean is off by one.")
+    assert run["outcome"] == "success" and run["iterations"][0]["verdict"]["held"] == "given"
+    fix = run["fix"]
+    assert "return sum(xs) / len(xs)\n" in fix["code"] and "+ 1" not in fix["code"], fix
+    assert not any("change of your line" in d for d in fix["dropped"]), fix["dropped"]

@@ -109,6 +109,19 @@ def test_a_candidate_that_shows_what_the_wrong_program_showed_is_held():
     assert v.hold_same_behaviour(passed, None, None).passed
 
 
+def test_a_candidate_whose_second_run_fails_shows_no_other_behaviour():
+    """A program can tell its judged run from the second one: a crash there is held, as
+    showing nothing different; a second run that ran and shows nothing does differ."""
+    given_seen = Observation(stdout="5\n", outputs=(), values=())
+    passed = Verdict(True, ["ran cleanly"])
+    held = v.hold_same_behaviour(passed, None, given_seen)
+    assert not held.passed and held.held == "same_behaviour" and "did not run cleanly" in held.reasons[0]
+    assert v.hold_same_behaviour(passed, Observation("", (), ()), given_seen).passed
+    # the given program's own second run: nothing to compare when it shows nothing or failed
+    assert v.given_shows(None) is None and v.given_shows(Observation("", (), ())) is None
+    assert v.given_shows(given_seen) == given_seen
+
+
 def test_a_repair_names_the_notebook_definitions_it_changes():
     helper = ContextEntry("scale", "function", source="def scale(x):\n    return x * 2\n")
     ctx = NotebookContext(entries=[helper])
