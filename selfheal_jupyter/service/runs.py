@@ -86,18 +86,25 @@ class Request:
         )
 
 
+SLOT_POLL_S = 0.2
+"""How often a request waiting for a model slot looks whether its run stopped."""
+
+
 class SharedLLM(LLMClient):
-    """The service's model client: at most ``slots`` requests at once across every run."""
+    """The service's model client: at most ``slots`` requests at once across every run.
+    A slot is held by the thread that asks the model, until its request has ended: a run
+    stopped before the first token returns at once, but its request stays open at the
+    endpoint (until that token, or the timeout), so freed with the run, the slot let one
+    student's agent, cancelling heals in a loop, pile requests on the model past the cap."""
 
     slots: threading.BoundedSemaphore
 
-    def chat(self, messages: Any, **kwargs: Any) -> Any:
-        cancel: threading.Event | None = kwargs.get("cancel")
-        while not self.slots.acquire(timeout=0.2):
-            if cancel is not None and cancel.is_set():
-                raise Cancelled("Stopped while waiting for the model.")
+    def _stream_worker(self, params: dict[str, Any], events: Any, abandon: threading.Event) -> None:
+        while not self.slots.acquire(timeout=SLOT_POLL_S):
+            if abandon.is_set():  # the run stopped while waiting for a slot
+                return
         try:
-            return super().chat(messages, **kwargs)
+            super()._stream_worker(params, events, abandon)
         finally:
             self.slots.release()
 
