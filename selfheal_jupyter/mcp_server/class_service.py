@@ -130,6 +130,13 @@ class McpHandler(Counted):
     def body_limit(self) -> int:
         return self.max_body
 
+    def most_going(self) -> int:
+        """The calls the service lets run or wait, and beside them one more request per
+        session the student may hold (an agent's next opening, or the tool list it reads
+        after a call, sent before its call's request has ended): a call beyond those is
+        refused by the queue, saying so, and a call that ran never loses its follow-up."""
+        return super().most_going() + self.apps.most
+
     def holds_a_place(self) -> bool:
         """Only a POST (a call, or a session's opening) holds one of the student's places in
         flight. A GET is a session's standing stream (one a session, sessions capped by
@@ -168,7 +175,7 @@ class McpHandler(Counted):
         await self._serve()
 
     async def _serve(self) -> None:
-        await self.holding(self._asgi())
+        await self.holding(self._asgi)
 
     async def _asgi(self) -> None:
         request = self.request
