@@ -165,6 +165,16 @@ class Counted(HubUserHandler):
         if not self.holds_a_place():
             self.request.connection.set_max_body_size(0)  # type: ignore[union-attr]
             return
+        state, user = self.state, self.hub_user["name"]
+        going = state.going.get(user, 0)
+        if going >= self.most_going():
+            self.fail(
+                429,
+                "quota",
+                f"You already have {going} requests going on: let them finish (or stop one), then ask again.",
+            )
+            return
+        state.going[user], self.counted = going + 1, user
         limit = self.body_limit()
         try:
             declared = int(self.request.headers.get("Content-Length") or 0)
@@ -178,17 +188,7 @@ class Counted(HubUserHandler):
                 f"This request is {declared:,} bytes, more than the selfheal service takes ({limit:,}): "
                 "send a shorter program, or fewer or smaller inputs."
             )
-            return
-        state, user = self.state, self.hub_user["name"]
-        going = state.going.get(user, 0)
-        if going >= self.most_going():
-            self.fail(
-                429,
-                "quota",
-                f"You already have {going} requests going on: let them finish (or stop one), then ask again.",
-            )
-            return
-        state.going[user], self.counted = going + 1, user
+            return  # counted all the same: its connection is held until its body ended
         self.request.connection.set_max_body_size(limit)  # type: ignore[union-attr]
         self.body = []
 
