@@ -145,16 +145,29 @@ def hints_of(session, writer: RecordingWriter | None, started: float) -> tuple[l
     return session.hints, first_s
 
 
-def measured(hints: list, facts: Facts, held: HeldFix | None, first_s: float, writer: RecordingWriter | None) -> dict:
+def checks_of(session) -> list[str]:  # type: ignore[no-untyped-def]
+    """What the prose checks found for each hint: the session keeps why prose was dropped
+    (a hint says only "dropped"); an older tree put it in the hint."""
+    findings = getattr(session, "findings", None)
+    if findings is None:
+        return [h.check for h in session.hints]
+    return [f"dropped: {why}" if why else h.check for h, why in zip(session.hints, findings, strict=True)]
+
+
+def measured(
+    hints: list, facts: Facts, held: HeldFix | None, first_s: float, writer: RecordingWriter | None, checks: list[str]
+) -> dict:
     fix_lines = held.lines if held is not None else ()
     return {
         "level1_names_changed_line": bool(named_lines(hints[0].text, facts.failing_line) & set(facts.changed_lines)),
         "prose_asked": len(writer.replies) if writer is not None else 0,
         "prose_shown": sum(bool(h.prose) for h in hints),
         "shown_telling": sum(bool(h.prose) and squashed_fix_in(h.prose, fix_lines) for h in hints),
-        "checks": [h.check for h in hints],
+        "checks": checks,
         "first_hint_s": round(first_s, 1),
-        "hints": [{"level": h.level, "text": h.text, "prose": h.prose, "check": h.check} for h in hints],
+        "hints": [
+            {"level": h.level, "text": h.text, "prose": h.prose, "check": c} for h, c in zip(hints, checks, strict=True)
+        ],
         "replies": writer.replies if writer is not None else [],
     }
 
@@ -170,7 +183,7 @@ def row_of(case_id: str, code: str, run: Run, loop, started: float, ran_s: float
         "verified": facts.verified,
         "iterations": len(run.iterations),
         "run_s": round(ran_s, 1),
-        **measured(hints, facts, held, first_s, None),
+        **measured(hints, facts, held, first_s, None, checks_of(session)),
         "changed_lines": facts.changed_lines,
         "kinds": [c.kind for c in facts.changes],
         # what --judge and --replay need
@@ -185,7 +198,7 @@ def row_of(case_id: str, code: str, run: Run, loop, started: float, ran_s: float
         writer = RecordingWriter(loop.llm)
         with_prose = session_for(code, run, loop)
         hints, first_s = hints_of(with_prose, writer, time.monotonic())
-        row["prose"] = measured(hints, facts, held, ran_s + first_s, writer)
+        row["prose"] = measured(hints, facts, held, ran_s + first_s, writer, checks_of(with_prose))
     return row
 
 

@@ -99,7 +99,8 @@ def estimate_tokens(text: str) -> int:
     return (len(text) + 3) // 4
 
 
-def _estimate_prompt(messages: Sequence[Message]) -> int:
+def estimate_prompt(messages: Sequence[Message]) -> int:
+    """The tokens a request's messages are about (for a server that reports none)."""
     return sum(estimate_tokens(m.get("content") or "") + 4 for m in messages)
 
 
@@ -160,7 +161,7 @@ class LLMClient:
         if cancel is not None and cancel.is_set():
             raise Cancelled("Stopped before the model was asked.")
         if self.admit is not None:
-            self.admit(_estimate_prompt(messages))
+            self.admit(estimate_prompt(messages))
         params: dict[str, Any] = {
             "model": self.endpoint.model,
             "messages": list(messages),
@@ -235,7 +236,7 @@ class LLMClient:
                 "so the reply may be cut. Check the server's log, then run again."
             )
         if usage is None:
-            usage = Usage(_estimate_prompt(messages), estimate_tokens(text), estimated=True)
+            usage = Usage(estimate_prompt(messages), estimate_tokens(text), estimated=True)
         return ChatReply(text, usage, finish, time.monotonic() - started)
 
     def _cut(self, why: str, messages: Sequence[Message], text: str, chunks: int) -> LLMError:
@@ -256,7 +257,7 @@ class LLMClient:
                 "stopped. A slow server: raise `%config SelfHeal.llm_timeout_s`, or pick a "
                 "smaller model."
             )
-        error.usage = Usage(_estimate_prompt(messages), received, estimated=True)
+        error.usage = Usage(estimate_prompt(messages), received, estimated=True)
         return error
 
     def _who(self) -> str:

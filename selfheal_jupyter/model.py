@@ -662,8 +662,8 @@ class Hint:
     prose: str = ""
     """The model's words that passed the leak check ("" when none did)."""
     check: str = ""
-    """What the leak check did: "passed", "passed on the second try", "cut back to the
-    facts", or "" (no model prose at this level)."""
+    """What the leak check did: "passed", "dropped" (never why: that tells which of the
+    student's guesses the fix has; the tool keeps it), or "" (no model prose at this level)."""
     cell: str = ""
     """The student's code the hint is about."""
     diff: str = ""

@@ -33,6 +33,14 @@ def is_request(entry: dict[str, Any]) -> bool:
     return "kind" not in entry
 
 
+def cost_nothing(entry: dict[str, Any]) -> bool:
+    """A request's line that counts against no quota: refused, or answered without a run,
+    a hint or a model token (a note: "nothing to hint at", "that was the last hint")."""
+    if entry.get("outcome") == "refused":
+        return True
+    return is_request(entry) and not entry.get("runs") and not entry.get("hints") and not entry.get("tokens")
+
+
 @dataclass
 class Usage:
     """One student's use on one day."""
@@ -50,7 +58,9 @@ class RunLog:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _used: dict[tuple[str, str], Usage] = field(default_factory=dict, repr=False)
     _cell_hints: dict[tuple[str, str], int] = field(default_factory=dict, repr=False)
-    _refused: dict[tuple[str, str], int] = field(default_factory=dict, repr=False)
+    _cell_of: dict[tuple[str, str], str] = field(default_factory=dict, repr=False)
+    """Each version's code key → the session (the cell) it was last hinted under."""
+    _free: dict[tuple[str, str], int] = field(default_factory=dict, repr=False)
     _read: list[dict[str, Any]] = field(default_factory=list, repr=False)
     _read_to: int = field(default=0, repr=False)
     """The lines :meth:`entries` parsed so far, and where in the file it stopped."""
@@ -74,8 +84,8 @@ class RunLog:
         if entry.get("kind") == RESET:
             self._used[(user, day)] = Usage()
             return
-        if entry.get("outcome") == "refused":
-            self._refused[(user, day)] = self._refused.get((user, day), 0) + 1
+        if cost_nothing(entry):
+            self._free[(user, day)] = self._free.get((user, day), 0) + 1
         used = self._used.setdefault((user, day), Usage())
         used.runs += int(entry.get("runs", 0) or 0)
         used.hints += len(entry.get("hints", []) or [])
@@ -84,6 +94,8 @@ class RunLog:
             if entry.get("hints") and entry.get(name) and (name == "cell" or entry[name] != entry.get("cell")):
                 key = (user, str(entry[name]))
                 self._cell_hints[key] = self._cell_hints.get(key, 0) + len(entry["hints"])
+        if entry.get("hints") and entry.get("cell") and entry.get("session"):
+            self._cell_of[(user, str(entry["cell"]))] = str(entry["session"])
 
     def write(self, entry: dict[str, Any]) -> None:
         """Append one request's line (``time`` is added) and count it."""
@@ -103,16 +115,20 @@ class RunLog:
             found = self._used.get((user, datetime.now().date().isoformat()), Usage())
             return Usage(found.runs, found.hints, found.tokens)
 
-    def refused_today(self, user: str) -> int:
-        """Refused requests of ``user``'s logged today."""
+    def free_today(self, user: str) -> int:
+        """Requests of ``user``'s logged today that cost them nothing (:func:`cost_nothing`)."""
         with self._lock:
-            return self._refused.get((user, datetime.now().date().isoformat()), 0)
+            return self._free.get((user, datetime.now().date().isoformat()), 0)
 
     def hints_for(self, user: str, cell: str) -> int:
         """Hints this student was given for this cell (any day), by its code's key or its
-        session's (:func:`~selfheal_jupyter.teaching.session.id_key`)."""
+        session's (:func:`~selfheal_jupyter.teaching.session.id_key`). A version's code
+        counts as the whole cell it was hinted under: once no session in memory knows the
+        cell (a restart, a flood of cells), its code under a new id (or none) is still it."""
         with self._lock:
-            return self._cell_hints.get((user, cell), 0)
+            own = self._cell_hints.get((user, cell), 0)
+            session = self._cell_of.get((user, cell))
+            return max(own, self._cell_hints.get((user, session), 0)) if session else own
 
     def entries(self) -> list[dict[str, Any]]:
         """Every line, oldest first (the instructor's view). Only what was appended since

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from ..config import SelfHeal, size_bytes
-from ..errors import Cancelled, SandboxError, SelfHealError
+from ..errors import Cancelled, LLMError, SandboxError, SelfHealError
 from ..factory import build_llm, resolve_endpoint, shared_sandbox
-from ..llm import LLMClient
+from ..llm import LLMClient, estimate_prompt
 from ..loop import events as loop_events
 from ..model import Run, Task
 from ..runner.hints import words as hint_words
@@ -29,13 +29,14 @@ from ..runner.local import LocalRunner
 from ..service_client import wire
 from ..teaching import policy as policies
 from .hints import HintSessions, cell_key, kept, light
-from .log import RunLog
+from .log import RunLog, cost_nothing
 from .policy_store import CHANGES_FILE, PolicyStore
 
 Emit = Callable[[Any], None]
 ENTRIES = ("agent", "heal", "hint", "autoheal", "run")
-REFUSALS_LOGGED = 100
-"""Refused requests logged per student and day; more are refused alike, unlogged."""
+FREE_LOGGED = 100
+"""Requests that cost a student nothing (refused, or answered with a note) logged per
+student and day; more are answered alike, unlogged."""
 NOTEBOOK_MAX_CHARS = 4096
 """The longest notebook path a request may say (Linux's PATH_MAX): every request's log line holds it."""
 
@@ -88,22 +89,59 @@ class Request:
 
 SLOT_POLL_S = 0.2
 """How often a request waiting for a model slot looks whether its run stopped."""
+_SENDING = threading.Lock()
+"""Orders a model client's thread sending its request against its run stopping."""
 
 
 class SharedLLM(LLMClient):
-    """The service's model client: at most ``slots`` requests at once across every run.
-    A slot is held by the thread that asks the model, until its request has ended: a run
+    """The service's model client: at most ``slots`` requests at once across every run;
+    one per request, counting every token it spent (``spent``), whichever step asked and
+    however the reply ended: a reply the student stopped was read and written all the same.
+    A slot is held by the thread that asks the model until its request has ended: a run
     stopped before the first token returns at once, but its request stays open at the
-    endpoint (until that token, or the timeout), so freed with the run, the slot let one
+    endpoint (until that token, or the timeout); freed with the run, the slot let one
     student's agent, cancelling heals in a loop, pile requests on the model past the cap."""
 
     slots: threading.BoundedSemaphore
+    spent: int = 0
+    sent: int = 0
+    """Requests this client sent to the model (not those stopped while waiting for a slot)."""
+
+    def chat(self, messages: Any, **kwargs: Any) -> Any:
+        received = 0
+        given = kwargs.get("on_token")
+
+        def counted(text: str) -> None:
+            nonlocal received
+            received += 1
+            if given is not None:
+                given(text)
+
+        sent_before = self.sent
+        try:
+            reply = super().chat(messages, **{**kwargs, "on_token": counted})
+        except (LLMError, Cancelled) as exc:
+            usage = getattr(exc, "usage", None)
+            if usage is not None:
+                self.spent += usage.prompt_tokens + usage.completion_tokens
+            else:
+                with _SENDING:
+                    asked = self.sent > sent_before  # else nothing was sent
+                if asked and (received or isinstance(exc, Cancelled)):  # the server read the prompt
+                    self.spent += estimate_prompt(messages) + received
+            raise
+        self.spent += reply.usage.prompt_tokens + reply.usage.completion_tokens
+        return reply
 
     def _stream_worker(self, params: dict[str, Any], events: Any, abandon: threading.Event) -> None:
         while not self.slots.acquire(timeout=SLOT_POLL_S):
             if abandon.is_set():  # the run stopped while waiting for a slot
                 return
         try:
+            with _SENDING:
+                if abandon.is_set():
+                    return
+                self.sent += 1
             super()._stream_worker(params, events, abandon)
         finally:
             self.slots.release()
@@ -200,10 +238,10 @@ class Service:
 
     def refused(self, user: str, request: Request, policy: policies.Policy, refused: Refused) -> None:
         """Log a refused request (the instructor sees who asked during an exam, and why not),
-        the first :data:`REFUSALS_LOGGED` of each student's day: a refusal costs the student
-        nothing, so without a bound one in a loop would grow the log (and the page's copy)
-        without end."""
-        if self.log.refused_today(user) >= REFUSALS_LOGGED:
+        the first :data:`FREE_LOGGED` free requests of each student's day: a refusal costs
+        the student nothing, so without a bound one in a loop would grow the log (and the
+        page's copy) without end."""
+        if self.log.free_today(user) >= FREE_LOGGED:
             return
         self.log.write(
             {
@@ -250,14 +288,15 @@ class Service:
             values["token_budget"] = min(own.token_budget or left, left)
         return own.with_values(**values) if values else own
 
-    def _llm(self, settings: SelfHeal) -> LLMClient:
+    def _llm(self, settings: SelfHeal) -> SharedLLM:
         """The shared model client, asking for the policy's model when it names one
         (:meth:`settings_for` puts it in ``settings.model``)."""
         endpoint = self.endpoint
         if settings.model and settings.model != endpoint.model:
             endpoint = replace(endpoint, model=settings.model)
         llm = build_llm(settings, endpoint, kind=SharedLLM)
-        llm.slots = self.model_slots  # type: ignore[attr-defined]
+        assert isinstance(llm, SharedLLM)
+        llm.slots = self.model_slots
         return llm
 
     # ------------------------------------------------------------------ work
@@ -271,26 +310,30 @@ class Service:
             "mode": policy.mode,
             "model": policy.model or self.endpoint.model,
         }
+        llm = self._llm(settings)  # this request's: what it spent is counted whatever the run's record says
         try:
+            runner = self._runner(settings, llm)
             if request.entry == "hint":
-                self._hint(user, request, policy, settings, emit, cancel, entry)
+                self._hint(user, request, policy, runner, emit, cancel, entry)
             elif request.options.get("plan_only") is True:
-                self._plan(request, settings, emit, cancel, entry)
+                self._plan(request, runner, emit, cancel, entry)
             else:
-                self._full(request, settings, emit, cancel, entry)
+                self._full(request, runner, emit, cancel, entry)
         except SelfHealError as exc:
             entry.update(outcome="error", error=str(exc))
             emit(wire.Failed(to_student(exc)))
         finally:
-            self.log.write(entry)
+            entry["tokens"] = max(int(entry.get("tokens", 0) or 0), llm.spent)
+            if not (cost_nothing(entry) and self.log.free_today(user) >= FREE_LOGGED):
+                self.log.write(entry)  # past the bound, a free answer (a note) as a refusal: unlogged
 
-    def _runner(self, settings: SelfHeal) -> LocalRunner:
-        """The loop here, on the service's shared sandbox and model client."""
-        runner = LocalRunner(settings, sandbox=self.sandbox, llm=self._llm(settings))
+    def _runner(self, settings: SelfHeal, llm: SharedLLM) -> LocalRunner:
+        """The loop here, on the service's shared sandbox and a model client of the request's."""
+        runner = LocalRunner(settings, sandbox=self.sandbox, llm=llm)
         runner.start()
         return runner
 
-    def _full(self, request: Request, settings: SelfHeal, emit: Emit, cancel: threading.Event, entry: dict) -> None:
+    def _full(self, request: Request, runner: LocalRunner, emit: Emit, cancel: threading.Event, entry: dict) -> None:
         task = request.task
 
         def forward(event: Any) -> None:
@@ -303,7 +346,7 @@ class Service:
             elif not isinstance(event, loop_events.RunFinished):
                 emit(event)
 
-        run = self._runner(settings).full(task, request.entry, forward, cancel)
+        run = runner.full(task, request.entry, forward, cancel)
         entry.update(
             runs=1,
             outcome=run.outcome,
@@ -316,10 +359,13 @@ class Service:
             entry["fix"] = run.fix.code
         emit(wire.Finished(replace(run, task=light(task))))
 
-    def _plan(self, request: Request, settings: SelfHeal, emit: Emit, cancel: threading.Event, entry: dict) -> None:
-        """``%%agent --plan-only``: the planner's steps, nothing run."""
-        plan = self._runner(settings).plan(request.task, lambda _event: None, cancel)
-        entry.update(runs=0, outcome="planned")
+    def _plan(self, request: Request, runner: LocalRunner, emit: Emit, cancel: threading.Event, entry: dict) -> None:
+        """``%%agent --plan-only``: the planner's steps, nothing run. It counts as a run of
+        the agent (as ``%%agent --plan-only`` does in a kernel, under ``max_runs``); its
+        model tokens are counted by the request's model client (:meth:`work`)."""
+        entry.update(runs=1)
+        plan = runner.plan(request.task, lambda _event: None, cancel)
+        entry.update(outcome="planned")
         emit(wire.Finished(Run(task=light(request.task), plan=plan)))
 
     def _hint(
@@ -327,7 +373,7 @@ class Service:
         user: str,
         request: Request,
         policy: policies.Policy,
-        settings: SelfHeal,
+        runner: LocalRunner,
         emit: Emit,
         cancel: threading.Event,
         entry: dict,
@@ -351,7 +397,7 @@ class Service:
 
         given = self.given(user, request)
         try:
-            turn = self._runner(settings).hint(task, session, progress, cancel, given_before=given, keep=kept)
+            turn = runner.hint(task, session, progress, cancel, given_before=given, keep=kept)
         except Cancelled:  # the run's own words may name the server's engine: not the student's
             stopped = cancel.is_set() or entry.get("outcome") == "cancelled"
             why = "the run was stopped." if stopped else SERVICE_FAILED
@@ -367,6 +413,8 @@ class Service:
             )
             if turn.new.change:
                 entry["change"] = turn.new.change
+            if session.findings and session.findings[-1]:  # why the writer's words were dropped: not the student's
+                entry["check"] = session.findings[-1]
             if turn.new.diff:
                 entry["fix"] = turn.new.diff
         elif turn.note:

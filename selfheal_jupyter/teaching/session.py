@@ -57,6 +57,9 @@ WITHHELD = (
     "teaching mode: this record holds your own run and the hints; the fix and the rounds that "
     "found it stay with the tool"
 )
+DROPPED = "dropped"
+"""A hint's ``check`` when the writer's words were not shown: why not stays in the tool
+(:attr:`HintSession.findings`), as it tells which of the student's guesses the fix has."""
 ENDED = "The run ended without a verified fix ({outcome}); what it said of its attempts stays with the tool."
 """A hints record's ``error``: the run's own message names the rounds' programs, their
 errors and the tool's explanation of a failure (its stop and advice messages), so it
@@ -192,6 +195,11 @@ class HintSession:
         self._held: HeldFix | None = None
         self._before: Run | None = None
         """The run of the code before the edit, until the new code's run is attached."""
+        self.findings: list[str] = []
+        """Why each hint's prose was dropped ("" none), in order: the checks' findings are
+        about the fix (which guess of a name or an operator it has), so they stay with the
+        tool — the service's log, the bench — and a hint says only ``dropped``."""
+        self._finding = ""
 
     # ------------------------------------------------------------------ state
     def needs_run(self, task: Task) -> bool:
@@ -273,7 +281,9 @@ class HintSession:
 
     @property
     def revealed(self) -> bool:
-        return any(h.diff for h in self.hints)
+        """A hint showed the fix of the code as it is now (a fix shown for an earlier
+        version reveals nothing of this one's: the student may put any code in the cell)."""
+        return any(h.diff and h.cell == self.cell for h in self.hints)
 
     def take_note(self, *, spent: bool = False) -> str:
         """Why no hint is given now ("" when one may be), said with what the edit changed
@@ -294,7 +304,9 @@ class HintSession:
         """The next rung's hint (the writer's prose only when it passed the checks), with
         what the student's edit changed when they edited since the last hint."""
         level = min(LEVELS, self.rung + 1) if self.facts.verified else 1
+        self._finding = ""
         hint = self.compose(level, writer, cancel=cancel)
+        self.findings.append(self._finding)
         if self.change:
             hint = replace(hint, change=" ".join(self.change))
             self.change = []
@@ -317,7 +329,7 @@ class HintSession:
             if not self.policy.reveal_fix or self._held is None:
                 return Hint(3, title, HIDDEN, cell=cell)
             return Hint(3, title, "The verified fix, as a diff to your cell:", cell=cell, diff=self._held.diff)
-        words, check = self._prose(level, writer, cancel) if writer is not None else ("", "")
+        words, check, self._finding = self._prose(level, writer, cancel) if writer is not None else ("", "", "")
         text = "\n".join([*said, words] if words else said)
         return Hint(
             level,
@@ -329,15 +341,15 @@ class HintSession:
             cell=cell,
         )
 
-    def _prose(self, level: int, writer: HintWriter, cancel: threading.Event | None) -> tuple[str, str]:
-        """The writer's words for ``level`` when nothing is wrong with them, else ""; and
-        what the check found."""
+    def _prose(self, level: int, writer: HintWriter, cancel: threading.Event | None) -> tuple[str, str, str]:
+        """The writer's words for ``level`` when nothing is wrong with them, else ""; the
+        hint's ``check`` (``passed`` or ``dropped``); and why it was dropped (the tool's)."""
         try:
             text = writer.write(ask_of(level, self.facts, self.lines), cancel=cancel)
         except LLMError:
-            return "", "dropped: the model could not be asked"
+            return "", DROPPED, "the model could not be asked"
         found = prose.problems(text, facts=self.facts, held=self._held, line_offset=self.lines.offset)
-        return ("", f"dropped: {found[0]}") if found else (text, "passed")
+        return ("", DROPPED, found[0]) if found else (text, "passed", "")
 
     # ------------------------------------------------------------------ the record
     def record(self) -> Run:
@@ -452,6 +464,9 @@ class Cells:
         self.by_key[found.key] = found
         self.by_key.move_to_end(found.key)
         if cell_id and id_key(cell_id) != found.key:
+            old = id_key(found.cell_id) if found.cell_id else ""
+            if old and old != found.key and self.by_key.get(old) is found:
+                del self.by_key[old]  # a cell has one id at a time: the latest its front end gave
             self.by_key[id_key(cell_id)] = found  # the same cell under the id the front end gives it now
         while self.keep is not None and len({id(s) for s in self.by_key.values()}) > self.keep:
             oldest = next(iter(self.by_key.values()))

@@ -215,3 +215,70 @@ def test_a_hints_record_quotes_no_line_nor_error_of_the_model_s_attempts(classro
     record = end["data"]["record"]
     assert record["outcome"] != "success" and record["error"], record  # the run ended, and says so
     assert "max(xs) - min(xs)" not in answer.text and "ZeroDivisionError" not in answer.text, record["error"]
+
+
+AVERAGE = "def average(scores):\n    return sum(scores) // len(scores)\n\nassert average([1, 2]) == 1.5\n"
+AVERAGE_FIXED = "```python\n" + AVERAGE.replace("//", "/") + "```"
+
+
+def hint_turn(classroom, student: str, writer_says: str) -> dict:
+    """A student's hint request on AVERAGE (its fix: `//` to `/`), the hint writer scripted
+    to say what the student's comment asked of it; the turn's end as the student receives it."""
+    classroom.script(Reply(AVERAGE_FIXED, match="def average("), Reply(writer_says, match="teacher"))
+    answer = requests.post(
+        classroom.hub.service_url + "api/runs",
+        json={**body("hint", AVERAGE), "cell_id": "c1"},
+        headers={"Authorization": f"token {classroom.hub.token(student)}"},
+        timeout=600,
+    )
+    assert answer.status_code == 200, answer.text[-500:]
+    end = json.loads(answer.text.strip().splitlines()[-1])
+    assert end["event"] == "HintsFinished" and end["data"]["hints"], end
+    return end["data"]
+
+
+def test_why_the_writer_s_words_were_dropped_does_not_tell_a_student_which_guess_the_fix_has(classroom):
+    """Two students each ask the hint writer (in a comment of their cell) to name a guess:
+    `/`, which the fix brings, and `%`, which it does not. Both are dropped; the reason
+    went back with the hint ("it names an operator the fix changes" against "it quotes
+    code the cell does not hold"), an oracle on the fix for anyone who reads the answer."""
+    classroom.policy({"mode": "hints", "reveal_fix": False})
+    right = hint_turn(classroom, classroom.students[0], "Think about `/` on line 2: work it out by hand.")
+    wrong = hint_turn(classroom, classroom.students[1], "Think about `%` on line 2: work it out by hand.")
+    assert right["hints"] == wrong["hints"] and right["hints"][0]["check"] == "dropped", right["hints"]
+    assert right["record"]["hints"] == wrong["record"]["hints"]
+    said = [line.get("check") for line in classroom.log() if line.get("hints")]
+    assert said == ["it names an operator the fix changes", "it quotes code the cell does not hold"], said
+
+
+MEAN_FIXED = "```python\n" + MEAN.replace("(len(xs) + 1)", "len(xs)") + "```"
+
+
+def test_a_fix_revealed_in_a_cell_reveals_no_other_code_the_student_puts_in_it(classroom):
+    """Under ``reveal_fix`` a cell's third hint shows its fix. The cell's next answers
+    then carried the whole run of whatever code the student put in the cell (its id kept),
+    fix included: another exercise's fix, with a free note, no hint revealing it."""
+    classroom.policy({"mode": "hints", "reveal_fix": True})
+    classroom.script(
+        Reply(AVERAGE_FIXED, match="def average("),
+        Reply(MEAN_FIXED, match="def mean("),
+        *[Reply("Work through that line by hand for the first input.", match="teacher") for _ in range(4)],
+    )
+    token = classroom.hub.token(classroom.students[0])
+
+    def ask(code: str) -> dict:
+        answer = requests.post(
+            classroom.hub.service_url + "api/runs",
+            json={**body("hint", code), "cell_id": "c1"},
+            headers={"Authorization": f"token {token}"},
+            timeout=600,
+        )
+        assert answer.status_code == 200, answer.text[-500:]
+        end = json.loads(answer.text.strip().splitlines()[-1])
+        assert end["event"] == "HintsFinished", end
+        return end["data"]
+
+    turn = [ask(AVERAGE) for _ in range(3)][-1]  # where, why, the fix
+    assert turn["hints"][-1]["level"] == 3 and turn["hints"][-1]["diff"], turn["hints"][-1]
+    other = ask(MEAN)  # the same cell, another exercise's code in it
+    assert other["note"] and "return sum(xs) / len(xs)" not in json.dumps(other), other["note"]

@@ -323,19 +323,19 @@ def test_a_student_refused_in_a_loop_grows_the_log_by_a_bounded_amount(tmp_path)
     of refused requests (200 KB cells, an exam's "off") grew the run log, and the
     instructor's page's copy of it, without end."""
     from selfheal_jupyter.service.log import RunLog
-    from selfheal_jupyter.service.runs import REFUSALS_LOGGED, Refused, Service
+    from selfheal_jupyter.service.runs import FREE_LOGGED, Refused, Service
 
     service = Service(SelfHeal(), policy=None, log=RunLog(tmp_path / "log.jsonl"))
     policy = Policy(mode="off")
-    for i in range(3 * REFUSALS_LOGGED):
+    for i in range(3 * FREE_LOGGED):
         request = Request("hint", Task(prompt="", initial_code=f"assert {i} < 0\n"), "exam.ipynb", {})
         with pytest.raises(Refused) as refused:
             service.admit("ann", policy, request)
         service.refused("ann", request, policy, refused.value)
     service.refused("bob", request, policy, refused.value)
     lines = (tmp_path / "log.jsonl").read_text().splitlines()
-    assert len(lines) == REFUSALS_LOGGED + 1 and json.loads(lines[-1])["user"] == "bob"
-    assert RunLog(tmp_path / "log.jsonl").refused_today("ann") == REFUSALS_LOGGED  # a restart counts them too
+    assert len(lines) == FREE_LOGGED + 1 and json.loads(lines[-1])["user"] == "bob"
+    assert RunLog(tmp_path / "log.jsonl").free_today("ann") == FREE_LOGGED  # a restart counts them too
 
 
 # ====================================================================== what a student is told
