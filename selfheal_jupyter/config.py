@@ -310,6 +310,11 @@ class SelfHeal(Configurable):
         help="`selfheal service`: most runs one student may have waiting; a further one is refused. "
         "`selfheal mcp`: most tool calls waiting.",
     ).tag(config=True)
+    service_mcp_sessions = Int(
+        8,
+        help="`selfheal service`: most MCP sessions (agents connected to /services/selfheal/mcp) one "
+        "student may hold at once; a further one is refused until one ends.",
+    ).tag(config=True)
     service_log = Unicode(
         help="`selfheal service`: the run log (JSON lines: who, when, notebook, mode, outcome, "
         "tokens, the hints shown). Empty: $XDG_STATE_HOME/selfheal/service-log.jsonl "
@@ -349,7 +354,15 @@ class SelfHeal(Configurable):
             raise TraitError(f"SelfHeal.{name} must be a positive number, not {proposal['value']}.")
         return proposal["value"]
 
-    @validate("max_iterations", "pids_limit", "max_tokens", "service_runs", "service_model_requests", "service_waiting")
+    @validate(
+        "max_iterations",
+        "pids_limit",
+        "max_tokens",
+        "service_runs",
+        "service_model_requests",
+        "service_waiting",
+        "service_mcp_sessions",
+    )
     def _check_at_least_one(self, proposal: dict) -> int:
         if proposal["value"] < 1:
             raise TraitError(f"SelfHeal.{proposal['trait'].name} must be at least 1, not {proposal['value']}.")

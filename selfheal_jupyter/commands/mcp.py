@@ -75,7 +75,7 @@ def handle(args: argparse.Namespace) -> int:
     if args.print_config:
         print(json.dumps(client_config(args, given_argv(args)), indent=2))
         return 0
-    from ..mcp_server.local import LocalHost
+    from ..mcp_server.local import LocalHost, serve_http
     from ..mcp_server.server import build_server
 
     settings = command_settings(args, MCP_FLAGS)
@@ -83,7 +83,7 @@ def handle(args: argparse.Namespace) -> int:
     if args.http:
         host, port = listen_address(args.http)
         print(f"selfheal mcp: serving http://{host}:{port}{HTTP_PATH}", file=sys.stderr, flush=True)
-        server.run("streamable-http", host=host, port=port, streamable_http_path=HTTP_PATH)
+        serve_http(server, host, port, HTTP_PATH)
     else:
         server.run()
     return 0

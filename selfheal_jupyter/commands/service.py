@@ -127,7 +127,7 @@ def serve(args: argparse.Namespace) -> int:
     app = make_app(service, prefix=prefix, instructors=settings.service_instructors)
     from ..mcp_server.class_service import mount
 
-    mount(app, prefix)  # the same tools an agent gets from `selfheal mcp`, at {prefix}mcp
+    mcp = mount(app, prefix)  # the same tools an agent gets from `selfheal mcp`, at {prefix}mcp
     host, port = _listen(args)
     connections = app.settings["selfheal_state"].connections = Connections.for_this_process()
     server = GuardedServer(
@@ -156,5 +156,6 @@ def serve(args: argparse.Namespace) -> int:
         loop.start()
     finally:
         server.stop()
+        loop.run_sync(mcp.close)
         service.close()
     return 0

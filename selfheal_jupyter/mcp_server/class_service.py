@@ -15,14 +15,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
+from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
+from mcp.server.streamable_http_manager import DEFAULT_SESSION_IDLE_TIMEOUT
 from mcp.server.transport_security import TransportSecuritySettings
 from tornado import web
-from tornado.ioloop import IOLoop
 from tornado.iostream import StreamClosedError
 
 from ..errors import BadInput
@@ -33,11 +36,13 @@ from ..service.runs import Refused, Request
 from ..service_client import wire
 from ..teaching.policy import PolicyBlocked
 from . import admission, work
-from .server import HealRequest, Principal, Records, build_server
+from .server import HealRequest, Principal, Records, build_server, stopping_when_gone
 
 USER_KEY = "selfheal.user"
 """Where the ASGI scope carries the hub user (put there by :class:`McpHandler`, after the hub vouched)."""
 PATH = "mcp"
+REFUSED = -32000
+"""The JSON-RPC error code (implementation-defined server error) of a request the service refused."""
 BODY_SLACK = 64 << 10
 """Bytes a call's body may have beside its code, tests and inputs (JSON framing, escapes)."""
 
@@ -116,14 +121,36 @@ class McpHandler(Counted):
     """One MCP request, from a hub user: handed to the SDK's ASGI app. Counted with the
     student's other requests in flight, its body read only once the hub said who asks."""
 
-    def initialize(self, state: Any, app: Any = None, max_body: int = 0) -> None:  # type: ignore[override]
+    def initialize(self, state: Any, apps: Any = None, max_body: int = 0) -> None:  # type: ignore[override]
         super().initialize(state)
-        self.asgi = app
+        self.apps: StudentApps = apps
         self.max_body = max_body
         self.gone = asyncio.Event()
 
     def body_limit(self) -> int:
         return self.max_body
+
+    def most_going(self) -> int:
+        """The calls the service lets run or wait, and beside them one more request per
+        session the student may hold (an agent's next opening, or the tool list it reads
+        after a call, sent before its call's request has ended): a call beyond those is
+        refused by the queue, saying so, and a call that ran never loses its follow-up."""
+        return super().most_going() + self.apps.most
+
+    def holds_a_place(self) -> bool:
+        """Only a POST (a call, or a session's opening) holds one of the student's places in
+        flight. A GET is a session's standing stream (one a session, sessions capped by
+        ``service_mcp_sessions``) and a DELETE ends a session; neither has a body. Counted,
+        their agents' streams took the places of the student's calls, whenever they opened."""
+        return self.request.method == "POST"
+
+    def fail(self, status: int, kind: str, message: str) -> None:
+        """End the request with a JSON-RPC error (no id: its body was never read) beside the
+        service's own two keys: an agent's MCP client shows an HTTP error's message only so."""
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json")
+        error = {"code": REFUSED, "message": message}
+        self.finish(json.dumps({"jsonrpc": "2.0", "id": None, "error": error, "kind": kind, "message": message}))
 
     async def prepare(self) -> None:
         await super().prepare()
@@ -148,11 +175,15 @@ class McpHandler(Counted):
         await self._serve()
 
     async def _serve(self) -> None:
-        await self.holding(self._asgi())
+        await self.holding(self._asgi)
 
     async def _asgi(self) -> None:
         request = self.request
         body, self.body = b"".join(self.body or ()), None
+        user = self.hub_user["name"]
+        asgi = await self.apps.of(user)
+        opening = MCP_SESSION_ID_HEADER not in request.headers
+        refused = False
         scope = {
             "type": "http",
             "asgi": {"version": "3.0"},
@@ -166,7 +197,7 @@ class McpHandler(Counted):
             "headers": [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in request.headers.get_all()],
             "client": (request.remote_ip or "", 0),
             "server": ("127.0.0.1", 0),
-            USER_KEY: (self.hub_user["name"], set(self.groups_of)),
+            USER_KEY: (user, set(self.groups_of)),
             "state": {},
         }
         delivered = False
@@ -180,9 +211,20 @@ class McpHandler(Counted):
             return {"type": "http.disconnect"}
 
         async def send(message: dict[str, Any]) -> None:
-            if self.gone.is_set():
+            nonlocal refused
+            if self.gone.is_set() or refused:
                 return
             if message["type"] == "http.response.start":
+                if opening and message["status"] == 503:  # the SDK's answer at the student's max_sessions
+                    refused = True
+                    self.fail(
+                        429,
+                        "quota",
+                        f"You already hold {self.apps.most} MCP sessions with the selfheal service (agents "
+                        "connected): quit one of your agents, or wait until one has been idle for "
+                        f"{self.apps.idle_s // 60:.0f} minutes, then connect again.",
+                    )
+                    return
                 self.set_status(message["status"])
                 self.clear_header("Content-Type")
                 for key, value in message.get("headers", []):
@@ -194,29 +236,73 @@ class McpHandler(Counted):
                 except StreamClosedError:
                     self.gone.set()
 
-        await self.asgi(scope, receive, send)
+        await asgi(scope, receive, send)
         if not self._finished and not self.gone.is_set():
             self.finish()
 
 
-def mount(app: web.Application, prefix: str) -> None:
-    """Serve the MCP tools at ``{prefix}mcp`` of the service's ``app`` (its state holds the service)."""
+class StudentApps:
+    """Each student's own MCP sessions: the SDK's streamable HTTP app, with its session
+    manager, per hub user. A session id is then only ever looked up among its owner's
+    sessions (another student who learns it finds nothing there), and a student holds at
+    most ``most`` sessions at once: the SDK's one limit would count the whole class's, so
+    one student's agent opening sessions in a loop would shut every other student out
+    for as long as idle sessions stay."""
+
+    def __init__(self, server: MCPServer, most: int) -> None:
+        self.server = server
+        self.most = most
+        self.idle_s = DEFAULT_SESSION_IDLE_TIMEOUT
+        self.apps: dict[str, asyncio.Future[Any]] = {}
+        self.running: set[asyncio.Task[None]] = set()
+
+    async def of(self, user: str) -> Any:
+        """``user``'s app, its session manager running (started on their first request)."""
+        app = self.apps.get(user)
+        if app is None:
+            app = self.apps[user] = asyncio.ensure_future(self._start())
+        return await asyncio.shield(app)
+
+    async def _start(self) -> Any:
+        # Auth is the hub's bearer token, never a cookie: a page another site serves cannot
+        # use it, so the Host check against DNS rebinding has nothing to guard (and the hub's
+        # proxy forwards the public host name).
+        app = self.server.streamable_http_app(
+            streamable_http_path="/" + PATH,
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+            max_sessions=self.most,
+            session_idle_timeout=self.idle_s,
+        )
+        manager = self.server.session_manager  # the one that app was made with
+        started = asyncio.Event()
+
+        async def run() -> None:
+            async with manager.run():
+                started.set()
+                await asyncio.Event().wait()
+
+        task = asyncio.ensure_future(run())
+        self.running.add(task)
+        await started.wait()
+        return stopping_when_gone(app)
+
+    async def close(self) -> None:
+        """End every session manager, and with it its sessions' calls. A call's worker
+        thread (anyio's, not a daemon) stops only once the manager's task is done: left
+        running, it kept the stopping service's process alive until the hub killed it."""
+        for task in self.running:
+            task.cancel()
+        await asyncio.gather(*self.running, return_exceptions=True)
+        self.running.clear()
+
+
+def mount(app: web.Application, prefix: str) -> StudentApps:
+    """Serve the MCP tools at ``{prefix}mcp`` of the service's ``app`` (its state holds the
+    service); :meth:`StudentApps.close` them when the service stops."""
     state: State = app.settings["selfheal_state"]
-    server = build_server(ServiceHost(state))
-    # Auth is the hub's bearer token, never a cookie: a page another site serves cannot use
-    # it, so the Host check against DNS rebinding has nothing to guard (and the hub's proxy
-    # forwards the public host name).
-    asgi = server.streamable_http_app(
-        streamable_http_path="/" + PATH,
-        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-    )
     settings = state.service.settings
+    apps = StudentApps(build_server(ServiceHost(state)), settings.service_mcp_sessions)
     max_body = 4 * settings.max_code_bytes + BODY_SLACK if settings.max_code_bytes else 64 << 20
     route = "/" + prefix.strip("/") + "/" + PATH
-    app.add_handlers(r".*", [(route, McpHandler, {"state": state, "app": asgi, "max_body": max_body})])
-
-    async def run_sessions() -> None:
-        async with server.session_manager.run():
-            await asyncio.Event().wait()
-
-    IOLoop.current().spawn_callback(run_sessions)
+    app.add_handlers(r".*", [(route, McpHandler, {"state": state, "apps": apps, "max_body": max_body})])
+    return apps

@@ -10,7 +10,9 @@ import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
+from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
+from mcp.server.transport_security import TransportSecuritySettings
 
 from ..config import SelfHeal
 from ..errors import BadInput
@@ -18,7 +20,7 @@ from ..factory import shared_sandbox
 from ..service.queue import FairQueue
 from ..teaching.policy import kernel_gate
 from . import admission, work
-from .server import HealRequest, Principal, Records
+from .server import HealRequest, Principal, Records, stopping_when_gone
 
 ASKER = "local"
 
@@ -64,3 +66,25 @@ class LocalHost:
         settings = work.heal_settings(self.settings, request.max_iterations)
         task = work.heal_task(settings, request.code, request.tests, request.task)
         return work.heal(principal.bench, settings, task, emit, cancel)
+
+
+def serve_http(server: MCPServer, host: str, port: int, path: str) -> None:
+    """``server`` over streamable HTTP at ``http://host:port/path`` until SIGTERM or Ctrl-C,
+    a call whose client went away stopped (:func:`~.server.stopping_when_gone`)."""
+    import uvicorn
+
+    app = server.streamable_http_app(streamable_http_path=path, transport_security=rebinding_guard(host))
+    uvicorn.run(stopping_when_gone(app), host=host, port=port, log_level="warning")
+
+
+def rebinding_guard(host: str) -> TransportSecuritySettings:
+    """Requests must name this server as it listens (``host``) or by a loopback name, and a
+    browser's ``Origin`` must be one of those. The SDK guards only 127.0.0.1, localhost and
+    ::1 this way: on 127.0.0.2, or 0.0.0.0 (loopback too), a page in the user's browser
+    whose name was rebound to this machine could drive the tools with the user's model."""
+    names = list(dict.fromkeys([f"[{host}]" if ":" in host else host, "127.0.0.1", "localhost", "[::1]"]))
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{name}:*" for name in names],
+        allowed_origins=[f"http://{name}:*" for name in names],
+    )

@@ -29,10 +29,12 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CallToolResult, ImageContent, ResourceLink, TextContent, ToolAnnotations
 from pydantic import Field, JsonValue
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..config import SelfHeal
 from ..errors import SelfHealError
 from ..loop.events import VerdictReady
+from ..render.terminal import printable
 from ..teaching.policy import Gate, Policy
 from . import admission, work
 from .shapes import CheckShape, ExplanationShape, RunRecord, SandboxResult
@@ -139,6 +141,54 @@ async def alongside(task: Callable[[], Coroutine[Any, Any, None]], work: Awaitab
     return outcome[0]
 
 
+GONE = "selfheal.gone"
+"""Where an HTTP request's ASGI scope holds the event that is set when its client went away."""
+
+
+def stopping_when_gone(app: ASGIApp) -> ASGIApp:
+    """The SDK's streamable HTTP ``app``, each request's scope holding an event (:data:`GONE`)
+    set when its connection closes. The SDK keeps a call going when the stream that
+    carries it closes, for a client that may resume it from an event store; this server
+    keeps none, so nobody would ever read the result, while a heal held its containers,
+    the model and a turn of the queue for up to ``time_budget_s``: :func:`unless_gone`
+    stops it."""
+
+    async def watched(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        gone = scope[GONE] = anyio.Event()
+
+        async def hearing() -> Message:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                gone.set()
+            return message
+
+        await app(scope, hearing, send)
+
+    return watched
+
+
+async def unless_gone(ctx: Context, work: Callable[[], Awaitable[T]]) -> T:
+    """``work()``, cancelled (its turn withdrawn, its run stopped) when the client of the
+    HTTP request that carries this call went away (:func:`stopping_when_gone`)."""
+    request = ctx.request_context.request
+    gone = getattr(request, "scope", {}).get(GONE)
+    if gone is None:  # stdio: a closed stdin ends the server, and every call with it
+        return await work()
+    watching = anyio.CancelScope()
+
+    async def watch() -> None:
+        with watching:
+            await gone.wait()
+            stopped.cancel()
+
+    with anyio.CancelScope() as stopped:
+        return await alongside(watch, work(), watching.cancel)
+    raise ToolError("The client went away: the call was stopped.")
+
+
 class Progress:
     """Loop events from the worker thread → MCP progress notifications, one per attempt."""
 
@@ -155,8 +205,11 @@ class Progress:
         verdict = it.verdict
         said = "passed" if verdict.passed else "failed: " + (verdict.reasons[0] if verdict.reasons else "no program")
         name = "your program as it is" if it.index == 0 else f"attempt {it.index}"
+        # a candidate's error message, shown by the agent's UI (often a terminal): one line,
+        # its control characters escaped, so no clipboard write or overwritten "passed"
+        message = printable(f"{name}: {said}").replace("\n", "\\n").replace("\t", "\\t")[:300]
         try:
-            anyio.from_thread.run_sync(self.send.send_nowait, (float(it.index + 1), f"{name}: {said}"[:300]))
+            anyio.from_thread.run_sync(self.send.send_nowait, (float(it.index + 1), message))
         except Exception:  # the call ended (cancelled, the client went away): nobody listens
             pass
 
@@ -179,8 +232,12 @@ def build_server(host: Host, *, name: str = "selfheal") -> MCPServer:
             principal = await host.principal(ctx)
             if tool != "heal":  # the host admits a heal by its own rules (quotas, run counts)
                 admission.admit(tool, principal.policy, principal.gate)
-            async with host.turn(principal):
-                return await in_thread(lambda cancel: fn(principal, cancel))
+
+            async def work() -> T:
+                async with host.turn(principal):
+                    return await in_thread(lambda cancel: fn(principal, cancel))
+
+            return await unless_gone(ctx, work)
 
     @server.tool(
         annotations=ToolAnnotations(title="Run Python in the sandbox", read_only_hint=True, open_world_hint=False),

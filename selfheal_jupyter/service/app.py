@@ -16,7 +16,7 @@ import asyncio
 import json
 import secrets
 import threading
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +39,9 @@ REQUEST_MAX_BYTES = 64 << 10
 (whose body waits for the hub) is read whole before its handler runs, so a student's
 connections that each send this much hold at most :data:`.connections.MOST` times it.
 The instructor's forms are a few kilobytes; the API's other requests have no body."""
+REFUSED_BODY_MAX_BYTES = 16 << 20
+"""The largest body of a request refused as too large that is still read (and dropped) so
+that its client gets the refusal; a larger one's connection is closed."""
 HEADER_TIMEOUT_S = 120.0
 """A connection that sends no complete request head for this long is closed."""
 BODY_TIMEOUT_S = 300.0
@@ -139,18 +142,32 @@ class Counted(HubUserHandler):
 
     body: list[bytes] | None = None
     counted = ""
+    too_large = ""
     posting = False
 
     def body_limit(self) -> int:
         return int(self.state.max_body)
 
+    def most_going(self) -> int:
+        """The most of its student's requests in flight this one may join: the runs the
+        service works on and lets wait for them."""
+        return int(self.state.queue.waiting_per_user) + 1
+
+    def holds_a_place(self) -> bool:
+        """Whether this request counts among its student's requests in flight (one without
+        a body to hold may not, its body limit then 0)."""
+        return True
+
     async def prepare(self) -> None:
         await super().prepare()
         if self._finished:
             return
+        if not self.holds_a_place():
+            self.request.connection.set_max_body_size(0)  # type: ignore[union-attr]
+            return
         state, user = self.state, self.hub_user["name"]
         going = state.going.get(user, 0)
-        if going > state.queue.waiting_per_user:
+        if going >= self.most_going():
             self.fail(
                 429,
                 "quota",
@@ -158,7 +175,21 @@ class Counted(HubUserHandler):
             )
             return
         state.going[user], self.counted = going + 1, user
-        self.request.connection.set_max_body_size(self.body_limit())  # type: ignore[union-attr]
+        limit = self.body_limit()
+        try:
+            declared = int(self.request.headers.get("Content-Length") or 0)
+        except ValueError:
+            declared = 0  # tornado refuses it as it reads the body
+        if declared > limit:
+            # Refused once its body was read to its end and dropped, never held: refused now,
+            # the connection would close mid-body, and the hub's proxy answer a page of its own.
+            self.request.connection.set_max_body_size(min(declared, REFUSED_BODY_MAX_BYTES))  # type: ignore[union-attr]
+            self.too_large = (
+                f"This request is {declared:,} bytes, more than the selfheal service takes ({limit:,}): "
+                "send a shorter program, or fewer or smaller inputs."
+            )
+            return  # counted all the same: its connection is held until its body ended
+        self.request.connection.set_max_body_size(limit)  # type: ignore[union-attr]
         self.body = []
 
     def data_received(self, chunk: bytes) -> None:
@@ -182,11 +213,14 @@ class Counted(HubUserHandler):
         if not self.posting:
             self._leave()  # it went away while sending its body
 
-    async def holding(self, work: Awaitable[None]) -> None:
-        """Do the request's ``work``, counted in flight until it ends."""
+    async def holding(self, work: Callable[[], Awaitable[None]]) -> None:
+        """Do the request's ``work``, counted in flight until it ends (or refuse it, too large)."""
+        if self.too_large:
+            self.fail(413, "too_large", self.too_large)
+            return
         self.posting = True
         try:
-            await work
+            await work()
         finally:
             self._leave()
 
@@ -207,7 +241,7 @@ class Runs(Counted):
         await self.flush()
 
     async def post(self) -> None:
-        await self.holding(self._post())
+        await self.holding(self._post)
 
     async def _post(self) -> None:
         state = self.state

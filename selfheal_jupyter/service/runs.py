@@ -87,19 +87,27 @@ class Request:
         )
 
 
+SLOT_POLL_S = 0.2
+"""How often a request waiting for a model slot looks whether its run stopped."""
+_SENDING = threading.Lock()
+"""Orders a model client's thread sending its request against its run stopping."""
+
+
 class SharedLLM(LLMClient):
     """The service's model client: at most ``slots`` requests at once across every run;
     one per request, counting every token it spent (``spent``), whichever step asked and
-    however the reply ended: a reply the student stopped was read and written all the same."""
+    however the reply ended: a reply the student stopped was read and written all the same.
+    A slot is held by the thread that asks the model until its request has ended: a run
+    stopped before the first token returns at once, but its request stays open at the
+    endpoint (until that token, or the timeout); freed with the run, the slot let one
+    student's agent, cancelling heals in a loop, pile requests on the model past the cap."""
 
     slots: threading.BoundedSemaphore
     spent: int = 0
+    sent: int = 0
+    """Requests this client sent to the model (not those stopped while waiting for a slot)."""
 
     def chat(self, messages: Any, **kwargs: Any) -> Any:
-        cancel: threading.Event | None = kwargs.get("cancel")
-        while not self.slots.acquire(timeout=0.2):
-            if cancel is not None and cancel.is_set():
-                raise Cancelled("Stopped while waiting for the model.")
         received = 0
         given = kwargs.get("on_token")
 
@@ -109,20 +117,34 @@ class SharedLLM(LLMClient):
             if given is not None:
                 given(text)
 
-        asked = cancel is None or not cancel.is_set()  # else nothing is sent
+        sent_before = self.sent
         try:
             reply = super().chat(messages, **{**kwargs, "on_token": counted})
         except (LLMError, Cancelled) as exc:
             usage = getattr(exc, "usage", None)
             if usage is not None:
                 self.spent += usage.prompt_tokens + usage.completion_tokens
-            elif asked and (received or isinstance(exc, Cancelled)):  # the server read the prompt
-                self.spent += estimate_prompt(messages) + received
+            else:
+                with _SENDING:
+                    asked = self.sent > sent_before  # else nothing was sent
+                if asked and (received or isinstance(exc, Cancelled)):  # the server read the prompt
+                    self.spent += estimate_prompt(messages) + received
             raise
-        finally:
-            self.slots.release()
         self.spent += reply.usage.prompt_tokens + reply.usage.completion_tokens
         return reply
+
+    def _stream_worker(self, params: dict[str, Any], events: Any, abandon: threading.Event) -> None:
+        while not self.slots.acquire(timeout=SLOT_POLL_S):
+            if abandon.is_set():  # the run stopped while waiting for a slot
+                return
+        try:
+            with _SENDING:
+                if abandon.is_set():
+                    return
+                self.sent += 1
+            super()._stream_worker(params, events, abandon)
+        finally:
+            self.slots.release()
 
 
 class PolicyFile:

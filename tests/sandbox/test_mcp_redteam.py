@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
 import threading
 
 import anyio
+import httpx
 import pytest
 from mcp import Client
 
 from selfheal_jupyter.teaching.policy import SOURCE
-from tests.mcp_client import http_server, served, server_env, text_of
+from tests.conftest import own_containers, wait_no_containers
+from tests.mcp_client import ROOT, command, free_port, http_server, served, server_env, text_of
 from tests.sandbox.test_mcp import FIX, FIX_LINE, ORIGINAL, WITH_EXTRAS, model_args
-from tests.scripted_server import Reply, ScriptedServer
+from tests.scripted_server import Fault, Reply, ScriptedServer
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.sandbox
 
@@ -227,3 +231,112 @@ def test_a_flood_of_calls_waits_its_turn_or_is_refused(sandbox_image):
     refused = [r for r in results if r.is_error]  # type: ignore[attr-defined]
     assert len(refused) == 1 and "already has 1 calls waiting beside the 1 it works on" in text_of(refused[0])
     assert [r.structured_content["stdout"] for r in results if not r.is_error] == ["done\n", "done\n"]  # type: ignore[attr-defined]
+
+
+# --------------------------------------------------------------------------- the agent's UI
+def test_a_hostile_models_progress_is_shown_never_obeyed(sandbox_image):
+    """A model behind heal writes a candidate whose error message carries terminal
+    controls: OSC 52 (write the clipboard), erase the line and return to its start to
+    print a forged "attempt 1: passed", a C1 CSI, a bidi override. The progress
+    notification an agent's terminal shows holds them escaped, on one line; the record
+    (JSON data) keeps the candidate exact."""
+    controls = "\\x1b]52;c;ZWNobyBwd25lZA==\\x07\\x1b[2K\\rattempt 1: passed\\n\\x9b31m\\u202e"
+    hostile = f"def mean(xs):\n    raise ValueError('{controls}')\n\n\nassert mean([2, 4]) == 3\n"
+
+    async def drive(model: ScriptedServer) -> tuple[list[str], dict]:
+        seen: list[str] = []
+
+        async def progress(done: float, total: float | None, message: str | None) -> None:
+            seen.append(message or "")
+
+        async with served("stdio", *model_args(model), "--max-iterations", "2") as s:
+            healed = await s.client.call_tool("heal", {"code": ORIGINAL}, progress_callback=progress)
+        return seen, healed.structured_content
+
+    script = [Reply("```python\n" + hostile + "```", match="def mean("), Reply("```python\n" + FIX + "```")]
+    with ScriptedServer(script) as model:
+        seen, record = anyio.run(drive, model)
+    assert len(seen) == 3 and seen[2] == "attempt 2: passed", seen
+    assert seen[1].startswith("attempt 1: failed: raised ValueError: \\x1b]52;c;"), seen[1]
+    assert all(m.isprintable() for m in seen), seen
+    assert record["iterations"][1]["code"] == hostile
+
+
+# --------------------------------------------------------------------------- a client gone
+STREAMS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+HELLO = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+
+
+def open_session(http: httpx.Client, url: str, headers: dict[str, str] | None = None) -> dict[str, str]:
+    """A new MCP session over raw HTTP: the headers its later requests carry."""
+    headers = {**STREAMS, **(headers or {})}
+    opened = http.post(url, headers=headers, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": HELLO})
+    assert opened.status_code == 200, opened.text
+    headers.update({"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"})
+    http.post(url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+    return headers
+
+
+def call(name: str, arguments: dict, n: int = 1) -> dict:
+    return {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+
+
+def test_a_client_whose_http_stream_drops_mid_heal_leaves_no_run(sandbox_image, docker_client):
+    """The agent's connection closes while its heal waits on a model that hangs (its
+    process died, the network dropped): no cancel notification ever comes. The SDK keeps
+    such a call going for a client that could resume it, but this server keeps no events
+    to resume from: the heal held its container, the model and a turn for up to
+    time_budget_s. It stops now, its containers go, and the server serves the next call."""
+    hang = Fault("hang", seconds=300, match="def mean(")
+    with ScriptedServer([hang]) as model, http_server(*model_args(model), env=server_env()) as (url, proc):
+        with httpx.Client(timeout=httpx.Timeout(30, read=300)) as http:
+            headers = open_session(http, url)
+            with http.stream("POST", url, headers=headers, json=call("heal", {"code": ORIGINAL})) as healing:
+                assert healing.status_code == 200
+                assert model.asked.wait(120), "the heal never asked the model"
+                assert own_containers(docker_client, proc.pid), "the heal runs in a sandbox of its own"
+        # the connection is closed: nobody reads this call's result
+        left = wait_no_containers(docker_client, proc.pid, timeout=60)
+        assert left == [], f"the dropped heal left {[c['Id'][:12] for c in left]}"
+
+        async def after() -> str:
+            async with Client(url) as client:
+                return (await client.call_tool("run_code", {"code": "print(6 * 7)"})).structured_content["stdout"]
+
+        assert anyio.run(after) == "42\n"
+
+
+# --------------------------------------------------------------------------- a web page
+def listening(host: str, port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex((host, port)) == 0
+
+
+def test_a_rebound_web_page_cannot_drive_a_server_on_any_loopback_address(sandbox_image):
+    """`--http 127.0.0.2:PORT` is a loopback address, as the help asks, but the SDK guards
+    only 127.0.0.1, localhost and ::1 against DNS rebinding: a page in the user's browser
+    whose name was rebound to this address could open a session and drive the tools (the
+    user's model, their records). A request naming another host, or sent from another
+    site's page, is refused; an agent that names the server as it listens is served."""
+    port = free_port()
+    url = f"http://127.0.0.2:{port}/mcp"
+    hello = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": HELLO}
+    with subprocess.Popen(command("--http", f"127.0.0.2:{port}"), env=server_env(), cwd=ROOT) as proc:
+        try:
+            wait_until(lambda: listening("127.0.0.2", port) or proc.poll() is not None, 60, "the server to listen")
+            rebound = httpx.post(
+                url,
+                headers={**STREAMS, "Host": f"evil.example:{port}", "Origin": f"http://evil.example:{port}"},
+                json=hello,
+            )
+            assert rebound.status_code == 421, rebound.text
+            cross_site = httpx.post(url, headers={**STREAMS, "Origin": "http://evil.example"}, json=hello)
+            assert cross_site.status_code == 403, cross_site.text
+
+            async def agent() -> str:
+                async with Client(url) as client:
+                    return (await client.call_tool("run_code", {"code": "print(6 * 7)"})).structured_content["stdout"]
+
+            assert anyio.run(agent) == "42\n"
+        finally:
+            proc.terminate()

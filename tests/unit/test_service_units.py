@@ -11,7 +11,9 @@ from datetime import datetime
 import pytest
 
 from selfheal_jupyter.config import SelfHeal
-from selfheal_jupyter.errors import SandboxError
+from selfheal_jupyter.errors import Cancelled, SandboxError
+from selfheal_jupyter.factory import build_llm
+from selfheal_jupyter.llm import Endpoint
 from selfheal_jupyter.loop.events import FailureExplained, ModelWaiting, RunStarted, VerdictReady, Waiting
 from selfheal_jupyter.model import (
     Candidate,
@@ -32,10 +34,12 @@ from selfheal_jupyter.runner import hints
 from selfheal_jupyter.sandbox.serialize import Pickled
 from selfheal_jupyter.service.hints import HintSessions, kept
 from selfheal_jupyter.service.queue import FairQueue, QueueFull
-from selfheal_jupyter.service.runs import Request
+from selfheal_jupyter.service.runs import Request, SharedLLM
 from selfheal_jupyter.service_client import wire
 from selfheal_jupyter.service_client.client import ServiceClient
 from selfheal_jupyter.teaching.policy import Policy, parse_class
+from tests.scripted_server import Reply, ScriptedServer
+from tests.waiting import wait_until
 
 
 def test_events_travel_and_come_back_as_the_same_data():
@@ -428,3 +432,22 @@ def test_a_cells_hints_follow_its_id_across_edits_and_no_key_starts_a_fresh_coun
     for bad in ("x" * (wire.MAX_CELL_ID + 1), "a\nb", 7, None):
         with pytest.raises(wire.WireError, match="cell_id"):
             Request.parse({**body, "cell_id": bad})
+
+
+def test_a_stopped_run_holds_its_model_slot_until_its_request_at_the_model_ended():
+    """A student's agent cancels its heal while the model has not answered, again and
+    again: each run stops at once, but its request stays open at the model until the first
+    token. The slot goes with the request, not with the run, so the model never has more
+    than ``service_model_requests`` of the class's requests at once."""
+    first = Reply("```python\nx = 1\n```", hold=threading.Event())
+    with ScriptedServer([first, "```python\nx = 2\n```"]) as model:
+        llm = build_llm(SelfHeal(), Endpoint(model.base_url, "k", model.model), kind=SharedLLM)
+        llm.slots = threading.BoundedSemaphore(1)  # type: ignore[attr-defined]
+        cancel = threading.Event()
+        threading.Thread(target=lambda: first.held.wait(60) and cancel.set(), daemon=True).start()
+        with pytest.raises(Cancelled):
+            llm.chat([{"role": "user", "content": "fix it"}], cancel=cancel)
+        assert not llm.slots.acquire(blocking=False), "the stopped run's request is still at the model"
+        first.hold.set()  # type: ignore[union-attr]  # the model answers: the request ends
+        assert llm.chat([{"role": "user", "content": "fix it"}]).text == "```python\nx = 2\n```"
+        wait_until(lambda: llm.slots.acquire(blocking=False), 30, "the slot to be free")
