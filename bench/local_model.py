@@ -113,8 +113,9 @@ COUNTERS = {
 }
 
 
-def metrics(url: str) -> dict[str, float]:
-    with urllib.request.urlopen(url + "/metrics", timeout=10) as resp:
+def metrics(url: str, api_key: str) -> dict[str, float]:
+    request = urllib.request.Request(url + "/metrics", headers={"Authorization": f"Bearer {api_key}"})
+    with urllib.request.urlopen(request, timeout=10) as resp:
         text = resp.read().decode()
     values = {}
     for line in text.splitlines():
@@ -151,14 +152,14 @@ def run_task(name: str, cfg: str, options: ServerOptions, spec, path, sandbox, m
             token_budget=0,
             **LOOP_OPTIONS.get(cfg, {}),
         )
-        client = build_llm(settings, Endpoint(server.base_url, "unused", spec.alias, local=True))
+        client = build_llm(settings, Endpoint(server.base_url, server.api_key, spec.alias, local=True))
         loop = build_loop(settings, llm=client, sandbox=sandbox)
-        before = metrics(server.url)
+        before = metrics(server.url, server.api_key)
         load = os.getloadavg()[0]
         started = time.monotonic()
         run = loop.run(task)
         seconds = time.monotonic() - started
-        after = metrics(server.url)
+        after = metrics(server.url, server.api_key)
     finally:
         server.stop()
     rounds = sum(1 for it in run.iterations if it.candidate is not None and it.usage.completion_tokens)
@@ -207,7 +208,8 @@ from selfheal_jupyter.config import SelfHeal
 from selfheal_jupyter.localmodel import ensure_local_endpoint, running_server
 url, model = ensure_local_endpoint(SelfHeal(local_idle_s=60))
 ready = time.monotonic()
-stream = OpenAI(base_url=url, api_key="x").chat.completions.create(
+key = running_server("qwen2.5-coder-1.5b").api_key
+stream = OpenAI(base_url=url, api_key=key).chat.completions.create(
     model=model, stream=True, max_tokens=8, temperature=0,
     messages=[{"role": "user", "content": "Say OK."}])
 for chunk in stream:

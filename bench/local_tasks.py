@@ -200,7 +200,7 @@ def main() -> int:
             server = start_server(spec, path, options=server_options(settings))
             try:
                 client = StopClient(
-                    Endpoint(server.base_url, "unused", spec.alias, local=True),
+                    Endpoint(server.base_url, server.api_key, spec.alias, local=True),
                     stop=cfg.stop, temperature=settings.temperature,
                     max_tokens=settings.max_tokens, timeout_s=settings.llm_timeout_s,
                     max_retries=settings.llm_max_retries,

@@ -127,7 +127,7 @@ def main() -> None:
             for name, (server, state) in servers.items():  # one at a time: the other idles
                 for round_ in range(1, args.rounds + 1):
                     threads = json.loads(state.read_text())["settings"]["threads"]
-                    client = OpenAI(base_url=server.base_url, api_key="unused")
+                    client = OpenAI(base_url=server.base_url, api_key=server.api_key)
                     started = time.monotonic()
                     reply = client.chat.completions.create(
                         model=spec.alias, max_tokens=160, temperature=0, messages=[{"role": "user", "content": REPAIR}]

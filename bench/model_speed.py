@@ -108,11 +108,13 @@ def weight_bytes(path: Path) -> int:
 
 # ------------------------------------------------------------------ (b) llama-bench
 def llama_bench(binaries: Path, model: Path, threads: int, prompt: int = PP_TOKENS, written: int = TG_TOKENS,
-                repeats: int = 3) -> dict[str, float]:  # fmt: skip
-    """``{"pp": tokens/s reading a 512-token prompt, "tg": tokens/s writing 128}``."""
+                repeats: int = 3, depth: int = 0) -> dict[str, float]:  # fmt: skip
+    """``{"pp": tokens/s reading a 512-token prompt, "tg": tokens/s writing 128}``; with
+    ``depth``, after that many tokens are in the context already (untimed), as a
+    request's reply is written after its prompt."""
     found = subprocess.run(
         [str(binaries / "llama-bench"), "-m", str(model), "-t", str(threads), "-p", str(prompt),
-         "-n", str(written), "-r", str(repeats), "-o", "json"],
+         "-n", str(written), "-d", str(depth), "-r", str(repeats), "-o", "json"],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     out = {}
@@ -139,6 +141,24 @@ def loop_rates(requests: list[dict[str, Any]]) -> dict[str, float]:
         "server_decode": server["predicted_n"] / server["predicted_s"] if server["predicted_s"] else math.nan,
         "accepted": server["accepted"] / server["drafted"] if server["drafted"] else math.nan,
     }
+
+
+def at_depth(record: dict[str, Any], binaries: Path, model: Path) -> None:
+    """llama-bench beside each of the case's requests, right after it, at the same depth
+    and length and on the server's generation threads: the reply was written with its
+    prompt in the context (``depth``), which a tg128 from an empty context does not."""
+    threads = int(str(record["threads"]).split("/")[0] or 0) or 1
+    for request in record["requests"]:
+        if request.get("completion", 0) > 1 and request.get("last_s", 0) > request.get("first_s", 0):
+            request["reference_tg_at_depth"] = llama_bench(binaries, model, threads, prompt=0,
+                                                           written=request["completion"], depth=request["prompt"],
+                                                           repeats=1)["tg"]  # fmt: skip
+
+
+def depth_pairs(requests: list[dict[str, Any]]) -> list[tuple[float, float]]:
+    """(the loop's decode tok/s, llama-bench's at the same depth and length) per request."""
+    return [((q["completion"] - 1) / (q["last_s"] - q["first_s"]), q["reference_tg_at_depth"])
+            for q in requests if q.get("reference_tg_at_depth")]  # fmt: skip
 
 
 def run_checkout(side: str, checkout: Path, cases: list[Any], args: argparse.Namespace, sandbox: Any,
@@ -202,6 +222,8 @@ def _run_cases(side: str, checkout: Path, cases: list[Any], args: argparse.Names
             "model_rounds": sum(1 for it in run.get("iterations") or [] if sum((it.get("usage") or {}).values())),
             "requests": got.get("requests") or [], "reference": reference,
         }  # fmt: skip
+        if args.same_depth and side == "after":
+            at_depth(record, binaries, model)
         out.write(json.dumps(record) + "\n")
         out.flush()
         rates = loop_rates(record["requests"])
@@ -236,7 +258,7 @@ def replay(records: list[dict[str, Any]], kinds: list[str], out: Any) -> None:
                 # llama.cpp's own decoding speed right now, on the same threads: the machine's
                 # load moves by the minute, so each replay has its reference beside it
                 reference = llama_bench(binaries, path, options.threads, prompt=0, written=32, repeats=1)["tg"]
-                sent = [_send(server.url, spec.alias, request) for request in fix["requests"]]
+                sent = [_send(server.url, spec.alias, request, server.api_key) for request in fix["requests"]]
                 record = {"kind": "replay", "speculation": kind, "case": fix["case"], "load_1min": os.getloadavg()[0],
                           "threads": f"{options.threads}/{options.batch_threads}", "requests": sent,
                           "reference_tg": reference}  # fmt: skip
@@ -295,15 +317,15 @@ def class_server(records: list[dict[str, Any]], students: list[int], threads: in
         server.wait(30)
 
 
-def _send(url: str, model: str, request: dict[str, Any]) -> dict[str, Any]:
+def _send(url: str, model: str, request: dict[str, Any], api_key: str = "") -> dict[str, Any]:
     """One recorded request sent again, streamed; its times as the loop would see them."""
     body = {"model": model, "messages": request["messages"], "stream": True, "max_tokens": request["max_tokens"],
             "temperature": request["temperature"] if request["temperature"] is not None else 0.0,
             "stream_options": {"include_usage": True}}  # fmt: skip
     if request.get("stop"):
         body["stop"] = request["stop"]
-    http = urllib.request.Request(url + "/v1/chat/completions", json.dumps(body).encode(),
-                                  {"Content-Type": "application/json"})  # fmt: skip
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
+    http = urllib.request.Request(url + "/v1/chat/completions", json.dumps(body).encode(), headers)
     t0 = time.monotonic()
     first = last = None
     timings: dict[str, Any] = {}
@@ -355,6 +377,13 @@ def table(records: list[dict[str, Any]]) -> str:
             rows.append(f"| (b) llama-bench pp64 / tg32 right before each of those cases, {side} | {threads} | "
                         f"{f(pp)} | {f(tg)} | the loop at {f(100 * rates['prefill'] / pp, 0)} % / "
                         f"{f(100 * rates['decode'] / tg, 0)} % of it |")  # fmt: skip
+        pairs = depth_pairs([q for r in mine for q in r["requests"]])
+        if pairs:
+            ratios = [loop / ref for loop, ref in pairs]
+            rows.append(f"| (b) llama-bench at each request's depth and length, right after its case, {side} | "
+                        f"{threads} | – | {f(statistics.mean(ref for _, ref in pairs))} | the loop's decode per "
+                        f"request at {f(100 * statistics.median(ratios), 0)} % of it (median of {len(pairs)}; "
+                        f"{f(100 * min(ratios), 0)}–{f(100 * max(ratios), 0)} %) |")  # fmt: skip
     if machine is not None:
         for flavour, by_threads in machine.get("llama_bench", {}).items():
             for threads, got in sorted(by_threads.items()):
@@ -452,6 +481,11 @@ def main() -> None:
     parser.add_argument("--flavours", default="wheel", help="llama-bench builds: wheel, native (built when missing)")
     parser.add_argument("--replay", default="", help="speculation settings to replay the verified fixes with")
     parser.add_argument("--students", default="", help="class sizes to measure llama-server with, e.g. 1,2,4")
+    parser.add_argument(
+        "--same-depth",
+        action="store_true",
+        help="after each case of --after: llama-bench at each request's depth and length",
+    )
     parser.add_argument("--table", action="store_true", help="only print the table of --out")
     args = parser.parse_args()
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -40,11 +40,12 @@ COUNTERS = {
 """llama.cpp's own counters (a server without ``/metrics`` gives none)."""
 
 
-def counters(root: str) -> dict[str, float]:
+def counters(root: str, api_key: str) -> dict[str, float]:
     import urllib.request
 
     try:
-        with urllib.request.urlopen(root + "/metrics", timeout=5) as resp:
+        request = urllib.request.Request(root + "/metrics", headers={"Authorization": f"Bearer {api_key}"})
+        with urllib.request.urlopen(request, timeout=5) as resp:
             text = resp.read().decode()
     except OSError:
         return {}
@@ -79,7 +80,7 @@ def timed_requests(llm: Any, started: float) -> list[dict[str, Any]]:
     root = llm.endpoint.base_url.rstrip("/").removesuffix("/v1")
 
     def timed(messages: Any, *, on_token: Any = None, **kwargs: Any) -> Any:
-        before = counters(root)
+        before = counters(root, llm.endpoint.api_key)
         seen: dict[str, float] = {}
 
         def token(text: str) -> None:
@@ -105,7 +106,7 @@ def timed_requests(llm: Any, started: float) -> list[dict[str, Any]]:
             raise
         finally:
             record.update(seen, done_s=time.monotonic() - started)
-            after = counters(root)
+            after = counters(root, llm.endpoint.api_key)
             record["server"] = {k: after[k] - before.get(k, 0) for k in after}
         record.update(
             prompt=reply.usage.prompt_tokens,

@@ -99,6 +99,33 @@ def table(records: list[dict[str, Any]]) -> str:
                 f"{seconds(percentile(first, 0.5))} / {seconds(percentile(first, 0.9))} | "
                 f"{seconds(percentile(fixed, 0.5))} / {seconds(percentile(fixed, 0.9))} |"
             )
+    return "\n".join(rows) + "\n\n" + tokens_table(records)
+
+
+def tokens_table(records: list[dict[str, Any]]) -> str:
+    """What the model was asked per round: a model round is one whose requests used tokens
+    (the tool's own edit or program uses none); tokens as the server counted them sent."""
+    rows = [
+        "| kind | checkout | cases | model rounds | prompt tok per model round | completion tok per model round | "
+        "solved with no model token | tok per verified fix (mean) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for kind in ("heal", "question"):
+        for side in ("before", "after"):
+            mine = [r for r in records if r["kind"] == kind and r["side"] == side]
+            if not mine:
+                continue
+            usages = [it.get("usage") or {} for r in mine for it in (r.get("run") or {}).get("iterations") or []]
+            asked = [u for u in usages if u.get("prompt_tokens", 0) + u.get("completion_tokens", 0)]
+            n = max(1, len(asked))
+            spent = [sum(((r.get("run") or {}).get("totals") or {}).get(k, 0) for k in ("prompt_tokens",
+                     "completion_tokens")) for r in mine if r["solved"]]  # fmt: skip
+            rows.append(
+                f"| {kind} | {side} | {len(mine)} | {len(asked)} | "
+                f"{sum(u.get('prompt_tokens', 0) for u in asked) / n:,.0f} | "
+                f"{sum(u.get('completion_tokens', 0) for u in asked) / n:,.0f} | {sum(1 for t in spent if not t)} | "
+                f"{sum(spent) / max(1, len(spent)):,.0f} |"
+            )
     return "\n".join(rows)
 
 

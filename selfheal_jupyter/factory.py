@@ -5,7 +5,8 @@ of them wires endpoint, sandbox and agents on its own and they cannot drift apar
 
 Endpoint resolution, in order: a configured ``SelfHeal.base_url`` (whose default is
 ``$OPENAI_BASE_URL``), else the embedded local model. The API key comes from
-``$OPENAI_API_KEY`` only (a dummy for keyless local servers); the model name from
+``$OPENAI_API_KEY`` (a dummy for keyless local servers), or for the embedded model the
+random key its server was started with; the model name from
 ``SelfHeal.model`` (default ``$SELFHEAL_MODEL``), else the endpoint's first listed
 model.
 """
@@ -42,7 +43,8 @@ def resolve_endpoint(settings: SelfHeal) -> Endpoint:
         local_url, local_model = ensure_local_endpoint(settings)
         server = running_server(settings.local_model)
         log = str(server.log_path) if server is not None and server.log_path else ""
-        endpoint = Endpoint(local_url.rstrip("/"), KEYLESS, model or local_model, local=True, log=log)
+        key = server.api_key if server is not None else ""  # its own key: it refuses requests without
+        endpoint = Endpoint(local_url.rstrip("/"), key, model or local_model, local=True, log=log)
     if not endpoint.model:
         endpoint = replace(endpoint, model=_first_model(endpoint, settings))
     return endpoint

@@ -50,12 +50,15 @@ QUEUE_POLL_S = 1.0
 LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 
 
-def server_queue(base_url: str, timeout_s: float = 2.0) -> tuple[int, int] | None:
+def server_queue(base_url: str, api_key: str = "", timeout_s: float = 2.0) -> tuple[int, int] | None:
     """(requests processing, requests deferred) of a llama.cpp server (the embedded
-    model's, or one the user runs) from its ``/metrics``; None when it publishes none."""
+    model's, or one the user runs) from its ``/metrics`` (asked with ``api_key``, as a
+    server with a key demands); None when it publishes none."""
     root = base_url.rstrip("/").removesuffix("/v1")
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        with urllib.request.urlopen(root + "/metrics", timeout=timeout_s) as resp:
+        request = urllib.request.Request(root + "/metrics", headers=headers)
+        with urllib.request.urlopen(request, timeout=timeout_s) as resp:
             text = resp.read(1 << 16).decode("utf-8", "replace")
     except (OSError, ValueError):
         return None
@@ -432,7 +435,8 @@ class _QueueWatch:
         if now < self.next_at:
             return
         self.next_at = now + QUEUE_POLL_S
-        found = server_queue(self.client.endpoint.base_url)
+        endpoint = self.client.endpoint
+        found = server_queue(endpoint.base_url, endpoint.api_key)
         if found is None:
             self.next_at = float("inf")  # it publishes nothing: stop asking
             return

@@ -102,7 +102,9 @@ def serve_command(args: argparse.Namespace) -> int:
           f"threads {options.threads} generating / {options.batch_threads} reading, "
           f"speculation {options.speculation})")  # fmt: skip
     print(f"base URL: {server.base_url}   model: {spec.alias}")
-    print(f"use it:   export OPENAI_BASE_URL={server.base_url} SELFHEAL_MODEL={spec.alias}")
+    # it refuses requests without its key (any local user can reach the port): said here, to its owner only
+    print(f"use it:   export OPENAI_BASE_URL={server.base_url} SELFHEAL_MODEL={spec.alias} "
+          f"OPENAI_API_KEY={server.api_key}")  # fmt: skip
     print("Ctrl-C stops it.", flush=True)
     process = server.process
     assert process is not None  # start_server's own child (only a found shared server lacks it)

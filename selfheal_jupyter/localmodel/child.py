@@ -19,6 +19,8 @@ How long it lives depends on ``--idle-s``:
 
 Everything the native library prints goes to stderr, which the parent sends to a
 log file.
+
+The server answers only requests that carry its API key (:mod:`.apikey`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ import time
 import urllib.request
 from pathlib import Path
 from typing import Any
+
+from .apikey import api_key, authorized
 
 PR_SET_PDEATHSIG = 1
 WATCHDOG_INTERVAL_S = 0.5
@@ -224,6 +228,7 @@ def build_params(args: argparse.Namespace) -> Any:
     params.model.path = args.model
     params.model_alias = {args.alias}
     params.hostnames = [args.host]
+    params.api_keys = [api_key()]
     params.port = args.port
     params.n_ctx = args.ctx
     params.n_parallel = max(1, args.parallel)
@@ -262,7 +267,7 @@ def build_params(args: argparse.Namespace) -> Any:
 def _metrics_activity(url: str) -> tuple[float, ...] | None:
     """Counters that move whenever a request is served, or None if unreadable."""
     try:
-        with urllib.request.urlopen(url + "/metrics", timeout=5) as resp:
+        with urllib.request.urlopen(authorized(url + "/metrics"), timeout=5) as resp:
             text = resp.read().decode()
     except OSError:
         return None
@@ -314,9 +319,11 @@ def idle_watch(url: str, idle_s: float, lease: Path, poll_s: float = IDLE_POLL_S
 
 
 def _write_state(path: Path, record: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write the state file (it holds the key: readable by our user only)."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(record))
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+        f.write(json.dumps({**record, "api_key": api_key()}))
     os.replace(tmp, path)  # atomic: a reader sees the old file or the whole new one
 
 

@@ -11,6 +11,11 @@ is loaded once and a second kernel starts generating at once. It outlives the
 process that started it and stops itself after ``local_idle_s`` idle seconds. With
 ``local_idle_s = 0`` the server belongs to this process and dies with it (atexit
 here; a parent-death signal and a watchdog there), so no orphan keeps a gigabyte.
+
+Every server demands a random API key made when it starts: its loopback port is open
+to every local user and process, its key only to the clients of this user (the
+process that started it, and through the state file, readable by this user only,
+the others that share it).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import fcntl
 import hashlib
 import json
 import os
+import secrets
 import selectors
 import signal
 import subprocess
@@ -35,6 +41,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..errors import LocalModelUnavailable
+from .apikey import API_KEY_ENV
 from .catalog import LocalModelSpec, get_spec
 from .weights import Progress, cache_dir, ensure_weights, xllamacpp_installed
 
@@ -83,7 +90,8 @@ class ServerOptions:
     ngram_m: int
 
     def fingerprint(self, spec: LocalModelSpec) -> str:
-        text = json.dumps([spec.key, asdict(self)], sort_keys=True)
+        # "api-key": servers that demand a key are never found by older clients, which send none
+        text = json.dumps([spec.key, asdict(self), "api-key"], sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
     def resolved(self) -> ServerOptions:
@@ -121,6 +129,8 @@ class LocalServer:
     process: subprocess.Popen[bytes] | None = None
     state_file: Path | None = None
     """Set for a shared server: where it announces itself."""
+    api_key: str = ""
+    """What the server demands of every request (``Authorization: Bearer``)."""
 
     @property
     def shared(self) -> bool:
@@ -320,6 +330,7 @@ def start_server(
         log_path = log_dir() / f"{state_file.stem}.log"  # one per shared server kind
     else:
         log_path = log_dir() / f"{spec.key}-{os.getpid()}-{time.monotonic_ns()}.log"
+    api_key = secrets.token_urlsafe(32)
     read_end, write_end = os.pipe()
     cmd = [
         sys.executable, "-m", "selfheal_jupyter.localmodel.child",
@@ -345,6 +356,7 @@ def start_server(
             stdout=log,
             stderr=log,
             pass_fds=(write_end,),
+            env={**os.environ, API_KEY_ENV: api_key},  # not in the command line: every user reads that
             start_new_session=True,  # a Ctrl-C meant for the parent is not ours
         )
     os.close(write_end)
@@ -357,7 +369,7 @@ def start_server(
         raise
     finally:
         os.close(read_end)
-    server = LocalServer(spec, process.pid, url, log_path, process, state_file if shared else None)
+    server = LocalServer(spec, process.pid, url, log_path, process, state_file if shared else None, api_key)
     if shared:
         # It may stop (idle) while we still run: reap it then, so no zombie lingers.
         threading.Thread(target=process.wait, name="selfheal-reap", daemon=True).start()
@@ -482,21 +494,23 @@ def _touch(path: Path) -> None:
 def find_shared_server(spec: LocalModelSpec, state: Path) -> LocalServer | None:
     """The live server announced in ``state`` (call under its lock), or None.
 
-    A state file whose process is gone, or whose process no longer answers, is
-    stale: its process (if it is still ours) is stopped and the file removed.
+    A state file whose process is gone, or whose process no longer answers, or that
+    names no key (a server open to anyone, from an older version), is stale: its
+    process (if it is still ours) is stopped and the file removed.
     """
     try:
         record = json.loads(state.read_text())
         pid, url = int(record["pid"]), str(record["url"])
+        api_key = str(record.get("api_key") or "")
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError):
         state.unlink(missing_ok=True)
         return None
-    if _pid_alive(pid) and _answers(url, 5.0):
-        return LocalServer(spec, pid, url, log_dir() / f"{state.stem}.log", None, state)
+    if api_key and _pid_alive(pid) and _answers(url, 5.0):
+        return LocalServer(spec, pid, url, log_dir() / f"{state.stem}.log", None, state, api_key)
     if _pid_alive(pid) and _is_our_child_process(pid):
-        _terminate_pid(pid)  # alive but deaf: hung; it will not recover by itself
+        _terminate_pid(pid)  # alive but deaf (hung) or keyless: replaced
     _remove_state_of(state, pid)
     return None
 

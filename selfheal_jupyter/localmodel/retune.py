@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .apikey import authorized
 from .threads import ThreadCounts, auto_threads
 
 OWN_WINDOW_S = 60.0
@@ -178,7 +179,7 @@ class Backend:
     def busy(self) -> bool:
         """A request is being served (or the backend cannot say)."""
         try:
-            with urllib.request.urlopen(self.url + "/metrics", timeout=5) as resp:
+            with urllib.request.urlopen(authorized(self.url + "/metrics"), timeout=5) as resp:
                 text = resp.read().decode()
         except OSError:
             return True

@@ -26,6 +26,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import nbformat
@@ -68,8 +70,10 @@ def test_server_answers_through_the_openai_client() -> None:
         assert ensure_local_endpoint(settings) == (base_url, model)  # reused, not restarted
         server = running_server(settings.local_model)
         assert server is not None
+        assert_refused_without_its_key(server.url, model)
+        assert server.api_key.encode() not in Path(f"/proc/{server.pid}/cmdline").read_bytes()  # every user reads that
 
-        client = OpenAI(base_url=base_url, api_key="unused")
+        client = OpenAI(base_url=base_url, api_key=server.api_key)
         assert model in [m.id for m in client.models.list().data]
         reply = client.chat.completions.create(
             model=model,
@@ -92,6 +96,24 @@ def test_server_answers_through_the_openai_client() -> None:
         stop_local_endpoint()
     assert pid_gone(server.pid)
     assert running_server(settings.local_model) is None
+
+
+def assert_refused_without_its_key(url: str, model: str) -> None:
+    """What any other local user or process can do with the loopback port: ask the model,
+    read its counters and slots (the prompts of others). All refused without the key."""
+    from openai import AuthenticationError, OpenAI
+
+    with pytest.raises(AuthenticationError):
+        OpenAI(base_url=url + "/v1", api_key="guessed", max_retries=0).chat.completions.create(
+            model=model, max_tokens=4, messages=[{"role": "user", "content": "Say OK."}]
+        )
+    for path in ("/v1/chat/completions", "/completion", "/metrics", "/slots"):
+        body = json.dumps({"model": model, "prompt": "x", "messages": [{"role": "user", "content": "x"}]})
+        request = urllib.request.Request(url + path, body.encode() if "comp" in path else None,
+                                         {"Content-Type": "application/json"})  # fmt: skip
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=60)
+        assert refused.value.code == 401, path
 
 
 @pytest.mark.slow
@@ -182,7 +204,8 @@ _SHARING_KERNEL = textwrap.dedent(
     url, model = ensure_local_endpoint(SelfHeal(local_idle_s=float(sys.argv[1]),
                                                 local_threads=1, local_batch_threads=1))
     server = running_server("qwen2.5-coder-1.5b")
-    print(json.dumps({"url": url, "pid": server.pid, "started_here": server.process is not None}))
+    print(json.dumps({"url": url, "pid": server.pid, "started_here": server.process is not None,
+                      "key": server.api_key}))
     if sys.argv[2:] == ["stop"]:
         stop_local_endpoint()  # lets go of it: a shared server it only found keeps serving
     """
@@ -220,7 +243,11 @@ def test_two_kernels_share_one_server_that_stops_when_idle(tmp_path: Path) -> No
     pid = found[0]["pid"]
     # both kernels have exited; the server did not go with its starter
     assert not pid_gone(pid)
-    client = OpenAI(base_url=found[0]["url"], api_key="unused")
+    # its key is in the state file, which only this user may read, and nowhere else
+    (state,) = (tmp_path / "cache" / "selfheal-jupyter" / "run").glob("shared-*.json")
+    assert json.loads(state.read_text())["api_key"] == found[0]["key"] and state.stat().st_mode & 0o077 == 0
+    assert_refused_without_its_key(found[0]["url"].removesuffix("/v1"), "qwen2.5-coder-1.5b-instruct")
+    client = OpenAI(base_url=found[0]["url"], api_key=found[0]["key"])
     reply = client.chat.completions.create(
         model="qwen2.5-coder-1.5b-instruct", max_tokens=4, temperature=0,
         messages=[{"role": "user", "content": "Say OK."}],
@@ -232,9 +259,8 @@ def test_two_kernels_share_one_server_that_stops_when_idle(tmp_path: Path) -> No
     assert json.loads(third.stdout) == {**found[0], "started_here": False}
     assert not pid_gone(pid), "a kernel that only found the shared server stopped it"
     # then nobody uses it: it stops by itself and withdraws its state file
-    state = tmp_path / "cache" / "selfheal-jupyter" / "run"
     wait_until(lambda: pid_gone(pid), 180, "the idle server to stop", interval=0.2)
-    assert not list(state.glob("shared-*.json"))
+    assert not state.exists()
 
 
 @pytest.mark.slow
@@ -262,7 +288,7 @@ def test_a_shared_server_changes_its_threads_when_the_machine_does_and_keeps_its
         # the machine "changes": the opposite of what the server started with
         target = 1 if first["threads"] > 1 else min(2, physical_cores())
         load.write_text("0" if target > 1 else str(physical_cores() + 2))
-        client = OpenAI(base_url=server.base_url, api_key="unused", max_retries=0)
+        client = OpenAI(base_url=server.base_url, api_key=server.api_key, max_retries=0)
         answers = []
 
         def switched() -> bool:
@@ -432,10 +458,13 @@ def test_missing_weight_packages_name_the_install_command(tmp_path: Path, cache_
     assert "OPENAI_BASE_URL" in message  # the other way out
 
 
-def test_child_maps_speculation_to_xllamacpp() -> None:
+def test_child_maps_speculation_to_xllamacpp(monkeypatch: pytest.MonkeyPatch) -> None:
     import xllamacpp
 
+    from selfheal_jupyter.localmodel.apikey import API_KEY_ENV
     from selfheal_jupyter.localmodel.child import build_params, parse_args
+
+    monkeypatch.setenv(API_KEY_ENV, "the-key")
 
     kinds = xllamacpp.common_speculative_type
     base = [
@@ -464,6 +493,7 @@ def test_child_maps_speculation_to_xllamacpp() -> None:
     assert list(params.speculative.types) == [kinds.COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE]
     assert params.speculative.ngram_simple.size_n == 6
     assert (params.cpuparams.n_threads, params.cpuparams_batch.n_threads) == (1, 2)
+    assert list(params.api_keys) == ["the-key"]  # from the environment, never the command line
     params = build_params(parse_args([*base, "--speculation", "draft", "--draft-model", "d.gguf"]))
     assert list(params.speculative.types) == [kinds.COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE]
     assert params.speculative.draft.mparams.path == "d.gguf"
