@@ -1,6 +1,7 @@
 """A candidate's whole trial, in the order a reader expects.
 
-1. the static pre-check (a program certain to fail is never run);
+1. the static pre-check (a program certain to fail is never run; one that nests too deep
+   for the tool's readers is read by nothing else either);
 2. the sandbox run with the user's tests and the asserts of their code the checker
    evaluates; the tool's own explanation of a failure, shown at once;
 3. the spec guard: what the user's code specifies, kept by a repair;
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from .. import diagnosis
 from ..agents.data_checks import run_checks
 from ..agents.developer import Proposal, RepairContext
-from ..agents.qa import QA
+from ..agents.qa import QA, unreadable
 from ..codeblocks import code_diff
 from ..errors import Cancelled
 from ..feedback import check_lines, format_feedback, runtime_value_lines
@@ -175,8 +176,11 @@ class Judge:
         ``show``: emit its candidate and execution events as it runs (the single program
         of a round; ``announce`` is the program it changes)."""
         task, spec, given_seen = self.task, self.baseline.spec, self.baseline.seen
-        asserts = self.qa.spec_asserts(spec, code)
+        unread = unreadable(code) is not None  # too deep for the tool's readers: none reads it
+        asserts = None if unread else self.qa.spec_asserts(spec, code)
         result, explanation, sandbox_s = self._execute(index, code, asserts=asserts, announce=announce, show=show)
+        if unread:
+            return Trial(code, result, judging.judge(result, task.tests), explanation=explanation)
         ctx = task.context
         verdict = judging.judge_candidate(result, task, code, self.qa.check_spec(spec, code, ctx), ctx)
         if judging.compares_behaviour(verdict, given_seen):

@@ -881,3 +881,22 @@ def test_the_hand_over_never_undoes_a_fix_the_checks_cannot_see(tmp_path):
     fix = run["fix"]
     assert "return sum(xs) / len(xs)\n" in fix["code"] and "+ 1" not in fix["code"], fix
     assert not any("change of your line" in d for d in fix["dropped"]), fix["dropped"]
+
+
+# --------------------------------------------------------------------------- a program nested too deep
+OFF_MEAN = "def mean(xs):\n    return sum(xs) / (len(xs) + 1)\n\nassert mean([2, 4]) == 3\n"
+DEEP_MEAN = "def mean(xs):\n    return sum(xs) / len(xs)" + " + 0" * 1500 + "\n\nassert mean([2, 4]) == 3\n"
+MEAN_FIXED = OFF_MEAN.replace("(len(xs) + 1)", "len(xs)")
+
+
+def test_a_candidate_nested_too_deep_is_not_run_and_the_run_goes_on(tmp_path):
+    """A model's program `return sum(xs) / len(xs) + 0 + 0 + …` (1500 terms) ended the run
+    "Internal error (RecursionError)": first in pyflakes (the pre-check), then, with that
+    bounded, where the next reply was compared with it (``ast.dump``). Now the pre-check
+    does not read it, the next round is told why, and the run goes on."""
+    run = _heal(tmp_path, OFF_MEAN, [f"```python\n{DEEP_MEAN}```", f"```python\n{MEAN_FIXED}```"])
+    deep = run["iterations"][1]
+    assert deep["result"]["status"] == "blocked" and not deep["verdict"]["passed"]
+    assert "nests deeper than 100 levels at line 2" in deep["verdict"]["reasons"][0]
+    assert "intermediate variables" in deep["feedback"]
+    assert run["outcome"] == "success" and run["final_code"] == MEAN_FIXED, run["error"]

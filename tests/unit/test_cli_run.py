@@ -119,3 +119,24 @@ def _make_unsendable():
     import threading
 
     return {"lock": threading.Lock()}
+
+
+DEEP_SUM = "x = " + " + ".join(["1"] * 400) + "\nprint(x)\n"
+"""A 1 KB cell that nests 400 levels: pyflakes in the pre-check met Python's recursion limit."""
+
+
+@pytest.mark.parametrize("flag", ["--code", "--tests"])
+def test_a_program_nested_too_deep_is_refused_before_anything_runs(tmp_path: Path, flag):
+    """`selfheal run --code` with `x = 1 + 1 + …` (400 terms) ended "Internal error
+    (RecursionError)"; deep --tests too. Now refused where the task is admitted, saying
+    what to change, and the model is never asked."""
+    path = tmp_path / "deep.py"
+    path.write_text(DEEP_SUM if flag == "--code" else DEEP_SUM.replace("x = ", "assert 0 < "))
+    with ScriptedServer([RIGHT]) as s:
+        proc = selfheal("Add them up.", flag, str(path), "--base-url", s.base_url, "--model", s.model, "--json")
+        asked = s.chat_requests()
+    assert proc.returncode == 2, (proc.stdout[-500:], proc.stderr[-2000:])
+    said = "Your code nests" if flag == "--code" else "Your tests nest"
+    assert f"{said} deeper than 100 levels at line 1" in proc.stderr and "Split the expression" in proc.stderr
+    assert "Traceback" not in proc.stderr and "RecursionError" not in proc.stderr and proc.stdout == ""
+    assert asked == []

@@ -15,7 +15,9 @@ from selfheal_jupyter.errors import BadInput
 from selfheal_jupyter.model import Plan
 from selfheal_jupyter.notebook import arguments as magic_args
 from selfheal_jupyter.notebook.magics import SelfHealMagics
+from selfheal_jupyter.teaching.policy import kernel_gate
 from tests.conftest import selfheal_shell
+from tests.scripted_server import ScriptedServer
 
 
 @pytest.fixture()
@@ -91,6 +93,35 @@ def test_user_errors_are_one_short_line(shell, cell, expected):
     assert expected in cap.stderr, cap.stderr
     assert "Traceback" not in cap.stderr and "selfheal_jupyter/" not in cap.stderr
     assert user_names(shell) == before
+
+
+DEEP_CELL = "x = " + " + ".join(["1"] * 1200) + "\nprint(x)\n"
+"""Nests 1200 levels: too deep for pyflakes in a kernel too (IPython imports jedi, which
+raises the recursion limit to 3000)."""
+
+
+def test_a_cell_nested_too_deep_is_refused_before_a_run_is_counted(shell):
+    """`%%heal` on `x = 1 + 1 + …` ended "Internal error (RecursionError)"; `%%hint`
+    said "No hint this time … Run %%hint again", and each retry counted a run of the
+    policy's and crashed again. Now each front refuses the cell where it admits the task:
+    what nests too deep and what to do, no model request, no run counted."""
+    with ScriptedServer(["```python\nx = 1200\nprint(x)\n```"] * 4) as model:
+        shell.run_cell(f"%config SelfHeal.base_url = '{model.base_url}'", store_history=False)
+        shell.user_ns["deep_tests"] = DEEP_CELL.replace("x = ", "assert 0 < ")
+        runs = kernel_gate().runs
+        for cell, said in (
+            (f"%%heal\n{DEEP_CELL}", "Your code nests"),
+            (f"%%hint\n{DEEP_CELL}", "Your code nests"),
+            (f"%%hint\n{DEEP_CELL}", "Your code nests"),  # asked again: refused again, nothing spent
+            ("%%agent --tests deep_tests\nAdd them up.", "Your tests nest"),
+        ):
+            result, cap = run(shell, cell)
+            assert not result.success, cap.stdout[-500:]
+            assert f"{said} deeper than 100 levels at line 1" in cap.stderr, cap.stderr[-1000:]
+            assert "Split the expression" in cap.stderr and "Traceback" not in cap.stderr
+        asked = model.chat_requests()
+    assert asked == [] and kernel_gate().runs == runs
+    assert "agent_result" not in shell.user_ns
 
 
 def test_endpoint_down_is_a_short_message(shell):
