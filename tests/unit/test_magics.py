@@ -10,10 +10,12 @@ from __future__ import annotations
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
+from ipywidgets.widgets.widget import _instances as widget_instances
 
 from selfheal_jupyter.errors import BadInput
 from selfheal_jupyter.model import Plan
 from selfheal_jupyter.notebook import arguments as magic_args
+from selfheal_jupyter.notebook import autoheal
 from selfheal_jupyter.notebook.magics import SelfHealMagics
 from selfheal_jupyter.teaching.policy import kernel_gate
 from tests.conftest import selfheal_shell
@@ -122,6 +124,30 @@ def test_a_cell_nested_too_deep_is_refused_before_a_run_is_counted(shell):
         asked = model.chat_requests()
     assert asked == [] and kernel_gate().runs == runs
     assert "agent_result" not in shell.user_ns
+
+
+def test_the_autoheal_button_on_a_cell_nested_too_deep_counts_no_run(shell):
+    """The autoheal button on a failing cell nested 400 levels: the run was counted before
+    the cell was read, so each press spent a run of the policy's for a refusal. Now the
+    policy is asked, the cell admitted, and only then a run counted."""
+    run(shell, "%agent_autoheal on")
+    result, cap = run(shell, "x = " + " + ".join(["1"] * 400) + "\nprint(y)\n")
+    assert not result.success
+    views = [
+        o.data["application/vnd.jupyter.widget-view+json"]
+        for o in cap.outputs
+        if o.data.get("text/plain", "").startswith("[")
+    ]
+    box = widget_instances[views[-1]["model_id"]]
+    button = box.children[0]
+    assert button.description == autoheal.BUTTON_TEXT
+    runs = kernel_gate().runs
+    with capture_output() as pressed:
+        button.click()
+    said = " ".join(o.data["text/plain"] for o in pressed.outputs)
+    assert "Your code nests deeper than 100 levels at line 1" in said and "Split the expression" in said
+    assert kernel_gate().runs == runs
+    run(shell, "%agent_autoheal off")
 
 
 def test_endpoint_down_is_a_short_message(shell):
