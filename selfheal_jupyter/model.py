@@ -507,6 +507,15 @@ class Verdict:
     "generated checks"); empty
     when it only runs, and for every verdict that did not pass. Decided with the rest of
     the verdict (:func:`selfheal_jupyter.loop.verdict.checked_by`)."""
+    blind_checks: list[str] = field(default_factory=list)
+    """For a pass, when the task says the given program is wrong and that program passed
+    its checks too (round 0 held "given"): those of the kinds above it passed as well, so
+    they cannot tell the fix from it and are not in :attr:`verified_by`
+    (:func:`selfheal_jupyter.loop.verdict.with_verified_by`)."""
+    changed_behaviour: bool = False
+    """For such a pass: it showed other output or values on those checks than the given
+    program did (the behaviour rule compared them) — the only sign that it changed what
+    the task says is wrong, when nothing else verified it."""
 
     @property
     def spec_kept(self) -> bool | None:
@@ -853,6 +862,20 @@ class Run:
         return bool(self.verified_by)
 
     @property
+    def blind_checks(self) -> list[str]:
+        """The checks the passing program passed that the program the task says is wrong
+        passes too (:attr:`Verdict.blind_checks` of the final iteration): no verification."""
+        it = self.final_iteration
+        return [] if it is None else list(it.verdict.blind_checks)
+
+    @property
+    def changed_behaviour(self) -> bool:
+        """The passing program showed something else on its checks than the program the
+        task says is wrong (:attr:`Verdict.changed_behaviour` of the final iteration)."""
+        it = self.final_iteration
+        return it is not None and it.verdict.changed_behaviour
+
+    @property
     def best_attempt(self) -> Iteration | None:
         """When no candidate passed: the model's program that came closest, the one to
         review first (and what an evaluation scores): it ran cleanly, then it passed the
@@ -891,6 +914,8 @@ class Run:
             "fix": self.fix.to_dict() if self.fix is not None else None,
             "verified": self.verified,
             "verified_by": self.verified_by,
+            "blind_checks": self.blind_checks,
+            "changed_behaviour": self.changed_behaviour,
             "best_index": best.index if best is not None else None,
             "model": self.model,
             "base_url": self.base_url,

@@ -9,7 +9,7 @@
    anyway, a second run shows whether this one shows the same;
 5. the user's tests (in the verdict of step 2's run);
 6. QA's generated checks (soft) and the checks from the notebook's data (never soft);
-7. what verified it.
+7. what verified it (never a check the program the task says is wrong passes too).
 
 :class:`Judge` runs these steps, each rule from :mod:`~selfheal_jupyter.loop.verdict`
 (pure), and returns one :class:`Trial`: the result, the verdict, and — once the round
@@ -89,6 +89,9 @@ class Baseline:
     seen: Observation | None = None
     """What it showed on its checks, when the task says it is wrong and it passed them
     anyway (None: nothing to compare a candidate with)."""
+    wrong: judging.WrongPassed | None = None
+    """What it passed though the task says it is wrong: checks that verify no candidate
+    (None: it was not held for that)."""
 
     @property
     def keeps_spec(self) -> bool:
@@ -154,8 +157,9 @@ class Judge:
             shown, secs = self._observe(code)
             seen = judging.given_shows(shown)
             sandbox_s += secs
-        self.baseline = Baseline(spec=self.qa.spec_for(task, result), seen=seen)
         checks, secs = self._generated_checks(code, result)
+        wrong = judging.wrong_passed(verdict, checks, seen)
+        self.baseline = Baseline(spec=self.qa.spec_for(task, result), seen=seen, wrong=wrong)
         verdict = judging.with_verified_by(verdict, checks, task)
         return Trial(code, result, verdict, checks, explanation=explanation, sandbox_s=sandbox_s + secs)
 
@@ -168,7 +172,8 @@ class Judge:
         seen = (
             judging.given_shows(self._observe(task.initial_code)[0]) if judging.observes_given(given.verdict) else None
         )
-        return Baseline(spec=self.qa.spec_for(task, given.result), seen=seen)
+        wrong = judging.wrong_passed(given.verdict, given.checks, seen)
+        return Baseline(spec=self.qa.spec_for(task, given.result), seen=seen, wrong=wrong)
 
     def candidate(self, index: int, code: str, *, announce: str | None = None, show: bool = True) -> Trial:
         """A candidate of round ``index``, judged against the :attr:`baseline`.
@@ -191,7 +196,7 @@ class Judge:
         if judging.reads_data_checks(task, result):
             checks += run_checks(task.data_checks, result.stdout)  # from the notebook's data, on the host
         verdict = judging.hold_data_checks(verdict, checks)
-        verdict = judging.with_verified_by(verdict, checks, task)
+        verdict = judging.with_verified_by(verdict, checks, task, self.baseline.wrong)
         return Trial(code, result, verdict, checks, explanation=explanation, sandbox_s=sandbox_s + secs)
 
     @staticmethod
