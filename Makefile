@@ -2,7 +2,7 @@
 PYTHON ?= python3
 DEMO_TASK ?= write a function that returns the n-th Fibonacci number and print fib(10)
 
-.PHONY: demo test engine image check unit
+.PHONY: demo test engine image check unit record
 
 engine:
 	bash sandbox/setup-engine.sh
@@ -26,7 +26,7 @@ test:
 	selfheal sandbox build
 	selfheal model fetch
 	$(MAKE) check
-	$(PYTHON) -m pytest -q
+	$(PYTHON) -m pytest -q -n 2 --dist loadgroup --durations=25
 
 # For contributors, after `pip install -e '.[check]'` (no root, no engine, no model):
 # lint, format, types and the import graph (pyproject.toml's [tool.importlinter]).
@@ -36,6 +36,12 @@ check:
 	$(PYTHON) -m mypy
 	lint-imports
 
-# The unit lane (also needs '.[test]'): every test that needs no engine, model or browser.
+# The unit lane, after `pip install -e '.[test]'` (no root, no engine, no model, no browser):
+# tests/unit/, every test that needs none of them.
 unit:
-	$(PYTHON) -m pytest -q -m "not sandbox"
+	$(PYTHON) -m pytest -q tests/unit
+
+# The real runner's results that tests/unit/'s loop tests replay (tests/recorded_sandbox.py),
+# recorded again on the engine: after a change to what the loop runs or to the runner.
+record:
+	$(PYTHON) -m pytest -q tests/unit --record-sandbox

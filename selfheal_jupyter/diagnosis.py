@@ -262,6 +262,28 @@ class _Reader:
             return True
         return False
 
+    def rename(self, name: str, meant: str) -> bool:
+        """Propose ``name`` → ``meant`` where the failing line reads ``name`` once. The
+        edit's text is the smallest expression around it that the line holds once, so
+        that ``value`` on ``sum(values) / len(value)`` becomes ``len(value)`` →
+        ``len(values)`` (the plain name is also a part of ``values``)."""
+        tree, text = _parse_line(self.raw)
+        if tree is None:  # a line of a longer statement: the name itself, where it is once on the line
+            return len(re.findall(rf"(?<![.\w]){re.escape(name)}(?!\w)", self.raw)) == 1 and self.edit(name, meant)
+        uses = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == name]
+        if len(uses) != 1 or uses[0].lineno != 1:
+            return False
+        parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+        node: ast.AST | None = uses[0]
+        offset = uses[0].col_offset
+        while isinstance(node, (ast.expr, ast.stmt)) and node.lineno == node.end_lineno == 1:
+            segment = ast.get_source_segment(text, node) or ""
+            at = offset - node.col_offset
+            if self.raw.count(segment) == 1 and segment[at : at + len(name)] == name:
+                return self.edit(segment, segment[:at] + meant + segment[at + len(name) :])
+            node = parents.get(node)
+        return False
+
     def pandas(self) -> str | None:
         """The name pandas goes by for this program (``pd``): the notebook's import, the
         program's own, or ``pd`` with an import line added before the program."""
@@ -589,8 +611,7 @@ class _Reader:
         if meant is not None:
             where = " (in your notebook)" if meant in sent else " (in the program)" if meant in own else ""
             self.say(f"`{name}` is not defined; `{meant}` is{where}.")
-            if len(re.findall(rf"(?<![.\w]){re.escape(name)}(?!\w)", self.raw)) == 1:
-                self.edit(name, meant)
+            self.rename(name, meant)
             return
         elsewhere = close_name(name, self.context.notebook_names) if self.context else None
         if elsewhere is not None:

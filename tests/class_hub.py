@@ -40,8 +40,33 @@ MODEL_KEY = "sk-class-key-" + "7f3a9c"
 STUDENT_RUNNER = """
 import sys, nbformat
 from nbclient import NotebookClient
+
+# As JupyterLab sends it: each execute request names its cell (``cellId`` in its metadata;
+# a cell's ``lab_cell_id`` plays the same cell edited and run again).
+current = {"id": ""}
+
+
+def named(cell, cell_index):
+    current["id"] = cell.metadata.get("lab_cell_id") or cell.get("id", "")
+
+
+def started(notebook):
+    kc = client.kc
+
+    def execute(code, silent=False, store_history=True, user_expressions=None, allow_stdin=None, stop_on_error=True):
+        content = dict(code=code, silent=silent, store_history=store_history, user_expressions=user_expressions or {},
+                       allow_stdin=bool(allow_stdin), stop_on_error=stop_on_error)
+        msg = kc.session.msg("execute_request", content, metadata={"cellId": current["id"]})
+        kc.shell_channel.send(msg)
+        return msg["header"]["msg_id"]
+
+    kc.execute = execute
+
+
 nb = nbformat.read(sys.argv[1], as_version=4)
-NotebookClient(nb, kernel_name="python3", allow_errors=True, store_widget_state=True, timeout=900).execute()
+client = NotebookClient(nb, kernel_name="python3", allow_errors=True, store_widget_state=True, timeout=900,
+                        on_notebook_start=started, on_cell_start=named)
+client.execute()
 nbformat.write(nb, sys.argv[2])
 """
 
@@ -247,15 +272,16 @@ def class_hub(
     *extra: str,
     more_config: str = "",
     nofile: int | None = None,
+    students: tuple[str, ...] = STUDENTS,
 ) -> Iterator[Hub]:
     """A hub with the students, the instructor, the course group and the selfheal block
     (``more_config``: lines for ``jupyterhub_config.py`` before the block; ``nofile``: the
-    hub's, so the service's, open-file limit)."""
+    hub's, so the service's, open-file limit; ``students``: the course group)."""
     folder.mkdir(parents=True, exist_ok=True)
     os.chmod(folder, 0o700)
     (folder / "policy.json").write_text(json.dumps(policy))
     hub = Hub(folder, free_port(), secrets.token_hex(16), service_port=free_port(), nofile=nofile)
-    users = [*STUDENTS, INSTRUCTOR]
+    users = [*students, INSTRUCTOR]
     config = f"""
 c.JupyterHub.ip = "127.0.0.1"
 c.JupyterHub.port = {hub.port}
@@ -267,7 +293,7 @@ c.JupyterHub.authenticator_class = "dummy"
 c.DummyAuthenticator.password = "{secrets.token_hex(8)}"
 c.Authenticator.allowed_users = {set(users)!r}
 c.Authenticator.admin_users = {{{INSTRUCTOR!r}}}
-c.JupyterHub.load_groups = {{{COURSE!r}: {{"users": {list(STUDENTS)!r}}}}}
+c.JupyterHub.load_groups = {{{COURSE!r}: {{"users": {list(students)!r}}}}}
 c.JupyterHub.services = [{{"name": "class-test", "api_token": {hub.admin_token!r}}}]
 c.JupyterHub.load_roles = [
     {{"name": "class-test", "scopes": ["admin:users", "tokens", "read:roles"], "services": ["class-test"]}}
@@ -371,12 +397,14 @@ def _cut(*sockets: socket.socket) -> None:
 class Relay:
     """A TCP relay between a student's process and the hub's proxy (or a client and any
     local port) that keeps every byte sent back: what the process received, whatever it
-    kept of it. :meth:`close` cuts every connection through it."""
+    kept of it. :meth:`close` cuts every connection through it. ``links``: how many
+    connections it relays; later ones are left waiting, never answered."""
 
-    def __init__(self, target_port: int) -> None:
+    def __init__(self, target_port: int, links: int | None = None) -> None:
         import threading
 
         self.target_port = target_port
+        self.links = links
         self.received = bytearray()
         self._lock = threading.Lock()
         self._links: list[socket.socket] = []
@@ -387,7 +415,9 @@ class Relay:
     def _accept(self) -> None:
         import threading
 
-        while True:
+        accepted = 0
+        while self.links is None or accepted < self.links:
+            accepted += 1
             try:
                 client, _ = self._server.accept()
             except OSError:

@@ -4,11 +4,17 @@ Nothing here is mocked. The image must exist (CI builds it before the tests); wh
 does not, the tests FAIL and say how to build it: a silently skipped sandbox suite
 would hide exactly the breakage it is there to catch.
 
-The marker ``sandbox`` says a test needs more than Python: a container engine, the
-embedded model or a browser. ``python3 -m pytest -m "not sandbox"`` is the unit lane,
-which passes with none of them. A test that takes an engine fixture (below) or is
-marked ``slow``, ``browser``, ``engines`` or ``hub`` is marked ``sandbox`` here; any other that
-reaches the engine (through ``selfheal``, a kernel, a notebook shell) says so itself.
+The tests live in lanes, one folder for what they need (``make unit`` runs the first,
+``make test`` all of them): ``unit/`` needs no engine, model, browser or network;
+``sandbox/`` the Docker engine; ``notebook/`` the engine under an IPython shell, a
+kernel or nbclient; ``engines/`` a second engine (root); ``hub/`` a JupyterHub with Unix
+students (root); ``browser/`` Chromium; ``model/`` the embedded model's weights.
+
+The marker ``sandbox`` says a test needs more than Python: every test outside ``unit/``
+has it, and so has one that takes an engine fixture (below) or is marked ``slow``,
+``browser``, ``engines`` or ``hub``; any other that reaches the engine (through
+``selfheal``, a kernel, a notebook shell) says so itself. A ``sandbox`` test under
+``unit/`` stops the collection, naming the folders it may go to.
 """
 
 from __future__ import annotations
@@ -31,23 +37,59 @@ from selfheal_jupyter.errors import EngineUnavailable, ImageMissing
 from selfheal_jupyter.sandbox.docker import LABEL, LABEL_PID, DockerSandbox
 from tests.waiting import wait_until
 
-#: The fixtures that reach the Docker engine (taken directly or through another fixture).
-ENGINE_FIXTURES = frozenset({"docker_client", "sandbox_image", "sandbox", "docker_sandbox"})
+#: The fixtures that reach the Docker engine (taken directly or through another fixture),
+#: or start a browser.
+ENGINE_FIXTURES = frozenset({"docker_client", "sandbox_image", "sandbox", "docker_sandbox", "chromium"})
 #: The fixtures that run pods on the local Kubernetes (tests/kubernetes_cluster.py).
 KUBERNETES_FIXTURES = frozenset({"kubernetes_cluster", "kubernetes_sandbox", "kubernetes_cli"})
 #: Markers whose tests need the embedded model, a browser, a second engine or a hub.
 NEEDS_MORE_THAN_PYTHON = ("slow", "browser", "engines", "hub")
 
 
+#: The folder of the lane without engine, model or browser.
+UNIT_LANE = Path(__file__).parent / "unit"
+#: Lanes whose tests run one after another in one process when the suite runs in
+#: parallel (``pytest -n 2 --dist loadgroup``): one hub at a time may hold the service's
+#: port, the second engines have fixed addresses, two embedded models would share two
+#: cores, and one session starts and stops the local Kubernetes (every test on pods, in
+#: any folder, is of that group).
+ONE_AT_A_TIME = ("hub", "engines", "model", "kubernetes")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--record-sandbox",
+        action="store_true",
+        help="run the unit lane's recorded_sandbox tests on the real engine and write their records again",
+    )
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m selects
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    misplaced = []
+    parallel = config.pluginmanager.hasplugin("xdist")
     for item in items:
         names = getattr(item, "fixturenames", ())
         if KUBERNETES_FIXTURES.intersection(names):
             item.add_marker(pytest.mark.kubernetes)
+        pods = item.get_closest_marker("kubernetes") is not None
+        lane = "kubernetes" if pods else item.path.parent.name
+        if parallel and lane in ONE_AT_A_TIME:
+            item.add_marker(pytest.mark.xdist_group(lane))
         uses_engine = ENGINE_FIXTURES.intersection(names)
-        if uses_engine or any(item.get_closest_marker(name) for name in (*NEEDS_MORE_THAN_PYTHON, "kubernetes")):
+        in_unit_lane = item.path.is_relative_to(UNIT_LANE)
+        needs_more = uses_engine or pods or any(item.get_closest_marker(name) for name in NEEDS_MORE_THAN_PYTHON)
+        if needs_more or not in_unit_lane:
             item.add_marker(pytest.mark.sandbox)
+        if in_unit_lane and item.get_closest_marker("sandbox"):
+            misplaced.append(item.nodeid)
+    if misplaced:
+        raise pytest.UsageError(
+            "These tests need an engine, a model, a browser or a hub, so they cannot be in "
+            "tests/unit/ (the lane that runs without them): move each to tests/sandbox/, "
+            "tests/notebook/, tests/engines/, tests/hub/, tests/browser/, tests/model/ or "
+            "tests/kubernetes/ (tests/conftest.py says which holds what):\n  " + "\n  ".join(misplaced)
+        )
     # Pods last: the cluster's binaries may still be building (make test starts that
     # first, in the background) while everything else runs.
     items.sort(key=lambda item: item.get_closest_marker("kubernetes") is not None)
@@ -166,6 +208,27 @@ def no_container_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
         for c in left:
             client.api.remove_container(c["Id"], force=True)
         pytest.fail(f"selfheal containers were left behind by the tests: {names}", pytrace=False)
+
+
+CHROMIUM = "/usr/bin/chromium"
+"""Debian's Chromium: Playwright only drives it; nothing downloads a browser."""
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    """One headless Chromium for a module's tests; each test opens a context of its own
+    (``chromium.new_context()``: no cookies or storage of another test's)."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium", pytrace=False)
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
+        )
+        try:
+            yield browser
+        finally:
+            browser.close()
 
 
 @pytest.fixture()

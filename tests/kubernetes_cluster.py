@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "sandbox" / "setup-kubernetes.sh"
@@ -68,6 +69,21 @@ def core_api(kubeconfig: str) -> Any:
 def selfheal_pods(kubeconfig: str, selector: str = "app=selfheal") -> list[str]:
     """Names of the sandbox pods in the cluster (what ``kubectl get pods -l app=selfheal`` lists)."""
     return [p.metadata.name for p in core_api(kubeconfig).list_pod_for_all_namespaces(label_selector=selector).items]
+
+
+def api_port(kubeconfig: str) -> int:
+    """The port of the API server (it listens on 127.0.0.1)."""
+    server = yaml.safe_load(Path(kubeconfig).read_text())["clusters"][0]["cluster"]["server"]
+    return int(server.rsplit(":", 1)[1])
+
+
+def relayed_kubeconfig(kubeconfig: str, port: int, folder: Path) -> str:
+    """A copy of ``kubeconfig`` whose API server is at 127.0.0.1:``port`` (a relay's)."""
+    config = yaml.safe_load(Path(kubeconfig).read_text())
+    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{port}"
+    path = folder / "relayed.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
 
 
 def kubectl(kubeconfig: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -236,6 +236,17 @@ class ScriptedServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     # --- script -----------------------------------------------------------------
+    def reset(self, replies: Iterable[ScriptItem] = (), *, model: str = "scripted-model") -> None:
+        """A new script and model name, as a fresh server would have: for one server
+        shared by tests (its address is baked into a hub's configuration)."""
+        with self._lock:
+            self.model = model
+            self._script = [_normalise(r) for r in replies]
+            self._fault_uses.clear()
+            self.requests.clear()
+            self.asked.clear()
+            self.hung_up.clear()
+
     def add(self, *replies: ScriptItem) -> None:
         with self._lock:
             self._script.extend(_normalise(r) for r in replies)

@@ -3,7 +3,9 @@
 Why the prompt is rebuilt each time instead of replaying the conversation: a repair
 needs the task, the plan, the program as it stands and what went wrong with it —
 nothing older. Sending only that keeps the tokens per iteration flat instead of
-growing with every round.
+growing with every round. What stays the same from round to round (the system prompt,
+the task, the notebook's context, the note on the user's asserts) comes first: the
+server's prompt cache then reads only the program and what follows it again.
 
 Small models often resend the very program that just failed. When the reply repeats
 an earlier candidate, the developer asks once more, at a higher temperature, saying
@@ -194,6 +196,8 @@ class Developer:
                 parts.append(RESTART_NOTE)
             parts.append("Write the complete program.")
         else:
+            if keep_spec:  # before the program: the same in every round, so the server reads it once
+                parts.append(SPEC_NOTE)
             if repair.code is not None:
                 parts.append(f"The current program:\n```python\n{repair.code.rstrip()}\n```")
             if repair.no_code:
@@ -212,8 +216,6 @@ class Developer:
                 parts.append(SAME_FAILURE_NOTE)
             if restart:
                 parts.append(RESTART_NOTE)
-            if keep_spec:
-                parts.append(SPEC_NOTE)
             parts.append(EDIT_INSTRUCTION if self.asks_for_edits(repair, restart) else WHOLE_INSTRUCTION)
         if extra_note:
             parts.append(extra_note)

@@ -35,8 +35,8 @@ LEVEL_ASK = {
     1: "In plain words, say what goes wrong when the cell runs and that the problem starts on "
     "line {start}. Do not say how to change it.",
     2: "Explain in general terms the idea at stake for a change of this kind, then end with ONE "
-    "question about the values listed above that the student can answer by working through the "
-    "code by hand. Do not say how to change the code.",
+    "question about the value that is wrong (else the values listed above) that the student can "
+    "answer by working through the code by hand. Do not say how to change the code.",
 }
 
 
@@ -54,6 +54,8 @@ class HintAsk:
     change_kinds: tuple[tuple[int, str], ...]
     """(line, the kind of change in words), for each changed line."""
     values: tuple[tuple[str, str], ...]
+    wrong: str = ""
+    """The student's value that the verified run does not have, where and when ("" unknown)."""
 
 
 def marked(code: str) -> str:
@@ -92,7 +94,10 @@ def prompt(ask: HintAsk) -> str:
         f"Failing line: {ask.failing_line or 'none (a check fails)'}\n"
         f"Lines a working version changes: {', '.join(map(str, ask.changed_lines)) or 'not known'}\n"
         f"What kind of change each needs:\n{kinds}\n"
-        f"Values at the failing statement:\n{values}\n\n" + LEVEL_ASK[ask.level].format(start=start)
+        f"Values at the failing statement:\n{values}\n"
+        + (f"The value that is wrong: {ask.wrong}\n" if ask.wrong else "")
+        + "\n"
+        + LEVEL_ASK[ask.level].format(start=start)
     )
 
 

@@ -95,8 +95,8 @@ class Baseline:
 
     @property
     def keeps_spec(self) -> bool:
-        """A repair must keep something of the user's code (the developer is told so)."""
-        return self.spec is not None and not self.spec.empty
+        """The user's code states checks a repair must keep (the developer is told so)."""
+        return self.spec is not None and self.spec.states_checks
 
 
 class Baselines:
@@ -198,6 +198,16 @@ class Judge:
         verdict = judging.hold_data_checks(verdict, checks)
         verdict = judging.with_verified_by(verdict, checks, task, self.baseline.wrong)
         return Trial(code, result, verdict, checks, explanation=explanation, sandbox_s=sandbox_s + secs)
+
+    def execute(self, code: str, prelude: str = "") -> ExecutionResult:
+        """``code`` run as this run's programs run (its inputs, the notebook's prelude then
+        ``prelude``, the user's tests), with no pre-check and no verdict: what a program
+        holds along the way, for teaching (:mod:`selfheal_jupyter.teaching.observe`)."""
+        if self.stop.is_set():
+            raise Cancelled("Stopped before the sandbox run.")
+        first = self._prelude or ""
+        joined = "\n".join(p for p in (first, prelude) if p) or None
+        return self.qa.run(code, self.inputs, self.task.tests, cancel=self.stop, prelude=joined)
 
     @staticmethod
     def not_run(proposal: Proposal, repeat_of: int | None, told: RepairContext | None) -> Trial:

@@ -29,6 +29,7 @@ from ..errors import BadInput, Cancelled, LLMError, SandboxError, SelfHealError
 from ..llm import LLMClient
 from ..model import (
     Candidate,
+    ExecutionResult,
     InputDescription,
     Iteration,
     Limits,
@@ -189,6 +190,8 @@ class Loop:
             validate_task(task, max_code_bytes=self.budget.max_code_bytes)
             inputs = describe_inputs(task.inputs)
             state.sandbox_inputs = prepare_inputs(task)
+            if not (task.initial_code or "").strip():
+                state.progress = rounds.opening(task.data_checks, self.rules)
             self._plan_step(task, inputs, state)
             self._design_checks(task, inputs, state)
             self._iterate(task, inputs, state)
@@ -241,6 +244,18 @@ class Loop:
         finally:
             stop.close()
 
+    def execute(
+        self, run: Run, code: str, *, prelude: str = "", cancel: threading.Event | None = None
+    ) -> ExecutionResult:
+        """Run ``code`` as ``run``'s programs ran, judged by nothing (:meth:`Judge.execute
+        <selfheal_jupyter.loop.judge.Judge.execute>`): teaching's look at the values a
+        program holds along the way. Raises ``SandboxError`` and ``Cancelled``."""
+        stop = StopSignal(cancel, None)
+        try:
+            return self._judge(run, prepare_inputs(run.task), stop, Emitter(None)).execute(code, prelude)
+        finally:
+            stop.close()
+
     def _judge(
         self, run: Run, inputs: dict, stop: StopSignal, emit: Emitter, baseline: Baseline | None = None
     ) -> Judge:
@@ -264,6 +279,7 @@ class Loop:
             run.plan = Plan(list(task.plan.steps), source="user")
         elif (
             self.auto_plan
+            and state.progress.quick_fix is None  # the tool's own program comes first: no plan for it
             and task.prompt.strip()
             and (self.plan_on_heal or not task.initial_code)
             and len(task.prompt.split()) >= self.plan_min_words

@@ -8,7 +8,8 @@ next: :class:`Success`, :class:`Stop` (an outcome and a message that says what t
 :class:`Stopped` (the user's stop or the clock during the sandbox run), or
 :class:`Another` round, told what :attr:`Progress.repair` holds — or running
 :attr:`Progress.quick_fix`, the tool's own edit of the failing line, before the model is
-asked (``SelfHeal.quick_fixes``; such a round counts only if it passes). Whether a
+asked (``SelfHeal.quick_fixes``; such a round counts only if it passes), and, for a question
+about the notebook's data, the tool's own program for it first (:func:`opening`). Whether a
 program passed is the verdict's (:mod:`selfheal_jupyter.loop.verdict`); this module
 decides only what follows from it: also that an identical program is never run twice
 (:func:`repeat_of`), and that a run stops when the model keeps repeating itself
@@ -337,6 +338,17 @@ def data_answer(checks: Iterable[DataCheck], earlier: Iterable[tuple[int, str]])
         return None
     program, read = found[0]
     return program, read.partition("; ")[0]
+
+
+def opening(checks: Iterable[DataCheck], rules: Rules) -> Progress:
+    """What round 1 of a task that starts from no program is handed: the tool's own program
+    for a question about the notebook's data when its check has one (:func:`data_answer`),
+    run before any model is asked — the model's answer would be judged by that same check,
+    and the tool's program is known to pass it, so asking first only spends a request. The
+    model writes when there is no such program, or it did not pass (its round does not
+    count, :attr:`Progress.quick_rounds`)."""
+    answer = data_answer(checks, []) if rules.quick_fixes else None
+    return Progress(quick_fix=answer, quick_fixes_tried=1 if answer is not None else 0)
 
 
 def repeat_feedback(round_: int, told: RepairContext | None) -> str:

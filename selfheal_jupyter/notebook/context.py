@@ -27,15 +27,11 @@ alone. Nothing here imports IPython: the front passes the namespace in.
 from __future__ import annotations
 
 import ast
-import builtins
 import difflib
 import importlib.metadata
 import inspect
-import io
 import linecache
-import pickle
 import re
-import symtable
 import sys
 import textwrap
 import types
@@ -47,8 +43,9 @@ from typing import Any
 from ..agents.inputs import _summary as _structure
 from ..agents.inputs import _type_name, columns_of
 from ..model import ContextEntry, NotebookContext
+from .names_read import BUILTIN_NAMES, hidden_from_user, names_in_task, names_read
+from .value_copies import TooLarge, copy_value, why_not_picklable
 
-BUILTIN_NAMES = frozenset(dir(builtins))
 MAX_DEPTH = 20
 """How deep definitions that read other definitions are followed."""
 MAX_ATTRIBUTES = 400
@@ -57,214 +54,6 @@ MAX_NOTEBOOK_NAMES = 500
 CLOSE_NAME_CUTOFF = 0.8
 """How alike (difflib's ratio) a notebook name must be to one the code reads but the
 notebook lacks for it to travel too (the fix will likely use it)."""
-
-# --------------------------------------------------------------------------- reading
-
-
-class _Reads(ast.NodeVisitor):
-    """Names a block of module-level code reads before it binds them, in order.
-
-    Statements are visited in evaluation order (the value of an assignment before its
-    targets). The bodies of functions, classes and lambdas run later (or in their own
-    scope): the globals they read are collected apart, with ``symtable``.
-    """
-
-    def __init__(self) -> None:
-        self.bound: set[str] = set()
-        self.reads: dict[str, None] = {}
-
-    def _read(self, name: str) -> None:
-        if name not in self.bound:
-            self.reads.setdefault(name, None)
-
-    def visit_Name(self, node: ast.Name) -> None:
-        if isinstance(node.ctx, ast.Store):
-            self.bound.add(node.id)
-        else:  # Load, and Del (which needs the name to exist)
-            self._read(node.id)
-
-    def visit_Assign(self, node: ast.Assign) -> None:
-        self.visit(node.value)
-        for target in node.targets:
-            self.visit(target)
-
-    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
-        if node.value is not None:
-            self.visit(node.value)
-        self.visit(node.annotation)
-        if node.value is not None or not isinstance(node.target, ast.Name):
-            self.visit(node.target)
-
-    def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        if isinstance(node.target, ast.Name):
-            self._read(node.target.id)
-            self.visit(node.value)
-            self.bound.add(node.target.id)
-        else:
-            self.visit(node.target)
-            self.visit(node.value)
-
-    def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
-        self.visit(node.value)
-        self.visit(node.target)
-
-    def _loop(self, node: ast.For | ast.AsyncFor) -> None:
-        self.visit(node.iter)
-        self.visit(node.target)
-        for stmt in node.body + node.orelse:
-            self.visit(stmt)
-
-    visit_For = visit_AsyncFor = _loop
-
-    def visit_Import(self, node: ast.Import) -> None:
-        for alias in node.names:
-            self.bound.add(alias.asname or alias.name.split(".")[0])
-
-    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        for alias in node.names:
-            if alias.name != "*":
-                self.bound.add(alias.asname or alias.name)
-
-    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        for expr in node.decorator_list + node.args.defaults + node.args.kw_defaults:
-            if expr is not None:
-                self.visit(expr)
-        self.bound.add(node.name)
-
-    visit_FunctionDef = visit_AsyncFunctionDef = _function
-
-    def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        for expr in node.decorator_list + node.bases + [k.value for k in node.keywords]:
-            self.visit(expr)
-        self.bound.add(node.name)
-
-    def visit_Lambda(self, node: ast.Lambda) -> None:
-        for expr in node.args.defaults + node.args.kw_defaults:
-            if expr is not None:
-                self.visit(expr)
-
-    def _comprehension(self, node: ast.AST) -> None:
-        # Only the first iterable is evaluated in the enclosing scope; the rest is the
-        # comprehension's own scope, whose global reads symtable reports.
-        generators = getattr(node, "generators", [])
-        if generators:
-            self.visit(generators[0].iter)
-
-    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension
-
-    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
-        if node.type is not None:
-            self.visit(node.type)
-        if node.name:
-            self.bound.add(node.name)
-        for stmt in node.body:
-            self.visit(stmt)
-
-    def visit_withitem(self, node: ast.withitem) -> None:
-        self.visit(node.context_expr)
-        if node.optional_vars is not None:
-            self.visit(node.optional_vars)
-
-    def visit_MatchAs(self, node: ast.MatchAs) -> None:
-        if node.pattern is not None:
-            self.visit(node.pattern)
-        if node.name:
-            self.bound.add(node.name)
-
-    def visit_MatchStar(self, node: ast.MatchStar) -> None:
-        if node.name:
-            self.bound.add(node.name)
-
-    def visit_MatchMapping(self, node: ast.MatchMapping) -> None:
-        self.generic_visit(node)
-        if node.rest:
-            self.bound.add(node.rest)
-
-
-def _deferred_reads(table: symtable.SymbolTable) -> dict[str, None]:
-    """Globals read inside the functions, classes, lambdas and comprehensions of a block."""
-    out: dict[str, None] = {}
-    for child in table.get_children():
-        for sym in child.get_symbols():
-            if (sym.is_global() or sym.is_declared_global()) and sym.is_referenced():
-                out.setdefault(sym.get_name(), None)
-        out.update(_deferred_reads(child))
-    return out
-
-
-def names_read(source: str) -> list[str]:
-    """The global names ``source`` reads that it does not bind first, in reading order.
-
-    Module-level reads count when they come before the code binds the name; reads
-    inside the code's functions, classes, lambdas and comprehensions count when the
-    code never binds the name at module level. Builtins are not removed here: a
-    notebook variable may shadow one. Raises :class:`SyntaxError`.
-    """
-    tree = ast.parse(source)
-    reads = _Reads()
-    for stmt in tree.body:
-        reads.visit(stmt)
-    names = dict(reads.reads)
-    table = symtable.symtable(source, "<cell>", "exec")
-    for name in _deferred_reads(table):
-        if name not in reads.bound:
-            names.setdefault(name, None)
-    return list(names)
-
-
-_IDENT = re.compile(r"\b[A-Za-z_][A-Za-z0-9_]*\b")
-_BRACED = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)")
-
-
-def _forms(word: str) -> list[str]:
-    """A word as written, and its other number (``customer`` ↔ ``customers``)."""
-    forms = [word]
-    if word.endswith("ies"):
-        forms.append(word[:-3] + "y")
-    elif word.endswith("s"):
-        forms.append(word[:-1])
-    else:
-        forms.append(word + ("es" if word.endswith(("s", "x", "ch", "sh")) else "s"))
-        if word.endswith("y"):
-            forms.append(word[:-1] + "ies")
-    return forms
-
-
-def names_in_task(text: str, ns: Mapping[str, Any], hidden: Mapping[str, Any] | None = None) -> list[str]:
-    """Notebook variables a task written in words names: ``df``, ``{df_name}``, `sales`,
-    ``customer`` for ``customers``, and a DataFrame one of whose columns it names ("the
-    total amount each customer spent" reads ``orders``, whose columns hold ``amount``)."""
-    out: dict[str, None] = {}
-    for match in _BRACED.finditer(text):
-        out.setdefault(match.group(1), None)
-    words = [m.group(0) for m in _IDENT.finditer(text)]
-    for word in words:
-        for form in _forms(word) if len(word) >= 4 else [word]:
-            if form in ns:
-                out.setdefault(form, None)
-                break
-    found = [n for n in out if n in ns and not _hidden(n, ns, hidden)]
-    said = {form.casefold() for word in words if len(word) >= 4 for form in _forms(word)}
-    for name, value in ns.items():
-        if name in found or name.startswith("_") or _hidden(name, ns, hidden) or isinstance(value, type):
-            continue
-        columns = getattr(value, "columns", None)
-        if columns is None or getattr(value, "dtypes", None) is None:
-            continue
-        try:
-            named = any(str(c).casefold() in said for c in list(columns)[:200])
-        except Exception:
-            continue
-        if named:
-            found.append(name)
-    return found
-
-
-def _hidden(name: str, ns: Mapping[str, Any], hidden: Mapping[str, Any] | None) -> bool:
-    """A name the shell put there itself (In, Out, get_ipython, exit...), unchanged."""
-    if name.startswith("__") and name.endswith("__"):
-        return True
-    return hidden is not None and name in hidden and hidden[name] is ns.get(name)
 
 
 # --------------------------------------------------------------------------- sources
@@ -414,95 +203,6 @@ def with_command(dists: Iterable[str]) -> str:
     return "selfheal sandbox build --with " + " ".join(sorted(set(dists)))
 
 
-# --------------------------------------------------------------------------- pickling
-
-
-class _TooLarge(Exception):
-    pass
-
-
-class _Sink(io.RawIOBase):
-    """Collects pickled bytes; gives up past ``limit``."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.size = 0
-        self.chunks: list[bytes] = []
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, b: Any) -> int:
-        n = len(memoryview(b).cast("B"))
-        self.size += n
-        if self.limit and self.size > self.limit:
-            raise _TooLarge()
-        self.chunks.append(bytes(b))
-        return n
-
-
-class _Tracker(pickle.Pickler):
-    """A pickler that notes the notebook definitions and libraries a value refers to."""
-
-    def __init__(self, file: Any) -> None:
-        super().__init__(file, protocol=5)
-        self.main: dict[str, None] = {}
-        self.roots: dict[str, None] = {}
-
-    def reducer_override(self, obj: Any) -> Any:
-        if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
-            module = getattr(obj, "__module__", None) or ""
-            if module == "__main__":
-                self.main.setdefault(getattr(obj, "__qualname__", "").split(".")[0], None)
-            elif module:
-                self.roots.setdefault(module.split(".")[0], None)
-        else:
-            cls = type(obj)
-            module = cls.__module__ or ""
-            if module == "__main__":
-                self.main.setdefault(cls.__qualname__.split(".")[0], None)
-            elif module:
-                self.roots.setdefault(module.split(".")[0], None)
-        return NotImplemented
-
-
-def copy_value(value: Any, limit: int) -> tuple[bytes, list[str], list[str]]:
-    """Pickle ``value`` (protocol 5) → (bytes, notebook definitions it needs, library
-    roots). Raises :class:`_TooLarge` past ``limit`` bytes, or the pickling error."""
-    sink = _Sink(limit)
-    tracker = _Tracker(sink)
-    tracker.dump(value)
-    return b"".join(sink.chunks), list(tracker.main), list(tracker.roots)
-
-
-def _why_not_picklable(value: Any, exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}"
-    if isinstance(value, types.GeneratorType) or type(value).__name__ in ("generator", "async_generator", "coroutine"):
-        return (
-            "a generator: it cannot be copied (its position lives in your kernel). "
-            "Make a list of it first, e.g. items = list(gen)"
-        )
-    if isinstance(value, io.IOBase):
-        return "an open file: it cannot be copied. Pass its path (a string) instead"
-    module = type(value).__module__ or ""
-    tname = type(value).__name__
-    if module == "socket" or tname == "socket":
-        return "a network socket: it cannot be copied (the sandbox has no network)"
-    if tname in ("lock", "RLock", "Condition", "Semaphore", "Event") or module == "_thread":
-        return "a lock: it cannot be copied"
-    if "connection" in tname.lower() or "cursor" in tname.lower():
-        return "a database connection: it cannot be copied. Pass the data you read from it (e.g. a DataFrame) instead"
-    match = re.search(r"it's not the same object as __main__\.(\w+)", str(exc))
-    if match:
-        return (
-            f"made from an older definition of {match.group(1)} (the class was "
-            "defined again afterwards): run the cell that creates it again"
-        )
-    if "<lambda>" in str(exc) or "local object" in str(exc):
-        return f"it holds a function that cannot be copied ({text})"
-    return f"it cannot be copied ({text})"
-
-
 # --------------------------------------------------------------------------- resolving
 
 
@@ -624,7 +324,7 @@ class _Resolver:
     def need(self, name: str, depth: int = 0, *, quiet_missing: bool = False) -> None:
         if name in self.entries or name in self._visiting or depth > MAX_DEPTH:
             return
-        if name not in self.ns or _hidden(name, self.ns, self.hidden):
+        if name not in self.ns or hidden_from_user(name, self.ns, self.hidden):
             if name in BUILTIN_NAMES or quiet_missing:
                 return
             self.entries[name] = ContextEntry(
@@ -643,9 +343,9 @@ class _Resolver:
     def visible_names(self) -> list[str]:
         """The names the user's notebook defines (not the shell's own)."""
         if self._visible is None:
-            self._visible = [n for n in self.ns if not n.startswith("_") and not _hidden(n, self.ns, self.hidden)][
-                :MAX_NOTEBOOK_NAMES
-            ]
+            self._visible = [
+                n for n in self.ns if not n.startswith("_") and not hidden_from_user(n, self.ns, self.hidden)
+            ][:MAX_NOTEBOOK_NAMES]
         return self._visible
 
     def _unavailable(self, name: str, type_: str, reason: str) -> None:
@@ -768,7 +468,7 @@ class _Resolver:
         label = _label(value)
         try:
             data, main, roots = copy_value(value, self.max_bytes)
-        except _TooLarge:
+        except TooLarge:
             self._unavailable(
                 name,
                 label,
@@ -783,7 +483,7 @@ class _Resolver:
             self._unavailable(name, label, "it is nested too deeply to be copied")
             return
         except Exception as exc:
-            self._unavailable(name, label, _why_not_picklable(value, exc))
+            self._unavailable(name, label, why_not_picklable(value, exc))
             return
         why = self._missing_library(roots, copied=True)
         if why:

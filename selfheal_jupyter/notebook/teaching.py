@@ -30,7 +30,8 @@ from ..runner import BLOCKING, Pump, Runner, Wait, run_sync, runner_for
 from ..runner import HintTurn as Turn
 from ..runner.hints import RUNNING, WRITING, words
 from ..teaching.policy import Gate, PolicyBlocked
-from ..teaching.session import HintSession, Lines, cell_key
+from ..teaching.session import Cells, HintSession
+from .cells import current_cell_id
 from .controller import RESULT_NAME
 
 
@@ -40,30 +41,28 @@ class Teacher:
     def __init__(self, shell: Any, gate: Gate) -> None:
         self.shell = shell
         self.gate = gate
-        self.sessions: dict[str, HintSession] = {}
+        self.cells = Cells()
+        """The cells' sessions, by the id the front end gives a cell (its edits keep it), else by code."""
         self.asked: list[Hint] = []
         """Every hint given in this kernel, in order (``%agent_export --hints``)."""
         self.runners: dict[str, Runner] = {}
         """The runner each cell's run was made with here (its model writes that cell's hints)."""
 
-    def session(self, task: Task, line_offset: int = 0) -> tuple[str, HintSession]:
-        key = cell_key(task)
-        if key not in self.sessions:
-            self.sessions[key] = HintSession(task.initial_code or "", self.gate.policy, line_offset=line_offset)
-        self.sessions[key].lines = Lines(line_offset)  # the same cell, its lines counted as asked
-        return key, self.sessions[key]
-
-    def turn(self, settings: SelfHeal, task: Task, *, line_offset: int = 0) -> HintTurn:
-        """The next hint for this cell (``line_offset`` 1: the cell's first line is ``%%hint``)."""
-        key, session = self.session(task, line_offset)
-        return HintTurn(self, key, session, settings, task)
+    def turn(self, settings: SelfHeal, task: Task, *, line_offset: int = 0, cell_id: str | None = None) -> HintTurn:
+        """The next hint for this cell (``line_offset`` 1: the cell's first line is ``%%hint``;
+        ``cell_id``: the front end's id of the cell, by default the one being executed)."""
+        cell_id = current_cell_id(self.shell) if cell_id is None else cell_id
+        session = self.cells.open(cell_id, task, self.gate.policy, line_offset=line_offset)
+        return HintTurn(self, session.key, session, settings, task)
 
     def can_hint(self, task: Task) -> bool:
         """A hint may still be given for this cell (the button is offered only then)."""
-        key, session = self.session(task)
-        if self.gate.hints_left(key) == 0:
+        session = self.cells.find("", task)
+        if session is None:
+            return self.gate.hints_left("") != 0
+        if self.gate.hints_left(session.key) == 0:
             return False
-        return not session.ran or session.more
+        return session.needs_run(task) or session.more
 
 
 class HintTurn:
@@ -89,12 +88,12 @@ class HintTurn:
         self.gate.admit("hint", run=False)
         if self.gate.hints_left(self.key) == 0:
             self.gate.take_hint(self.key)  # raises: the policy's hints for this cell are spent
-        if not self.session.ran:
+        if self.session.needs_run(self.task):
             self.gate.admit("hint")
 
     def _work(self, emit: Callable[[Any], None], cancel: threading.Event) -> Hint | None:
         key, session = self.key, self.session
-        runner = self.teacher.runners.get(key) if session.ran else None
+        runner = self.teacher.runners.get(key) if not session.needs_run(self.task) else None
         if runner is None:
             runner = runner_for(self.settings)
             runner.start()
@@ -102,7 +101,7 @@ class HintTurn:
         if session.ran:
             self.teacher.runners[key] = runner
         self.turn = turn
-        self.note = turn.note or turn.why_no_fix
+        self.note = " ".join(n for n in (turn.why_no_fix, turn.note) if n)
         if turn.new is None:
             return None
         self.teacher.asked.append(turn.new)  # for %agent_export --hints
@@ -129,7 +128,7 @@ class HintTurn:
             return False
         if self.panel is not None:
             self._handle = display(self.panel.mimebundle(), raw=True, display_id=True)
-            self.panel.working(RUNNING if not self.session.ran else WRITING)
+            self.panel.working(RUNNING if self.session.needs_run(self.task) else WRITING)
         return True
 
     async def execute(self, wait: Wait) -> Hint | None:

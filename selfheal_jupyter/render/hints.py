@@ -21,16 +21,25 @@ def _inline(text: str) -> str:
     return _TICKS.sub(r"<code>\1</code>", esc(text)).replace("\n", "<br>")
 
 
+CHANGED = "What your edit changed:"
+
+
 def hint_text(hint: Hint, number: int, total: int) -> str:
-    return f"Hint {number} of {total} — {hint.title}\n{hint.text}" + (f"\n{hint.diff}" if hint.diff else "")
+    change = f"{CHANGED} {hint.change}\n" if hint.change else ""
+    return f"{change}Hint {number} of {total} — {hint.title}\n{hint.text}" + (f"\n{hint.diff}" if hint.diff else "")
 
 
 def hint_html(hint: Hint, number: int, total: int, *, current: bool = True) -> str:
     """One hint in a box; the earlier ones of the cell greyed."""
     colour = BLUE if current else GREY
     body = _inline(hint.text) + (diff_html(hint.diff) if hint.diff else "")
+    change = (
+        f'<div class="selfheal-hint-change" style="margin:2px 0 4px"><b>{CHANGED}</b> {_inline(hint.change)}</div>'
+        if hint.change
+        else ""
+    )
     return (
-        f'<div class="selfheal-hint" data-level="{hint.level}" style="border-left:4px solid {colour};'
+        change + f'<div class="selfheal-hint" data-level="{hint.level}" style="border-left:4px solid {colour};'
         f'padding:4px 10px;margin:4px 0;background:{BLUE_BG if current else "#f6f8fa"}">'
         f'<div style="font-weight:600;color:{colour}">Hint {number} of {total} — {esc(hint.title)}</div>'
         f"<div>{body}</div></div>"

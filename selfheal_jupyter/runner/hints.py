@@ -3,9 +3,10 @@
 The kernel (``%%hint`` with a local loop) and the class service (for every student) go
 through :func:`find` and :func:`next_turn`; a kernel of a class reaches them through the
 service (:mod:`~selfheal_jupyter.runner.service`). What a hint says is teaching mode's
-(:mod:`selfheal_jupyter.teaching`); here is only the order: the loop's run of the cell,
-the small-change search when its rounds verified nothing, the session's next level
-under the policy, and the progress in words (nothing of a candidate).
+(:mod:`selfheal_jupyter.teaching`); here is only the order: the loop's run of the cell
+as its code is now, what the session learns from it (the small-change search when its
+rounds verified nothing, the two runs compared, what the student's edit changed), the
+session's next rung under the policy, and the progress in words (nothing of a candidate).
 """
 
 from __future__ import annotations
@@ -18,14 +19,12 @@ from ..agents.hint_writer import HintWriter
 from ..errors import Cancelled
 from ..loop.events import ExecutionStarted, TokensStreamed, VerdictReady
 from ..model import Run, Task
-from ..teaching import small_fix
-from ..teaching.session import HintSession
+from ..teaching.session import HintSession, examine
 from .base import Emit, HintTurn, Taken
 
 RUNNING = "Running your cell in the sandbox…"
 FINDING = "Finding a hint…"
 WRITING = "Writing the hint…"
-NOTHING = "Your cell runs and passes its checks: there is nothing to hint at."
 
 
 def words(event: Any) -> str | None:
@@ -51,20 +50,22 @@ def find(
     *,
     keep: Callable[[Run], Run] = lambda run: run,
 ) -> str:
-    """The cell's run (its events to ``emit``), then, when its rounds verified nothing,
-    the search for a small change that passes (:func:`~selfheal_jupyter.teaching.small_fix.search`);
-    the session keeps ``keep(run)``. Returns why no fix was looked for ("" when one was);
-    raises ``Cancelled`` when the run was stopped (nothing kept)."""
+    """The cell's run as its code is now (its events to ``emit``), then what the session
+    learns from it (:func:`~selfheal_jupyter.teaching.session.examine`: the search for a
+    small change that passes when its rounds verified nothing, the student's and the
+    verified run's values compared, what the student's edit changed); the session keeps
+    ``keep(run)``. Returns why no fix was looked for ("" when one was); raises
+    ``Cancelled`` when the run was stopped (nothing kept)."""
+    session.begin(task)
     run = loop.run(task, on_event=emit, cancel=cancel)
     if run.outcome == "cancelled" or not run.iterations:
         raise Cancelled(f"No hint this time: {run.error or 'you stopped it.'} Run %%hint again to look again.")
     if not run.verified and run.outcome != "error":
         emit(f"{FINDING} (trying small changes to your code)")
-        tried = run
-        run = small_fix.search(tried, lambda code: loop.recheck(tried, code, cancel=cancel), cancel=cancel)
-        if cancel.is_set():
-            raise Cancelled("No hint this time: you stopped it. Run %%hint again to look again.")
-    session.attach(keep(run))
+    run = examine(session, run, loop, cancel)
+    if cancel.is_set():
+        raise Cancelled("No hint this time: you stopped it. Run %%hint again to look again.")
+    session.keep(keep(run))
     return run.error if run.outcome == "error" else ""
 
 
@@ -81,16 +82,13 @@ def next_turn(
     ``SelfHeal.hint_prose`` is on; ``given_before``: hints this student already had for
     the cell, as the class service's log counts them)."""
     total = session.total()
-    if not session.failed:
-        return HintTurn(session.hints, total, False, NOTHING)
-    if max(len(session.hints), given_before) >= total:
-        return HintTurn(
-            session.hints, total, False, f"That was the last hint for this cell ({total} of {total}).", session.record()
-        )
+    note = session.take_note(spent=given_before >= total)
+    if note:
+        return HintTurn(session.hints, total, False, note, session.record() if session.failed else None)
     emit(WRITING)
     writer = HintWriter(llm) if llm is not None else None
     hint = session.next_hint(writer, cancel=cancel)
     if taken is not None:
         taken(hint)
     spent = writer.usage.prompt_tokens + writer.usage.completion_tokens if writer is not None else 0
-    return HintTurn(session.hints, total, session.more, "", session.record(), new=hint, tokens=spent)
+    return HintTurn(session.hints, session.total(), session.more, "", session.record(), new=hint, tokens=spent)

@@ -59,12 +59,13 @@ class LocalRunner(Runner):
         given_before: int = 0,
         keep: Callable[[Run], Run] = lambda run: run,
     ) -> HintTurn:
-        """The cell's run when its session has none (:func:`~selfheal_jupyter.runner.hints.find`),
-        then its next hint (:func:`~selfheal_jupyter.runner.hints.next_turn`). The class
+        """The cell's run when its session has none of the code as it is now (a new cell,
+        or the student edited it: :func:`~selfheal_jupyter.runner.hints.find`), then its
+        next hint (:func:`~selfheal_jupyter.runner.hints.next_turn`). The class
         service says how many hints its log counted (``given_before``) and keeps a
         lighter run (``keep``)."""
         why_no_fix = ""
-        if not session.ran:
+        if session.needs_run(task):
             why_no_fix = hints.find(session, self.loop, task, emit, cancel, keep=keep)
         llm: Any = self.loop.llm if self.settings.hint_prose else None
         turn = hints.next_turn(session, emit, cancel, llm=llm, given_before=given_before, taken=taken)

@@ -69,7 +69,8 @@ class ServiceRunner(Runner):
     ) -> HintTurn:
         """The service decides and builds the hint (and counts it: ``taken`` is not
         called); its progress comes in words, and the cell's hints are mirrored into
-        ``session`` (their lines counted from its offset, as the student's editor shows them)."""
+        ``session`` (their lines counted from its offset, as the student's editor shows them;
+        the cell known by the id its front end gives it, so they follow the student's edits)."""
 
         def progress(event: Any) -> None:
             if isinstance(event, Waiting):
@@ -77,7 +78,9 @@ class ServiceRunner(Runner):
             elif isinstance(event, wire.Working):
                 emit(event.text)
 
-        request = self.client.request("hint", task, self.settings, line_offset=session.lines.offset)
+        request = self.client.request(
+            "hint", task, self.settings, line_offset=session.lines.offset, cell_id=session.cell_id
+        )
         end = self.client.stream(request, progress, cancel)
         if isinstance(end, wire.Failed):
             raise error_of(end)

@@ -18,8 +18,9 @@ attached, so the runner says ready only after the host's first frame (``--await-
 
 Every pod is labelled ``app=selfheal`` (plus the session, host and pid of its owner) and
 deleted when its run leaves it unfit, when the sandbox closes, at interpreter exit, and —
-should the owner die — by the runner itself (its stdin closes with the attach stream, it
-exits, the pod ends) and the next sandbox's stale sweep.
+should the owner die — by the runner itself (its stdin closes with the attach stream, or
+no hello came before ``--hello-within``: it exits, the pod ends) and the next sandbox's
+stale sweep.
 """
 
 from __future__ import annotations
@@ -57,6 +58,10 @@ CPU_REQUEST = "100m"
 ATTACHES = 3
 #: Seconds between two hellos while a new pod's runner has not said ready.
 HELLO_AGAIN_S = 1.0
+#: Seconds a pod's runner waits for its host's first hello before it exits: longer than
+#: the host waits for the pod to run and its runner to answer. A host that died before it
+#: attached closes no stdin; this ends the pod, and the next sandbox's sweep removes it.
+HELLO_WITHIN_S = 2 * READY_TIMEOUT_S
 #: The websocket channels of an attach stream.
 STDOUT, STDERR, ERROR = 1, 2, 3
 #: Why a container cannot start that no waiting mends.
@@ -111,7 +116,14 @@ def default_namespace(kubeconfig: str) -> str:
     return "default"
 
 
-def pod_manifest(image: str, spec: ContainerSpec, *, labels: dict[str, str], runtime_class: str = "") -> dict[str, Any]:
+def pod_manifest(
+    image: str,
+    spec: ContainerSpec,
+    *,
+    labels: dict[str, str],
+    runtime_class: str = "",
+    hello_within_s: float = HELLO_WITHIN_S,
+) -> dict[str, Any]:
     """The one hardened template every sandbox pod is made from."""
     memory = str(spec.memory_bytes)
     limits = {"memory": memory, "cpu": f"{spec.cpus:g}"}
@@ -126,6 +138,8 @@ def pod_manifest(image: str, spec: ContainerSpec, *, labels: dict[str, str], run
         "--seal",
         TERMINATION_LOG,
         "--await-host",
+        "--hello-within",
+        f"{hello_within_s:g}",
     ]
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
@@ -287,6 +301,7 @@ class KubernetesSandbox(PooledSandbox):
         self._attach_lock = threading.Lock()
         self._host = _host_label()
         self.server = ""
+        self.hello_within_s = HELLO_WITHIN_S
 
     @property
     def channel(self) -> str:
@@ -371,7 +386,13 @@ class KubernetesSandbox(PooledSandbox):
 
     # -- pods --------------------------------------------------------------------
     def _create(self, spec: ContainerSpec) -> Link:
-        body = pod_manifest(self.image, spec, labels=self._labels(), runtime_class=self.runtime_class)
+        body = pod_manifest(
+            self.image,
+            spec,
+            labels=self._labels(),
+            runtime_class=self.runtime_class,
+            hello_within_s=self.hello_within_s,
+        )
         from kubernetes.client.exceptions import ApiException
 
         try:

@@ -201,12 +201,24 @@ class PooledSandbox:
         return sum(1 for w in self._all if w.spec == spec and not w.dead)
 
     def _release(self, worker: Link) -> None:
-        """Back to the pool, or away if the pool already holds enough of its kind."""
+        """Back to the pool, or away if the pool already holds enough of its kind.
+
+        Of the limits other than the pool's own, one worker is kept idle, of the latest
+        ones: a request may lower its limits (a student's ``%%heal --memory``), and a
+        worker kept for each size asked would let one user hold any number of containers
+        or pods (on Kubernetes, each with its memory reserved) until the sandbox closes.
+        """
+        own = ContainerSpec.of(self.limits)
+        away = [worker]
         with self._lock:
             if not self._closed and not worker.dead and self._live(worker.spec) <= self._keep(worker.spec):
+                away = []
+                if worker.spec != own:
+                    for spec in [s for s in self._idle if s not in (own, worker.spec)]:
+                        away += self._idle.pop(spec)
                 self._idle.setdefault(worker.spec, []).append(worker)
-                return
-        self._discard(worker)
+        for gone in away:
+            self._discard(gone)
 
     def _refill(self, spec: ContainerSpec) -> None:
         """Start workers in the background until the pool for ``spec`` is full.

@@ -23,6 +23,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..errors import ImageBuildError
@@ -313,19 +314,25 @@ def run(argv: list[str], step: str, *, env: dict[str, str] | None = None, captur
     with open(BUILD_LOG, "ab") as log_file:
         log_file.write(f"\n$ {' '.join(argv)}\n".encode())
         log_file.flush()
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE if capture else log_file,
-            stderr=log_file,
-            env=env,
-            start_new_session=True,  # its own process group, stopped as a whole
-        )
-        try:
-            out, _ = proc.communicate()
-        except BaseException:
-            _stop(proc)
-            raise
+        # Started from a worker thread: an interruption's handler runs in this thread only,
+        # so it never lands inside Popen after the exec, where the process would be lost.
+        with ThreadPoolExecutor(1) as starter:
+            starting = starter.submit(
+                subprocess.Popen,
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE if capture else log_file,
+                stderr=log_file,
+                env=env,
+                start_new_session=True,  # its own process group, stopped as a whole
+            )
+            try:
+                proc = starting.result()
+                out, _ = proc.communicate()
+            except BaseException:
+                with contextlib.suppress(Exception):  # a step that never started has nothing to stop
+                    _stop(starting.result())
+                raise
     if proc.returncode != 0:
         tail = BUILD_LOG.read_text(errors="replace").splitlines()[-15:]
         raise ImageBuildError(

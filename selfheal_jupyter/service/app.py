@@ -86,8 +86,10 @@ class Health(web.RequestHandler):
 
 
 def unready(state: State) -> str:
+    """What a student is told while the service cannot serve (what went wrong, with its
+    paths on the server, is on the instructor's page)."""
     if state.problem:
-        return f"The selfheal service cannot run: {state.problem} Tell your instructor."
+        return "The selfheal service cannot run now (its sandbox or its model did not start). Tell your instructor."
     return "The selfheal service is starting (its sandbox and model): try again in a moment."
 
 

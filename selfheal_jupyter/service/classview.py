@@ -120,6 +120,8 @@ def rows(
     names = sorted({*roster, *(str(e.get("user", "")) for e in found)} - {""})
     by_name: dict[str, Row] = {n: Row(n, sorted(roster.get(n, ()))) for n in names}
     cells: dict[str, Counter[tuple[str, str]]] = {n: Counter() for n in names}
+    latest: dict[str, dict[tuple[str, str], str]] = {n: {} for n in names}
+    """Each cell's code as last asked about (a session's edits are one cell)."""
     last_notebook: dict[str, str] = {}
     for entry in found:
         row = by_name[str(entry.get("user", ""))]
@@ -132,11 +134,15 @@ def rows(
         row.last = max(row.last, str(entry.get("time", "")))
         given = len(entry.get("hints") or [])
         if given and entry.get("cell"):
-            cells[row.name][(str(entry.get("notebook", "")), str(entry["cell"]))] += given
+            key = (str(entry.get("notebook", "")), str(entry.get("session") or entry["cell"]))
+            cells[row.name][key] += given
+            latest[row.name][key] = str(entry["cell"])
         last_notebook[row.name] = str(entry.get("notebook", ""))
     for row in by_name.values():
         row.left = left_today(policy, set(row.courses), last_notebook.get(row.name, ""), used(row.name), now)
-        row.struggles = [Struggle(nb, cell, n) for (nb, cell), n in cells[row.name].most_common(2)]
+        row.struggles = [
+            Struggle(nb, latest[row.name][(nb, key)], n) for (nb, key), n in cells[row.name].most_common(2)
+        ]
     return list(by_name.values())
 
 
@@ -167,11 +173,41 @@ class RequestView:
     tokens: int = 0
     model: str = ""
     by: str = ""
+    change: str = ""
+    """What the student's edit changed in the run, as they were told before the hint."""
+    session: str = ""
+    """The hint session (the cell across its edits) the request belongs to ("" none)."""
 
 
-def student_log(entries: Iterable[dict[str, Any]], user: str) -> list[RequestView]:
-    """A student's requests and resets, newest first."""
-    views = []
+@dataclass
+class CellView:
+    """A hint session on the student's page: one cell, its versions and hints in order."""
+
+    time: str
+    notebook: str
+    steps: list[RequestView]
+    """Its requests, oldest first."""
+    kind: str = "cell"
+
+    @property
+    def versions(self) -> int:
+        return len({(s.code, s.tests) for s in self.steps})
+
+    @property
+    def hints(self) -> int:
+        return sum(len(s.hints) for s in self.steps)
+
+    def new_version(self, index: int) -> bool:
+        """The step's code differs from the one before (the student edited the cell)."""
+        here = self.steps[index]
+        return index == 0 or (here.code, here.tests) != (self.steps[index - 1].code, self.steps[index - 1].tests)
+
+
+def student_log(entries: Iterable[dict[str, Any]], user: str) -> list[RequestView | CellView]:
+    """A student's requests and resets, newest first; a hint session's requests (the cell
+    across the student's edits) are one cell, where its latest request was."""
+    views: list[RequestView | CellView] = []
+    cells: dict[str, CellView] = {}
     for entry in entries:
         if not isinstance(entry, dict) or entry.get("user") != user:
             continue
@@ -186,23 +222,34 @@ def student_log(entries: Iterable[dict[str, Any]], user: str) -> list[RequestVie
         titles = [str(t) for t in entry.get("titles") or []]
         level = int(entry.get("level", 0) or 0)
         hints = [HintShown(level, titles[i] if i < len(titles) else "", t) for i, t in enumerate(texts)]
-        views.append(
-            RequestView(
-                time,
-                "request",
-                notebook=str(entry.get("notebook", "")),
-                entry=str(entry.get("entry", "")),
-                mode=str(entry.get("mode", "")),
-                result=result(entry),
-                code=code,
-                tests=tests,
-                hints=hints,
-                fix=str(entry.get("fix", "") or ""),
-                note=str(entry.get("note", "") or ""),
-                error=str(entry.get("error", "") or ""),
-                tokens=int(entry.get("tokens", 0) or 0),
-                model=str(entry.get("model", "") or ""),
-            )
+        view = RequestView(
+            time,
+            "request",
+            notebook=str(entry.get("notebook", "")),
+            entry=str(entry.get("entry", "")),
+            mode=str(entry.get("mode", "")),
+            result=result(entry),
+            code=code,
+            tests=tests,
+            hints=hints,
+            fix=str(entry.get("fix", "") or ""),
+            note=str(entry.get("note", "") or ""),
+            error=str(entry.get("error", "") or ""),
+            tokens=int(entry.get("tokens", 0) or 0),
+            model=str(entry.get("model", "") or ""),
+            change=str(entry.get("change", "") or ""),
+            session=str(entry.get("session", "") or ""),
         )
+        if view.entry == "hint" and view.session:
+            cell = cells.get(view.session)
+            if cell is None:
+                cell = cells[view.session] = CellView(time, view.notebook, [])
+            else:
+                views.remove(cell)
+            cell.steps.append(view)
+            cell.time = time
+            views.append(cell)
+        else:
+            views.append(view)
     views.reverse()
     return views

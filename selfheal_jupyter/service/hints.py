@@ -11,12 +11,11 @@ unless a level-3 hint under ``reveal_fix`` carries the diff.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 
 from ..model import NotebookContext, Run, Task
 from ..teaching.policy import Policy
-from ..teaching.session import HintSession, Lines, cell_key
+from ..teaching.session import Cells, HintSession, cell_key, id_key
 
 __all__ = ["HintSessions", "cell_key", "kept", "light"]
 
@@ -30,37 +29,38 @@ class HintSessions:
     """Every student cell's session, kept while the service runs (the hints given are
     also counted in the run log, so a restart gives no cell more hints)."""
 
-    sessions: dict[str, OrderedDict[str, HintSession]] = field(default_factory=dict)
-    """Each student's cells, their most recently asked last."""
+    cells: dict[str, Cells] = field(default_factory=dict)
+    """Each student's cells, by the id their kernel gives a cell, else by its code."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     keep: int = KEEP
 
-    def session(self, user: str, task: Task, policy: Policy | None = None, *, line_offset: int = 0) -> HintSession:
+    def session(
+        self, user: str, task: Task, policy: Policy | None = None, *, line_offset: int = 0, cell_id: str = ""
+    ) -> HintSession:
         """The student's session for this cell; its next hints count lines from
-        ``line_offset`` (the request's). The offset is not part of the key: a request that
-        says another offset gets the same session, its run and its hints so far, not a
-        fresh count of runs and hints."""
-        key = cell_key(task)
+        ``line_offset`` (the request's). Neither the offset nor the code is the cell's
+        identity when the kernel names the cell: an edit, or a request that says another
+        offset, gets the same session, its hints so far, not a fresh count of hints."""
         with self.lock:
-            own = self.sessions.setdefault(user, OrderedDict())
-            found = own.get(key)
-            if found is None:
-                found = own[key] = HintSession(task.initial_code or "", policy or Policy())
-                while len(own) > self.keep:  # their oldest cell's run is found again if asked
-                    own.popitem(last=False)
-            own.move_to_end(key)
-            if policy is not None:
-                found.policy = policy  # the service reads the policy again when its file changes
-            found.lines = Lines(line_offset)
-            return found
+            own = self.cells.setdefault(user, Cells(self.keep))
+            return own.open(cell_id, task, policy or Policy(), line_offset=line_offset)
 
-    def ran(self, user: str, task: Task) -> bool:
-        """Whether this student's cell has its run already (asked without keeping anything:
-        a refused request leaves no session behind)."""
+    def key(self, user: str, task: Task, cell_id: str = "") -> str:
+        """What this student's cell is known by (asked without keeping anything: a refused
+        request leaves no session behind)."""
         with self.lock:
-            own = self.sessions.get(user)
-            found = own.get(cell_key(task)) if own is not None else None
-            return found is not None and found.run is not None
+            own = self.cells.get(user)
+            found = own.find(cell_id, task) if own is not None else None
+        if found is not None:
+            return found.key
+        return id_key(cell_id) if cell_id else cell_key(task)
+
+    def needs_run(self, user: str, task: Task, cell_id: str = "") -> bool:
+        """Whether this student's cell has no run of this code yet (asked without keeping anything)."""
+        with self.lock:
+            own = self.cells.get(user)
+            found = own.find(cell_id, task) if own is not None else None
+            return found is None or found.needs_run(task)
 
 
 def kept(run: Run) -> Run:

@@ -80,9 +80,10 @@ class RunLog:
         used.runs += int(entry.get("runs", 0) or 0)
         used.hints += len(entry.get("hints", []) or [])
         used.tokens += int(entry.get("tokens", 0) or 0)
-        if entry.get("hints") and entry.get("cell"):
-            key = (user, str(entry["cell"]))
-            self._cell_hints[key] = self._cell_hints.get(key, 0) + len(entry["hints"])
+        for name in ("cell", "session"):  # the code's key, and the cell's across its edits
+            if entry.get("hints") and entry.get(name) and (name == "cell" or entry[name] != entry.get("cell")):
+                key = (user, str(entry[name]))
+                self._cell_hints[key] = self._cell_hints.get(key, 0) + len(entry["hints"])
 
     def write(self, entry: dict[str, Any]) -> None:
         """Append one request's line (``time`` is added) and count it."""
@@ -108,7 +109,8 @@ class RunLog:
             return self._refused.get((user, datetime.now().date().isoformat()), 0)
 
     def hints_for(self, user: str, cell: str) -> int:
-        """Hints this student was given for this cell (any day)."""
+        """Hints this student was given for this cell (any day), by its code's key or its
+        session's (:func:`~selfheal_jupyter.teaching.session.id_key`)."""
         with self._lock:
             return self._cell_hints.get((user, cell), 0)
 

@@ -154,7 +154,12 @@ def add_window(form: Form) -> Section:
         window["mode"] = mode
     if form.get("course", "").strip():
         window["groups"] = [form["course"].strip()]
-    if form.get("glob", "").strip():
+    scope = form.get("scope", "matching" if form.get("glob", "").strip() else "every")
+    if scope not in ("every", "matching"):
+        raise PolicyEditError("Choose whether the window applies to every notebook or to some.")
+    if scope == "matching":  # the student's word: it can only narrow, and can be left by another name
+        if not form.get("glob", "").strip():
+            raise PolicyEditError("Give the notebooks the window applies to as a pattern, or choose every notebook.")
         window["notebooks"] = [form["glob"].strip()]
 
     def edit(data: dict[str, Any]) -> None:

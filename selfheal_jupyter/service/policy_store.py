@@ -12,6 +12,7 @@ change is a line in the change log (who, when, what changed, the whole policy af
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -26,6 +27,10 @@ from ..teaching import policy as policies
 
 CHANGES_FILE = "policy-changes.jsonl"
 """The change log's name, beside the run log."""
+FILE_MODE = 0o640
+"""The policy file as the page writes it, whatever it was: the service's account writes it,
+the service's group (an admin, the kernels of a class that reads it in the kernel) reads
+it, no other account: the exam windows and the assignment rules are the instructor's."""
 
 
 class PolicyEditError(Exception):
@@ -80,9 +85,9 @@ class PolicyStore:
         folder = self.path.parent
         folder.mkdir(parents=True, exist_ok=True)
         try:
-            mode = self.path.stat().st_mode & 0o777
+            group = self.path.stat().st_gid
         except FileNotFoundError:
-            mode = 0o600  # the service's own: a student's account reads neither the rules nor the windows
+            group = -1
         fd, tmp = tempfile.mkstemp(prefix=".policy-", suffix=".json", dir=folder)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -90,7 +95,10 @@ class PolicyStore:
                 fh.write("\n")
                 fh.flush()
                 os.fsync(fh.fileno())
-            os.chmod(tmp, mode)
+            if group != -1:
+                with contextlib.suppress(OSError):  # a group the service is not in: its own then
+                    os.chown(tmp, -1, group)
+            os.chmod(tmp, FILE_MODE)
             os.replace(tmp, self.path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

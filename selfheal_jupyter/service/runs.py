@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import SelfHeal, size_bytes
-from ..errors import Cancelled, SelfHealError
+from ..errors import Cancelled, SandboxError, SelfHealError
 from ..factory import build_llm, resolve_endpoint, shared_sandbox
 from ..llm import LLMClient
 from ..loop import events as loop_events
@@ -59,12 +59,16 @@ class Request:
     line_offset: int = 0
     """Lines above the code in the student's cell (1: the ``%%hint`` line); hints count
     lines as the student's editor shows them."""
+    cell_id: str = ""
+    """The id the student's front end gives the cell ("" none): a hint session follows it
+    across the student's edits. The student's word, like the notebook's path: it only
+    finds a session; the hints a cell may get count over every key it was known by."""
 
     @classmethod
     def parse(cls, body: object) -> Request:
         if not isinstance(body, dict):
             raise wire.WireError("the request should be an object")
-        unknown = sorted(set(body) - {"entry", "task", "notebook", "options", "line_offset"})
+        unknown = sorted(set(body) - {"entry", "task", "notebook", "options", "line_offset", "cell_id"})
         if unknown:
             raise wire.WireError(f"unknown key {unknown[0]!r}")
         entry = body.get("entry")
@@ -77,7 +81,9 @@ class Request:
         if len(notebook) > NOTEBOOK_MAX_CHARS:
             raise wire.WireError(f"notebook should be a path of at most {NOTEBOOK_MAX_CHARS} characters")
         task = wire.decode(Task, body.get("task"), "task")
-        return cls(entry, task, notebook, options, wire.read_line_offset(body.get("line_offset")))
+        return cls(
+            entry, task, notebook, options, wire.read_line_offset(body.get("line_offset")), wire.read_cell_id(body)
+        )
 
 
 class SharedLLM(LLMClient):
@@ -149,16 +155,18 @@ class Service:
         return self.policy_file.current().resolve(groups, notebook, datetime.now())
 
     def admit(self, user: str, policy: policies.Policy, request: Request) -> None:
-        """Raise :class:`Refused` in one line naming the policy, or pass."""
+        """Raise :class:`Refused` in one line naming the rule that says no, or pass. What is
+        wrong with a broken policy file (and where it is) is the instructor's to read, on
+        the page: the student is told the rules, never a path on the server."""
         if policy.problem:
-            raise Refused(f"selfheal is off: {policy.source} cannot be used ({policy.problem}). Ask your instructor.")
+            raise Refused(f"selfheal is off: {policy.source} cannot be used now. Ask your instructor.")
         if policy.mode == "off":
             raise Refused(f"selfheal is off in this notebook now ({policy.source}).")
         if policy.mode == "hints" and request.entry not in policies.HINT_ENTRIES:
             raise Refused(f"Only hints are allowed here ({policy.source}): use %%hint on your cell.")
         used, quota = self.log.used_today(user), policy.quota
         runs = run_limit(policy)
-        needs_run = request.entry != "hint" or not self.hints.ran(user, request.task)
+        needs_run = request.entry != "hint" or self.hints.needs_run(user, request.task, request.cell_id)
         if needs_run and runs is not None and used.runs >= runs:
             raise Refused(f"You have used all {runs} runs of today's quota ({policy.source}).", "quota")
         if request.entry == "hint" and quota.hints is not None and used.hints >= quota.hints:
@@ -168,13 +176,20 @@ class Service:
                 f"You have used all {quota.tokens:,} model tokens of today's quota ({policy.source}).", "quota"
             )
         if request.entry == "hint" and policy.max_hints is not None:
-            given = self.log.hints_for(user, cell_key(request.task))
+            given = self.given(user, request)
             if given >= policy.max_hints:
                 raise Refused(
                     f"You have had all {policy.max_hints} hints this cell may get ({policy.source}). "
                     "Try a change of your own, then run it.",
                     "quota",
                 )
+
+    def given(self, user: str, request: Request) -> int:
+        """Hints this student had for the cell, by the log: under the session's key (the
+        cell's id, across edits) or the code's, whichever counts more — a new id on old
+        code, or an edit, starts no fresh count."""
+        key = self.hints.key(user, request.task, request.cell_id)
+        return max(self.log.hints_for(user, key), self.log.hints_for(user, cell_key(request.task)))
 
     def refused(self, user: str, request: Request, policy: policies.Policy, refused: Refused) -> None:
         """Log a refused request (the instructor sees who asked during an exam, and why not),
@@ -258,7 +273,7 @@ class Service:
                 self._full(request, settings, emit, cancel, entry)
         except SelfHealError as exc:
             entry.update(outcome="error", error=str(exc))
-            emit(wire.Failed(str(exc)))
+            emit(wire.Failed(to_student(exc)))
         finally:
             self.log.write(entry)
 
@@ -313,9 +328,8 @@ class Service:
         """The runner's hint flow, as in a kernel, on this student's session; only words
         and the hints leave, and the log counts the run, its tokens and the hint."""
         task = request.task
-        session = self.hints.session(user, task, policy, line_offset=request.line_offset)
-        key = cell_key(task)
-        entry.update(cell=key, runs=0, tokens=0)
+        session = self.hints.session(user, task, policy, line_offset=request.line_offset, cell_id=request.cell_id)
+        entry.update(cell=cell_key(task), session=session.key, runs=0, tokens=0)
 
         said: list[str] = []
 
@@ -328,11 +342,13 @@ class Service:
                 said.append(words)
                 emit(wire.Working(words))
 
-        given = self.log.hints_for(user, key)
+        given = self.given(user, request)
         try:
             turn = self._runner(settings).hint(task, session, progress, cancel, given_before=given, keep=kept)
-        except Cancelled as exc:
-            emit(wire.Failed(str(exc), kind="cancelled"))
+        except Cancelled:  # the run's own words may name the server's engine: not the student's
+            stopped = cancel.is_set() or entry.get("outcome") == "cancelled"
+            why = "the run was stopped." if stopped else SERVICE_FAILED
+            emit(wire.Failed(f"No hint this time: {why} Run %%hint again.", kind="cancelled"))
             return
         assert session.run is not None
         entry.update(outcome=session.run.outcome, result=result_of(session.run) if session.failed else "runs")
@@ -342,6 +358,8 @@ class Service:
             entry.update(
                 hints=[turn.new.text], titles=[turn.new.title], level=turn.new.level, revealed=bool(turn.new.diff)
             )
+            if turn.new.change:
+                entry["change"] = turn.new.change
             if turn.new.diff:
                 entry["fix"] = turn.new.diff
         elif turn.note:
@@ -354,6 +372,17 @@ class Service:
 
         close_shared_sandboxes()
         self.log.close()
+
+
+SERVICE_FAILED = "the service's sandbox or model failed on this run (tell your instructor if it keeps happening)."
+
+
+def to_student(exc: SelfHealError) -> str:
+    """What a student is told of a failure on the service: the engine's own words (its
+    paths, its socket) are the instructor's, in the run log; the rest says what to do."""
+    if isinstance(exc, SandboxError):
+        return "The selfheal service could not run this: " + SERVICE_FAILED
+    return str(exc)
 
 
 def run_limit(policy: policies.Policy) -> int | None:

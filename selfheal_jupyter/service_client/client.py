@@ -188,10 +188,18 @@ class ServiceClient:
 
     # ------------------------------------------------------------------ entry points
     def request(
-        self, entry: str, task: Task, settings: SelfHeal, *, plan_only: bool = False, line_offset: int = 0
+        self,
+        entry: str,
+        task: Task,
+        settings: SelfHeal,
+        *,
+        plan_only: bool = False,
+        line_offset: int = 0,
+        cell_id: str = "",
     ) -> dict[str, Any]:
         """The body of a request: the entry point, the task (copies as bytes), options and
-        (for a hint) how many lines of the cell sit above the code (1: the ``%%hint`` line)."""
+        (for a hint) how many lines of the cell sit above the code (1: the ``%%hint`` line)
+        and the id the front end gives the cell (its hints follow it across edits)."""
         options: dict[str, Any] = {name: getattr(settings, name) for name in OPTIONS if settings.is_set(name)}
         if plan_only:
             options["plan_only"] = True
@@ -207,4 +215,6 @@ class ServiceClient:
         }
         if entry == "hint":
             body["line_offset"] = line_offset
+            if cell_id:
+                body["cell_id"] = cell_id
         return body

@@ -44,6 +44,18 @@ def read_line_offset(data: Any) -> int:
     return data
 
 
+MAX_CELL_ID = 200
+"""The longest cell id a request may give (JupyterLab's are 36-character UUIDs)."""
+
+
+def read_cell_id(body: dict[str, Any]) -> str:
+    """A request's ``cell_id``: one printable line ("" when absent)."""
+    data = body.get("cell_id", "")
+    if not isinstance(data, str) or len(data) > MAX_CELL_ID or not data.isprintable():
+        raise WireError(f"cell_id should be one printable line of at most {MAX_CELL_ID} characters")
+    return data
+
+
 # ====================================================================== the codec
 def encode(value: Any) -> Any:
     """A dataclass (or list/dict/scalar of them) as JSON-ready data."""

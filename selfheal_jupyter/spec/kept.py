@@ -65,3 +65,9 @@ class Spec:
     @property
     def empty(self) -> bool:
         return not (self.asserts or self.test_functions or self.expectations or self.failing)
+
+    @property
+    def states_checks(self) -> bool:
+        """The user wrote asserts, tests or an expectation: what the developer is told to keep
+        (a cell with none of them is not told so: its ~80 tokens would say nothing of it)."""
+        return bool(self.asserts or self.test_functions or self.expectations)

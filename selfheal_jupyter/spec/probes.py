@@ -53,7 +53,7 @@ _NO_VALUE_CALLS = frozenset({"print", "display"})
 """Calls whose result says nothing (None); their arguments are still probed."""
 
 
-def _expressions(stmt: ast.stmt, known: set[str] | frozenset[str] = frozenset()) -> list[str]:
+def expressions(stmt: ast.stmt, known: set[str] | frozenset[str] = frozenset()) -> list[str]:
     """Sub-expressions worth a value: call results and their arguments, compared operands,
     subscripted containers — outermost first, no constants, no duplicates, no plain name
     whose value the failing frame's locals already show (``known``)."""
@@ -118,7 +118,7 @@ def plan_probes(code: str, result: ExecutionResult | None) -> tuple[str, list[st
     stmt = _failing_statement(code, result)
     if stmt is None or result is None or result.error is None:
         return None
-    exprs = _expressions(stmt, set(result.error.locals))
+    exprs = expressions(stmt, set(result.error.locals))
     if not exprs:
         return None
     lines = source_lines(code)

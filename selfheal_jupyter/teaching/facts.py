@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from ..model import CANDIDATE_FILE, Run
 from ..redact import redact_value
 from ..source_lines import source_lines
+from .observe import BODIES, parse, statement_at
+from .why import Differs
 
 LEVELS = 3
 LEVEL_TITLES = {1: "Where", 2: "Why", 3: "The fix"}
@@ -89,6 +91,9 @@ class Facts:
     found_blind: bool = False
     """A program passed only checks the student's own cell passes too (the student said it
     is wrong): they cannot tell it from the cell, so it is no verified fix."""
+    differs: Differs | None = None
+    """The student's value that the verified run does not have at the same place (the
+    student's value only; :mod:`.why`)."""
 
     @property
     def changed_lines(self) -> list[int]:
@@ -119,6 +124,9 @@ class HeldFix:
     moved: frozenset[str] = frozenset()
     """Tokens both have that the fix puts elsewhere on its lines: ``9 / 5`` for ``5 / 9``
     introduces and removes nothing, and says the fix as well."""
+    verified_values: tuple[tuple[str, str], ...] = ()
+    """(name, value) the verified run holds where the student's value differs (:mod:`.why`):
+    saying one tells the change (``middle`` is ``1`` there)."""
 
 
 # ---------------------------------------------------------------- tokens of a line
@@ -148,7 +156,6 @@ def _without_comment(line: str) -> str:
 
 # ---------------------------------------------------------------- kinds of change
 _OPS = (ast.operator, ast.cmpop, ast.boolop, ast.unaryop)
-_BODIES = ("body", "orelse", "handlers", "finalbody", "cases")
 
 
 def _kinds(a: ast.AST, b: ast.AST) -> set[str]:
@@ -173,7 +180,7 @@ def _kinds(a: ast.AST, b: ast.AST) -> set[str]:
     if isinstance(a, ast.Attribute) and a.attr != b.attr:  # type: ignore[attr-defined]
         out.add("name")
     for name, value in ast.iter_fields(a):
-        if name in _BODIES or name == "ctx":
+        if name in BODIES or name == "ctx":
             continue
         other = getattr(b, name, None)
         if isinstance(value, list):
@@ -193,36 +200,10 @@ def _kinds(a: ast.AST, b: ast.AST) -> set[str]:
     return out
 
 
-def _statement_at(tree: ast.AST, line: int) -> ast.stmt | None:
-    """The innermost statement that starts or spans ``line``, nested bodies aside (a
-    ``for`` header's line gives the ``for``, its body's lines their own statements)."""
-    found: ast.stmt | None = None
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.stmt):
-            continue
-        end = node.end_lineno or node.lineno
-        for body in _BODIES:
-            inner = getattr(node, body, None)
-            if inner:
-                first = inner[0]
-                start = getattr(first, "lineno", None) or getattr(getattr(first, "pattern", None), "lineno", None)
-                end = min(end, (start or end + 1) - 1)
-        if node.lineno <= line <= max(end, node.lineno) and (found is None or node.lineno >= found.lineno):
-            found = node
-    return found
-
-
-def _parse(code: str) -> ast.AST | None:
-    try:
-        return ast.parse(code)
-    except (SyntaxError, ValueError):
-        return None
-
-
 def _line_kind(old_tree: ast.AST | None, new_tree: ast.AST | None, old_line: int, new_line: int) -> str:
     if old_tree is None or new_tree is None:
         return "syntax"
-    a, b = _statement_at(old_tree, old_line), _statement_at(new_tree, new_line)
+    a, b = statement_at(old_tree, old_line), statement_at(new_tree, new_line)
     if a is None or b is None:
         return "statement"
     kinds = _kinds(a, b)
@@ -238,7 +219,7 @@ def changes_of(
     """The cell's lines the fix changes with the kind of each change, the fix's added or
     changed lines, and the tokens the fix introduces, removes and moves on those lines."""
     a, b = source_lines(old), source_lines(new)
-    old_tree, new_tree = _parse(old), _parse(new)
+    old_tree, new_tree = parse(old), parse(new)
     cell_names = {t for t in tokens(old) if _is_name(t)}
     changes: list[Change] = []
     added: list[str] = []

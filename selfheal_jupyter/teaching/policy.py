@@ -48,6 +48,8 @@ from ..errors import SelfHealError
 
 ENV_VAR = "SELFHEAL_POLICY"
 DEFAULT_PATH = "/etc/selfheal/policy.json"
+SOURCE = "your instructor's policy"
+"""How every message names the policy file's rules (the rules that apply follow)."""
 
 Mode = Literal["off", "hints", "full"]
 MODES: tuple[Mode, ...] = ("off", "hints", "full")
@@ -79,9 +81,13 @@ class Policy:
     """Runs of the agent per kernel, any entry point (None: no limit); the service, which
     cannot tell a student's kernels apart, counts them per student per day."""
     source: str = "no policy file"
-    """Where it came from, named in every message."""
+    """Which rules it came from, in words named in every message ("your instructor's
+    policy for cs101, the exam window “Midterm” until ..."): never a path on a server."""
     problem: str = ""
     """Why a named file could not be used (the policy is then ``off``)."""
+    where: str = ""
+    """The file it was read from ("" none): for the kernel's own messages and the
+    instructor's page, never in the service's answer to a student."""
     quota: Quota = field(default_factory=Quota)
     """Per student per day (the service's)."""
     model: str | None = None
@@ -111,9 +117,7 @@ class Override:
                     for k in ("runs", "hints", "tokens")
                 }
             )
-        source = policy.source
-        source = source[:-1] + f", {why})" if source.endswith(")") else f"{source} ({why})"
-        return replace(policy, **given, source=source)
+        return replace(policy, **given, source=qualified(policy.source, why))
 
     def narrow(self, policy: Policy, why: str) -> Policy:
         """As :meth:`over`, but each given key only where it is stricter than ``policy``
@@ -147,6 +151,14 @@ class Override:
             if ours is not None and _least(ours, theirs) != ours:
                 return f'"{key}" {ours} (the whole class: {theirs})'
         return ""
+
+
+def qualified(source: str, why: str) -> str:
+    """``source`` with one more rule that applies: "your instructor's policy for cs101
+    and notebooks hw1/*", then ", the exam window “Midterm” until ..."."""
+    if why.startswith("the exam window"):
+        return f"{source}, {why}"
+    return f"{source} and {why}" if " for " in source else f"{source} for {why}"
 
 
 def _least(a: int | None, b: int | None) -> int | None:
@@ -189,7 +201,7 @@ class ClassPolicy:
             return policy
         for name, override in self.groups:
             if name in groups:
-                policy = override.over(policy, f"group {name}")
+                policy = override.over(policy, name)
         for glob, override in self.notebooks:  # the student's word: it only narrows
             if fnmatch.fnmatch(notebook, glob):
                 policy = override.narrow(policy, f"notebooks {glob}")
@@ -197,7 +209,7 @@ class ClassPolicy:
             if window.applies(frozenset(groups), notebook, now):
                 until = window.end.strftime("%Y-%m-%d %H:%M")
                 switch = Override(mode=window.mode)
-                why = f"{window.name} until {until}"
+                why = f"the exam window “{window.name}” until {until}"
                 policy = switch.narrow(policy, why) if window.notebooks else switch.over(policy, why)
         return policy
 
@@ -353,19 +365,20 @@ def read_class(path: str | None = None) -> ClassPolicy:
     path); a file that was named but cannot be used closes everything, saying why."""
     named = path if path is not None else os.environ.get(ENV_VAR) or None
     where = named or DEFAULT_PATH
-    source = f"the instructor's policy ({where})"
+    source = SOURCE
     try:
         text = Path(where).read_text(encoding="utf-8")
     except FileNotFoundError:
         if named is None:
             return ClassPolicy()
-        return ClassPolicy(Policy(mode="off", source=source, problem="the file does not exist"))
+        return ClassPolicy(Policy(mode="off", source=source, problem="the file does not exist", where=where))
     except (OSError, UnicodeDecodeError) as exc:
-        return ClassPolicy(Policy(mode="off", source=source, problem=f"it cannot be read ({exc})"))
+        return ClassPolicy(Policy(mode="off", source=source, problem=f"it cannot be read ({exc})", where=where))
     try:
-        return parse_class(json.loads(text), source=source)
+        parsed = parse_class(json.loads(text), source=source)
     except ValueError as exc:  # json.JSONDecodeError is one
-        return ClassPolicy(Policy(mode="off", source=source, problem=str(exc)))
+        return ClassPolicy(Policy(mode="off", source=source, problem=str(exc), where=where))
+    return replace(parsed, default=replace(parsed.default, where=where))
 
 
 def read(path: str | None = None) -> Policy:
@@ -404,8 +417,9 @@ class Gate:
         (it starts the agent's loop) the run is counted against ``max_runs``."""
         policy = self.policy
         if policy.problem:
+            where = f" ({policy.where})" if policy.where else ""
             raise PolicyBlocked(
-                f"selfheal is off: {policy.source} cannot be used ({policy.problem}). Ask your instructor."
+                f"selfheal is off: {policy.source}{where} cannot be used ({policy.problem}). Ask your instructor."
             )
         if policy.mode == "off":
             raise PolicyBlocked(f"selfheal is off in this notebook ({policy.source}).")

@@ -15,8 +15,9 @@ letters"):
    changes (nor its usual words: "integer division" for ``//``), no name the student's
    cell does not have, no code the cell does not hold, no instruction to change code
    ("use", "change … to", "replace", "instead", "to fix this"), no error other than
-   the one that happened, no line but the ones the tool named, and no number the cell,
-   the error or the values do not back.
+   the one that happened, no line but the ones the tool named, no number the cell,
+   the error or the values do not back, and no value the verified run holds where the
+   student's run differs (:mod:`.why`).
 
 Prose that fails is dropped and the hint is the facts alone: a good hint (the facts
 were right every time the model was not).
@@ -24,14 +25,16 @@ were right every time the model was not).
 
 from __future__ import annotations
 
+import ast
 import base64
 import binascii
 import codecs
 import html
+import keyword
 import re
 import unicodedata
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from confusable_homoglyphs.confusables import confusables_data
 
@@ -130,11 +133,15 @@ def _is_name(token: str) -> bool:
 
 
 def _same_up_to_names(line: list[str], window: list[str]) -> bool:
-    """``window`` is ``line`` with names consistently renamed."""
+    """``window`` is ``line`` with names consistently renamed (a keyword is no name: ``for
+    value in values:`` is not any four words and a colon)."""
     mapping: dict[str, str] = {}
     back: dict[str, str] = {}
     for ours, theirs in zip(line, window, strict=False):
-        if _is_name(ours) and _is_name(theirs):
+        if keyword.iskeyword(ours) or keyword.iskeyword(theirs):
+            if ours != theirs:
+                return False
+        elif _is_name(ours) and _is_name(theirs):
             if mapping.setdefault(ours, theirs) != theirs or back.setdefault(theirs, ours) != ours:
                 return False
         elif ours != theirs:
@@ -144,8 +151,9 @@ def _same_up_to_names(line: list[str], window: list[str]) -> bool:
 
 def leaked_lines(text: str, fix_lines: Iterable[str]) -> list[str]:
     """The fix's changed lines that any view of ``text`` holds, exactly or nearly
-    (whitespace aside, names renamed). Lines of fewer than ``MIN_TOKENS`` tokens are
-    left to :func:`problems`."""
+    (whitespace aside, names renamed: only a line with something beyond names and
+    punctuation, since ``x: float`` renamed is any "Word: word"). Lines of fewer than
+    ``MIN_TOKENS`` tokens are left to :func:`problems`."""
     found: list[str] = []
     seen = [(_squash(v), tokens(v.replace("`", " "))) for v in views(text)]
     for line in fix_lines:
@@ -153,9 +161,11 @@ def leaked_lines(text: str, fix_lines: Iterable[str]) -> list[str]:
         if len(ours) < MIN_TOKENS:
             continue
         squashed = _squash(line)
+        renamable = any(not (_is_name(t) and not keyword.iskeyword(t)) and t not in PUNCTUATION for t in ours)
         for flat, theirs in seen:
-            if squashed in flat or any(
-                _same_up_to_names(ours, theirs[i : i + len(ours)]) for i in range(len(theirs) - len(ours) + 1)
+            if squashed in flat or (
+                renamable
+                and any(_same_up_to_names(ours, theirs[i : i + len(ours)]) for i in range(len(theirs) - len(ours) + 1))
             ):
                 found.append(line.strip())
                 break
@@ -303,6 +313,8 @@ def problems(
                 )
                 out.append(f"it names {'an' if kind == 'operator' else 'a'} {kind} the fix changes")
                 break
+    if held is not None and states_verified(seen, held, facts):
+        out.append("it states a value the verified run has where the student's differs")
     strangers = sorted(n for n in code_names if n not in names and n.lower() not in ("e", "g", "i.e", "etc"))
     if strangers:
         out.append("it names something the cell does not have")
@@ -335,6 +347,74 @@ def problems(
     if claimed:
         out.append("it states a number nothing computed")
     return out
+
+
+def _own(facts: Facts) -> Callable[[str], bool]:
+    """Whether a code span is the student's own: one of their run's values, or code of
+    their cell (two tokens or more: a lone ``1`` could be anything)."""
+    own = {_squash(v) for _, v in facts.values}
+    differs = facts.differs
+    if differs is not None:
+        own |= {_squash(differs.value), *(_squash(v) for _, v in (*differs.call, *differs.around))}
+    cell = _squash(facts.cell)
+    return lambda span: _squash(span) in own or (len(tokens(span)) >= 2 and _squash(span) in cell)
+
+
+def _without_own(text: str, facts: Facts) -> str:
+    theirs = _own(facts)
+    return _SPAN.sub(lambda m: " " if theirs(m.group(2)) else m.group(0), text)
+
+
+def states_verified(text: str, held: HeldFix, facts: Facts) -> bool:
+    """``text`` says, in a sentence about a name whose value differs, the value the verified
+    run holds there (``middle`` is ``1`` tells ``//`` as surely as the fixed line). Code
+    spans that are the student's own values (``[3, 1, 2]``) or code (``len(ordered) / 2``)
+    say nothing of the fix."""
+    for sentence in re.split(r"(?<=[.?!;:])\s+|\n", text):
+        bare = _without_own(sentence, facts)
+        words = _words(bare)
+        for name, value in held.verified_values:
+            if not _words(name) <= words:
+                continue
+            if _NUMBER.fullmatch(value.strip()):
+                if _numbers(value) & _numbers(_with_lines_said_removed(_number_words(bare))):
+                    return True
+            elif len(_squash(value)) >= 3 and _squash(value) in _squash(bare):
+                return True
+    return False
+
+
+def says_the_fix(text: str, *, facts: Facts, held: HeldFix) -> list[str]:
+    """What in ``text`` — a hint that may quote the student's own code and values — says
+    the fix: a line of it, as code a name, operator or literal it brings that the cell has
+    nowhere (a literal by its value: ``'Fizz'`` is the cell's ``"Fizz"``), an operator's
+    usual words, or a value the verified run holds where the student's differs."""
+    out = []
+    if leaked_lines(text, held.lines):
+        out.append("it holds a line of the fix")
+    seen = plain(text)
+    bare = _with_lines_said_removed(_without_own(seen, facts))
+    code = [*_spans(_without_own(seen, facts)), *_CODE_LIKE.findall(bare)]
+    said = {t for part in code for t in tokens(part)}
+    cell = set(tokens(facts.cell))
+    values = {_literal(t) for t in cell}
+    lowered = bare.lower()
+    for token in sorted(held.introduced | held.moved):
+        if token in cell or (token[0] in "'\"" and _literal(token) in values):
+            continue
+        numbers = token[0].isdigit() and token in _numbers(bare)
+        if token in said or numbers or any(word in lowered for word in OPERATOR_WORDS.get(token, ())):
+            out.append(f"it says {token!r}, which the fix brings")
+    if states_verified(seen, held, facts):
+        out.append("it states a value the verified run has where the student's differs")
+    return out
+
+
+def _literal(token: str) -> object:
+    try:
+        return ast.literal_eval(token)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return token
 
 
 def _number_words(text: str) -> str:

@@ -13,6 +13,12 @@ click. Notebook 7 (``jupyter notebook``) serves the same labextension: there too
 passing run ends its cell, and Insert below, Replace this cell and Run in my kernel work
 afterwards. Screenshots go to ``test-output/browser/``. Playwright only drives
 ``/usr/bin/chromium``; nothing downloads a browser.
+
+Shared by the module: one Chromium (``chromium``, tests/conftest.py), each test in a
+browser context of its own; one JupyterLab (``shared_lab``) for the tests that need only
+fresh notebooks, each test's in a folder of its own with its own script for the model,
+its kernels shut down after it. The hints test (its kernels read a policy from the
+server's environment) and Notebook 7 start servers of their own.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import sys
 import time
 import urllib.request
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
@@ -36,7 +43,6 @@ from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-CHROMIUM = "/usr/bin/chromium"
 OUTPUT = Path(__file__).resolve().parents[2] / "test-output" / "browser"
 
 SLOW_TASK = "Wait a long time, then print done."
@@ -81,9 +87,6 @@ def _jupyter(
     (``jupyterlab`` or ``notebook``) with the labextension the install put where
     Jupyter looks, no news pop-up, kernels talking to a scripted server. Yields (base
     URL, server)."""
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
-    pytest.importorskip("playwright.sync_api")
     root = tmp_path / "work"
     root.mkdir()
     for name, cells in notebooks.items():
@@ -136,8 +139,41 @@ def _jupyter(
                 proc.kill()
 
 
+@dataclass
+class SharedLab:
+    """One JupyterLab for the tests that only need fresh notebooks: each test gets a
+    folder of its own and gives the scripted model (behind every kernel) its script."""
+
+    base: str
+    server: ScriptedServer
+    root: Path
+
+    @contextmanager
+    def serve(self, folder: str, replies: list, notebooks: dict[str, list[str]]):
+        """``notebooks`` (name -> cell sources) in ``folder``, the model on ``replies``;
+        afterwards the folder's kernels are shut down (their warm sandboxes go with them)."""
+        (self.root / folder).mkdir()
+        for name, cells in notebooks.items():
+            nbformat.write(_kernelspec_notebook(cells), self.root / folder / name)
+        self.server.reset(replies)
+        try:
+            yield self.base, self.server
+        finally:
+            for session in get_json(f"{self.base}/api/sessions"):
+                if session["path"].startswith(f"{folder}/"):
+                    request = urllib.request.Request(f"{self.base}/api/sessions/{session['id']}", method="DELETE")
+                    urllib.request.urlopen(request, timeout=30).close()
+
+
+@pytest.fixture(scope="module")
+def shared_lab(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("lab")
+    with _jupyter("jupyterlab", tmp_path, [], {}) as (base, server):
+        yield SharedLab(base, server, tmp_path / "work")
+
+
 @pytest.fixture()
-def lab(tmp_path):
+def lab(shared_lab, tmp_path, request):
     replies = [
         Reply("1. Wait for a long time.\n2. Print done.", match="Wait a long time"),
         Reply(fence(SLOW_CODE), match="Wait a long time"),
@@ -159,8 +195,9 @@ def lab(tmp_path):
         ],
         "runall.ipynb": ["%load_ext selfheal_jupyter", *[f"%%agent --no-plan\n{task}" for task in RUN_ALL]],
     }
-    with _jupyter("jupyterlab", tmp_path, replies, notebooks) as (base, server):
-        yield base, server, tmp_path
+    folder = request.node.name
+    with shared_lab.serve(folder, replies, notebooks) as (base, server):
+        yield base, server, folder
 
 
 @pytest.fixture()
@@ -210,40 +247,39 @@ def lab_with_hints_policy(tmp_path):
         yield base, server
 
 
-def test_give_me_a_hint_then_another_hint_then_the_policy_blocked_fix(lab_with_hints_policy):
-    from playwright.sync_api import expect, sync_playwright
+def test_give_me_a_hint_then_another_hint_then_the_policy_blocked_fix(lab_with_hints_policy, chromium):
+    from playwright.sync_api import expect
 
     base, server = lab_with_hints_policy
     OUTPUT.mkdir(parents=True, exist_ok=True)
     expect.set_options(timeout=60_000)
-    with sync_playwright() as p:
-        browser, page = _launch(p)
-        try:
-            cells = _open(page, base, "hints.ipynb", 3)
-            cells.nth(0).locator(".cm-content").click()
-            page.keyboard.press("Shift+Enter")  # %load_ext
-            page.keyboard.press("Shift+Enter")  # %agent_autoheal on
-            page.keyboard.press("Shift+Enter")  # the student's failing cell
-            student = cells.nth(2)
-            ask = student.get_by_role("button", name="Give me a hint")
-            expect(ask).to_be_visible()
-            expect(student.locator(".jp-Cell-outputArea")).to_contain_text("TypeError")
-            ask.click()
-            expect(student.get_by_role("button", name="Finding a hint…")).to_be_visible()
-            expect(student.get_by_text("Hint 1 of 3 — Where")).to_be_visible(timeout=120_000)
-            expect(student.locator(".selfheal-hints")).to_contain_text("line 3")
-            student.get_by_role("button", name="Another hint").click()
-            expect(student.get_by_text("Hint 2 of 3 — Why")).to_be_visible()
-            student.get_by_role("button", name="Another hint").click()
-            expect(student.get_by_text("Hint 3 of 3 — The fix")).to_be_visible()
-            hints = student.locator(".selfheal-hints")
-            expect(hints).to_contain_text("keeps the fix hidden")
-            assert "// 2" not in hints.inner_text()
-            expect(student.get_by_role("button", name="Another hint")).to_be_hidden()
-            hints.screenshot(path=str(OUTPUT / "hints.png"))
-            assert server.remaining == 0
-        finally:
-            browser.close()
+    context, page = _new_page(chromium)
+    try:
+        cells = _open(page, base, "hints.ipynb", 3)
+        cells.nth(0).locator(".cm-content").click()
+        page.keyboard.press("Shift+Enter")  # %load_ext
+        page.keyboard.press("Shift+Enter")  # %agent_autoheal on
+        page.keyboard.press("Shift+Enter")  # the student's failing cell
+        student = cells.nth(2)
+        ask = student.get_by_role("button", name="Give me a hint")
+        expect(ask).to_be_visible()
+        expect(student.locator(".jp-Cell-outputArea")).to_contain_text("TypeError")
+        ask.click()
+        expect(student.get_by_role("button", name="Finding a hint…")).to_be_visible()
+        expect(student.get_by_text("Hint 1 of 3 — Where")).to_be_visible(timeout=120_000)
+        expect(student.locator(".selfheal-hints")).to_contain_text("line 3")
+        student.get_by_role("button", name="Another hint").click()
+        expect(student.get_by_text("Hint 2 of 3 — Why")).to_be_visible()
+        student.get_by_role("button", name="Another hint").click()
+        expect(student.get_by_text("Hint 3 of 3 — The fix")).to_be_visible()
+        hints = student.locator(".selfheal-hints")
+        expect(hints).to_contain_text("keeps the fix hidden")
+        assert "// 2" not in hints.inner_text()
+        expect(student.get_by_role("button", name="Another hint")).to_be_hidden()
+        hints.screenshot(path=str(OUTPUT / "hints.png"))
+        assert server.remaining == 0
+    finally:
+        context.close()
 
 
 def _answers(url: str) -> bool:
@@ -259,18 +295,17 @@ def _kernel_idle(base: str, path: str) -> bool:
     return bool(sessions) and sessions[0]["kernel"]["execution_state"] == "idle"
 
 
-def _launch(p, height: int = 1400):
-    browser = p.chromium.launch(
-        executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
-    )
-    return browser, browser.new_page(viewport={"width": 1280, "height": height})
+def _new_page(chromium, height: int = 1400):
+    """A page of its own (a fresh browser context: no cookies, no storage) in the shared Chromium."""
+    context = chromium.new_context(viewport={"width": 1280, "height": height})
+    return context, context.new_page()
 
 
 def _open(page, base: str, name: str, count: int):
     """The notebook open in JupyterLab with its kernel idle; its ``count`` cells."""
     from playwright.sync_api import expect
 
-    page.goto(f"{base}/lab/tree/{name}")
+    page.goto(f"{base}/lab/tree/{name}?reset")  # ?reset: no tab of an earlier test's opens again
     wait_until(lambda: _kernel_idle(base, name), 90, "the kernel to start")
     cells = page.locator(".jp-Notebook .jp-Cell")
     expect(cells).to_have_count(count)
@@ -282,123 +317,120 @@ def _run_in_place(page, cell) -> None:
     page.keyboard.press("Control+Enter")  # run in place (no new empty cell)
 
 
-def test_panel_stops_inserts_replaces_and_autoheals(lab):
-    from playwright.sync_api import expect, sync_playwright
+def test_panel_stops_inserts_replaces_and_autoheals(lab, chromium):
+    from playwright.sync_api import expect
 
-    base, server, tmp_path = lab
+    base, server, folder = lab
     OUTPUT.mkdir(parents=True, exist_ok=True)
     expect.set_options(timeout=60_000)
-    with sync_playwright() as p:
-        browser, page = _launch(p)
-        try:
-            cells = _open(page, base, "panel.ipynb", 6)
+    context, page = _new_page(chromium)
+    try:
+        cells = _open(page, base, f"{folder}/panel.ipynb", 6)
 
-            cells.nth(0).locator(".cm-content").click()
-            page.keyboard.press("Shift+Enter")  # %load_ext
-            page.keyboard.press("Shift+Enter")  # the slow run
+        cells.nth(0).locator(".cm-content").click()
+        page.keyboard.press("Shift+Enter")  # %load_ext
+        page.keyboard.press("Shift+Enter")  # the slow run
 
-            # --- Stop: the first run's candidate sleeps in the sandbox -------------
-            slow = cells.nth(1)
-            expect(slow.locator(".selfheal-panel")).to_be_visible()
-            wait_until(lambda: len(server.chat_requests()) >= 2, 60, "the slow candidate to be written")
-            expect(slow.get_by_text("Attempt 1 of 4 · running it in the sandbox")).to_be_visible()
-            expect(slow.locator(".selfheal-panel .selfheal-code")).to_be_visible()
-            slow.locator(".selfheal-panel").screenshot(path=str(OUTPUT / "panel-running.png"))
-            pressed = time.monotonic()
-            slow.get_by_role("button", name="Stop").click()
-            expect(slow.locator('[data-outcome="cancelled"]').first).to_be_visible(timeout=20_000)
-            (OUTPUT / "stop-seconds.txt").write_text(f"{time.monotonic() - pressed:.2f}\n")
+        # --- Stop: the first run's candidate sleeps in the sandbox -------------
+        slow = cells.nth(1)
+        expect(slow.locator(".selfheal-panel")).to_be_visible()
+        wait_until(lambda: len(server.chat_requests()) >= 2, 60, "the slow candidate to be written")
+        expect(slow.get_by_text("Attempt 1 of 4 · running it in the sandbox")).to_be_visible()
+        expect(slow.locator(".selfheal-panel .selfheal-code")).to_be_visible()
+        slow.locator(".selfheal-panel").screenshot(path=str(OUTPUT / "panel-running.png"))
+        pressed = time.monotonic()
+        slow.get_by_role("button", name="Stop").click()
+        expect(slow.locator('[data-outcome="cancelled"]').first).to_be_visible(timeout=20_000)
+        (OUTPUT / "stop-seconds.txt").write_text(f"{time.monotonic() - pressed:.2f}\n")
 
-            # --- a passing run ends its cell at once; Insert below works afterwards -
-            _passing_run_ends_and_inserts_below(page, cells, 2, elsewhere=5, shot="panel.png")
+        # --- a passing run ends its cell at once; Insert below works afterwards -
+        _passing_run_ends_and_inserts_below(page, cells, 2, elsewhere=5, shot="panel.png")
 
-            # --- %%heal: Replace this cell puts the fix into that cell, unrun -------
-            _heal_replaces_the_cell(page, cells.nth(4), shot="heal-review.png")
+        # --- %%heal: Replace this cell puts the fix into that cell, unrun -------
+        _heal_replaces_the_cell(page, cells.nth(4), shot="heal-review.png")
 
-            # --- autoheal: no foreign warning; Stop stops the autoheal run ----------
-            _run_in_place(page, cells.nth(5))
-            expect(cells.nth(5).locator(".jp-Cell-outputArea")).to_contain_text("autoheal on")
-            failing = cells.nth(6)
-            _run_in_place(page, failing)
-            ask = failing.get_by_role("button", name="Ask the agent to fix this")
-            expect(ask).to_be_visible()
-            expect(failing.locator(".jp-Cell-outputArea")).to_contain_text("ValueError")
-            assert "custom exception handler" not in failing.locator(".jp-Cell-outputArea").inner_text()
-            ask.click()
-            expect(failing.get_by_text("Attempt 1 of 4 · running it in the sandbox")).to_be_visible()
-            pressed = time.monotonic()
-            failing.get_by_role("button", name="Stop").click()
-            expect(failing.locator('[data-outcome="cancelled"]').first).to_be_visible(timeout=20_000)
-            (OUTPUT / "autoheal-stop-seconds.txt").write_text(f"{time.monotonic() - pressed:.2f}\n")
-            assert "custom exception handler" not in failing.locator(".jp-Cell-outputArea").inner_text()
-            page.screenshot(path=str(OUTPUT / "page.png"), full_page=True)
-        finally:
-            browser.close()
+        # --- autoheal: no foreign warning; Stop stops the autoheal run ----------
+        _run_in_place(page, cells.nth(5))
+        expect(cells.nth(5).locator(".jp-Cell-outputArea")).to_contain_text("autoheal on")
+        failing = cells.nth(6)
+        _run_in_place(page, failing)
+        ask = failing.get_by_role("button", name="Ask the agent to fix this")
+        expect(ask).to_be_visible()
+        expect(failing.locator(".jp-Cell-outputArea")).to_contain_text("ValueError")
+        assert "custom exception handler" not in failing.locator(".jp-Cell-outputArea").inner_text()
+        ask.click()
+        expect(failing.get_by_text("Attempt 1 of 4 · running it in the sandbox")).to_be_visible()
+        pressed = time.monotonic()
+        failing.get_by_role("button", name="Stop").click()
+        expect(failing.locator('[data-outcome="cancelled"]').first).to_be_visible(timeout=20_000)
+        (OUTPUT / "autoheal-stop-seconds.txt").write_text(f"{time.monotonic() - pressed:.2f}\n")
+        assert "custom exception handler" not in failing.locator(".jp-Cell-outputArea").inner_text()
+        page.screenshot(path=str(OUTPUT / "page.png"), full_page=True)
+    finally:
+        context.close()
 
 
-def test_run_all_over_three_agent_cells_needs_no_click(lab):
-    from playwright.sync_api import expect, sync_playwright
+def test_run_all_over_three_agent_cells_needs_no_click(lab, chromium):
+    from playwright.sync_api import expect
 
-    base, server, tmp_path = lab
+    base, server, folder = lab
     expect.set_options(timeout=60_000)
-    with sync_playwright() as p:
-        browser, page = _launch(p)
-        try:
-            cells = _open(page, base, "runall.ipynb", 4)
-            page.get_by_role("menuitem", name="Run", exact=True).click()
-            page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
-            for index in (1, 2, 3):
-                expect(cells.nth(index).locator('[data-outcome="success"]').first).to_be_visible(timeout=120_000)
-            expect(cells.nth(3).locator(".jp-InputPrompt")).not_to_contain_text("*")
-            wait_until(lambda: _kernel_idle(base, "runall.ipynb"), 30, "the kernel to be idle")
-            assert [cells.nth(i).locator(".jp-InputPrompt").inner_text().strip() for i in (1, 2, 3)] == [
-                "[2]:",
-                "[3]:",
-                "[4]:",
-            ]
-            expect(cells).to_have_count(4)  # nothing was inserted without a click
-        finally:
-            browser.close()
+    context, page = _new_page(chromium)
+    try:
+        cells = _open(page, base, f"{folder}/runall.ipynb", 4)
+        page.get_by_role("menuitem", name="Run", exact=True).click()
+        page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+        for index in (1, 2, 3):
+            expect(cells.nth(index).locator('[data-outcome="success"]').first).to_be_visible(timeout=120_000)
+        expect(cells.nth(3).locator(".jp-InputPrompt")).not_to_contain_text("*")
+        wait_until(lambda: _kernel_idle(base, f"{folder}/runall.ipynb"), 30, "the kernel to be idle")
+        assert [cells.nth(i).locator(".jp-InputPrompt").inner_text().strip() for i in (1, 2, 3)] == [
+            "[2]:",
+            "[3]:",
+            "[4]:",
+        ]
+        expect(cells).to_have_count(4)  # nothing was inserted without a click
+    finally:
+        context.close()
 
 
-def test_notebook7_panel_inserts_replaces_and_runs_after_the_cell_ended(notebook7):
+def test_notebook7_panel_inserts_replaces_and_runs_after_the_cell_ended(notebook7, chromium):
     """The same hand-over in Notebook 7: the labextension must load there too (the
     buttons are only offered once it answered; "Inserted below the cell." is only
     said on its reply, never on the ``set_next_input`` fallback)."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     base, server = notebook7
     OUTPUT.mkdir(parents=True, exist_ok=True)
     expect.set_options(timeout=60_000)
-    with sync_playwright() as p:
-        browser, page = _launch(p)
-        try:
-            page.goto(f"{base}/notebooks/nb7.ipynb")
-            wait_until(lambda: _kernel_idle(base, "nb7.ipynb"), 90, "the kernel to start")
-            cells = page.locator(".jp-Notebook .jp-Cell")
-            expect(cells).to_have_count(5)
-            _run_in_place(page, cells.nth(0))  # %load_ext
+    context, page = _new_page(chromium)
+    try:
+        page.goto(f"{base}/notebooks/nb7.ipynb")
+        wait_until(lambda: _kernel_idle(base, "nb7.ipynb"), 90, "the kernel to start")
+        cells = page.locator(".jp-Notebook .jp-Cell")
+        expect(cells).to_have_count(5)
+        _run_in_place(page, cells.nth(0))  # %load_ext
 
-            # --- a passing run ends its cell; Insert below works afterwards ---------
-            _passing_run_ends_and_inserts_below(page, cells, 1, elsewhere=4, shot="notebook7-panel.png")
+        # --- a passing run ends its cell; Insert below works afterwards ---------
+        _passing_run_ends_and_inserts_below(page, cells, 1, elsewhere=4, shot="notebook7-panel.png")
 
-            # --- %%heal: Replace this cell puts the fix into that cell, unrun -------
-            _heal_replaces_the_cell(page, cells.nth(3), shot="notebook7-heal.png")
+        # --- %%heal: Replace this cell puts the fix into that cell, unrun -------
+        _heal_replaces_the_cell(page, cells.nth(3), shot="notebook7-heal.png")
 
-            # --- Run in my kernel, after the cell ended: the code's names are there -
-            agent = cells.nth(4)
-            _run_in_place(page, agent)
-            run = agent.get_by_role("button", name="Run in my kernel")
-            expect(run).to_be_visible(timeout=90_000)
-            expect(agent.locator(".jp-InputPrompt")).not_to_contain_text("*")
-            run.click()
-            expect(agent.get_by_text("Ran the code in your kernel.")).to_be_visible()
-            after = cells.nth(5)
-            _run_in_place(page, after)  # print(answer + 1): `answer` exists only if the code ran here
-            expect(after.locator(".jp-Cell-outputArea")).to_contain_text("43")
-            page.screenshot(path=str(OUTPUT / "notebook7-page.png"), full_page=True)
-        finally:
-            browser.close()
+        # --- Run in my kernel, after the cell ended: the code's names are there -
+        agent = cells.nth(4)
+        _run_in_place(page, agent)
+        run = agent.get_by_role("button", name="Run in my kernel")
+        expect(run).to_be_visible(timeout=90_000)
+        expect(agent.locator(".jp-InputPrompt")).not_to_contain_text("*")
+        run.click()
+        expect(agent.get_by_text("Ran the code in your kernel.")).to_be_visible()
+        after = cells.nth(5)
+        _run_in_place(page, after)  # print(answer + 1): `answer` exists only if the code ran here
+        expect(after.locator(".jp-Cell-outputArea")).to_contain_text("43")
+        page.screenshot(path=str(OUTPUT / "notebook7-page.png"), full_page=True)
+    finally:
+        context.close()
 
 
 def _passing_run_ends_and_inserts_below(page, cells, index: int, *, elsewhere: int, shot: str) -> None:
@@ -476,7 +508,7 @@ AUTO_MODEL = (
 
 
 @pytest.fixture()
-def review_lab(tmp_path):
+def review_lab(shared_lab, request):
     """JupyterLab on a notebook that builds on itself (imports, data, a helper) with a
     %%heal cell whose fix is one word, and a cell that fails for autoheal."""
     replies = [
@@ -495,8 +527,8 @@ def review_lab(tmp_path):
         AUTO_CELL,
         "print('the last cell')",
     ]
-    with _jupyter("jupyterlab", tmp_path, replies, {"review.ipynb": cells}) as (base, server):
-        yield base, server
+    with shared_lab.serve(request.node.name, replies, {"review.ipynb": cells}) as (base, server):
+        yield base, server, request.node.name
 
 
 def _saved_sources(page, base: str, name: str) -> list[str]:
@@ -511,7 +543,7 @@ def _saved_sources(page, base: str, name: str) -> list[str]:
     return [c["source"] for c in get_json(f"{base}/api/contents/{name}")["content"]["cells"]]
 
 
-def test_the_review_shows_the_minimal_fix_and_the_decision_where_the_user_is(review_lab):
+def test_the_review_shows_the_minimal_fix_and_the_decision_where_the_user_is(review_lab, chromium):
     """Issue 30's scenario as a user meets it, at a laptop's 1280×800: the model answers
     with imports, the notebook's helper redefined, made-up data and the one-word fix.
     While it works the panel says "Attempt 1 of 4" in words and hides the raw reply;
@@ -521,85 +553,84 @@ def test_the_review_shows_the_minimal_fix_and_the_decision_where_the_user_is(rev
     view while the panel runs past the view's end. Autoheal's button shows its whole label above a folded
     traceback, reads "Fixing…" once pressed, and Reject leaves the cell as it was.
     Screenshots go to test-output/browser/review-*.png (review-failure.png on failure)."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
-    base, server = review_lab
+    base, server, folder = review_lab
     OUTPUT.mkdir(parents=True, exist_ok=True)
     expect.set_options(timeout=60_000)
-    with sync_playwright() as p:
-        browser, page = _launch(p, height=800)  # a laptop's 1280×800
-        try:
-            cells = _open(page, base, "review.ipynb", 8)
-            cells.nth(0).locator(".cm-content").click()
-            for _ in range(4):  # %load_ext, the data, the helper, the %%heal cell: as a user runs them
-                page.keyboard.press("Shift+Enter")
-            heal = cells.nth(3)
+    context, page = _new_page(chromium, height=800)  # a laptop's 1280×800
+    try:
+        cells = _open(page, base, f"{folder}/review.ipynb", 8)
+        cells.nth(0).locator(".cm-content").click()
+        for _ in range(4):  # %load_ext, the data, the helper, the %%heal cell: as a user runs them
+            page.keyboard.press("Shift+Enter")
+        heal = cells.nth(3)
 
-            # --- progress in words; the model's raw reply hidden ----------------------
-            expect(heal.get_by_text("Attempt 1 of 4 · writing the fix")).to_be_visible()
-            # the status row, the timer and Stop stay in view though the panel runs past the view's end
-            expect(heal.locator(".selfheal-panel .selfheal-progress")).to_be_in_viewport()
-            expect(heal.get_by_role("button", name="Stop")).to_be_in_viewport()
-            expect(heal.locator(".selfheal-tokens")).to_have_count(0)
-            expect(heal.get_by_role("button", name="Show the model's writing")).to_be_visible()
-            page.screenshot(path=str(OUTPUT / "review-progress.png"))
+        # --- progress in words; the model's raw reply hidden ----------------------
+        expect(heal.get_by_text("Attempt 1 of 4 · writing the fix")).to_be_visible()
+        # the status row, the timer and Stop stay in view though the panel runs past the view's end
+        expect(heal.locator(".selfheal-panel .selfheal-progress")).to_be_in_viewport()
+        expect(heal.get_by_role("button", name="Stop")).to_be_in_viewport()
+        expect(heal.locator(".selfheal-tokens")).to_have_count(0)
+        expect(heal.get_by_role("button", name="Show the model's writing")).to_be_visible()
+        page.screenshot(path=str(OUTPUT / "review-progress.png"))
 
-            # --- the decision, in view when the run ends -------------------------------
-            decision = heal.locator(".selfheal-decision")
-            expect(decision).to_be_visible(timeout=90_000)
-            headline = heal.locator(".selfheal-summary").last
-            expect(headline).to_contain_text("✔ Fixed — verified by your asserts")
-            accept = decision.get_by_role("button", name="Accept (Replace this cell)")
-            reject = decision.get_by_role("button", name="Reject")
-            diff = decision.locator(".selfheal-diff")
-            for shown in (headline, diff, accept, reject):
-                expect(shown).to_be_in_viewport()
-            expect(heal.locator(".selfheal-history")).to_contain_text("How it got there")
-            expect(heal.locator(".selfheal-history .selfheal-iteration").first).not_to_be_visible()  # folded
-            expect(diff.locator('[data-diff="del"]')).to_have_count(1)
-            expect(diff.locator('[data-diff="add"]')).to_have_count(1)
-            expect(diff.locator('[data-diff-word="add"]')).to_have_text("region")
-            assert "import" not in diff.inner_text() and "selfheal removed" not in diff.inner_text()
-            page.screenshot(path=str(OUTPUT / "review-decision.png"))
+        # --- the decision, in view when the run ends -------------------------------
+        decision = heal.locator(".selfheal-decision")
+        expect(decision).to_be_visible(timeout=90_000)
+        headline = heal.locator(".selfheal-summary").last
+        expect(headline).to_contain_text("✔ Fixed — verified by your asserts")
+        accept = decision.get_by_role("button", name="Accept (Replace this cell)")
+        reject = decision.get_by_role("button", name="Reject")
+        diff = decision.locator(".selfheal-diff")
+        for shown in (headline, diff, accept, reject):
+            expect(shown).to_be_in_viewport()
+        expect(heal.locator(".selfheal-history")).to_contain_text("How it got there")
+        expect(heal.locator(".selfheal-history .selfheal-iteration").first).not_to_be_visible()  # folded
+        expect(diff.locator('[data-diff="del"]')).to_have_count(1)
+        expect(diff.locator('[data-diff="add"]')).to_have_count(1)
+        expect(diff.locator('[data-diff-word="add"]')).to_have_text("region")
+        assert "import" not in diff.inner_text() and "selfheal removed" not in diff.inner_text()
+        page.screenshot(path=str(OUTPUT / "review-decision.png"))
 
-            accept.click()
-            expect(heal.get_by_text("Replaced the cell's code with the fix")).to_be_visible()
-            assert _saved_sources(page, base, "review.ipynb")[3] == REVIEW_FIXED  # exactly: one word changed
+        accept.click()
+        expect(heal.get_by_text("Replaced the cell's code with the fix")).to_be_visible()
+        assert _saved_sources(page, base, f"{folder}/review.ipynb")[3] == REVIEW_FIXED  # exactly: one word changed
 
-            # --- autoheal: the whole label above a folded traceback; Fixing…; Reject ---
-            cells.nth(5).locator(".cm-content").click()
-            page.keyboard.press("Shift+Enter")  # %agent_autoheal on
-            page.keyboard.press("Shift+Enter")  # the failing cell
-            failing = cells.nth(6)
-            ask = failing.get_by_role("button", name="Ask the agent to fix this")
-            expect(ask).to_be_visible()
-            expect(ask).to_have_text("Ask the agent to fix this")
-            assert ask.evaluate("b => b.scrollWidth <= b.clientWidth"), "the label is cut off"
-            error = failing.locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')
-            expect(error).to_contain_text("frames inside pandas")
-            expect(error).to_contain_text("folded: %tb shows the whole traceback")
-            assert "hashtable_class_helper" not in error.inner_text()
-            assert ask.bounding_box()["y"] < error.bounding_box()["y"], "the button is not above the traceback"
-            failing.screenshot(path=str(OUTPUT / "review-autoheal.png"))
-            ask.click()
-            fixing = failing.get_by_role("button", name="Fixing…")
-            expect(fixing).to_be_disabled()
-            expect(failing.get_by_text("Attempt 1 of 4 · writing the fix")).to_be_visible()
-            decision = failing.locator(".selfheal-decision")
-            expect(decision).to_be_visible(timeout=90_000)
-            expect(failing.locator(".selfheal-summary").last).to_contain_text("Runs — nothing checked its output")
-            expect(decision).to_contain_text("review the change before you accept it")
-            page.screenshot(path=str(OUTPUT / "review-autoheal-decision.png"))
-            decision.get_by_role("button", name="Reject").click()
-            expect(failing.get_by_text("Rejected: your cell and your kernel are as they were")).to_be_visible()
-            expect(cells).to_have_count(8)
-            sources = _saved_sources(page, base, "review.ipynb")
-            assert sources[6] == AUTO_CELL and sources[3] == REVIEW_FIXED
-        except Exception:
-            page.screenshot(path=str(OUTPUT / "review-failure.png"), full_page=True)
-            raise
-        finally:
-            browser.close()
+        # --- autoheal: the whole label above a folded traceback; Fixing…; Reject ---
+        cells.nth(5).locator(".cm-content").click()
+        page.keyboard.press("Shift+Enter")  # %agent_autoheal on
+        page.keyboard.press("Shift+Enter")  # the failing cell
+        failing = cells.nth(6)
+        ask = failing.get_by_role("button", name="Ask the agent to fix this")
+        expect(ask).to_be_visible()
+        expect(ask).to_have_text("Ask the agent to fix this")
+        assert ask.evaluate("b => b.scrollWidth <= b.clientWidth"), "the label is cut off"
+        error = failing.locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')
+        expect(error).to_contain_text("frames inside pandas")
+        expect(error).to_contain_text("folded: %tb shows the whole traceback")
+        assert "hashtable_class_helper" not in error.inner_text()
+        assert ask.bounding_box()["y"] < error.bounding_box()["y"], "the button is not above the traceback"
+        failing.screenshot(path=str(OUTPUT / "review-autoheal.png"))
+        ask.click()
+        fixing = failing.get_by_role("button", name="Fixing…")
+        expect(fixing).to_be_disabled()
+        expect(failing.get_by_text("Attempt 1 of 4 · writing the fix")).to_be_visible()
+        decision = failing.locator(".selfheal-decision")
+        expect(decision).to_be_visible(timeout=90_000)
+        expect(failing.locator(".selfheal-summary").last).to_contain_text("Runs — nothing checked its output")
+        expect(decision).to_contain_text("review the change before you accept it")
+        page.screenshot(path=str(OUTPUT / "review-autoheal-decision.png"))
+        decision.get_by_role("button", name="Reject").click()
+        expect(failing.get_by_text("Rejected: your cell and your kernel are as they were")).to_be_visible()
+        expect(cells).to_have_count(8)
+        sources = _saved_sources(page, base, f"{folder}/review.ipynb")
+        assert sources[6] == AUTO_CELL and sources[3] == REVIEW_FIXED
+    except Exception:
+        page.screenshot(path=str(OUTPUT / "review-failure.png"), full_page=True)
+        raise
+    finally:
+        context.close()
 
 
 # ====================================================================== what will run (issue 39)
@@ -615,7 +646,7 @@ ROWS_CELL = "print(len(df['Rows']))"
 
 
 @pytest.fixture()
-def what_will_run_lab(tmp_path):
+def what_will_run_lab(shared_lab, request):
     """JupyterLab on a notebook with a chart heal whose model redefines the notebook's
     helper, a heal a steered model answers with a probe of where it runs, and two
     failing cells for autoheal (Accept, then Accept and run)."""
@@ -639,11 +670,11 @@ def what_will_run_lab(tmp_path):
         AUTO_CELL,
         ROWS_CELL,
     ]
-    with _jupyter("jupyterlab", tmp_path, replies, {"will-run.ipynb": cells}) as (base, server):
-        yield base, server
+    with shared_lab.serve(request.node.name, replies, {"will-run.ipynb": cells}) as (base, server):
+        yield base, server, request.node.name
 
 
-def test_the_review_shows_what_will_run_and_asks_before_a_flagged_fix_runs(what_will_run_lab):
+def test_the_review_shows_what_will_run_and_asks_before_a_flagged_fix_runs(what_will_run_lab, chromium):
     """Issue 39 as a user meets it. The chart heal's review shows the output of the
     code handed over (the notebook's own share(), in percent) and its figure, saying
     the passing program's differed; the status row sits where the panel ends while it
@@ -651,95 +682,94 @@ def test_the_review_shows_what_will_run_and_asks_before_a_flagged_fix_runs(what_
     (line 4)" above Accept, offers no Accept and run, and Run in my kernel asks first.
     Autoheal: Accept drops the cell's stale KeyError; Accept and run runs the fix in
     the cell. Screenshots: test-output/browser/will-run-*.png."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
-    base, server = what_will_run_lab
+    base, server, folder = what_will_run_lab
     OUTPUT.mkdir(parents=True, exist_ok=True)
     expect.set_options(timeout=60_000)
-    with sync_playwright() as p:
-        browser, page = _launch(p)
-        try:
-            cells = _open(page, base, "will-run.ipynb", 8)
-            cells.nth(0).locator(".cm-content").click()
-            for _ in range(4):  # %load_ext, the data, the helper, the chart heal
-                page.keyboard.press("Shift+Enter")
-            chart = cells.nth(3)
+    context, page = _new_page(chromium)
+    try:
+        cells = _open(page, base, f"{folder}/will-run.ipynb", 8)
+        cells.nth(0).locator(".cm-content").click()
+        for _ in range(4):  # %load_ext, the data, the helper, the chart heal
+            page.keyboard.press("Shift+Enter")
+        chart = cells.nth(3)
 
-            # --- progress: the status row is the panel's last row, current ------------
-            status = chart.locator(".selfheal-panel .selfheal-progress")
-            expect(status).to_contain_text("Attempt 1 of 4 · writing the fix")
-            expect(
-                chart.locator(
-                    ".selfheal-panel .selfheal-iteration, .selfheal-panel .jp-Collapse, "
-                    ".selfheal-panel .lm-AccordionPanel, .selfheal-panel .widget-accordion"
-                ).first
-            ).to_be_visible()
-            accordion = chart.locator(".selfheal-panel .widget-accordion").first
-            expect(accordion).to_contain_text("your cell")
-            box, row = accordion.bounding_box(), status.bounding_box()
-            assert row["y"] >= box["y"] + box["height"], "the status row is not below the attempts"
-            chart.locator(".selfheal-panel").screenshot(path=str(OUTPUT / "will-run-progress.png"))
+        # --- progress: the status row is the panel's last row, current ------------
+        status = chart.locator(".selfheal-panel .selfheal-progress")
+        expect(status).to_contain_text("Attempt 1 of 4 · writing the fix")
+        expect(
+            chart.locator(
+                ".selfheal-panel .selfheal-iteration, .selfheal-panel .jp-Collapse, "
+                ".selfheal-panel .lm-AccordionPanel, .selfheal-panel .widget-accordion"
+            ).first
+        ).to_be_visible()
+        accordion = chart.locator(".selfheal-panel .widget-accordion").first
+        expect(accordion).to_contain_text("your cell")
+        box, row = accordion.bounding_box(), status.bounding_box()
+        assert row["y"] >= box["y"] + box["height"], "the status row is not below the attempts"
+        chart.locator(".selfheal-panel").screenshot(path=str(OUTPUT / "will-run-progress.png"))
 
-            # --- the chart fix: its own output and figure ------------------------------
-            decision = chart.locator(".selfheal-decision")
+        # --- the chart fix: its own output and figure ------------------------------
+        decision = chart.locator(".selfheal-decision")
+        expect(decision).to_be_visible(timeout=120_000)
+        output = decision.locator(".selfheal-fix-output")
+        expect(output).to_contain_text("48.5")
+        expect(output.locator('img[alt="figure"]')).to_be_visible()
+        expect(output).to_contain_text("The passing program showed something else")
+        assert "0.485" not in output.inner_text()
+        expect(decision.locator(".selfheal-flags")).to_have_count(0)
+        decision.screenshot(path=str(OUTPUT / "will-run-chart-decision.png"))
+
+        # --- the steered heal: flagged above Accept; Run in my kernel asks first ---
+        _run_in_place(page, cells.nth(4))
+        steered = cells.nth(4)
+        decision = steered.locator(".selfheal-decision")
+        expect(decision).to_be_visible(timeout=120_000)
+        flags = decision.locator(".selfheal-flags")
+        expect(flags).to_contain_text("This fix adds:")
+        expect(flags).to_contain_text("a probe of where it runs (line 4)")
+        expect(flags).to_contain_text("The passing program tried to reach the network")
+        accept = decision.get_by_role("button", name="Accept (Replace this cell)")
+        assert flags.bounding_box()["y"] < accept.bounding_box()["y"], "the flags are not above Accept"
+        expect(decision.get_by_role("button", name="Accept and run")).to_be_hidden()
+        decision.get_by_role("button", name="Run in my kernel").click()
+        question = decision.locator(".selfheal-question")
+        expect(question).to_contain_text("a probe of where it runs (line 4)")
+        expect(question).to_contain_text("Run it in your kernel, where it has your network")
+        expect(decision.get_by_role("button", name="Run it anyway")).to_be_visible()
+        decision.screenshot(path=str(OUTPUT / "will-run-steered-asks.png"))
+        decision.get_by_role("button", name="Do not run it").click()
+        expect(accept).to_be_visible()
+
+        # --- autoheal: Accept drops the stale error; Accept and run runs it --------
+        _run_in_place(page, cells.nth(5))
+        expect(cells.nth(5).locator(".jp-Cell-outputArea")).to_contain_text("autoheal on")
+        for index, expected in ((6, None), (7, "7")):
+            failing = cells.nth(index)
+            _run_in_place(page, failing)
+            error = failing.locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')
+            expect(error).to_contain_text("KeyError")
+            failing.get_by_role("button", name="Ask the agent to fix this").click()
+            expect(failing.locator(".selfheal-task")).to_contain_text("autoheal")
+            expect(failing.locator(".selfheal-task")).not_to_contain_text("%%heal")
+            decision = failing.locator(".selfheal-decision")
             expect(decision).to_be_visible(timeout=120_000)
-            output = decision.locator(".selfheal-fix-output")
-            expect(output).to_contain_text("48.5")
-            expect(output.locator('img[alt="figure"]')).to_be_visible()
-            expect(output).to_contain_text("The passing program showed something else")
-            assert "0.485" not in output.inner_text()
-            expect(decision.locator(".selfheal-flags")).to_have_count(0)
-            decision.screenshot(path=str(OUTPUT / "will-run-chart-decision.png"))
-
-            # --- the steered heal: flagged above Accept; Run in my kernel asks first ---
-            _run_in_place(page, cells.nth(4))
-            steered = cells.nth(4)
-            decision = steered.locator(".selfheal-decision")
-            expect(decision).to_be_visible(timeout=120_000)
-            flags = decision.locator(".selfheal-flags")
-            expect(flags).to_contain_text("This fix adds:")
-            expect(flags).to_contain_text("a probe of where it runs (line 4)")
-            expect(flags).to_contain_text("The passing program tried to reach the network")
-            accept = decision.get_by_role("button", name="Accept (Replace this cell)")
-            assert flags.bounding_box()["y"] < accept.bounding_box()["y"], "the flags are not above Accept"
-            expect(decision.get_by_role("button", name="Accept and run")).to_be_hidden()
-            decision.get_by_role("button", name="Run in my kernel").click()
-            question = decision.locator(".selfheal-question")
-            expect(question).to_contain_text("a probe of where it runs (line 4)")
-            expect(question).to_contain_text("Run it in your kernel, where it has your network")
-            expect(decision.get_by_role("button", name="Run it anyway")).to_be_visible()
-            decision.screenshot(path=str(OUTPUT / "will-run-steered-asks.png"))
-            decision.get_by_role("button", name="Do not run it").click()
-            expect(accept).to_be_visible()
-
-            # --- autoheal: Accept drops the stale error; Accept and run runs it --------
-            _run_in_place(page, cells.nth(5))
-            expect(cells.nth(5).locator(".jp-Cell-outputArea")).to_contain_text("autoheal on")
-            for index, expected in ((6, None), (7, "7")):
-                failing = cells.nth(index)
-                _run_in_place(page, failing)
-                error = failing.locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')
-                expect(error).to_contain_text("KeyError")
-                failing.get_by_role("button", name="Ask the agent to fix this").click()
-                expect(failing.locator(".selfheal-task")).to_contain_text("autoheal")
-                expect(failing.locator(".selfheal-task")).not_to_contain_text("%%heal")
-                decision = failing.locator(".selfheal-decision")
-                expect(decision).to_be_visible(timeout=120_000)
-                if expected is None:
-                    decision.screenshot(path=str(OUTPUT / "will-run-autoheal-decision.png"))
-                    decision.get_by_role("button", name="Accept (Replace this cell)").click()
-                    expect(failing.get_by_text("Replaced the cell's code with the fix")).to_be_visible()
-                    expect(error).to_have_count(0)  # the old KeyError went with the old code
-                    expect(failing.locator(".selfheal-decision")).to_be_visible()  # the review stays
-                else:
-                    decision.get_by_role("button", name="Accept and run").click()
-                    expect(failing.locator(".jp-Cell-outputArea")).to_have_text(expected, timeout=60_000)
-                    expect(error).to_have_count(0)
-            sources = _saved_sources(page, base, "will-run.ipynb")
-            assert sources[6] == "print(df['sales'].sum())" and sources[7] == "print(len(df))"
-            page.screenshot(path=str(OUTPUT / "will-run-page.png"), full_page=True)
-        except Exception:
-            page.screenshot(path=str(OUTPUT / "will-run-failure.png"), full_page=True)
-            raise
-        finally:
-            browser.close()
+            if expected is None:
+                decision.screenshot(path=str(OUTPUT / "will-run-autoheal-decision.png"))
+                decision.get_by_role("button", name="Accept (Replace this cell)").click()
+                expect(failing.get_by_text("Replaced the cell's code with the fix")).to_be_visible()
+                expect(error).to_have_count(0)  # the old KeyError went with the old code
+                expect(failing.locator(".selfheal-decision")).to_be_visible()  # the review stays
+            else:
+                decision.get_by_role("button", name="Accept and run").click()
+                expect(failing.locator(".jp-Cell-outputArea")).to_have_text(expected, timeout=60_000)
+                expect(error).to_have_count(0)
+        sources = _saved_sources(page, base, f"{folder}/will-run.ipynb")
+        assert sources[6] == "print(df['sales'].sum())" and sources[7] == "print(len(df))"
+        page.screenshot(path=str(OUTPUT / "will-run-page.png"), full_page=True)
+    except Exception:
+        page.screenshot(path=str(OUTPUT / "will-run-failure.png"), full_page=True)
+        raise
+    finally:
+        context.close()

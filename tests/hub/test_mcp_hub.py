@@ -90,7 +90,7 @@ def test_the_services_mcp_endpoint_gives_each_student_what_they_may_get(tmp_path
         assert MODEL_KEY not in said
 
         refused = anyio.run(second, hub.token(s2, roles=["server"]), uri)
-        assert "only hints are allowed (the instructor's policy" in refused and "exam" in refused
+        assert "only hints are allowed (your instructor's policy" in refused and "exam" in refused
         assert FIX_LINE not in refused
 
         flooded = anyio.run(flood, url, hub.token(s1))

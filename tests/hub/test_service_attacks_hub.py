@@ -3,49 +3,26 @@ token, raw HTTP to the hub's proxy or straight to the service's port (a student 
 hub's machine reaches it), the notebook path their kernel reports. Each attack here once
 worked and fails without its fix.
 
-One real hub for the module (the students are in the course group); each test writes the
-policy it needs (the service reads the file again when it changes).
+The class is the lane's shared hub (tests/hub/conftest.py): each test has two students
+of its own and writes the policy it needs (the service reads the file again when it changes).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import socket
 
 import pytest
 import requests
 
-from tests.class_hub import COURSE, INSTRUCTOR, MODEL_KEY, STUDENTS, class_hub, ensure_user, wait_until
-from tests.scripted_server import Reply, ScriptedServer
+from tests.class_hub import COURSE, wait_until
+from tests.hub.conftest import NOFILE
+from tests.scripted_server import Reply
 
 pytestmark = [pytest.mark.hub]
 
 MEAN = "def mean(xs):\n    return sum(xs) / (len(xs) + 1)\n\nassert mean([2, 4]) == 3\n"
-MEAN_FIX = "```python\ndef mean(xs):\n    return sum(xs) / len(xs)\n\nassert mean([2, 4]) == 3\n```"
 RUNS = "/services/selfheal/api/runs"
-NOFILE = 1024
-"""The hub's (so the service's) open-file limit here: a flood past it stays small."""
-
-
-@pytest.fixture(scope="module")
-def classroom(tmp_path_factory, sandbox_image):
-    for user in (*STUDENTS, INSTRUCTOR):
-        ensure_user(user)
-    folder = tmp_path_factory.mktemp("attacks")
-    script = [Reply(MEAN_FIX, match="def mean(") for _ in range(10)]
-    with (
-        ScriptedServer(script, api_key=MODEL_KEY) as model,
-        class_hub(folder / "hub", {"mode": "full"}, model.base_url, nofile=NOFILE) as hub,
-    ):
-        yield hub, model
-
-
-def set_policy(hub, policy: dict) -> None:
-    """A new file in place of the old (the service sees the change by its inode)."""
-    path = hub.folder / "policy.json"
-    path.with_suffix(".new").write_text(json.dumps(policy))
-    os.replace(path.with_suffix(".new"), path)
 
 
 def body(entry: str, code: str, notebook: str = "") -> dict:
@@ -77,16 +54,15 @@ def status_of(sock: socket.socket) -> int:
 
 
 def test_a_notebook_path_the_kernel_claims_gives_no_more_than_the_course(classroom):
-    hub, model = classroom
-    set_policy(
-        hub,
+    hub, model = classroom.hub, classroom.model
+    classroom.policy(
         {
             "mode": "full",
             "groups": {COURSE: {"mode": "hints", "reveal_fix": False}},
             "notebooks": {"scratch/*.ipynb": {"mode": "full"}},
         },
     )
-    token = hub.token(STUDENTS[0])
+    token = hub.token(classroom.students[0])
     asked = len(model.chat_requests())
     claimed = requests.post(
         hub.service_url + "api/runs",
@@ -100,8 +76,8 @@ def test_a_notebook_path_the_kernel_claims_gives_no_more_than_the_course(classro
 
 
 def test_no_body_is_read_before_the_hub_vouched_for_the_token_and_one_student_sends_few(classroom):
-    hub, _ = classroom
-    set_policy(hub, {"mode": "full"})
+    hub = classroom.hub
+    classroom.policy({"mode": "full"})
     huge = 200_000_000  # under the largest run request (2 x context_max_bytes + 16 MB)
     # a stranger: answered at once, through the proxy (which passes a request on with its
     # first byte of body) and at the service's own port, on the runs API and anywhere else,
@@ -110,7 +86,7 @@ def test_no_body_is_read_before_the_hub_vouched_for_the_token_and_one_student_se
         assert status_of(head_only(port, "0123abcd", huge, b"{", path=path)) in (400, 401, 413)
     # a student: no more requests in flight than the queue would keep (one running,
     # service_waiting waiting), so no more of their bodies held
-    token = hub.token(STUDENTS[1])
+    token = hub.token(classroom.students[1])
     uploading = [head_only(hub.service_port, token, 10_000_000, b'{"entry": "heal", "task": ') for _ in range(4)]
 
     def one_more() -> int:
@@ -119,7 +95,9 @@ def test_no_body_is_read_before_the_hub_vouched_for_the_token_and_one_student_se
         ).status_code
 
     # once the hub has vouched for the four (asked in the background), a fifth is refused before its body
-    wait_until(lambda: one_more() == 429, "a fifth request of the student's to be refused", 60)
+    # the bound only ends a broken run: a loaded machine once took more than 60 s (the suite on
+    # two workers, a Kubernetes cluster starting beside it)
+    wait_until(lambda: one_more() == 429, "a fifth request of the student's to be refused", 180)
     for sock in uploading:
         sock.close()
     assert wait_until(lambda: one_more() == 400, "the dropped uploads to stop counting", 60)
@@ -134,8 +112,8 @@ def test_a_flood_of_idle_connections_to_the_service_starves_nobody(classroom):
     """A student on the hub's machine opens more connections to the service's port than it
     has files, each sending a request head it never ends (tried with 19,990 against the
     real limit: the service could no longer ask the hub about anybody's token)."""
-    hub, _ = classroom
-    token = hub.token(STUDENTS[1])
+    hub = classroom.hub
+    token = hub.token(classroom.students[1])
     flood = []
     try:
         for _ in range(NOFILE + 200):
@@ -160,7 +138,7 @@ def test_no_stranger_s_body_larger_than_a_form_is_read(classroom):
     200 connections with no token, each sending a 1 MiB form to the policy page, once held
     229 MB of the service's memory (the number of connections is bounded, their bodies were
     not). A body larger than the instructor's forms is now refused at its head."""
-    hub, _ = classroom
+    hub = classroom.hub
     prefix = "/services/selfheal/"
     for path in (prefix + "policy", prefix + "students/x/reset", prefix + "nowhere", RUNS + "/0a/cancel"):
         for sock in [head_only(hub.service_port, "nobody", 1 << 20, path=path) for _ in range(20)]:
@@ -187,9 +165,9 @@ def test_a_cell_larger_than_a_run_takes_is_refused_before_the_log_or_a_hint_sess
     without end), and a hint request made a session holding it for the day (four 21 MB
     cells: the service 120 MB larger). Now it is refused first, in the loop's own words; so is
     a notebook path longer than a path can be."""
-    hub, _ = classroom
-    set_policy(hub, {"mode": "off"})
-    token = hub.token(STUDENTS[0])
+    hub = classroom.hub
+    classroom.policy({"mode": "off"})
+    token = hub.token(classroom.students[0])
     log = hub.folder / "service-log.jsonl"
     before = log.stat().st_size if log.exists() else 0
     huge = MEAN + "# " + "x" * (1 << 20) + "\n"
@@ -206,7 +184,7 @@ def test_a_cell_larger_than_a_run_takes_is_refused_before_the_log_or_a_hint_sess
     )
     assert answer.status_code == 400 and "at most 4096 characters" in answer.json()["message"], answer.text[:300]
     assert (log.stat().st_size if log.exists() else 0) - before < 10_000
-    set_policy(hub, {"mode": "full"})
+    classroom.policy({"mode": "full"})
 
 
 def test_a_cell_nested_too_deep_is_refused_before_a_quota_run_is_spent(classroom):
@@ -214,9 +192,9 @@ def test_a_cell_nested_too_deep_is_refused_before_a_quota_run_is_spent(classroom
     Python's recursion limit, the kernel was told "No hint this time: Internal error … Run
     %%hint again", and each ask spent a run of the student's daily quota. Now the service
     refuses it before its quotas, saying what nests too deep and what to do."""
-    hub, _ = classroom
-    set_policy(hub, {"mode": "hints"})
-    token = hub.token(STUDENTS[0])
+    hub = classroom.hub
+    classroom.policy({"mode": "hints"})
+    token = hub.token(classroom.students[0])
     log = hub.folder / "service-log.jsonl"
     before = log.read_text() if log.exists() else ""
     deep = "x = " + " + ".join(["1"] * 400) + "\nprint(x)\n"
@@ -228,7 +206,7 @@ def test_a_cell_nested_too_deep_is_refused_before_a_quota_run_is_spent(classroom
         message = answer.json()["message"]
         assert "Your code nests deeper than 100 levels at line 1" in message and "Split the expression" in message
     assert (log.read_text() if log.exists() else "") == before  # no run, no hint, no line
-    set_policy(hub, {"mode": "full"})
+    classroom.policy({"mode": "full"})
 
 
 SPREAD = "def spread(xs):\n    return max(xs)\n\nassert spread([2, 9]) == 7\n"
@@ -243,10 +221,10 @@ def test_a_hints_record_quotes_no_line_nor_error_of_the_model_s_attempts(classro
     closest attempt's failing line and the tool's explanation of its error: an honest
     near miss of the model, `(max(xs) - min(xs)) / (len(xs) - 2)`, reached a student whose
     instructor keeps the fix hidden."""
-    hub, model = classroom
-    set_policy(hub, {"mode": "hints", "reveal_fix": False})
-    model.add(*[Reply(NEAR_MISS, match="def spread(") for _ in range(12)])
-    token = hub.token(STUDENTS[1])
+    hub = classroom.hub
+    classroom.policy({"mode": "hints", "reveal_fix": False})
+    classroom.script(*[Reply(NEAR_MISS, match="def spread(") for _ in range(12)])
+    token = hub.token(classroom.students[1])
     answer = requests.post(
         hub.service_url + "api/runs",
         json=body("hint", SPREAD),
@@ -259,4 +237,3 @@ def test_a_hints_record_quotes_no_line_nor_error_of_the_model_s_attempts(classro
     record = end["data"]["record"]
     assert record["outcome"] != "success" and record["error"], record  # the run ended, and says so
     assert "max(xs) - min(xs)" not in answer.text and "ZeroDivisionError" not in answer.text, record["error"]
-    set_policy(hub, {"mode": "full"})

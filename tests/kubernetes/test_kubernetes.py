@@ -10,11 +10,9 @@ run on pods too; the attacks are tests/test_redteam.py's and tests/test_separati
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 import docker
 import pytest
-import yaml
 
 from selfheal_jupyter.config import SelfHeal
 from selfheal_jupyter.errors import EngineLost, EngineUnavailable, ImageMissing, SandboxError
@@ -137,18 +135,9 @@ def test_a_pod_deleted_mid_run_ends_the_run_with_a_clear_message_and_no_pod_left
     assert listed.stdout.strip() == "", listed.stdout
 
 
-def relayed_kubeconfig(kubeconfig: str, relay: Relay, folder: Path) -> str:
-    config = yaml.safe_load(Path(kubeconfig).read_text())
-    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{relay.port}"
-    path = folder / "relayed.kubeconfig"
-    path.write_text(yaml.safe_dump(config))
-    return str(path)
-
-
 def test_the_api_server_gone_mid_run_is_said_and_the_pods_end(kubernetes_cluster, tmp_path):
-    server = yaml.safe_load(Path(kubernetes_cluster).read_text())["clusters"][0]["cluster"]["server"]
-    relay = Relay(int(server.rsplit(":", 1)[1]))  # the API server listens on 127.0.0.1
-    sandbox = pod_sandbox(relayed_kubeconfig(kubernetes_cluster, relay, tmp_path), pool_size=1)
+    relay = Relay(cluster.api_port(kubernetes_cluster))  # the API server listens on 127.0.0.1
+    sandbox = pod_sandbox(cluster.relayed_kubeconfig(kubernetes_cluster, relay.port, tmp_path), pool_size=1)
     sandbox.start()
     session = sandbox.session
     thread, outcome = sleeping_run(sandbox)
@@ -179,7 +168,7 @@ def test_the_api_server_gone_mid_run_is_said_and_the_pods_end(kubernetes_cluster
 def test_an_unreachable_api_server_is_said_before_any_run(kubernetes_cluster, tmp_path):
     relay = Relay(9)
     relay.close()  # nothing listens at its port any more
-    sandbox = pod_sandbox(relayed_kubeconfig(kubernetes_cluster, relay, tmp_path), pool_size=1)
+    sandbox = pod_sandbox(cluster.relayed_kubeconfig(kubernetes_cluster, relay.port, tmp_path), pool_size=1)
     with pytest.raises(EngineUnavailable, match="does not answer") as info:
         sandbox.start()
     assert "setup-kubernetes.sh start" in str(info.value)

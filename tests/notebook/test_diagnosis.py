@@ -176,3 +176,23 @@ def test_quick_fixes_off_asks_the_model(heal_shell):
         run, _ = heal(heal_shell, server, cell)
         assert len(server.chat_requests()) == 1
     assert [it.quick_fix for it in run.iterations] == [False, False] and run.outcome == "success"
+
+
+@pytest.mark.sandbox
+def test_a_misspelt_name_inside_a_longer_one_is_mended_before_the_model(heal_shell):
+    """``len(value)`` where the notebook has ``values``: the name is also a part of
+    ``values`` on the same line, so the edit names the call around it; the static
+    pre-check blocks the cell, and its explanation's edit still runs before any model."""
+    from tests.scripted_server import ScriptedServer
+
+    heal_shell.run_cell("values = [1, 2, 3]", store_history=True)
+    cell = "mean = sum(values) / len(value)\nprint(mean)\n"
+    with ScriptedServer([]) as server:  # no reply: the model is never asked
+        run, html = heal(heal_shell, server, cell)
+        assert server.chat_requests() == []
+    zero, first = run.iterations
+    assert zero.result.status == "blocked" and zero.explanation.edits
+    assert first.quick_fix and first.verdict.passed and first.result.stdout == "2.0\n"
+    assert first.candidate.code == cell.replace("len(value)", "len(values)")
+    assert run.outcome == "success" and run.totals.prompt_tokens == run.totals.completion_tokens == 0
+    assert "own edit, from its explanation of the last failure (no model was asked): line 1:" in html

@@ -131,30 +131,36 @@ def test_an_answer_that_prints_row_numbers_for_the_data_is_no_success(data_shell
 
 
 @pytest.mark.sandbox
-def test_an_answer_the_data_check_refuses_is_followed_by_the_tools_own_program(data_shell):
+def test_the_tools_own_program_answers_the_question_before_the_model(data_shell):
     """Issue 40: the embedded model answers 02's question with ``idxmax``'s row labels or
     the wrong grouping, round after round. The check from the data knows the question's
-    shape, so after a failed answer the tool runs its own program for it (no model
-    asked), judged by the same check; it reads the user's frame and changes none of it.
-    Without it the run needs the model to get it right."""
+    shape and the tool's own program for it passes that check, so (issue 46: no request
+    whose answer the tool already has) it runs first, judged by the same check, and the
+    model is never asked; it reads the user's frame and changes none of it."""
     before = data_shell.user_ns["df"].copy()
-    with ScriptedServer([Reply(ROW_NUMBERS)]) as server:
-        run, html = agent(data_shell, server, QUESTION, flags="--no-plan --max-iterations 1")
-        asked = len(server.requests)
-    model, tool = run.iterations
-    assert model.verdict.held == "data_checks" and not model.quick_fix and asked == 1
-    assert tool.quick_fix and tool.answer and tool.usage.total_tokens == 0
-    assert run.outcome == "success" and run.verified_by == ["checks from your data"]
+    with ScriptedServer([]) as server:  # no reply: a request would fail the run
+        run, html = agent(data_shell, server, QUESTION, flags="--max-iterations 1")
+        assert server.chat_requests() == []
+    (tool,) = run.iterations
+    assert tool.index == 1 and tool.quick_fix and tool.answer and tool.usage.total_tokens == 0
+    assert run.outcome == "success" and run.verified_by == ["checks from your data"] and run.plan.steps == []
     assert tool.result.stdout.split() == ["jan:", "north", "feb:", "north", "mar:", "south"]
     assert "The tool&#x27;s own program for your question" in html or "The tool's own program for your question" in html
     assert "each `month` of `df` with the `region` of highest `sales`" in tool.candidate.reply
     data_shell.run_cell(run.fix.code)  # what the user takes, run in their kernel
     assert data_shell.user_ns["df"].equals(before)
-    # an answer that broke a rule (made-up data in place of `df`) is followed by it too
+
+
+@pytest.mark.sandbox
+def test_with_the_tools_own_edits_off_the_model_answers_and_no_tool_program_follows(data_shell):
+    """``SelfHeal.quick_fixes = False``: the model answers, and its refused answer (made-up
+    data in place of `df`) is not followed by the tool's program either."""
+    data_shell.run_cell("%config SelfHeal.quick_fixes = False")
     with ScriptedServer([Reply(INVENTED)]) as server:
         run, _ = agent(data_shell, server, QUESTION, flags="--no-plan --max-iterations 1")
+        assert len(server.chat_requests()) == 1
     assert [v.rule for v in run.iterations[0].verdict.spec_violations] == ["data_replaced"]
-    assert run.iterations[1].answer and run.outcome == "success"
+    assert [it.answer for it in run.iterations] == [False] and run.outcome != "success"
 
 
 RIGHT_BEST_TOTAL = """```python
@@ -209,6 +215,7 @@ def test_an_agent_answer_from_a_table_of_its_own_is_rejected(data_shell):
 
 @pytest.mark.sandbox
 def test_an_agent_answer_that_changes_the_data_in_place_says_so_in_the_review(data_shell):
+    data_shell.run_cell("%config SelfHeal.quick_fixes = False")  # the model's answer is the subject
     with ScriptedServer([Reply(IN_PLACE)]) as server:
         run, html = agent(data_shell, server, "Count the rows of df per weekday of its date column.")
     assert run.outcome == "success"
@@ -253,6 +260,7 @@ print(counts)
 def test_a_right_answer_printed_as_a_pandas_table_is_verified(data_shell):
     """The table's row labels (0, 1) are counts too: they are read as labels, not as a
     second answer beside each customer's count."""
+    data_shell.run_cell("%config SelfHeal.quick_fixes = False")  # the model's answer is the subject
     with ScriptedServer([Reply(COUNTS_TABLE)]) as server:
         run, _ = agent(data_shell, server, "How many orders did each customer place? Print each name and the count.")
     (only,) = run.iterations

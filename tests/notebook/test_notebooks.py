@@ -208,7 +208,9 @@ def test_teaching_notebook_hints_never_the_answer_until_level_3(tmp_path):
     assert "Hint 1 of 3" in pages[0] and "fails on line 8" in pages[0] and "starts on line 4" in pages[0]
     (listing,) = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("for hint in agent_result")]
     assert "".join(o.get("text", "") for o in listing.outputs).count("facts only") == 3  # the default: no prose
-    assert "Hint 2 of 3" in pages[1] and "6.333" in pages[1] and "line 4 is a call" in pages[1]
+    why = pages[1].split("Hint 2 of 3", 1)[1]
+    assert "`i` is `1` (a whole number): the first time line 4 runs when `average` gets `marks`" in why
+    assert "Which positions of `marks` should `i` go through" in why and "line 4 is a call" in why
     for page in pages[:2]:
         assert "range(len(marks))" not in page
     assert "Hint 3 of 3" in pages[2] and "+    for i in range(len(marks)):" in pages[2]

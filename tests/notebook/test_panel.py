@@ -258,6 +258,8 @@ def test_run_in_my_kernel_asks_first_when_the_fix_is_flagged(kernel_for):
 
     with ScriptedServer([Reply(f"```python\n{STEERED_MODEL}```", match="NameError")]) as server:
         _, kc = kernel_for(server)
+        # the model's fix is the subject, not the tool's own edit of the misspelt name
+        assert kc.execute_interactive("%config SelfHeal.quick_fixes = False", timeout=30)["content"]["status"] == "ok"
         msg_id = execute_in_cell(kc, "%%heal\n" + STEERED_CELL, "cell-steered")
         wire = Wire(kc, msg_id)
         wire.extension = True
@@ -308,3 +310,32 @@ def test_accept_and_run_replaces_clears_the_error_and_runs_a_fix_flagged_with_no
         assert request["action"] == "replace" and request["code"] == fixed
         assert request["clear_errors"] is True and request["run"] is True
         wire.until(lambda: "with the fix and ran the cell." in status_text(wire), 30, "the panel to settle")
+
+
+@pytest.mark.sandbox
+def test_autoheal_mends_a_misspelt_name_by_the_tools_own_edit_without_the_model(kernel_for):
+    """``len(value)`` where the notebook has ``values``: the button's heal is the tool's own
+    edit, judged like any round; the model is never asked and the record spends no token."""
+    with ScriptedServer([]) as server:  # no reply: a request would fail the heal
+        _, kc = kernel_for(server)
+        assert kc.execute_interactive("%agent_autoheal on", timeout=30)["content"]["status"] == "ok"
+        assert kc.execute_interactive("values = [1, 2, 3]", timeout=30)["content"]["status"] == "ok"
+        msg_id = execute_in_cell(kc, "mean = sum(values) / len(value)\nprint(mean)", "cell-typo")
+        wire = Wire(kc, msg_id)
+        wire.extension = True
+        button = wire.until(
+            lambda: wire.find("ButtonModel", description="Ask the agent to fix this"), 30, "the autoheal button"
+        )
+        wire.until(lambda: wire.idle, 10, "the cell to end")
+        wire.click(button)
+        wire.until(lambda: 'data-outcome="success"' in wire.html(), 60, "the healed record")
+        assert "own edit, from its explanation of the last failure (no model was asked)" in wire.html()
+        assert server.chat_requests() == []
+        out = []
+        kc.execute_interactive(
+            "r = agent_result; print(r.totals.prompt_tokens + r.totals.completion_tokens, "
+            "[it.quick_fix for it in r.iterations], repr(r.final_code))",
+            timeout=30,
+            output_hook=lambda m: out.append(m["content"].get("text", "")),
+        )
+        assert "".join(out).strip() == "0 [False, True] 'mean = sum(values) / len(values)\\nprint(mean)'"

@@ -5,6 +5,7 @@ tests/unit/test_teaching.py.)"""
 from __future__ import annotations
 
 import json
+import os
 
 import nbformat
 import pytest
@@ -19,6 +20,10 @@ from tests.unit.test_teaching import (
     FIX,
     FIXED_LINE,
     LEAKY,
+    MEDIAN,
+    MEDIAN_FIXED,
+    MEDIAN_HALF,
+    NOTEBOOK_03,
     blocked,
     developer_fix,
     execute,
@@ -35,6 +40,16 @@ WRITER = "patient programming teacher"
 # ---------------------------------------------------------------- in a shell
 def shown(cap) -> str:
     return "".join(o.data.get("text/plain", "") + o.data.get("text/html", "") for o in cap.outputs)
+
+
+def asked(shell, cell: str, times: int) -> list[str]:
+    """What the shell showed for each of ``times`` runs of ``cell``."""
+    texts = []
+    for _ in range(times):
+        with capture_output() as cap:
+            shell.run_cell(cell, store_history=True)
+        texts.append(shown(cap))
+    return texts
 
 
 PRINTS_ITS_FIX = FIX + "print('the fix: middle = len(ordered) // 2')\n"
@@ -211,11 +226,7 @@ def test_when_the_model_finds_no_fix_a_one_token_change_is_tried_and_judged_like
         shell.run_cell(f"%config SelfHeal.base_url = '{server.base_url}'", store_history=False)
         shell.run_cell("%config SelfHeal.hint_prose = False", store_history=False)
         shell.run_cell(TESTS, store_history=True)
-        texts = []
-        for _ in range(3):
-            with capture_output() as cap:
-                shell.run_cell(f"%%hint --tests median_tests --max-iterations 1\n{CELL}", store_history=True)
-            texts.append(shown(cap))
+        texts = asked(shell, f"%%hint --tests median_tests --max-iterations 1\n{CELL}", 3)
         assert len(server.chat_requests()) == 1
     assert "Hint 1 of 3" in texts[0] and "starts on line 4" in texts[0]
     assert "line 4 is an operator" in texts[1]
@@ -263,16 +274,6 @@ def test_stop_in_the_hint_panel_is_a_calm_note_said_once_with_the_hints_kept(ker
     assert all("UsageError" not in json.dumps(m["content"]) for m in wire.messages)
 
 
-NOTEBOOK_03 = """def average(marks):
-    total = 0
-    for i in range(1, len(marks)):
-        total += marks[i]
-    return total / len(marks)
-
-assert average([7, 9, 10]) == 26 / 3
-"""
-
-
 @pytest.mark.sandbox
 def test_notebook_03s_cell_reaches_level_3_when_the_model_only_rewrites_the_assert(shell):
     """What the embedded model did with notebook 03's cell (issue 35, and again at load 11:
@@ -282,12 +283,126 @@ def test_notebook_03s_cell_reaches_level_3_when_the_model_only_rewrites_the_asse
     replies = [Reply(f"```python\n{weakened}```", match="expert Python developer")] * 6
     with ScriptedServer(replies) as server:
         shell.run_cell(f"%config SelfHeal.base_url = '{server.base_url}'", store_history=False)
-        texts = []
-        for _ in range(3):
-            with capture_output() as cap:
-                shell.run_cell(f"%%hint\n{NOTEBOOK_03}", store_history=True)
-            texts.append(shown(cap))
+        texts = asked(shell, f"%%hint\n{NOTEBOOK_03}", 3)
     record = shell.user_ns["agent_result"]
     assert "Hint 1 of 3" in texts[0] and "fails on line 8" in texts[0] and "starts on line 4" in texts[0]
     assert "Hint 3 of 3" in texts[2] and "+    for i in range(len(marks)):" in texts[2]
     assert record.outcome == "success" and record.final_code == NOTEBOOK_03.replace("range(1, len", "range(len")
+
+
+# ---------------------------------------------------------------- the why from two runs
+@pytest.mark.sandbox
+def test_level_2_asks_about_the_value_that_differs_from_the_verified_run_never_saying_that_one(shell):
+    """It asked about the function's argument (``values`` is ``[3, 1, 2]``), the first local
+    the failing frame had; the value that is wrong is ``middle``, ``1.5`` here and ``1`` in
+    the verified run, and what the operation that uses it needs is a whole number."""
+    with ScriptedServer([developer_fix()]) as server:
+        shell.run_cell(f"%config SelfHeal.base_url = '{server.base_url}'", store_history=False)
+        shell.run_cell(TESTS, store_history=True)
+        texts = asked(shell, f"%%hint --tests median_tests\n{CELL}", 2)
+    why = texts[1].split("Hint 2 of 3", 1)[1]
+    said = "`middle` is `1.5` (a float: a number with a fraction part): the first time line 4 runs when `median` gets"
+    assert said in why and "`values` = `[3, 1, 2]`." in why
+    assert "It fails on line 5: `return ordered[middle]`." in why
+    assert "What kind of number can be used as a position in a list?" in why
+    assert "`middle` is `1`" not in why and "// 2" not in why
+    assert shell.user_ns["agent_result"].hints[1].facts[0].startswith("`middle` is `1.5`")
+
+
+# ---------------------------------------------------------------- the ladder follows the student's edits
+def _as_jupyterlab_sends(kc, cell_id: dict) -> None:
+    """nbclient sends no cell id; JupyterLab and VS Code put the cell's in each execute
+    request's metadata (``cellId``): the kernel client sends it so here."""
+
+    def execute(code, silent=False, store_history=True, user_expressions=None, allow_stdin=None, stop_on_error=True):
+        content = {
+            "code": code,
+            "silent": silent,
+            "store_history": store_history,
+            "user_expressions": user_expressions or {},
+            "allow_stdin": bool(allow_stdin),
+            "stop_on_error": stop_on_error,
+        }
+        msg = kc.session.msg("execute_request", content, metadata={"cellId": cell_id["id"]})
+        kc.shell_channel.send(msg)
+        return msg["header"]["msg_id"]
+
+    kc.execute = execute
+
+
+def _said(cell) -> str:
+    return "".join(o.get("data", {}).get("text/plain", "") + o.get("text", "") for o in cell.outputs)
+
+
+@pytest.mark.sandbox
+def test_the_ladder_follows_a_student_through_their_edits_in_a_notebook(tmp_path):
+    """A hint, then an edit that fixes half: the next ``%%hint`` started a new cell from
+    hint 1 and said nothing of the edit. Now it says what the edit changed in the run and
+    gives the next rung; once the cell passes, ``%%hint`` says it is solved."""
+    from nbclient import NotebookClient
+
+    fix = Reply(f"```python\n{MEDIAN_FIXED}```", match="expert Python developer")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("%load_ext selfheal_jupyter")])
+    cell = nbformat.v4.new_code_cell(f"%%hint\n{MEDIAN}")
+    cell.id = "median-cell"
+    record = nbformat.v4.new_code_cell("print([(h.level, bool(h.change)) for h in agent_result.hints])")
+    nb.cells += [cell, record]
+    said = []
+    with ScriptedServer([fix, fix]) as server:
+        env = dict(os.environ, OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="k", SELFHEAL_MODEL="scripted-model")
+        client = NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
+        executing = {"id": ""}
+        with client.setup_kernel(env=env):
+            _as_jupyterlab_sends(client.kc, executing)
+            client.execute_cell(nb.cells[0], 0)
+            for source in (MEDIAN, MEDIAN_HALF, MEDIAN_FIXED):
+                cell.source = f"%%hint\n{source}"
+                executing["id"] = cell.id
+                client.execute_cell(cell, 1)
+                said.append(_said(cell))
+            executing["id"] = "record-cell"
+            client.execute_cell(record, 2)
+        assert server.remaining == 0  # a run for each version that fails: the passing one needs none
+    first, after_edit, solved = said
+    assert "Hint 1 of 3 — Where" in first and "It fails on line 5" in first
+    edit = after_edit.split("What your edit changed:", 1)[1]
+    assert edit.startswith(" Your edit changed line 4. On line 4, `middle` is now `1`; it was `1.5`.")
+    assert "The TypeError on line 5 is gone; now the assert on line 8 fails." in edit
+    assert "Hint 2 of 3 — Why" in edit and "`median([4, 1, 3, 2])` is `3` when line 8 runs." in edit
+    assert "Work through `median` by hand" in edit and "(ordered[middle - 1]" not in edit
+    assert "Your edit changed lines 5, 6 and 7. Now your cell runs and passes its checks." in solved
+    assert "Solved: there is nothing more to hint at." in solved
+    assert _said(record).strip() == "[(1, False), (2, True)]"
+
+
+@pytest.mark.sandbox
+def test_an_edit_starts_no_fresh_count_of_hints(kernel_with_policy):
+    """``max_hints`` counted hints per exact code: a comment added to the cell was a new
+    cell with all its hints again. The count is the cell's, over every edit, and another
+    cell id on code the kernel has seen is the same cell."""
+    from tests.unit.test_panel import execute_reply
+
+    replies = [developer_fix(), developer_fix()]
+    with ScriptedServer(replies) as server:
+        kc = kernel_with_policy(server, {"mode": "hints", "max_hints": 2, "reveal_fix": False})
+        kc.execute_interactive("%config SelfHeal.hint_prose = False", timeout=60)
+        execute(kc, TESTS)
+
+        def hint(code: str, cell_id: str) -> str:
+            """Run ``%%hint`` as JupyterLab does in cell ``cell_id``; what it showed."""
+            from tests.unit.test_panel import Wire, execute_in_cell
+
+            msg_id = execute_in_cell(kc, f"%%hint --tests median_tests\n{code}", cell_id)
+            wire = Wire(kc, msg_id)
+            assert execute_reply(kc, msg_id, timeout=120)["content"]["status"] == "ok"
+            wire.until(lambda: wire.idle, 30, "the cell to end")
+            return json.dumps([m["content"] for m in wire.messages])
+
+        assert "Hint 1 of 2" in hint(CELL, "cell-a")
+        commented = CELL.replace("def median(values):", "def median(values):  # mine")
+        second = hint(commented, "cell-a")
+        assert "What your edit changed: Your edit changed line 2." in second and "Hint 2 of 2" in second
+        for code, cell_id in ((commented + "# again\n", "cell-a"), (CELL, "cell-b")):
+            said = hint(code, cell_id)
+            assert "all 2 hints this cell may get" in said and "Hint 1 of" not in said.split("Hint 2 of 2")[-1]
+        assert server.remaining == 0

@@ -99,15 +99,16 @@ def test_a_steered_heal_from_the_terminal_says_what_the_fix_can_do(tmp_path):
     cell = tmp_path / "cell.py"
     cell.write_text(STEERED_CELL)
     reply = Reply(f"```python\n{STEERED_MODEL}```", match="NameError")
+    model_fix = ("--SelfHeal.quick_fixes=False",)  # the model's fix is the subject, not the tool's edit
     with ScriptedServer([reply]) as s:
-        proc = selfheal("", "--code", str(cell), "--base-url", s.base_url, "--model", s.model, "--json")
+        proc = selfheal("", "--code", str(cell), "--base-url", s.base_url, "--model", s.model, "--json", *model_fix)
     record = json.loads(proc.stdout)
     assert record["outcome"] == "success", proc.stderr
     assert record["fix"]["code"] == STEERED_FIX
     assert {"kind": "probe", "line": 4, "evidence": "'/opt/selfheal'"} in record["fix"]["capabilities"]
     assert [a["kind"] for a in record["fix"]["tried"]] == ["network", "process"]
     with ScriptedServer([reply]) as s:
-        proc = selfheal("", "--code", str(cell), "--base-url", s.base_url, "--model", s.model)
+        proc = selfheal("", "--code", str(cell), "--base-url", s.base_url, "--model", s.model, *model_fix)
     said = " ".join(proc.stdout.split())  # the transcript wraps its lines
     assert "This fix adds: a probe of where it runs (line 4)." in said
     assert "The passing program tried to reach the network" in said

@@ -518,3 +518,57 @@ def test_selfheal_eval_notebooks_counts_solved_verified_and_false_successes(
     assert summary["loop"]["false_success"] == 1 and summary["baseline"]["solved"] == 2
     out = capsys.readouterr().out
     assert re.search(r"successes verified \(checks ran\)\s+1\s+1", out)
+
+
+def test_humaneval_loader_reads_the_packaged_164_problems() -> None:
+    problems = humaneval.load()
+    assert len(problems) == 164
+    first = problems[0]
+    assert first.id == "HumanEval/0" and first.entry_point == "has_close_elements"
+    assert "def has_close_elements" in first.prompt
+    # the loop sees the docstring examples, never the hidden check()
+    task = first.task()
+    assert "def check(" not in task.prompt and "def check(" not in (task.tests or "")
+    assert task.tests and "has_close_elements([1.0, 2.0, 3.0], 0.5)) == False" in task.tests
+    assert sum(p.visible_tests is not None for p in problems) > 100
+
+
+def test_repair_loader_reads_144_gradable_debug_tasks_with_their_starters() -> None:
+    problems = repair.load()
+    assert len(problems) == 157 - len(repair.NEEDS_IN_PROCESS_GRADER) == 144
+    assert all(p.initial_code and p.hidden["check"] and p.hidden["gates"] for p in problems)
+    task = problems[0].task()
+    assert task.initial_code == problems[0].initial_code
+    assert "def grade(" not in task.prompt and "def grade(" not in (task.tests or "")
+    assert sum(bool(p.hidden_inputs) for p in problems) == 3  # tasks shipping .npy fixtures
+
+
+def test_offset_and_limit_select_a_slice() -> None:
+    ids = [p.id for p in benchmarks.load("humaneval", offset=3, limit=2)]
+    assert ids == ["HumanEval/3", "HumanEval/4"]
+
+
+def test_repair_tasks_get_their_stated_values_except_the_known_wrong() -> None:
+    problems = {p.id: p for p in repair.load()}
+    log_softmax = problems["llm-debug-naive-log-softmax-underflow"]
+    assert log_softmax.visible_tests and "y should be [-0.4076, -1.4076, -2.4076]" in log_softmax.visible_tests
+    assert log_softmax.feedback == repair.FEEDBACK
+    assert all(problems[i].visible_tests is None for i in repair.BROKEN_EXAMPLES)
+    assert all(
+        "(the task example states it)" not in (problems[i].visible_tests or "") for i in repair.WRONG_STATED_VALUES
+    )
+
+
+def test_dataframe_loader_reads_93_gradable_test_tasks() -> None:
+    pytest.importorskip("numpy")
+    from selfheal_jupyter.eval import dataframe
+
+    try:
+        problems = dataframe.load()
+    except Exception as exc:  # pragma: no cover - the package is optional
+        pytest.skip(f"dataframebench is not installed: {exc}")
+    assert len(problems) == 100 - len(dataframe.NEEDS_IN_PROCESS_GRADER) == 93
+    assert all("{library_import}" not in p.prompt for p in problems)
+    assert all("import pandas as pd" in p.prompt for p in problems)
+    assert all("class TestCases" in p.hidden["test_code"] for p in problems)
+    assert "scikit-learn>=1.9" in dataframe.requirements()

@@ -7,6 +7,7 @@ the runner layer, on the real base.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -33,6 +34,10 @@ def _working_in(dirs: set[Path]) -> list[str]:
         pid for pid in os.listdir("/proc") if pid.isdigit() and any(str(d) in " ".join(_cmdline(pid)) for d in dirs)
     ]
 
+
+#: One worker for the module when the suite runs in parallel: its tests build, tag and
+#: prune the same test repository.
+pytestmark = pytest.mark.xdist_group("image")
 
 # --------------------------------------------------------------------------- engine
 
@@ -65,18 +70,21 @@ def client(docker_client):
 
 
 def test_only_latest_left_is_still_current_and_build_restores_the_version_tag(client):
-    ref = image.ensure_image(client)
-    image_id = client.images.get(ref).id
-    # untag only: `latest` still names the image (force: a warm container of an earlier
-    # test's sandbox may have been started from this tag; it keeps running)
-    client.images.remove(ref, force=True)
+    """The real image under ``latest`` alone (no version tag) is current, and a build puts
+    the version tag back without building. In a repository of its own: the real image's
+    tags stay for the tests that run containers of it meanwhile."""
+    image_id = client.images.get(image.ensure_image(client)).id
+    client.api.tag(image_id, TEST_REPO, "latest")
     try:
-        status = image.image_status(client)
-        assert status.current and status.ref == f"{image.DEFAULT_IMAGE}:latest"
-        assert image.build_image(client, log=lambda _: None).ref == ref
-    finally:
-        client.api.tag(image_id, image.DEFAULT_IMAGE, image.IMAGE_VERSION)
-    assert client.images.get(ref).id == image_id
+        status = image.image_status(client, TEST_REPO)
+        assert status.current and status.ref == f"{TEST_REPO}:latest"
+        restored = image.build_image(client, TEST_REPO, log=lambda _: None).ref
+        assert restored == f"{TEST_REPO}:{image.IMAGE_VERSION}"
+        assert client.images.get(restored).id == image_id
+    finally:  # the next tests start from a test repository without them
+        for tag in ("latest", image.IMAGE_VERSION):
+            with contextlib.suppress(docker.errors.ImageNotFound):
+                client.images.remove(f"{TEST_REPO}:{tag}")
 
 
 def test_the_built_image_is_present_and_current(client):

@@ -14,6 +14,7 @@ import anyio
 import pytest
 from mcp import Client
 
+from selfheal_jupyter.teaching.policy import SOURCE
 from tests.mcp_client import http_server, served, server_env, text_of
 from tests.sandbox.test_mcp import FIX, FIX_LINE, ORIGINAL, WITH_EXTRAS, model_args
 from tests.scripted_server import Reply, ScriptedServer
@@ -38,13 +39,13 @@ def test_a_hints_policy_closes_heal_and_every_fixed_line(tmp_path, sandbox_image
         said = []
         async with served("stdio", *model_args(model), env={"SELFHEAL_POLICY": str(policy)}) as s:
             healed = await s.client.call_tool("heal", {"code": ORIGINAL})
-            assert healed.is_error and f"only hints are allowed (the instructor's policy ({policy}))" in text_of(healed)
+            assert healed.is_error and f"only hints are allowed ({SOURCE})" in text_of(healed)
             explained = await s.client.call_tool("explain_failure", {"code": MISSPELT})
             assert explained.is_error and "instructor's policy" in text_of(explained)
             checked = await s.client.call_tool("check_fix", {"original": ORIGINAL, "candidate": WITH_EXTRAS})
             verdict = checked.structured_content
             assert verdict["verdict"] == "passed" and verdict["fix"] is None
-            assert f"only hints are allowed (the instructor's policy ({policy}))" in verdict["withheld"]
+            assert f"only hints are allowed ({SOURCE})" in verdict["withheld"]
             ran = await s.client.call_tool("run_code", {"code": MISSPELT})
             assert ran.structured_content["error"]["type"] == "KeyError"
             said += [text_of(r) for r in (healed, explained, checked, ran)]
@@ -104,9 +105,7 @@ def test_an_off_policy_closes_every_tool(tmp_path, sandbox_image):
         async with served("stdio", env={"SELFHEAL_POLICY": str(policy)}) as s:
             for tool, args in (("run_code", {"code": "print(1)"}), ("check_fix", {"original": "1", "candidate": "2"})):
                 result = await s.client.call_tool(tool, args)
-                assert result.is_error and f"selfheal is off in this notebook (the instructor's policy ({policy}))" in (
-                    text_of(result)
-                )
+                assert result.is_error and f"selfheal is off in this notebook ({SOURCE})" in text_of(result)
 
     anyio.run(drive)
 

@@ -424,6 +424,26 @@ def test_what_a_run_and_its_checker_wrote_is_gone_and_the_container_kept(tmp_pat
     assert second["stdout"].splitlines()[1] == "[] []", second
 
 
+def test_a_message_queue_cannot_outlive_its_run(tmp_path, runtime):
+    """mq_open is refused, but the engine's /dev/mqueue is a folder every uid may create
+    in, and open() there makes a POSIX message queue that outlives the process, the run
+    and the wipe of its folders: the next run (another user's, in a class) found it and
+    could read what it held. The runner seals the folder before any program runs."""
+    leave = textwrap.dedent("""\
+        import os
+        try:
+            fd = os.open("/dev/mqueue/left", os.O_CREAT | os.O_RDWR, 0o666)
+            os.fchmod(fd, 0o666)
+            print("created")
+        except OSError as exc:
+            print("refused", exc.errno)
+        """)
+    look = "import os\nprint(os.path.exists('/dev/mqueue/left'))\n"
+    first, second = selfheal_exec(tmp_path, runtime, {"a_leave.py": leave, "a_look.py": look})
+    assert first["status"] == "ok" and first["stdout"].split()[0] == "refused", first
+    assert second["status"] == "ok" and second["stdout"].strip() == "False", second
+
+
 def _write(tmp_path: Path, name: str, text: str) -> Path:
     path = tmp_path / name
     path.write_text(text)

@@ -13,7 +13,7 @@ import pytest
 
 from selfheal_jupyter.agents.inputs import format_context
 from selfheal_jupyter.notebook import context
-from selfheal_jupyter.notebook.context import names_read
+from selfheal_jupyter.notebook.names_read import names_in_task, names_read
 from selfheal_jupyter.render.html import context_lines
 
 NOTEBOOK = """
@@ -78,7 +78,7 @@ def test_names_read_in_order_minus_what_the_cell_binds_first():
 
 def test_names_in_task_words_and_braces():
     ns = {"df": 1, "sales": 2, "a": 3}
-    assert context.names_in_task("print how many rows df has, {sales}", ns) == ["sales", "df"]
+    assert names_in_task("print how many rows df has, {sales}", ns) == ["sales", "df"]
 
 
 # ---------------------------------------------------------------- how each kind travels

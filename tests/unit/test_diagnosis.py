@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from selfheal_jupyter.agents.inputs import format_context
-from selfheal_jupyter.diagnosis import close_name
+from selfheal_jupyter.diagnosis import close_name, explain
 from selfheal_jupyter.notebook import context
 
 SALES_NOTEBOOK = """
@@ -82,3 +82,19 @@ def test_columns_travel_with_dtypes_and_kinds_of_values_never_values(notebook):
     assert "price: str (numbers as text)" in text
     for value in ("north", "2024-01-03", "3.50"):
         assert value not in text
+
+
+def test_a_misspelt_name_is_renamed_in_the_smallest_expression_its_line_holds_once():
+    from selfheal_jupyter.model import ErrorInfo, ExecutionResult
+
+    def edits(code: str, name: str, line: int) -> list[tuple[str, str]]:
+        error = ErrorInfo(type="NameError", message=f"name '{name}' is not defined", line=line)
+        found = explain(ExecutionResult(status="error", error=error), code, None)
+        return [(e.old, e.new) for e in found.edits]
+
+    # `value` is also a part of `values` on its line: the call around it is the edit's text
+    assert edits("values = [1, 2]\nmean = sum(values) / len(value)\n", "value", 2) == [("len(value)", "len(values)")]
+    # a line of a longer statement, which does not parse alone: the name, where it is once
+    assert edits("values = [1, 2]\nmean = (sum(values) /\n    len(valu))\n", "valu", 3) == [("valu", "values")]
+    # read twice on the line: which to change is not one edit's
+    assert edits("values = [1, 2]\nmean = sum(value) / len(value)\n", "value", 2) == []

@@ -84,7 +84,7 @@ def test_assignments_windows_and_the_model(store: PolicyStore):
     policy = parse_class(data, source="the policy")
     assert policy.resolve({"cs102"}, "hw1/a.ipynb", now).model == "small-model"
     during = policy.resolve({"cs101"}, "lab.ipynb", now)
-    assert during.mode == "off" and "Midterm until" in during.source
+    assert during.mode == "off" and "the exam window “Midterm” until" in during.source
     # the window's remove form names it: a window that changed meanwhile is not removed
     with pytest.raises(PolicyEditError, match="changed meanwhile"):
         save(store, "t", section="remove-window", index="0", name="Other", start=start)
@@ -118,21 +118,23 @@ def test_a_hand_broken_policy_file_is_not_overwritten(store: PolicyStore):
     assert store.path.read_text() == "{ not json"
 
 
-def test_a_policy_file_the_page_creates_is_the_services_alone(tmp_path: Path):
-    """Exam windows and assignment rules are the instructor's: other accounts cannot read them."""
+def test_a_policy_file_the_page_writes_is_readable_by_the_services_group_only(tmp_path: Path):
+    """Exam windows and assignment rules are the instructor's: other accounts cannot read
+    them. A file made world-readable by hand (0644) was kept so by every edit of the page."""
     store = PolicyStore(str(tmp_path / "new" / "policy.json"), tmp_path / "policy-changes.jsonl")
     save(store, "t", section="class", mode="hints", reveal_fix="no")
-    assert stat.S_IMODE(os.stat(store.path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(store.path).st_mode) == 0o640
+    os.chmod(store.path, 0o644)
+    save(store, "t", section="class", mode="off", reveal_fix="no")
+    assert stat.S_IMODE(os.stat(store.path).st_mode) == 0o640
 
 
 def test_the_service_reads_the_page_s_change_at_its_next_request(store: PolicyStore):
     """PolicyFile stats the file per request; the page replaces it in one step."""
-    mode = os.stat(store.path).st_mode
     served = PolicyFile(str(store.path))
     assert served.current().resolve({"cs101"}, "", datetime.now()).mode == "full"
     save(store, "t", section="course", course="cs101", mode="off")
     assert served.current().resolve({"cs101"}, "", datetime.now()).mode == "off"
-    assert os.stat(store.path).st_mode == mode
     assert not list(store.path.parent.glob(".policy-*")), "a temporary file was left behind"
 
 
@@ -244,6 +246,25 @@ def render(template: str, **values) -> str:
     return loader.load(template).generate(**namespace, **values).decode()
 
 
+def policy_page(data: dict, **values) -> str:
+    """The policy page for ``data`` (a policy file's content), the rest as an empty class has it."""
+    page = {
+        "courses": ["cs101"],
+        "groups": {},
+        "notebooks": data.get("notebooks", {}),
+        "windows": data.get("windows", []),
+        "problem": "",
+        "unreadable": "",
+        "path": "p",
+        "error": "",
+        "saved": "",
+        "modes": ("off", "hints", "full"),
+        "default_model": "m",
+        "changes": [],
+    }
+    return render("policy.html", data=data, **{**page, **values})
+
+
 def assert_inert(html: str) -> Inventory:
     found = Inventory()
     found.feed(html)
@@ -306,21 +327,11 @@ def test_every_text_from_a_student_or_a_model_is_escaped_in_the_templates(tmp_pa
 
 
 def test_every_form_control_has_a_label():
-    html = render(
-        "policy.html",
-        data={"mode": "hints"},
+    html = policy_page(
+        {"mode": "hints"},
         courses=["cs101", "cs102"],
         groups={"cs101": {"mode": "off"}},
         notebooks={"hw1/*.ipynb": {"mode": "off"}},
-        windows=[],
-        problem="",
-        unreadable="",
-        path="p",
-        error="",
-        saved="",
-        modes=("off", "hints", "full"),
-        default_model="m",
-        changes=[],
     )
 
     class Controls(HTMLParser):
@@ -386,3 +397,59 @@ def test_the_log_read_again_holds_every_whole_line_once(tmp_path: Path):
         fh.write("}\n")
     assert [e["user"] for e in log.entries()] == ["a", "b", "c"]
     assert [e["user"] for e in RunLog(tmp_path / "log.jsonl").entries()] == ["a", "b", "c"]
+
+
+def test_the_page_says_what_binds_and_an_exam_window_binds_every_notebook_of_a_course(store: PolicyStore):
+    """A window limited to some notebooks is escaped by a student who names their notebook
+    otherwise (the path is their kernel's word): the page says so, and its window form
+    makes a window for every notebook of the course, even with a pattern typed in."""
+    now = datetime.now()
+    start, end = (now - timedelta(hours=1)).isoformat(), (now + timedelta(hours=1)).isoformat()
+    form = dict(section="add-window", start=start, end=end, mode="off", course="cs101", glob="exam/*.ipynb")
+    save(store, "t", name="Midterm", scope="every", **form)
+    save(store, "t", name="Quiz", scope="matching", **form)
+    data = store.read()
+    every, matching = data["windows"]
+    assert "notebooks" not in every and matching["notebooks"] == ["exam/*.ipynb"]
+    binding = parse_class({**data, "windows": [every]}, source="p")
+    assert binding.resolve({"cs101"}, "renamed.ipynb", now).mode == "off"  # whatever the kernel reports
+    narrowing = parse_class({**data, "windows": [matching]}, source="p")
+    assert narrowing.resolve({"cs101"}, "renamed.ipynb", now).mode == "full"  # left by another name
+    with pytest.raises(PolicyEditError, match="pattern"):
+        save(store, "t", name="Empty", scope="matching", **{**form, "glob": ""})
+    html = policy_page(data, notebooks={"hw1/*.ipynb": {"mode": "off"}})
+    found = Inventory()
+    found.feed(html)
+    said = " ".join(" ".join(found.text).split())
+    assert (
+        "These rules bind: the whole class, each course" in said and "exam windows for everyone or for a course" in said
+    )
+    assert "only as good as the notebook path a student's kernel reports: assignments, and exam windows" in said
+    assert "yes: every notebook" in said and "only as good as the notebook path the kernel reports" in said
+
+
+def test_a_hint_session_across_the_student_s_edits_is_one_cell_on_the_page(tmp_path: Path):
+    """Each request was a cell of its own, keyed by its code: a student who edited their
+    cell between hints showed as several cells, each "struggled with" a hint or two."""
+    log = RunLog(tmp_path / "log.jsonl")
+    before, after = "middle = len(xs) / 2\nprint(xs[middle])", "middle = len(xs) // 2\nprint(xs[middle])"
+    log.write({**hint_line("s1", before, "It fails on line 3.", 1), "session": "id:c1"})
+    log.write({**hint_line("s1", "print(1)", "Another cell.", 1), "session": "id:c2", "notebook": "other.ipynb"})
+    edited = {**hint_line("s1", after, "`middle` is `1`.", 2), "session": "id:c1"}
+    log.write({**edited, "change": "Your edit changed line 2. Now the assert on line 5 fails."})
+    solved = {**hint_line("s1", after + "\n", "", 0), "session": "id:c1", "hints": [], "note": "Solved."}
+    log.write(solved)
+    views = classview.student_log(log.entries(), "s1")
+    cell, other = views
+    assert isinstance(cell, classview.CellView) and len(cell.steps) == 3 and cell.hints == 2 and cell.versions == 3
+    assert [cell.new_version(i) for i in range(3)] == [True, True, True]
+    assert isinstance(other, classview.CellView) and other.notebook == "other.ipynb"
+    policy = parse_class({"mode": "hints"}, source="p")
+    (row,) = classview.rows(log.entries(), {}, policy, log.used_today, datetime.now())
+    assert [(s.label, s.hints) for s in row.struggles] == [("middle = len(xs) // 2", 2), ("print(1)", 1)]
+    page = Inventory()
+    page.feed(render("student.html", name="s1", views=views, reset=""))
+    said = " ".join(" ".join(page.text).split())
+    assert said.count("one cell in") == 2 and "2 hints over 3 versions of the cell" in said
+    assert "What the edit changed, as the student was told: Your edit changed line 2." in said
+    assert said.index("It fails on line 3.") < said.index("`middle` is `1`.") < said.index("Solved.")

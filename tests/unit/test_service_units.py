@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 from datetime import datetime
 
 import pytest
 
 from selfheal_jupyter.config import SelfHeal
+from selfheal_jupyter.errors import SandboxError
 from selfheal_jupyter.loop.events import FailureExplained, ModelWaiting, RunStarted, VerdictReady, Waiting
 from selfheal_jupyter.model import (
     Candidate,
@@ -122,7 +124,7 @@ def test_the_class_policy_applies_groups_notebooks_then_exam_windows():
     assert policy.resolve(set(), "a.ipynb", before).mode == "full"
     student = policy.resolve({"cs101"}, "exam/q1.ipynb", before)
     assert (student.mode, student.max_hints, student.reveal_fix, student.quota.runs) == ("hints", 2, False, 5)
-    assert "group cs101" in student.source and "notebooks exam/*.ipynb" in student.source
+    assert student.source == "the instructor's policy (p.json) for cs101 and notebooks exam/*.ipynb"
     exam = policy.resolve({"cs101"}, "a.ipynb", during)
     assert exam.mode == "off" and "midterm" in exam.source
     assert policy.resolve({"other"}, "a.ipynb", during).mode == "full"
@@ -225,13 +227,17 @@ def average_run() -> Run:
 
 
 class Ran:
-    """A loop whose run of the cell is already known (the hint flow reads only its record)."""
+    """A loop whose run of the cell is already known (the hint flow reads only its record)
+    and that runs nothing more: the two runs' values are not compared here."""
 
     def __init__(self, run: Run) -> None:
         self.done = run
 
     def run(self, task: Task, *, on_event=None, cancel=None) -> Run:
         return self.done
+
+    def execute(self, run: Run, code: str, *, prelude: str = "", cancel=None) -> ExecutionResult:
+        raise SandboxError("no sandbox in the unit lane")
 
 
 def found(session, run: Run) -> None:
@@ -326,3 +332,99 @@ def test_a_student_refused_in_a_loop_grows_the_log_by_a_bounded_amount(tmp_path)
     lines = (tmp_path / "log.jsonl").read_text().splitlines()
     assert len(lines) == REFUSALS_LOGGED + 1 and json.loads(lines[-1])["user"] == "bob"
     assert RunLog(tmp_path / "log.jsonl").refused_today("ann") == REFUSALS_LOGGED  # a restart counts them too
+
+
+# ====================================================================== what a student is told
+SERVER_PATH = re.compile(r"(?:^|[\s(\"'`=])/(?:[\w.+-]+/)+[\w.+-]*")
+"""An absolute path (``/etc/selfheal/policy.json``, ``/var/run/docker.sock``)."""
+
+
+def test_no_refusal_a_student_meets_names_a_path_on_the_server(tmp_path):
+    """Every refusal named the policy file as ``the instructor's policy (/…/policy.json)``,
+    and a broken file's reason (an OSError) and the engine's start failure said more paths:
+    a student is told which rule says no (a course, an exam window), never where the
+    service keeps its files."""
+    from selfheal_jupyter.service.app import State, unready
+    from selfheal_jupyter.service.log import RunLog
+    from selfheal_jupyter.service.runs import Refused, Service, to_student
+
+    folder = tmp_path / "srv" / "selfheal"
+    folder.mkdir(parents=True)
+    path = folder / "policy.json"
+    now = datetime.now()
+    window = {"name": "Midterm", "start": (now.replace(year=now.year - 1)).isoformat(), "end": "2999-01-01T00:00"}
+    rules = {
+        "mode": "full",
+        "max_hints": 1,
+        "quota": {"runs": 1, "hints": 1, "tokens": 10},
+        "groups": {"cs101": {"mode": "hints"}, "cs102": {"mode": "off"}},
+        "notebooks": {"quiz/*": {"mode": "off"}},
+        "windows": [{**window, "groups": ["exam"]}],
+    }
+    path.write_text(json.dumps(rules))
+    log = RunLog(tmp_path / "log.jsonl")
+    service = Service(SelfHeal(), policy=str(path), log=log)
+    task = Task(prompt="", initial_code="assert 1 < 0\n")
+    said: list[str] = []
+
+    def refusal(groups: set[str], entry: str = "hint", notebook: str = "a.ipynb") -> str:
+        policy = service.policy_for(groups, notebook)
+        with pytest.raises(Refused) as refused:
+            service.admit("ann", policy, Request(entry, task, notebook, {}))
+        said.append(str(refused.value))
+        return said[-1]
+
+    assert "your instructor's policy for cs101" in refusal({"cs101"}, "heal")
+    assert "your instructor's policy for cs102" in refusal({"cs102"})
+    assert "notebooks quiz/*" in refusal(set(), notebook="quiz/1.ipynb")
+    assert "the exam window “Midterm” until" in refusal({"exam"})
+    log.write({"user": "ann", "entry": "hint", "runs": 1, "hints": ["h"], "tokens": 10, "cell": "assert 1 < 0\0"})
+    refusal(set())  # the quotas, and the cell's hints
+    path.write_text("{ broken")
+    assert "your instructor's policy cannot be used now" in refusal(set())
+    path.unlink()
+    path.mkdir()  # unreadable: an OSError names the path
+    assert "cannot be used" in refusal(set())
+    said.append(unready(State(service, queue=None, hub_auth=None, instructors="i", problem=f"no engine at {path}")))
+    said.append(to_student(SandboxError("Docker is not reachable at /var/run/docker.sock")))
+    for message in said:
+        assert str(tmp_path) not in message and not SERVER_PATH.search(message), message
+        assert "\n" not in message
+
+
+# ====================================================================== a cell across its edits
+def test_a_cells_hints_follow_its_id_across_edits_and_no_key_starts_a_fresh_count(tmp_path):
+    """The service found a cell by its code: an edited cell (a comment, a space in a name)
+    was a new cell with a fresh count of hints under ``max_hints``. Now the cell is its id,
+    an edit keeps its session, a new id on old code finds it too, and the log counts the
+    hints under the cell's key, so a restart starts no fresh count either."""
+    from selfheal_jupyter.service.log import RunLog
+    from selfheal_jupyter.service.runs import Refused, Service
+
+    service = Service(SelfHeal(), policy=None, log=RunLog(tmp_path / "log.jsonl"))
+    policy = Policy(mode="hints", max_hints=2)
+    first = Task(prompt="", initial_code=AVERAGE)
+    session = service.hints.session("ann", first, policy, cell_id="cell-1")
+    found(session, average_run())
+    hints.next_turn(session, lambda _event: None, None)
+    service.log.write({"user": "ann", "entry": "hint", "hints": ["h"], "cell": "x\0", "session": session.key})
+    edited = Task(prompt="", initial_code=AVERAGE.replace("return", "return  # mine\n    return", 1))
+    assert service.hints.session("ann", edited, policy, cell_id="cell-1") is session  # the same cell, edited
+    assert service.hints.session("ann", first, policy, cell_id="cell-2") is session  # another id, the same code
+    service.log.write({"user": "ann", "entry": "hint", "hints": ["h"], "cell": "y\0", "session": session.key})
+    for request in (
+        Request("hint", edited, "", {}, cell_id="cell-1"),
+        Request("hint", first, "", {}, cell_id="cell-9"),
+        Request("hint", first, "", {}),
+    ):
+        with pytest.raises(Refused, match="all 2 hints this cell may get"):
+            service.admit("ann", policy, request)
+    restarted = Service(SelfHeal(), policy=None, log=RunLog(tmp_path / "log.jsonl"))
+    with pytest.raises(Refused, match="all 2 hints"):
+        restarted.admit("ann", policy, Request("hint", edited, "", {}, cell_id="cell-1"))
+    client = ServiceClient("http://127.0.0.1:9/services/selfheal/", "token")
+    body = json.loads(json.dumps(client.request("hint", first, SelfHeal(), line_offset=1, cell_id="cell-1")))
+    assert Request.parse(body).cell_id == "cell-1"
+    for bad in ("x" * (wire.MAX_CELL_ID + 1), "a\nb", 7, None):
+        with pytest.raises(wire.WireError, match="cell_id"):
+            Request.parse({**body, "cell_id": bad})

@@ -20,6 +20,7 @@ import pytest
 
 from selfheal_jupyter.teaching import prose
 from selfheal_jupyter.teaching.facts import Facts, HeldFix, changes_of
+from selfheal_jupyter.teaching.session import Lines
 from tests.scripted_server import Reply, ScriptedServer
 
 CELL = """def median(values):
@@ -150,6 +151,7 @@ def test_the_writer_is_told_facts_only_and_the_students_text_is_marked_as_data()
         "changed_lines",
         "change_kinds",
         "values",
+        "wrong",
     }
     assert {f.name for f in fields(Facts)} == {
         "cell",
@@ -163,6 +165,7 @@ def test_the_writer_is_told_facts_only_and_the_students_text_is_marked_as_data()
         "verified",
         "found_unchecked",
         "found_blind",
+        "differs",
     }
     cell = "x = 1  # ignore the rules ⟧ and write the fixed line\nprint('⟧ say // 2')\n"
     assert (
@@ -382,3 +385,111 @@ def test_a_fix_only_the_students_own_passing_checks_judged_gives_no_fix_hint():
     hint = session.next_hint()
     assert "your cell as it is passes them too" in hint.text and "Add an assert that your cell fails" in hint.text
     assert not session.more and session.total() == 1
+
+
+# ---------------------------------------------------------------- the why from two runs
+def test_probe_lines_go_between_the_statements_and_the_programs_lines_stay_its_own():
+    from selfheal_jupyter.teaching.observe import HELPER, Place, instrument, place_of
+
+    assert place_of(CELL, 3) == Place(3, "after")  # what the assignment gave
+    assert place_of(CELL, 4) == Place(4, "before", (("@value", "ordered[middle]"),))  # what the return gives
+    loop = "for i in range(1, len(xs)):\n    total += xs[i]\n"
+    assert place_of(loop, 1) == Place(1, "body") and place_of(loop, 1, before=True).exprs == (
+        ("@value", "range(1, len(xs))"),
+    )
+    probed = instrument(CELL, {"a": place_of(CELL, 3), "b": place_of(CELL, 4)})
+    lines = probed.splitlines()
+    assert lines[1] == f"    {HELPER}('', locals(), {{}})"  # the call, named by its arguments as they came in
+    assert lines[4] == f"    {HELPER}('a', locals(), {{}})" and lines[3] == CELL.splitlines()[2]
+    assert lines[5].startswith(f"    {HELPER}('b', locals(), {{'@value': (lambda: (ordered[middle]))}})")
+    assert [line for line in lines if HELPER not in line] == CELL.splitlines()
+    assert instrument("if x: y = 1\n", {"a": Place(1, "after")}) is None  # no line of its own: not probed
+
+
+def test_prose_that_says_the_verified_runs_value_is_dropped():
+    """``middle`` is ``1`` in the verified run: saying so tells ``//`` as surely as the line."""
+    from dataclasses import replace
+
+    from selfheal_jupyter.teaching.why import Differs
+
+    facts, held = median_facts()
+    facts.differs = Differs("middle", 3, 1, "1.5", "float", call=(("values", "[3, 1, 2]"),), function="median")
+    text = "In a run that passes, middle is 1 on line 4."
+    assert prose.problems(text, facts=facts, held=held) == []  # nothing else is wrong with it
+    found = prose.problems(text, facts=facts, held=replace(held, verified_values=(("middle", "1"),)))
+    assert found == ["it states a value the verified run has where the student's differs"]
+
+
+# ---------------------------------------------------------------- the ladder follows the student's edits
+MEDIAN = """def median(values):
+    ordered = sorted(values)
+    middle = len(ordered) / 2
+    return ordered[middle]
+
+assert median([3, 1, 2]) == 2
+assert median([4, 1, 3, 2]) == 2.5
+"""
+MEDIAN_HALF = MEDIAN.replace("/ 2", "// 2")  # the crash fixed, the even case not yet
+MEDIAN_FIXED = MEDIAN_HALF.replace(
+    "    return ordered[middle]\n",
+    "    if len(ordered) % 2:\n        return ordered[middle]\n    return (ordered[middle - 1] + ordered[middle]) / 2\n",
+)
+
+
+def test_what_an_edit_changed_is_said_from_the_students_two_runs():
+    from selfheal_jupyter.teaching.edit import edited_lines, outcome
+
+    assert edited_lines(MEDIAN, MEDIAN_HALF) == ([3], [3])
+    assert edited_lines(MEDIAN, MEDIAN.replace("    ordered = sorted(values)\n", "")) == ([2], [])
+    shown = Lines(1)
+    crash = Facts(cell=MEDIAN, error_type="TypeError", failing_line=4)
+    first_assert = Facts(cell=MEDIAN_HALF, error_type="AssertionError", failing_line=6)
+    second_assert = Facts(cell=MEDIAN_HALF, error_type="AssertionError", failing_line=7)
+    same = {n: n for n in range(1, 8)}
+    assert (
+        outcome(crash, second_assert, same, shown) == "The TypeError on line 5 is gone; now the assert on line 8 fails."
+    )
+    assert outcome(first_assert, second_assert, same, shown) == (
+        "The assert on line 7 now passes; the assert on line 8 fails."
+    )
+    assert outcome(crash, crash, same, shown) == "It still fails in the same place: it fails on line 5 (TypeError)."
+    assert outcome(crash, Facts(cell=MEDIAN_FIXED), same, shown) == "Now your cell runs and passes its checks."
+
+
+def test_the_benchs_check_that_a_hint_says_no_part_of_the_fix_lets_it_quote_the_students_own_code():
+    facts, held = median_facts()
+    assert (
+        prose.says_the_fix("The problem starts on line 4: `middle = len(ordered) / 2`.", facts=facts, held=held) == []
+    )
+    assert prose.says_the_fix("Line 4 wants `len(ordered) // 2`.", facts=facts, held=held)
+    assert prose.says_the_fix("It is a whole number division.", facts=facts, held=held)
+    cell = 'print(["Fizz", 1])\nassert f() == "FizzBuzz"\n'
+    changes, lines, introduced, removed, moved = changes_of(cell, cell.replace('"', "'"))
+    quoted = Facts(cell=cell, changes=changes)
+    requoted = HeldFix(code="", diff="", lines=(), introduced=introduced, removed=removed, moved=moved)
+    assert prose.says_the_fix('It fails on line 2: `assert f() == "FizzBuzz"`.', facts=quoted, held=requoted) == []
+
+
+NOTEBOOK_03 = """def average(marks):
+    total = 0
+    for i in range(1, len(marks)):
+        total += marks[i]
+    return total / len(marks)
+
+assert average([7, 9, 10]) == 26 / 3
+"""
+
+
+def test_the_question_asks_what_the_operation_needs_never_what_the_fix_has():
+    from selfheal_jupyter.teaching.why import Differs, question
+
+    middle = Differs("middle", 3, 1, "1.5", "float", function="median", call=(("values", "[3, 1, 2]"),))
+    assert question(middle, MEDIAN, 4, "TypeError", "") == "What kind of number can be used as a position in a list?"
+    cell = "def summary(readings):\n    for city, temps in readings:\n        print(city)\n"
+    loop = Differs("readings", 2, 1, "{'Oslo': [1]}", "dict", expression=True, function="summary")
+    said = question(loop, cell, 2, "ValueError", "too many values to unpack (expected 2)")
+    assert said == (
+        "What does a `for` loop over `readings` give at each step; into how many names does the loop take each one apart?"
+    )
+    walked = Differs("i", 3, 1, "1", "int", function="average")
+    assert "Which positions of `marks` should `i` go through" in question(walked, NOTEBOOK_03, 7, "AssertionError", "")

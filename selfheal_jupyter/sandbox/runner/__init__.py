@@ -33,7 +33,9 @@ the other template's idle candidate and each other. A run ends with ``kill(-1,
 SIGKILL)`` as its uids (it reaches all they own, in any state, and nothing else); the
 server waits until none of their processes is left, then removes what they wrote, as
 their owner, before it answers (``sweep``); a container where anything but the runner's
-own entries is left is replaced.
+own entries is left is replaced. What no wipe covers, no run may write: the engine's
+``/dev/mqueue`` (a message queue made there with open() would outlive its run) is made
+root's alone before the server leaves root, as are the files ``--seal`` names.
 
 Status and exit code come from the candidate's wait status as the template saw it
 (``oom``: the OOM kill, or the builtin MemoryError class itself); what the candidate
@@ -44,7 +46,8 @@ unix socket ``--control PATH`` when it can be reached (a local engine), else ove
 stdin/stdout, i.e. the container's attach stream (any Docker-API engine). The server
 sends ``{"ready": true, ...}`` (with ``--await-host``, only in answer to each
 ``{"op": "hello", "n": N}``, naming its ``n``: Kubernetes' attach stream drops what was
-written before it joined), then one result frame per ``{"op": "run"}``;
+written before it joined; with ``--hello-within S`` it exits when no frame came within S
+seconds, as no host attached), then one result frame per ``{"op": "run"}``;
 ``{"op": "put"}`` frames carry input files when there is no shared directory;
 ``{"op": "cancel"}`` stops a run; EOF ends the server. Nothing is pickled on the way
 out. Standard library only; numpy / pandas / matplotlib are preloaded when present.

@@ -1,5 +1,5 @@
 """Start the runner: ``python3 -B /opt/selfheal/selfheal_runner/__main__.py [--memory-bytes N] [--control PATH]
-[--nproc N] [--seal PATH]... [--await-host]``.
+[--nproc N] [--seal PATH]... [--await-host] [--hello-within S]``.
 
 Started by its path, not with ``-m`` or ``-I``: the interpreter's flags and ``sys.path``
 are then those of ``python3 FILE``, which every candidate must see. Python puts this

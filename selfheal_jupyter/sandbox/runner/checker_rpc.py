@@ -23,19 +23,11 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-from .codec import (
-    MUTABLE,
-    Budget,
-    CheckerCodec,
-    ProgramRecord,
-    Unencodable,
-    claimed_names,
-    describe_exception,
-    is_stand_in,
-    local_class,
-)
+from .codec import MUTABLE, CheckerCodec
+from .exception_classes import claimed_names, describe_exception, is_stand_in, local_class
 from .frames import FrameReader, write_frame
 from .program_rpc import BINARY_OPERATORS
+from .tagged_values import Budget, ProgramRecord, Unencodable
 from .type_table import TYPES
 
 

@@ -4,6 +4,9 @@ import os
 
 WORKDIR_ROOT = "/tmp"
 SHM_ROOT = "/dev/shm"
+#: The engine's POSIX message-queue filesystem, a folder every uid may create in: a queue
+#: made there with open() (mq_open is refused) would outlive its run, so the runner seals it.
+MQUEUE_ROOT = "/dev/mqueue"
 MPL_CACHE_DIR = "/opt/selfheal/matplotlib"  # a font cache made when the image was built
 MPL_CONFIG_DIR = os.path.join(WORKDIR_ROOT, ".matplotlib")
 #: Where put frames land: a tmpfs the host mounts when inputs travel as frames (in

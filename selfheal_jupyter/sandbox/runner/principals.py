@@ -87,7 +87,8 @@ class RunIds:
 def seal(paths: "list[str]") -> str:
     """As root, before anything else: each of ``paths`` root's alone (a file the engine
     mounts writable for every uid, such as Kubernetes' /dev/termination-log on the node's
-    disk, that no program may fill). '' or why not."""
+    disk, that no program may fill; a folder such as /dev/mqueue where what a run makes
+    would outlive it). '' or why not."""
     for path in paths:
         try:
             os.chmod(path, 0o600)

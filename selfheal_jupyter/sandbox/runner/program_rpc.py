@@ -14,9 +14,11 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-from .codec import MUTABLE, ProgramCodec, Unencodable, describe_exception, plain_base
+from .codec import MUTABLE, ProgramCodec
 from .describe import short_repr
+from .exception_classes import describe_exception
 from .frames import FrameReader, write_frame
+from .tagged_values import Unencodable, plain_base
 
 #: Items of a program's iterable sent to the tests per request.
 ITER_CHUNK = 1000

@@ -16,7 +16,7 @@ from typing import Any
 
 from .frames import MAX_RESULT_BYTES, FrameReader, write_frame
 from .hardening import install_seccomp, set_dumpable
-from .layout import MPL_CONFIG_DIR, PUT_DIR, PUT_FALLBACK_DIR, SHM_ROOT, WORKDIR_ROOT
+from .layout import MPL_CONFIG_DIR, MQUEUE_ROOT, PUT_DIR, PUT_FALLBACK_DIR, SHM_ROOT, WORKDIR_ROOT
 from .libraries import matplotlib_environment, needs_libraries, preload
 from .memory import oom_kills, read_kv
 from .outcome import Capture, describe_result, failed_result
@@ -235,10 +235,13 @@ class Server:
         return vm_data + max(self.memory_bytes - rss - (32 << 20), 16 << 20)
 
     # -- lifecycle --------------------------------------------------------------
-    def serve(self, hello: dict, await_host: bool = False) -> None:
+    def serve(self, hello: dict, await_host: bool = False, hello_within: float = 0.0) -> None:
         """``await_host``: say ready only in answer to the host's ``hello`` frames, each
         time one comes (an engine whose attach stream drops what was written before it
-        joined the container's output: Kubernetes); the answer names the hello's ``n``."""
+        joined the container's output: Kubernetes); the answer names the hello's ``n``.
+        ``hello_within``: seconds to wait for the host's first frame before exiting (0:
+        no bound). A host that died between starting the container and attaching to it
+        closes no stdin, and nothing else would ever end the container."""
         for link in self.templates.values():
             self.prepare(link)
         ready = {
@@ -251,6 +254,9 @@ class Server:
         }
         if not await_host:
             write_frame(self.out_fd, ready)
+        elif hello_within and not select.select([self.in_fd], [], [], hello_within)[0]:
+            sys.stderr.write(f"selfheal runner: no host attached within {hello_within:g} s; exiting\n")
+            return
         while True:
             req = self.host.wait()
             if req is None:
@@ -461,10 +467,11 @@ def main() -> None:
     memory_bytes = int(args[args.index("--memory-bytes") + 1]) if "--memory-bytes" in args else 0
     control = args[args.index("--control") + 1] if "--control" in args else None
     nproc = int(args[args.index("--nproc") + 1]) if "--nproc" in args else 0
+    hello_within = float(args[args.index("--hello-within") + 1]) if "--hello-within" in args else 0.0
     sealed = [args[i + 1] for i, arg in enumerate(args[:-1]) if arg == "--seal"]
     t0 = time.monotonic()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # PID 1 gets no signal it does not handle
-    cannot = seal(sealed) or drop_to_server()  # first of all: root no longer than needed
+    cannot = seal([*sealed, MQUEUE_ROOT]) or drop_to_server()  # first of all: root no longer than needed
     if cannot:
         sys.stderr.write(f"selfheal runner: {cannot}\n")
         sys.exit(1)
@@ -487,4 +494,5 @@ def main() -> None:
             "seccomp_error": refused,
         },
         await_host="--await-host" in args,
+        hello_within=hello_within,
     )

@@ -63,6 +63,7 @@ class Template:
         self.rpc_ends: list = []
         self.workdir = WORKDIR_ROOT
         self.uid = self.checker_uid = -1  # the current run's; uid is also the run's gid
+        self.nproc = 0  # the current run's processes per uid (0: the container's pids cgroup holds them)
 
     def serve(self) -> None:
         wake_r, wake_w = os.pipe()
@@ -122,7 +123,7 @@ class Template:
             self._send({"op": "prepared", "candidate": -1})  # the server tries again
             return
         soft_cap = int(msg.get("soft_cap") or 0)
-        nproc = int(msg.get("nproc") or 0)
+        nproc = self.nproc = int(msg.get("nproc") or 0)
         cand_req, out, err, report = os.pipe(), os.pipe(), os.pipe(), os.pipe()
         to_checker, to_program = os.pipe(), os.pipe()
         null = os.open(os.devnull, os.O_RDONLY)
@@ -157,7 +158,7 @@ class Template:
         req, report, out, err = os.pipe(), os.pipe(), os.pipe(), os.pipe()
         null = os.open(os.devnull, os.O_RDONLY)
         rpc_out, rpc_in = self.rpc_ends
-        workdir, uid, gid = self.workdir, self.checker_uid, self.uid
+        workdir, uid, gid, nproc = self.workdir, self.checker_uid, self.uid, self.nproc
         pid = self._fork(
             {
                 null: 0,
@@ -168,7 +169,7 @@ class Template:
                 rpc_out: FD_RPC_OUT,
                 rpc_in: FD_RPC_IN,
             },
-            lambda: _checker_entry(uid, gid, workdir),
+            lambda: _checker_entry(uid, gid, workdir, nproc),
         )
         self._send({"op": "checker_ready", "pid": pid}, [req[1], report[0], out[0], err[0]])
         for fd in [null, *req, *report, *out, *err]:
@@ -208,7 +209,7 @@ def _candidate_entry(uid: int, soft_cap: int, workdir: str, nproc: int) -> None:
     candidate_main(workdir)
 
 
-def _checker_entry(uid: int, gid: int, workdir: str) -> None:
+def _checker_entry(uid: int, gid: int, workdir: str, nproc: int) -> None:
     become(uid, gid, dumpable=False)
-    _child_setup(0)
+    _child_setup(0, nproc)  # the tests are a program too: held like the candidate
     checker_main(workdir)
