@@ -740,6 +740,20 @@ class Run:
         return bool(self.verified_by)
 
     @property
+    def blind_checks(self) -> list[str]:
+        """The checks the passing program passed that the program the task says is wrong
+        passes too (:attr:`Verdict.blind_checks` of the final iteration): no verification."""
+        it = self.final_iteration
+        return [] if it is None else list(it.verdict.blind_checks)
+
+    @property
+    def changed_behaviour(self) -> bool:
+        """The passing program showed something else on its checks than the program the
+        task says is wrong (:attr:`Verdict.changed_behaviour` of the final iteration)."""
+        it = self.final_iteration
+        return it is not None and it.verdict.changed_behaviour
+
+    @property
     def best_attempt(self) -> Iteration | None:
         """When no candidate passed: the model's program that came closest, the one to
         review first (and what an evaluation scores): it ran cleanly, then it passed the
@@ -778,6 +792,8 @@ class Run:
             "fix": self.fix.to_dict() if self.fix is not None else None,
             "verified": self.verified,
             "verified_by": self.verified_by,
+            "blind_checks": self.blind_checks,
+            "changed_behaviour": self.changed_behaviour,
             "best_index": best.index if best is not None else None,
             "model": self.model,
             "base_url": self.base_url,

@@ -112,6 +112,15 @@ class Verdict:
     "generated checks"); empty
     when it only runs, and for every verdict that did not pass. Decided with the rest of
     the verdict (:func:`selfheal_jupyter.loop.verdict.checked_by`)."""
+    blind_checks: list[str] = field(default_factory=list)
+    """For a pass, when the task says the given program is wrong and that program passed
+    its checks too (round 0 held "given"): those of the kinds above it passed as well, so
+    they cannot tell the fix from it and are not in :attr:`verified_by`
+    (:func:`selfheal_jupyter.loop.verdict.with_verified_by`)."""
+    changed_behaviour: bool = False
+    """For such a pass: it showed other output or values on those checks than the given
+    program did (the behaviour rule compared them) — the only sign that it changed what
+    the task says is wrong, when nothing else verified it."""
 
     @property
     def spec_kept(self) -> bool | None:

@@ -33,6 +33,7 @@ from ..model import (
     SpecViolation,
     Task,
 )
+from ..nesting import nesting_note, too_deep
 from ..sandbox.base import Sandbox
 from ..spec import guard as spec_mod
 from ..spec import notebook_data
@@ -167,8 +168,32 @@ def strip_input_overwrites(code: str, inputs: Iterable[str]) -> tuple[str, list[
     return code, removed
 
 
+TOO_DEEP = "TooDeeplyNested"
+"""The error type of a program the pre-check does not read: it nests deeper than the
+tool's readers go (:mod:`selfheal_jupyter.nesting`)."""
+
+
+def unreadable(code: str) -> ExecutionResult | None:
+    """A ``blocked`` result when ``code`` nests too deep for any of the tool's readers
+    (then nothing else reads it: not pyflakes, the spec guard nor the diagnosis), else None."""
+    found = too_deep(code)
+    if found is None:
+        return None
+    return _blocked(
+        code,
+        TOO_DEEP,
+        f"the program nests {nesting_note(found)}: write that expression in smaller steps "
+        "(intermediate variables, or sum() over a list)",
+        found.line,
+        "Not run: the program nests too deep for the static pre-check to read.",
+    )
+
+
 def precheck(code: str, defined: Iterable[str] = (), inputs: Iterable[str] = ()) -> ExecutionResult | None:
     """A ``blocked`` result when the code cannot run (or would ignore an input), else None."""
+    deep = unreadable(code)
+    if deep is not None:
+        return deep
     try:
         tree = ast.parse(code, FILENAME)
         compile(tree, FILENAME, "exec", dont_inherit=True)

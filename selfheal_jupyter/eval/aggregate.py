@@ -15,7 +15,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from .. import metrics
-from ..model import CANDIDATE_FILE
+from ..loop.verdict import with_verified_by, wrong_passed
+from ..model import CANDIDATE_FILE, Task, TestOutcome, Verdict
 from ..spec import guard as spec_mod
 from .store import latest
 
@@ -63,10 +64,44 @@ def record_spec_kept(record: dict[str, Any]) -> bool | None:
 
 def record_verified(record: dict[str, Any]) -> bool:
     """Did something check the run's passing program (``Run.verified``)? Read off the run
-    for records written before the record had it."""
+    for records written before the record had it; judged again (:func:`stored_verdict`)
+    for a record written before checks the wrong program passes too were set apart
+    (``blind_checks``), when its round 0 passed them."""
+    run = record.get("run") or {}
+    its = run.get("iterations") or []
+    zero = next((it for it in its if it.get("index") == 0), None)
+    final = next((it for it in its if it.get("index") == run.get("final_index")), None)
+    held = zero is not None and (zero.get("verdict") or {}).get("held") == "given"
+    if "blind_checks" not in run and held and final is not None:
+        return bool(stored_verdict(run, final).verified_by)
     if "verified" in record:
         return bool(record["verified"])
-    return bool((record.get("run") or {}).get("verified"))
+    return bool(run.get("verified"))
+
+
+def stored_verdict(run_dict: dict[str, Any], iteration: dict[str, Any]) -> Verdict:
+    """The verdict of a stored run's passing ``iteration`` with what verified it, as
+    ``Run.verified_by`` reads it: never a check its round 0, the program the task says is
+    wrong, passed too (a record written before that rule counted them)."""
+    detail = run_dict.get("task_detail") or {}
+    task = Task(prompt="", initial_code=detail.get("initial_code"), stated=list(detail.get("stated") or []))
+    v = iteration.get("verdict") or {}
+    verdict = Verdict(
+        bool(v.get("passed")),
+        tests_passed=int(v.get("tests_passed") or 0),
+        tests_failed=int(v.get("tests_failed") or 0),
+        spec_checked=bool(v.get("spec_checked")),
+        spec_violations=list(v.get("spec_violations") or []),
+    )
+    given = next((it for it in run_dict.get("iterations") or [] if it.get("index") == 0), None)
+    wrong = None
+    if given is not None:
+        wrong = wrong_passed(Verdict(False, held=(given.get("verdict") or {}).get("held") or ""), _checks(given), None)
+    return with_verified_by(verdict, _checks(iteration), task, wrong)
+
+
+def _checks(iteration: dict[str, Any]) -> list[TestOutcome]:
+    return [TestOutcome(str(c.get("source", "")), bool(c.get("passed"))) for c in iteration.get("checks") or []]
 
 
 def is_false_success(record: dict[str, Any]) -> bool:

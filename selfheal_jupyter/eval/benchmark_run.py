@@ -31,11 +31,10 @@ from typing import Any
 
 from ..config import SelfHeal
 from ..errors import BadInput
-from ..loop.verdict import checked_by
-from ..model import Run, Task, TestOutcome, Verdict
+from ..model import Run, Verdict
 from ..sandbox.base import Sandbox
 from . import benchmarks
-from .aggregate import run_spec_kept
+from .aggregate import run_spec_kept, stored_verdict
 from .images import ensure_benchmark_image
 from .problem import Problem
 from .progress import Progress
@@ -135,8 +134,11 @@ def derive_single_pass(run_dict: dict[str, Any]) -> dict[str, Any]:
     derived["outcome"] = "success" if passed else "budget_exhausted"
     derived["error"] = "" if passed else "No candidate passed within max_iterations=1."
     derived["final_code"] = passing[-1].get("code") if passed else None
-    derived["verified_by"] = _verified_by(run_dict, passing[-1]) if passed else []
+    verdict = stored_verdict(run_dict, passing[-1]) if passed else Verdict(False)
+    derived["verified_by"] = verdict.verified_by
     derived["verified"] = bool(derived["verified_by"])
+    derived["blind_checks"] = verdict.blind_checks
+    derived["changed_behaviour"] = passed and bool((passing[-1].get("verdict") or {}).get("changed_behaviour"))
     derived["best_index"] = None  # one attempt: the last program is the best one
     totals = dict(run_dict.get("totals") or {})
     plan_usage = run_dict.get("planning_usage") or {}
@@ -158,22 +160,6 @@ def derive_single_pass(run_dict: dict[str, Any]) -> dict[str, Any]:
     )
     derived["totals"] = totals
     return derived
-
-
-def _verified_by(run_dict: dict[str, Any], iteration: dict[str, Any]) -> list[str]:
-    """``Run.verified_by`` of a stored run whose result is ``iteration``."""
-    detail = run_dict.get("task_detail") or {}
-    task = Task(prompt="", initial_code=detail.get("initial_code"), stated=list(detail.get("stated") or []))
-    v = iteration.get("verdict") or {}
-    verdict = Verdict(
-        bool(v.get("passed")),
-        tests_passed=int(v.get("tests_passed") or 0),
-        tests_failed=int(v.get("tests_failed") or 0),
-        spec_checked=bool(v.get("spec_checked")),
-        spec_violations=list(v.get("spec_violations") or []),
-    )
-    checks = [TestOutcome(str(c.get("source", "")), bool(c.get("passed"))) for c in iteration.get("checks") or []]
-    return checked_by(verdict, checks, task)
 
 
 def code_of(run_dict: dict[str, Any]) -> str | None:

@@ -1,6 +1,7 @@
 """A candidate's whole trial, in the order a reader expects.
 
-1. the static pre-check (a program certain to fail is never run);
+1. the static pre-check (a program certain to fail is never run; one that nests too deep
+   for the tool's readers is read by nothing else either);
 2. the sandbox run with the user's tests and the asserts of their code the checker
    evaluates; the tool's own explanation of a failure, shown at once;
 3. the spec guard: what the user's code specifies, kept by a repair;
@@ -8,7 +9,7 @@
    anyway, a second run shows whether this one shows the same;
 5. the user's tests (in the verdict of step 2's run);
 6. QA's generated checks (soft) and the checks from the notebook's data (never soft);
-7. what verified it.
+7. what verified it (never a check the program the task says is wrong passes too).
 
 :class:`Judge` runs these steps, each rule from :mod:`~selfheal_jupyter.loop.verdict`
 (pure), and returns one :class:`Trial`: the result, the verdict, and — once the round
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from .. import diagnosis
 from ..agents.data_checks import run_checks
 from ..agents.developer import Proposal, RepairContext
-from ..agents.qa import QA
+from ..agents.qa import QA, unreadable
 from ..codeblocks import code_diff
 from ..errors import Cancelled
 from ..feedback import check_lines, format_feedback, runtime_value_lines
@@ -88,6 +89,9 @@ class Baseline:
     seen: Observation | None = None
     """What it showed on its checks, when the task says it is wrong and it passed them
     anyway (None: nothing to compare a candidate with)."""
+    wrong: judging.WrongPassed | None = None
+    """What it passed though the task says it is wrong: checks that verify no candidate
+    (None: it was not held for that)."""
 
     @property
     def keeps_spec(self) -> bool:
@@ -153,8 +157,9 @@ class Judge:
             shown, secs = self._observe(code)
             seen = judging.given_shows(shown)
             sandbox_s += secs
-        self.baseline = Baseline(spec=self.qa.spec_for(task, result), seen=seen)
         checks, secs = self._generated_checks(code, result)
+        wrong = judging.wrong_passed(verdict, checks, seen)
+        self.baseline = Baseline(spec=self.qa.spec_for(task, result), seen=seen, wrong=wrong)
         verdict = judging.with_verified_by(verdict, checks, task)
         return Trial(code, result, verdict, checks, explanation=explanation, sandbox_s=sandbox_s + secs)
 
@@ -167,7 +172,8 @@ class Judge:
         seen = (
             judging.given_shows(self._observe(task.initial_code)[0]) if judging.observes_given(given.verdict) else None
         )
-        return Baseline(spec=self.qa.spec_for(task, given.result), seen=seen)
+        wrong = judging.wrong_passed(given.verdict, given.checks, seen)
+        return Baseline(spec=self.qa.spec_for(task, given.result), seen=seen, wrong=wrong)
 
     def candidate(self, index: int, code: str, *, announce: str | None = None, show: bool = True) -> Trial:
         """A candidate of round ``index``, judged against the :attr:`baseline`.
@@ -175,8 +181,11 @@ class Judge:
         ``show``: emit its candidate and execution events as it runs (the single program
         of a round; ``announce`` is the program it changes)."""
         task, spec, given_seen = self.task, self.baseline.spec, self.baseline.seen
-        asserts = self.qa.spec_asserts(spec, code)
+        unread = unreadable(code) is not None  # too deep for the tool's readers: none reads it
+        asserts = None if unread else self.qa.spec_asserts(spec, code)
         result, explanation, sandbox_s = self._execute(index, code, asserts=asserts, announce=announce, show=show)
+        if unread:
+            return Trial(code, result, judging.judge(result, task.tests), explanation=explanation)
         ctx = task.context
         verdict = judging.judge_candidate(result, task, code, self.qa.check_spec(spec, code, ctx), ctx)
         if judging.compares_behaviour(verdict, given_seen):
@@ -187,7 +196,7 @@ class Judge:
         if judging.reads_data_checks(task, result):
             checks += run_checks(task.data_checks, result.stdout)  # from the notebook's data, on the host
         verdict = judging.hold_data_checks(verdict, checks)
-        verdict = judging.with_verified_by(verdict, checks, task)
+        verdict = judging.with_verified_by(verdict, checks, task, self.baseline.wrong)
         return Trial(code, result, verdict, checks, explanation=explanation, sandbox_s=sandbox_s + secs)
 
     def execute(self, code: str, prelude: str = "") -> ExecutionResult:

@@ -13,6 +13,7 @@ import pickle
 from ..agents.qa import check_tests
 from ..errors import BadInput
 from ..model import Task
+from ..nesting import LEVEL, nesting_note, too_deep
 from ..sandbox.serialize import Pickled, PickleFile
 from ..spec.stated import stated_checks, with_stated
 
@@ -47,7 +48,7 @@ def repair_task(
 def validate_task(task: Task, *, max_code_bytes: int = 0) -> None:
     """Raise :class:`BadInput` for a task the loop cannot work on (``max_code_bytes``:
     the largest program, task text or tests it takes; 0 = any)."""
-    check_sizes(task, max_code_bytes)
+    check_shape(task, max_code_bytes)
     if not (task.prompt and task.prompt.strip()) and not (task.initial_code and task.initial_code.strip()):
         raise BadInput(
             "The task is empty. Describe what the program should do, e.g. "
@@ -62,6 +63,36 @@ def validate_task(task: Task, *, max_code_bytes: int = 0) -> None:
             )
         check_serialisable(name, value)
     check_tests(task.tests)
+
+
+def check_shape(task: Task, max_code_bytes: int) -> None:
+    """Raise :class:`BadInput` for a task the tool cannot read: larger than
+    ``max_code_bytes`` (:func:`check_sizes`), or code that nests deeper than the tool's
+    readers go (:func:`check_nesting`). Every front asks this before it reads the code
+    or counts a run: ``%%agent``, ``%%heal``, ``%%hint`` and the autoheal button (the
+    magics' job), the class service (before its quotas), ``selfheal run`` and ``selfheal
+    mcp`` (:func:`repair_task`), and the loop itself."""
+    check_sizes(task, max_code_bytes)
+    check_nesting(task)
+
+
+def check_nesting(task: Task) -> None:
+    """Raise :class:`BadInput` when the user's code, their tests or the notebook code the
+    task carries nests deeper than :data:`~selfheal_jupyter.nesting.MAX_NESTING` levels:
+    the pre-check, the spec guard and the diagnosis would meet Python's recursion limit."""
+    prelude = task.context.prelude if task.context is not None else None
+    for what, code in (
+        ("Your code nests", task.initial_code),
+        ("Your tests nest", task.tests),
+        ("The notebook code your cell uses (from earlier cells) nests", prelude),
+    ):
+        found = too_deep(code) if code else None
+        if found is not None:
+            raise BadInput(
+                f"{what} {nesting_note(found)} ({LEVEL}): selfheal cannot check a program that "
+                "deep, so nothing was run. Split the expression into smaller steps (a few intermediate "
+                "variables, or sum() over a list), then run again."
+            )
 
 
 def check_sizes(task: Task, max_code_bytes: int) -> None:

@@ -25,7 +25,9 @@
 4. **Verified by** (:func:`with_verified_by`): what checked a passing program's output
    beyond its running without an error, recorded on its verdict
    (:attr:`~selfheal_jupyter.model.Verdict.verified_by`, which ``Run.verified_by`` reads).
-   A success nothing checked "only runs".
+   A success nothing checked "only runs". A check the program the task says is wrong
+   passes too (:class:`WrongPassed`) cannot tell the fix from it: it verifies nothing and is
+   named apart (:attr:`~selfheal_jupyter.model.Verdict.blind_checks`).
 
 The judge (:mod:`~selfheal_jupyter.loop.judge`) applies 1, 2 and 4 to each program in
 order; the round rules (:mod:`~selfheal_jupyter.loop.rounds`) apply 3. Neither holds a
@@ -35,7 +37,7 @@ rule of its own.
 from __future__ import annotations
 
 import ast
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ..model import (
     ExecutionResult,
@@ -177,10 +179,10 @@ DATA_CHECKS_FAILED = "its output does not show what your data says ({failed} of 
 
 
 def same_program(a: str, b: str) -> bool:
-    """The same program up to layout and comments."""
+    """The same program up to layout and comments (as text, when a tree of either cannot be read)."""
     try:
         return ast.dump(ast.parse(a)) == ast.dump(ast.parse(b))
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return a.strip() == b.strip()
 
 
@@ -331,8 +333,60 @@ def checked_by(verdict: Verdict, checks: list[TestOutcome], task: Task) -> list[
     return found
 
 
-def with_verified_by(verdict: Verdict, checks: list[TestOutcome], task: Task) -> Verdict:
+USERS_CHECKS = ("your tests", "your stated expectation", "your asserts")
+"""The kinds of :func:`checked_by` the user wrote: a given program held for passing its
+checks (:func:`hold_known_wrong`) passed every one of them."""
+
+
+@dataclass(frozen=True)
+class WrongPassed:
+    """What the program the task says is wrong passed anyway (round 0, held "given"):
+    checks that cannot tell a fix from it."""
+
+    generated: frozenset[str] = frozenset()
+    """The generated checks (their source) it passed too."""
+    compared: bool = False
+    """What it showed on its checks was recorded (:func:`given_shows`), so a candidate that
+    passes showed something else (:func:`hold_same_behaviour`)."""
+
+
+def wrong_passed(given: Verdict, checks: list[TestOutcome], seen: Observation | None) -> WrongPassed | None:
+    """What round 0's program passed though the task says it is wrong (``given``: its
+    verdict; ``checks``: its generated checks' outcomes; ``seen``: what candidates are
+    compared with); None when its pass was not held for that."""
+    if given.held != "given":
+        return None
+    return WrongPassed(frozenset(c.source for c in checks if c.passed), compared=seen is not None)
+
+
+def blind_to_the_fix(found: list[str], checks: list[TestOutcome], wrong: WrongPassed) -> list[str]:
+    """Of what checked a pass (``found``, :func:`checked_by`), what the program the task
+    says is wrong passes too: every check the user wrote, and the generated checks when
+    it passed each of them."""
+    _, generated = split_checks(checks)
+    sources = {check.source for check in generated}
+    return [
+        kind for kind in found if kind in USERS_CHECKS or (kind == "generated checks" and sources <= wrong.generated)
+    ]
+
+
+def with_verified_by(
+    verdict: Verdict, checks: list[TestOutcome], task: Task, wrong: WrongPassed | None = None
+) -> Verdict:
     """The verdict with what checked the program's output (:func:`checked_by`, given the
     outcomes of the generated ``checks``) when it passed; a verdict that did not pass was
-    verified by nothing."""
-    return replace(verdict, verified_by=checked_by(verdict, checks, task) if verdict.passed else [])
+    verified by nothing. ``wrong``: what the given program passed too, when the task says
+    it is wrong (:func:`wrong_passed`): those checks verify nothing and are named in
+    ``blind_checks`` instead, beside whether the pass showed other behaviour."""
+    if not verdict.passed:
+        return replace(verdict, verified_by=[])
+    found = checked_by(verdict, checks, task)
+    if wrong is None:
+        return replace(verdict, verified_by=found)
+    blind = blind_to_the_fix(found, checks, wrong)
+    return replace(
+        verdict,
+        verified_by=[kind for kind in found if kind not in blind],
+        blind_checks=blind,
+        changed_behaviour=wrong.compared,
+    )

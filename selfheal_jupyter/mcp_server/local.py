@@ -62,9 +62,10 @@ class LocalHost:
             self.queue.release(ticket)
 
     def heal(self, principal: Principal, request: HealRequest, emit: work.Emit, cancel: threading.Event) -> Any:
-        admission.admit("heal", principal.policy, principal.gate)
+        admission.admit("heal", principal.policy)  # the policy first: a closed tool reads nothing
         settings = work.heal_settings(self.settings, request.max_iterations)
         task = work.heal_task(settings, request.code, request.tests, request.task)
+        admission.admit("heal", principal.policy, principal.gate)  # counted once the task was admitted
         return work.heal(principal.bench, settings, task, emit, cancel)
 
 

@@ -186,8 +186,9 @@ class Autoheal:
                     if hints_only:
                         self.give_hint(source)
                         return
-                    self.gate.admit("autoheal")
+                    self.gate.admit("autoheal", run=False)
                     settings, task = self.heal_job("", source)
+                    self.gate.admit("autoheal")  # counted once the cell was admitted
                     task.origin = "autoheal"
                     self.finished(
                         controller.CellRun(self.shell, settings, task, cells=cells, entry="autoheal").run_sync()

@@ -42,6 +42,7 @@ from ..loop.fix_handover import without_notes
 from ..model import DataCheck, NotebookContext, Plan, Run, Task
 from ..render.html import (
     TRIED_WORDS,
+    blind_sentence,
     capabilities_sentence,
     fix_output_html,
     flags_html,
@@ -204,7 +205,14 @@ class CellRun:
                     review=review,
                 )
             else:
-                checked = "" if run.verified else "Nothing checked its output: review the change before you accept it. "
+                blind = blind_sentence(run)
+                checked = (
+                    ""
+                    if run.verified
+                    else f"Not verified: {blind}. Review the change before you accept it. "
+                    if blind
+                    else "Nothing checked its output: review the change before you accept it. "
+                )
                 plain = not flagged(run)
                 panel.offer_actions(
                     checked

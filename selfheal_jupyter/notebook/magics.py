@@ -27,6 +27,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from ..config import SelfHeal
 from ..errors import SelfHealError
 from ..flags import magic_arguments as magic_arguments_for
+from ..loop.task_admission import check_shape
 from ..model import Run, Task
 from ..render.html import plan_html
 from ..render.inline import show_html
@@ -140,8 +141,9 @@ class SelfHealMagics(Magics):
         await self._agent(line, cell, AWAITING)
 
     async def _agent(self, line: str, cell: str, wait: Wait) -> None:
-        self.gate.admit("agent")
+        self.gate.admit("agent", run=False)  # the policy first: a closed entry reads nothing
         settings, task, plan_var = self._agent_job(line, cell)
+        self.gate.admit("agent")  # counted once the task was admitted
         if plan_var:
             self._show_plan(await wait(controller.plan_pump(settings, task)), plan_var)
         else:
@@ -169,8 +171,10 @@ class SelfHealMagics(Magics):
         await self._heal(line, cell, AWAITING)
 
     async def _heal(self, line: str, cell: str, wait: Wait) -> None:
+        self.gate.admit("heal", run=False)
+        job = self.heal_job(line, cell)
         self.gate.admit("heal")
-        self._finished(await controller.CellRun(self.shell, *self.heal_job(line, cell)).execute(wait))
+        self._finished(await controller.CellRun(self.shell, *job).execute(wait))
 
     # ================================================================== %%hint
     @magic_arguments()
@@ -276,6 +280,7 @@ class SelfHealMagics(Magics):
         args = parse_argstring(self.agent, line)
         task = arguments.agent_task(args, cell, self.shell.user_ns, self._raw_inputs())
         settings = arguments.settings_for(args, self.shell, AGENT_FLAGS)
+        check_shape(task, settings.max_code_bytes)  # before anything reads the code or counts a run
         task.context = controller.gather_context(self.shell, settings, task, task_text=cell)
         task.data_checks = controller.derive_checks(self.shell, task)
         return settings, task, args.plan_only
@@ -287,6 +292,7 @@ class SelfHealMagics(Magics):
         args = parse_argstring(magic, line)
         task = arguments.heal_task(args, cell, self.shell.user_ns, self._raw_inputs())
         settings = arguments.settings_for(args, self.shell, HEAL_FLAGS, auto_plan=False)
+        check_shape(task, settings.max_code_bytes)  # before anything reads the code or counts a run
         task.context = controller.gather_context(self.shell, settings, task)
         return settings, task
 

@@ -417,19 +417,40 @@ def iteration_html(it: Iteration, *, open_: bool = True) -> str:
 
 RUNS_ONLY = "Runs — nothing checked its output"
 """The headline of a pass that only ran: no test, assert or check looked at its output."""
+CHANGED = "Changed what your program showed"
+"""The headline of a pass whose checks also pass the program the task says is wrong, but
+which showed other output or values on them than that program."""
+
+
+def blind_sentence(run: Run) -> str:
+    """Why the checks a pass passed that the program the task says is wrong passes too
+    verify nothing ("" when there are none): "your asserts also pass on …"."""
+    blind = run.blind_checks
+    if not blind:
+        return ""
+    one = blind == ["your stated expectation"]
+    return (
+        f"{' and '.join(blind)} also pass{'es' if one else ''} on the program the task says is wrong, "
+        f"so {'it does' if one else 'they do'} not verify the fix"
+    )
 
 
 def headline(run: Run) -> tuple[str, str, str]:
     """(colour, symbol, words) of the verdict in one line: "✔ Fixed — verified by your
-    asserts", "● Runs — nothing checked its output", "✘ Not fixed — budget exhausted"."""
+    asserts", "● Runs — nothing checked its output", "● Changed what your program showed —
+    your asserts also pass on the program the task says is wrong, so they do not verify
+    the fix", "✘ Not fixed — budget exhausted"."""
     colour, symbol, label = OUTCOME_STYLE.get(run.outcome, OUTCOME_STYLE[None])
     heal = run.task.initial_code is not None
     if run.outcome == "success":
+        blind = blind_sentence(run)
         if not run.verified:
+            if blind:
+                return AMBER, "●", f"{CHANGED if run.changed_behaviour else 'Runs'} — {blind}"
             return AMBER, "●", RUNS_ONLY
         by = run.verified_by
         who = ", ".join(by[:-1]) + " and " + by[-1] if len(by) > 1 else by[0]
-        return colour, symbol, f"{'Fixed' if heal else 'Done'} — verified by {who}"
+        return colour, symbol, f"{'Fixed' if heal else 'Done'} — verified by {who}" + (f" ({blind})" if blind else "")
     if run.outcome in ("failed", "budget_exhausted"):
         return colour, symbol, f"{'Not fixed' if heal else 'Not done'} — {label}"
     return colour, symbol, label

@@ -32,13 +32,24 @@ from ..loop.events import (
     ignore,
 )
 from ..model import Iteration, Plan, Run
-from .html import capabilities_sentence, tried_lines, waiting_text
+from .html import blind_sentence, capabilities_sentence, tried_lines, waiting_text
 from .terminal import MAX_CHARS, MAX_LINES, clip, printable
 
 RULE = "─" * 60
 WIDTH = 80
 """Prose is folded to fit a terminal of 80 columns (code is never folded)."""
 FULL_RECORD = "the full record: selfheal run ... --json"
+
+
+def verified_line(run: Run) -> str:
+    """What verified a success, in one line (or why nothing did)."""
+    blind = blind_sentence(run)
+    if run.verified:
+        return f"verified by {' and '.join(run.verified_by)}" + (f"; {blind}" if blind else "")
+    if blind:
+        changed = "it changed what the given program showed, but " if run.changed_behaviour else ""
+        return f"not verified: {changed}{blind}"
+    return "not verified: it runs, but nothing checked its output (no tests or asserts)"
 
 
 class Transcript:
@@ -168,11 +179,7 @@ class Transcript:
             f"(model {t.llm_s:.1f} s, sandbox {t.sandbox_s:.1f} s)"
         )
         if run.outcome == "success":
-            self._wrapped(
-                f"verified by {' and '.join(run.verified_by)}"
-                if run.verified
-                else "not verified: it runs, but nothing checked its output (no tests or asserts)"
-            )
+            self._wrapped(verified_line(run))
         if run.error and run.outcome != "success":
             self._wrapped(run.error)
         best = run.best_attempt

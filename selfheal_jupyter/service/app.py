@@ -25,7 +25,7 @@ from tornado.iostream import StreamClosedError
 
 from ..errors import BadInput
 from ..loop.events import Waiting
-from ..loop.task_admission import check_sizes
+from ..loop.task_admission import check_shape
 from ..service_client import wire
 from . import pages
 from .auth import HubUnreachable, HubUserHandler, hub_auth
@@ -262,7 +262,7 @@ class Runs(Counted):
         del body
         try:
             # before the policy is asked: a refusal's log line and a hint session hold the cell
-            check_sizes(request.task, service.settings.max_code_bytes)
+            check_shape(request.task, service.settings.max_code_bytes)
         except BadInput as exc:
             self.fail(400, "error", str(exc))
             return

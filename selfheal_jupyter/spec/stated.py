@@ -30,7 +30,7 @@ def _names(code: str) -> set[str]:
     """Names the cell assigns or reads (the subjects a statement may be about)."""
     try:
         tree = ast.parse(code)
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # read before the code's depth is checked
         return set(re.findall(r"[A-Za-z_]\w*", code))
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
 

@@ -88,6 +88,9 @@ class Facts:
     """A fix passed and something checked its output (the student's asserts, tests...)."""
     found_unchecked: bool = False
     """A program passed only by running (nothing checked its output): no verified fix."""
+    found_blind: bool = False
+    """A program passed only checks the student's own cell passes too (the student said it
+    is wrong): they cannot tell it from the cell, so it is no verified fix."""
     differs: Differs | None = None
     """The student's value that the verified run does not have at the same place (the
     student's value only; :mod:`.why`)."""
@@ -298,6 +301,7 @@ def facts_of(run: Run) -> tuple[Facts, HeldFix | None]:
     fix = run.final_code
     facts.verified = fix is not None and run.verified
     facts.found_unchecked = fix is not None and not run.verified
+    facts.found_blind = facts.found_unchecked and bool(run.blind_checks)
     if fix is None or not facts.verified:
         return facts, None
     facts.changes, lines, introduced, removed, moved = changes_of(code, fix)

@@ -50,6 +50,11 @@ UNCHECKED = (
     "asserts and no --tests), so it is no verified fix and there are no more hints: add an "
     "assert that says what the right result is, then ask again."
 )
+BLIND = (
+    "A change was found that passes your checks, but your cell as it is passes them too, so "
+    "they cannot tell whether the change fixes what is wrong: it is no verified fix and there "
+    "are no more hints. Add an assert that your cell fails and the right result passes, then ask again."
+)
 NOTHING = "Your cell runs and passes its checks: there is nothing to hint at."
 SOLVED = "Solved: there is nothing more to hint at."
 HIDDEN = "Your instructor keeps the fix hidden. Try a change of your own and run the cell again."
@@ -320,9 +325,8 @@ class HintSession:
         if level == 1:
             said = where_facts(facts, lines)
             if not facts.verified:
-                return Hint(
-                    1, title, "\n".join([*said, UNCHECKED if facts.found_unchecked else NO_FIX]), facts=said, cell=cell
-                )
+                why = BLIND if facts.found_blind else UNCHECKED if facts.found_unchecked else NO_FIX
+                return Hint(1, title, "\n".join([*said, why]), facts=said, cell=cell)
         elif level == 2:
             said = why_facts(facts, lines)
         else:

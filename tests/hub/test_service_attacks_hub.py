@@ -187,6 +187,28 @@ def test_a_cell_larger_than_a_run_takes_is_refused_before_the_log_or_a_hint_sess
     classroom.policy({"mode": "full"})
 
 
+def test_a_cell_nested_too_deep_is_refused_before_a_quota_run_is_spent(classroom):
+    """A hint for a cell `x = 1 + 1 + …` (400 terms): the service ran the loop, pyflakes met
+    Python's recursion limit, the kernel was told "No hint this time: Internal error … Run
+    %%hint again", and each ask spent a run of the student's daily quota. Now the service
+    refuses it before its quotas, saying what nests too deep and what to do."""
+    hub = classroom.hub
+    classroom.policy({"mode": "hints"})
+    token = hub.token(classroom.students[0])
+    log = hub.folder / "service-log.jsonl"
+    before = log.read_text() if log.exists() else ""
+    deep = "x = " + " + ".join(["1"] * 400) + "\nprint(x)\n"
+    for _ in range(3):
+        answer = requests.post(
+            hub.service_url + "api/runs", json=body("hint", deep), headers={"Authorization": f"token {token}"}
+        )
+        assert answer.status_code == 400, answer.text[-500:]
+        message = answer.json()["message"]
+        assert "Your code nests deeper than 100 levels at line 1" in message and "Split the expression" in message
+    assert (log.read_text() if log.exists() else "") == before  # no run, no hint, no line
+    classroom.policy({"mode": "full"})
+
+
 SPREAD = "def spread(xs):\n    return max(xs)\n\nassert spread([2, 9]) == 7\n"
 NEAR_MISS = (
     "```python\ndef spread(xs):\n    return (max(xs) - min(xs)) / (len(xs) - 2)\n\nassert spread([2, 9]) == 7\n```"

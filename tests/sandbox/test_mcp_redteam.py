@@ -78,6 +78,29 @@ def test_without_a_policy_the_same_calls_hand_over_the_fixed_lines(sandbox_image
     assert FIX_LINE in text and '"new": "\'price\'"' in text
 
 
+def test_a_heal_refused_as_too_deep_spends_no_run(tmp_path, sandbox_image):
+    """Under `max_runs: 1`, an agent calls heal with a program nested 400 levels: the
+    run was counted before the task was read, so the refusal spent the only run and the
+    next heal was refused "You have used all 1 runs". Now the policy is asked, the task
+    admitted, and only then is a run counted: the next heal heals."""
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps({"mode": "full", "max_runs": 1}))
+    deep = "x = " + " + ".join(["1"] * 400) + "\nassert x == 3\n"
+
+    async def drive(model: ScriptedServer) -> None:
+        async with served("stdio", *model_args(model), env={"SELFHEAL_POLICY": str(policy)}) as s:
+            refused = await s.client.call_tool("heal", {"code": deep})
+            assert refused.is_error and "Your code nests deeper than 100 levels at line 1" in text_of(refused)
+            healed = await s.client.call_tool("heal", {"code": ORIGINAL})
+            assert not healed.is_error, text_of(healed)
+            assert healed.structured_content["outcome"] == "success"
+            again = await s.client.call_tool("heal", {"code": ORIGINAL})
+            assert again.is_error and "You have used all 1 runs" in text_of(again)  # the run it spent
+
+    with ScriptedServer([Reply("```python\n" + FIX + "```")]) as model:
+        anyio.run(drive, model)
+
+
 def test_an_off_policy_closes_every_tool(tmp_path, sandbox_image):
     policy = tmp_path / "policy.json"
     policy.write_text(json.dumps({"mode": "off"}))

@@ -59,15 +59,20 @@ def _exec_json(tmp_path: Path, *programs: str, tests: str | None = None) -> list
     return results
 
 
-def _heal(tmp_path: Path, cell: str, replies: list[str], task: str = "") -> dict:
+def _heal(tmp_path: Path, cell: str, replies: list[str], task: str = "", tests: str | None = None) -> dict:
     path = tmp_path / "cell.py"
     path.write_text(cell)
+    flags = []
+    if tests is not None:
+        (tmp_path / "tests.py").write_text(tests)
+        flags = ["--tests", str(tmp_path / "tests.py")]
     with ScriptedServer([Reply(r) for r in replies]) as server:
         proc = _selfheal(
             "run",
             task,
             "--code",
             str(path),
+            *flags,
             "--base-url",
             server.base_url,
             "--model",
@@ -883,3 +888,47 @@ def test_the_hand_over_never_undoes_a_fix_the_checks_cannot_see(tmp_path):
     fix = run["fix"]
     assert "return sum(xs) / len(xs)\n" in fix["code"] and "+ 1" not in fix["code"], fix
     assert not any("change of your line" in d for d in fix["dropped"]), fix["dropped"]
+
+
+# --------------------------------------------------------------------------- what verified it
+@pytest.mark.parametrize(
+    "cell, tests, blind, changed",
+    [
+        (WRONG_MEAN, None, ["your asserts"], True),  # it printed 5.0, the fix 4.0
+        (SHOWS_NOTHING, None, ["your asserts"], False),  # nothing to compare: only True
+        (WRONG_MEAN.replace("assert mean > 0\n", ""), "assert mean > 0\n", ["your tests"], True),
+    ],
+    ids=["asserts", "asserts-show-nothing", "tests"],
+)
+def test_checks_the_wrong_program_passes_too_verify_no_fix(tmp_path, cell, tests, blind, changed):
+    """`selfheal run --code` with a task that says the cell is wrong and checks the wrong
+    cell passes too (round 0 held by the behaviour rule): the fix passed and the run said
+    "verified by your asserts" (or tests), though they cannot tell the fix from the wrong
+    cell. Now they are named as checks the wrong program passes too, nothing verified it,
+    and the record says whether the fix changed what the wrong cell showed."""
+    fixed = cell.replace(" + 1", "")
+    run = _heal(tmp_path, cell, ["1. Remove the + 1.", f"```python\n{fixed}```"], "The mean is off by one.", tests)
+    zero, last = run["iterations"][0], run["iterations"][-1]
+    assert zero["verdict"]["held"] == "given" and run["outcome"] == "success" and last["code"] == fixed
+    assert run["verified"] is False and run["verified_by"] == [] and last["verdict"]["verified_by"] == []
+    assert run["blind_checks"] == blind == last["verdict"]["blind_checks"]
+    assert run["changed_behaviour"] is changed
+
+
+# --------------------------------------------------------------------------- a program nested too deep
+OFF_MEAN = "def mean(xs):\n    return sum(xs) / (len(xs) + 1)\n\nassert mean([2, 4]) == 3\n"
+DEEP_MEAN = "def mean(xs):\n    return sum(xs) / len(xs)" + " + 0" * 1500 + "\n\nassert mean([2, 4]) == 3\n"
+MEAN_FIXED = OFF_MEAN.replace("(len(xs) + 1)", "len(xs)")
+
+
+def test_a_candidate_nested_too_deep_is_not_run_and_the_run_goes_on(tmp_path):
+    """A model's program `return sum(xs) / len(xs) + 0 + 0 + …` (1500 terms) ended the run
+    "Internal error (RecursionError)": first in pyflakes (the pre-check), then, with that
+    bounded, where the next reply was compared with it (``ast.dump``). Now the pre-check
+    does not read it, the next round is told why, and the run goes on."""
+    run = _heal(tmp_path, OFF_MEAN, [f"```python\n{DEEP_MEAN}```", f"```python\n{MEAN_FIXED}```"])
+    deep = run["iterations"][1]
+    assert deep["result"]["status"] == "blocked" and not deep["verdict"]["passed"]
+    assert "nests deeper than 100 levels at line 2" in deep["verdict"]["reasons"][0]
+    assert "intermediate variables" in deep["feedback"]
+    assert run["outcome"] == "success" and run["final_code"] == MEAN_FIXED, run["error"]

@@ -119,3 +119,40 @@ def _make_unsendable():
     import threading
 
     return {"lock": threading.Lock()}
+
+
+DEEP_SUM = "x = " + " + ".join(["1"] * 400) + "\nprint(x)\n"
+"""A 1 KB cell that nests 400 levels: pyflakes in the pre-check met Python's recursion limit."""
+DEEPEST = "x = " + "-" * 5000 + "1\nprint(x)\n"
+"""Deeper than Python's own parser builds a tree: it raises RecursionError, not SyntaxError."""
+
+
+@pytest.mark.parametrize(
+    "flag, task, program, said",
+    [
+        ("--code", "Add them up.", DEEP_SUM, "Your code nests deeper than 100 levels at line 1"),
+        (
+            "--tests",
+            "Add them up.",
+            DEEP_SUM.replace("x = ", "assert 0 < "),
+            "Your tests nest deeper than 100 levels at line 1",
+        ),
+        # the task states a value, so the cell's names are read before its depth is checked
+        ("--code", "x should be 1", DEEPEST, "Your code nests deeper than 100 levels ("),
+    ],
+    ids=["code", "tests", "code-past-the-parser"],
+)
+def test_a_program_nested_too_deep_is_refused_before_anything_runs(tmp_path: Path, flag, task, program, said):
+    """`selfheal run --code` with `x = 1 + 1 + …` (400 terms) ended "Internal error
+    (RecursionError)"; deep --tests too, and a cell past the parser's own depth when the
+    task states a value (the stated checks read its names). Now refused where the task is
+    admitted, saying what to change, and the model is never asked."""
+    path = tmp_path / "deep.py"
+    path.write_text(program)
+    with ScriptedServer([RIGHT]) as s:
+        proc = selfheal(task, flag, str(path), "--base-url", s.base_url, "--model", s.model, "--json")
+        asked = s.chat_requests()
+    assert proc.returncode == 2, (proc.stdout[-500:], proc.stderr[-2000:])
+    assert said in proc.stderr and "Split the expression" in proc.stderr
+    assert "Traceback" not in proc.stderr and "RecursionError" not in proc.stderr and proc.stdout == ""
+    assert asked == []

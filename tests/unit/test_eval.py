@@ -267,6 +267,27 @@ def test_successes_are_counted_verified_or_only_run_also_for_the_derived_single_
     assert single["verified"] is True and single["verified_by"] == ["your asserts"]
 
 
+def test_the_single_pass_counts_no_check_the_wrong_starter_passes_too_as_verified() -> None:
+    """A repair whose starter passed its own asserts (round 0 held: the task says it is
+    wrong) and whose round 1 passed them: its single pass was counted "verified by your
+    asserts" — also from a record written before the rule, whose round 1 says so."""
+    run = _run("success", [(0, False, "ok"), (1, True, "ok"), (2, True, "ok")])
+    run["task_detail"] = {"initial_code": "m = 4\nassert m > 0\n", "tests": None, "stated": []}
+    run["iterations"][0]["verdict"] = {"passed": False, "held": "given"}
+    run["iterations"][0]["checks"] = [{"source": "assert m < 9", "passed": True}]
+    run["iterations"][1]["verdict"] = {"passed": True, "spec_checked": True, "verified_by": ["your asserts"]}
+    run["iterations"][1]["checks"] = [{"source": "assert m < 9", "passed": True}]
+    single = derive_single_pass(run)
+    assert single["outcome"] == "success" and single["verified"] is False and single["verified_by"] == []
+    assert single["blind_checks"] == ["your asserts", "generated checks"]
+    # the loop's own record, stored before the rule, says verified: the aggregate reads it again
+    run.update(final_index=1, verified=True, verified_by=["your asserts"])
+    assert aggregate.record_verified(_record("a", "loop", run, True)) is False
+    assert aggregate.record_verified(_record("a", "loop", {**run, "blind_checks": []}, True)) is True  # as stored
+    run["iterations"][0]["verdict"]["held"] = ""  # a starter that failed its checks: they verify
+    assert derive_single_pass(run)["verified_by"] == ["your asserts", "generated checks"]
+
+
 def test_derived_single_pass_keeps_round_one_only() -> None:
     run = _run("success", [(0, False, "error"), (1, False, "error"), (2, True, "ok")])
     single = derive_single_pass(run)

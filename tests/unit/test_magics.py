@@ -10,12 +10,16 @@ from __future__ import annotations
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
+from ipywidgets.widgets.widget import _instances as widget_instances
 
 from selfheal_jupyter.errors import BadInput
 from selfheal_jupyter.model import Plan
 from selfheal_jupyter.notebook import arguments as magic_args
+from selfheal_jupyter.notebook import autoheal
 from selfheal_jupyter.notebook.magics import SelfHealMagics
+from selfheal_jupyter.teaching.policy import kernel_gate
 from tests.conftest import selfheal_shell
+from tests.scripted_server import ScriptedServer
 
 
 @pytest.fixture()
@@ -91,6 +95,59 @@ def test_user_errors_are_one_short_line(shell, cell, expected):
     assert expected in cap.stderr, cap.stderr
     assert "Traceback" not in cap.stderr and "selfheal_jupyter/" not in cap.stderr
     assert user_names(shell) == before
+
+
+DEEP_CELL = "x = " + " + ".join(["1"] * 1200) + "\nprint(x)\n"
+"""Nests 1200 levels: too deep for pyflakes in a kernel too (IPython imports jedi, which
+raises the recursion limit to 3000)."""
+
+
+def test_a_cell_nested_too_deep_is_refused_before_a_run_is_counted(shell):
+    """`%%heal` on `x = 1 + 1 + …` ended "Internal error (RecursionError)"; `%%hint`
+    said "No hint this time … Run %%hint again", and each retry counted a run of the
+    policy's and crashed again. Now each front refuses the cell where it admits the task:
+    what nests too deep and what to do, no model request, no run counted."""
+    with ScriptedServer(["```python\nx = 1200\nprint(x)\n```"] * 4) as model:
+        shell.run_cell(f"%config SelfHeal.base_url = '{model.base_url}'", store_history=False)
+        shell.user_ns["deep_tests"] = DEEP_CELL.replace("x = ", "assert 0 < ")
+        runs = kernel_gate().runs
+        for cell, said in (
+            (f"%%heal\n{DEEP_CELL}", "Your code nests"),
+            (f"%%hint\n{DEEP_CELL}", "Your code nests"),
+            (f"%%hint\n{DEEP_CELL}", "Your code nests"),  # asked again: refused again, nothing spent
+            ("%%agent --tests deep_tests\nAdd them up.", "Your tests nest"),
+        ):
+            result, cap = run(shell, cell)
+            assert not result.success, cap.stdout[-500:]
+            assert f"{said} deeper than 100 levels at line 1" in cap.stderr, cap.stderr[-1000:]
+            assert "Split the expression" in cap.stderr and "Traceback" not in cap.stderr
+        asked = model.chat_requests()
+    assert asked == [] and kernel_gate().runs == runs
+    assert "agent_result" not in shell.user_ns
+
+
+def test_the_autoheal_button_on_a_cell_nested_too_deep_counts_no_run(shell):
+    """The autoheal button on a failing cell nested 400 levels: the run was counted before
+    the cell was read, so each press spent a run of the policy's for a refusal. Now the
+    policy is asked, the cell admitted, and only then a run counted."""
+    run(shell, "%agent_autoheal on")
+    result, cap = run(shell, "x = " + " + ".join(["1"] * 400) + "\nprint(y)\n")
+    assert not result.success
+    views = [
+        o.data["application/vnd.jupyter.widget-view+json"]
+        for o in cap.outputs
+        if o.data.get("text/plain", "").startswith("[")
+    ]
+    box = widget_instances[views[-1]["model_id"]]
+    button = box.children[0]
+    assert button.description == autoheal.BUTTON_TEXT
+    runs = kernel_gate().runs
+    with capture_output() as pressed:
+        button.click()
+    said = " ".join(o.data["text/plain"] for o in pressed.outputs)
+    assert "Your code nests deeper than 100 levels at line 1" in said and "Split the expression" in said
+    assert kernel_gate().runs == runs
+    run(shell, "%agent_autoheal off")
 
 
 def test_endpoint_down_is_a_short_message(shell):

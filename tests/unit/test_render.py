@@ -107,6 +107,29 @@ def test_a_pass_that_only_ran_never_reads_as_success():
     assert summary_text(run).startswith("✘ Not fixed — budget exhausted · ")
 
 
+def test_a_pass_of_checks_the_wrong_program_passes_too_says_they_verify_nothing():
+    """The task said the given program is wrong and it passed its asserts too: the
+    headline, the transcript and the record say so, never "verified by your asserts"."""
+    run = make_run()
+    run.task.initial_code = "assert 1 + 1 == 2\nprint(totals)\n"
+    run.task.given_is_wrong = True
+    run.iterations[1].verdict = Verdict(
+        True, ["ran cleanly; all 1 tests passed"], 1, spec_checked=True, blind_checks=["your asserts"]
+    )
+    blind = "your asserts also pass on the program the task says is wrong, so they do not verify the fix"
+    assert summary_text(run).startswith(f"● Runs — {blind} · ")
+    from selfheal_jupyter.render.text import verified_line
+
+    assert verified_line(run) == f"not verified: {blind}"
+    run.iterations[1].verdict.changed_behaviour = True
+    assert summary_text(run).startswith(f"● Changed what your program showed — {blind} · ")
+    assert verified_line(run) == f"not verified: it changed what the given program showed, but {blind}"
+    assert 'data-verified="false"' in run_html(run) and "verified by" not in run_html(run)
+    run.iterations[1].verdict.verified_by = ["checks from your data"]
+    assert summary_text(run).startswith(f"✔ Fixed — verified by checks from your data ({blind}) · ")
+    assert verified_line(run) == f"verified by checks from your data; {blind}"
+
+
 def test_user_and_model_text_is_escaped():
     run = make_run(prompt="<script>alert(1)</script>")
     run.iterations[0].result.stdout = "<b>bold</b>"

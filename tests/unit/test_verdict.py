@@ -212,6 +212,34 @@ def test_only_a_pass_is_verified_and_a_run_reads_it_from_its_final_iteration():
     assert passed.verified_by == run.verified_by == ["your tests"] and run.verified
 
 
+def test_checks_the_wrong_program_passes_too_verify_no_pass():
+    """The task says the given program is wrong, yet it passed the user's checks (round 0
+    held): a pass of those checks cannot tell the fix from it, so they verify nothing
+    and are named apart; a generated check it failed, or a check from the data, still
+    verifies."""
+    task = Task(prompt="The mean is off by one.", initial_code="m = 3\nassert m > 0\n", tests="assert m > 1")
+    passed = Verdict(True, tests_passed=2, spec_checked=True)
+    generated = [Outcome("assert m < 5", True), Outcome("assert m != 4", True)]
+    shown = Observation("3.0\n", (), ())
+    wrong = v.wrong_passed(Verdict(False, held="given"), [Outcome("assert m < 5", True)], shown)
+    assert wrong is not None and wrong.compared
+    fixed = v.with_verified_by(passed, generated, task, wrong)
+    assert fixed.verified_by == ["generated checks"]  # the wrong program failed `m != 4`
+    assert fixed.blind_checks == ["your tests", "your asserts"] and fixed.changed_behaviour
+    blind = v.wrong_passed(Verdict(False, held="given"), generated, None)
+    assert blind is not None and not blind.compared
+    nothing = v.with_verified_by(passed, generated, task, blind)
+    assert nothing.verified_by == [] and nothing.blind_checks == ["your tests", "your asserts", "generated checks"]
+    derived = [Outcome(DATA_CHECK_PREFIX + "the mean of values", True)]
+    assert v.with_verified_by(passed, derived, task, blind).verified_by == ["checks from your data"]
+    # a given program that failed its checks (or passed them unheld) leaves them verifying
+    assert v.wrong_passed(Verdict(False, held=""), generated, shown) is None
+    assert v.with_verified_by(passed, [], task, None).verified_by == ["your tests", "your asserts"]
+    run = Run(task=task, iterations=[Iteration(1, Candidate("m = 2\n", 1), ran(True), fixed)], final_index=1)
+    assert run.verified and run.blind_checks == ["your tests", "your asserts"] and run.changed_behaviour
+    assert run.to_dict()["blind_checks"] == ["your tests", "your asserts"] and run.to_dict()["changed_behaviour"]
+
+
 # ----------------------------------------------------------------------- what a trial runs
 
 
