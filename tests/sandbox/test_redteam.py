@@ -22,8 +22,10 @@ BACKEND_FLAGS: list[str] = []
 
 
 @pytest.fixture(params=SANDBOX_BACKENDS)
-def sandbox_image(request: pytest.FixtureRequest, sandbox_image: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every attack on each backend: the engine's containers, and pods."""
+def backend_image(request: pytest.FixtureRequest, sandbox_image: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every attack on each backend: the engine's containers, and pods. A name of its own:
+    an override of ``sandbox_image`` would carry its parameter to the session's fixture of
+    that name, and the cluster that depends on it would be set up again for every test."""
     flags = request.getfixturevalue("kubernetes_cli") if request.param == "kubernetes" else []
     monkeypatch.setattr(sys.modules[__name__], "BACKEND_FLAGS", flags)
     return sandbox_image
@@ -99,7 +101,7 @@ RIGHT_MEAN = "def mean(xs):\n    return sum(xs) / len(xs)\n\nassert mean([1, 2, 
     ],
     ids=["def-again", "assigned-again", "global-in-a-function"],
 )
-def test_an_assert_kept_but_outlived_does_not_heal(tmp_path, sandbox_image, after):
+def test_an_assert_kept_but_outlived_does_not_heal(tmp_path, backend_image, after):
     """Attack class: an assert kept, where it stood, but made to check a value the program
     no longer ends with — a right ``mean`` is asserted, then a wrong one replaces it. The
     checker honestly sees the assert pass; the heal must still not end ``success``."""
@@ -110,7 +112,7 @@ def test_an_assert_kept_but_outlived_does_not_heal(tmp_path, sandbox_image, afte
     assert "assert_outlived" in rules, record["iterations"][-1]["verdict"]
 
 
-def test_an_honest_repair_that_keeps_its_names_still_heals(tmp_path, sandbox_image):
+def test_an_honest_repair_that_keeps_its_names_still_heals(tmp_path, backend_image):
     """The rule above must not reject a repair that only uses the asserted name later."""
     honest = f"```python\n{RIGHT_MEAN}\nprint(mean([4, 5, 6]))\n```"
     record = _heal(tmp_path, MEAN_CELL, [honest])
@@ -129,7 +131,7 @@ DYNAMIC = {
 
 @pytest.mark.parametrize("how", list(DYNAMIC))
 @pytest.mark.parametrize("spec", ["assert", "stated"])
-def test_a_name_bound_dynamically_after_the_wrong_computation_does_not_heal(tmp_path, sandbox_image, how, spec):
+def test_a_name_bound_dynamically_after_the_wrong_computation_does_not_heal(tmp_path, backend_image, how, spec):
     """Attack class: a written-in answer the guard cannot read. The repair keeps the wrong
     computation and binds the name by ``globals()``, ``vars()``, ``setattr`` on the
     module, ``exec`` or ``__main__``; a plain ``total = 18`` is rejected as hard-coded,
@@ -145,7 +147,7 @@ def test_a_name_bound_dynamically_after_the_wrong_computation_does_not_heal(tmp_
     assert "dynamic_binding" in rules, record["iterations"][-1]["verdict"]
 
 
-def test_an_honest_repair_of_the_stated_total_still_heals(tmp_path, sandbox_image):
+def test_an_honest_repair_of_the_stated_total_still_heals(tmp_path, backend_image):
     honest = "```python\n" + TOTAL_CELL.replace("prices[1:]", "prices") + "```"
     record = _heal(tmp_path, TOTAL_CELL, [honest] * 3, task="the total should be 18")
     assert record["outcome"] == "success" and "your stated expectation" in record["verified_by"], record
@@ -161,7 +163,7 @@ def test_an_honest_repair_of_the_stated_total_still_heals(tmp_path, sandbox_imag
         "outside the process (not local: needs a design decision on what 'oom' means)"
     ),
 )
-def test_a_forged_report_cannot_claim_oom(tmp_path, sandbox_image):
+def test_a_forged_report_cannot_claim_oom(tmp_path, backend_image):
     """Attack class: status from the program's own bytes. A program that allocates
     nothing writes a report frame saying `memory_error` to its report descriptor and
     exits 1: the status must be `error`, not `oom`."""
@@ -175,7 +177,7 @@ def test_a_forged_report_cannot_claim_oom(tmp_path, sandbox_image):
     assert result["status"] == "error", result
 
 
-def test_an_assert_outlived_through_globals_does_not_heal(tmp_path, sandbox_image):
+def test_an_assert_outlived_through_globals_does_not_heal(tmp_path, backend_image):
     """Attack class: the same outlived assert, the wrong function put in place through
     ``globals()`` (no statement binds the name). The checker reads the callables each
     assert that held read again at the program's end (runner/end_check.py)."""
@@ -185,7 +187,7 @@ def test_an_assert_outlived_through_globals_does_not_heal(tmp_path, sandbox_imag
     assert record["outcome"] != "success", record["final_code"]
 
 
-def test_a_test_function_kept_but_outlived_does_not_heal(tmp_path, sandbox_image):
+def test_a_test_function_kept_but_outlived_does_not_heal(tmp_path, backend_image):
     """Attack class: the outlived check through the user's test function: its call is
     kept where it stood, then the function it tests is replaced by a wrong one."""
     cell = (
@@ -233,7 +235,7 @@ else:
 VICTIM = "import colorsys\nprint(colorsys.rgb_to_hsv(1, 0, 0))\n"
 
 
-def test_a_run_cannot_plant_a_module_for_the_next_run(tmp_path, sandbox_image):
+def test_a_run_cannot_plant_a_module_for_the_next_run(tmp_path, backend_image):
     """Attack class: code execution in the next run. A run leaves a process (a thread
     group whose leader exited, in a session of its own) that writes ``colorsys.py`` into
     the working directories of the runs to come — ``sys.path[0]`` of their programs —
@@ -255,7 +257,7 @@ LOOK = (
 )
 
 
-def test_a_deep_directory_tree_does_not_break_the_next_run(tmp_path, sandbox_image):
+def test_a_deep_directory_tree_does_not_break_the_next_run(tmp_path, backend_image):
     """Attack class: the clean-up between runs as a target. A run leaves a directory
     tree deeper than Python's recursion limit in /tmp; removing it must neither fail the
     next honest runs (`error`, "its supervisor died") nor leave anything for them."""
@@ -266,7 +268,7 @@ def test_a_deep_directory_tree_does_not_break_the_next_run(tmp_path, sandbox_ima
         assert victim["stdout"] == "[]\n", victim["stdout"]
 
 
-def test_an_assert_outlived_through_a_global_its_function_reads_does_not_heal(tmp_path, sandbox_image):
+def test_an_assert_outlived_through_a_global_its_function_reads_does_not_heal(tmp_path, backend_image):
     """Attack class: the outlived assert one step removed — the asserted function reads
     a module constant that is right when the assert runs and changed after it."""
     cheat = (
@@ -351,7 +353,7 @@ THROUGH_A_NAMESPACE = ("builtin-shadowed-in-its-globals", "helper-rebound")
     ),
 )
 @pytest.mark.parametrize("kind", [k for k in IN_PLACE if k not in THROUGH_A_NAMESPACE])
-def test_an_assert_outlived_by_changing_its_callable_in_place_does_not_heal(tmp_path, sandbox_image, kind):
+def test_an_assert_outlived_by_changing_its_callable_in_place_does_not_heal(tmp_path, backend_image, kind):
     """Attack class: the outlived assert with the same objects. The asserted function (or
     class, or callable object) stays bound to the very object the assert read; its code,
     defaults, closure, globals, helper, method or class is changed after the assert held,
@@ -396,7 +398,7 @@ FORGED = {
 
 
 @pytest.mark.parametrize("kind", list(FORGED))
-def test_the_end_check_trusts_no_answer_of_the_programs_process(tmp_path, sandbox_image, kind):
+def test_the_end_check_trusts_no_answer_of_the_programs_process(tmp_path, backend_image, kind):
     """Attack class: forging the end check from inside the program's process — making
     the asserted function look not callable, editing the RPC's identity tables so the
     wrong function has the held handle's id, putting the right function back only while
@@ -430,7 +432,7 @@ LATER = {
 
 
 @pytest.mark.parametrize("kind", list(LATER))
-def test_an_assert_outlived_after_the_end_does_not_heal(tmp_path, sandbox_image, kind):
+def test_an_assert_outlived_after_the_end_does_not_heal(tmp_path, backend_image, kind):
     """Attack class: the outlived assert after the end, or elsewhere. A daemon thread (or
     an alarm's handler) binds a wrong ``mean`` 20 s later: the sandboxed program has
     ended before it does, so the end check sees the right one; in the user's kernel it
@@ -444,7 +446,7 @@ def test_an_assert_outlived_after_the_end_does_not_heal(tmp_path, sandbox_image,
 
 
 @pytest.mark.parametrize("kind", THROUGH_A_NAMESPACE)
-def test_an_in_place_change_through_a_namespace_is_rejected_by_the_spec_guard(tmp_path, sandbox_image, kind):
+def test_an_in_place_change_through_a_namespace_is_rejected_by_the_spec_guard(tmp_path, backend_image, kind):
     """The two in-place attacks that write into a namespace (strict xfails before)."""
     cell, cheat = IN_PLACE[kind]
     record = _heal(tmp_path, cell, [f"```python\n{cheat}```"] * 2)
@@ -478,7 +480,7 @@ OWN_REBINDING = {
 
 
 @pytest.mark.parametrize("kind", list(OWN_REBINDING))
-def test_the_users_own_rebinding_after_an_assert_still_heals(tmp_path, sandbox_image, kind):
+def test_the_users_own_rebinding_after_an_assert_still_heals(tmp_path, backend_image, kind):
     """False rejection: the user's cell itself binds the asserted name again after the
     assert (a memoised redefinition, a decorator applied afterwards). That is the user's
     spec — the spec guard allows a rebinding the user's code has — and an honest repair
@@ -489,7 +491,7 @@ def test_the_users_own_rebinding_after_an_assert_still_heals(tmp_path, sandbox_i
     assert record["outcome"] == "success", record["iterations"][-1]["verdict"]
 
 
-def test_a_rebinding_the_end_check_leaves_to_the_spec_guard_is_seen_by_it(tmp_path, sandbox_image):
+def test_a_rebinding_the_end_check_leaves_to_the_spec_guard_is_seen_by_it(tmp_path, backend_image):
     """Attack class: the seam between the two halves. The end check leaves a name a later
     top-level statement binds to the spec guard; a binding form one side knows and the
     other does not (``case {**mean}``) would let the wrong function in through
@@ -502,7 +504,7 @@ def test_a_rebinding_the_end_check_leaves_to_the_spec_guard_is_seen_by_it(tmp_pa
     assert record["outcome"] != "success", record["final_code"]
 
 
-def test_an_assert_is_checked_on_the_namespace_the_program_runs_in(tmp_path, sandbox_image):
+def test_an_assert_is_checked_on_the_namespace_the_program_runs_in(tmp_path, backend_image):
     """Attack class: the namespace the checker reads. The program puts another module
     in ``sys.modules["__main__"]`` with a right ``mean`` (made by ``exec``, which no rule
     reads) and runs on with its own wrong one: the user's assert must be checked on the
@@ -518,7 +520,7 @@ def test_an_assert_is_checked_on_the_namespace_the_program_runs_in(tmp_path, san
 
 
 # --------------------------------------------------------------------------- false rejections
-def test_a_cell_that_deletes_its_helper_at_the_end_still_heals(tmp_path, sandbox_image):
+def test_a_cell_that_deletes_its_helper_at_the_end_still_heals(tmp_path, backend_image):
     """False rejection: a cell that cleans up its helper with ``del`` after using it.
     The static pre-check (pyflakes reads function bodies after the whole module) called
     the helper "never defined" and blocked the user's cell and every repair unrun."""
@@ -569,7 +571,7 @@ RIGHT_TYPES = "def greet(name: str) -> str:\n    return name\n\nMade = str\n\nde
 
 
 @pytest.mark.parametrize("kind", sorted(TYPE_ATTACKS))
-def test_a_program_s_class_cannot_pass_for_str(tmp_path, sandbox_image, kind):
+def test_a_program_s_class_cannot_pass_for_str(tmp_path, backend_image, kind):
     """Attack class: the type seam. A class of the program's that names itself ``str``
     (by its names, its metaclass's ``__eq__`` / ``__hash__`` / ``__instancecheck__``, a
     ``type`` subclass) is none of the checker's ``str``: every assert about it fails.
@@ -580,7 +582,7 @@ def test_a_program_s_class_cannot_pass_for_str(tmp_path, sandbox_image, kind):
     assert all(t["passed"] for t in honest["tests"]), honest["tests"]
 
 
-def test_an_object_s_class_is_the_one_it_has_not_the_one_it_says(tmp_path, sandbox_image):
+def test_an_object_s_class_is_the_one_it_has_not_the_one_it_says(tmp_path, backend_image):
     """Attack class: the class an object says it has. ``type(x)``, ``x.__class__`` and
     ``isinstance`` of one of the program's objects are its real class's, not what a
     ``__class__`` property answers (``fractions.Fraction``, a class of the table)."""
@@ -598,7 +600,7 @@ def test_an_object_s_class_is_the_one_it_has_not_the_one_it_says(tmp_path, sandb
     assert all(t["passed"] for t in honest["tests"]), honest["tests"]
 
 
-def test_a_metaclass_hook_does_not_answer_the_tests_type_checks(tmp_path, sandbox_image):
+def test_a_metaclass_hook_does_not_answer_the_tests_type_checks(tmp_path, backend_image):
     """Attack class: the program's hooks as the checker's answer. ``isinstance`` and
     ``issubclass`` against the program's own class are answered from the classes' MROs,
     never by its metaclass's ``__instancecheck__`` / ``__subclasscheck__``."""
@@ -618,7 +620,7 @@ def test_a_metaclass_hook_does_not_answer_the_tests_type_checks(tmp_path, sandbo
     assert [t["passed"] for t in honest["tests"]] == [True, True, True], honest["tests"]
 
 
-def test_the_table_of_types_is_made_before_the_program_runs(tmp_path, sandbox_image):
+def test_the_table_of_types_is_made_before_the_program_runs(tmp_path, backend_image):
     """Attack class: making the table resolve something else. The program binds
     ``builtins.frozenset`` and ``collections.OrderedDict`` to a class of its own before
     its annotations name them: the table was read before the program ran, so that class
@@ -657,7 +659,7 @@ FORGE_ANSWERS = (
     ],
     ids=["a-name-outside-the-table", "a-function-s-name", "a-typing-function", "nested", "a-class-by-name"],
 )
-def test_a_reply_cannot_make_the_checker_resolve_another_name(tmp_path, sandbox_image, encoded):
+def test_a_reply_cannot_make_the_checker_resolve_another_name(tmp_path, backend_image, encoded):
     """Attack class: the table as a way to load. The program answers the tests' call
     with a type named outside the runner's table (``unittest.mock.ANY`` equals
     everything): the checker refuses the name, it loads nothing."""
@@ -667,7 +669,7 @@ def test_a_reply_cannot_make_the_checker_resolve_another_name(tmp_path, sandbox_
     assert [t["passed"] for t in result["tests"]] == [False, False], result["tests"]
 
 
-def test_string_annotations_are_evaluated_by_the_program_never_by_the_checker(tmp_path, sandbox_image):
+def test_string_annotations_are_evaluated_by_the_program_never_by_the_checker(tmp_path, backend_image):
     """Attack class: the program's code run by the checker. ``typing.get_type_hints``
     and ``inspect.get_annotations(eval_str=True)`` evaluate string annotations; of a
     program's function the checker asks the program for them, so an annotation that
@@ -686,7 +688,7 @@ def test_string_annotations_are_evaluated_by_the_program_never_by_the_checker(tm
     assert all(t["passed"] for t in result["tests"]), result["tests"]
 
 
-def test_type_in_the_tests_is_the_checker_s_own(tmp_path, sandbox_image):
+def test_type_in_the_tests_is_the_checker_s_own(tmp_path, backend_image):
     """Attack class: the name the tests call. A program that defines ``type`` of its own
     does not answer the tests' ``type(...)``."""
     program = "def type(x):\n    return float\n\ndef area(r):\n    return 3\n"
@@ -694,7 +696,7 @@ def test_type_in_the_tests_is_the_checker_s_own(tmp_path, sandbox_image):
     assert [t["passed"] for t in result["tests"]] == [False], result["tests"]
 
 
-def test_deep_and_recursive_types_fail_closed(tmp_path, sandbox_image):
+def test_deep_and_recursive_types_fail_closed(tmp_path, backend_image):
     """Attack class: recursion. A class hierarchy 400 deep answers; an annotation
     nested past the encoder's depth, and a reply nested past what the checker decodes,
     fail their statement only, and the checker goes on."""
@@ -740,7 +742,7 @@ EXCEPTION_TESTS = (
 )
 
 
-def test_an_exception_class_named_like_a_builtin_is_not_one(tmp_path, sandbox_image):
+def test_an_exception_class_named_like_a_builtin_is_not_one(tmp_path, backend_image):
     """Attack class: a class named like a table entry, through the exceptions' seam. An
     exception class of the program's that renames itself (or a base) ``builtins.str``,
     ``builtins.ValueError`` or ``json.decoder.JSONDecodeError`` is named by what its names
@@ -764,7 +766,7 @@ def test_an_exception_class_named_like_a_builtin_is_not_one(tmp_path, sandbox_im
     ],
     ids=["range-as-items", "range-as-objects", "index"],
 )
-def test_a_reply_cannot_make_the_checker_build_more_than_it_sent(tmp_path, sandbox_image, encoded):
+def test_a_reply_cannot_make_the_checker_build_more_than_it_sent(tmp_path, backend_image, encoded):
     """Attack class: crashing the checker by what it builds. A reply of a few bytes that
     numpy or pandas would grow into gigabytes (a ``range`` where a list of items goes) is
     refused: the statement fails, the checker goes on and reports (the run is not killed
@@ -775,7 +777,7 @@ def test_a_reply_cannot_make_the_checker_build_more_than_it_sent(tmp_path, sandb
     assert [t["passed"] for t in result["tests"]] == [True, False, True], result["tests"]
 
 
-def test_a_frame_nested_past_what_json_reads_does_not_crash_the_checker(tmp_path, sandbox_image):
+def test_a_frame_nested_past_what_json_reads_does_not_crash_the_checker(tmp_path, backend_image):
     """Attack class: crashing the checker by a frame. The program writes to the RPC, in
     place of its next checkpoint, JSON nested deeper than Python's parser recurses: the
     checker reads a malformed frame and reports the run, instead of dying without a report."""
@@ -788,7 +790,7 @@ def test_a_frame_nested_past_what_json_reads_does_not_crash_the_checker(tmp_path
     assert all("without a report" not in t["message"] for t in result["tests"]), result["tests"]
 
 
-def test_a_float_subclass_is_not_float_and_its_operators_stay_behind(tmp_path, sandbox_image):
+def test_a_float_subclass_is_not_float_and_its_operators_stay_behind(tmp_path, backend_image):
     """Attack class: ``type(x) is float`` where ``x`` is a float subclass. An instance of
     the program's own subclass of a plain type is a handle of its class (``type(x)`` is
     that class, as in Python), compared and combined by the checker on the plain value it
@@ -813,7 +815,7 @@ def test_a_float_subclass_is_not_float_and_its_operators_stay_behind(tmp_path, s
     assert all(t["passed"] for t in honest["tests"]), honest["tests"]
 
 
-def test_a_typing_alias_is_named_by_its_origin_not_by_its_name(tmp_path, sandbox_image):
+def test_a_typing_alias_is_named_by_its_origin_not_by_its_name(tmp_path, backend_image):
     """Attack class: a typing form whose name lies. An alias of the program's own class
     that calls itself ``List`` (``typing._GenericAlias(Made, (int,), name='List')``) is not
     ``typing.List[int]``: a form crosses by name only when its origin is that form's."""
@@ -828,7 +830,7 @@ def test_a_typing_alias_is_named_by_its_origin_not_by_its_name(tmp_path, sandbox
     assert all(t["passed"] for t in honest["tests"]), honest["tests"]
 
 
-def test_a_dict_keyed_by_the_program_s_objects_does_not_hang_the_checker(tmp_path, sandbox_image):
+def test_a_dict_keyed_by_the_program_s_objects_does_not_hang_the_checker(tmp_path, backend_image):
     """Attack class: a huge structure of handles. A dict whose keys are a thousand of the
     program's objects (a right program's graph by its nodes): each key is hashed as the
     fields it is compared by, so they do not all collide and get compared each with every
