@@ -59,6 +59,20 @@ LABEL_HOST = "selfheal.host"
 CONTROL_NAME = "control.sock"
 #: The frame protocol of the runner (``runner/``) that this host side speaks.
 RUNNER_PROTOCOL = 2
+
+
+def ready_hello(hello: dict[str, Any] | None) -> dict[str, Any]:
+    """A new runner's first frame, if it says ready in this package's protocol (any backend)."""
+    if not hello or not hello.get("ready"):
+        raise SandboxCrashed("the runner did not report ready in time")
+    if hello.get("protocol") != RUNNER_PROTOCOL:
+        raise SandboxCrashed(
+            f"the image's runner speaks protocol {hello.get('protocol')}, this package "
+            f"{RUNNER_PROTOCOL} (the image is stale)"
+        )
+    return hello
+
+
 #: Where the runner finds the control socket inside the container.
 CONTROL_SOCKET = f"{INPUTS_MOUNT}/{CONTROL_NAME}"
 #: How frames reach the runner: "auto" probes at pool start, or one of :data:`CHANNELS`.
@@ -347,14 +361,7 @@ class DockerSandbox(PooledSandbox):
                 log_lines = worker.runner_log().splitlines()
                 self._no_shared_files(log_lines[-1] if log_lines else "the runner did not connect")
             hello = worker.poll(READY_TIMEOUT_S)
-            if not hello or not hello.get("ready"):
-                raise SandboxCrashed("the runner did not report ready in time")
-            if hello.get("protocol") != RUNNER_PROTOCOL:
-                raise SandboxCrashed(
-                    f"the image's runner speaks protocol {hello.get('protocol')}, this package "
-                    f"{RUNNER_PROTOCOL} (the image is stale)"
-                )
-            worker.hello = hello
+            worker.hello = ready_hello(hello)
         except BaseException as exc:
             if listener is not None:
                 listener.close()

@@ -37,7 +37,7 @@ from typing import Any
 
 from ..errors import EngineLost, EngineUnavailable, ImageMissing, SandboxError
 from ..model import ErrorInfo, ExecutionResult, Limits
-from .docker import CONTAINER_ENV, READY_TIMEOUT_S, RUNNER_CAPABILITIES, RUNNER_PROTOCOL
+from .docker import CONTAINER_ENV, READY_TIMEOUT_S, RUNNER_CAPABILITIES, ready_hello
 from .image import RUNNER_COMMAND
 from .pool import INPUTS_MOUNT, PooledSandbox
 from .worker import ContainerSpec, Link, SandboxCrashed
@@ -419,14 +419,9 @@ class KubernetesSandbox(PooledSandbox):
                 hello = self._greet(worker, READY_TIMEOUT_S / ATTACHES)
                 if hello is not None:
                     break
-            if worker is None or not hello or not hello.get("ready"):
+            if worker is None:
                 raise SandboxCrashed("the runner did not report ready in time")
-            if hello.get("protocol") != RUNNER_PROTOCOL:
-                raise SandboxCrashed(
-                    f"the image's runner speaks protocol {hello.get('protocol')}, this package "
-                    f"{RUNNER_PROTOCOL} (the image is stale)"
-                )
-            worker.hello = hello
+            worker.hello = ready_hello(hello)
         except BaseException as exc:
             said = worker.runner_log() if worker is not None else ""
             if worker is not None:
