@@ -500,7 +500,8 @@ def _shm_dir() -> str | None:
     return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process of this host's is still there (an owner of containers or pods)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -524,7 +525,7 @@ def sweep_stale(client: docker.DockerClient) -> list[str]:
             pid = int(labels.get(LABEL_PID, ""))
         except ValueError:
             continue
-        if labels.get(LABEL_HOST) != host or _pid_alive(pid):
+        if labels.get(LABEL_HOST) != host or pid_alive(pid):
             continue
         try:
             remove_container(client, item["Id"])
@@ -533,6 +534,6 @@ def sweep_stale(client: docker.DockerClient) -> list[str]:
             pass
     for stale in Path(_shm_dir() or tempfile.gettempdir()).glob("selfheal-*-*"):
         owner = stale.name.split("-")[1]
-        if owner.isdigit() and not _pid_alive(int(owner)):
+        if owner.isdigit() and not pid_alive(int(owner)):
             shutil.rmtree(stale, ignore_errors=True)  # inputs of a process that died
     return removed

@@ -37,7 +37,7 @@ from typing import Any
 
 from ..errors import EngineLost, EngineUnavailable, ImageMissing, SandboxError
 from ..model import ErrorInfo, ExecutionResult, Limits
-from .docker import CONTAINER_ENV, READY_TIMEOUT_S, RUNNER_CAPABILITIES, ready_hello
+from .docker import CONTAINER_ENV, READY_TIMEOUT_S, RUNNER_CAPABILITIES, pid_alive, ready_hello
 from .image import RUNNER_COMMAND
 from .pool import INPUTS_MOUNT, PooledSandbox
 from .worker import ContainerSpec, Link, SandboxCrashed
@@ -639,16 +639,6 @@ def _short(exc: BaseException) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def sweep_stale(api: Any, namespace: str) -> list[str]:
     """Delete the ``selfheal`` pods nobody uses: those that ended (their owner's attach
     stream closed, so the runner exited) and those of a dead process on this host."""
@@ -661,7 +651,7 @@ def sweep_stale(api: Any, namespace: str) -> list[str]:
             pid = int(labels.get(LABEL_PID, ""))
         except ValueError:
             pid = 0
-        orphan = labels.get(LABEL_HOST) == host and pid > 0 and not _pid_alive(pid)
+        orphan = labels.get(LABEL_HOST) == host and pid > 0 and not pid_alive(pid)
         if ended or orphan:
             with contextlib.suppress(Exception):
                 api.delete_namespaced_pod(pod.metadata.name, namespace, grace_period_seconds=0)
