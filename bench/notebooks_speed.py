@@ -31,6 +31,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -78,27 +79,32 @@ def seconds(value: float) -> str:
     return "never" if math.isinf(value) else f"{value:.0f} s"
 
 
+def by_kind_and_side(records: list[dict[str, Any]]) -> Iterator[tuple[str, str, list[dict[str, Any]]]]:
+    """The records of each kind of case and each checkout, in the tables' order."""
+    for kind in ("heal", "question"):
+        for side in ("before", "after"):
+            mine = [r for r in records if r["kind"] == kind and r["side"] == side]
+            if mine:
+                yield kind, side, mine
+
+
 def table(records: list[dict[str, Any]]) -> str:
     rows = [
         "| kind | checkout | cases | solved | false success | changed the data | first useful feedback "
         "(median / p90) | verified fix (median / p90) |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for kind in ("heal", "question"):
-        for side in ("before", "after"):
-            mine = [r for r in records if r["kind"] == kind and r["side"] == side]
-            if not mine:
-                continue
-            solved = sum(r["solved"] for r in mine)
-            false = sum(r["outcome"] == "success" and not r["solved"] for r in mine)
-            changed = sum("changes the notebook" in (r.get("detail") or "") for r in mine)
-            first = [r["moments"].get("first_feedback_s", math.inf) for r in mine]
-            fixed = [r["moments"].get("pass_s", math.inf) if r["solved"] else math.inf for r in mine]
-            rows.append(
-                f"| {kind} | {side} | {len(mine)} | {solved} | {false} | {changed} | "
-                f"{seconds(percentile(first, 0.5))} / {seconds(percentile(first, 0.9))} | "
-                f"{seconds(percentile(fixed, 0.5))} / {seconds(percentile(fixed, 0.9))} |"
-            )
+    for kind, side, mine in by_kind_and_side(records):
+        solved = sum(r["solved"] for r in mine)
+        false = sum(r["outcome"] == "success" and not r["solved"] for r in mine)
+        changed = sum("changes the notebook" in (r.get("detail") or "") for r in mine)
+        first = [r["moments"].get("first_feedback_s", math.inf) for r in mine]
+        fixed = [r["moments"].get("pass_s", math.inf) if r["solved"] else math.inf for r in mine]
+        rows.append(
+            f"| {kind} | {side} | {len(mine)} | {solved} | {false} | {changed} | "
+            f"{seconds(percentile(first, 0.5))} / {seconds(percentile(first, 0.9))} | "
+            f"{seconds(percentile(fixed, 0.5))} / {seconds(percentile(fixed, 0.9))} |"
+        )
     return "\n".join(rows) + "\n\n" + tokens_table(records)
 
 
@@ -110,22 +116,18 @@ def tokens_table(records: list[dict[str, Any]]) -> str:
         "solved with no model token | tok per verified fix (mean) |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for kind in ("heal", "question"):
-        for side in ("before", "after"):
-            mine = [r for r in records if r["kind"] == kind and r["side"] == side]
-            if not mine:
-                continue
-            usages = [it.get("usage") or {} for r in mine for it in (r.get("run") or {}).get("iterations") or []]
-            asked = [u for u in usages if u.get("prompt_tokens", 0) + u.get("completion_tokens", 0)]
-            n = max(1, len(asked))
-            spent = [sum(((r.get("run") or {}).get("totals") or {}).get(k, 0) for k in ("prompt_tokens",
-                     "completion_tokens")) for r in mine if r["solved"]]  # fmt: skip
-            rows.append(
-                f"| {kind} | {side} | {len(mine)} | {len(asked)} | "
-                f"{sum(u.get('prompt_tokens', 0) for u in asked) / n:,.0f} | "
-                f"{sum(u.get('completion_tokens', 0) for u in asked) / n:,.0f} | {sum(1 for t in spent if not t)} | "
-                f"{sum(spent) / max(1, len(spent)):,.0f} |"
-            )
+    for kind, side, mine in by_kind_and_side(records):
+        usages = [it.get("usage") or {} for r in mine for it in (r.get("run") or {}).get("iterations") or []]
+        asked = [u for u in usages if u.get("prompt_tokens", 0) + u.get("completion_tokens", 0)]
+        n = max(1, len(asked))
+        spent = [sum(((r.get("run") or {}).get("totals") or {}).get(k, 0) for k in ("prompt_tokens",
+                 "completion_tokens")) for r in mine if r["solved"]]  # fmt: skip
+        rows.append(
+            f"| {kind} | {side} | {len(mine)} | {len(asked)} | "
+            f"{sum(u.get('prompt_tokens', 0) for u in asked) / n:,.0f} | "
+            f"{sum(u.get('completion_tokens', 0) for u in asked) / n:,.0f} | {sum(1 for t in spent if not t)} | "
+            f"{sum(spent) / max(1, len(spent)):,.0f} |"
+        )
     return "\n".join(rows)
 
 
