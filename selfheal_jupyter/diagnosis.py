@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from functools import cached_property
 
 from .agents.inputs import DATES_AS_TEXT, NUMBERS_AS_TEXT
+from .feedback import INSIDE_NOTEBOOK
 from .model import NOTEBOOK_FILE, ColumnInfo, ContextEntry, ExecutionResult, Explanation, LineEdit, NotebookContext
 from .source_lines import source_lines
 
@@ -731,7 +732,7 @@ def explain(
         except Exception:  # a diagnosis never stands in the way of the run
             reader.sentences, reader.edits = [], []
     if reader.inner:
-        reader.sentences.insert(0, f"It failed inside a function of your notebook, at `{reader.inner}`.")
+        reader.sentences.insert(0, INSIDE_NOTEBOOK.format(source=reader.inner))
     edits = reader.edits if any(e.line != TOP for e in reader.edits) else []
     return Explanation(
         error=f"{result.error.type}: {result.error.message}"[:300],

@@ -122,6 +122,14 @@ def _location(result: ExecutionResult) -> list[str]:
     return out
 
 
+def _located(result: ExecutionResult) -> set[str]:
+    """The explanation's sentences that :func:`_location` already says."""
+    frames = result.error.frames if result.error is not None else []
+    if frames and frames[-1].file == NOTEBOOK_FILE:
+        return {INSIDE_NOTEBOOK.format(source=frames[-1].source)}
+    return set()
+
+
 def _stderr_without_traceback(result: ExecutionResult) -> str:
     """stderr minus the traceback (already given in structured form above)."""
     stderr = result.stderr
@@ -192,6 +200,9 @@ def spec_lines(violations: list[SpecViolation]) -> list[str]:
 
 
 EXPLANATION_HEADER = "What the tool found from the notebook's context:"
+INSIDE_NOTEBOOK = "It failed inside a function of your notebook, at `{source}`."
+"""The explanation's first sentence for a failure inside the notebook's code; the feedback's
+location line says it already, so the model is not told twice."""
 
 
 def without_explanation(feedback: str) -> str:
@@ -231,9 +242,10 @@ def format_feedback(
     if result.message and result.status not in ("ok", "error", "blocked"):
         parts.append(clip(result.message, 400))
     parts += _location(result)
-    if explanation is not None and explanation.diagnosis:
+    found = [s for s in explanation.diagnosis if s not in _located(result)] if explanation is not None else []
+    if found:
         parts.append(EXPLANATION_HEADER)
-        parts += [f"  {sentence}" for sentence in explanation.diagnosis]
+        parts += [f"  {sentence}" for sentence in found]
     parts += _streams(result)
     parts += _tests(result.tests)
     if (

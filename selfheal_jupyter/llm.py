@@ -151,6 +151,7 @@ class LLMClient:
         cancel: threading.Event | None = None,
         stop: Sequence[str] | None = None,
         temperature: float | None = None,
+        max_tokens: int | None = None,
     ) -> ChatReply:
         """Stream one reply. ``on_token`` gets each text delta in the caller's thread.
 
@@ -159,8 +160,9 @@ class LLMClient:
         subclass when the endpoint fails — also when the reply runs past its
         ``max_tokens`` (counted from the stream: a server that ignores the cap) or
         streams for longer than ``timeout_s``; such an error carries the ``usage``
-        of what was received.
+        of what was received. ``max_tokens``: this reply's own cap, at most the client's.
         """
+        limit = min(self.max_tokens, max_tokens) if max_tokens else self.max_tokens
         if cancel is not None and cancel.is_set():
             raise Cancelled("Stopped before the model was asked.")
         if self.admit is not None:
@@ -169,7 +171,7 @@ class LLMClient:
             "model": self.endpoint.model,
             "messages": list(messages),
             "temperature": self.temperature if temperature is None else temperature,
-            "max_tokens": self.max_tokens,
+            "max_tokens": limit,
             "stream": True,
             "stream_options": {"include_usage": True},
         }
@@ -202,7 +204,7 @@ class LLMClient:
                     if cancel is not None and cancel.is_set():
                         raise Cancelled("Stopped while the model was answering.") from None
                     if deadline is not None and time.monotonic() > deadline:
-                        raise self._cut("timeout", messages, "".join(parts), chunks) from None
+                        raise self._cut("timeout", messages, "".join(parts), chunks, limit) from None
                     if waiting is not None and deadline is None:
                         waiting.poll()
                     continue
@@ -215,10 +217,10 @@ class LLMClient:
                         on_token(value)
                     if cancel is not None and cancel.is_set():
                         raise Cancelled("Stopped while the model was answering.")
-                    if chunks > self.max_tokens or chars > self.max_tokens * MAX_CHARS_PER_TOKEN:
-                        raise self._cut("max_tokens", messages, "".join(parts), chunks)
+                    if chunks > limit or chars > limit * MAX_CHARS_PER_TOKEN:
+                        raise self._cut("max_tokens", messages, "".join(parts), chunks, limit)
                     if deadline is not None and time.monotonic() > deadline:
-                        raise self._cut("timeout", messages, "".join(parts), chunks)
+                        raise self._cut("timeout", messages, "".join(parts), chunks, limit)
                 elif kind == "finish":
                     finish = value
                 elif kind == "usage":
@@ -242,14 +244,14 @@ class LLMClient:
             usage = Usage(estimate_prompt(messages), estimate_tokens(text), estimated=True)
         return ChatReply(text, usage, finish, time.monotonic() - started)
 
-    def _cut(self, why: str, messages: Sequence[Message], text: str, chunks: int) -> LLMError:
+    def _cut(self, why: str, messages: Sequence[Message], text: str, chunks: int, limit: int) -> LLMError:
         """The reply was stopped by this side: past ``max_tokens``, or streaming for longer
         than ``timeout_s``. The error carries the usage of what was received."""
         received = max(chunks, estimate_tokens(text))
         if why == "max_tokens":
             error: LLMError = LLMError(
                 f"{self._who()} kept writing past the "
-                f"reply's limit of {self.max_tokens} tokens (max_tokens; about {received} "
+                f"reply's limit of {limit} tokens (max_tokens; about {received} "
                 "received), so the reply was stopped. The server ignores max_tokens: check "
                 "its settings; a longer reply needs a higher `%config SelfHeal.max_tokens`."
             )

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..llm import LLMClient
+from ..llm import LLMClient, estimate_tokens
 from ..model import InputDescription, Plan, Usage
 from . import edits
 from .edits import EDIT_FAILED_FEEDBACK, EDIT_FAILED_NOTE, EDIT_INSTRUCTION
@@ -106,6 +106,21 @@ class RepairContext:
     edit_failure: str = ""
     """The last reply's SEARCH/REPLACE blocks did not apply (which block, why): this round
     asks for the whole program."""
+
+
+REPLY_FLOOR_TOKENS = 512
+REPLY_TOKENS_PER_PROGRAM_TOKEN = 4
+"""A repair's reply may take ``max(REPLY_FLOOR_TOKENS, 4 × the program's tokens)`` (at most
+``SelfHeal.max_tokens``): the program rewritten, with room for a sentence before it. A
+reply past that has lost its program (a sampled reply that never closes its fence) and
+would otherwise stream to ``max_tokens``; figures in docs/measurements.md (issue 46)."""
+
+
+def reply_limit(repair: RepairContext | None) -> int | None:
+    """The most tokens a reply to this turn may take (None: the client's ``max_tokens``)."""
+    if repair is None or repair.code is None:
+        return None
+    return max(REPLY_FLOOR_TOKENS, REPLY_TOKENS_PER_PROGRAM_TOKEN * estimate_tokens(repair.code))
 
 
 @dataclass
@@ -252,7 +267,8 @@ class Developer:
         messages = self.build_messages(
             prompt, plan, inputs, tests, repair, keep_spec=keep_spec, context=context, restart=restart
         )
-        reply = self.llm.chat(messages, on_token=on_token, cancel=cancel, temperature=temperature)
+        limit = reply_limit(repair)
+        reply = self.llm.chat(messages, on_token=on_token, cancel=cancel, temperature=temperature, max_tokens=limit)
         usage = reply.usage
         prompt_chars = sum(len(m["content"]) for m in messages)
         # Blocks are read whenever edits are on, also from a turn that asked for the whole
@@ -280,6 +296,7 @@ class Developer:
                 on_token=on_token,
                 cancel=cancel,
                 temperature=max(self.retry_temperature, temperature or 0.0),
+                max_tokens=limit,
             )
             usage = usage + reply.usage
             prompt_chars += sum(len(m["content"]) for m in messages)

@@ -163,9 +163,13 @@ DATA_HEADER = (
 DATA_TERMS = (
     "Print answers about this data in the user's terms: the names it holds (region names, "
     "customer names; weekday and month names via `.dt.day_name()` / `.dt.month_name()`), "
-    "never row positions, index numbers or ids standing for them. Leave these values as they "
-    "are (no new column, converted dtype, `inplace=True` or `.append` on them, beyond what the "
-    "user's own code does): work on a copy, e.g. `d = df.copy()`."
+    "never row positions, index numbers or ids standing for them."
+)
+"""Only for a program written to answer the task: a repair of the user's own code prints
+what the user's code prints (about 60 prompt tokens not read per heal request)."""
+DATA_KEEP = (
+    "Leave these values as they are (no new column, converted dtype, `inplace=True` or "
+    "`.append` on them, beyond what the user's own code does): work on a copy, e.g. `d = df.copy()`."
 )
 CODE_HEADER = (
     "From the user's notebook: imports and definitions already made when the program "
@@ -178,15 +182,19 @@ UNAVAILABLE_HEADER = (
 )
 
 
-def format_context(ctx: NotebookContext | None) -> str:
-    """The prompt text for a context: kinds, types, shapes, signatures; never values."""
+def format_context(ctx: NotebookContext | None, *, answers: bool = True) -> str:
+    """The prompt text for a context: kinds, types, shapes, signatures; never values.
+
+    ``answers``: the program is written to answer the task (not the user's own code
+    repaired), so it is told how to name what it prints (:data:`DATA_TERMS`)."""
     if ctx is None or not ctx.entries:
         return ""
     data = [f"- `{e.name}`: {e.summary or e.type}" for e in ctx.available if e.kind == "value"]
     code = [f"- `{e.name}`: {e.summary or e.type}" for e in ctx.available if e.kind != "value"]
     out = []
     if data:
-        out.append(DATA_HEADER + "\n" + "\n".join(data) + "\n" + DATA_TERMS)
+        terms = [DATA_TERMS, DATA_KEEP] if answers else [DATA_KEEP]
+        out.append(DATA_HEADER + "\n" + "\n".join(data) + "\n" + " ".join(terms))
     if code:
         out.append(CODE_HEADER + "\n" + "\n".join(code))
     if ctx.unavailable:

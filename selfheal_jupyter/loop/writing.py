@@ -132,7 +132,7 @@ class Writer:
                 keep_spec=keep_spec,
                 on_token=functools.partial(state.emit.tokens, "developer", index),
                 cancel=state.stop.event,
-                context=format_context(task.context),
+                context=format_context(task.context, answers=task.initial_code is None),
                 restart=written.restarted or fresh,
                 temperature=self.developer.retry_temperature if k else None,
             )

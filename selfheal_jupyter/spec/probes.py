@@ -53,17 +53,59 @@ _NO_VALUE_CALLS = frozenset({"print", "display"})
 """Calls whose result says nothing (None); their arguments are still probed."""
 
 
+_SIMPLE = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Assert, ast.Return, ast.Delete, ast.Raise)
+"""Statements that evaluate their expressions before binding anything: what they assign
+holds its earlier value while they run."""
+
+
+def _bound_by(stmt: ast.stmt) -> set[str]:
+    """Names the statement binds before it uses them: a loop's target, a name assigned in
+    a compound statement's body, a comprehension's variable, a lambda's parameter. The
+    probes run before the statement, where such a name is undefined (or stale): a probe
+    using one shows only a NameError that is not the program's failure."""
+    bound = _scoped_names(stmt)
+    if not isinstance(stmt, _SIMPLE):
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                bound.add(node.id)
+            elif isinstance(node, ast.ExceptHandler) and node.name:
+                bound.add(node.name)
+    return bound
+
+
+def _scoped_names(node: ast.AST) -> set[str]:
+    """Names bound by the comprehensions and lambdas inside ``node`` (their own scopes)."""
+    out: set[str] = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.comprehension):
+            out |= {t.id for t in ast.walk(n.target) if isinstance(t, ast.Name)}
+        elif isinstance(n, ast.Lambda):
+            out |= {a.arg for a in ast.walk(n.args) if isinstance(a, ast.arg)}
+    return out
+
+
+def _free_names(node: ast.AST) -> set[str]:
+    """Names ``node`` reads from outside itself (near enough: every name it loads, less
+    those its own comprehensions and lambdas bind)."""
+    loaded = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return loaded - _scoped_names(node)
+
+
 def expressions(stmt: ast.stmt, known: set[str] | frozenset[str] = frozenset()) -> list[str]:
     """Sub-expressions worth a value: call results and their arguments, compared operands,
     subscripted containers — outermost first, no constants, no duplicates, no plain name
-    whose value the failing frame's locals already show (``known``)."""
+    whose value the failing frame's locals already show (``known``), none that uses a
+    name the statement itself binds (:func:`_bound_by`)."""
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)):
         return []
     out: list[str] = []
+    bound = _bound_by(stmt)
 
     def add(node: ast.AST) -> None:
         # A slice (``5:`` of ``values[5:]``) is an ast.expr but no expression of its own.
         if isinstance(node, (ast.Constant, ast.Lambda, ast.Slice)) or not isinstance(node, ast.expr):
+            return
+        if _free_names(node) & bound:
             return
         if _literal(node) is not _NOT_LITERAL:  # ``{"pen": [1.5, 15]}``: its value is its text
             return
@@ -135,7 +177,8 @@ def probe_statement(expr: str, chars: int = REPR_CHARS) -> str:
 
 def probe_values(outcomes: list[TestOutcome]) -> list[TestOutcome]:
     """The probes' outcomes with ``source`` = the expression and ``message`` = its value
-    (``passed`` True when the expression evaluated, False when it raised)."""
+    (``passed`` True when the expression evaluated, False when it raised). A probe whose
+    name is not defined yet says nothing the program's own error does not: left out."""
     out = []
     for t in outcomes:
         src = t.source
@@ -143,7 +186,7 @@ def probe_values(outcomes: list[TestOutcome]) -> list[TestOutcome]:
         msg = t.message
         if msg.startswith("AssertionError: "):
             out.append(TestOutcome(expr, True, msg[len("AssertionError: ") :], t.line))
-        elif msg.startswith("not run"):
+        elif msg.startswith(("not run", "NameError")):
             continue
         else:
             out.append(TestOutcome(expr, False, msg, t.line))

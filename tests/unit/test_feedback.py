@@ -128,3 +128,23 @@ def test_failure_signature_ignores_output_but_not_the_error():
     b = error_result(stdout="two")
     c = error_result(error=ErrorInfo("ValueError", "bad", 3))
     assert failure_signature(a) == failure_signature(b) != failure_signature(c)
+
+
+def test_a_failure_inside_the_notebooks_function_is_located_once():
+    """Issue 46: the location line and the explanation's first sentence said the same
+    thing to the model; every repeated line is read again at ~30 tokens/s."""
+    from selfheal_jupyter.diagnosis import explain
+    from selfheal_jupyter.model import NOTEBOOK_FILE
+
+    frames = [
+        Frame("candidate.py", 4, "<module>", "acct.deposit(entry[1:])"),
+        Frame(NOTEBOOK_FILE, 7, "deposit", "self.balance += amount"),
+    ]
+    error = ErrorInfo("TypeError", "unsupported operand type(s) for +=: 'int' and 'str'", 4, frames, {"amount": "'50'"})
+    result = error_result(error=error, stdout="")
+    code = 'for entry in ledger:\n    if entry.startswith("+"):\n        acct.deposit(entry[1:])\n'
+    explanation = explain(result, code, None)
+    assert explanation is not None and any("self.balance += amount" in s for s in explanation.diagnosis)
+    text = format_feedback(result, judge(result, None), explanation=explanation)
+    assert text.count("self.balance += amount") == 2, text  # the location line and the frames
+    assert "It failed inside deposit(), defined in the user's notebook" in text
