@@ -285,15 +285,20 @@ class _Reader:
             node = parents.get(node)
         return False
 
-    def pandas(self) -> str | None:
-        """The name pandas goes by for this program (``pd``): the notebook's import, the
-        program's own, or ``pd`` with an import line added before the program."""
+    @property
+    def imported_pandas(self) -> str | None:
+        """The name pandas goes by by the notebook's import or the program's own (None: neither)."""
         for entry in self.context.available if self.context else []:
             if entry.kind == "module" and entry.type == "pandas":
                 return entry.name
         m = re.search(r"^\s*import\s+pandas(?:\s+as\s+(\w+))?\s*$", self.code, re.M)
-        if m:
-            return m.group(1) or "pandas"
+        return (m.group(1) or "pandas") if m else None
+
+    def pandas(self) -> str | None:
+        """The name pandas goes by for this program (``pd``): the notebook's import, the
+        program's own, or ``pd`` with an import line added before the program."""
+        if self.imported_pandas:
+            return self.imported_pandas
         if "pd" in _names_on(self.code.replace("\n", " ; ")):
             return None  # something else is called pd
         self.edits.append(LineEdit(TOP, "", "import pandas as pd"))
@@ -392,7 +397,7 @@ class _Reader:
     # ------------------------------------------------------------------ KeyError
     def key_error(self) -> None:
         key = _string_literal(self.message)
-        if key is None:
+        if key is None or self.merge_key(key):
             return
         frames = self.frames_on_line()
         for entry in frames:
@@ -408,6 +413,51 @@ class _Reader:
             if names and key not in names:
                 self._missing_column(local, key, names)
                 return
+
+    def columns_of(self, name: str) -> list[str]:
+        """A DataFrame's columns: the notebook's, else as the failing frame's locals show them."""
+        entry = self.entry(name)
+        return [c.name for c in entry.columns] if entry is not None and entry.columns else self.local_columns(name)
+
+    def merge_key(self, key: str) -> bool:
+        """``a.merge(b, on=key)`` (or ``pd.merge(a, b, on=key)``) where one frame has ``key``
+        and the other one column named after it (``id`` and ``student_id``): say so, and
+        the tool's own edit joins the two with ``left_on`` / ``right_on``."""
+        tree, text = _parse_line(self.raw)
+        for node in ast.walk(tree) if tree is not None else []:
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "merge"):
+                continue
+            on = next((k for k in node.keywords if k.arg == "on"), None)
+            frames = [node.func.value, *node.args[:1]] if node.args else []
+            if (
+                len(node.args) >= 2
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == (self.imported_pandas or "pd")
+            ):
+                frames = node.args[:2]
+            if on is None or not (isinstance(on.value, ast.Constant) and on.value.value == key) or len(frames) != 2:
+                continue
+            if not all(isinstance(f, ast.Name) for f in frames):
+                continue
+            left, right = (f.id for f in frames)  # type: ignore[attr-defined]
+            has = {side: key in self.columns_of(side) for side in (left, right)}
+            if has[left] == has[right]:
+                continue
+            lacking = right if has[left] else left
+            named = [c for c in self.columns_of(lacking) if key.lower() in re.split(r"[\W_]+", c.lower()) and c != key]
+            if len(named) != 1:
+                continue
+            meant = named[0]
+            self.say(
+                f"`{key}` is a column of `{left if has[left] else right}` but not of `{lacking}`, whose "
+                f"column for it is `{meant}`: join them with `left_on` and `right_on`."
+            )
+            quote = (ast.get_source_segment(text, on.value) or '"')[0]
+            keys = (key, meant) if has[left] else (meant, key)
+            old = ast.get_source_segment(text, on) or ""
+            self.edit(old, f"left_on={quote}{keys[0]}{quote}, right_on={quote}{keys[1]}{quote}")
+            return True
+        return False
 
     def _missing_column(self, frame: str, key: str, names: list[str]) -> None:
         meant = close_name(key, names)

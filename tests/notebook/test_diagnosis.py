@@ -66,6 +66,12 @@ CASES = [
         id="arithmetic-on-text",
     ),
     pytest.param(
+        "print(sales.merge(managers, on='region')['manager'].tolist())\n",
+        "KeyError",
+        "`region` is a column of `sales` but not of `managers`, whose column for it is `region_name`",
+        id="merge-key-named-differently",
+    ),
+    pytest.param(
         "print(np.dot(marks, weights))\n",
         "ValueError",
         "The shapes do not match: `marks` has shape (4,); `weights` has shape (3,)",
@@ -103,6 +109,7 @@ def test_which_cases_carry_an_edit(sandbox, notebook):
         "name-error-close-notebook-name": True,
         "dt-on-text": True,
         "arithmetic-on-text": True,
+        "merge-key-named-differently": True,
         "shape-mismatch": False,  # which one to change is the user's decision
     }
 

@@ -43,6 +43,7 @@ class Account:
 
 acct = Account()
 total_units = 10
+managers = pd.DataFrame({"region_name": ["north", "south", "east"], "manager": ["Ann", "Bo", "Cy"]})
 """
 )
 
