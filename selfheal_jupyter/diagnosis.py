@@ -54,6 +54,17 @@ def close_name(name: str, choices: Iterable[str]) -> str | None:
     return found[0] if found else None
 
 
+def _quoted(quote: str, text: str) -> str | None:
+    """``text`` as a string literal in ``quote``s, when that literal is exactly ``text``
+    (None: a name from the user's data holding a quote, backslash or line break, whose
+    literal would be other code)."""
+    literal = f"{quote}{text}{quote}"
+    try:
+        return literal if ast.literal_eval(literal) == text else None
+    except (ValueError, SyntaxError):
+        return None
+
+
 def _parse_line(source: str) -> tuple[ast.AST | None, str]:
     """A line parsed alone (a block's header gets a body), and the text its positions index."""
     text = source.strip()
@@ -453,9 +464,9 @@ class _Reader:
                 f"column for it is `{meant}`: join them with `left_on` and `right_on`."
             )
             quote = (ast.get_source_segment(text, on.value) or '"')[0]
-            keys = (key, meant) if has[left] else (meant, key)
-            old = ast.get_source_segment(text, on) or ""
-            self.edit(old, f"left_on={quote}{keys[0]}{quote}, right_on={quote}{keys[1]}{quote}")
+            keys = [_quoted(quote, k) for k in ((key, meant) if has[left] else (meant, key))]
+            if all(keys):
+                self.edit(ast.get_source_segment(text, on) or "", f"left_on={keys[0]}, right_on={keys[1]}")
             return True
         return False
 
@@ -467,7 +478,8 @@ class _Reader:
             return
         self.say(f"`{key}` is not a column of `{frame}`; `{meant}` is.")
         for quote in ("'", '"'):
-            if self.edit(f"{quote}{key}{quote}", f"{quote}{meant}{quote}"):
+            literal = _quoted(quote, meant)
+            if literal is not None and self.edit(f"{quote}{key}{quote}", literal):
                 return
         if key.isidentifier() and meant.isidentifier():
             self.edit(f".{key}", f".{meant}")

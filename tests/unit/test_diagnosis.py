@@ -99,3 +99,31 @@ def test_a_misspelt_name_is_renamed_in_the_smallest_expression_its_line_holds_on
     assert edits("values = [1, 2]\nmean = (sum(values) /\n    len(valu))\n", "valu", 3) == [("valu", "values")]
     # read twice on the line: which to change is not one edit's
     assert edits("values = [1, 2]\nmean = sum(value) / len(value)\n", "value", 2) == []
+
+
+MERGE = 'merged = students.merge(grades, on="id")\n'
+CLOSE = 'print(sales["population_milions_total"].sum())\n'
+MERGE_PAYLOAD = 'x") or __import__("os").system("touch /tmp/owned") or ("_id'
+CLOSE_PAYLOAD = 'population_millions_total"+run()+"'
+
+
+@pytest.mark.parametrize(
+    "code, key, columns, edited",
+    [
+        (MERGE, "id", {"students": ["id", "name"], "grades": ["student_id", "grade"]}, True),
+        (MERGE, "id", {"students": ["id", "name"], "grades": [MERGE_PAYLOAD, "grade"]}, False),
+        (CLOSE, "population_milions_total", {"sales": ["population_millions_total", "units"]}, True),
+        (CLOSE, "population_milions_total", {"sales": [CLOSE_PAYLOAD, "units"]}, False),
+    ],
+    ids=["merge-key", "merge-key-payload", "close-column", "close-column-payload"],
+)
+def test_a_column_name_from_the_users_data_cannot_write_code_into_the_tools_edit(code, key, columns, edited):
+    """The tool's own edits quote a column name the data chose; one that closes the quote
+    would make the edit run other code (in the sandbox, and in the notebook once accepted)."""
+    from selfheal_jupyter.model import ErrorInfo, ExecutionResult
+
+    locals_ = {name: f"DataFrame shape=(2, 2) columns={cols!r}" for name, cols in columns.items()}
+    error = ErrorInfo("KeyError", repr(key), 1, [], locals_)
+    found = explain(ExecutionResult(status="error", error=error), code, None)
+    assert bool(found.edits) is edited, found.edits
+    assert all("__import__" not in e.new and "run()" not in e.new for e in found.edits)
