@@ -63,7 +63,8 @@ class SelfHeal(Configurable):
     ).tag(config=True)
     max_tokens = Int(
         1024,
-        help="Most tokens one reply may have (sent with each request; a server that streams past it is stopped).",
+        help="Most tokens one reply may have (sent with each request; a server that streams past it is stopped). "
+        "A repair's reply has a lower cap, in proportion to the program it repairs.",
     ).tag(config=True)
 
     @default("base_url")
