@@ -102,10 +102,12 @@ class SelfHeal(Configurable):
     ).tag(config=True, embedded=30)
     quick_fixes = Bool(
         True,
-        help="When a failure's own diagnosis implies one edit of the failing line (a close "
-        "column for a misspelt one, `pd.to_datetime` around a text column under `.dt`, a "
-        "method called rather than indexed, a definition moved before its first use, your "
-        "own line a candidate dropped...), try that program before asking the model; "
+        help="When a failure's own diagnosis implies one edit (a close column for a "
+        "misspelt one, `pd.to_datetime` around a text column under `.dt`, a method called "
+        "rather than indexed, a definition moved before its first use, your own line a "
+        "candidate dropped, `left_on`/`right_on` for a merge key the two frames name "
+        "differently, `ascending=False` where your comment asks for the largest...), try "
+        "that program before asking the model; "
         "and for a question about your data whose check (derived from that data) knows "
         "its shape, run the tool's own program for the question as the check reads it "
         "before asking the model, or after a model's answer failed that check. Each is "

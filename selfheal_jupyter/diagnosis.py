@@ -18,7 +18,9 @@ from __future__ import annotations
 import ast
 import builtins
 import difflib
+import io
 import re
+import tokenize
 from collections.abc import Callable, Iterable
 from functools import cached_property
 
@@ -267,10 +269,12 @@ class _Reader:
             return []
         return [str(c) for c in value] if isinstance(value, list) else []
 
-    def edit(self, old: str, new: str) -> bool:
-        """Propose replacing ``old`` (once on the failing line) by ``new``."""
-        if self.line and old and self.raw.count(old) == 1 and not any(e.old == old for e in self.edits):
-            self.edits.append(LineEdit(self.line, old, new))
+    def edit(self, old: str, new: str, line: int | None = None) -> bool:
+        """Propose replacing ``old`` (once on the failing line, or on ``line``) by ``new``."""
+        line = line or self.line
+        raw = self.lines[line - 1] if line and 0 < line <= len(self.lines) else ""
+        if line and old and raw.count(old) == 1 and not any(e.old == old for e in self.edits):
+            self.edits.append(LineEdit(line, old, new))
             return True
         return False
 
@@ -749,9 +753,48 @@ class _Reader:
             + ". Make them agree (the same length, or a shape that broadcasts), or align them by a key first."
         )
 
+    # ------------------------------------------------------------------ AssertionError
+    def assertion(self) -> None:
+        self.sort_direction()
+
+    def sort_direction(self) -> None:
+        """A check failed after the program's one ``sort_values`` without ``ascending``, where
+        its comments ask for the largest ("# the three largest cities"): ``sort_values`` puts
+        the smallest first. Said, and the tool's own edit sorts the largest first."""
+        if not LARGEST.search(_comments(self.code)):
+            return
+        sorts = [(n, line) for n, line in enumerate(self.lines, 1) if ".sort_values(" in line]
+        if len(sorts) != 1 or "ascending" in sorts[0][1]:
+            return
+        number, line = sorts[0]
+        tree, text = _parse_line(line)
+        for node in ast.walk(tree) if tree is not None else []:
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "sort_values":
+                segment = ast.get_source_segment(text, node) or ""
+                self.say(
+                    f"`sort_values` on line {number} puts the smallest first, and the program's comment "
+                    "asks for the largest: sort with `ascending=False`."
+                )
+                if segment.endswith(")"):
+                    self.edit(segment, segment[:-1].rstrip() + ", ascending=False)", line=number)
+                return
+
     # ------------------------------------------------------------------ others
     def zero_division(self) -> None:
         self.say("A division by zero: a divisor is 0 for some of the data; decide what the result is then.")
+
+
+LARGEST = re.compile(r"\b(largest|biggest|highest|greatest|most|top|best|maximum)\b", re.I)
+"""Words of a comment asking for the largest first."""
+
+
+def _comments(code: str) -> str:
+    """The program's comments, one per line (none when it does not tokenize)."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return ""
+    return "\n".join(t.string for t in tokens if t.type == tokenize.COMMENT)
 
 
 def _shape_text(shape: list[int]) -> str:
@@ -786,6 +829,7 @@ def explain(
         "NameError": reader.name_error,
         "ValueError": reader.value_error,
         "ZeroDivisionError": reader.zero_division,
+        "AssertionError": reader.assertion,
     }
     handler = handlers.get(result.error.type)
     if handler is not None:

@@ -7,7 +7,7 @@ every round :func:`next_step`, a pure function of what the loop carried so far
 next: :class:`Success`, :class:`Stop` (an outcome and a message that says what to do),
 :class:`Stopped` (the user's stop or the clock during the sandbox run), or
 :class:`Another` round, told what :attr:`Progress.repair` holds — or running
-:attr:`Progress.quick_fix`, the tool's own edit of the failing line, before the model is
+:attr:`Progress.quick_fix`, the tool's own edit a failure implies, before the model is
 asked (``SelfHeal.quick_fixes``; such a round counts only if it passes), and, for a question
 about the notebook's data, the tool's own program for it first (:func:`opening`). Whether a
 program passed is the verdict's (:mod:`selfheal_jupyter.loop.verdict`); this module
@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from ..agents.developer import RepairContext
-from ..diagnosis import apply_edits, edit_words
+from ..diagnosis import TOP, apply_edits, edit_words
 from ..feedback import failure_signature
 from ..model import ASSERT_RULES, DATA_CHECK_PREFIX, DataCheck, ExecutionResult, Explanation, Iteration, Verdict
 from . import verdict as judging
@@ -315,16 +315,17 @@ def repeat_of(code: str | None, earlier: Iterable[tuple[int, str]]) -> int | Non
 def quick_fix(
     code: str | None, explanation: Explanation | None, earlier: Iterable[tuple[int, str]]
 ) -> tuple[str, str] | None:
-    """The program a failure's own explanation implies (its one precise edit of the
-    failing line applied, :func:`~selfheal_jupyter.diagnosis.apply_edits`) and what
-    changed; None when it implies none, or that program already ran."""
+    """The program a failure's own explanation implies (its precise edits applied,
+    :func:`~selfheal_jupyter.diagnosis.apply_edits`) and what changed; None when it
+    implies none, or that program already ran."""
     if code is None or explanation is None or not explanation.edits:
         return None
     fixed = apply_edits(code, explanation.edits)
     if fixed is None or repeat_of(fixed, earlier) is not None:
         return None
     changes = "; ".join(edit_words(e) for e in explanation.edits if e.old)
-    return fixed, f"line {explanation.line}: {changes}"
+    line = next((e.line for e in explanation.edits if e.line != TOP), explanation.line)
+    return fixed, f"line {line}: {changes}"
 
 
 def data_answer(checks: Iterable[DataCheck], earlier: Iterable[tuple[int, str]]) -> tuple[str, str] | None:

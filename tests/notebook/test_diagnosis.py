@@ -203,3 +203,21 @@ def test_a_misspelt_name_inside_a_longer_one_is_mended_before_the_model(heal_she
     assert first.candidate.code == cell.replace("len(value)", "len(values)")
     assert run.outcome == "success" and run.totals.prompt_tokens == run.totals.completion_tokens == 0
     assert "own edit, from its explanation of the last failure (no model was asked): line 1:" in html
+
+
+def test_a_sort_whose_comment_asks_for_the_largest_is_turned_by_the_tools_own_edit(sandbox, notebook):
+    """Issue 46: "# the three largest cities" over ``sort_values(...).head(3)`` (notebook case
+    08, unsolved by the embedded model in four rounds on either side): the failing check is
+    on line 3, the edit on line 2. Without such a comment the order is the user's choice."""
+    cell = "# the two largest orders first\ntop = sales.sort_values('units').head(2)\nassert top['units'].iloc[0] == 4\nprint(top)\n"
+    ctx, result = run(sandbox, notebook, cell)
+    assert result.error is not None and result.error.type == "AssertionError" and result.error.line == 3
+    explanation = explain(result, cell, ctx)
+    assert explanation is not None and "puts the smallest first" in explanation.diagnosis[0]
+    fixed = apply_edits(cell, explanation.edits)
+    assert fixed == cell.replace("sort_values('units')", "sort_values('units', ascending=False)")
+    _, again = run(sandbox, notebook, fixed)
+    assert again.clean, again.error
+    plain = cell.replace("# the two largest orders first\n", "")
+    ctx, result = run(sandbox, notebook, plain)
+    assert result.error is not None and not explain(result, plain, ctx).edits
