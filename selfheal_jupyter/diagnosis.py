@@ -703,8 +703,32 @@ class _Reader:
                 "A text that is not a number was converted to one: skip or clean the lines that are "
                 "not data (a header, an empty line) first."
             )
+            self._header_row(_string_literal(message.rpartition(": ")[2]))
             return
         self._shapes()
+
+    def _header_row(self, text: str | None) -> None:
+        """The text that is no number sits in a row of words only (``['date', 'item',
+        'amount']``, a local of the failing frame): a header. When the program reads its
+        lines with one ``.splitlines()``, the tool's own edit skips the first line."""
+        if text is None or not any(text in row and not any(map(_numeric, row)) for row in self._local_rows()):
+            return
+        found = [(n, line) for n, line in enumerate(self.lines, 1) if ".splitlines()" in line]
+        if len(found) == 1 and found[0][1].count(".splitlines()") == 1 and ".splitlines()[" not in found[0][1]:
+            self.say(f"`{text}` is a word of the first line, a header: `.splitlines()[1:]` skips it.")
+            self.edit(".splitlines()", ".splitlines()[1:]", line=found[0][0])
+
+    def _local_rows(self) -> list[list[str]]:
+        """The failing frame's locals that are lists or tuples of texts (as the sandbox showed them)."""
+        rows = []
+        for shown in self.error.locals.values():
+            try:
+                value = ast.literal_eval(shown)
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                continue
+            if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
+                rows.append(list(value))
+        return rows
 
     def _boolean_operators(self) -> None:
         self.say(
@@ -795,6 +819,14 @@ def _comments(code: str) -> str:
     except (tokenize.TokenError, SyntaxError):
         return ""
     return "\n".join(t.string for t in tokens if t.type == tokenize.COMMENT)
+
+
+def _numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _shape_text(shape: list[int]) -> str:

@@ -44,6 +44,7 @@ class Account:
 acct = Account()
 total_units = 10
 managers = pd.DataFrame({"region_name": ["north", "south", "east"], "manager": ["Ann", "Bo", "Cy"]})
+units_csv = "day,units\\nmon,3\\ntue,n/a\\nwed,4"
 """
 )
 
