@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import builtins
 import difflib
+import keyword
 import re
 from collections.abc import Callable, Iterable
 from functools import cached_property
@@ -63,6 +64,28 @@ def _quoted(quote: str, text: str) -> str | None:
         return literal if ast.literal_eval(literal) == text else None
     except (ValueError, SyntaxError):
         return None
+
+
+def _identifier(name: str) -> bool:
+    """``name`` can be written as a name in code (an attribute, a variable); a name from the
+    user's data (a column, an attribute set by ``setattr``, a key of ``globals()``) may be
+    any text."""
+    return name.isidentifier() and not keyword.iskeyword(name)
+
+
+def _string_spans(tree: ast.AST) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """Where ``tree``'s string literals are, as ((line, byte column), (end line, end byte
+    column)): each f-string whole, each other string constant (a literal inside an f-string
+    is the f-string's)."""
+    out = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.JoinedStr) or isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)):
+            out.append(((node.lineno, node.col_offset), (node.end_lineno or node.lineno, node.end_col_offset or 0)))
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+    return out
 
 
 def _parse_line(source: str) -> tuple[ast.AST | None, str]:
@@ -268,11 +291,28 @@ class _Reader:
         return [str(c) for c in value] if isinstance(value, list) else []
 
     def edit(self, old: str, new: str) -> bool:
-        """Propose replacing ``old`` (once on the failing line) by ``new``."""
-        if self.line and old and self.raw.count(old) == 1 and not any(e.old == old for e in self.edits):
+        """Propose replacing ``old`` (once on the failing line, in its code) by ``new``."""
+        if (
+            self.line
+            and old
+            and self.raw.count(old) == 1
+            and self.in_code(old)
+            and not any(e.old == old for e in self.edits)
+        ):
             self.edits.append(LineEdit(self.line, old, new))
             return True
         return False
+
+    def in_code(self, old: str) -> bool:
+        """Whether ``old`` on the failing line is code, or one whole string literal: not a
+        part of a string, nor anything inside an f-string. An edit made there would put a
+        name from the user's data into text whose braces are code, or whose quotes close
+        the string (in an f-string, before Python 3.12), so that it ran."""
+        if self.tree is None or self.line is None:
+            return False
+        at = len(self.raw[: self.raw.index(old)].encode())
+        start, end = (self.line, at), (self.line, at + len(old.encode()))
+        return not any(s < start < e or s < end < e for s, e in _string_spans(self.tree))
 
     def rename(self, name: str, meant: str) -> bool:
         """Propose ``name`` → ``meant`` where the failing line reads ``name`` once. The
@@ -479,7 +519,7 @@ class _Reader:
         self.say(f"`{key}` is not a column of `{frame}`; `{meant}` is.")
         for quote in ("'", '"'):
             literal = _quoted(quote, meant)
-            if literal is not None and self.edit(f"{quote}{key}{quote}", literal):
+            if literal is not None and _quoted(quote, key) and self.edit(f"{quote}{key}{quote}", literal):
                 return
         if key.isidentifier() and meant.isidentifier():
             self.edit(f".{key}", f".{meant}")
@@ -511,7 +551,8 @@ class _Reader:
             meant = close_name(attr, entry.attributes) if entry else None
             if meant:
                 self.say(f"`{module.group(1)}` has no `{attr}`; `{meant}` is what it has.")
-                self.edit(f".{attr}", f".{meant}")
+                if _identifier(meant):
+                    self.edit(f".{attr}", f".{meant}")
             return
         m = re.match(r"'(\w+)' object has no attribute '(\w+)'", self.message)
         if not m:
@@ -526,12 +567,15 @@ class _Reader:
                 self.say(
                     f"`{name}` has no attribute `{attr}`; `{column}` is one of its columns (`{name}['{column}']`)."
                 )
-                self.edit(f"{name}.{attr}", f"{name}.{column}" if column.isidentifier() else f"{name}['{column}']")
+                literal = _quoted("'", column) or _quoted('"', column)
+                if _identifier(column) or literal:
+                    self.edit(f"{name}.{attr}", f"{name}.{column}" if _identifier(column) else f"{name}[{literal}]")
                 return
             meant = close_name(attr, entry.attributes)
             if meant is not None:
                 self.say(f"`{name}` ({type_name}) has no attribute `{attr}`; `{meant}` is one it has.")
-                self.edit(f"{name}.{attr}", f"{name}.{meant}")
+                if _identifier(meant):
+                    self.edit(f"{name}.{attr}", f"{name}.{meant}")
                 return
             if len(entry.attributes) <= MAX_LISTED:
                 listed = ", ".join(f"`{a}`" for a in entry.attributes)
