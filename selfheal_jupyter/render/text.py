@@ -246,6 +246,11 @@ class Progress:
             pass
 
     def status(self, text: str) -> None:
+        """Say what the run does now, on one line: ``text`` may quote the candidate or the
+        user's data (a column name in ``why: ...``), so its controls are shown, never obeyed,
+        and it is cut to the terminal's width."""
+        text = printable(" ".join(text.splitlines()))
+        text = text if len(text) <= WIDTH else text[: WIDTH - 1] + "…"
         with self._lock:
             self._text, self._tokens = text, 0
             if not self.tty and text:
