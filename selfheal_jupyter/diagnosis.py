@@ -33,6 +33,10 @@ CUTOFF = 0.75
 TEXT_DTYPES = frozenset({"object", "str", "string", "category"})
 SHAPE = re.compile(r"\(\s*\d+\s*(?:,\s*\d*\s*)*\)")
 MAX_LISTED = 15
+MAX_QUOTED = 100
+"""Characters of one `quoted` name or code in a sentence: a sentence quotes a key the
+candidate made (``"A" * 10**6``) and the user's column names, and goes to the model, the
+panel and the terminal."""
 TOP = 0
 """``LineEdit.line`` of a line added before the program's first (an import the edit needs)."""
 
@@ -798,6 +802,13 @@ class _Reader:
         self.say("A division by zero: a divisor is 0 for some of the data; decide what the result is then.")
 
 
+def _quotes_cut(sentence: str) -> str:
+    """``sentence`` with each `quoted` part cut to :data:`MAX_QUOTED` characters."""
+    parts = sentence.split("`")
+    cut = [p[: MAX_QUOTED - 1] + "…" if i % 2 and len(p) > MAX_QUOTED else p for i, p in enumerate(parts)]
+    return "`".join(cut)
+
+
 def _shape_text(shape: list[int]) -> str:
     return "(" + ", ".join(str(n) for n in shape) + ("," if len(shape) == 1 else "") + ")"
 
@@ -837,6 +848,7 @@ def explain(
             handler()
         except Exception:  # a diagnosis never stands in the way of the run
             reader.sentences, reader.edits = [], []
+    reader.sentences = [_quotes_cut(s) for s in reader.sentences]
     if reader.inner:
         reader.sentences.insert(0, INSIDE_NOTEBOOK.format(source=reader.inner))
     edits = reader.edits if any(e.line != TOP for e in reader.edits) else []

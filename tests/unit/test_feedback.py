@@ -148,3 +148,17 @@ def test_a_failure_inside_the_notebooks_function_is_located_once():
     text = format_feedback(result, judge(result, None), explanation=explanation)
     assert text.count("self.balance += amount") == 2, text  # the location line and the frames
     assert "It failed inside deposit(), defined in the user's notebook" in text
+
+
+def test_a_key_the_candidate_made_huge_reaches_the_model_clipped():
+    """``df["A" * 200_000]``: the KeyError's message is the key, and the tool's explanation
+    quotes it (`... is not a column of `df``); every token of the prompt is read."""
+    from selfheal_jupyter.diagnosis import explain
+
+    key = "A" * 200_000
+    code = 'import pandas as pd\ndf = pd.DataFrame({"a": [1]})\nprint(df["A" * 200_000])\n'
+    error = ErrorInfo("KeyError", repr(key), 3, [], {"df": "DataFrame shape=(1, 1) columns=['a']"})
+    result = error_result(error=error, stdout="", stderr="")
+    explanation = explain(result, code, None)
+    assert explanation is not None and any("is not a column of `df`" in s for s in explanation.diagnosis)
+    assert len(format_feedback(result, judge(result, None), explanation=explanation)) < 2_000
