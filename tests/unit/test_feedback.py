@@ -162,3 +162,17 @@ def test_a_key_the_candidate_made_huge_reaches_the_model_clipped():
     explanation = explain(result, code, None)
     assert explanation is not None and any("is not a column of `df`" in s for s in explanation.diagnosis)
     assert len(format_feedback(result, judge(result, None), explanation=explanation)) < 2_000
+
+
+def test_what_differs_never_says_a_secret_the_locals_redact():
+    """The failing frame's ``api_token`` is ``<redacted>`` among the locals; "what differs"
+    compared its value with the assert's and quoted the rest of it."""
+    from selfheal_jupyter.feedback import runtime_value_lines
+    from selfheal_jupyter.spec.probes import differences
+
+    code = 'api_token = load()\nassert api_token == "sk-proj-zzz"\n'
+    frame = Frame("candidate.py", 2, "<module>", 'assert api_token == "sk-proj-zzz"')
+    error = ErrorInfo("AssertionError", "", 2, [frame], {"api_token": "'sk-proj-abcdefgh12345678'"})
+    result = error_result(error=error, stdout="", stderr="")
+    text = "\n".join([format_feedback(result, judge(result, None)), *runtime_value_lines([], differences(code, result, []))])
+    assert "api_token = <redacted>" in text and "abcdefgh" not in text, text
