@@ -176,3 +176,16 @@ def test_what_differs_never_says_a_secret_the_locals_redact():
     result = error_result(error=error, stdout="", stderr="")
     text = "\n".join([format_feedback(result, judge(result, None)), *runtime_value_lines([], differences(code, result, []))])
     assert "api_token = <redacted>" in text and "abcdefgh" not in text, text
+
+
+def test_a_secret_under_a_dicts_key_is_redacted_in_the_locals_and_what_differs():
+    """``{'password': 'hunter2-long'}``: a closing quote stood between the key and its value."""
+    from selfheal_jupyter.feedback import runtime_value_lines
+    from selfheal_jupyter.spec.probes import differences
+
+    code = "config = load()\nassert config == {}\n"
+    frame = Frame("candidate.py", 2, "<module>", "assert config == {}")
+    error = ErrorInfo("AssertionError", "", 2, [frame], {"config": "{'user': 'ann', 'password': 'hunter2-long'}"})
+    result = error_result(error=error, stdout="", stderr="")
+    text = "\n".join([format_feedback(result, judge(result, None)), *runtime_value_lines([], differences(code, result, []))])
+    assert "config = <redacted>" in text and "hunter2" not in text, text
