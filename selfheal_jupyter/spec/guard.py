@@ -9,7 +9,8 @@ code, and every candidate is compared against it *statically* (Python's AST; the
 candidate is never trusted to report on itself):
 
 - ``assert_removed`` / ``assert_changed``: every original assert condition must still
-  be an assert condition, AST-equal (only the message may change);
+  be an assert condition, AST-equal (only the message may change), and the literal the
+  user gave a name it compares with (``expected = 10``) still that name's value there;
 - ``assert_silenced``: the condition survives, but not as an assert (a print, an ``if``);
 - ``test_removed``: a ``test_*`` function, or a top-level call of one, is gone;
 - ``failure_swallowed``: an assert, or the statement that failed in the user's run, is
@@ -56,6 +57,7 @@ from .kept import Expectation, Spec, SpecAssert
 from .rules import (
     _check_asserts,
     _check_dynamic_binding,
+    _check_expected_values,
     _check_failing,
     _check_forced_comparisons,
     _check_hard_coding,
@@ -238,6 +240,7 @@ def check(spec: Spec, candidate: str) -> list[SpecViolation]:
     out += _check_silencers(original_tree, tree)
     out += _check_hard_coding(spec, original_tree, tree)
     out += _check_outlived(spec, original_tree, tree)
+    out += _check_expected_values(spec, original_tree, tree)
     out += _check_dynamic_binding(spec, original_tree, tree)
     if not spec.empty:
         out += _check_forced_comparisons(original_tree, tree)
