@@ -132,7 +132,7 @@ def test_a_column_name_from_the_users_data_cannot_write_code_into_the_tools_edit
 FSTRING_TEXT = "col = 'population_milions_total'\nprint(f\"sum of 'population_milions_total': {sales[col].sum()}\")\n"
 """The key is read from a variable; the same text stands in an f-string's literal part,
 where braces are code."""
-FSTRING_FIELD = 'merged = f"{students.merge(grades, on=\'id\')}"\n'
+FSTRING_FIELD = "merged = f\"{students.merge(grades, on='id')}\"\n"
 """A merge inside an f-string's field: before Python 3.12 a `"` there closes the f-string."""
 
 
@@ -179,12 +179,16 @@ def test_the_tools_edit_changes_code_never_the_text_around_it(code, error, value
     ns = {k: pd.DataFrame(v) if isinstance(v, dict) else v for k, v in values.items()}
     ctx = context.for_cell(code, ns, max_bytes=1 << 20)
     kind, message, line = error
-    summaries = {k: f"DataFrame shape=(1, 2) columns={list(v.columns)!r}" for k, v in ns.items() if hasattr(v, "columns")}
+    summaries = {
+        k: f"DataFrame shape=(1, 2) columns={list(v.columns)!r}" for k, v in ns.items() if hasattr(v, "columns")
+    }
     found = explain(ExecutionResult(status="error", error=ErrorInfo(kind, message, line, [], summaries)), code, ctx)
     fixed = apply_edits(code, found.edits) if found.edits else code
     assert fixed is not None
 
     def called(program: str) -> set[str]:
-        return {n.func.id for n in ast.walk(ast.parse(program)) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        return {
+            n.func.id for n in ast.walk(ast.parse(program)) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+        }
 
     assert called(fixed) == called(code), fixed

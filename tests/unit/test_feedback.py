@@ -164,28 +164,32 @@ def test_a_key_the_candidate_made_huge_reaches_the_model_clipped():
     assert len(format_feedback(result, judge(result, None), explanation=explanation)) < 2_000
 
 
-def test_what_differs_never_says_a_secret_the_locals_redact():
-    """The failing frame's ``api_token`` is ``<redacted>`` among the locals; "what differs"
-    compared its value with the assert's and quoted the rest of it."""
+def told_with_differences(code: str, result: ExecutionResult) -> str:
+    """The feedback and what differs at the failing statement (no probe run: the locals)."""
     from selfheal_jupyter.feedback import runtime_value_lines
     from selfheal_jupyter.spec.probes import differences
 
+    return "\n".join(
+        [format_feedback(result, judge(result, None)), *runtime_value_lines([], differences(code, result, []))]
+    )
+
+
+def test_what_differs_never_says_a_secret_the_locals_redact():
+    """The failing frame's ``api_token`` is ``<redacted>`` among the locals; "what differs"
+    compared its value with the assert's and quoted the rest of it."""
     code = 'api_token = load()\nassert api_token == "sk-proj-zzz"\n'
     frame = Frame("candidate.py", 2, "<module>", 'assert api_token == "sk-proj-zzz"')
     error = ErrorInfo("AssertionError", "", 2, [frame], {"api_token": "'sk-proj-abcdefgh12345678'"})
     result = error_result(error=error, stdout="", stderr="")
-    text = "\n".join([format_feedback(result, judge(result, None)), *runtime_value_lines([], differences(code, result, []))])
+    text = told_with_differences(code, result)
     assert "api_token = <redacted>" in text and "abcdefgh" not in text, text
 
 
 def test_a_secret_under_a_dicts_key_is_redacted_in_the_locals_and_what_differs():
     """``{'password': 'hunter2-long'}``: a closing quote stood between the key and its value."""
-    from selfheal_jupyter.feedback import runtime_value_lines
-    from selfheal_jupyter.spec.probes import differences
-
     code = "config = load()\nassert config == {}\n"
     frame = Frame("candidate.py", 2, "<module>", "assert config == {}")
     error = ErrorInfo("AssertionError", "", 2, [frame], {"config": "{'user': 'ann', 'password': 'hunter2-long'}"})
     result = error_result(error=error, stdout="", stderr="")
-    text = "\n".join([format_feedback(result, judge(result, None)), *runtime_value_lines([], differences(code, result, []))])
+    text = told_with_differences(code, result)
     assert "config = <redacted>" in text and "hunter2" not in text, text
