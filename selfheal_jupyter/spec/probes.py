@@ -178,8 +178,10 @@ def probe_statement(expr: str, chars: int = REPR_CHARS) -> str:
 
 def probe_values(outcomes: list[TestOutcome]) -> list[TestOutcome]:
     """The probes' outcomes with ``source`` = the expression and ``message`` = its value
-    (``passed`` True when the expression evaluated, False when it raised). A probe whose
-    name is not defined yet says nothing the program's own error does not: left out."""
+    (``passed`` True when the expression evaluated, False when it raised: what it raised,
+    clipped as a value is, since an exception's text is the candidate's to make as long as
+    it likes). A probe whose name is not defined yet says nothing the program's own error
+    does not: left out."""
     out = []
     for t in outcomes:
         src = t.source
@@ -190,7 +192,7 @@ def probe_values(outcomes: list[TestOutcome]) -> list[TestOutcome]:
         elif msg.startswith(("not run", "NameError")):
             continue
         else:
-            out.append(TestOutcome(expr, False, msg, t.line))
+            out.append(TestOutcome(expr, False, clip(msg, REPR_CHARS), t.line))
     return out
 
 

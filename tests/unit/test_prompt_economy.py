@@ -88,3 +88,12 @@ def test_a_loops_own_variable_is_not_probed_before_the_loop():
     # a name the program never defined: its own error says so already
     outcomes = [Outcome("assert False, repr(x)[:200]", False, "NameError: name 'x' is not defined")]
     assert probe_values(outcomes) == []
+
+
+def test_what_a_probe_raised_is_clipped_as_its_value_is():
+    """``raise ValueError("\\x1b[2J" + "A" * 10**6)`` in a probed call: the sandbox reports the
+    whole message, which went unclipped to the transcript, the panel and the hint writer."""
+    raised = Outcome("assert False, repr(f())[:200]", False, "ValueError: \x1b[2J" + "A" * 1_000_000)
+    (value,) = probe_values([raised])
+    assert value.source == "f()" and not value.passed and value.message.startswith("ValueError: \x1b[2JAAA")
+    assert len(value.message) <= 200
