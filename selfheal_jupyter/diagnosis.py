@@ -301,11 +301,21 @@ class _Reader:
             and old
             and self.raw.count(old) == 1
             and self.in_code(old)
+            and not self.in_assert()
             and not any(e.old == old for e in self.edits)
         ):
             self.edits.append(LineEdit(self.line, old, new))
             return True
         return False
+
+    def in_assert(self) -> bool:
+        """Whether the failing line is a part of an assert: an assert is the spec (the user's,
+        which the spec guard refuses to see changed) or the candidate's claim; an edit of it
+        is never the fix, and its refused round would count as the model's."""
+        line = self.line or 0
+        return self.tree is None or any(
+            isinstance(n, ast.Assert) and n.lineno <= line <= (n.end_lineno or n.lineno) for n in ast.walk(self.tree)
+        )
 
     def in_code(self, old: str) -> bool:
         """Whether ``old`` on the failing line is code, or one whole string literal: not a

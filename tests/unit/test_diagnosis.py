@@ -192,3 +192,15 @@ def test_the_tools_edit_changes_code_never_the_text_around_it(code, error, value
         }
 
     assert called(fixed) == called(code), fixed
+
+
+def test_the_tools_own_edit_never_changes_an_assert():
+    """``assert totl == 10``: renaming inside the user's assert is refused by the spec guard
+    (the user decides), and its round counted as the model changing the assert and made the
+    model's same program a "repeat" that stopped the run."""
+    from selfheal_jupyter.model import ErrorInfo, ExecutionResult
+
+    code = "total = 4 + 6\nassert totl == 10\n"
+    error = ErrorInfo("NameError", "name 'totl' is not defined", 2, [], {})
+    found = explain(ExecutionResult(status="error", error=error), code, None, code)
+    assert found.diagnosis == ["`totl` is not defined; `total` is (in the program)."] and found.edits == []
