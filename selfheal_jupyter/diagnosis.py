@@ -812,11 +812,13 @@ class _Reader:
         self.say("A division by zero: a divisor is 0 for some of the data; decide what the result is then.")
 
 
-def _quotes_cut(sentence: str) -> str:
-    """``sentence`` with each `quoted` part cut to :data:`MAX_QUOTED` characters."""
+def _one_line(sentence: str) -> str:
+    """``sentence`` with each `quoted` part cut to :data:`MAX_QUOTED` characters, on one
+    line: a name from the data may hold a line break (``Total\\nsales``), and the feedback
+    is read line by line (what a student's hints leave out is the explanation's lines)."""
     parts = sentence.split("`")
     cut = [p[: MAX_QUOTED - 1] + "…" if i % 2 and len(p) > MAX_QUOTED else p for i, p in enumerate(parts)]
-    return "`".join(cut)
+    return "\\n".join("`".join(cut).splitlines())
 
 
 def _shape_text(shape: list[int]) -> str:
@@ -858,7 +860,7 @@ def explain(
             handler()
         except Exception:  # a diagnosis never stands in the way of the run
             reader.sentences, reader.edits = [], []
-    reader.sentences = [_quotes_cut(s) for s in reader.sentences]
+    reader.sentences = [_one_line(s) for s in reader.sentences]
     if reader.inner:
         reader.sentences.insert(0, INSIDE_NOTEBOOK.format(source=reader.inner))
     edits = reader.edits if any(e.line != TOP for e in reader.edits) else []

@@ -193,3 +193,18 @@ def test_a_secret_under_a_dicts_key_is_redacted_in_the_locals_and_what_differs()
     result = error_result(error=error, stdout="", stderr="")
     text = told_with_differences(code, result)
     assert "config = <redacted>" in text and "hunter2" not in text, text
+
+
+def test_a_column_name_with_a_line_break_keeps_the_explanation_on_its_lines():
+    """A CSV header may hold a line break: the explanation's sentence went on an unindented
+    line, out of what a student's hints leave out (the fix, `Total\\nsales`, stayed in)."""
+    from selfheal_jupyter.diagnosis import explain
+    from selfheal_jupyter.feedback import without_explanation
+
+    columns = ["Total\u2028sales", "units"]
+    error = ErrorInfo("KeyError", "'Total_sales'", 1, [], {"df": f"DataFrame shape=(2, 2) columns={columns!r}"})
+    result = error_result(error=error, stdout="", stderr="")
+    explanation = explain(result, 'print(df["Total_sales"].sum())\n', None)
+    assert explanation is not None and any("is not a column of `df`" in s for s in explanation.diagnosis)
+    hints = without_explanation(format_feedback(result, judge(result, None), explanation=explanation))
+    assert "sales`" not in hints and "is not a column" not in hints, hints
