@@ -324,9 +324,14 @@ def _constant(stmts: list[ast.stmt], name: str) -> Any:
     if len(binding) != 1:
         return _NO_VALUE
     stmt = binding[0]
-    target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None
-    target = stmt.target if isinstance(stmt, ast.AnnAssign) else target
-    return _literal(stmt.value) if isinstance(target, ast.Name) and target.id == name else _NO_VALUE
+    value: ast.expr | None
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+        target, value = stmt.targets[0], stmt.value
+    elif isinstance(stmt, ast.AnnAssign):
+        target, value = stmt.target, stmt.value
+    else:
+        return _NO_VALUE
+    return _literal(value) if isinstance(target, ast.Name) and target.id == name else _NO_VALUE
 
 
 def _first_assert(tree: ast.AST | None, condition: str) -> int | None:
