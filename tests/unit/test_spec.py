@@ -474,3 +474,11 @@ def test_the_tools_own_edit_cannot_make_a_users_assert_check_nothing():
     fixed = apply_edits(candidate, found.edits)
     assert fixed is not None and fixed.index("expected = result") < fixed.index("assert result == expected")
     assert "assert_changed" in {v.rule for v in check(EXPECTED_USER, fixed)}
+
+
+def test_the_value_a_users_named_expectation_holds_is_not_written_in():
+    """``expected = 10`` … ``assert result == expected``: ``result = 10`` in place of
+    ``result = compute()`` is the answer written in, as with ``assert result == 10``."""
+    written = EXPECTED_USER.replace("result = compute()", "result = 10")
+    assert "hard_coded" in {v.rule for v in check(EXPECTED_USER, written)}
+    assert check(EXPECTED_USER, EXPECTED_USER.replace("return 7", "return 5 + 5")) == []
