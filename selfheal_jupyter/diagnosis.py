@@ -77,19 +77,26 @@ def _identifier(name: str) -> bool:
     return name.isidentifier() and not keyword.iskeyword(name)
 
 
-def _string_spans(tree: ast.AST) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+def _string_spans(tree: ast.AST) -> list[tuple[tuple[int, int], tuple[int, int], bool]]:
     """Where ``tree``'s string literals are, as ((line, byte column), (end line, end byte
-    column)): each f-string whole, each other string constant (a literal inside an f-string
-    is the f-string's)."""
+    column), an f-string?): each f-string whole, each other string constant (a literal
+    inside an f-string is the f-string's)."""
     out = []
     stack = [tree]
     while stack:
         node = stack.pop()
         if isinstance(node, ast.JoinedStr) or isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)):
-            out.append(((node.lineno, node.col_offset), (node.end_lineno or node.lineno, node.end_col_offset or 0)))
+            end = (node.end_lineno or node.lineno, node.end_col_offset or 0)
+            out.append(((node.lineno, node.col_offset), end, isinstance(node, ast.JoinedStr)))
             continue
         stack.extend(ast.iter_child_nodes(node))
     return out
+
+
+def _delimiters(text: str) -> list[str]:
+    """The characters that shape an f-string, in order: its quotes, its fields' braces, a
+    backslash (which a field may not hold before Python 3.12)."""
+    return [c for c in text if c in "'\"{}\\"]
 
 
 def _parse_line(source: str) -> tuple[ast.AST | None, str]:
@@ -300,7 +307,7 @@ class _Reader:
             self.line
             and old
             and self.raw.count(old) == 1
-            and self.in_code(old)
+            and self.may_edit(old, new)
             and not self.in_assert()
             and not any(e.old == old for e in self.edits)
         ):
@@ -317,16 +324,19 @@ class _Reader:
             isinstance(n, ast.Assert) and n.lineno <= line <= (n.end_lineno or n.lineno) for n in ast.walk(self.tree)
         )
 
-    def in_code(self, old: str) -> bool:
-        """Whether ``old`` on the failing line is code, or one whole string literal: not a
-        part of a string, nor anything inside an f-string. An edit made there would put a
-        name from the user's data into text whose braces are code, or whose quotes close
-        the string (in an f-string, before Python 3.12), so that it ran."""
+    def may_edit(self, old: str, new: str) -> bool:
+        """Whether ``old`` on the failing line is code, or one whole string literal, and not
+        a part of a string's text; inside an f-string, only where ``new`` keeps its quotes,
+        braces and backslashes as ``old`` has them (``'Regoin'`` → ``'region'``, ``valu`` →
+        ``value``). An edit of a string's text would put a name from the user's data where
+        braces are code, or where a quote closes the string (in an f-string, before Python
+        3.12), so that it ran."""
         if self.tree is None or self.line is None:
             return False
         at = len(self.raw[: self.raw.index(old)].encode())
         start, end = (self.line, at), (self.line, at + len(old.encode()))
-        return not any(s < start < e or s < end < e for s, e in _string_spans(self.tree))
+        inside = [fstring for s, e, fstring in _string_spans(self.tree) if s < start < e or s < end < e]
+        return all(inside) and (not inside or _delimiters(new) == _delimiters(old))
 
     def rename(self, name: str, meant: str) -> bool:
         """Propose ``name`` → ``meant`` where the failing line reads ``name`` once. The

@@ -204,3 +204,22 @@ def test_the_tools_own_edit_never_changes_an_assert():
     error = ErrorInfo("NameError", "name 'totl' is not defined", 2, [], {})
     found = explain(ExecutionResult(status="error", error=error), code, None, code)
     assert found.diagnosis == ["`totl` is not defined; `total` is (in the program)."] and found.edits == []
+
+
+@pytest.mark.parametrize(
+    "code, error, columns, edited",
+    [
+        ("print(f\"Mean: {sales['Regoin'].mean()}\")\n", ("KeyError", "'Regoin'"), ["region", "units"], "'region'"),
+        ('total = 1\nprint(f"Total: {totl}")\n', ("NameError", "name 'totl' is not defined"), [], "total"),
+    ],
+)
+def test_an_edit_inside_an_fstrings_field_that_keeps_its_quotes_is_made(code, error, columns, edited):
+    """A print of an f-string is most of a notebook's output: a close column or a misspelt
+    name in its field is mended, as long as the edit keeps the f-string's quotes and braces."""
+    from selfheal_jupyter.model import ErrorInfo, ExecutionResult
+
+    locals_ = {"sales": f"DataFrame shape=(2, 2) columns={columns!r}"} if columns else {}
+    found = explain(
+        ExecutionResult(status="error", error=ErrorInfo(error[0], error[1], code.count("\n"), [], locals_)), code, None
+    )
+    assert [e.new for e in found.edits] == [edited], found
