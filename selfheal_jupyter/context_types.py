@@ -18,6 +18,9 @@ class InputDescription:
     """Shape / columns / dtypes / length, as short text."""
 
 
+MAX_COLUMN_NAME = 120
+"""Characters of a column's name the model is told."""
+
 ContextKind = Literal["module", "import", "function", "class", "value", "unavailable"]
 
 
@@ -32,10 +35,13 @@ class ColumnInfo:
     kinds: list[str] = field(default_factory=list)
 
     def text(self) -> str:
-        """``date: object (str)``, ``sales: int64``."""
+        """``date: object (str)``, ``sales: int64``; a name longer than
+        :data:`MAX_COLUMN_NAME` cut (the data chose it: a survey's whole question, or
+        anything, goes to every prompt)."""
         shown = [k for k in self.kinds if k != self.dtype]
         kinds = f" ({', '.join(shown)})" if shown and self.dtype in ("object", "category", "str", "string") else ""
-        return f"{self.name}: {self.dtype}{kinds}"
+        name = self.name if len(self.name) <= MAX_COLUMN_NAME else self.name[: MAX_COLUMN_NAME - 1] + "…"
+        return f"{name}: {self.dtype}{kinds}"
 
 
 @dataclass

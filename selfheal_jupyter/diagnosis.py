@@ -19,6 +19,7 @@ import ast
 import builtins
 import difflib
 import io
+import keyword
 import re
 import tokenize
 from collections.abc import Callable, Iterable
@@ -34,6 +35,10 @@ CUTOFF = 0.75
 TEXT_DTYPES = frozenset({"object", "str", "string", "category"})
 SHAPE = re.compile(r"\(\s*\d+\s*(?:,\s*\d*\s*)*\)")
 MAX_LISTED = 15
+MAX_QUOTED = 100
+"""Characters of one `quoted` name or code in a sentence: a sentence quotes a key the
+candidate made (``"A" * 10**6``) and the user's column names, and goes to the model, the
+panel and the terminal."""
 TOP = 0
 """``LineEdit.line`` of a line added before the program's first (an import the edit needs)."""
 
@@ -65,6 +70,35 @@ def _quoted(quote: str, text: str) -> str | None:
         return literal if ast.literal_eval(literal) == text else None
     except (ValueError, SyntaxError):
         return None
+
+
+def _identifier(name: str) -> bool:
+    """``name`` can be written as a name in code (an attribute, a variable); a name from the
+    user's data (a column, an attribute set by ``setattr``, a key of ``globals()``) may be
+    any text."""
+    return name.isidentifier() and not keyword.iskeyword(name)
+
+
+def _string_spans(tree: ast.AST) -> list[tuple[tuple[int, int], tuple[int, int], bool]]:
+    """Where ``tree``'s string literals are, as ((line, byte column), (end line, end byte
+    column), an f-string?): each f-string whole, each other string constant (a literal
+    inside an f-string is the f-string's)."""
+    out = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.JoinedStr) or isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)):
+            end = (node.end_lineno or node.lineno, node.end_col_offset or 0)
+            out.append(((node.lineno, node.col_offset), end, isinstance(node, ast.JoinedStr)))
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def _delimiters(text: str) -> list[str]:
+    """The characters that shape an f-string, in order: its quotes, its fields' braces, a
+    backslash (which a field may not hold before Python 3.12)."""
+    return [c for c in text if c in "'\"{}\\"]
 
 
 def _parse_line(source: str) -> tuple[ast.AST | None, str]:
@@ -270,13 +304,43 @@ class _Reader:
         return [str(c) for c in value] if isinstance(value, list) else []
 
     def edit(self, old: str, new: str, line: int | None = None) -> bool:
-        """Propose replacing ``old`` (once on the failing line, or on ``line``) by ``new``."""
+        """Propose replacing ``old`` (once on the failing line, or on ``line``, in its code) by ``new``."""
         line = line or self.line
         raw = self.lines[line - 1] if line and 0 < line <= len(self.lines) else ""
-        if line and old and raw.count(old) == 1 and not any(e.old == old for e in self.edits):
+        if (
+            line
+            and old
+            and raw.count(old) == 1
+            and self.may_edit(old, new, line)
+            and not self.in_assert(line)
+            and not any(e.old == old for e in self.edits)
+        ):
             self.edits.append(LineEdit(line, old, new))
             return True
         return False
+
+    def in_assert(self, line: int) -> bool:
+        """Whether ``line`` is a part of an assert: an assert is the spec (the user's, which
+        the spec guard refuses to see changed) or the candidate's claim; an edit of it is
+        never the fix, and its refused round would count as the model's."""
+        return self.tree is None or any(
+            isinstance(n, ast.Assert) and n.lineno <= line <= (n.end_lineno or n.lineno) for n in ast.walk(self.tree)
+        )
+
+    def may_edit(self, old: str, new: str, line: int) -> bool:
+        """Whether ``old`` on ``line`` is code, or one whole string literal, and not
+        a part of a string's text; inside an f-string, only where ``new`` keeps its quotes,
+        braces and backslashes as ``old`` has them (``'Regoin'`` → ``'region'``, ``valu`` →
+        ``value``). An edit of a string's text would put a name from the user's data where
+        braces are code, or where a quote closes the string (in an f-string, before Python
+        3.12), so that it ran."""
+        raw = self.lines[line - 1]
+        if self.tree is None:
+            return False
+        at = len(raw[: raw.index(old)].encode())
+        start, end = (line, at), (line, at + len(old.encode()))
+        inside = [fstring for s, e, fstring in _string_spans(self.tree) if s < start < e or s < end < e]
+        return all(inside) and (not inside or _delimiters(new) == _delimiters(old))
 
     def rename(self, name: str, meant: str) -> bool:
         """Propose ``name`` → ``meant`` where the failing line reads ``name`` once. The
@@ -483,7 +547,7 @@ class _Reader:
         self.say(f"`{key}` is not a column of `{frame}`; `{meant}` is.")
         for quote in ("'", '"'):
             literal = _quoted(quote, meant)
-            if literal is not None and self.edit(f"{quote}{key}{quote}", literal):
+            if literal is not None and _quoted(quote, key) and self.edit(f"{quote}{key}{quote}", literal):
                 return
         if key.isidentifier() and meant.isidentifier():
             self.edit(f".{key}", f".{meant}")
@@ -515,7 +579,8 @@ class _Reader:
             meant = close_name(attr, entry.attributes) if entry else None
             if meant:
                 self.say(f"`{module.group(1)}` has no `{attr}`; `{meant}` is what it has.")
-                self.edit(f".{attr}", f".{meant}")
+                if _identifier(meant):
+                    self.edit(f".{attr}", f".{meant}")
             return
         m = re.match(r"'(\w+)' object has no attribute '(\w+)'", self.message)
         if not m:
@@ -530,12 +595,15 @@ class _Reader:
                 self.say(
                     f"`{name}` has no attribute `{attr}`; `{column}` is one of its columns (`{name}['{column}']`)."
                 )
-                self.edit(f"{name}.{attr}", f"{name}.{column}" if column.isidentifier() else f"{name}['{column}']")
+                literal = _quoted("'", column) or _quoted('"', column)
+                if _identifier(column) or literal:
+                    self.edit(f"{name}.{attr}", f"{name}.{column}" if _identifier(column) else f"{name}[{literal}]")
                 return
             meant = close_name(attr, entry.attributes)
             if meant is not None:
                 self.say(f"`{name}` ({type_name}) has no attribute `{attr}`; `{meant}` is one it has.")
-                self.edit(f"{name}.{attr}", f"{name}.{meant}")
+                if _identifier(meant):
+                    self.edit(f"{name}.{attr}", f"{name}.{meant}")
                 return
             if len(entry.attributes) <= MAX_LISTED:
                 listed = ", ".join(f"`{a}`" for a in entry.attributes)
@@ -829,6 +897,15 @@ def _numeric(text: str) -> bool:
     return True
 
 
+def _one_line(sentence: str) -> str:
+    """``sentence`` with each `quoted` part cut to :data:`MAX_QUOTED` characters, on one
+    line: a name from the data may hold a line break (``Total\\nsales``), and the feedback
+    is read line by line (what a student's hints leave out is the explanation's lines)."""
+    parts = sentence.split("`")
+    cut = [p[: MAX_QUOTED - 1] + "…" if i % 2 and len(p) > MAX_QUOTED else p for i, p in enumerate(parts)]
+    return "\\n".join("`".join(cut).splitlines())
+
+
 def _shape_text(shape: list[int]) -> str:
     return "(" + ", ".join(str(n) for n in shape) + ("," if len(shape) == 1 else "") + ")"
 
@@ -869,6 +946,7 @@ def explain(
             handler()
         except Exception:  # a diagnosis never stands in the way of the run
             reader.sentences, reader.edits = [], []
+    reader.sentences = [_one_line(s) for s in reader.sentences]
     if reader.inner:
         reader.sentences.insert(0, INSIDE_NOTEBOOK.format(source=reader.inner))
     edits = reader.edits if any(e.line != TOP for e in reader.edits) else []

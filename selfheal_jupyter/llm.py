@@ -157,10 +157,12 @@ class LLMClient:
 
         Raises :class:`~selfheal_jupyter.errors.Cancelled` within ``CANCEL_POLL_S`` of
         ``cancel`` being set, and an :class:`~selfheal_jupyter.errors.LLMError`
-        subclass when the endpoint fails — also when the reply runs past its
+        subclass when the endpoint fails — also when the reply runs past the client's
         ``max_tokens`` (counted from the stream: a server that ignores the cap) or
         streams for longer than ``timeout_s``; such an error carries the ``usage``
-        of what was received. ``max_tokens``: this reply's own cap, at most the client's.
+        of what was received. ``max_tokens``: this reply's own cap, at most the client's;
+        a reply past it is cut here as a server that keeps to it would cut it (finish
+        reason ``length``): the caller chose that cap, and reads a cut reply.
         """
         limit = min(self.max_tokens, max_tokens) if max_tokens else self.max_tokens
         if cancel is not None and cancel.is_set():
@@ -218,6 +220,10 @@ class LLMClient:
                     if cancel is not None and cancel.is_set():
                         raise Cancelled("Stopped while the model was answering.")
                     if chunks > limit or chars > limit * MAX_CHARS_PER_TOKEN:
+                        if limit < self.max_tokens:  # this reply's own cap: cut as a server cuts
+                            finish, received = "length", "".join(parts)
+                            usage = Usage(estimate_prompt(messages), max(chunks, estimate_tokens(received)), True)
+                            break
                         raise self._cut("max_tokens", messages, "".join(parts), chunks, limit)
                     if deadline is not None and time.monotonic() > deadline:
                         raise self._cut("timeout", messages, "".join(parts), chunks, limit)

@@ -48,7 +48,7 @@ _SECRET_VALUE = re.compile(
     r"|AIza[0-9A-Za-z_-]{20,}"  # Google API keys
     r"|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"  # JWTs
     r"|-----BEGIN [A-Z ]*PRIVATE KEY-----"
-    r"|(?i:(password|passwd|pwd|secret|token|api_?key)\s*[=:]\s*\S{4,})"
+    r"|(?i:(password|passwd|pwd|secret|token|api_?key)['\"]?\s*[=:]\s*\S{4,})"  # also a dict's key
     r"|://[^/\s:@]+:[^/\s@]+@"  # a password inside a URL
 )
 

@@ -45,6 +45,17 @@ def _str(value: object, where: str) -> str:
     return clean_text(value)
 
 
+MAX_MESSAGE = 4_000
+"""Characters kept of an error's or a test's message: the candidate chooses its length
+(``raise ValueError("A" * 10**8)`` passes the output limit, which counts what it prints),
+and every view, record and prompt holds it."""
+
+
+def _message(value: object, where: str) -> str:
+    text = _str(value, where)
+    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 1] + "…"
+
+
 def _bool(value: object, where: str) -> bool:
     if not isinstance(value, bool):
         raise _Malformed(f"{where} should be true or false, not {_type_name(value)}")
@@ -97,7 +108,7 @@ def _parse_error(value: object) -> ErrorInfo | None:
     local_values = _dict(d.get("locals", {}), "error.locals")
     return ErrorInfo(
         type=_str(d["type"], "error.type"),
-        message=_str(d["message"], "error.message"),
+        message=_message(d["message"], "error.message"),
         line=_int(d.get("line"), "error.line", optional=True),
         frames=[
             _parse_frame(f, f"error.frames[{i}]") for i, f in enumerate(_list(d.get("frames", []), "error.frames"))
@@ -119,7 +130,7 @@ def _parse_test(value: object, where: str) -> TestOutcome:
     return TestOutcome(
         source=_str(d["source"], f"{where}.source"),
         passed=_bool(d["passed"], f"{where}.passed"),
-        message=_str(d.get("message", ""), f"{where}.message"),
+        message=_message(d.get("message", ""), f"{where}.message"),
         line=_int(d.get("line"), f"{where}.line", optional=True),
     )
 

@@ -117,8 +117,10 @@ would otherwise stream to ``max_tokens``; figures in docs/measurements.md (issue
 
 
 def reply_limit(repair: RepairContext | None) -> int | None:
-    """The most tokens a reply to this turn may take (None: the client's ``max_tokens``)."""
-    if repair is None or repair.code is None:
+    """The most tokens a reply to this turn may take (None: the client's ``max_tokens``).
+    After a reply that was cut, none: the program a task needs may be longer than four
+    times the one it starts from (a stub), and the same cap would cut every reply."""
+    if repair is None or repair.code is None or repair.truncated:
         return None
     return max(REPLY_FLOOR_TOKENS, REPLY_TOKENS_PER_PROGRAM_TOKEN * estimate_tokens(repair.code))
 

@@ -210,7 +210,7 @@ def next_step(progress: Progress, end: RoundEnd, rules: Rules, *, stopping: bool
             "failed", same_failure_message(index, progress.same_failures, it.result, end.advice, verdict)
         ), progress
     if progress.no_code_in_a_row >= MAX_NO_CODE_IN_A_ROW and index < last:
-        return Stop("failed", no_code_message(progress.no_code_in_a_row)), progress
+        return Stop("failed", no_code_message(progress.no_code_in_a_row, end.finish_reason == "length")), progress
     if index >= last:
         return Stop("budget_exhausted", out_of_rounds_message(rules.max_iterations, verdict, end.advice)), progress
     restart = rules.restart_after > 0 and progress.failed_repairs >= rules.restart_after
@@ -407,7 +407,14 @@ def assert_change_message(changes: tuple[tuple[int, str], ...]) -> str:
     )
 
 
-def no_code_message(times: int) -> str:
+def no_code_message(times: int, cut: bool = False) -> str:
+    """``cut``: the last reply hit its length limit (then the limit is the advice)."""
+    if cut:
+        return (
+            f"The model replied {times} times in a row without a complete program: the last reply "
+            "was cut off at its length limit. Raise `%config SelfHeal.max_tokens`, or ask for a "
+            "smaller step."
+        )
     return (
         f"The model replied {times} times in a row without a "
         "program. Try a stronger model (`%config SelfHeal.model`), or rephrase "

@@ -41,6 +41,12 @@ WIDTH = 80
 FULL_RECORD = "the full record: selfheal run ... --json"
 
 
+def _said(text: str) -> str:
+    """What a candidate's run said (its output's end, an error's or a test's message), cut:
+    the candidate chooses its length (``raise ValueError("A" * 10**6)``)."""
+    return clip(text, 10, 2_000, FULL_RECORD)
+
+
 def verified_line(run: Run) -> str:
     """What verified a success, in one line (or why nothing did)."""
     blind = blind_sentence(run)
@@ -128,22 +134,22 @@ class Transcript:
             self._w(f"iteration {it.index}: the reply contained no program")
         elif result.error is not None:
             where = f" (line {result.error.line})" if result.error.line else ""
-            self._wrapped(f"→ {result.status}: {result.error.type}: {result.error.message}{where}")
+            self._wrapped(f"→ {result.status}: {result.error.type}: {_said(result.error.message)}{where}")
         else:
             self._w(f"→ {result.status} in {result.duration_s:.2f} s")
         if result is not None and result.stdout.strip():
             self._w("  stdout:")
             last = result.stdout.rstrip("\n").splitlines()[-10:]  # the end of what it printed
-            self._w("\n".join("    " + ln for ln in clip("\n".join(last), 10, 2_000, FULL_RECORD).splitlines()))
+            self._w("\n".join("    " + ln for ln in _said("\n".join(last)).splitlines()))
         for sentence in it.explanation.diagnosis if it.explanation else []:
             self._wrapped(f"why: {sentence}", indent="  ")
         for t in result.tests if result else []:
             mark = "✓" if t.passed else "✗"
-            msg = f" — {t.message}" if t.message and not t.passed else ""
+            msg = f" — {_said(t.message)}" if t.message and not t.passed else ""
             self._wrapped(f"{mark} {t.source}{msg}", indent="  ")
         for t in it.checks:
             mark = "✓" if t.passed else "?"
-            msg = f" — {t.message}" if t.message and not t.passed else ""
+            msg = f" — {_said(t.message)}" if t.message and not t.passed else ""
             self._wrapped(f"{mark} generated check (soft): {t.source}{msg}", indent="  ")
         for v in it.runtime_values:
             self._wrapped(f"value: {v.source} = {v.message if v.passed else 'raises ' + v.message}", indent="  ")
@@ -246,6 +252,11 @@ class Progress:
             pass
 
     def status(self, text: str) -> None:
+        """Say what the run does now, on one line: ``text`` may quote the candidate or the
+        user's data (a column name in ``why: ...``), so its controls are shown, never obeyed,
+        and it is cut to the terminal's width."""
+        text = printable(" ".join(text.splitlines()))
+        text = text if len(text) <= WIDTH else text[: WIDTH - 1] + "…"
         with self._lock:
             self._text, self._tokens = text, 0
             if not self.tty and text:

@@ -9,7 +9,8 @@ code, and every candidate is compared against it *statically* (Python's AST; the
 candidate is never trusted to report on itself):
 
 - ``assert_removed`` / ``assert_changed``: every original assert condition must still
-  be an assert condition, AST-equal (only the message may change);
+  be an assert condition, AST-equal (only the message may change), and the literal the
+  user gave a name it compares with (``expected = 10``) still that name's value there;
 - ``assert_silenced``: the condition survives, but not as an assert (a print, an ``if``);
 - ``test_removed``: a ``test_*`` function, or a top-level call of one, is gone;
 - ``failure_swallowed``: an assert, or the statement that failed in the user's run, is
@@ -46,6 +47,8 @@ Nothing here runs code or knows the loop; QA calls :func:`extract` and :func:`ch
 from __future__ import annotations
 
 import ast
+import copy
+import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
@@ -56,12 +59,14 @@ from .kept import Expectation, Spec, SpecAssert
 from .rules import (
     _check_asserts,
     _check_dynamic_binding,
+    _check_expected_values,
     _check_failing,
     _check_forced_comparisons,
     _check_hard_coding,
     _check_outlived,
     _check_silencers,
     _check_tests,
+    _constant,
 )
 from .syntax import ASSERT_LINE as _ASSERT_LINE
 from .syntax import NO_VALUE as _NO_VALUE
@@ -139,6 +144,24 @@ def _expectation(test: ast.expr) -> Expectation | None:
     )
 
 
+def _user_constants(tree: ast.Module, node: ast.Assert) -> ast.expr:
+    """A top-level assert's condition with each name the user bound once before it to a
+    literal of their own (``expected = 10`` … ``assert result == expected``) as that
+    literal: the value it expects, which a repair may not write in either (read only when
+    the condition as written expects none; a placeholder, ``answer = 0``, is a blank to
+    fill, not a value)."""
+    before = tree.body[: tree.body.index(node)]
+
+    class Constants(ast.NodeTransformer):
+        def visit_Name(self, name: ast.Name) -> ast.expr:
+            value: Any = _constant(before, name.id) if isinstance(name.ctx, ast.Load) else _NO_VALUE
+            if value is _NO_VALUE or answer_blanks.is_placeholder_value(value):
+                return name
+            return ast.copy_location(ast.Constant(value), name)
+
+    return Constants().visit(copy.deepcopy(node.test))
+
+
 def _asserts_by_line(code: str) -> list[ast.Assert]:
     """Asserts of code that does not parse: each ``assert`` line parsed on its own."""
     out: list[ast.Assert] = []
@@ -195,8 +218,10 @@ def extract(code: str, tests: str | None = None, failing_lines: Iterable[int] = 
                     )
                 )
                 exp = _expectation(node.test)
+                if exp is None and len(parents) == 1 and isinstance(tree, ast.Module):
+                    exp = _expectation(_user_constants(tree, node))
                 if exp is not None:
-                    spec.expectations.append(exp)
+                    spec.expectations.append(dataclasses.replace(exp, source=_source(node.test)))
         spec.test_functions = [name for name in _functions(tree) if name.startswith("test")]
         spec.test_calls = _top_level_test_calls(tree, spec.test_functions)
         spec.test_sources = _runnable_tests(tree, spec.test_calls)
@@ -238,6 +263,7 @@ def check(spec: Spec, candidate: str) -> list[SpecViolation]:
     out += _check_silencers(original_tree, tree)
     out += _check_hard_coding(spec, original_tree, tree)
     out += _check_outlived(spec, original_tree, tree)
+    out += _check_expected_values(spec, original_tree, tree)
     out += _check_dynamic_binding(spec, original_tree, tree)
     if not spec.empty:
         out += _check_forced_comparisons(original_tree, tree)

@@ -21,6 +21,7 @@ import ast
 
 from ..feedback import clip
 from ..model import CANDIDATE_FILE, ExecutionResult, TestOutcome
+from ..redact import redact_value
 from ..source_lines import source_lines
 
 MAX_PROBES = 6
@@ -177,8 +178,10 @@ def probe_statement(expr: str, chars: int = REPR_CHARS) -> str:
 
 def probe_values(outcomes: list[TestOutcome]) -> list[TestOutcome]:
     """The probes' outcomes with ``source`` = the expression and ``message`` = its value
-    (``passed`` True when the expression evaluated, False when it raised). A probe whose
-    name is not defined yet says nothing the program's own error does not: left out."""
+    (``passed`` True when the expression evaluated, False when it raised: what it raised,
+    clipped as a value is, since an exception's text is the candidate's to make as long as
+    it likes). A probe whose name is not defined yet says nothing the program's own error
+    does not: left out."""
     out = []
     for t in outcomes:
         src = t.source
@@ -189,7 +192,7 @@ def probe_values(outcomes: list[TestOutcome]) -> list[TestOutcome]:
         elif msg.startswith(("not run", "NameError")):
             continue
         else:
-            out.append(TestOutcome(expr, False, msg, t.line))
+            out.append(TestOutcome(expr, False, clip(msg, REPR_CHARS), t.line))
     return out
 
 
@@ -203,12 +206,14 @@ def differences(code: str, result: ExecutionResult | None, values: list[TestOutc
     A side's value is its own text when it is a literal, else its probed value
     (``values``) or, for a plain name, the failing frame's local, when that repr is a
     literal too; a side with neither (an object, a DataFrame, a clipped repr) is not
-    compared.
+    compared, nor one whose name or value looks like a secret.
     """
     stmt = _failing_statement(code, result)
     if stmt is None or result is None or result.error is None:
         return []
-    probed = {**result.error.locals, **{v.source: v.message for v in values if v.passed}}
+    seen = {**result.error.locals, **{v.source: v.message for v in values if v.passed}}
+    # a secret is never compared: what differs would say it (the feedback redacts it)
+    probed = {name: text for name, text in seen.items() if redact_value(name, text) == text}
     out: list[str] = []
     for node in ast.walk(stmt):
         if not isinstance(node, ast.Compare):

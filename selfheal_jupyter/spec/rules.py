@@ -317,6 +317,71 @@ def _check_outlived(spec: Spec, original: ast.AST | None, tree: ast.AST) -> list
     return out
 
 
+def _constant(stmts: list[ast.stmt], name: str) -> Any:
+    """The literal ``name`` holds after ``stmts`` when exactly one of them binds it, by
+    ``name = <literal>``; else NO_VALUE."""
+    binding = [s for s in stmts if name in _bound_at_top([s])]
+    if len(binding) != 1:
+        return _NO_VALUE
+    stmt = binding[0]
+    value: ast.expr | None
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+        target, value = stmt.targets[0], stmt.value
+    elif isinstance(stmt, ast.AnnAssign):
+        target, value = stmt.target, stmt.value
+    else:
+        return _NO_VALUE
+    return _literal(value) if isinstance(target, ast.Name) and target.id == name else _NO_VALUE
+
+
+def _first_assert(tree: ast.AST | None, condition: str) -> int | None:
+    body = tree.body if isinstance(tree, ast.Module) else []
+    return next((i for i, s in enumerate(body) if isinstance(s, ast.Assert) and _key(s.test) == condition), None)
+
+
+def _check_expected_values(spec: Spec, original: ast.AST | None, tree: ast.AST) -> list[SpecViolation]:
+    """The value a top-level assert of the user's compares with is the assert's too when
+    the user wrote it as a literal of its own (``expected = 10`` … ``assert result ==
+    expected``): a candidate that binds that name otherwise before the assert
+    (``expected = result``) keeps the assert's text and changes what it checks. Only for a
+    comparison with exactly one such side, not a placeholder (``answer = 0`` is a blank)."""
+    if not isinstance(original, ast.Module) or not isinstance(tree, ast.Module):
+        return []
+    out: list[SpecViolation] = []
+    for a in spec.asserts:
+        mine, theirs = _first_assert(original, a.condition), _first_assert(tree, a.condition)
+        if not a.top_level or mine is None or theirs is None:
+            continue
+        test = original.body[mine].test  # type: ignore[attr-defined]
+        if not isinstance(test, ast.Compare) or len(test.ops) != 1:
+            continue
+        sides = [test.left, test.comparators[0]]
+        if any(_literal(side) is not _NO_VALUE for side in sides):
+            continue  # `x == 42`: the literal stands in the assert itself
+        fixed = {
+            side.id: value
+            for side in sides
+            if isinstance(side, ast.Name)
+            and side.id not in _declared_global(original)
+            and (value := _constant(original.body[:mine], side.id)) is not _NO_VALUE
+            and not answer_blanks.is_placeholder_value(value)
+        }
+        if len(fixed) != 1:
+            continue
+        ((name, value),) = fixed.items()
+        if name in _declared_global(tree) or not _same_value(_constant(tree.body[:theirs], name), value):
+            out.append(
+                _violation(
+                    "assert_changed",
+                    f"the user's assert `{a.source}` (line {a.line}) compares with `{name} = {value!r}`, "
+                    f"which the user wrote; the candidate binds `{name}` otherwise before it",
+                    tree.body[theirs].lineno,
+                    a.source,
+                )
+            )
+    return out
+
+
 def _check_dynamic_binding(spec: Spec, original: ast.AST | None, tree: ast.AST) -> list[SpecViolation]:
     """A name bound where no reading of the code can follow it, where the user's code did
     not (:mod:`.dynamic` says why this is judged as a written-in answer)."""

@@ -124,6 +124,16 @@ def test_the_model_is_told_kinds_types_columns_signatures_never_values(shell):
     assert "scale (function)" in lines[0] and "acct (Account)" in lines[0]
 
 
+def test_a_columns_name_the_data_made_long_reaches_the_model_cut():
+    """A survey's export names each column by its whole question; 30 names of 5,000
+    characters were 150,000 characters of every prompt (red team, issue 46)."""
+    import pandas as pd
+
+    df = pd.DataFrame({f"Q{i} " + "how often " * 500: [1] for i in range(30)})
+    text = format_context(context.for_cell("print(df.sum())", {"df": df}, max_bytes=1 << 20))
+    assert "Q29 how often" in text and len(text) < 6_000, len(text)
+
+
 # ---------------------------------------------------------------- what cannot travel
 def test_bad_cases_are_named_with_a_reason(shell, tmp_path):
     path = tmp_path / "data.txt"

@@ -128,3 +128,99 @@ def test_a_column_name_from_the_users_data_cannot_write_code_into_the_tools_edit
     found = explain(ExecutionResult(status="error", error=error), code, None)
     assert bool(found.edits) is edited, found.edits
     assert all("__import__" not in e.new and "run()" not in e.new for e in found.edits)
+
+
+FSTRING_TEXT = "col = 'population_milions_total'\nprint(f\"sum of 'population_milions_total': {sales[col].sum()}\")\n"
+"""The key is read from a variable; the same text stands in an f-string's literal part,
+where braces are code."""
+FSTRING_FIELD = "merged = f\"{students.merge(grades, on='id')}\"\n"
+"""A merge inside an f-string's field: before Python 3.12 a `"` there closes the f-string."""
+
+
+@pytest.mark.parametrize(
+    "code, error, values",
+    [
+        pytest.param(
+            "print(df.total_revenue_by_region.sum())\n",
+            ("AttributeError", "'DataFrame' object has no attribute 'total_revenue_by_region'", 1),
+            {"df": {"total_revenue_by_region']+run()+df['": [1], "units": [2]}},
+            id="attribute-to-column",
+        ),
+        pytest.param(
+            "print(cfg.threshol)\n",
+            ("AttributeError", "'SimpleNamespace' object has no attribute 'threshol'", 1),
+            {"cfg": types.SimpleNamespace(**{"threshold+r()": 1})},
+            id="attribute-set-from-data",
+        ),
+        pytest.param(
+            FSTRING_TEXT,
+            ("KeyError", "'population_milions_total'", 2),
+            {"sales": {"population_millions_total{run()}": [1], "units": [2]}, "col": "population_milions_total"},
+            id="key-in-an-fstrings-text",
+        ),
+        pytest.param(
+            FSTRING_FIELD,
+            ("KeyError", "'id'", 1),
+            {"students": {"id": [1], "name": ["a"]}, "grades": {'x"+run()+"_id': [1], "grade": [2]}},
+            id="merge-in-an-fstrings-field",
+        ),
+    ],
+)
+def test_the_tools_edit_changes_code_never_the_text_around_it(code, error, values):
+    """A name from the user's data goes into the tool's own edit only as a name, or a plain
+    literal standing where code stands: never into a string's text, an f-string, or as a
+    name that is not one (an attribute ``setattr`` made from a row of data)."""
+    import ast
+
+    import pandas as pd
+
+    from selfheal_jupyter.diagnosis import apply_edits
+    from selfheal_jupyter.model import ErrorInfo, ExecutionResult
+
+    ns = {k: pd.DataFrame(v) if isinstance(v, dict) else v for k, v in values.items()}
+    ctx = context.for_cell(code, ns, max_bytes=1 << 20)
+    kind, message, line = error
+    summaries = {
+        k: f"DataFrame shape=(1, 2) columns={list(v.columns)!r}" for k, v in ns.items() if hasattr(v, "columns")
+    }
+    found = explain(ExecutionResult(status="error", error=ErrorInfo(kind, message, line, [], summaries)), code, ctx)
+    fixed = apply_edits(code, found.edits) if found.edits else code
+    assert fixed is not None
+
+    def called(program: str) -> set[str]:
+        return {
+            n.func.id for n in ast.walk(ast.parse(program)) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+        }
+
+    assert called(fixed) == called(code), fixed
+
+
+def test_the_tools_own_edit_never_changes_an_assert():
+    """``assert totl == 10``: renaming inside the user's assert is refused by the spec guard
+    (the user decides), and its round counted as the model changing the assert and made the
+    model's same program a "repeat" that stopped the run."""
+    from selfheal_jupyter.model import ErrorInfo, ExecutionResult
+
+    code = "total = 4 + 6\nassert totl == 10\n"
+    error = ErrorInfo("NameError", "name 'totl' is not defined", 2, [], {})
+    found = explain(ExecutionResult(status="error", error=error), code, None, code)
+    assert found.diagnosis == ["`totl` is not defined; `total` is (in the program)."] and found.edits == []
+
+
+@pytest.mark.parametrize(
+    "code, error, columns, edited",
+    [
+        ("print(f\"Mean: {sales['Regoin'].mean()}\")\n", ("KeyError", "'Regoin'"), ["region", "units"], "'region'"),
+        ('total = 1\nprint(f"Total: {totl}")\n', ("NameError", "name 'totl' is not defined"), [], "total"),
+    ],
+)
+def test_an_edit_inside_an_fstrings_field_that_keeps_its_quotes_is_made(code, error, columns, edited):
+    """A print of an f-string is most of a notebook's output: a close column or a misspelt
+    name in its field is mended, as long as the edit keeps the f-string's quotes and braces."""
+    from selfheal_jupyter.model import ErrorInfo, ExecutionResult
+
+    locals_ = {"sales": f"DataFrame shape=(2, 2) columns={columns!r}"} if columns else {}
+    found = explain(
+        ExecutionResult(status="error", error=ErrorInfo(error[0], error[1], code.count("\n"), [], locals_)), code, None
+    )
+    assert [e.new for e in found.edits] == [edited], found

@@ -148,3 +148,63 @@ def test_a_failure_inside_the_notebooks_function_is_located_once():
     text = format_feedback(result, judge(result, None), explanation=explanation)
     assert text.count("self.balance += amount") == 2, text  # the location line and the frames
     assert "It failed inside deposit(), defined in the user's notebook" in text
+
+
+def test_a_key_the_candidate_made_huge_reaches_the_model_clipped():
+    """``df["A" * 200_000]``: the KeyError's message is the key, and the tool's explanation
+    quotes it (`... is not a column of `df``); every token of the prompt is read."""
+    from selfheal_jupyter.diagnosis import explain
+
+    key = "A" * 200_000
+    code = 'import pandas as pd\ndf = pd.DataFrame({"a": [1]})\nprint(df["A" * 200_000])\n'
+    error = ErrorInfo("KeyError", repr(key), 3, [], {"df": "DataFrame shape=(1, 1) columns=['a']"})
+    result = error_result(error=error, stdout="", stderr="")
+    explanation = explain(result, code, None)
+    assert explanation is not None and any("is not a column of `df`" in s for s in explanation.diagnosis)
+    assert len(format_feedback(result, judge(result, None), explanation=explanation)) < 2_000
+
+
+def told_with_differences(code: str, result: ExecutionResult) -> str:
+    """The feedback and what differs at the failing statement (no probe run: the locals)."""
+    from selfheal_jupyter.feedback import runtime_value_lines
+    from selfheal_jupyter.spec.probes import differences
+
+    return "\n".join(
+        [format_feedback(result, judge(result, None)), *runtime_value_lines([], differences(code, result, []))]
+    )
+
+
+def test_what_differs_never_says_a_secret_the_locals_redact():
+    """The failing frame's ``api_token`` is ``<redacted>`` among the locals; "what differs"
+    compared its value with the assert's and quoted the rest of it."""
+    code = 'api_token = load()\nassert api_token == "sk-proj-zzz"\n'
+    frame = Frame("candidate.py", 2, "<module>", 'assert api_token == "sk-proj-zzz"')
+    error = ErrorInfo("AssertionError", "", 2, [frame], {"api_token": "'sk-proj-abcdefgh12345678'"})
+    result = error_result(error=error, stdout="", stderr="")
+    text = told_with_differences(code, result)
+    assert "api_token = <redacted>" in text and "abcdefgh" not in text, text
+
+
+def test_a_secret_under_a_dicts_key_is_redacted_in_the_locals_and_what_differs():
+    """``{'password': 'hunter2-long'}``: a closing quote stood between the key and its value."""
+    code = "config = load()\nassert config == {}\n"
+    frame = Frame("candidate.py", 2, "<module>", "assert config == {}")
+    error = ErrorInfo("AssertionError", "", 2, [frame], {"config": "{'user': 'ann', 'password': 'hunter2-long'}"})
+    result = error_result(error=error, stdout="", stderr="")
+    text = told_with_differences(code, result)
+    assert "config = <redacted>" in text and "hunter2" not in text, text
+
+
+def test_a_column_name_with_a_line_break_keeps_the_explanation_on_its_lines():
+    """A CSV header may hold a line break: the explanation's sentence went on an unindented
+    line, out of what a student's hints leave out (the fix, `Total\\nsales`, stayed in)."""
+    from selfheal_jupyter.diagnosis import explain
+    from selfheal_jupyter.feedback import without_explanation
+
+    columns = ["Total\u2028sales", "units"]
+    error = ErrorInfo("KeyError", "'Total_sales'", 1, [], {"df": f"DataFrame shape=(2, 2) columns={columns!r}"})
+    result = error_result(error=error, stdout="", stderr="")
+    explanation = explain(result, 'print(df["Total_sales"].sum())\n', None)
+    assert explanation is not None and any("is not a column of `df`" in s for s in explanation.diagnosis)
+    hints = without_explanation(format_feedback(result, judge(result, None), explanation=explanation))
+    assert "sales`" not in hints and "is not a column" not in hints, hints

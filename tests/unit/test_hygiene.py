@@ -100,6 +100,17 @@ def test_a_well_formed_frame_becomes_the_result_it_describes():
     assert ok.ok and not ok.is_malformed
 
 
+def test_an_error_or_a_tests_message_comes_in_cut():
+    """``raise ValueError("A" * 6 * 10**7)``: the output limit counts what a program prints,
+    and its error's and tests' messages came through whole (60 MB) to the panel, the
+    transcript and the record (red team, issue 46)."""
+    huge = "A" * 1_000_000
+    r = read_result(edit(lambda f: (f["error"].update(message=huge), f["tests"][0].update(message=huge))))
+    assert r.error is not None and r.error.message.startswith("AAA") and len(r.error.message) <= 4_000
+    assert len(r.tests[0].message) <= 4_000 and not r.is_malformed
+    assert read_result(json.loads(json.dumps(r.to_dict()))) == r
+
+
 HOSTILE_FRAMES = [
     ("the issue's case", frame(outputs=[{"nomime": 1}]), "outputs[0] lacks 'mime', 'data'"),
     ("not an object", [1, 2, 3], "should be an object, not list"),

@@ -296,3 +296,17 @@ def test_think_section_is_ignored():
 
 def test_untagged_block_with_syntax_error_is_still_the_attempt():
     assert extract_code("```\ndef f(:\n    pass\n```") == "def f(:\n    pass\n"
+
+
+def test_a_reply_past_its_own_cap_is_cut_as_a_server_cuts_it():
+    """A repair's cap (``max_tokens`` of one request, below the client's) on a server that
+    ignores it: the reply ended the run with "the server ignores max_tokens ... raise
+    SelfHeal.max_tokens", which was not the limit that cut it (red team, issue 46)."""
+    endless = Fault("endless", content="x = 1\n", seconds=20)
+    with ScriptedServer([endless, NEXT], chunk_size=3) as s:
+        client = make(s, max_tokens=1_000)
+        reply = client.chat(MSG, max_tokens=50)
+        assert reply.finish_reason == "length" and reply.text.startswith("x = 1\nx = 1")
+        assert 50 <= reply.usage.completion_tokens < 1_000
+        assert endless.hung_up.wait(30)  # the server saw the client stop reading
+        assert "print('next')" in client.chat(MSG).text

@@ -15,7 +15,7 @@ from selfheal_jupyter.llm import estimate_tokens
 from selfheal_jupyter.model import ContextEntry, ErrorInfo, ExecutionResult, Frame, NotebookContext, Task
 from selfheal_jupyter.model import TestOutcome as Outcome
 from selfheal_jupyter.spec.probes import plan_probes, probe_values
-from tests.scripted_server import ScriptedServer
+from tests.scripted_server import Reply, ScriptedServer
 from tests.unit.test_loop import fenced, make_loop
 
 PRICES = NotebookContext(
@@ -48,6 +48,25 @@ def test_a_heal_is_not_told_how_to_name_answers_and_its_repair_reply_is_capped(r
     assert agent_request["max_tokens"] == SelfHeal().max_tokens
 
 
+CUT = Reply("Let me think about this step by step. " * 120, finish_reason="length")
+"""A reply the repair's cap cut before its program began."""
+
+
+def test_after_a_reply_the_cap_cut_the_next_has_the_whole_budget_and_a_stop_says_why(recorded_sandbox):
+    """The cap is four times the program as it stands: a task that starts from a stub may
+    need more, and the same cap cut every reply again; two cuts in a row ended the run
+    with "try a stronger model" (red team, issue 46)."""
+    heal_task = Task(prompt="Make this code run without errors.", initial_code=CELL, context=PRICES)
+    cap = max(REPLY_FLOOR_TOKENS, REPLY_TOKENS_PER_PROGRAM_TOKEN * estimate_tokens(CELL))
+    with ScriptedServer([CUT, fenced(FIXED)]) as s:
+        run = make_loop(s, recorded_sandbox, max_iterations=3, auto_plan=False).run(heal_task)
+        limits = [r["max_tokens"] for r in s.chat_requests()]
+    assert run.outcome == "success" and limits == [cap, SelfHeal().max_tokens]
+    with ScriptedServer([CUT, CUT]) as s:
+        run = make_loop(s, recorded_sandbox, max_iterations=3, auto_plan=False).run(heal_task)
+    assert run.outcome == "failed" and "cut off at its length limit" in run.error and "max_tokens" in run.error
+
+
 def test_a_loops_own_variable_is_not_probed_before_the_loop():
     """The probes run the program up to the failing statement; for a loop they ran before
     its first pass, where the loop's variable is not defined: five lines of "raises
@@ -69,3 +88,12 @@ def test_a_loops_own_variable_is_not_probed_before_the_loop():
     # a name the program never defined: its own error says so already
     outcomes = [Outcome("assert False, repr(x)[:200]", False, "NameError: name 'x' is not defined")]
     assert probe_values(outcomes) == []
+
+
+def test_what_a_probe_raised_is_clipped_as_its_value_is():
+    """``raise ValueError("\\x1b[2J" + "A" * 10**6)`` in a probed call: the sandbox reports the
+    whole message, which went unclipped to the transcript, the panel and the hint writer."""
+    raised = Outcome("assert False, repr(f())[:200]", False, "ValueError: \x1b[2J" + "A" * 1_000_000)
+    (value,) = probe_values([raised])
+    assert value.source == "f()" and not value.passed and value.message.startswith("ValueError: \x1b[2JAAA")
+    assert len(value.message) <= 200

@@ -423,3 +423,62 @@ def test_a_beginner_exercise_whose_blank_is_filled_succeeds_end_to_end(recorded_
     assert zero.result.status == "blocked" and zero.result.error.type == "SyntaxError"
     assert first.verdict.spec_checked and first.verdict.spec_kept is True, first.verdict.reasons
     assert run.outcome == "success" and run.final_code == filled
+
+
+EXPECTED_USER = "def compute():\n    return 7\n\nexpected = 10\nresult = compute()\nassert result == expected\n"
+
+
+BLANK_USER = "answer = 0\nexpected = 42\nassert answer == expected\n"
+
+
+@pytest.mark.parametrize(
+    "original, candidate, flagged",
+    [
+        (EXPECTED_USER, EXPECTED_USER.replace("return 7", "return 10"), False),  # the repair
+        (EXPECTED_USER, EXPECTED_USER.replace("expected = 10", "expected: int = 10").replace("7", "10"), False),
+        (
+            EXPECTED_USER,
+            EXPECTED_USER.replace("expected = 10\n", "").replace(
+                "result = compute()", "result = compute()\nexpected = result"
+            ),
+            True,
+        ),
+        (EXPECTED_USER, EXPECTED_USER.replace("expected = 10", "expected = 7"), True),
+        (EXPECTED_USER, EXPECTED_USER.replace("expected = 10", "expected = compute()"), True),
+        (
+            EXPECTED_USER,
+            EXPECTED_USER.replace("result = compute()", "result = compute()\nfor expected in [result]:\n    pass"),
+            True,
+        ),
+        (BLANK_USER, BLANK_USER.replace("answer = 0", "answer = 6 * 7"), False),  # a blank filled
+    ],
+)
+def test_the_value_a_users_assert_compares_with_is_the_users(original, candidate, flagged):
+    """``expected = 10`` … ``assert result == expected``: a candidate (or the tool's own edit
+    moving the candidate's later ``expected = result`` up) that binds ``expected`` otherwise
+    keeps the assert's text and makes it check something else, or nothing."""
+    found = {v.rule for v in check(original, candidate)}
+    assert ("assert_changed" in found) is flagged, found
+
+
+def test_the_tools_own_edit_cannot_make_a_users_assert_check_nothing():
+    """The candidate keeps the user's assert, drops ``expected = 10`` and sets ``expected =
+    result`` after it (a NameError); the tool's own edit moves that line up: judged as any
+    candidate, it breaks the spec."""
+    from selfheal_jupyter.diagnosis import apply_edits, explain
+    from selfheal_jupyter.model import ErrorInfo, ExecutionResult
+
+    candidate = "def compute():\n    return 7\n\nresult = compute()\nassert result == expected\nexpected = result\n"
+    error = ErrorInfo("NameError", "name 'expected' is not defined", 5, [], {})
+    found = explain(ExecutionResult(status="error", error=error), candidate, None, EXPECTED_USER)
+    fixed = apply_edits(candidate, found.edits)
+    assert fixed is not None and fixed.index("expected = result") < fixed.index("assert result == expected")
+    assert "assert_changed" in {v.rule for v in check(EXPECTED_USER, fixed)}
+
+
+def test_the_value_a_users_named_expectation_holds_is_not_written_in():
+    """``expected = 10`` … ``assert result == expected``: ``result = 10`` in place of
+    ``result = compute()`` is the answer written in, as with ``assert result == 10``."""
+    written = EXPECTED_USER.replace("result = compute()", "result = 10")
+    assert "hard_coded" in {v.rule for v in check(EXPECTED_USER, written)}
+    assert check(EXPECTED_USER, EXPECTED_USER.replace("return 7", "return 5 + 5")) == []
