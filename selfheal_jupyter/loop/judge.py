@@ -49,7 +49,7 @@ from ..model import (
 from ..sandbox.serialize import Pickled
 from ..spec.behaviour import Observation
 from ..spec.guard import Spec
-from ..spec.probes import differences, plan_probes, probe_values
+from ..spec.probes import differences, failing_path_values, plan_probes
 from . import rounds
 from . import verdict as judging
 from .events import CandidateReady, ExecutionDone, ExecutionStarted, FailureExplained
@@ -306,4 +306,4 @@ class Judge:
         s0 = time.monotonic()
         probed = self.qa.run(prefix, self.inputs, "\n".join(probes), cancel=self.stop, prelude=self._prelude)
         seconds = time.monotonic() - s0
-        return (probe_values(probed.tests) if probed.status == "ok" else []), seconds
+        return (failing_path_values(probed.tests) if probed.status == "ok" else []), seconds

@@ -180,8 +180,7 @@ def probe_values(outcomes: list[TestOutcome]) -> list[TestOutcome]:
     """The probes' outcomes with ``source`` = the expression and ``message`` = its value
     (``passed`` True when the expression evaluated, False when it raised: what it raised,
     clipped as a value is, since an exception's text is the candidate's to make as long as
-    it likes). A probe whose name is not defined yet says nothing the program's own error
-    does not: left out."""
+    it likes)."""
     out = []
     for t in outcomes:
         src = t.source
@@ -189,11 +188,19 @@ def probe_values(outcomes: list[TestOutcome]) -> list[TestOutcome]:
         msg = t.message
         if msg.startswith("AssertionError: "):
             out.append(TestOutcome(expr, True, msg[len("AssertionError: ") :], t.line))
-        elif msg.startswith(("not run", "NameError")):
+        elif msg.startswith("not run"):
             continue
         else:
             out.append(TestOutcome(expr, False, clip(msg, REPR_CHARS), t.line))
     return out
+
+
+def failing_path_values(outcomes: list[TestOutcome]) -> list[TestOutcome]:
+    """The probes' values a repair is told (:func:`probe_values`), less those whose name is
+    not defined: that says nothing the program's own error does not. (What a fix changed,
+    :mod:`~selfheal_jupyter.spec.behaviour`, keeps them: a name defined now and not before
+    is a change.)"""
+    return [v for v in probe_values(outcomes) if v.passed or not v.message.startswith("NameError")]
 
 
 MAX_DIFFERENCES = 4

@@ -14,7 +14,7 @@ from selfheal_jupyter.config import SelfHeal
 from selfheal_jupyter.llm import estimate_tokens
 from selfheal_jupyter.model import ContextEntry, ErrorInfo, ExecutionResult, Frame, NotebookContext, Task
 from selfheal_jupyter.model import TestOutcome as Outcome
-from selfheal_jupyter.spec.probes import plan_probes, probe_values
+from selfheal_jupyter.spec.probes import failing_path_values, plan_probes, probe_values
 from tests.scripted_server import Reply, ScriptedServer
 from tests.unit.test_loop import fenced, make_loop
 
@@ -87,7 +87,8 @@ def test_a_loops_own_variable_is_not_probed_before_the_loop():
     assert not any("i + 1" in e or "total" in e for e in shown)
     # a name the program never defined: its own error says so already
     outcomes = [Outcome("assert False, repr(x)[:200]", False, "NameError: name 'x' is not defined")]
-    assert probe_values(outcomes) == []
+    assert failing_path_values(outcomes) == []
+    assert [v.source for v in probe_values(outcomes)] == ["x"]  # what a fix changed keeps it
 
 
 def test_what_a_probe_raised_is_clipped_as_its_value_is():
