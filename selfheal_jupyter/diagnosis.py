@@ -18,13 +18,12 @@ from __future__ import annotations
 import ast
 import builtins
 import difflib
-import io
 import keyword
 import re
-import tokenize
 from collections.abc import Callable, Iterable
 from functools import cached_property
 
+from .agents.checks import comments
 from .agents.inputs import DATES_AS_TEXT, NUMBERS_AS_TEXT
 from .feedback import INSIDE_NOTEBOOK
 from .model import NOTEBOOK_FILE, ColumnInfo, ContextEntry, ExecutionResult, Explanation, LineEdit, NotebookContext
@@ -376,8 +375,9 @@ class _Reader:
     def pandas(self) -> str | None:
         """The name pandas goes by for this program (``pd``): the notebook's import, the
         program's own, or ``pd`` with an import line added before the program."""
-        if self.imported_pandas:
-            return self.imported_pandas
+        imported = self.imported_pandas
+        if imported:
+            return imported
         if "pd" in _names_on(self.code.replace("\n", " ; ")):
             return None  # something else is called pd
         self.edits.append(LineEdit(TOP, "", "import pandas as pd"))
@@ -853,7 +853,7 @@ class _Reader:
         """A check failed after the program's one ``sort_values`` without ``ascending``, where
         its comments ask for the largest ("# the three largest cities"): ``sort_values`` puts
         the smallest first. Said, and the tool's own edit sorts the largest first."""
-        if not LARGEST.search(_comments(self.code)):
+        if not LARGEST.search("\n".join(comments(self.code))):
             return
         sorts = [(n, line) for n, line in enumerate(self.lines, 1) if ".sort_values(" in line]
         if len(sorts) != 1 or "ascending" in sorts[0][1]:
@@ -878,15 +878,6 @@ class _Reader:
 
 LARGEST = re.compile(r"\b(largest|biggest|highest|greatest|most|top|best|maximum)\b", re.I)
 """Words of a comment asking for the largest first."""
-
-
-def _comments(code: str) -> str:
-    """The program's comments, one per line (none when it does not tokenize)."""
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
-    except (tokenize.TokenError, SyntaxError):
-        return ""
-    return "\n".join(t.string for t in tokens if t.type == tokenize.COMMENT)
 
 
 def _numeric(text: str) -> bool:

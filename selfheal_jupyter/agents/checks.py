@@ -60,14 +60,18 @@ def outline(code: str) -> str:
                 doc = ast.get_docstring(node)
                 if doc:
                     lines.append(f'    """{doc.strip()}"""')
+    lines += comments(code)
+    return "\n".join(lines)
+
+
+def comments(code: str) -> list[str]:
+    """The program's comments, in order (lines that start with ``#`` when it does not tokenize)."""
     try:
-        comments = [
+        return [
             tok.string for tok in tokenize.generate_tokens(io.StringIO(code).readline) if tok.type == tokenize.COMMENT
         ]
     except (tokenize.TokenError, IndentationError, SyntaxError):
-        comments = [ln.strip() for ln in code.splitlines() if ln.strip().startswith("#")]
-    lines += comments
-    return "\n".join(lines)
+        return [ln.strip() for ln in code.splitlines() if ln.strip().startswith("#")]
 
 
 def build_messages(
