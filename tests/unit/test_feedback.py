@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from selfheal_jupyter.config import SelfHeal
 from selfheal_jupyter.feedback import failure_signature, format_feedback, tail
 from selfheal_jupyter.loop.verdict import judge
@@ -174,25 +176,23 @@ def told_with_differences(code: str, result: ExecutionResult) -> str:
     )
 
 
-def test_what_differs_never_says_a_secret_the_locals_redact():
-    """The failing frame's ``api_token`` is ``<redacted>`` among the locals; "what differs"
-    compared its value with the assert's and quoted the rest of it."""
-    code = 'api_token = load()\nassert api_token == "sk-proj-zzz"\n'
-    frame = Frame("candidate.py", 2, "<module>", 'assert api_token == "sk-proj-zzz"')
-    error = ErrorInfo("AssertionError", "", 2, [frame], {"api_token": "'sk-proj-abcdefgh12345678'"})
+@pytest.mark.parametrize(
+    "name, shown, compared_with, secret",
+    [
+        # the locals showed `api_token = <redacted>`; "what differs" quoted the rest of its value
+        ("api_token", "'sk-proj-abcdefgh12345678'", '"sk-proj-zzz"', "abcdefgh"),
+        # a closing quote stood between the dict's key and its value
+        ("config", "{'user': 'ann', 'password': 'hunter2-long'}", "{}", "hunter2"),
+    ],
+    ids=["a-secret-name", "a-secret-under-a-dicts-key"],
+)
+def test_a_secret_is_redacted_in_the_locals_and_never_said_by_what_differs(name, shown, compared_with, secret):
+    code = f"{name} = load()\nassert {name} == {compared_with}\n"
+    frame = Frame("candidate.py", 2, "<module>", f"assert {name} == {compared_with}")
+    error = ErrorInfo("AssertionError", "", 2, [frame], {name: shown})
     result = error_result(error=error, stdout="", stderr="")
     text = told_with_differences(code, result)
-    assert "api_token = <redacted>" in text and "abcdefgh" not in text, text
-
-
-def test_a_secret_under_a_dicts_key_is_redacted_in_the_locals_and_what_differs():
-    """``{'password': 'hunter2-long'}``: a closing quote stood between the key and its value."""
-    code = "config = load()\nassert config == {}\n"
-    frame = Frame("candidate.py", 2, "<module>", "assert config == {}")
-    error = ErrorInfo("AssertionError", "", 2, [frame], {"config": "{'user': 'ann', 'password': 'hunter2-long'}"})
-    result = error_result(error=error, stdout="", stderr="")
-    text = told_with_differences(code, result)
-    assert "config = <redacted>" in text and "hunter2" not in text, text
+    assert f"{name} = <redacted>" in text and secret not in text, text
 
 
 def test_a_column_name_with_a_line_break_keeps_the_explanation_on_its_lines():
