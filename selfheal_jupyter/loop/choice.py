@@ -9,6 +9,11 @@ score is (size of its group) × (checks it passes) — a program that many indep
 samples agree with, on checks that many programs pass, is more likely right than one
 that passes a check alone. With no generated checks, samples agree when their clean
 runs printed the same output (execution-based agreement). Ties go to the earlier sample.
+
+A round stops sampling at a program that :func:`settles` it: one that passed with the
+user's spec kept, where no generated check or check from the data is there to agree on.
+Only a later passing program whose output two samples share could be chosen over it, and
+each sample is a whole model reply (docs/measurements.md, issue 46).
 """
 
 from __future__ import annotations
@@ -39,6 +44,12 @@ def agreement(trials: list[Trial]) -> list[int]:
         weight = sum(c.passed for c in t.checks) if t.checks else (1 if t.result.status == "ok" else 0)
         scores.append(groups[_behaviour(t)] * weight)
     return scores
+
+
+def settles(trial: Trial) -> bool:
+    """No sample after this one needs writing: it passed, kept the spec, and has no checks
+    for samples to agree on."""
+    return trial.verdict.passed and not trial.verdict.spec_violations and not trial.checks
 
 
 def choose(trials: list[Trial]) -> tuple[int, list[Sample]]:

@@ -44,7 +44,7 @@ from ..sandbox.base import Sandbox
 from . import rounds
 from .advice import advise
 from .budget import LoopBudget, OutOfBudget
-from .choice import choose
+from .choice import choose, settles
 from .events import EventHandler, PlanReady, RunFinished, RunStarted, VerdictReady
 from .judge import Baseline, Baselines, Judge, Trial
 from .state import Emitter, RoundSoFar, RunState, StopSignal
@@ -361,16 +361,23 @@ class Loop:
         choose one and say what the next round is told, then record the round."""
         t0 = time.monotonic()
         state.round = RoundSoFar(index)
-        written = self.writer.write(task, inputs, state, index, keep_spec=judge.baseline.keeps_spec)
         previous = state.progress.last_code
-        single = len(written.proposals) == 1
+        single = self.writer.samples(state, index) == 1
         trials: list[Trial] = []
-        for i, proposal in enumerate(written.proposals):
+
+        def judged(written: Written) -> bool:
+            """Judge the program just written; true when no other sample could be chosen
+            over it (:func:`settles`)."""
+            i = len(written.proposals) - 1
+            proposal = written.proposals[i]
             if i in written.repeat_of or proposal.code is None:
                 trial = judge.not_run(proposal, written.repeat_of.get(i), state.progress.repair)
             else:
                 trial = judge.candidate(index, proposal.code, announce=previous if single else None, show=single)
             trials.append(replace(trial, fresh=written.starts_over(i)))
+            return settles(trial)
+
+        written = self.writer.write(task, inputs, state, index, keep_spec=judge.baseline.keeps_spec, settled=judged)
         best, samples = (0, []) if single else choose(trials)
         trial = judge.tell(trials[best])
         if not single:

@@ -2,7 +2,8 @@
 
 Round 1 asks for one greedy program; from round 2 on ``SelfHeal.candidates`` samples
 are drawn (from the :data:`FRESH_FROM_SAMPLE`-th on, starting over instead of
-repairing), each after an optional explanation of the bug (``SelfHeal.explain_first``).
+repairing), each after an optional explanation of the bug (``SelfHeal.explain_first``),
+until the caller says a sample settled the round.
 A program identical to one already run is marked as a repeat (never run again). When
 the last round left the tool's own edit (:attr:`~selfheal_jupyter.loop.rounds.Progress.quick_fix`),
 that program is the round's and no model is asked.
@@ -11,6 +12,7 @@ that program is the round's and no model is asked.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from ..agents import explain_first
@@ -72,14 +74,30 @@ class Writer:
         self.candidates = candidates
         self.explain_first = explain_first
 
+    def samples(self, state: RunState, index: int) -> int:
+        """How many programs round ``index`` writes at most. The first program is one
+        greedy reply: most tasks pass there, and it is the single pass the eval compares
+        against. Samples are spent once it failed; the tool's own edit is one program."""
+        if state.progress.quick_fix is not None or index < 2:
+            return 1
+        return self.candidates
+
     def write(
-        self, task: Task, inputs: list[InputDescription], state: RunState, index: int, *, keep_spec: bool
+        self,
+        task: Task,
+        inputs: list[InputDescription],
+        state: RunState,
+        index: int,
+        *,
+        keep_spec: bool,
+        settled: Callable[[Written], bool] | None = None,
     ) -> Written:
         """The round's program(s): the developer's reply — one greedy program in round 1,
-        ``candidates`` samples from round 2 on (from the third on, starting over instead
-        of repairing); the tool's own program when the last round left one
+        up to ``candidates`` samples from round 2 on (from the third on, starting over
+        instead of repairing); the tool's own program when the last round left one
         (:attr:`~selfheal_jupyter.loop.rounds.Progress.quick_fix`). ``keep_spec``: the
-        user's code holds a spec a repair keeps (the developer is told so)."""
+        user's code holds a spec a repair keeps (the developer is told so). ``settled``,
+        called after each program: true when it needs no other sample."""
         progress = state.progress
         written = Written(repair=progress.repair)
         so_far = state.round
@@ -93,6 +111,8 @@ class Writer:
             written.answer = any(c.program == fixed for c in task.data_checks)
             written.proposals.append(Proposal(code=fixed, reply=what))
             so_far.code, so_far.reply = fixed, what
+            if settled is not None:
+                settled(written)  # judged like any program; it is the round's only one
             return written
         if progress.restart:
             written.repair, written.restarted = progress.origin, True
@@ -112,9 +132,7 @@ class Writer:
             written.repair = replace(repair, diagnosis=written.diagnosis)
             written.add(used, secs, so_far)
             state.tokens += used.total_tokens
-        # The first program is one greedy reply: most tasks pass there, and it is the
-        # single pass the eval compares against. Samples are spent once it failed.
-        sampled = self.candidates if index >= 2 else 1
+        sampled = self.samples(state, index)
         names = data_names(task)
         for k in range(sampled):
             fresh = written.starts_over(k)
@@ -148,4 +166,6 @@ class Writer:
             if so_far.code is None:
                 so_far.code, so_far.reply = code, proposal.reply
             state.tokens += proposal.usage.total_tokens
+            if settled is not None and settled(written):
+                break
         return written

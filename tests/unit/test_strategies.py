@@ -172,7 +172,7 @@ def test_outline_drops_bodies():
 
 
 # --------------------------------------------------------------------------- N candidates
-def test_n_candidates_the_one_passing_the_users_tests_is_chosen(recorded_sandbox):
+def test_n_candidates_the_one_passing_the_users_tests_is_chosen_and_ends_the_round(recorded_sandbox):
     replies = [fenced("total = 4"), fenced("total = 5"), fenced("total = 6"), fenced("total = 7")]
     with ScriptedServer(replies) as s:
         run = loop(s, recorded_sandbox, candidates=3, max_iterations=2).run(
@@ -181,12 +181,13 @@ def test_n_candidates_the_one_passing_the_users_tests_is_chosen(recorded_sandbox
         temps = [r.get("temperature") for r in s.chat_requests()]
     assert run.outcome == "success" and run.final_code.strip() == "total = 6"
     first, second = run.iterations
-    # the first program is one greedy reply; the repair round samples three
+    # the first program is one greedy reply; the repair round samples up to three and
+    # stops at one that passed the user's tests with nothing left to agree on
     assert first.samples == [] and first.candidate.code.strip() == "total = 4"
-    assert [x.chosen for x in second.samples] == [False, True, False]
-    assert [x.passed for x in second.samples] == [False, True, False]
-    assert len(temps) == 4 and temps[2] == temps[3] == 0.8 and 0.8 not in temps[:2]
-    assert "3 programs tried in this attempt; the one marked ➜ was kept" in run_html(run)
+    assert [x.chosen for x in second.samples] == [False, True]
+    assert [x.passed for x in second.samples] == [False, True]
+    assert len(temps) == 3 and temps[2] == 0.8 and 0.8 not in temps[:2]
+    assert "2 programs tried in this attempt; the one marked ➜ was kept" in run_html(run)
 
 
 def test_the_third_sample_of_a_round_starts_over_instead_of_copying_the_failing_program(recorded_sandbox):
