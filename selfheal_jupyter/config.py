@@ -136,7 +136,9 @@ class SelfHeal(Configurable):
         "kept your asserts always before one that changed them), then agreement on the "
         "generated checks (CodeT); from the third on, a sample starts over from the task "
         "(for a heal, from your cell) instead of repairing the last program. Each sample "
-        "is a model call, asked one after another. The embedded model uses 3 unless you "
+        "is a model call, asked one after another, and judged at once: a sample that "
+        "passed your tests with no generated checks to agree on ends the round. The "
+        "embedded model uses 3 unless you "
         "set it: with 3 the loop beats its single pass clearly, with 1 barely "
         "(docs/measurements.md).",
     ).tag(config=True, embedded=3)
@@ -161,14 +163,17 @@ class SelfHeal(Configurable):
         "0 = never.",
     ).tag(config=True)
     repair_format = Enum(
-        ["whole", "edit"],
+        ["whole", "edit", "functions"],
         default_value="whole",
         help="What a repair reply holds: 'whole' the complete program again; 'edit' only "
         "the changes, as SEARCH/REPLACE blocks that the loop applies to the program (fewer "
-        "tokens to generate). A reply with a whole program is still taken; blocks that do "
-        "not apply make the next round ask for the whole program, saying which block "
-        "failed. The run record's iterations say edited / edit_failure.",
-    ).tag(config=True)
+        "tokens to generate; blocks that do not apply make the next round ask for the "
+        "whole program, saying which block failed); 'functions' only the functions the fix "
+        "changes, each put in place of the program's function of that name (for a program "
+        "with functions; otherwise the whole program). A reply with a whole program is "
+        "always taken. The run record's iterations say edited / edit_failure. The embedded "
+        "model uses 'functions' unless you set it (docs/measurements.md).",
+    ).tag(config=True, embedded="functions")
 
     fix_search_tries = Int(
         16,

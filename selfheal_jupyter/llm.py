@@ -107,6 +107,11 @@ def estimate_prompt(messages: Sequence[Message]) -> int:
     return sum(estimate_tokens(m.get("content") or "") + 4 for m in messages)
 
 
+def _received(messages: Sequence[Message], parts: list[str], chunks: int) -> Usage:
+    """The usage of a reply this side ended (the server's own count never comes)."""
+    return Usage(estimate_prompt(messages), max(chunks, estimate_tokens("".join(parts))), True)
+
+
 class LLMClient:
     """A configured chat client for one endpoint."""
 
@@ -152,8 +157,12 @@ class LLMClient:
         stop: Sequence[str] | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
+        until: Callable[[str], bool] | None = None,
     ) -> ChatReply:
-        """Stream one reply. ``on_token`` gets each text delta in the caller's thread.
+        """Stream one reply. ``on_token`` gets each text delta in the caller's thread;
+        ``until``, the text so far after each delta that ends a line: when it says the
+        reply holds what was asked, the stream is closed (the server stops) and the
+        reply ends there (finish reason ``stop``).
 
         Raises :class:`~selfheal_jupyter.errors.Cancelled` within ``CANCEL_POLL_S`` of
         ``cancel`` being set, and an :class:`~selfheal_jupyter.errors.LLMError`
@@ -219,10 +228,12 @@ class LLMClient:
                         on_token(value)
                     if cancel is not None and cancel.is_set():
                         raise Cancelled("Stopped while the model was answering.")
+                    if until is not None and "\n" in value and until("".join(parts)):
+                        finish, usage = "stop", _received(messages, parts, chunks)
+                        break
                     if chunks > limit or chars > limit * MAX_CHARS_PER_TOKEN:
                         if limit < self.max_tokens:  # this reply's own cap: cut as a server cuts
-                            finish, received = "length", "".join(parts)
-                            usage = Usage(estimate_prompt(messages), max(chunks, estimate_tokens(received)), True)
+                            finish, usage = "length", _received(messages, parts, chunks)
                             break
                         raise self._cut("max_tokens", messages, "".join(parts), chunks, limit)
                     if deadline is not None and time.monotonic() > deadline:

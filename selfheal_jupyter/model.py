@@ -423,7 +423,8 @@ class Iteration:
     """This round started over (``SelfHeal.restart_after``) instead of repairing the last one."""
     edited: bool = False
     """The candidate is the previous program with the reply's SEARCH/REPLACE blocks applied
-    (``SelfHeal.repair_format = "edit"``); ``candidate.code`` is always the whole program."""
+    (``SelfHeal.repair_format = "edit"``) or its functions put in (``"functions"``);
+    ``candidate.code`` is always the whole program."""
     edit_failure: str = ""
     """The reply's SEARCH/REPLACE blocks could not be applied: which block and why (the
     round then has no program, and the next one asks for the whole program)."""

@@ -16,7 +16,9 @@ With ``repair_format="edit"`` a repair of a program asks for SEARCH/REPLACE bloc
 instead of the whole program again; a reply that holds a whole program is taken as it
 is. When the blocks do not apply, the proposal has no program and says why; the next
 round asks for the whole program. That format — its texts, when it is asked for, how a
-reply is read — is :mod:`~selfheal_jupyter.agents.edits`; "explain the bug first" is
+reply is read — is :mod:`~selfheal_jupyter.agents.edits`. With ``"functions"`` a repair
+of a program with functions asks for only the functions it changes, put in place by
+:mod:`~selfheal_jupyter.agents.function_edits`; "explain the bug first" is
 :mod:`~selfheal_jupyter.agents.explain_first`.
 """
 
@@ -27,9 +29,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..codeblocks import extract_code
 from ..llm import LLMClient, estimate_tokens
 from ..model import InputDescription, Plan, Usage
-from . import edits
+from . import edits, function_edits
 from .edits import EDIT_FAILED_FEEDBACK, EDIT_FAILED_NOTE, EDIT_INSTRUCTION
 from .environment import environment_text
 from .explain_first import note as diagnosis_note
@@ -138,7 +141,8 @@ class Proposal:
     """True when the first reply repeated an earlier candidate and was asked again."""
     prompt_chars: int = 0
     edited: bool = False
-    """``code`` is the repaired program with the reply's SEARCH/REPLACE blocks applied."""
+    """``code`` is the repaired program with the reply's SEARCH/REPLACE blocks applied, or
+    with the reply's functions in place of its own."""
     edit_failure: str = ""
     """The reply's SEARCH/REPLACE blocks did not apply (``code`` is None): which and why."""
 
@@ -161,7 +165,8 @@ class Developer:
         self.libraries = libraries
         self.retry_temperature = retry_temperature
         self.repair_format = repair_format
-        """"whole": every reply is a whole program; "edit": repairs ask for SEARCH/REPLACE blocks."""
+        """"whole": every reply is a whole program; "edit": repairs ask for SEARCH/REPLACE
+        blocks; "functions": repairs ask for the functions they change."""
 
     def asks_for_edits(self, repair: RepairContext | None, restart: bool = False) -> bool:
         """This turn asks for SEARCH/REPLACE blocks (:func:`~selfheal_jupyter.agents.edits.asks_for_edits`)."""
@@ -172,6 +177,48 @@ class Developer:
             after_no_code=repair.no_code,
             after_failed_edits=bool(repair.edit_failure),
         )
+
+    def asks_for_functions(self, repair: RepairContext | None, restart: bool = False) -> bool:
+        """This turn asks for only the changed functions: a repair (not a start-over, not
+        after a reply without code) of a program that has functions to name."""
+        return (
+            self.repair_format == "functions"
+            and repair is not None
+            and not restart
+            and not repair.no_code
+            and function_edits.has_functions(repair.code)
+        )
+
+    def instruction(self, repair: RepairContext, restart: bool) -> str:
+        """The repair turn's last line: what the reply holds."""
+        if self.asks_for_edits(repair, restart):
+            return EDIT_INSTRUCTION
+        if self.asks_for_functions(repair, restart):
+            return function_edits.INSTRUCTION
+        return WHOLE_INSTRUCTION
+
+    def _copying(self, repair: RepairContext | None, restart: bool) -> Callable[[str], bool] | None:
+        """For a turn asking for functions: true once the reply, after its functions,
+        copies the program's own top-level code (:func:`~selfheal_jupyter.agents.function_edits.copied_from`)."""
+        if repair is None or repair.code is None or not self.asks_for_functions(repair, restart):
+            return None
+        program = repair.code
+        return lambda text: function_edits.copied_from(text, program) is not None
+
+    def read(self, text: str, repair: RepairContext | None) -> tuple[str | None, bool, str]:
+        """(program, put together from the reply's parts, why its edits did not apply).
+        Blocks are read whenever edits are on, also from a turn that asked for the whole
+        program: applied, they beat running a program made of conflict markers; so are
+        functions, whose splice is the whole program when the reply held one."""
+        program = repair.code if repair is not None else None
+        if self.repair_format == "edit":
+            return edits.read_reply(text, program)
+        if self.repair_format == "functions" and program is not None:
+            copied = function_edits.copied_from(text, program)
+            spliced = function_edits.splice(program, text if copied is None else text[:copied])
+            if spliced is not None:
+                return spliced, True, ""
+        return extract_code(text), False, ""
 
     # ------------------------------------------------------------------ prompts
     def build_messages(
@@ -233,7 +280,7 @@ class Developer:
                 parts.append(SAME_FAILURE_NOTE)
             if restart:
                 parts.append(RESTART_NOTE)
-            parts.append(EDIT_INSTRUCTION if self.asks_for_edits(repair, restart) else WHOLE_INSTRUCTION)
+            parts.append(self.instruction(repair, restart))
         if extra_note:
             parts.append(extra_note)
         return [
@@ -270,13 +317,13 @@ class Developer:
             prompt, plan, inputs, tests, repair, keep_spec=keep_spec, context=context, restart=restart
         )
         limit = reply_limit(repair)
-        reply = self.llm.chat(messages, on_token=on_token, cancel=cancel, temperature=temperature, max_tokens=limit)
+        until = self._copying(repair, restart)
+        reply = self.llm.chat(
+            messages, on_token=on_token, cancel=cancel, temperature=temperature, max_tokens=limit, until=until
+        )
         usage = reply.usage
         prompt_chars = sum(len(m["content"]) for m in messages)
-        # Blocks are read whenever edits are on, also from a turn that asked for the whole
-        # program: applied, they beat running a program made of conflict markers.
-        editable = repair.code if repair is not None and self.repair_format == "edit" else None
-        code, edited, failure = edits.read_reply(reply.text, editable)
+        code, edited, failure = self.read(reply.text, repair)
         seen = {normalise(c) for c in previous_codes}
         repeated = code is not None and normalise(code) in seen
         if repeated:
@@ -299,10 +346,11 @@ class Developer:
                 cancel=cancel,
                 temperature=max(self.retry_temperature, temperature or 0.0),
                 max_tokens=limit,
+                until=until,
             )
             usage = usage + reply.usage
             prompt_chars += sum(len(m["content"]) for m in messages)
-            again, again_edited, again_failure = edits.read_reply(reply.text, editable)
+            again, again_edited, again_failure = self.read(reply.text, repair)
             if again is not None:
                 code, edited, failure = again, again_edited, again_failure
         return Proposal(

@@ -287,7 +287,7 @@ def strategies_html(it: Iteration) -> str:
     if it.edited:
         parts.append(
             f'<div class="selfheal-edited" style="color:{GREY}">The reply edited the '
-            "previous program (SEARCH/REPLACE blocks); the code is the whole result.</div>"
+            "previous program (its changed parts only); the code is the whole result.</div>"
         )
     if it.diagnosis:
         parts.append(heading("Diagnosis (the model's explanation before fixing)") + pre(it.diagnosis))

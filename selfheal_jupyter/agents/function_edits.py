@@ -1,0 +1,138 @@
+"""Put a repair reply's functions in place of the program's (``SelfHeal.repair_format = "functions"``).
+
+Why: a repair of a program made of small functions mostly changes one or two of them;
+the model writing only those takes a fraction of the tokens of the whole program again
+(the prints, the data and the asserts stay as they are), and a small model writes a
+whole function more reliably than it copies lines exactly (SEARCH/REPLACE, :mod:`.edits`).
+
+The reply's code counts as functions when every top-level statement of it is a
+function or class definition or an import: each definition replaces the program's
+top-level one of the same name (its decorators included), a new one goes before the
+first top-level definition, a new import before the program's first statement. Any
+other reply (a whole program, code that does not parse) is read as a whole program.
+
+Asked for functions, the embedded model still often goes on after them with the rest of
+the program, copied: :func:`copied_from` finds where, so that the reply is ended there
+(the server stops) instead of streaming lines the program already has.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from ..codeblocks import extract_code
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_IMPORTS = (ast.Import, ast.ImportFrom)
+
+INSTRUCTION = (
+    "Fix the program. Reply with ONE fenced ```python block holding only the functions you "
+    "change, each complete from its `def` line (with any import or new helper function they "
+    "need): the rest of the program stays as it is."
+)
+"""Why no "or the whole program": the embedded model, offered both, wrote the whole program
+every time (docs/measurements.md, issue 46); a whole program is still read as one."""
+
+
+def _parse(code: str) -> ast.Module | None:
+    try:
+        return ast.parse(code)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _start(node: ast.stmt) -> int:
+    """First line (1-based) of a statement, its decorators included."""
+    decorators = getattr(node, "decorator_list", [])
+    return min([node.lineno, *(d.lineno for d in decorators)])
+
+
+def _import_line(tree: ast.Module) -> int:
+    """Where a new import goes (0-based): before the first statement, after a docstring."""
+    first = tree.body[0]
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        return first.end_lineno or first.lineno
+    return _start(first) - 1
+
+
+_OPENING = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})[^\n]*\n", re.MULTILINE)
+_DEF_STARTS = ("def ", "async def ", "class ", "@")
+_IMPORT_STARTS = ("import ", "from ")
+
+
+def copied_from(reply: str, program: str) -> int | None:
+    """Where a reply that began its code with definitions starts copying the program's
+    own top-level code (the offset of that line), or None: no fenced code yet, no
+    definition yet, or the code's first top-level statement other than a definition or
+    an import is not a line of the program (a whole program, or new code: read whole)."""
+    opening = _OPENING.search(reply)
+    if opening is None:
+        return None
+    top_level = {ln.rstrip() for ln in program.splitlines() if ln.strip() and not ln[0].isspace()}
+    seen_def = False
+    offset = opening.end()
+    for line in reply[offset:].splitlines(keepends=True):
+        if not line.endswith("\n"):
+            return None  # a line still being written
+        text = line.rstrip()
+        if text.startswith(("```", "~~~")):
+            return None  # the block ended by itself
+        if not text or text[0].isspace() or text.startswith("#") or text.startswith(_IMPORT_STARTS):
+            pass
+        elif text.startswith(_DEF_STARTS):
+            seen_def = True
+        else:
+            return offset if seen_def and text in top_level else None
+        offset += len(line)
+    return None
+
+
+def has_functions(program: str | None) -> bool:
+    """The program parses and defines a top-level function or class: a reply can name
+    what it replaces."""
+    tree = _parse(program) if program else None
+    return tree is not None and any(isinstance(n, _DEFS) for n in tree.body)
+
+
+def splice(program: str, reply: str) -> str | None:
+    """The program with the reply's definitions (and imports) put in, or None when the
+    reply is not made of definitions only (then it is read as a whole program)."""
+    code = extract_code(reply)
+    tree = _parse(code) if code else None
+    have = _parse(program)
+    if tree is None or have is None or code is None:
+        return None
+    if not tree.body or not all(isinstance(n, _DEFS + _IMPORTS) for n in tree.body):
+        return None
+    if not any(isinstance(n, _DEFS) for n in tree.body):
+        return None
+    reply_lines = code.splitlines()
+    lines = program.splitlines()
+    existing = {}
+    for node in have.body:
+        if isinstance(node, _DEFS):
+            existing[node.name] = node  # the last definition is the one that runs
+    known_imports = {ast.dump(n) for n in have.body if isinstance(n, _IMPORTS)}
+    replaced: list[tuple[int, int, list[str]]] = []
+    added: list[str] = []
+    imports: list[str] = []
+    for node in tree.body:
+        text = reply_lines[_start(node) - 1 : node.end_lineno]
+        if not isinstance(node, _DEFS):
+            if ast.dump(node) not in known_imports:
+                imports.extend(text)
+        elif node.name in existing:
+            old = existing.pop(node.name)
+            replaced.append((_start(old), old.end_lineno or old.lineno, text))
+        else:
+            added.extend([*text, "", ""])
+    for start, end, text in sorted(replaced, reverse=True):
+        lines[start - 1 : end] = text
+    if added:
+        # no definition ends above the first one: its line has not moved
+        at = min(_start(n) for n in have.body if isinstance(n, _DEFS)) - 1
+        lines[at:at] = added
+    if imports:
+        lines[_import_line(have) : _import_line(have)] = imports
+    return "\n".join(lines).rstrip("\n") + "\n"

@@ -1,0 +1,161 @@
+"""A repair reply of only the changed functions (``SelfHeal.repair_format = "functions"``)."""
+
+from __future__ import annotations
+
+from selfheal_jupyter.agents.developer import WHOLE_INSTRUCTION, Developer, RepairContext
+from selfheal_jupyter.agents.function_edits import INSTRUCTION, copied_from, has_functions, splice
+from selfheal_jupyter.config import SelfHeal
+from selfheal_jupyter.factory import build_llm
+from selfheal_jupyter.llm import Endpoint
+from selfheal_jupyter.model import Task
+from tests.scripted_server import ScriptedServer
+from tests.unit.test_loop import make_loop
+
+PROGRAM = """\
+# Exercise 1 - Average grade
+import math
+
+grades = [12, 15, 9, 18]
+
+
+def average(grades):
+    total = 0
+    for g in grades:
+        total = g
+    return total / len(grades)
+
+
+@staticmethod
+def spread(grades):
+    return max(grades) - min(grades)
+
+
+print(average(grades))
+assert average(grades) == 13.5
+"""
+
+
+def fenced(code: str) -> str:
+    return f"Here is the fix:\n```python\n{code}```\n"
+
+
+def test_a_changed_function_replaces_the_one_of_its_name_and_nothing_else():
+    fixed = splice(
+        PROGRAM,
+        fenced("def average(grades):\n    if not grades:\n        return 0.0\n    return sum(grades) / len(grades)\n"),
+    )
+    assert fixed is not None
+    assert "total = g" not in fixed and "return sum(grades) / len(grades)" in fixed
+    assert fixed.count("def average") == 1
+    # the data, the other function, the prints and the assert are the program's own
+    assert fixed.endswith("print(average(grades))\nassert average(grades) == 13.5\n")
+    assert "@staticmethod\ndef spread(grades):" in fixed and "grades = [12, 15, 9, 18]" in fixed
+    compile(fixed, "<fixed>", "exec")
+
+
+def test_decorators_go_with_the_function_they_decorate():
+    fixed = splice(PROGRAM, fenced("def spread(grades):\n    return max(grades, default=0) - min(grades, default=0)\n"))
+    assert fixed is not None and "@staticmethod" not in fixed and "default=0" in fixed
+
+
+def test_two_functions_in_two_blocks_and_a_new_helper_and_import():
+    reply = (
+        "```python\nimport statistics\n\ndef helper(xs):\n    return list(xs)\n```\n"
+        "and\n```python\ndef average(grades):\n    return statistics.mean(helper(grades)) if grades else 0.0\n```\n"
+    )
+    fixed = splice(PROGRAM, reply)
+    assert fixed is not None
+    assert fixed.index("import statistics") < fixed.index("import math")
+    assert fixed.index("def helper") < fixed.index("def average") < fixed.index("def spread")
+    assert "statistics.mean(helper(grades))" in fixed and "total = g" not in fixed
+    compile(fixed, "<fixed>", "exec")
+
+
+def test_an_import_the_program_has_is_not_added_twice():
+    fixed = splice(PROGRAM, fenced("import math\n\ndef average(grades):\n    return math.fsum(grades) / len(grades)\n"))
+    assert fixed is not None and fixed.count("import math") == 1
+
+
+def test_a_whole_program_or_broken_code_is_no_splice():
+    assert splice(PROGRAM, fenced("def average(g):\n    return 1\n\nprint(average([1]))\n")) is None
+    assert splice(PROGRAM, fenced("def average(g):\n    return (\n")) is None
+    assert splice(PROGRAM, fenced("import math\n")) is None
+    assert splice(PROGRAM, "no code at all") is None
+
+
+def test_a_new_import_lands_after_the_docstring():
+    program = '"""Doc."""\n\ndef f():\n    return 1\n\nassert f() == 2\n'
+    fixed = splice(program, fenced("import os\n\ndef f():\n    return 2\n"))
+    assert fixed is not None and fixed.startswith('"""Doc."""\nimport os\n')
+
+
+def test_which_programs_have_functions():
+    assert has_functions(PROGRAM)
+    assert not has_functions("x = 1\nprint(x)\n") and not has_functions("def f(:\n") and not has_functions(None)
+
+
+def developer() -> Developer:
+    llm = build_llm(SelfHeal(), Endpoint("http://127.0.0.1:9/v1", "k", "m", local=True))
+    return Developer(llm, retry_temperature=SelfHeal().retry_temperature, repair_format="functions")
+
+
+def test_the_repair_asks_for_functions_only_where_a_reply_can_name_them():
+    dev = developer()
+    asked = dev.build_messages("fix", None, [], None, RepairContext(code=PROGRAM, feedback="AssertionError"))
+    assert asked[1]["content"].endswith(INSTRUCTION)
+    for repair, restart in (
+        (RepairContext(code="x = 1\nassert x == 2\n", feedback="AssertionError"), False),
+        (RepairContext(code=PROGRAM, feedback="AssertionError"), True),
+        (RepairContext(code=PROGRAM, feedback="", no_code=True), False),
+    ):
+        text = dev.build_messages("fix", None, [], None, repair, restart=restart)[1]["content"]
+        assert text.endswith(WHOLE_INSTRUCTION)
+
+
+def test_the_developer_reads_functions_or_a_whole_program():
+    dev = developer()
+    repair = RepairContext(code=PROGRAM, feedback="AssertionError")
+    code, edited, failure = dev.read(fenced("def average(grades):\n    return 13.5\n"), repair)
+    assert edited and failure == "" and code is not None and code.endswith(PROGRAM.splitlines()[-1] + "\n")
+    whole = "def average(g):\n    return 1.0\n\nprint(average([]))\n"
+    assert dev.read(fenced(whole), repair) == (whole, False, "")
+
+
+def test_the_embedded_model_uses_functions_and_a_hosted_one_the_whole_program():
+    assert SelfHeal().repair_format == "whole"
+    assert SelfHeal().for_endpoint(embedded=True).repair_format == "functions"
+    assert SelfHeal(repair_format="whole").for_endpoint(embedded=True).repair_format == "whole"
+
+
+# --------------------------------------------------------------------------- a reply that goes on copying
+def test_where_a_reply_starts_copying_the_programs_own_code():
+    head = "Fixed:\n```python\ndef average(grades):\n    return 13.5\n\n"
+    copied = head + "print(average(grades))\n"
+    assert copied_from(copied, PROGRAM) == len(head)
+    assert copied_from(head + "print(average(gr", PROGRAM) is None  # the line is not complete yet
+    assert copied_from(head + "```\n", PROGRAM) is None  # the block ended by itself
+    assert copied_from(head + "print('new')\n", PROGRAM) is None  # new code: a whole program
+    assert copied_from(head + "# checks\nimport os\n\nprint(average(grades))\n", PROGRAM) is not None
+    # a whole program reaches the program's own data before any definition: never cut
+    whole = "```python\ngrades = [12, 15, 9, 18]\n\ndef average(grades):\n    return 13.5\n\nprint(average(grades))\n"
+    assert copied_from(whole, PROGRAM) is None
+    assert copied_from("def average(grades):\n    return 1\nprint(average(grades))\n", PROGRAM) is None  # no fence
+
+
+HEAL = "def double(x):\n    return x * 3\n\n\nprint(double(2))\nassert double(2) == 4\n"
+
+
+def test_a_reply_that_copies_the_rest_is_ended_and_only_its_function_is_put_in(recorded_sandbox):
+    # after its function the reply copies the program and then weakens the assert: the
+    # stream is closed at the first copied line, and the assert is the program's own
+    reply = "```python\ndef double(x):\n    return x * 2\n\n\nprint(double(2))\nassert double(2) == double(2)\n```\n"
+    with ScriptedServer([reply]) as s:
+        run = make_loop(s, recorded_sandbox, auto_plan=False, repair_format="functions", max_iterations=1).run(
+            Task(prompt="", initial_code=HEAL)
+        )
+        (asked,) = [r["messages"][1]["content"] for r in s.chat_requests()]
+    assert asked.endswith(INSTRUCTION)
+    assert run.outcome == "success", run.error
+    one = run.iterations[1]
+    assert one.edited and run.final_code == HEAL.replace("x * 3", "x * 2")
+    assert "assert double(2) == double(2)" not in one.candidate.reply
