@@ -6,10 +6,12 @@ the model writing only those takes a fraction of the tokens of the whole program
 whole function more reliably than it copies lines exactly (SEARCH/REPLACE, :mod:`.edits`).
 
 The reply's code counts as functions when every top-level statement of it is a
-function or class definition or an import: each definition replaces the program's
-top-level one of the same name (its decorators included), a new one goes before the
-first top-level definition, a new import before the program's first statement. Any
-other reply (a whole program, code that does not parse) is read as a whole program.
+function or class definition, an import, or a copy of one of the program's own
+top-level statements (the model often starts from the program's data): each definition
+replaces the program's top-level one of the same name (its decorators included), a new
+one goes before the first top-level definition, a new import before the program's first
+statement; a copy changes nothing. Any other reply (a program whose top-level code
+differs, code that does not parse) is read as a whole program.
 
 Asked for functions, the embedded model still often goes on after them with the rest of
 the program, copied: :func:`copied_from` finds where, so that the reply is ended there
@@ -62,10 +64,10 @@ _IMPORT_STARTS = ("import ", "from ")
 
 
 def copied_from(reply: str, program: str) -> int | None:
-    """Where a reply that began its code with definitions starts copying the program's
-    own top-level code (the offset of that line), or None: no fenced code yet, no
-    definition yet, or the code's first top-level statement other than a definition or
-    an import is not a line of the program (a whole program, or new code: read whole)."""
+    """Where a reply, after a definition, starts copying the program's own top-level
+    code (the offset of that line), or None: no fenced code yet, no definition yet, or a
+    top-level line that is not one of the program's (new code: a whole program, read
+    whole). Copied lines before the first definition (the program's data) are passed."""
     opening = _OPENING.search(reply)
     if opening is None:
         return None
@@ -78,12 +80,13 @@ def copied_from(reply: str, program: str) -> int | None:
         text = line.rstrip()
         if text.startswith(("```", "~~~")):
             return None  # the block ended by itself
-        if not text or text[0].isspace() or text.startswith("#") or text.startswith(_IMPORT_STARTS):
-            pass
-        elif text.startswith(_DEF_STARTS):
+        if text.startswith(_DEF_STARTS):
             seen_def = True
-        else:
-            return offset if seen_def and text in top_level else None
+        elif text and not text[0].isspace() and not text.startswith("#") and not text.startswith(_IMPORT_STARTS):
+            if text not in top_level:
+                return None
+            if seen_def:
+                return offset
         offset += len(line)
     return None
 
@@ -103,9 +106,9 @@ def splice(program: str, reply: str) -> str | None:
     have = _parse(program)
     if tree is None or have is None or code is None:
         return None
-    if not tree.body or not all(isinstance(n, _DEFS + _IMPORTS) for n in tree.body):
-        return None
-    if not any(isinstance(n, _DEFS) for n in tree.body):
+    own = {ast.dump(n) for n in have.body if not isinstance(n, _DEFS + _IMPORTS)}
+    copies = [n for n in tree.body if not isinstance(n, _DEFS + _IMPORTS)]
+    if any(ast.dump(n) not in own for n in copies) or not any(isinstance(n, _DEFS) for n in tree.body):
         return None
     reply_lines = code.splitlines()
     lines = program.splitlines()
@@ -119,6 +122,8 @@ def splice(program: str, reply: str) -> str | None:
     imports: list[str] = []
     for node in tree.body:
         text = reply_lines[_start(node) - 1 : node.end_lineno]
+        if not isinstance(node, _DEFS + _IMPORTS):
+            continue  # a copy of the program's own statement: it stays where it is
         if not isinstance(node, _DEFS):
             if ast.dump(node) not in known_imports:
                 imports.extend(text)

@@ -76,8 +76,20 @@ def test_an_import_the_program_has_is_not_added_twice():
     assert fixed is not None and fixed.count("import math") == 1
 
 
+def test_the_programs_own_statements_copied_around_the_functions_change_nothing():
+    # the embedded model often starts from the program's data and stops before the asserts
+    reply = fenced("import math\n\ngrades = [12, 15, 9, 18]\n\n\ndef average(grades):\n    return 13.5\n")
+    fixed = splice(PROGRAM, reply)
+    assert fixed == PROGRAM.replace(
+        PROGRAM[PROGRAM.index("def average") : PROGRAM.index("@static")], "def average(grades):\n    return 13.5\n\n\n"
+    )
+
+
 def test_a_whole_program_or_broken_code_is_no_splice():
     assert splice(PROGRAM, fenced("def average(g):\n    return 1\n\nprint(average([1]))\n")) is None
+    # the program's data changed, or an assert: a whole program (the spec guard reads it)
+    assert splice(PROGRAM, fenced("grades = [13.5]\n\ndef average(g):\n    return 13.5\n")) is None
+    assert splice(PROGRAM, fenced("def average(g):\n    return 1\n\nassert average(grades) == 1\n")) is None
     assert splice(PROGRAM, fenced("def average(g):\n    return (\n")) is None
     assert splice(PROGRAM, fenced("import math\n")) is None
     assert splice(PROGRAM, "no code at all") is None
@@ -136,9 +148,12 @@ def test_where_a_reply_starts_copying_the_programs_own_code():
     assert copied_from(head + "```\n", PROGRAM) is None  # the block ended by itself
     assert copied_from(head + "print('new')\n", PROGRAM) is None  # new code: a whole program
     assert copied_from(head + "# checks\nimport os\n\nprint(average(grades))\n", PROGRAM) is not None
-    # a whole program reaches the program's own data before any definition: never cut
+    # copied data before the definitions is passed; the copy after them is cut
     whole = "```python\ngrades = [12, 15, 9, 18]\n\ndef average(grades):\n    return 13.5\n\nprint(average(grades))\n"
-    assert copied_from(whole, PROGRAM) is None
+    assert copied_from(whole, PROGRAM) == whole.index("print(")
+    # new data before the definitions: a whole program, never cut
+    changed = whole.replace("[12, 15, 9, 18]", "[13.5]")
+    assert copied_from(changed, PROGRAM) is None
     assert copied_from("def average(grades):\n    return 1\nprint(average(grades))\n", PROGRAM) is None  # no fence
 
 
