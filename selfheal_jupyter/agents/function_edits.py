@@ -65,7 +65,9 @@ def copied_from(reply: str, program: str) -> int | None:
     """Where a reply that began its code with definitions starts copying the program's
     own top-level code (the offset of that line), or None: no fenced code yet, no
     definition yet, or the code's first top-level statement other than a definition or
-    an import is not a line of the program (a whole program, or new code: read whole)."""
+    an import is not a line of the program (a whole program, or new code: read whole).
+    A line counts as top-level only where the code before it parses: an unindented line
+    inside a string or brackets of a definition is none."""
     opening = _OPENING.search(reply)
     if opening is None:
         return None
@@ -82,6 +84,8 @@ def copied_from(reply: str, program: str) -> int | None:
             pass
         elif text.startswith(_DEF_STARTS):
             seen_def = True
+        elif _parse(reply[opening.end() : offset]) is None:
+            pass  # inside a statement still open (a string, brackets): not a top-level line
         else:
             return offset if seen_def and text in top_level else None
         offset += len(line)

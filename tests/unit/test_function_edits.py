@@ -159,3 +159,13 @@ def test_a_reply_that_copies_the_rest_is_ended_and_only_its_function_is_put_in(r
     one = run.iterations[1]
     assert one.edited and run.final_code == HEAL.replace("x * 3", "x * 2")
     assert "assert double(2) == double(2)" not in one.candidate.reply
+
+
+def test_a_program_line_inside_a_string_of_the_reply_is_no_place_to_cut():
+    # an unindented line of the program's, inside the reply's docstring: cutting there
+    # would run a broken function instead of the whole one the reply goes on to write
+    reply = fenced('def average(grades):\n    """Prints like\nprint(average(grades))\n    """\n    return sum(grades) / 4\n')
+    for end in range(len(reply)):
+        assert copied_from(reply[:end], PROGRAM) is None
+    fixed = developer().read(reply, RepairContext(code=PROGRAM, feedback="AssertionError"))[0]
+    assert fixed is not None and "return sum(grades) / 4" in fixed and fixed.endswith("== 13.5\n")
