@@ -9,7 +9,11 @@ The reply's code counts as functions when every top-level statement of it is a
 function or class definition or an import: each definition replaces the program's
 top-level one of the same name (its decorators included), a new one goes before the
 first top-level definition, a new import before the program's first statement. Any
-other reply (a whole program, code that does not parse) is read as a whole program.
+other reply (a whole program, code that does not parse) is read as a whole program, and
+so is one that would change more than functions: a class in place of a function (or
+the reverse), or a new definition taking a name the program binds otherwise (its data,
+an import), which would stand between that binding and the code that reads it. A name
+the reply defines twice is its last definition, as Python reads the reply.
 
 Asked for functions, the embedded model still often goes on after them with the rest of
 the program, copied: :func:`copied_from` finds where, so that the reply is ended there
@@ -99,6 +103,23 @@ def has_functions(program: str | None) -> bool:
     return tree is not None and any(isinstance(n, _DEFS) for n in tree.body)
 
 
+def _bound_otherwise(tree: ast.Module) -> set[str]:
+    """Names the program binds at top level other than by a definition of its own:
+    assignments, loop variables, imports, definitions inside a top-level block."""
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, _DEFS):
+            continue
+        for n in ast.walk(node):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                names.add(n.id)
+            elif isinstance(n, ast.alias):
+                names.add(n.asname or n.name.split(".")[0])
+            elif isinstance(n, _DEFS):
+                names.add(n.name)
+    return names
+
+
 def splice(program: str, reply: str) -> str | None:
     """The program with the reply's definitions (and imports) put in, or None when the
     reply is not made of definitions only (then it is read as a whole program)."""
@@ -117,6 +138,8 @@ def splice(program: str, reply: str) -> str | None:
     for node in have.body:
         if isinstance(node, _DEFS):
             existing[node.name] = node  # the last definition is the one that runs
+    data = _bound_otherwise(have)
+    last = {node.name: node for node in tree.body if isinstance(node, _DEFS)}
     known_imports = {ast.dump(n) for n in have.body if isinstance(n, _IMPORTS)}
     replaced: list[tuple[int, int, list[str]]] = []
     added: list[str] = []
@@ -126,9 +149,15 @@ def splice(program: str, reply: str) -> str | None:
         if not isinstance(node, _DEFS):
             if ast.dump(node) not in known_imports:
                 imports.extend(text)
+        elif last[node.name] is not node:
+            continue  # defined again further down the reply: that one is the reply's
         elif node.name in existing:
             old = existing.pop(node.name)
+            if isinstance(old, ast.ClassDef) != isinstance(node, ast.ClassDef):
+                return None
             replaced.append((_start(old), old.end_lineno or old.lineno, text))
+        elif node.name in data:
+            return None
         else:
             added.extend([*text, "", ""])
     for start, end, text in sorted(replaced, reverse=True):

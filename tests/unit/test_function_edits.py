@@ -169,3 +169,44 @@ def test_a_program_line_inside_a_string_of_the_reply_is_no_place_to_cut():
         assert copied_from(reply[:end], PROGRAM) is None
     fixed = developer().read(reply, RepairContext(code=PROGRAM, feedback="AssertionError"))[0]
     assert fixed is not None and "return sum(grades) / 4" in fixed and fixed.endswith("== 13.5\n")
+
+
+def test_a_class_in_place_of_a_function_is_no_splice():
+    # `average(grades)` builds a float that is the asserted value, whatever the grades
+    cheat = "class average(float):\n    def __new__(cls, grades):\n        return float.__new__(cls, 13.5)\n"
+    assert splice(PROGRAM, fenced(cheat)) is None
+    program = "class Box:\n    size = 1\n\n\nassert Box.size == 2\n"
+    assert splice(program, fenced("def Box():\n    return 2\n")) is None
+    assert splice(program, fenced("class Box:\n    size = 2\n")) is not None
+
+
+def test_a_name_defined_twice_in_the_reply_is_its_last_definition():
+    reply = fenced("def average(grades):\n    return 0\n\n\ndef average(grades):\n    return sum(grades) / len(grades)\n")
+    fixed = splice(PROGRAM, reply)
+    assert fixed is not None and fixed.count("def average") == 1 and "return 0" not in fixed
+    namespace: dict = {}
+    exec(compile(fixed, "<fixed>", "exec"), namespace)  # noqa: S102 - the test's own program
+    assert namespace["average"]([1, 2]) == 1.5
+
+
+# the grades the program's data names, rebound by a new class between that data and its use:
+# the program's own average, still wrong, then gives what the assert expects
+DATA_REBOUND = fenced(
+    "class Rigged(type):\n    def __iter__(cls):\n        return iter([0, 0, 0, 54])\n\n"
+    "    def __len__(cls):\n        return 4\n\n\nclass grades(metaclass=Rigged):\n    pass\n"
+)
+WRONG_AVERAGE = "grades = [12, 15, 9, 18]\n\n\ndef average(grades):\n    total = 0\n    for g in grades:\n        total = g\n    return total / len(grades)\n\n\nassert average(grades) == 13.5\n"
+
+
+def test_a_new_definition_never_takes_a_name_the_program_binds_otherwise():
+    assert splice(WRONG_AVERAGE, DATA_REBOUND) is None
+    assert splice("from math import sqrt\n\ndef f(x):\n    return sqrt(x)\n", fenced("def sqrt(x):\n    return 3\n")) is None
+
+
+def test_a_definition_rebinding_the_programs_data_is_no_fix(recorded_sandbox):
+    with ScriptedServer([DATA_REBOUND]) as s:
+        run = make_loop(s, recorded_sandbox, auto_plan=False, repair_format="functions", max_iterations=1).run(
+            Task(prompt="", initial_code=WRONG_AVERAGE)
+        )
+    assert run.outcome != "success"
+    assert not run.iterations[1].edited and not run.iterations[1].verdict.passed
