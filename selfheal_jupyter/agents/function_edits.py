@@ -71,8 +71,13 @@ def copied_from(reply: str, program: str) -> int | None:
     definition yet, or the code's first top-level statement other than a definition or
     an import is not a line of the program (a whole program, or new code: read whole).
     A line counts as top-level only where the code before it parses: an unindented line
-    inside a string or brackets of a definition is none."""
-    opening = _OPENING.search(reply)
+    inside a string or brackets of a definition is none. Code in a ``<think>`` section is
+    a draft, not the reply's."""
+    lowered = reply.lower()
+    answer = lowered.rfind("</think>")
+    if lowered.rfind("<think>") > answer:
+        return None  # still reasoning: its drafts are no reply (codeblocks leaves them out)
+    opening = _OPENING.search(reply, max(answer, 0))
     if opening is None:
         return None
     top_level = {ln.rstrip() for ln in program.splitlines() if ln.strip() and not ln[0].isspace()}

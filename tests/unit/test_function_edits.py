@@ -210,3 +210,13 @@ def test_a_definition_rebinding_the_programs_data_is_no_fix(recorded_sandbox):
         )
     assert run.outcome != "success"
     assert not run.iterations[1].edited and not run.iterations[1].verdict.passed
+
+
+def test_a_draft_while_reasoning_is_no_place_to_cut():
+    # a model that thinks first drafts a function and the program's lines: the stream
+    # closed there would leave the reply without its answer
+    draft = "<think>\nMaybe:\n```python\ndef average(grades):\n    return 0\n\nprint(average(grades))\n```\n"
+    answer = "No, sum them.\n</think>\n```python\ndef average(grades):\n    return sum(grades) / len(grades)\n\n"
+    for end in range(len(draft + answer)):
+        assert copied_from((draft + answer)[:end], PROGRAM) is None
+    assert copied_from(draft + answer + "print(average(grades))\n", PROGRAM) == len(draft + answer)
