@@ -201,6 +201,9 @@ WRONG_AVERAGE = "grades = [12, 15, 9, 18]\n\n\ndef average(grades):\n    total =
 def test_a_new_definition_never_takes_a_name_the_program_binds_otherwise():
     assert splice(WRONG_AVERAGE, DATA_REBOUND) is None
     assert splice("from math import sqrt\n\ndef f(x):\n    return sqrt(x)\n", fenced("def sqrt(x):\n    return 3\n")) is None
+    # a function the program holds as a lambda: a def of its name would go after it
+    lambda_program = "is_even = lambda n: n % 2 == 1\n\n\ndef helper():\n    return 1\n\n\nassert is_even(2)\n"
+    assert splice(lambda_program, fenced("def is_even(n):\n    return True\n")) is None
 
 
 def test_a_definition_rebinding_the_programs_data_is_no_fix(recorded_sandbox):
