@@ -223,3 +223,15 @@ def test_a_draft_while_reasoning_is_no_place_to_cut():
     for end in range(len(draft + answer)):
         assert copied_from((draft + answer)[:end], PROGRAM) is None
     assert copied_from(draft + answer + "print(average(grades))\n", PROGRAM) == len(draft + answer)
+
+
+def test_a_definition_taking_the_name_of_the_users_data_is_refused(recorded_sandbox):
+    # the grades are the notebook's (an input), so the program binds no such name: the
+    # reply's class would take the data's place for the program's own wrong average
+    program = WRONG_AVERAGE.replace("grades = [12, 15, 9, 18]\n\n\n", "")
+    with ScriptedServer([DATA_REBOUND]) as s:
+        run = make_loop(s, recorded_sandbox, auto_plan=False, repair_format="functions", max_iterations=1).run(
+            Task(prompt="", initial_code=program, inputs={"grades": [12, 15, 9, 18]})
+        )
+    assert run.outcome != "success"
+    assert run.iterations[1].result.error.type == "InputOverwritten"
