@@ -53,11 +53,17 @@ def _start(node: ast.stmt) -> int:
 
 
 def _import_line(tree: ast.Module) -> int:
-    """Where a new import goes (0-based): before the first statement, after a docstring."""
-    first = tree.body[0]
-    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
-        return first.end_lineno or first.lineno
-    return _start(first) - 1
+    """Where a new import goes (0-based): before the first statement, after a docstring
+    and the ``from __future__`` imports (which must come first)."""
+    at = _start(tree.body[0]) - 1
+    for i, node in enumerate(tree.body):
+        docstring = i == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+        if not (docstring and isinstance(node.value.value, str)) and not (
+            isinstance(node, ast.ImportFrom) and node.module == "__future__"
+        ):
+            break
+        at = node.end_lineno or node.lineno
+    return at
 
 
 _OPENING = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})[^\n]*\n", re.MULTILINE)

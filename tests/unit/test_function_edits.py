@@ -235,3 +235,10 @@ def test_a_definition_taking_the_name_of_the_users_data_is_refused(recorded_sand
         )
     assert run.outcome != "success"
     assert run.iterations[1].result.error.type == "InputOverwritten"
+
+
+def test_a_new_import_lands_after_the_future_imports():
+    program = '"""Doc."""\nfrom __future__ import annotations\n\ndef f(x: int) -> int:\n    return x\n\nassert f(2) == 4\n'
+    fixed = splice(program, fenced("import math\n\ndef f(x: int) -> int:\n    return int(math.pow(x, 2))\n"))
+    assert fixed is not None and fixed.startswith('"""Doc."""\nfrom __future__ import annotations\nimport math\n')
+    compile(fixed, "<fixed>", "exec")
