@@ -57,10 +57,13 @@ def _import_line(tree: ast.Module) -> int:
     and the ``from __future__`` imports (which must come first)."""
     at = _start(tree.body[0]) - 1
     for i, node in enumerate(tree.body):
-        docstring = i == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
-        if not (docstring and isinstance(node.value.value, str)) and not (
-            isinstance(node, ast.ImportFrom) and node.module == "__future__"
-        ):
+        docstring = (
+            i == 0
+            and isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        )
+        if not docstring and not (isinstance(node, ast.ImportFrom) and node.module == "__future__"):
             break
         at = node.end_lineno or node.lineno
     return at
