@@ -81,7 +81,8 @@ def copied_from(reply: str, program: str) -> int | None:
     an import is not a line of the program (a whole program, or new code: read whole).
     A line counts as top-level only where the code before it parses: an unindented line
     inside a string or brackets of a definition is none. Code in a ``<think>`` section is
-    a draft, not the reply's."""
+    a draft, not the reply's; and definitions all copied unchanged are a quote of the
+    program ("the original code:"), whose fix comes after: no cut there either."""
     lowered = reply.lower()
     answer = lowered.rfind("</think>")
     if lowered.rfind("<think>") > answer:
@@ -102,12 +103,22 @@ def copied_from(reply: str, program: str) -> int | None:
             pass
         elif text.startswith(_DEF_STARTS):
             seen_def = True
-        elif _parse(reply[opening.end() : offset]) is None:
+        elif (written := _parse(reply[opening.end() : offset])) is None:
             pass  # inside a statement still open (a string, brackets): not a top-level line
+        elif not seen_def or text not in top_level or _quotes(written, program):
+            return None
         else:
-            return offset if seen_def and text in top_level else None
+            return offset
         offset += len(line)
     return None
+
+
+def _quotes(written: ast.Module, program: str) -> bool:
+    """Every definition the reply wrote so far is the program's own, unchanged: it is
+    quoting the program (its fix comes later), not going on after a fix."""
+    have = _parse(program)
+    own = {n.name: ast.dump(n) for n in have.body if isinstance(n, _DEFS)} if have is not None else {}
+    return all(not isinstance(n, _DEFS) or own.get(n.name) == ast.dump(n) for n in written.body)
 
 
 def has_functions(program: str | None) -> bool:

@@ -249,3 +249,14 @@ def test_a_new_import_lands_after_the_future_imports():
     fixed = splice(program, fenced("import math\n\ndef f(x: int) -> int:\n    return int(math.pow(x, 2))\n"))
     assert fixed is not None and fixed.startswith('"""Doc."""\nfrom __future__ import annotations\nimport math\n')
     compile(fixed, "<fixed>", "exec")
+
+
+def test_a_reply_quoting_the_program_before_its_fix_is_not_cut_in_the_quote():
+    # cut at the quote's first top-level line, the reply would be the program's own
+    # function again (a repeat) and its fix would never be read
+    quote = "The original code:\n```python\n" + HEAL + "```\nFixed:\n"
+    reply = quote + "```python\ndef double(x):\n    return x * 2\n```\n"
+    for end in range(len(reply)):
+        assert copied_from(reply[:end], HEAL) is None
+    fixed = developer().read(reply, RepairContext(code=HEAL, feedback="AssertionError"))[0]
+    assert fixed == HEAL.replace("x * 3", "x * 2")
