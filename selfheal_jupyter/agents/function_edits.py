@@ -40,9 +40,11 @@ every time (docs/measurements.md, issue 46); a whole program is still read as on
 
 
 def _parse(code: str) -> ast.Module | None:
+    """The code's tree, or None: it does not parse, or nests too deep to (the reply is
+    then read whole, and the pre-check says so)."""
     try:
         return ast.parse(code)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 
 

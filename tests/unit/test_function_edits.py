@@ -260,3 +260,14 @@ def test_a_reply_quoting_the_program_before_its_fix_is_not_cut_in_the_quote():
         assert copied_from(reply[:end], HEAL) is None
     fixed = developer().read(reply, RepairContext(code=HEAL, feedback="AssertionError"))[0]
     assert fixed == HEAL.replace("x * 3", "x * 2")
+
+
+def test_a_reply_nested_too_deep_to_parse_is_read_whole_and_refused(recorded_sandbox):
+    # the parser gives up (RecursionError): before, the run ended as an internal error
+    deep = fenced("def double(x):\n    return " + "x+" * 3000 + "x\n")
+    with ScriptedServer([deep]) as s:
+        run = make_loop(s, recorded_sandbox, auto_plan=False, repair_format="functions", max_iterations=1).run(
+            Task(prompt="", initial_code=HEAL)
+        )
+    assert run.outcome == "budget_exhausted", run.error
+    assert run.iterations[1].result.error.type == "TooDeeplyNested"
