@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from selfheal_jupyter.agents.developer import WHOLE_INSTRUCTION, Developer, RepairContext
 from selfheal_jupyter.agents.function_edits import INSTRUCTION, copied_from, has_functions, splice
 from selfheal_jupyter.config import SelfHeal
@@ -263,11 +265,17 @@ def test_a_reply_quoting_the_program_before_its_fix_is_not_cut_in_the_quote():
 
 
 def test_a_reply_nested_too_deep_to_parse_is_read_whole_and_refused(recorded_sandbox):
-    # the parser gives up (RecursionError): before, the run ended as an internal error
+    # the parser gives up (RecursionError, at a kernel's or the CLI's recursion limit; the
+    # suite's eval harness raises it): before, the run ended as an internal error
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
     deep = fenced("def double(x):\n    return " + "x+" * 3000 + "x\n")
-    with ScriptedServer([deep]) as s:
-        run = make_loop(s, recorded_sandbox, auto_plan=False, repair_format="functions", max_iterations=1).run(
-            Task(prompt="", initial_code=HEAL)
-        )
+    try:
+        with ScriptedServer([deep]) as s:
+            run = make_loop(s, recorded_sandbox, auto_plan=False, repair_format="functions", max_iterations=1).run(
+                Task(prompt="", initial_code=HEAL)
+            )
+    finally:
+        sys.setrecursionlimit(limit)
     assert run.outcome == "budget_exhausted", run.error
     assert run.iterations[1].result.error.type == "TooDeeplyNested"
