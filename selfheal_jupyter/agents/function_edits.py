@@ -107,7 +107,7 @@ def copied_from(reply: str, program: str) -> int | None:
             seen_def = True
         elif (written := _parse(reply[opening.end() : offset])) is None:
             pass  # inside a statement still open (a string, brackets): not a top-level line
-        elif not seen_def or text not in top_level or _quotes(written, program):
+        elif not seen_def or text not in top_level or _quotes(written, reply[opening.end() : offset], program):
             return None
         else:
             return offset
@@ -115,12 +115,20 @@ def copied_from(reply: str, program: str) -> int | None:
     return None
 
 
-def _quotes(written: ast.Module, program: str) -> bool:
-    """Every definition the reply wrote so far is the program's own, unchanged: it is
-    quoting the program (its fix comes later), not going on after a fix."""
+def _text(code: str, node: ast.stmt) -> list[str]:
+    """A definition's lines, decorators included, without blank lines or trailing spaces
+    (compared as text: comparing trees recurses as deep as the code nests)."""
+    lines = code.splitlines()[_start(node) - 1 : node.end_lineno]
+    return [ln.rstrip() for ln in lines if ln.strip()]
+
+
+def _quotes(written: ast.Module, code: str, program: str) -> bool:
+    """Every definition the reply wrote so far (``code``, parsed as ``written``) is the
+    program's own, unchanged: it is quoting the program (its fix comes later), not going
+    on after a fix."""
     have = _parse(program)
-    own = {n.name: ast.dump(n) for n in have.body if isinstance(n, _DEFS)} if have is not None else {}
-    return all(not isinstance(n, _DEFS) or own.get(n.name) == ast.dump(n) for n in written.body)
+    own = {n.name: _text(program, n) for n in have.body if isinstance(n, _DEFS)} if have is not None else {}
+    return all(not isinstance(n, _DEFS) or own.get(n.name) == _text(code, n) for n in written.body)
 
 
 def has_functions(program: str | None) -> bool:

@@ -279,3 +279,15 @@ def test_a_reply_nested_too_deep_to_parse_is_read_whole_and_refused(recorded_san
         sys.setrecursionlimit(limit)
     assert run.outcome == "budget_exhausted", run.error
     assert run.iterations[1].result.error.type == "TooDeeplyNested"
+
+
+def test_a_deeply_nested_function_is_compared_without_recursing():
+    # deep enough that comparing trees (ast.dump) passes a kernel's recursion limit
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    head = "```python\ndef average(grades):\n    return grades" + ".copy()" * 1200 + "\n\n"
+    try:
+        where = copied_from(head + "print(average(grades))\n", PROGRAM)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert where == len(head)
