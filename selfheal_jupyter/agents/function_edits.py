@@ -26,6 +26,7 @@ import ast
 import re
 
 from ..codeblocks import extract_code
+from ..source_lines import source_lines
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _IMPORTS = (ast.Import, ast.ImportFrom)
@@ -92,10 +93,10 @@ def copied_from(reply: str, program: str) -> int | None:
     opening = _OPENING.search(reply, max(answer, 0))
     if opening is None:
         return None
-    top_level = {ln.rstrip() for ln in program.splitlines() if ln.strip() and not ln[0].isspace()}
+    top_level = {ln.rstrip() for ln in source_lines(program) if ln.strip() and not ln[0].isspace()}
     seen_def = False
     offset = opening.end()
-    for line in reply[offset:].splitlines(keepends=True):
+    for line in source_lines(reply[offset:], keepends=True):
         if not line.endswith("\n"):
             return None  # a line still being written
         text = line.rstrip()
@@ -118,7 +119,7 @@ def copied_from(reply: str, program: str) -> int | None:
 def _text(code: str, node: ast.stmt) -> list[str]:
     """A definition's lines, decorators included, without blank lines or trailing spaces
     (compared as text: comparing trees recurses as deep as the code nests)."""
-    lines = code.splitlines()[_start(node) - 1 : node.end_lineno]
+    lines = source_lines(code)[_start(node) - 1 : node.end_lineno]
     return [ln.rstrip() for ln in lines if ln.strip()]
 
 
@@ -167,8 +168,8 @@ def splice(program: str, reply: str) -> str | None:
         return None
     if not any(isinstance(n, _DEFS) for n in tree.body):
         return None
-    reply_lines = code.splitlines()
-    lines = program.splitlines()
+    reply_lines = source_lines(code)
+    lines = source_lines(program)
     existing = {}
     for node in have.body:
         if isinstance(node, _DEFS):

@@ -291,3 +291,12 @@ def test_a_deeply_nested_function_is_compared_without_recursing():
     finally:
         sys.setrecursionlimit(limit)
     assert where == len(head)
+
+
+def test_lines_are_numbered_as_python_numbers_them():
+    # str.splitlines also breaks at a form feed or U+2028: every definition after one
+    # was replaced one line off (the old body's last line left in, a string broken)
+    new = fenced("def f(x):\n    return x * 2\n")
+    for odd in ('label = "x\u2028y"\n', "\x0c\n"):
+        program = odd + "\n\ndef f(x):\n    return x\n\n\nassert f(1) == 2\n"
+        assert splice(program, new) == odd + "\n\ndef f(x):\n    return x * 2\n\n\nassert f(1) == 2\n"
