@@ -83,7 +83,8 @@ def copied_from(reply: str, program: str) -> int | None:
     definition yet, or the code's first top-level statement other than a definition or
     an import is not a line of the program (a whole program, or new code: read whole).
     A line counts as top-level only where the code before it parses: an unindented line
-    inside a string or brackets of a definition is none. Code in a ``<think>`` section is
+    inside a string or brackets of a definition is none, and the reply is then read whole
+    (one parse per call: this runs at every line the reply streams). Code in a ``<think>`` section is
     a draft, not the reply's; and definitions all copied unchanged are a quote of the
     program ("the original code:"), whose fix comes after: no cut there either."""
     lowered = reply.lower()
@@ -107,7 +108,7 @@ def copied_from(reply: str, program: str) -> int | None:
         elif text.startswith(_DEF_STARTS):
             seen_def = True
         elif (written := _parse(reply[opening.end() : offset])) is None:
-            pass  # inside a statement still open (a string, brackets): not a top-level line
+            return None  # inside a statement still open (a string, brackets): no cut here, ever
         elif not seen_def or text not in top_level or _quotes(written, reply[opening.end() : offset], program):
             return None
         else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from selfheal_jupyter.agents import function_edits
 from selfheal_jupyter.agents.developer import WHOLE_INSTRUCTION, Developer, RepairContext
 from selfheal_jupyter.agents.function_edits import INSTRUCTION, copied_from, has_functions, splice
 from selfheal_jupyter.config import SelfHeal
@@ -300,3 +301,13 @@ def test_lines_are_numbered_as_python_numbers_them():
     for odd in ('label = "x\u2028y"\n', "\x0c\n"):
         program = odd + "\n\ndef f(x):\n    return x\n\n\nassert f(1) == 2\n"
         assert splice(program, new) == odd + "\n\ndef f(x):\n    return x * 2\n\n\nassert f(1) == 2\n"
+
+
+def test_looking_for_the_cut_parses_once_per_streamed_line(monkeypatch):
+    # copied_from runs at every line the reply streams: parsing again at every unindented
+    # line of a long docstring made a reply's cost grow with the cube of its length
+    parses = []
+    real = function_edits._parse
+    monkeypatch.setattr(function_edits, "_parse", lambda code: parses.append(1) or real(code))
+    reply = fenced('def average(grades):\n    """\n' + "".join(f"line{i}\n" for i in range(200)))
+    assert copied_from(reply, PROGRAM) is None and len(parses) <= 1
