@@ -85,16 +85,30 @@ def _assigned_names(targets: list[ast.expr]) -> set[str]:
     return out
 
 
+def _bound_by_definition(stmt: ast.stmt) -> set[str]:
+    """The names a top-level ``def``, ``class`` or import binds."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {stmt.name}
+    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        return {a.asname or a.name.split(".")[0] for a in stmt.names}
+    return set()
+
+
 def overwritten_input(tree: ast.Module, inputs: Iterable[str]) -> tuple[str, int, int] | None:
     """An input the program replaces before ever reading it (``sales = pd.DataFrame(...)``).
 
     Small models like to invent sample data instead of using the user's; the run
     would then "pass" on made-up numbers. ``df = df.dropna()`` reads ``df`` first and
-    is fine.
+    is fine. A definition or an import of an input's name replaces it wherever it stands:
+    every later read gets the candidate's object (``class sales(metaclass=...)`` that
+    iterates as rigged numbers) in place of the user's data.
     """
     names = set(inputs)
     read: set[str] = set()
     for stmt in tree.body:
+        if _bound_by_definition(stmt) & names:
+            name = sorted(_bound_by_definition(stmt) & names)[0]
+            return name, stmt.lineno, stmt.end_lineno or stmt.lineno
         if isinstance(stmt, ast.Assign):
             targets, value = list(stmt.targets), stmt.value
         elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:

@@ -126,6 +126,23 @@ def test_precheck_refuses_code_that_replaces_an_input_with_made_up_data():
     assert precheck(code, {"print"}) is None or precheck(code, {"print"}).error.type == "NameError"
 
 
+def test_precheck_refuses_a_definition_or_import_that_takes_an_inputs_name():
+    # a class named like the user's data iterates as rigged numbers wherever it stands
+    rigged = "class sales(metaclass=Rigged):\n    pass\n\n\nprint(len(sales))\n"
+    for code in (
+        rigged,
+        "print(sales)\n\n\ndef sales():\n    return [1]\n",
+        "from x import y as sales\nprint(sales)\n",
+    ):
+        r = precheck(code, {"print", "len", "Rigged"}, inputs={"sales"})
+        assert r is not None and r.error.type == "InputOverwritten" and "'sales'" in r.error.message
+        assert strip_input_overwrites(code, {"sales"}) == (code, [])  # not clear-cut: refused, not cut
+    assert (
+        precheck("def total(sales):\n    return sum(sales)\nprint(total(sales))\n", {"print", "sum"}, inputs={"sales"})
+        is None
+    )
+
+
 def test_made_up_input_data_is_removed_when_clear_cut():
     code = (
         "import pandas as pd\n"

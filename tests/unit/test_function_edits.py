@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+
+from selfheal_jupyter.agents import function_edits
 from selfheal_jupyter.agents.developer import WHOLE_INSTRUCTION, Developer, RepairContext
 from selfheal_jupyter.agents.function_edits import INSTRUCTION, copied_from, has_functions, splice
 from selfheal_jupyter.config import SelfHeal
@@ -174,3 +177,152 @@ def test_a_reply_that_copies_the_rest_is_ended_and_only_its_function_is_put_in(r
     one = run.iterations[1]
     assert one.edited and run.final_code == HEAL.replace("x * 3", "x * 2")
     assert "assert double(2) == double(2)" not in one.candidate.reply
+
+
+def test_a_program_line_inside_a_string_of_the_reply_is_no_place_to_cut():
+    # an unindented line of the program's, inside the reply's docstring: cutting there
+    # would run a broken function instead of the whole one the reply goes on to write
+    reply = fenced(
+        'def average(grades):\n    """Prints like\nprint(average(grades))\n    """\n    return sum(grades) / 4\n'
+    )
+    for end in range(len(reply)):
+        assert copied_from(reply[:end], PROGRAM) is None
+    fixed = developer().read(reply, RepairContext(code=PROGRAM, feedback="AssertionError"))[0]
+    assert fixed is not None and "return sum(grades) / 4" in fixed and fixed.endswith("== 13.5\n")
+
+
+def test_a_class_in_place_of_a_function_is_no_splice():
+    # `average(grades)` builds a float that is the asserted value, whatever the grades
+    cheat = "class average(float):\n    def __new__(cls, grades):\n        return float.__new__(cls, 13.5)\n"
+    assert splice(PROGRAM, fenced(cheat)) is None
+    program = "class Box:\n    size = 1\n\n\nassert Box.size == 2\n"
+    assert splice(program, fenced("def Box():\n    return 2\n")) is None
+    assert splice(program, fenced("class Box:\n    size = 2\n")) is not None
+
+
+def test_a_name_defined_twice_in_the_reply_is_its_last_definition():
+    reply = fenced(
+        "def average(grades):\n    return 0\n\n\ndef average(grades):\n    return sum(grades) / len(grades)\n"
+    )
+    fixed = splice(PROGRAM, reply)
+    assert fixed is not None and fixed.count("def average") == 1 and "return 0" not in fixed
+    assert "return sum(grades) / len(grades)" in fixed
+
+
+# the grades the program's data names, rebound by a new class between that data and its use:
+# the program's own average, still wrong, then gives what the assert expects
+DATA_REBOUND = fenced(
+    "class Rigged(type):\n    def __iter__(cls):\n        return iter([0, 0, 0, 54])\n\n"
+    "    def __len__(cls):\n        return 4\n\n\nclass grades(metaclass=Rigged):\n    pass\n"
+)
+WRONG_AVERAGE = "grades = [12, 15, 9, 18]\n\n\ndef average(grades):\n    total = 0\n    for g in grades:\n        total = g\n    return total / len(grades)\n\n\nassert average(grades) == 13.5\n"
+
+
+def test_a_new_definition_never_takes_a_name_the_program_binds_otherwise():
+    assert splice(WRONG_AVERAGE, DATA_REBOUND) is None
+    assert (
+        splice("from math import sqrt\n\ndef f(x):\n    return sqrt(x)\n", fenced("def sqrt(x):\n    return 3\n"))
+        is None
+    )
+    # a function the program holds as a lambda: a def of its name would go after it
+    lambda_program = "is_even = lambda n: n % 2 == 1\n\n\ndef helper():\n    return 1\n\n\nassert is_even(2)\n"
+    assert splice(lambda_program, fenced("def is_even(n):\n    return True\n")) is None
+
+
+def test_a_definition_rebinding_the_programs_data_is_no_fix(recorded_sandbox):
+    with ScriptedServer([DATA_REBOUND]) as s:
+        run = make_loop(s, recorded_sandbox, auto_plan=False, repair_format="functions", max_iterations=1).run(
+            Task(prompt="", initial_code=WRONG_AVERAGE)
+        )
+    assert run.outcome != "success"
+    assert not run.iterations[1].edited and not run.iterations[1].verdict.passed
+
+
+def test_a_draft_while_reasoning_is_no_place_to_cut():
+    # a model that thinks first drafts a function and the program's lines: the stream
+    # closed there would leave the reply without its answer
+    draft = "<think>\nMaybe:\n```python\ndef average(grades):\n    return 0\n\nprint(average(grades))\n```\n"
+    answer = "No, sum them.\n</think>\n```python\ndef average(grades):\n    return sum(grades) / len(grades)\n\n"
+    for end in range(len(draft + answer)):
+        assert copied_from((draft + answer)[:end], PROGRAM) is None
+    assert copied_from(draft + answer + "print(average(grades))\n", PROGRAM) == len(draft + answer)
+
+
+def test_a_definition_taking_the_name_of_the_users_data_is_refused(recorded_sandbox):
+    # the grades are the notebook's (an input), so the program binds no such name: the
+    # reply's class would take the data's place for the program's own wrong average
+    program = WRONG_AVERAGE.replace("grades = [12, 15, 9, 18]\n\n\n", "")
+    with ScriptedServer([DATA_REBOUND]) as s:
+        run = make_loop(s, recorded_sandbox, auto_plan=False, repair_format="functions", max_iterations=1).run(
+            Task(prompt="", initial_code=program, inputs={"grades": [12, 15, 9, 18]})
+        )
+    assert run.outcome != "success"
+    assert run.iterations[1].result.error.type == "InputOverwritten"
+
+
+def test_a_new_import_lands_after_the_future_imports():
+    program = (
+        '"""Doc."""\nfrom __future__ import annotations\n\ndef f(x: int) -> int:\n    return x\n\nassert f(2) == 4\n'
+    )
+    fixed = splice(program, fenced("import math\n\ndef f(x: int) -> int:\n    return int(math.pow(x, 2))\n"))
+    assert fixed is not None and fixed.startswith('"""Doc."""\nfrom __future__ import annotations\nimport math\n')
+    compile(fixed, "<fixed>", "exec")
+
+
+def test_a_reply_quoting_the_program_before_its_fix_is_not_cut_in_the_quote():
+    # cut at the quote's first top-level line, the reply would be the program's own
+    # function again (a repeat) and its fix would never be read
+    quote = "The original code:\n```python\n" + HEAL + "```\nFixed:\n"
+    reply = quote + "```python\ndef double(x):\n    return x * 2\n```\n"
+    for end in range(len(reply)):
+        assert copied_from(reply[:end], HEAL) is None
+    fixed = developer().read(reply, RepairContext(code=HEAL, feedback="AssertionError"))[0]
+    assert fixed == HEAL.replace("x * 3", "x * 2")
+
+
+def test_a_reply_nested_too_deep_to_parse_is_read_whole_and_refused(recorded_sandbox):
+    # the parser gives up (RecursionError, at a kernel's or the CLI's recursion limit; the
+    # suite's eval harness raises it): before, the run ended as an internal error
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    deep = fenced("def double(x):\n    return " + "x+" * 3000 + "x\n")
+    try:
+        with ScriptedServer([deep]) as s:
+            run = make_loop(s, recorded_sandbox, auto_plan=False, repair_format="functions", max_iterations=1).run(
+                Task(prompt="", initial_code=HEAL)
+            )
+    finally:
+        sys.setrecursionlimit(limit)
+    assert run.outcome == "budget_exhausted", run.error
+    assert run.iterations[1].result.error.type == "TooDeeplyNested"
+
+
+def test_a_deeply_nested_function_is_compared_without_recursing():
+    # deep enough that comparing trees (ast.dump) passes a kernel's recursion limit
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    head = "```python\ndef average(grades):\n    return grades" + ".copy()" * 1200 + "\n\n"
+    try:
+        where = copied_from(head + "print(average(grades))\n", PROGRAM)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert where == len(head)
+
+
+def test_lines_are_numbered_as_python_numbers_them():
+    # str.splitlines also breaks at a form feed or U+2028: every definition after one
+    # was replaced one line off (the old body's last line left in, a string broken)
+    new = fenced("def f(x):\n    return x * 2\n")
+    for odd in ('label = "x\u2028y"\n', "\x0c\n"):
+        program = odd + "\n\ndef f(x):\n    return x\n\n\nassert f(1) == 2\n"
+        assert splice(program, new) == odd + "\n\ndef f(x):\n    return x * 2\n\n\nassert f(1) == 2\n"
+
+
+def test_looking_for_the_cut_parses_once_per_streamed_line(monkeypatch):
+    # copied_from runs at every line the reply streams: parsing again at every unindented
+    # line of a long docstring made a reply's cost grow with the cube of its length
+    parses = []
+    real = function_edits._parse
+    monkeypatch.setattr(function_edits, "_parse", lambda code: parses.append(1) or real(code))
+    reply = fenced('def average(grades):\n    """\n' + "".join(f"line{i}\n" for i in range(200)))
+    assert copied_from(reply, PROGRAM) is None and len(parses) <= 1
