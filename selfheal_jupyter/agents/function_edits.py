@@ -118,11 +118,11 @@ def copied_from(reply: str, program: str) -> int | None:
     return None
 
 
-def _text(code: str, node: ast.stmt) -> list[str]:
-    """A statement's lines, a definition's decorators included, without blank lines or
-    trailing spaces (compared as text: comparing trees recurses as deep as the code nests)."""
-    lines = source_lines(code)[_start(node) - 1 : node.end_lineno]
-    return [ln.rstrip() for ln in lines if ln.strip()]
+def _text(lines: list[str], node: ast.stmt) -> list[str]:
+    """A statement's lines (of its code's ``lines``), a definition's decorators included,
+    without blank lines or trailing spaces (compared as text: comparing trees recurses as
+    deep as the code nests)."""
+    return [ln.rstrip() for ln in lines[_start(node) - 1 : node.end_lineno] if ln.strip()]
 
 
 def _quotes(written: ast.Module, code: str, program: str) -> bool:
@@ -130,8 +130,9 @@ def _quotes(written: ast.Module, code: str, program: str) -> bool:
     program's own, unchanged: it is quoting the program (its fix comes later), not going
     on after a fix."""
     have = _parse(program)
-    own = {n.name: _text(program, n) for n in have.body if isinstance(n, _DEFS)} if have is not None else {}
-    return all(not isinstance(n, _DEFS) or own.get(n.name) == _text(code, n) for n in written.body)
+    program_lines, code_lines = source_lines(program), source_lines(code)
+    own = {n.name: _text(program_lines, n) for n in have.body if isinstance(n, _DEFS)} if have is not None else {}
+    return all(not isinstance(n, _DEFS) or own.get(n.name) == _text(code_lines, n) for n in written.body)
 
 
 def has_functions(program: str | None) -> bool:
@@ -166,12 +167,12 @@ def splice(program: str, reply: str) -> str | None:
     have = _parse(program)
     if tree is None or have is None or code is None:
         return None
-    own = {tuple(_text(program, n)) for n in have.body if not isinstance(n, _DEFS + _IMPORTS)}
-    copies = [n for n in tree.body if not isinstance(n, _DEFS + _IMPORTS)]
-    if any(tuple(_text(code, n)) not in own for n in copies) or not any(isinstance(n, _DEFS) for n in tree.body):
-        return None
     reply_lines = source_lines(code)
     lines = source_lines(program)
+    own = {tuple(_text(lines, n)) for n in have.body if not isinstance(n, _DEFS + _IMPORTS)}
+    copies = [n for n in tree.body if not isinstance(n, _DEFS + _IMPORTS)]
+    if any(tuple(_text(reply_lines, n)) not in own for n in copies) or not any(isinstance(n, _DEFS) for n in tree.body):
+        return None
     existing = {}
     for node in have.body:
         if isinstance(node, _DEFS):
@@ -207,5 +208,6 @@ def splice(program: str, reply: str) -> str | None:
         at = min(_start(n) for n in have.body if isinstance(n, _DEFS)) - 1
         lines[at:at] = added
     if imports:
-        lines[_import_line(have) : _import_line(have)] = imports
+        at = _import_line(have)
+        lines[at:at] = imports
     return "\n".join(lines).rstrip("\n") + "\n"
