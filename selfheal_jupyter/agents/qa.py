@@ -106,9 +106,9 @@ def overwritten_input(tree: ast.Module, inputs: Iterable[str]) -> tuple[str, int
     names = set(inputs)
     read: set[str] = set()
     for stmt in tree.body:
-        if _bound_by_definition(stmt) & names:
-            name = sorted(_bound_by_definition(stmt) & names)[0]
-            return name, stmt.lineno, stmt.end_lineno or stmt.lineno
+        defined = _bound_by_definition(stmt) & names
+        if defined:
+            return min(defined), stmt.lineno, stmt.end_lineno or stmt.lineno
         if isinstance(stmt, ast.Assign):
             targets, value = list(stmt.targets), stmt.value
         elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
