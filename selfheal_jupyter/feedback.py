@@ -30,6 +30,8 @@ from .redact import redact_value
 MAX_FRAMES = 6
 MAX_LOCALS = 12
 MAX_TESTS = 8
+NOT_RUN = "not run"
+"""How the checker's message of a test it never reached starts (sandbox/runner)."""
 TAIL_LINES = 15
 TAIL_CHARS = 1200
 MAX_FIELD = 300
@@ -152,25 +154,36 @@ def _streams(result: ExecutionResult) -> list[str]:
 
 
 def _tests(tests: list[TestOutcome]) -> list[str]:
+    """The user's tests that failed, each with why; those that did not run (the program
+    stopped before them) one line per reason, by line: their source is in the prompt
+    already, and listing each as FAILED said more had failed than had."""
     if not tests:
         return []
     failed = [t for t in tests if not t.passed]
-    not_run = [t for t in failed if t.message.startswith("not run")]
-    if not_run and len(not_run) == len(failed) and len(failed) == len(tests):
+    not_run = [t for t in failed if t.message.startswith(NOT_RUN)]
+    ran_and_failed = [t for t in failed if t not in not_run]
+    if not_run and not ran_and_failed and len(failed) == len(tests):
         return [f"The user's {len(tests)} test(s) were not run because the program failed."]
     if not failed:
         return [f"All {len(tests)} of the user's tests passed."]
-    out = [
-        f"{len(failed)} of the user's {len(tests)} tests failed (the tests are fixed; change "
-        "the program, not the tests):"
-    ]
-    for t in failed[:MAX_TESTS]:
+    counted = f"{len(ran_and_failed)} of the user's {len(tests)} tests failed" if ran_and_failed else (
+        f"{len(not_run)} of the user's {len(tests)} tests did not run"
+    )
+    out = [f"{counted} (the tests are fixed; change the program, not the tests):"]
+    for t in ran_and_failed[:MAX_TESTS]:
         where = f"line {t.line}: " if t.line else ""
         out.append(f"  FAILED {where}{clip(t.source, 160)}")
         if t.message:
             out.append(f"    → {clip(t.message, 240)}")
-    if len(failed) > MAX_TESTS:
-        out.append(f"  … {len(failed) - MAX_TESTS} more failed")
+    if len(ran_and_failed) > MAX_TESTS:
+        out.append(f"  … {len(ran_and_failed) - MAX_TESTS} more failed")
+    reasons: dict[str, list[TestOutcome]] = {}
+    for t in not_run:
+        reasons.setdefault(t.message[len(NOT_RUN) :].lstrip(": ").strip(), []).append(t)
+    for why, group in reasons.items():
+        lines = ", ".join(str(t.line) for t in group if t.line)
+        where = f" (line{'s' if len(group) > 1 else ''} {clip(lines, 120)})" if lines else ""
+        out.append(f"  {len(group)} not run{where}" + (f": {clip(why, 160)}" if why else ""))
     return out
 
 
@@ -297,7 +310,7 @@ def check_lines(checks: list[TestOutcome], *, passed: bool = False) -> list[str]
 
     ``passed``: the program passed the user's tests and ran cleanly (the checks are then
     the only thing left to look at)."""
-    failed = [t for t in checks if not t.passed and not t.message.startswith("not run")]
+    failed = [t for t in checks if not t.passed and not t.message.startswith(NOT_RUN)]
     if not failed:
         return []
     out = []

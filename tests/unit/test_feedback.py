@@ -90,6 +90,34 @@ def test_tests_not_run_because_the_program_failed_are_one_line():
     assert "FAILED" not in text
 
 
+def test_tests_the_program_never_reached_are_not_counted_as_failed():
+    """The first assert failed and stopped the program: the model is told one test
+    failed and which lines never ran, not that all of them failed (a round's prompt
+    listed three "FAILED ... not run" entries for one failure)."""
+    r = error_result(
+        tests=[
+            Outcome("assert letter(90) == 'A'", False, "AssertionError (left = 'B', right = 'A')", 31),
+            Outcome("assert letter(80) == 'B'", False, "not run: the program raised AssertionError", 32),
+            Outcome("assert letter(59) == 'F'", False, "not run: the program raised AssertionError", 33),
+            Outcome("assert letter(1) == 'F'", True, "", 34),
+        ]
+    )
+    text = format_feedback(r)
+    assert "1 of the user's 4 tests failed" in text
+    assert "FAILED line 31: assert letter(90) == 'A'" in text
+    assert "2 not run (lines 32, 33): the program raised AssertionError" in text
+    assert "FAILED line 32" not in text and "letter(80)" not in text
+
+
+def test_tests_that_only_did_not_run_are_said_so():
+    r = error_result(
+        tests=[Outcome("assert a", True, "", 3), Outcome("assert b", False, "not run: the program raised KeyError", 4)]
+    )
+    text = format_feedback(r)
+    assert "1 of the user's 2 tests did not run" in text and "failed (" not in text
+    assert "1 not run (line 4): the program raised KeyError" in text
+
+
 def test_resource_statuses_are_explained():
     limits = SelfHeal(timeout_s=2, memory="256m").limits()
     timeout = format_feedback(ExecutionResult(status="timeout"), limits=limits)
