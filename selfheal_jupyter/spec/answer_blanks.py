@@ -21,6 +21,9 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from .syntax import NO_VALUE as _NO_VALUE
+from .syntax import literal
+
 MAX_BLANKS = 30
 """Blanks filled before giving up on parsing a cell (then its asserts are read line by line)."""
 
@@ -102,19 +105,6 @@ def parse_with_blanks(code: str) -> tuple[ast.Module | None, str]:
 
 
 # ----------------------------------------------------------------------------- placeholders
-_NO_VALUE = object()
-
-
-def literal(node: ast.AST | None) -> Any:
-    """The value of a literal expression, else a marker (see :func:`is_literal`)."""
-    if node is None:
-        return _NO_VALUE
-    try:
-        return ast.literal_eval(node)
-    except Exception:
-        return _NO_VALUE
-
-
 def is_literal(node: ast.AST | None) -> bool:
     return literal(node) is not _NO_VALUE
 

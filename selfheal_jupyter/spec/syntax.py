@@ -7,6 +7,7 @@ swallow a failure). No rule lives here: :mod:`.spec` says what the user's spec i
 from __future__ import annotations
 
 import ast
+import operator
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -34,12 +35,58 @@ def source(node: ast.AST) -> str:
 
 
 def literal(node: ast.AST | None) -> Any:
+    """The value of a literal, or of arithmetic over number literals (``27 / 2``: a
+    constant written in is an answer written in, whatever its spelling), else NO_VALUE."""
     if node is None:
         return NO_VALUE
     try:
         return ast.literal_eval(node)
     except Exception:
+        pass
+    try:
+        return _arithmetic(node)
+    except Exception:  # not arithmetic over numbers; too deep, too large, a division by zero
         return NO_VALUE
+
+
+_ARITHMETIC = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+LARGEST_FOLDED_BITS = 4096
+"""An integer constant larger than this is not worked out (``9 ** 9 ** 9`` must not hang
+the guard); no assert of a beginner's compares with one."""
+
+
+def _arithmetic(node: ast.AST) -> int | float:
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.UAdd, ast.USub)):
+        value = _arithmetic(node.operand)
+        return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+        left, right = _arithmetic(node.left), _arithmetic(node.right)
+        huge_power = (
+            isinstance(node.op, ast.Pow)
+            and isinstance(left, int)
+            and isinstance(right, int)
+            and right > 0
+            and max(1, left.bit_length()) * right > LARGEST_FOLDED_BITS
+        )
+        if huge_power:
+            raise OverflowError("too large to work out")
+        result = _ARITHMETIC[type(node.op)](left, right)
+        if type(result) not in (int, float):  # a negative base to a fractional power: complex
+            raise ValueError("not a real number")
+        if isinstance(result, int) and result.bit_length() > LARGEST_FOLDED_BITS:
+            raise OverflowError("too large to work out")
+        return result
+    raise ValueError("not arithmetic over numbers")
 
 
 def same_value(a: Any, b: Any) -> bool:

@@ -10,6 +10,7 @@ tests/sandbox/test_spec.py.)"""
 
 from __future__ import annotations
 
+import ast
 import io
 
 import pytest
@@ -218,6 +219,35 @@ def test_special_case_of_the_asserted_call_argument():
     candidate = "def square(x):\n    if x == 4:\n        return 16\n    return x * 3\n\nassert square(4) == 16\n"
     assert [v.rule for v in check(original, candidate)] == ["hard_coded"]
     assert check(original, original.replace("x * 3", "x * x")) == []
+
+
+@pytest.mark.parametrize(
+    "written_in",
+    ["return 8 / 2", "return 2 ** 2", "return -(-4)", "return 3 + 1.0", "return (12 // 3) % 5"],
+)
+def test_the_answer_written_in_as_arithmetic_is_hard_coded(written_in):
+    """rt46b: `return 27 / 2` passed where `return 13.5` was refused: arithmetic over
+    number literals is a constant, and a constant the assert expects is an answer written in."""
+    candidate = USER.replace("return sum(values) / len(values) + 1", written_in)
+    assert [v.rule for v in check(USER, candidate)] == ["hard_coded"]
+    assert [v.rule for v in check(USER, USER.replace("mean = average(scores)", "mean = 2 * 2"))] == ["hard_coded"]
+    expected_as_arithmetic = USER.replace("mean == 4,", "mean == 8 / 2,")
+    assert [
+        v.rule
+        for v in check(
+            expected_as_arithmetic, expected_as_arithmetic.replace("return sum(values) / len(values) + 1", "return 4")
+        )
+    ] == ["hard_coded"]
+    # a computation with a constant in it is not a constant
+    assert check(USER, USER.replace(" + 1", " * 2 / 2")) == []
+
+
+def test_constants_too_large_or_undefined_are_not_worked_out():
+    from selfheal_jupyter.spec.syntax import NO_VALUE, literal
+
+    for text in ("9 ** 9 ** 9", "1 / 0", "(-8) ** (1 / 3)", "2.0 ** 100000", "True + 1", "'a' * 3", "x + 1"):
+        assert literal(ast.parse(text, mode="eval").body) is NO_VALUE, text
+    assert literal(ast.parse("27 / 2", mode="eval").body) == 13.5
 
 
 def test_test_functions_and_their_calls_are_kept():
