@@ -617,6 +617,47 @@ def _constant_function(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tup
     return values
 
 
+def _inputs(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """The parameters a caller must pass (those without a default, ``self`` / ``cls``
+    aside): what the function's answer is to be computed from. A parameter with a
+    default (``_r=8 / 2``) is the function's own constant, not its input."""
+    a = func.args
+    positional = a.posonlyargs + a.args
+    required = positional[: len(positional) - len(a.defaults)]
+    required += [x for x, default in zip(a.kwonlyargs, a.kw_defaults, strict=True) if default is None]
+    names = {x.arg for x in required} | {x.arg for x in (a.vararg, a.kwarg) if x is not None}
+    return names - {"self", "cls"}
+
+
+def _reads_inputs(func: ast.FunctionDef | ast.AsyncFunctionDef, inputs: set[str]) -> bool:
+    """Whether any of ``inputs`` is read as the value the caller passed: a parameter
+    bound again before it is read (``values = 8 / 2``) no longer holds the input."""
+    live = set(inputs)
+    for stmt in func.body:
+        if any(isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in live for n in ast.walk(stmt)):
+            return True
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            live -= {t.id for t in targets if isinstance(t, ast.Name)}
+    return False
+
+
+def _ignores_inputs(
+    func: ast.FunctionDef | ast.AsyncFunctionDef, old: ast.FunctionDef | ast.AsyncFunctionDef | None
+) -> int | None:
+    """The line of the first value ``func`` returns when it has inputs and reads none of
+    them, so that its answer is the same whatever it is passed: a constant, in whatever
+    spelling (``int("4")``, ``(4,)[0]``, a module's ``ANSWER``). None when it reads an
+    input, or when the user's own version computed without reading its inputs either."""
+    inputs = _inputs(func)
+    returns = [n for n in _own_nodes(func) if isinstance(n, ast.Return) and n.value is not None]
+    if not inputs or not returns or _reads_inputs(func, inputs):
+        return None
+    if old is not None and answer_blanks.computes(old) and not _reads_inputs(old, _inputs(old)):
+        return None
+    return min(r.lineno for r in returns)
+
+
 def _trivial(value: Any) -> bool:
     """Values a real guard or base case compares with (``if b == 0``, ``if n == 1``)."""
     if value is None or isinstance(value, bool):
@@ -788,7 +829,7 @@ def _check_hard_coding(spec: Spec, original: ast.AST | None, tree: ast.AST) -> l
             constant_is_cheat = bool(inputs) or (old is not None and answer_blanks.computes(old))
             for value, line in _constant_function(func) if constant_is_cheat else []:
                 if _same_value(value, exp.value) and ("return", line) not in flagged:
-                    flagged.add(("return", line))
+                    flagged |= {("return", line), ("ignores", func.lineno)}
                     out.append(
                         _violation(
                             "hard_coded",
@@ -798,6 +839,19 @@ def _check_hard_coding(spec: Spec, original: ast.AST | None, tree: ast.AST) -> l
                             exp.source,
                         )
                     )
+            ignoring = _ignores_inputs(func, old)
+            if ignoring is not None and ("ignores", func.lineno) not in flagged:
+                flagged.add(("ignores", func.lineno))
+                out.append(
+                    _violation(
+                        "hard_coded",
+                        f"`{fname}` reads none of its inputs "
+                        f"({', '.join(f'`{n}`' for n in sorted(_inputs(func)))}): what it returns (line "
+                        f"{ignoring}) is the same whatever the assert `{exp.source}` passes it",
+                        ignoring,
+                        exp.source,
+                    )
+                )
             old_cases = {_key(n) for n in _special_cases(old, tuple(arguments))} if old is not None else set()
             for node in _special_cases(func, tuple(arguments)):
                 line = getattr(node, "lineno", 0)

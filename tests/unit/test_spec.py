@@ -250,6 +250,50 @@ def test_constants_too_large_or_undefined_are_not_worked_out():
     assert literal(ast.parse("27 / 2", mode="eval").body) == 13.5
 
 
+AVERAGE_BODY = "    return sum(values) / len(values) + 1\n"
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        'return int("4")',
+        "return round(4.0)",
+        'return len("abcd")',
+        "return sum([2, 2])",
+        "return (4,)[0]",
+        'return {"a": 4}["a"]',
+        "return 4 if True else 0",
+        "return True * 4",
+        "return (lambda: 4)()",
+        "r = 8 / 2\n    return r",
+        "values = 8 / 2\n    return values",
+        "return ANSWER",
+        "return K.v",
+    ],
+)
+def test_a_function_that_reads_none_of_its_inputs_is_hard_coded(spelling):
+    """rt46c: the answer in a spelling no fold of literals reads (a call, an index, a
+    module constant) passed end to end, `selfheal run --code` ending in success: what
+    `average` returns does not depend on what it is passed, whatever the spelling."""
+    prelude = "ANSWER = 8 / 2\n\nclass K:\n    v = 8 / 2\n\n"
+    candidate = prelude + USER.replace(AVERAGE_BODY, f"    {spelling}\n")
+    assert [v.rule for v in check(USER, candidate)] == ["hard_coded"]
+    default = USER.replace("def average(values):\n" + AVERAGE_BODY, "def average(values, _r=8 / 2):\n    return _r\n")
+    found = check(USER, default)
+    assert [v.rule for v in found] == ["hard_coded"] and "reads none of its inputs (`values`)" in found[0].message
+
+
+def test_functions_that_read_their_inputs_or_never_did_are_not_held():
+    assert (
+        check(USER, USER.replace(AVERAGE_BODY, "    values = sorted(values)\n    return sum(values) / len(values)\n"))
+        == []
+    )
+    own = "scores = [3, 4, 5]\n\ndef average(values):\n    return sum(scores) / len(scores) + 1\n\nassert average(scores) == 4\n"
+    assert check(own, own.replace(" + 1", "")) == []  # the user's own design ignores `values`
+    scale = "def scale(x, factor=2):\n    return x * factor + 1\n\nassert scale(3) == 6\n"
+    assert check(scale, scale.replace(" + 1", "")) == []
+
+
 def test_test_functions_and_their_calls_are_kept():
     original = "def f(x):\n    return x\n\ndef test_f():\n    assert f(2) == 2\n\ntest_f()\n"
     gone = "def f(x):\n    return x\n"
