@@ -19,7 +19,8 @@ candidate is never trusted to report on itself):
 - ``early_exit``: a new ``sys.exit()`` / ``exit()`` / ``os._exit()``;
 - ``hard_coded``: the value an assert expects is written in where the user's code
   computes it (a name the user's code derives assigned that literal, a function that
-  returns it without reading its arguments or in place of a body that computed, a
+  reads none of its inputs, whatever it returns, or returns it in place of a body
+  that computed, a
   special case for the asserted input, or a blank filled with it while the data it was
   to be computed from stays unread). Filling a blank the user left (an empty right-hand
   side, ``...``, ``pass``, a placeholder value, ``raise NotImplementedError``) with a
