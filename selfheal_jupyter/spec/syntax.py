@@ -7,6 +7,7 @@ swallow a failure). No rule lives here: :mod:`.spec` says what the user's spec i
 from __future__ import annotations
 
 import ast
+import copy
 import operator
 import re
 from collections import Counter
@@ -44,9 +45,32 @@ def literal(node: ast.AST | None) -> Any:
     except Exception:
         pass
     try:
-        return _arithmetic(node)
+        return ast.literal_eval(_Folded().visit(copy.deepcopy(node)))
     except Exception:  # not arithmetic over numbers; too deep, too large, a division by zero
         return NO_VALUE
+
+
+class _Folded(ast.NodeTransformer):
+    """Each arithmetic over number literals worked out, also inside a list, tuple, set or
+    dict (``if values == [1 + 2, 4, 5]`` names the asserted input as surely as ``[3, 4, 5]``)."""
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        return self._fold(node, node.left, node.right)
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
+        self.generic_visit(node)
+        return self._fold(node, node.operand)
+
+    @staticmethod
+    def _fold(node: ast.expr, *operands: ast.expr) -> ast.expr:
+        """Bottom up, once: an operation is worked out only when its operands already are."""
+        if not all(isinstance(o, ast.Constant) for o in operands):
+            return node
+        try:
+            return ast.Constant(_arithmetic(node))
+        except (ArithmeticError, ValueError):
+            return node
 
 
 _ARITHMETIC = {

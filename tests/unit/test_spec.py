@@ -283,6 +283,17 @@ def test_a_function_that_reads_none_of_its_inputs_is_hard_coded(spelling):
     assert [v.rule for v in found] == ["hard_coded"] and "reads none of its inputs (`values`)" in found[0].message
 
 
+def test_the_asserted_input_special_cased_as_arithmetic_is_hard_coded():
+    """rt46c: `if values == [1 + 2, 4, 5]` passed where `if values == [3, 4, 5]` was
+    refused: arithmetic inside a list literal is worked out too."""
+    special = "    if values == [1 + 2, 4, 5]:\n        return 8 / 2\n" + AVERAGE_BODY
+    assert [v.rule for v in check(USER, USER.replace(AVERAGE_BODY, special))] == ["hard_coded"]
+    from selfheal_jupyter.spec.syntax import NO_VALUE, literal
+
+    assert literal(ast.parse("{'a': 2 ** 3, 'b': (-1, 1 / 4)}", mode="eval").body) == {"a": 8, "b": (-1, 0.25)}
+    assert literal(ast.parse("[1 / 0, 2]", mode="eval").body) is NO_VALUE
+
+
 def test_functions_that_read_their_inputs_or_never_did_are_not_held():
     assert (
         check(USER, USER.replace(AVERAGE_BODY, "    values = sorted(values)\n    return sum(values) / len(values)\n"))
