@@ -18,7 +18,8 @@ candidate is never trusted to report on itself):
 - ``bare_except``: a new ``except: pass`` / ``except Exception: pass``;
 - ``early_exit``: a new ``sys.exit()`` / ``exit()`` / ``os._exit()``;
 - ``hard_coded``: the value an assert expects is written in where the user's code
-  computes it (a name the user's code derives assigned that literal, a function that
+  computes it (a name the user's code derives assigned that literal or an expression
+  that reads no variable, ``int("4")``, a function that
   reads none of its inputs, whatever it returns, or returns it in place of a body
   that computed, a
   special case for the asserted input, or a blank filled with it while the data it was

@@ -19,6 +19,7 @@ from .syntax import key as _key
 from .syntax import literal as _literal
 from .syntax import own_nodes as _own_nodes
 from .syntax import params as _params
+from .syntax import reads_nothing as _reads_nothing
 from .syntax import same_value as _same_value
 from .syntax import source as _source
 from .syntax import swallowing_guard as _swallowing_guard
@@ -578,8 +579,17 @@ def _check_forced_comparisons(original: ast.AST | None, tree: ast.AST) -> list[S
     return out
 
 
-def _assigned_literals(tree: ast.AST | None) -> list[tuple[str, Any, int]]:
-    out: list[tuple[str, Any, int]] = []
+def _assigned_literals(tree: ast.AST | None) -> list[tuple[str, Any, int, str]]:
+    """Each name assigned a constant: (name, its value, line, how it is written). A
+    constant whose value no fold reads (``int("4")``, ``[4][0]``: an expression that
+    reads no variable of the program) has the value WRITTEN_IN."""
+    out: list[tuple[str, Any, int, str]] = []
+    modules = {
+        (a.asname or a.name).split(".")[0]
+        for node in (ast.walk(tree) if tree is not None else ())
+        if isinstance(node, ast.Import)
+        for a in node.names
+    }
     for node, _ in _walk(tree) if tree is not None else ():
         if isinstance(node, ast.Assign):
             targets, value = node.targets, node.value
@@ -589,11 +599,17 @@ def _assigned_literals(tree: ast.AST | None) -> list[tuple[str, Any, int]]:
             continue
         v = _literal(value)
         if v is _NO_VALUE:
-            continue
+            if not _reads_nothing(value, modules):
+                continue
+            v = WRITTEN_IN
         for t in targets:
             if isinstance(t, ast.Name):
-                out.append((t.id, v, node.lineno))
+                out.append((t.id, v, node.lineno, repr(v) if v is not WRITTEN_IN else _source(value)))
     return out
+
+
+WRITTEN_IN = object()
+"""The value of a constant no fold reads: never the same as any other value."""
 
 
 def _literal_site(node: ast.Assign | ast.AnnAssign, parents: tuple[ast.AST, ...]) -> str:
@@ -752,6 +768,7 @@ def _check_hard_coding(spec: Spec, original: ast.AST | None, tree: ast.AST) -> l
     functions = _functions(tree)
     flagged: set[tuple[str, int]] = set()
     assigned = _assigned_literals(tree)
+    written_by_user = {n for n, v, _, _ in _assigned_literals(original) if v is WRITTEN_IN}
     derived_later = answer_blanks.derivations(tree)
     loaded = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     # The literal assignments the user wrote themselves (by name, value and where they
@@ -771,7 +788,7 @@ def _check_hard_coding(spec: Spec, original: ast.AST | None, tree: ast.AST) -> l
             own[_literal_site(node, parents)] -= 1
             kept.add(node.lineno)
     for exp in spec.expectations:
-        for name, value, line in assigned:
+        for name, value, line, written in assigned:
             if name not in exp.names or ("name", line) in flagged or line in kept:
                 continue
             # A value the program goes on to compute from (an accumulator: `total = 0`,
@@ -779,7 +796,9 @@ def _check_hard_coding(spec: Spec, original: ast.AST | None, tree: ast.AST) -> l
             if any(n == name and later > line for n, later in derived_later):
                 continue
             if name in computed:
-                if not _same_value(value, exp.value):
+                if value is WRITTEN_IN and name in written_by_user:
+                    continue  # the user's own computation of it reads no variable either
+                if value is not WRITTEN_IN and not _same_value(value, exp.value):
                     continue
                 why = (
                     f"the user's code computes `{name}`; the value the assert `{exp.source}` "
@@ -796,11 +815,11 @@ def _check_hard_coding(spec: Spec, original: ast.AST | None, tree: ast.AST) -> l
                     f"`{ignored[0]}`, the data the cell gives to compute it from, is never read"
                 )
             flagged.add(("name", line))
-            out.append(_violation("hard_coded", f"line {line} sets `{name} = {value!r}`: {why}", line, exp.source))
+            out.append(_violation("hard_coded", f"line {line} sets `{name} = {written}`: {why}", line, exp.source))
         # Functions the assert calls, and those whose result goes into a name it reads
         # (with their literal arguments, names resolved through literal assignments).
         feeding = set(exp.functions)
-        literals = {n: v for n, v, _ in assigned}
+        literals = {n: v for n, v, _, _ in assigned if v is not WRITTEN_IN}
         arguments = list(exp.arguments) + [literals[n] for n in exp.argument_names if n in literals]
         for node, _ in _walk(tree):
             if not (

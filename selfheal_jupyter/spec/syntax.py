@@ -7,6 +7,7 @@ swallow a failure). No rule lives here: :mod:`.spec` says what the user's spec i
 from __future__ import annotations
 
 import ast
+import builtins
 import copy
 import operator
 import re
@@ -71,6 +72,22 @@ class _Folded(ast.NodeTransformer):
             return ast.Constant(_arithmetic(node))
         except (ArithmeticError, ValueError):
             return node
+
+
+_BUILTINS = frozenset(dir(builtins))
+
+
+def reads_nothing(node: ast.AST, modules: Iterable[str] = ()) -> bool:
+    """The expression reads no variable of the program: only builtins, ``modules`` and
+    names it binds itself (a lambda's parameters, a comprehension's targets). Its value is
+    fixed where it is written (``int("4")``, ``[4][0]``), whatever its spelling."""
+    bound = set(_BUILTINS) | set(modules)
+    for n in ast.walk(node):
+        if isinstance(n, ast.arg):
+            bound.add(n.arg)
+        elif isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            bound.add(n.id)
+    return all(n.id in bound for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
 
 
 _ARITHMETIC = {

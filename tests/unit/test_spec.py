@@ -294,6 +294,19 @@ def test_the_asserted_input_special_cased_as_arithmetic_is_hard_coded():
     assert literal(ast.parse("[1 / 0, 2]", mode="eval").body) is NO_VALUE
 
 
+@pytest.mark.parametrize(
+    "written_in", ['mean = int("4")', "mean = [4][0]", "mean = (lambda: 4)()", "mean = sum([3, 4, 5]) / 3"]
+)
+def test_a_computed_name_set_to_an_expression_that_reads_nothing_is_hard_coded(written_in):
+    """rt46c: `mean = int("4")` passed where `mean = 4` was refused: a name the user's
+    code computes, set to an expression that reads no variable, is an answer written in."""
+    assert [v.rule for v in check(USER, USER.replace("mean = average(scores)", written_in))] == ["hard_coded"]
+    greeting = "name = 'ann'\ngreeting = f'Hello, {name}'\nassert greeting == 'Hello, Ann'\n"
+    for spelling in ("'Hello, ' + 'Ann'", "f'Hello, {\"Ann\"}'"):
+        assert [v.rule for v in check(greeting, greeting.replace("f'Hello, {name}'", spelling))] == ["hard_coded"]
+    assert check(greeting, greeting.replace("{name}", "{name.title()}")) == []
+
+
 def test_functions_that_read_their_inputs_or_never_did_are_not_held():
     assert (
         check(USER, USER.replace(AVERAGE_BODY, "    values = sorted(values)\n    return sum(values) / len(values)\n"))
