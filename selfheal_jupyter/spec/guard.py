@@ -18,14 +18,14 @@ candidate is never trusted to report on itself):
 - ``bare_except``: a new ``except: pass`` / ``except Exception: pass``;
 - ``early_exit``: a new ``sys.exit()`` / ``exit()`` / ``os._exit()``;
 - ``hard_coded``: the value an assert expects is written in where the user's code
-  computes it (a name the user's code derives assigned that literal or an expression
-  that reads no variable, ``int("4")``, a function that
-  reads none of its inputs, whatever it returns, or returns it in place of a body
-  that computed, a
-  special case for the asserted input, or a blank filled with it while the data it was
-  to be computed from stays unread). Filling a blank the user left (an empty right-hand
-  side, ``...``, ``pass``, a placeholder value, ``raise NotImplementedError``) with a
-  literal is an answer, not a cheat (:mod:`selfheal_jupyter.spec.answer_blanks`).
+  computes it (a name the user's code derives assigned that literal, or an expression
+  that reads no variable such as ``int("4")``; a function that reads none of its
+  inputs, whatever it returns, or returns that literal in place of a body that
+  computed; a special case for the asserted input; or a blank filled with it while the
+  data it was to be computed from stays unread). Filling a blank the user left (an
+  empty right-hand side, ``...``, ``pass``, a placeholder value, ``raise
+  NotImplementedError``) with a literal is an answer, not a cheat
+  (:mod:`selfheal_jupyter.spec.answer_blanks`).
 - ``assert_moved``: a top-level assert of the user's is now inside a block;
 - ``assert_outlived``: a name a top-level assert of the user's reads is bound again
   after it (a later ``def``, assignment or import at top level, or a ``global``
