@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import ast
+import builtins
 from collections import Counter
 from typing import Any
 
@@ -633,6 +634,9 @@ def _constant_function(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tup
     return values
 
 
+_BUILTINS = frozenset(dir(builtins))
+
+
 def _inputs(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     """The parameters a caller must pass (those without a default, ``self`` / ``cls``
     aside): what the function's answer is to be computed from. A parameter with a
@@ -646,15 +650,38 @@ def _inputs(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
 
 
 def _reads_inputs(func: ast.FunctionDef | ast.AsyncFunctionDef, inputs: set[str]) -> bool:
-    """Whether any of ``inputs`` is read as the value the caller passed: a parameter
-    bound again before it is read (``values = 8 / 2``) no longer holds the input."""
-    live = set(inputs)
+    """Whether what the function returns can depend on ``inputs``: a value returned, or a
+    block around a return, reads one of them or a name computed from one. A read whose
+    result goes nowhere (``len(values)`` alone, ``n = len(values)`` never used) and a
+    parameter bound again before it is read (``values = 8 / 2``) do not count. Anything
+    this reading cannot follow (a block, a call of the program's that may keep the value
+    elsewhere) counts as depending."""
+    tainted = set(inputs)
+
+    def reads(node: ast.AST) -> bool:
+        return any(isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in tainted for n in ast.walk(node))
+
     for stmt in func.body:
-        if any(isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in live for n in ast.walk(stmt)):
+        if not reads(stmt):
+            if isinstance(stmt, (ast.Assign, ast.AnnAssign)):  # bound again to what reads no input
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                tainted -= {t.id for t in targets if isinstance(t, ast.Name)}
+            continue
+        if any(isinstance(n, ast.NamedExpr) for n in ast.walk(stmt)):
             return True
-        if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-            live -= {t.id for t in targets if isinstance(t, ast.Name)}
+            tainted |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            tainted.add(stmt.name)
+        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            called = stmt.value.func
+            if isinstance(called, ast.Attribute):  # `acc.append(value)`: acc holds it now
+                tainted |= {n.id for n in ast.walk(called.value) if isinstance(n, ast.Name)}
+            elif not (isinstance(called, ast.Name) and called.id in _BUILTINS):
+                return True
+        elif not isinstance(stmt, ast.Expr):
+            return True  # a return of it, a block that reads it
     return False
 
 

@@ -307,7 +307,24 @@ def test_a_computed_name_set_to_an_expression_that_reads_nothing_is_hard_coded(w
     assert check(greeting, greeting.replace("{name}", "{name.title()}")) == []
 
 
+@pytest.mark.parametrize(
+    "read_for_nothing",
+    ['values\n    return int("4")', "len(values)\n    return 8 / 2", "n = len(values)\n    return 4"],
+)
+def test_an_input_read_for_nothing_does_not_make_the_answer_computed(read_for_nothing):
+    """rt46c: reading the input in a statement whose result goes nowhere passed the rule
+    above; what counts is whether what the function returns can depend on it."""
+    found = check(USER, USER.replace(AVERAGE_BODY, f"    {read_for_nothing}\n"))
+    assert [v.rule for v in found] == ["hard_coded"]
+
+
 def test_functions_that_read_their_inputs_or_never_did_are_not_held():
+    for computed in (
+        "total = 0\n    for v in values:\n        total += v\n    return total / len(values)",
+        "acc = []\n    acc.extend(values)\n    return sum(acc) / len(acc)",
+        "if not values:\n        return 0\n    return 4 if values == sorted(values) else 4",
+    ):
+        assert check(USER, USER.replace(AVERAGE_BODY, f"    {computed}\n")) == [], computed
     assert (
         check(USER, USER.replace(AVERAGE_BODY, "    values = sorted(values)\n    return sum(values) / len(values)\n"))
         == []
