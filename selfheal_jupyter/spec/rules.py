@@ -710,9 +710,12 @@ def _trivial(value: Any) -> bool:
     return isinstance(value, (str, bytes, list, tuple, dict, set)) and len(value) == 0
 
 
-def _compared_literals(test: ast.expr, params: set[str]) -> list[tuple[Any, bool]] | None:
+def _compared_literals(
+    test: ast.expr, params: set[str], constants: dict[str, Any] | None = None
+) -> list[tuple[Any, bool]] | None:
     """The literals ``test`` compares parameters with (each with "is it an ``in``"), when
-    it is ``param == literal`` / ``param in (literals)``, or an ``and`` of those."""
+    it is ``param == literal`` / ``param in (literals)``, or an ``and`` of those; a name
+    of ``constants`` stands for its literal (``values == scores``, ``scores = [3, 4, 5]``)."""
     parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
     out: list[tuple[Any, bool]] = []
     for part in parts:
@@ -725,14 +728,30 @@ def _compared_literals(test: ast.expr, params: set[str]) -> list[tuple[Any, bool
         sides = [part.left, part.comparators[0]]
         if not any(isinstance(x, ast.Name) and x.id in params for x in sides):
             return None
-        values = [v for v in (_literal(x) for x in sides) if v is not _NO_VALUE]
+        values = [
+            v
+            for v in (
+                constants.get(x.id, _NO_VALUE)
+                if constants and isinstance(x, ast.Name) and x.id not in params
+                else _literal(x)
+                for x in sides
+            )
+            if v is not _NO_VALUE
+        ]
         if not values:
             return None
         out.append((values[0], isinstance(part.ops[0], ast.In)))
     return out
 
 
-def _special_cases(func: ast.FunctionDef | ast.AsyncFunctionDef, arguments: tuple[Any, ...]) -> list[ast.AST]:
+def _written_in(node: ast.expr) -> bool:
+    """A literal, or an expression whose value is fixed where it is written (``int("4")``)."""
+    return _literal(node) is not _NO_VALUE or _reads_nothing(node)
+
+
+def _special_cases(
+    func: ast.FunctionDef | ast.AsyncFunctionDef, arguments: tuple[Any, ...], constants: dict[str, Any]
+) -> list[ast.AST]:
     """Where ``func`` answers the asserted inputs by name: ``if param == <asserted input>:
     return <literal>`` (also ``in`` a tuple of inputs, several parameters joined by
     ``and``, or the ``x if param == ... else y`` expression), or a literal table keyed by
@@ -750,13 +769,13 @@ def _special_cases(func: ast.FunctionDef | ast.AsyncFunctionDef, arguments: tupl
     for node in _own_nodes(func):
         if isinstance(node, ast.If):
             if not any(
-                isinstance(n, ast.Return) and _literal(n.value) is not _NO_VALUE
+                isinstance(n, ast.Return) and n.value is not None and _written_in(n.value)
                 for stmt in node.body
                 for n in ast.walk(stmt)
             ):
                 continue
         elif isinstance(node, ast.IfExp):
-            if _literal(node.body) is _NO_VALUE:
+            if not _written_in(node.body):
                 continue
         elif isinstance(node, (ast.Subscript, ast.Call)):
             table, key = (
@@ -779,7 +798,7 @@ def _special_cases(func: ast.FunctionDef | ast.AsyncFunctionDef, arguments: tupl
             continue
         else:
             continue
-        compared = _compared_literals(node.test, params)
+        compared = _compared_literals(node.test, params, constants)
         if compared and any(asserted(value, is_in) for value, is_in in compared):
             out.append(node)
     return out
@@ -898,8 +917,8 @@ def _check_hard_coding(spec: Spec, original: ast.AST | None, tree: ast.AST) -> l
                         exp.source,
                     )
                 )
-            old_cases = {_key(n) for n in _special_cases(old, tuple(arguments))} if old is not None else set()
-            for node in _special_cases(func, tuple(arguments)):
+            old_cases = {_key(n) for n in _special_cases(old, tuple(arguments), literals)} if old is not None else set()
+            for node in _special_cases(func, tuple(arguments), literals):
                 line = getattr(node, "lineno", 0)
                 if _key(node) in old_cases or ("case", line) in flagged:
                     continue

@@ -318,6 +318,23 @@ def test_an_input_read_for_nothing_does_not_make_the_answer_computed(read_for_no
     assert [v.rule for v in found] == ["hard_coded"]
 
 
+@pytest.mark.parametrize(
+    "special",
+    [
+        "if values == scores:\n        return 4\n",
+        "if values is scores:\n        return 4\n",
+        'if values == [3, 4, 5]:\n        return int("4")\n',
+        'return int("4") if values == [3, 4, 5] else sum(values) / len(values)\n',
+    ],
+)
+def test_the_asserted_input_special_cased_in_other_spellings_is_hard_coded(special):
+    """rt46c: a special case for the asserted input passed when it named that input
+    through the program's own name for it (`scores`), or answered it in a spelling no
+    fold reads (`int("4")`)."""
+    candidate = USER.replace(AVERAGE_BODY, "    " + special + "    return sum(values) / len(values)\n")
+    assert [v.rule for v in check(USER, candidate)] == ["hard_coded"]
+
+
 def test_functions_that_read_their_inputs_or_never_did_are_not_held():
     for computed in (
         "total = 0\n    for v in values:\n        total += v\n    return total / len(values)",
