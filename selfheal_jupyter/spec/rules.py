@@ -804,6 +804,21 @@ def _special_cases(
     return out
 
 
+def _called_from(names: set[str], functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]) -> set[str]:
+    """``names`` and the program's functions they call in turn: a function that passes its
+    input to a helper (``return _answer(values)``) answers with what the helper returns."""
+    out = set(names)
+    todo = [n for n in names if n in functions]
+    while todo:
+        for node in _own_nodes(functions[todo.pop()]):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                name = node.func.id
+                if name in functions and name not in out:
+                    out.add(name)
+                    todo.append(name)
+    return out
+
+
 def _check_hard_coding(spec: Spec, original: ast.AST | None, tree: ast.AST) -> list[SpecViolation]:
     if not spec.expectations:
         return []
@@ -880,7 +895,7 @@ def _check_hard_coding(spec: Spec, original: ast.AST | None, tree: ast.AST) -> l
                         v = literals.get(arg.id, _NO_VALUE) if isinstance(arg, ast.Name) else _literal(arg)
                         if v is not _NO_VALUE:
                             arguments.append(v)
-        for fname in sorted(feeding):
+        for fname in sorted(_called_from(feeding, functions)):
             func = functions.get(fname)
             if func is None:
                 continue

@@ -335,6 +335,17 @@ def test_the_asserted_input_special_cased_in_other_spellings_is_hard_coded(speci
     assert [v.rule for v in check(USER, candidate)] == ["hard_coded"]
 
 
+@pytest.mark.parametrize(
+    "helper", ["return 4", 'return int("4")', "if v == [3, 4, 5]:\n        return 4\n    return 0"]
+)
+def test_the_answer_written_in_a_helper_the_function_passes_its_input_to_is_hard_coded(helper):
+    """rt46c: `average` read its input and handed it to `_answer`, which wrote the answer
+    in: the rules looked only at the functions the assert's line calls."""
+    wrapped = f"def _answer(v):\n    {helper}\n\ndef average(values):\n    return _answer(values)\n"
+    candidate = USER.replace("def average(values):\n" + AVERAGE_BODY, wrapped)
+    assert [v.rule for v in check(USER, candidate)] == ["hard_coded"]
+
+
 def test_functions_that_read_their_inputs_or_never_did_are_not_held():
     for computed in (
         "total = 0\n    for v in values:\n        total += v\n    return total / len(values)",
