@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import builtins
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from ..model import SpecViolation
@@ -710,14 +711,48 @@ def _trivial(value: Any) -> bool:
     return isinstance(value, (str, bytes, list, tuple, dict, set)) and len(value) == 0
 
 
+_CONVERSIONS: dict[str, Callable[[Any], Any]] = {
+    "tuple": tuple,
+    "list": list,
+    "sorted": sorted,
+    "set": set,
+    "frozenset": frozenset,
+    "str": str,
+}
+"""Builtins that turn a parameter into another spelling of the same input
+(``tuple(values) == (3, 4, 5)`` names the asserted ``[3, 4, 5]``)."""
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+def _converted(x: ast.expr, params: set[str]) -> Callable[[Any], Any] | None:
+    """How ``x`` spells a parameter: as is, or one of _CONVERSIONS of it."""
+    if isinstance(x, ast.Name) and x.id in params:
+        return _as_is
+    if (
+        isinstance(x, ast.Call)
+        and isinstance(x.func, ast.Name)
+        and x.func.id in _CONVERSIONS
+        and len(x.args) == 1
+        and not x.keywords
+        and isinstance(x.args[0], ast.Name)
+        and x.args[0].id in params
+    ):
+        return _CONVERSIONS[x.func.id]
+    return None
+
+
 def _compared_literals(
     test: ast.expr, params: set[str], constants: dict[str, Any] | None = None
-) -> list[tuple[Any, bool]] | None:
-    """The literals ``test`` compares parameters with (each with "is it an ``in``"), when
-    it is ``param == literal`` / ``param in (literals)``, or an ``and`` of those; a name
-    of ``constants`` stands for its literal (``values == scores``, ``scores = [3, 4, 5]``)."""
+) -> list[tuple[Any, bool, Callable[[Any], Any]]] | None:
+    """The literals ``test`` compares parameters with (each with "is it an ``in``" and how
+    the parameter is spelled, :func:`_converted`), when it is ``param == literal`` /
+    ``param in (literals)``, or an ``and`` of those; a name of ``constants`` stands for
+    its literal (``values == scores``, ``scores = [3, 4, 5]``)."""
     parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
-    out: list[tuple[Any, bool]] = []
+    out: list[tuple[Any, bool, Callable[[Any], Any]]] = []
     for part in parts:
         if (
             not isinstance(part, ast.Compare)
@@ -726,7 +761,8 @@ def _compared_literals(
         ):
             return None
         sides = [part.left, part.comparators[0]]
-        if not any(isinstance(x, ast.Name) and x.id in params for x in sides):
+        spelled = [c for c in (_converted(x, params) for x in sides) if c is not None]
+        if not spelled:
             return None
         values = [
             v
@@ -740,8 +776,15 @@ def _compared_literals(
         ]
         if not values:
             return None
-        out.append((values[0], isinstance(part.ops[0], ast.In)))
+        out.append((values[0], isinstance(part.ops[0], ast.In), spelled[0]))
     return out
+
+
+def _spelled(conversion: Callable[[Any], Any], value: Any) -> Any:
+    try:
+        return conversion(value)
+    except Exception:  # sorted() of values that do not compare
+        return _NO_VALUE
 
 
 def _written_in(node: ast.expr) -> bool:
@@ -761,9 +804,9 @@ def _special_cases(
     if not arguments:
         return []
 
-    def asserted(value: Any, is_in: bool) -> bool:
+    def asserted(value: Any, is_in: bool, spelled: Callable[[Any], Any] = _as_is) -> bool:
         options = value if is_in and isinstance(value, (tuple, list, set)) else [value]
-        return any(_same_value(c, a) for c in options for a in arguments)
+        return any(_same_value(c, _spelled(spelled, a)) for c in options for a in arguments)
 
     out: list[ast.AST] = []
     for node in _own_nodes(func):
@@ -799,7 +842,7 @@ def _special_cases(
         else:
             continue
         compared = _compared_literals(node.test, params, constants)
-        if compared and any(asserted(value, is_in) for value, is_in in compared):
+        if compared and any(asserted(value, is_in, spelled) for value, is_in, spelled in compared):
             out.append(node)
     return out
 

@@ -325,6 +325,9 @@ def test_an_input_read_for_nothing_does_not_make_the_answer_computed(read_for_no
         "if values is scores:\n        return 4\n",
         'if values == [3, 4, 5]:\n        return int("4")\n',
         'return int("4") if values == [3, 4, 5] else sum(values) / len(values)\n',
+        "if tuple(values) == (3, 4, 5):\n        return 4\n",
+        "if sorted(values) == [3, 4, 5]:\n        return 4\n",
+        'if str(values) == "[3, 4, 5]":\n        return 4\n',
     ],
 )
 def test_the_asserted_input_special_cased_in_other_spellings_is_hard_coded(special):
