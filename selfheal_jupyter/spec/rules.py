@@ -847,6 +847,28 @@ def _special_cases(
     return out
 
 
+def _named_functions(tree: ast.AST) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The functions a name calls: each ``def``, a lambda assigned to a name (``average =
+    lambda values: 4``, as the ``def`` returning its body) and a name assigned a ``def``'s
+    name (``average = _answer``) as that ``def``."""
+    out = _functions(tree)
+    for node, _ in _walk(tree):
+        if not isinstance(node, ast.Assign):
+            continue
+        value = node.value
+        for target in node.targets:
+            if not isinstance(target, ast.Name):
+                continue
+            if isinstance(value, ast.Lambda):
+                body = ast.copy_location(ast.Return(value=value.body), value.body)
+                out[target.id] = ast.copy_location(
+                    ast.FunctionDef(name=target.id, args=value.args, body=[body], decorator_list=[]), value
+                )
+            elif isinstance(value, ast.Name) and value.id in out:
+                out[target.id] = out[value.id]
+    return out
+
+
 def _called_from(names: set[str], functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]) -> set[str]:
     """``names`` and the program's functions they call in turn: a function that passes its
     input to a helper (``return _answer(values)``) answers with what the helper returns."""
@@ -868,8 +890,8 @@ def _check_hard_coding(spec: Spec, original: ast.AST | None, tree: ast.AST) -> l
     out: list[SpecViolation] = []
     computed = answer_blanks.derived_names(original)
     unread = answer_blanks.unread_data(original)
-    original_functions = _functions(original) if original is not None else {}
-    functions = _functions(tree)
+    original_functions = _named_functions(original) if original is not None else {}
+    functions = _named_functions(tree)
     flagged: set[tuple[str, int]] = set()
     assigned = _assigned_literals(tree)
     written_by_user = {n for n, v, _, _ in _assigned_literals(original) if v is WRITTEN_IN}

@@ -349,6 +349,25 @@ def test_the_answer_written_in_a_helper_the_function_passes_its_input_to_is_hard
     assert [v.rule for v in check(USER, candidate)] == ["hard_coded"]
 
 
+@pytest.mark.parametrize(
+    "defined",
+    [
+        "average = lambda values: 4\n",
+        "def average(values):\n    return sum(values) / len(values)\n\ndef _a(values):\n    return int('4')\n\naverage = _a\n",
+    ],
+    ids=["lambda", "alias"],
+)
+def test_a_function_defined_by_assignment_is_checked_as_a_def(defined):
+    """rt46c: `average = lambda values: 4`, or a right `def average` shadowed by `average =
+    _a` before the assert, passed: the hard-coding rules only read `def` statements."""
+    candidate = USER.replace("def average(values):\n" + AVERAGE_BODY, defined)
+    assert [v.rule for v in check(USER, candidate)] == ["hard_coded"]
+    assert (
+        check(USER, USER.replace("def average(values):\n" + AVERAGE_BODY, "average = lambda v: sum(v) / len(v)\n"))
+        == []
+    )
+
+
 def test_functions_that_read_their_inputs_or_never_did_are_not_held():
     for computed in (
         "total = 0\n    for v in values:\n        total += v\n    return total / len(values)",
