@@ -792,6 +792,23 @@ def _written_in(node: ast.expr) -> bool:
     return _literal(node) is not _NO_VALUE or _reads_nothing(node)
 
 
+def _pattern_values(pattern: ast.pattern) -> list[Any]:
+    """The values a ``case`` pattern matches when it names them whole (``case 5``, ``case
+    [3, 4, 5]``, ``case "a" | "b"``); empty when it captures or matches a shape."""
+    if isinstance(pattern, ast.MatchValue):
+        value = _literal(pattern.value)
+        return [] if value is _NO_VALUE else [value]
+    if isinstance(pattern, ast.MatchSingleton):
+        return [pattern.value]
+    if isinstance(pattern, ast.MatchOr):
+        return [v for p in pattern.patterns for v in _pattern_values(p)]
+    if isinstance(pattern, ast.MatchSequence):
+        items = [_pattern_values(p) for p in pattern.patterns]
+        if all(len(i) == 1 for i in items):
+            return [[i[0] for i in items], tuple(i[0] for i in items)]
+    return []
+
+
 def _special_cases(
     func: ast.FunctionDef | ast.AsyncFunctionDef, arguments: tuple[Any, ...], constants: dict[str, Any]
 ) -> list[ast.AST]:
@@ -831,13 +848,21 @@ def _special_cases(
                 )
             )
             keys = _literal(table) if isinstance(table, ast.Dict) else _NO_VALUE
-            if (
-                isinstance(keys, dict)
-                and isinstance(key, ast.Name)
-                and key.id in params
-                and any(asserted(k, False) for k in keys)
-            ):
+            spelled = _converted(key, params) if key is not None else None
+            if isinstance(keys, dict) and spelled is not None and any(asserted(k, False, spelled) for k in keys):
                 out.append(node)
+            continue
+        elif isinstance(node, ast.Match):
+            subject = _converted(node.subject, params)
+            for case in node.cases if subject is not None else []:
+                answers = any(
+                    isinstance(n, ast.Return) and n.value is not None and _written_in(n.value)
+                    for stmt in case.body
+                    for n in ast.walk(stmt)
+                )
+                options = _pattern_values(case.pattern)
+                if subject and case.guard is None and answers and any(asserted(v, False, subject) for v in options):
+                    out.append(case.pattern)
             continue
         else:
             continue

@@ -328,6 +328,9 @@ def test_an_input_read_for_nothing_does_not_make_the_answer_computed(read_for_no
         "if tuple(values) == (3, 4, 5):\n        return 4\n",
         "if sorted(values) == [3, 4, 5]:\n        return 4\n",
         'if str(values) == "[3, 4, 5]":\n        return 4\n',
+        "match values:\n        case [3, 4, 5]:\n            return 4\n",
+        "match values:\n        case 7 | [3, 4, 5]:\n            return 4\n",
+        "if not values:\n        return 0\n    return {(3, 4, 5): 4}.get(tuple(values), sum(values) / len(values))\n",
     ],
 )
 def test_the_asserted_input_special_cased_in_other_spellings_is_hard_coded(special):
