@@ -10,7 +10,9 @@ candidate is never trusted to report on itself):
 
 - ``assert_removed`` / ``assert_changed``: every original assert condition must still
   be an assert condition, AST-equal (only the message may change), and the literal the
-  user gave a name it compares with (``expected = 10``) still that name's value there;
+  user gave a name it compares with (``expected = 10``), or a name its computation is
+  given (``scores = [3, 4, 5]`` of ``mean = average(scores)``), still that name's value
+  there;
 - ``assert_silenced``: the condition survives, but not as an assert (a print, an ``if``);
 - ``test_removed``: a ``test_*`` function, or a top-level call of one, is gone;
 - ``failure_swallowed``: an assert, or the statement that failed in the user's run, is
@@ -59,6 +61,7 @@ from ..source_lines import source_lines
 from . import answer_blanks
 from .kept import Expectation, Spec, SpecAssert
 from .rules import (
+    _check_asserted_inputs,
     _check_asserts,
     _check_dynamic_binding,
     _check_expected_values,
@@ -266,6 +269,7 @@ def check(spec: Spec, candidate: str) -> list[SpecViolation]:
     out += _check_hard_coding(spec, original_tree, tree)
     out += _check_outlived(spec, original_tree, tree)
     out += _check_expected_values(spec, original_tree, tree)
+    out += _check_asserted_inputs(spec, original_tree, tree)
     out += _check_dynamic_binding(spec, original_tree, tree)
     if not spec.empty:
         out += _check_forced_comparisons(original_tree, tree)

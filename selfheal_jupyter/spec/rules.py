@@ -385,6 +385,55 @@ def _check_expected_values(spec: Spec, original: ast.AST | None, tree: ast.AST) 
     return out
 
 
+def _call_inputs(node: ast.AST) -> set[str]:
+    """Names passed to a call in ``node`` (``scores`` of ``average(scores)``)."""
+    return {
+        arg.id
+        for call in ast.walk(node)
+        if isinstance(call, ast.Call)
+        for arg in call.args
+        if isinstance(arg, ast.Name)
+    }
+
+
+def _check_asserted_inputs(spec: Spec, original: ast.AST | None, tree: ast.AST) -> list[SpecViolation]:
+    """The input a top-level assert of the user's checks is the assert's too when the user
+    wrote it as a literal (``scores = [3, 4, 5]`` … ``mean = average(scores)`` … ``assert
+    mean == 4``): a candidate that binds it otherwise before the assert (``scores = [3, 3,
+    3]``, on which a wrong ``average`` gives 4) changes what the assert checks."""
+    if not isinstance(original, ast.Module) or not isinstance(tree, ast.Module):
+        return []
+    out: list[SpecViolation] = []
+    for a in spec.asserts:
+        mine, theirs = _first_assert(original, a.condition), _first_assert(tree, a.condition)
+        if not a.top_level or mine is None or theirs is None:
+            continue
+        test = original.body[mine].test  # type: ignore[attr-defined]
+        read = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+        inputs = _call_inputs(test) | {
+            name
+            for stmt in original.body[:mine]
+            if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id in read for t in stmt.targets)
+            for name in _call_inputs(stmt.value)
+        }
+        for name in sorted(inputs - _declared_global(original)):
+            value = _constant(original.body[:mine], name)
+            if value is _NO_VALUE or answer_blanks.is_placeholder_value(value):
+                continue
+            if name in _declared_global(tree) or not _same_value(_constant(tree.body[:theirs], name), value):
+                out.append(
+                    _violation(
+                        "assert_changed",
+                        f"the user's assert `{a.source}` (line {a.line}) checks the input `{name} = "
+                        f"{value!r}`, which the user wrote; the candidate binds `{name}` otherwise before it",
+                        tree.body[theirs].lineno,
+                        a.source,
+                    )
+                )
+                break
+    return out
+
+
 def _check_dynamic_binding(spec: Spec, original: ast.AST | None, tree: ast.AST) -> list[SpecViolation]:
     """A name bound where no reading of the code can follow it, where the user's code did
     not (:mod:`.dynamic` says why this is judged as a written-in answer)."""

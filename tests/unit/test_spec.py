@@ -371,6 +371,16 @@ def test_a_function_defined_by_assignment_is_checked_as_a_def(defined):
     )
 
 
+def test_the_input_the_assert_checks_may_not_be_changed_to_suit_a_wrong_function():
+    """rt46c: `scores = [3, 3, 3]`, on which the wrong `average` gives 4, passed end to
+    end: the assert kept its text and checked another input."""
+    for changed in ("scores = [3, 3, 3]", "scores = [3, 4, 5]\nscores = [3, 3, 3]"):
+        found = check(USER, USER.replace("scores = [3, 4, 5]", changed))
+        assert [v.rule for v in found] == ["assert_changed"], changed
+        assert "checks the input `scores = [3, 4, 5]`" in found[0].message
+    assert check(USER, FIXED.replace("scores = [3, 4, 5]", "scores = [3, 4, 5]  # the class")) == []
+
+
 def test_functions_that_read_their_inputs_or_never_did_are_not_held():
     for computed in (
         "total = 0\n    for v in values:\n        total += v\n    return total / len(values)",
