@@ -75,10 +75,13 @@ from .rules import (
 )
 from .syntax import ASSERT_LINE as _ASSERT_LINE
 from .syntax import NO_VALUE as _NO_VALUE
+from .syntax import WRITTEN_IN
 from .syntax import call_name as _call_name
 from .syntax import functions as _functions
+from .syntax import imported_modules as _imported_modules
 from .syntax import key as _key
 from .syntax import literal as _literal
+from .syntax import reads_nothing as _reads_nothing
 from .syntax import runnable_tests as _runnable_tests
 from .syntax import source as _source
 from .syntax import statement_at as _statement_at
@@ -88,7 +91,9 @@ from .syntax import walk as _walk
 
 
 # ----------------------------------------------------------------------------- the spec
-def _expectation(test: ast.expr) -> Expectation | None:
+def _expectation(test: ast.expr, modules: Iterable[str] = ()) -> Expectation | None:
+    """What ``test`` expects of what: a literal's value, or WRITTEN_IN for an expression
+    whose value is fixed where it is written but that no fold reads (``math.pi * 4``)."""
     subject: ast.expr | None = None
     value: Any = _NO_VALUE
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.Is)):
@@ -96,6 +101,10 @@ def _expectation(test: ast.expr) -> Expectation | None:
         if isinstance(right, ast.Call) and _call_name(right)[1] == "approx" and right.args:
             right = right.args[0]
         lv, rv = _literal(left), _literal(right)
+        if rv is _NO_VALUE and lv is _NO_VALUE:
+            fixed_left, fixed_right = _reads_nothing(left, modules), _reads_nothing(right, modules)
+            lv = WRITTEN_IN if fixed_left and not fixed_right else lv
+            rv = WRITTEN_IN if fixed_right and not fixed_left else rv
         if rv is not _NO_VALUE and lv is _NO_VALUE:
             subject, value = left, rv
         elif lv is not _NO_VALUE and rv is _NO_VALUE:
@@ -209,6 +218,7 @@ def extract(code: str, tests: str | None = None, failing_lines: Iterable[int] = 
             if exp is not None:
                 spec.expectations.append(exp)
     else:
+        modules = _imported_modules(tree)
         for node, parents in _walk(tree):
             if isinstance(node, ast.Assert):
                 swallowed = _swallowing_guard(node, parents, any_handler=False) is not None
@@ -222,7 +232,7 @@ def extract(code: str, tests: str | None = None, failing_lines: Iterable[int] = 
                         top_level=len(parents) == 1,
                     )
                 )
-                exp = _expectation(node.test)
+                exp = _expectation(node.test, modules)
                 if exp is None and len(parents) == 1 and isinstance(tree, ast.Module):
                     exp = _expectation(_user_constants(tree, node))
                 if exp is not None:

@@ -14,9 +14,11 @@ from ..model import SpecViolation
 from . import answer_blanks, dynamic, notebook_data
 from .kept import Spec, SpecAssert
 from .syntax import NO_VALUE as _NO_VALUE
+from .syntax import WRITTEN_IN
 from .syntax import call_name as _call_name
 from .syntax import exit_calls as _exit_calls
 from .syntax import functions as _functions
+from .syntax import imported_modules as _imported_modules
 from .syntax import key as _key
 from .syntax import literal as _literal
 from .syntax import own_nodes as _own_nodes
@@ -635,12 +637,7 @@ def _assigned_literals(tree: ast.AST | None) -> list[tuple[str, Any, int, str]]:
     constant whose value no fold reads (``int("4")``, ``[4][0]``: an expression that
     reads no variable of the program) has the value WRITTEN_IN."""
     out: list[tuple[str, Any, int, str]] = []
-    modules = {
-        (a.asname or a.name).split(".")[0]
-        for node in (ast.walk(tree) if tree is not None else ())
-        if isinstance(node, ast.Import)
-        for a in node.names
-    }
+    modules = _imported_modules(tree)
     for node, _ in _walk(tree) if tree is not None else ():
         if isinstance(node, ast.Assign):
             targets, value = node.targets, node.value
@@ -657,10 +654,6 @@ def _assigned_literals(tree: ast.AST | None) -> list[tuple[str, Any, int, str]]:
             if isinstance(t, ast.Name):
                 out.append((t.id, v, node.lineno, repr(v) if v is not WRITTEN_IN else _source(value)))
     return out
-
-
-WRITTEN_IN = object()
-"""The value of a constant no fold reads: never the same as any other value."""
 
 
 def _literal_site(node: ast.Assign | ast.AnnAssign, parents: tuple[ast.AST, ...]) -> str:

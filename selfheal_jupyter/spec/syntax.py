@@ -16,6 +16,9 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 NO_VALUE = object()
+WRITTEN_IN = object()
+"""The value of a constant no fold reads (``int("4")``, ``math.pi * 4``): fixed where it is
+written, but never the same as any other value."""
 ASSERT_LINE = re.compile(r"^\s*assert\b")
 EXIT_CALLS = {("sys", "exit"), ("os", "_exit"), (None, "exit"), (None, "quit")}
 BROAD = {"Exception", "BaseException", "AssertionError"}
@@ -75,6 +78,16 @@ class _Folded(ast.NodeTransformer):
 
 
 _BUILTINS = frozenset(dir(builtins))
+
+
+def imported_modules(tree: ast.AST | None) -> set[str]:
+    """The names ``import`` binds (``math`` of ``import math``): modules, not the program's data."""
+    return {
+        (a.asname or a.name).split(".")[0]
+        for node in (ast.walk(tree) if tree is not None else ())
+        if isinstance(node, ast.Import)
+        for a in node.names
+    }
 
 
 def reads_nothing(node: ast.AST, modules: Iterable[str] = ()) -> bool:

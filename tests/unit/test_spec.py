@@ -381,6 +381,16 @@ def test_the_input_the_assert_checks_may_not_be_changed_to_suit_a_wrong_function
     assert check(USER, FIXED.replace("scores = [3, 4, 5]", "scores = [3, 4, 5]  # the class")) == []
 
 
+@pytest.mark.parametrize("expected", ["math.pi * 4", "round(4.0)"])
+def test_an_assert_that_expects_a_value_no_fold_reads_still_has_its_answer_guarded(expected):
+    """rt46c: `assert area(2) == math.pi * 4` gave no expectation (its value is not a
+    literal), so no hard-coding rule ran: `return math.pi * 4` passed end to end."""
+    user = f"import math\n\ndef area(r):\n    return math.pi * r * 2\n\nassert area(2) == {expected}\n"
+    found = check(user, user.replace("return math.pi * r * 2", f"return {expected}"))
+    assert [v.rule for v in found] == ["hard_coded"]
+    assert check(user, user.replace("r * 2", "r ** 2")) == []
+
+
 def test_functions_that_read_their_inputs_or_never_did_are_not_held():
     for computed in (
         "total = 0\n    for v in values:\n        total += v\n    return total / len(values)",
