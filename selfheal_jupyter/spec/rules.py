@@ -730,18 +730,21 @@ def _reads_inputs(func: ast.FunctionDef | ast.AsyncFunctionDef, inputs: set[str]
 
 def _ignores_inputs(
     func: ast.FunctionDef | ast.AsyncFunctionDef, old: ast.FunctionDef | ast.AsyncFunctionDef | None
-) -> int | None:
-    """The line of the first value ``func`` returns when it has inputs and reads none of
+) -> tuple[int, set[str]] | None:
+    """The line of the first value ``func`` returns, and its inputs, when it has inputs and reads none of
     them, so that its answer is the same whatever it is passed: a constant, in whatever
     spelling (``int("4")``, ``(4,)[0]``, a module's ``ANSWER``). None when it reads an
-    input, or when the user's own version computed without reading its inputs either."""
+    input, or when the user's own version computed without reading its inputs either.
+    A method's ``self`` (``cls``) is an input when the user's version read it."""
     inputs = _inputs(func)
+    if old is not None:
+        inputs |= {n for n in ("self", "cls") if n in _params(func) and n in _params(old) and _reads_inputs(old, {n})}
     returns = [n for n in _own_nodes(func) if isinstance(n, ast.Return) and n.value is not None]
     if not inputs or not returns or _reads_inputs(func, inputs):
         return None
-    if old is not None and answer_blanks.computes(old) and not _reads_inputs(old, _inputs(old)):
+    if old is not None and answer_blanks.computes(old) and not _reads_inputs(old, inputs & _params(old) | _inputs(old)):
         return None
-    return min(r.lineno for r in returns)
+    return min(r.lineno for r in returns), inputs
 
 
 def _trivial(value: Any) -> bool:
@@ -1054,13 +1057,14 @@ def _check_hard_coding(spec: Spec, original: ast.AST | None, tree: ast.AST) -> l
             ignoring = _ignores_inputs(func, old)
             if ignoring is not None and ("ignores", func.lineno) not in flagged:
                 flagged.add(("ignores", func.lineno))
+                line, ignored_inputs = ignoring
                 out.append(
                     _violation(
                         "hard_coded",
                         f"`{fname}` reads none of its inputs "
-                        f"({', '.join(f'`{n}`' for n in sorted(_inputs(func)))}): what it returns (line "
-                        f"{ignoring}) is the same whatever the assert `{exp.source}` passes it",
-                        ignoring,
+                        f"({', '.join(f'`{n}`' for n in sorted(ignored_inputs))}): what it returns (line "
+                        f"{line}) is the same whatever the assert `{exp.source}` passes it",
+                        line,
                         exp.source,
                     )
                 )

@@ -391,6 +391,19 @@ def test_an_assert_that_expects_a_value_no_fold_reads_still_has_its_answer_guard
     assert check(user, user.replace("r * 2", "r ** 2")) == []
 
 
+def test_a_method_that_no_longer_reads_self_is_hard_coded():
+    """rt46c: `def mean(self): return int("4")` passed where the user's `mean` computed
+    from `self`: a method's inputs are its object's."""
+    user = (
+        "class Stats:\n    def __init__(self, v):\n        self.v = v\n\n"
+        "    def mean(self):\n        return sum(self.v) / len(self.v) + 1\n\n"
+        "assert Stats([3, 4, 5]).mean() == 4\n"
+    )
+    found = check(user, user.replace("return sum(self.v) / len(self.v) + 1", 'return int("4")'))
+    assert [v.rule for v in found] == ["hard_coded"] and "reads none of its inputs (`self`)" in found[0].message
+    assert check(user, user.replace(" + 1", "")) == []
+
+
 def test_functions_that_read_their_inputs_or_never_did_are_not_held():
     for computed in (
         "total = 0\n    for v in values:\n        total += v\n    return total / len(values)",
