@@ -398,6 +398,33 @@ def _call_inputs(node: ast.AST) -> set[str]:
     }
 
 
+def _changes_of(stmts: list[ast.stmt], name: str) -> Counter:
+    """What these statements do to the object ``name`` holds, by statement (its item or
+    attribute set or deleted, an augmented assignment, a mutating method given values):
+    ``scores[:] = [3, 3, 3]`` changes an input without binding its name."""
+    found: Counter = Counter()
+    for stmt in stmts:
+        for node in ast.walk(stmt):
+            if isinstance(node, (ast.Subscript, ast.Attribute)) and not isinstance(node.ctx, ast.Load):
+                changed = node.value
+            elif isinstance(node, ast.AugAssign):
+                changed = node.target
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in answer_blanks.MUTATORS
+                and (node.args or node.keywords or node.func.attr in ("clear", "pop", "popitem"))
+            ):
+                changed = node.func.value
+            else:
+                continue
+            while isinstance(changed, (ast.Subscript, ast.Attribute)):
+                changed = changed.value
+            if isinstance(changed, ast.Name) and changed.id == name:
+                found[_key(node)] += 1
+    return found
+
+
 def _check_asserted_inputs(spec: Spec, original: ast.AST | None, tree: ast.AST) -> list[SpecViolation]:
     """The input a top-level assert of the user's checks is the assert's too when the user
     wrote it as a literal (``scores = [3, 4, 5]`` … ``mean = average(scores)`` … ``assert
@@ -422,7 +449,8 @@ def _check_asserted_inputs(spec: Spec, original: ast.AST | None, tree: ast.AST) 
             value = _constant(original.body[:mine], name)
             if value is _NO_VALUE or answer_blanks.is_placeholder_value(value):
                 continue
-            if name in _declared_global(tree) or not _same_value(_constant(tree.body[:theirs], name), value):
+            changed = _changes_of(tree.body[:theirs], name) - _changes_of(original.body[:mine], name)
+            if name in _declared_global(tree) or not _same_value(_constant(tree.body[:theirs], name), value) or changed:
                 out.append(
                     _violation(
                         "assert_changed",

@@ -374,11 +374,17 @@ def test_a_function_defined_by_assignment_is_checked_as_a_def(defined):
 def test_the_input_the_assert_checks_may_not_be_changed_to_suit_a_wrong_function():
     """rt46c: `scores = [3, 3, 3]`, on which the wrong `average` gives 4, passed end to
     end: the assert kept its text and checked another input."""
-    for changed in ("scores = [3, 3, 3]", "scores = [3, 4, 5]\nscores = [3, 3, 3]"):
+    for changed in (
+        "scores = [3, 3, 3]",
+        "scores = [3, 4, 5]\nscores = [3, 3, 3]",
+        "scores = [3, 4, 5]\nscores[:] = [3, 3, 3]",
+        "scores = [3, 4, 5]\nscores.clear()\nscores.extend([3, 3, 3])",
+    ):
         found = check(USER, USER.replace("scores = [3, 4, 5]", changed))
         assert [v.rule for v in found] == ["assert_changed"], changed
         assert "checks the input `scores = [3, 4, 5]`" in found[0].message
     assert check(USER, FIXED.replace("scores = [3, 4, 5]", "scores = [3, 4, 5]  # the class")) == []
+    assert check(USER, FIXED.replace("scores = [3, 4, 5]", "scores = [3, 4, 5]\nscores.sort()")) == []
 
 
 @pytest.mark.parametrize("expected", ["math.pi * 4", "round(4.0)"])
