@@ -968,17 +968,19 @@ def _named_functions(tree: ast.AST) -> dict[str, ast.FunctionDef | ast.AsyncFunc
 
 
 def _called_from(names: set[str], functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]) -> set[str]:
-    """``names`` and the program's functions they call in turn: a function that passes its
-    input to a helper (``return _answer(values)``) answers with what the helper returns."""
+    """``names`` and the program's functions they call in turn, or are decorated with: a
+    function that passes its input to a helper (``return _answer(values)``) answers with
+    what the helper returns, a decorated one with what its decorator makes of it."""
     out = set(names)
     todo = [n for n in names if n in functions]
     while todo:
-        for node in _own_nodes(functions[todo.pop()]):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-                name = node.func.id
-                if name in functions and name not in out:
-                    out.add(name)
-                    todo.append(name)
+        func = functions[todo.pop()]
+        called = [n.func for n in _own_nodes(func) if isinstance(n, ast.Call)]
+        called += [d.func if isinstance(d, ast.Call) else d for d in func.decorator_list]
+        for name in (c.id for c in called if isinstance(c, ast.Name)):
+            if name in functions and name not in out:
+                out.add(name)
+                todo.append(name)
     return out
 
 

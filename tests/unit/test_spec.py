@@ -410,6 +410,19 @@ def test_a_method_that_no_longer_reads_self_is_hard_coded():
     assert check(user, user.replace(" + 1", "")) == []
 
 
+def test_a_decorator_that_replaces_the_function_with_its_answer_is_hard_coded():
+    """rt46c: `@fixed` over a right-looking `average`, `fixed` returning `lambda *a:
+    int("4")`, passed: the rules read the decorated body, not what it was replaced with."""
+    fixed = "def fixed(f):\n    return lambda *a: int('4')\n\n@fixed\ndef average(values):"
+    assert [v.rule for v in check(USER, USER.replace("def average(values):", fixed))] == ["hard_coded"]
+    memo = (
+        "def memo(f):\n    seen = {}\n\n    def wrapper(values):\n        key = tuple(values)\n"
+        "        if key not in seen:\n            seen[key] = f(values)\n        return seen[key]\n\n"
+        "    return wrapper\n\n@memo\ndef average(values):"
+    )
+    assert check(USER, FIXED.replace("def average(values):", memo)) == []
+
+
 def test_functions_that_read_their_inputs_or_never_did_are_not_held():
     for computed in (
         "total = 0\n    for v in values:\n        total += v\n    return total / len(values)",
