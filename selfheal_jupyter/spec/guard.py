@@ -10,7 +10,9 @@ candidate is never trusted to report on itself):
 
 - ``assert_removed`` / ``assert_changed``: every original assert condition must still
   be an assert condition, AST-equal (only the message may change), and the literal the
-  user gave a name it compares with (``expected = 10``) still that name's value there;
+  user gave a name it compares with (``expected = 10``), or a name its computation is
+  given (``scores = [3, 4, 5]`` of ``mean = average(scores)``), still that name's value
+  there;
 - ``assert_silenced``: the condition survives, but not as an assert (a print, an ``if``);
 - ``test_removed``: a ``test_*`` function, or a top-level call of one, is gone;
 - ``failure_swallowed``: an assert, or the statement that failed in the user's run, is
@@ -18,12 +20,14 @@ candidate is never trusted to report on itself):
 - ``bare_except``: a new ``except: pass`` / ``except Exception: pass``;
 - ``early_exit``: a new ``sys.exit()`` / ``exit()`` / ``os._exit()``;
 - ``hard_coded``: the value an assert expects is written in where the user's code
-  computes it (a name the user's code derives assigned that literal, a function that
-  returns it without reading its arguments or in place of a body that computed, a
-  special case for the asserted input, or a blank filled with it while the data it was
-  to be computed from stays unread). Filling a blank the user left (an empty right-hand
-  side, ``...``, ``pass``, a placeholder value, ``raise NotImplementedError``) with a
-  literal is an answer, not a cheat (:mod:`selfheal_jupyter.spec.answer_blanks`).
+  computes it (a name the user's code derives assigned that literal, or an expression
+  that reads no variable such as ``int("4")``; a function that reads none of its
+  inputs, whatever it returns, or returns that literal in place of a body that
+  computed; a special case for the asserted input; or a blank filled with it while the
+  data it was to be computed from stays unread). Filling a blank the user left (an
+  empty right-hand side, ``...``, ``pass``, a placeholder value, ``raise
+  NotImplementedError``) with a literal is an answer, not a cheat
+  (:mod:`selfheal_jupyter.spec.answer_blanks`).
 - ``assert_moved``: a top-level assert of the user's is now inside a block;
 - ``assert_outlived``: a name a top-level assert of the user's reads is bound again
   after it (a later ``def``, assignment or import at top level, or a ``global``
@@ -57,6 +61,7 @@ from ..source_lines import source_lines
 from . import answer_blanks
 from .kept import Expectation, Spec, SpecAssert
 from .rules import (
+    _check_asserted_inputs,
     _check_asserts,
     _check_dynamic_binding,
     _check_expected_values,
@@ -70,10 +75,13 @@ from .rules import (
 )
 from .syntax import ASSERT_LINE as _ASSERT_LINE
 from .syntax import NO_VALUE as _NO_VALUE
+from .syntax import WRITTEN_IN
 from .syntax import call_name as _call_name
 from .syntax import functions as _functions
+from .syntax import imported_modules as _imported_modules
 from .syntax import key as _key
 from .syntax import literal as _literal
+from .syntax import reads_nothing as _reads_nothing
 from .syntax import runnable_tests as _runnable_tests
 from .syntax import source as _source
 from .syntax import statement_at as _statement_at
@@ -83,7 +91,9 @@ from .syntax import walk as _walk
 
 
 # ----------------------------------------------------------------------------- the spec
-def _expectation(test: ast.expr) -> Expectation | None:
+def _expectation(test: ast.expr, modules: Iterable[str] = ()) -> Expectation | None:
+    """What ``test`` expects of what: a literal's value, or WRITTEN_IN for an expression
+    whose value is fixed where it is written but that no fold reads (``math.pi * 4``)."""
     subject: ast.expr | None = None
     value: Any = _NO_VALUE
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.Is)):
@@ -91,6 +101,10 @@ def _expectation(test: ast.expr) -> Expectation | None:
         if isinstance(right, ast.Call) and _call_name(right)[1] == "approx" and right.args:
             right = right.args[0]
         lv, rv = _literal(left), _literal(right)
+        if rv is _NO_VALUE and lv is _NO_VALUE:
+            fixed_left, fixed_right = _reads_nothing(left, modules), _reads_nothing(right, modules)
+            lv = WRITTEN_IN if fixed_left and not fixed_right else lv
+            rv = WRITTEN_IN if fixed_right and not fixed_left else rv
         if rv is not _NO_VALUE and lv is _NO_VALUE:
             subject, value = left, rv
         elif lv is not _NO_VALUE and rv is _NO_VALUE:
@@ -204,6 +218,7 @@ def extract(code: str, tests: str | None = None, failing_lines: Iterable[int] = 
             if exp is not None:
                 spec.expectations.append(exp)
     else:
+        modules = _imported_modules(tree)
         for node, parents in _walk(tree):
             if isinstance(node, ast.Assert):
                 swallowed = _swallowing_guard(node, parents, any_handler=False) is not None
@@ -217,7 +232,7 @@ def extract(code: str, tests: str | None = None, failing_lines: Iterable[int] = 
                         top_level=len(parents) == 1,
                     )
                 )
-                exp = _expectation(node.test)
+                exp = _expectation(node.test, modules)
                 if exp is None and len(parents) == 1 and isinstance(tree, ast.Module):
                     exp = _expectation(_user_constants(tree, node))
                 if exp is not None:
@@ -264,6 +279,7 @@ def check(spec: Spec, candidate: str) -> list[SpecViolation]:
     out += _check_hard_coding(spec, original_tree, tree)
     out += _check_outlived(spec, original_tree, tree)
     out += _check_expected_values(spec, original_tree, tree)
+    out += _check_asserted_inputs(spec, original_tree, tree)
     out += _check_dynamic_binding(spec, original_tree, tree)
     if not spec.empty:
         out += _check_forced_comparisons(original_tree, tree)

@@ -5,20 +5,25 @@
 from __future__ import annotations
 
 import ast
+import builtins
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from ..model import SpecViolation
 from . import answer_blanks, dynamic, notebook_data
 from .kept import Spec, SpecAssert
 from .syntax import NO_VALUE as _NO_VALUE
+from .syntax import WRITTEN_IN
 from .syntax import call_name as _call_name
 from .syntax import exit_calls as _exit_calls
 from .syntax import functions as _functions
+from .syntax import imported_modules as _imported_modules
 from .syntax import key as _key
 from .syntax import literal as _literal
 from .syntax import own_nodes as _own_nodes
 from .syntax import params as _params
+from .syntax import reads_nothing as _reads_nothing
 from .syntax import same_value as _same_value
 from .syntax import source as _source
 from .syntax import swallowing_guard as _swallowing_guard
@@ -382,6 +387,83 @@ def _check_expected_values(spec: Spec, original: ast.AST | None, tree: ast.AST) 
     return out
 
 
+def _call_inputs(node: ast.AST) -> set[str]:
+    """Names passed to a call in ``node`` (``scores`` of ``average(scores)``)."""
+    return {
+        arg.id
+        for call in ast.walk(node)
+        if isinstance(call, ast.Call)
+        for arg in call.args
+        if isinstance(arg, ast.Name)
+    }
+
+
+def _changes_of(stmts: list[ast.stmt], name: str) -> Counter:
+    """What these statements do to the object ``name`` holds, by statement (its item or
+    attribute set or deleted, an augmented assignment, a mutating method given values):
+    ``scores[:] = [3, 3, 3]`` changes an input without binding its name."""
+    found: Counter = Counter()
+    for stmt in stmts:
+        for node in ast.walk(stmt):
+            if isinstance(node, (ast.Subscript, ast.Attribute)) and not isinstance(node.ctx, ast.Load):
+                changed = node.value
+            elif isinstance(node, ast.AugAssign):
+                changed = node.target
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in answer_blanks.MUTATORS
+                and (node.args or node.keywords or node.func.attr in ("clear", "pop", "popitem"))
+            ):
+                changed = node.func.value
+            else:
+                continue
+            while isinstance(changed, (ast.Subscript, ast.Attribute)):
+                changed = changed.value
+            if isinstance(changed, ast.Name) and changed.id == name:
+                found[_key(node)] += 1
+    return found
+
+
+def _check_asserted_inputs(spec: Spec, original: ast.AST | None, tree: ast.AST) -> list[SpecViolation]:
+    """The input a top-level assert of the user's checks is the assert's too when the user
+    wrote it as a literal (``scores = [3, 4, 5]`` … ``mean = average(scores)`` … ``assert
+    mean == 4``): a candidate that binds it otherwise before the assert (``scores = [3, 3,
+    3]``, on which a wrong ``average`` gives 4) changes what the assert checks."""
+    if not isinstance(original, ast.Module) or not isinstance(tree, ast.Module):
+        return []
+    out: list[SpecViolation] = []
+    for a in spec.asserts:
+        mine, theirs = _first_assert(original, a.condition), _first_assert(tree, a.condition)
+        if not a.top_level or mine is None or theirs is None:
+            continue
+        test = original.body[mine].test  # type: ignore[attr-defined]
+        read = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+        inputs = _call_inputs(test) | {
+            name
+            for stmt in original.body[:mine]
+            if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id in read for t in stmt.targets)
+            for name in _call_inputs(stmt.value)
+        }
+        for name in sorted(inputs - _declared_global(original)):
+            value = _constant(original.body[:mine], name)
+            if value is _NO_VALUE or answer_blanks.is_placeholder_value(value):
+                continue
+            changed = _changes_of(tree.body[:theirs], name) - _changes_of(original.body[:mine], name)
+            if name in _declared_global(tree) or not _same_value(_constant(tree.body[:theirs], name), value) or changed:
+                out.append(
+                    _violation(
+                        "assert_changed",
+                        f"the user's assert `{a.source}` (line {a.line}) checks the input `{name} = "
+                        f"{value!r}`, which the user wrote; the candidate binds `{name}` otherwise before it",
+                        tree.body[theirs].lineno,
+                        a.source,
+                    )
+                )
+                break
+    return out
+
+
 def _check_dynamic_binding(spec: Spec, original: ast.AST | None, tree: ast.AST) -> list[SpecViolation]:
     """A name bound where no reading of the code can follow it, where the user's code did
     not (:mod:`.dynamic` says why this is judged as a written-in answer)."""
@@ -578,8 +660,12 @@ def _check_forced_comparisons(original: ast.AST | None, tree: ast.AST) -> list[S
     return out
 
 
-def _assigned_literals(tree: ast.AST | None) -> list[tuple[str, Any, int]]:
-    out: list[tuple[str, Any, int]] = []
+def _assigned_literals(tree: ast.AST | None) -> list[tuple[str, Any, int, str]]:
+    """Each name assigned a constant: (name, its value, line, how it is written). A
+    constant whose value no fold reads (``int("4")``, ``[4][0]``: an expression that
+    reads no variable of the program) has the value WRITTEN_IN."""
+    out: list[tuple[str, Any, int, str]] = []
+    modules = _imported_modules(tree)
     for node, _ in _walk(tree) if tree is not None else ():
         if isinstance(node, ast.Assign):
             targets, value = node.targets, node.value
@@ -589,10 +675,12 @@ def _assigned_literals(tree: ast.AST | None) -> list[tuple[str, Any, int]]:
             continue
         v = _literal(value)
         if v is _NO_VALUE:
-            continue
+            if not _reads_nothing(value, modules):
+                continue
+            v = WRITTEN_IN
         for t in targets:
             if isinstance(t, ast.Name):
-                out.append((t.id, v, node.lineno))
+                out.append((t.id, v, node.lineno, repr(v) if v is not WRITTEN_IN else _source(value)))
     return out
 
 
@@ -617,6 +705,76 @@ def _constant_function(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tup
     return values
 
 
+_BUILTINS = frozenset(dir(builtins))
+
+
+def _inputs(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """The parameters a caller must pass (those without a default, ``self`` / ``cls``
+    aside): what the function's answer is to be computed from. A parameter with a
+    default (``_r=8 / 2``) is the function's own constant, not its input."""
+    a = func.args
+    positional = a.posonlyargs + a.args
+    required = positional[: len(positional) - len(a.defaults)]
+    required += [x for x, default in zip(a.kwonlyargs, a.kw_defaults, strict=True) if default is None]
+    names = {x.arg for x in required} | {x.arg for x in (a.vararg, a.kwarg) if x is not None}
+    return names - {"self", "cls"}
+
+
+def _reads_inputs(func: ast.FunctionDef | ast.AsyncFunctionDef, inputs: set[str]) -> bool:
+    """Whether what the function returns can depend on ``inputs``: a value returned, or a
+    block around a return, reads one of them or a name computed from one. A read whose
+    result goes nowhere (``len(values)`` alone, ``n = len(values)`` never used) and a
+    parameter bound again before it is read (``values = 8 / 2``) do not count. Anything
+    this reading cannot follow (a block, a call of the program's that may keep the value
+    elsewhere) counts as depending."""
+    tainted = set(inputs)
+
+    def reads(node: ast.AST) -> bool:
+        return any(isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in tainted for n in ast.walk(node))
+
+    for stmt in func.body:
+        if not reads(stmt):
+            if isinstance(stmt, (ast.Assign, ast.AnnAssign)):  # bound again to what reads no input
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                tainted -= {t.id for t in targets if isinstance(t, ast.Name)}
+            continue
+        if any(isinstance(n, ast.NamedExpr) for n in ast.walk(stmt)):
+            return True
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            tainted |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            tainted.add(stmt.name)
+        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            called = stmt.value.func
+            if isinstance(called, ast.Attribute):  # `acc.append(value)`: acc holds it now
+                tainted |= {n.id for n in ast.walk(called.value) if isinstance(n, ast.Name)}
+            elif not (isinstance(called, ast.Name) and called.id in _BUILTINS):
+                return True
+        elif not isinstance(stmt, ast.Expr):
+            return True  # a return of it, a block that reads it
+    return False
+
+
+def _ignores_inputs(
+    func: ast.FunctionDef | ast.AsyncFunctionDef, old: ast.FunctionDef | ast.AsyncFunctionDef | None
+) -> tuple[int, set[str]] | None:
+    """The line of the first value ``func`` returns, and its inputs, when it has inputs and reads none of
+    them, so that its answer is the same whatever it is passed: a constant, in whatever
+    spelling (``int("4")``, ``(4,)[0]``, a module's ``ANSWER``). None when it reads an
+    input, or when the user's own version computed without reading its inputs either.
+    A method's ``self`` (``cls``) is an input when the user's version read it."""
+    inputs = _inputs(func)
+    if old is not None:
+        inputs |= {n for n in ("self", "cls") if n in _params(func) and n in _params(old) and _reads_inputs(old, {n})}
+    returns = [n for n in _own_nodes(func) if isinstance(n, ast.Return) and n.value is not None]
+    if not inputs or not returns or _reads_inputs(func, inputs):
+        return None
+    if old is not None and answer_blanks.computes(old) and not _reads_inputs(old, inputs & _params(old) | _inputs(old)):
+        return None
+    return min(r.lineno for r in returns), inputs
+
+
 def _trivial(value: Any) -> bool:
     """Values a real guard or base case compares with (``if b == 0``, ``if n == 1``)."""
     if value is None or isinstance(value, bool):
@@ -626,11 +784,48 @@ def _trivial(value: Any) -> bool:
     return isinstance(value, (str, bytes, list, tuple, dict, set)) and len(value) == 0
 
 
-def _compared_literals(test: ast.expr, params: set[str]) -> list[tuple[Any, bool]] | None:
-    """The literals ``test`` compares parameters with (each with "is it an ``in``"), when
-    it is ``param == literal`` / ``param in (literals)``, or an ``and`` of those."""
+_CONVERSIONS: dict[str, Callable[[Any], Any]] = {
+    "tuple": tuple,
+    "list": list,
+    "sorted": sorted,
+    "set": set,
+    "frozenset": frozenset,
+    "str": str,
+}
+"""Builtins that turn a parameter into another spelling of the same input
+(``tuple(values) == (3, 4, 5)`` names the asserted ``[3, 4, 5]``)."""
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+def _converted(x: ast.expr, params: set[str]) -> Callable[[Any], Any] | None:
+    """How ``x`` spells a parameter: as is, or one of _CONVERSIONS of it."""
+    if isinstance(x, ast.Name) and x.id in params:
+        return _as_is
+    if (
+        isinstance(x, ast.Call)
+        and isinstance(x.func, ast.Name)
+        and x.func.id in _CONVERSIONS
+        and len(x.args) == 1
+        and not x.keywords
+        and isinstance(x.args[0], ast.Name)
+        and x.args[0].id in params
+    ):
+        return _CONVERSIONS[x.func.id]
+    return None
+
+
+def _compared_literals(
+    test: ast.expr, params: set[str], constants: dict[str, Any] | None = None
+) -> list[tuple[Any, bool, Callable[[Any], Any]]] | None:
+    """The literals ``test`` compares parameters with (each with "is it an ``in``" and how
+    the parameter is spelled, :func:`_converted`), when it is ``param == literal`` /
+    ``param in (literals)``, or an ``and`` of those; a name of ``constants`` stands for
+    its literal (``values == scores``, ``scores = [3, 4, 5]``)."""
     parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
-    out: list[tuple[Any, bool]] = []
+    out: list[tuple[Any, bool, Callable[[Any], Any]]] = []
     for part in parts:
         if (
             not isinstance(part, ast.Compare)
@@ -639,16 +834,57 @@ def _compared_literals(test: ast.expr, params: set[str]) -> list[tuple[Any, bool
         ):
             return None
         sides = [part.left, part.comparators[0]]
-        if not any(isinstance(x, ast.Name) and x.id in params for x in sides):
+        spelled = [c for c in (_converted(x, params) for x in sides) if c is not None]
+        if not spelled:
             return None
-        values = [v for v in (_literal(x) for x in sides) if v is not _NO_VALUE]
+        values = [
+            v
+            for v in (
+                constants.get(x.id, _NO_VALUE)
+                if constants and isinstance(x, ast.Name) and x.id not in params
+                else _literal(x)
+                for x in sides
+            )
+            if v is not _NO_VALUE
+        ]
         if not values:
             return None
-        out.append((values[0], isinstance(part.ops[0], ast.In)))
+        out.append((values[0], isinstance(part.ops[0], ast.In), spelled[0]))
     return out
 
 
-def _special_cases(func: ast.FunctionDef | ast.AsyncFunctionDef, arguments: tuple[Any, ...]) -> list[ast.AST]:
+def _spelled(conversion: Callable[[Any], Any], value: Any) -> Any:
+    try:
+        return conversion(value)
+    except Exception:  # sorted() of values that do not compare
+        return _NO_VALUE
+
+
+def _written_in(node: ast.expr) -> bool:
+    """A literal, or an expression whose value is fixed where it is written (``int("4")``)."""
+    return _literal(node) is not _NO_VALUE or _reads_nothing(node)
+
+
+def _pattern_values(pattern: ast.pattern) -> list[Any]:
+    """The values a ``case`` pattern matches when it names them whole (``case 5``, ``case
+    [3, 4, 5]``, ``case "a" | "b"``); empty when it captures or matches a shape."""
+    if isinstance(pattern, ast.MatchValue):
+        value = _literal(pattern.value)
+        return [] if value is _NO_VALUE else [value]
+    if isinstance(pattern, ast.MatchSingleton):
+        return [pattern.value]
+    if isinstance(pattern, ast.MatchOr):
+        return [v for p in pattern.patterns for v in _pattern_values(p)]
+    if isinstance(pattern, ast.MatchSequence):
+        items = [_pattern_values(p) for p in pattern.patterns]
+        if all(len(i) == 1 for i in items):
+            return [[i[0] for i in items], tuple(i[0] for i in items)]
+    return []
+
+
+def _special_cases(
+    func: ast.FunctionDef | ast.AsyncFunctionDef, arguments: tuple[Any, ...], constants: dict[str, Any]
+) -> list[ast.AST]:
     """Where ``func`` answers the asserted inputs by name: ``if param == <asserted input>:
     return <literal>`` (also ``in`` a tuple of inputs, several parameters joined by
     ``and``, or the ``x if param == ... else y`` expression), or a literal table keyed by
@@ -658,21 +894,21 @@ def _special_cases(func: ast.FunctionDef | ast.AsyncFunctionDef, arguments: tupl
     if not arguments:
         return []
 
-    def asserted(value: Any, is_in: bool) -> bool:
+    def asserted(value: Any, is_in: bool, spelled: Callable[[Any], Any] = _as_is) -> bool:
         options = value if is_in and isinstance(value, (tuple, list, set)) else [value]
-        return any(_same_value(c, a) for c in options for a in arguments)
+        return any(_same_value(c, _spelled(spelled, a)) for c in options for a in arguments)
 
     out: list[ast.AST] = []
     for node in _own_nodes(func):
         if isinstance(node, ast.If):
             if not any(
-                isinstance(n, ast.Return) and _literal(n.value) is not _NO_VALUE
+                isinstance(n, ast.Return) and n.value is not None and _written_in(n.value)
                 for stmt in node.body
                 for n in ast.walk(stmt)
             ):
                 continue
         elif isinstance(node, ast.IfExp):
-            if _literal(node.body) is _NO_VALUE:
+            if not _written_in(node.body):
                 continue
         elif isinstance(node, (ast.Subscript, ast.Call)):
             table, key = (
@@ -685,19 +921,66 @@ def _special_cases(func: ast.FunctionDef | ast.AsyncFunctionDef, arguments: tupl
                 )
             )
             keys = _literal(table) if isinstance(table, ast.Dict) else _NO_VALUE
-            if (
-                isinstance(keys, dict)
-                and isinstance(key, ast.Name)
-                and key.id in params
-                and any(asserted(k, False) for k in keys)
-            ):
+            spelled = _converted(key, params) if key is not None else None
+            if isinstance(keys, dict) and spelled is not None and any(asserted(k, False, spelled) for k in keys):
                 out.append(node)
+            continue
+        elif isinstance(node, ast.Match):
+            subject = _converted(node.subject, params)
+            for case in node.cases if subject is not None else []:
+                answers = any(
+                    isinstance(n, ast.Return) and n.value is not None and _written_in(n.value)
+                    for stmt in case.body
+                    for n in ast.walk(stmt)
+                )
+                options = _pattern_values(case.pattern)
+                if subject and case.guard is None and answers and any(asserted(v, False, subject) for v in options):
+                    out.append(case.pattern)
             continue
         else:
             continue
-        compared = _compared_literals(node.test, params)
-        if compared and any(asserted(value, is_in) for value, is_in in compared):
+        compared = _compared_literals(node.test, params, constants)
+        if compared and any(asserted(value, is_in, spelled) for value, is_in, spelled in compared):
             out.append(node)
+    return out
+
+
+def _named_functions(tree: ast.AST) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The functions a name calls: each ``def``, a lambda assigned to a name (``average =
+    lambda values: 4``, as the ``def`` returning its body) and a name assigned a ``def``'s
+    name (``average = _answer``) as that ``def``."""
+    out = _functions(tree)
+    for node, _ in _walk(tree):
+        if not isinstance(node, ast.Assign):
+            continue
+        value = node.value
+        for target in node.targets:
+            if not isinstance(target, ast.Name):
+                continue
+            if isinstance(value, ast.Lambda):
+                body = ast.copy_location(ast.Return(value=value.body), value.body)
+                out[target.id] = ast.copy_location(
+                    ast.FunctionDef(name=target.id, args=value.args, body=[body], decorator_list=[]), value
+                )
+            elif isinstance(value, ast.Name) and value.id in out:
+                out[target.id] = out[value.id]
+    return out
+
+
+def _called_from(names: set[str], functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]) -> set[str]:
+    """``names`` and the program's functions they call in turn, or are decorated with: a
+    function that passes its input to a helper (``return _answer(values)``) answers with
+    what the helper returns, a decorated one with what its decorator makes of it."""
+    out = set(names)
+    todo = [n for n in names if n in functions]
+    while todo:
+        func = functions[todo.pop()]
+        called = [n.func for n in _own_nodes(func) if isinstance(n, ast.Call)]
+        called += [d.func if isinstance(d, ast.Call) else d for d in func.decorator_list]
+        for name in (c.id for c in called if isinstance(c, ast.Name)):
+            if name in functions and name not in out:
+                out.add(name)
+                todo.append(name)
     return out
 
 
@@ -707,10 +990,11 @@ def _check_hard_coding(spec: Spec, original: ast.AST | None, tree: ast.AST) -> l
     out: list[SpecViolation] = []
     computed = answer_blanks.derived_names(original)
     unread = answer_blanks.unread_data(original)
-    original_functions = _functions(original) if original is not None else {}
-    functions = _functions(tree)
+    original_functions = _named_functions(original) if original is not None else {}
+    functions = _named_functions(tree)
     flagged: set[tuple[str, int]] = set()
     assigned = _assigned_literals(tree)
+    written_by_user = {n for n, v, _, _ in _assigned_literals(original) if v is WRITTEN_IN}
     derived_later = answer_blanks.derivations(tree)
     loaded = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     # The literal assignments the user wrote themselves (by name, value and where they
@@ -730,7 +1014,7 @@ def _check_hard_coding(spec: Spec, original: ast.AST | None, tree: ast.AST) -> l
             own[_literal_site(node, parents)] -= 1
             kept.add(node.lineno)
     for exp in spec.expectations:
-        for name, value, line in assigned:
+        for name, value, line, written in assigned:
             if name not in exp.names or ("name", line) in flagged or line in kept:
                 continue
             # A value the program goes on to compute from (an accumulator: `total = 0`,
@@ -738,7 +1022,9 @@ def _check_hard_coding(spec: Spec, original: ast.AST | None, tree: ast.AST) -> l
             if any(n == name and later > line for n, later in derived_later):
                 continue
             if name in computed:
-                if not _same_value(value, exp.value):
+                if value is WRITTEN_IN and name in written_by_user:
+                    continue  # the user's own computation of it reads no variable either
+                if value is not WRITTEN_IN and not _same_value(value, exp.value):
                     continue
                 why = (
                     f"the user's code computes `{name}`; the value the assert `{exp.source}` "
@@ -755,11 +1041,11 @@ def _check_hard_coding(spec: Spec, original: ast.AST | None, tree: ast.AST) -> l
                     f"`{ignored[0]}`, the data the cell gives to compute it from, is never read"
                 )
             flagged.add(("name", line))
-            out.append(_violation("hard_coded", f"line {line} sets `{name} = {value!r}`: {why}", line, exp.source))
+            out.append(_violation("hard_coded", f"line {line} sets `{name} = {written}`: {why}", line, exp.source))
         # Functions the assert calls, and those whose result goes into a name it reads
         # (with their literal arguments, names resolved through literal assignments).
         feeding = set(exp.functions)
-        literals = {n: v for n, v, _ in assigned}
+        literals = {n: v for n, v, _, _ in assigned if v is not WRITTEN_IN}
         arguments = list(exp.arguments) + [literals[n] for n in exp.argument_names if n in literals]
         for node, _ in _walk(tree):
             if not (
@@ -774,7 +1060,7 @@ def _check_hard_coding(spec: Spec, original: ast.AST | None, tree: ast.AST) -> l
                         v = literals.get(arg.id, _NO_VALUE) if isinstance(arg, ast.Name) else _literal(arg)
                         if v is not _NO_VALUE:
                             arguments.append(v)
-        for fname in sorted(feeding):
+        for fname in sorted(_called_from(feeding, functions)):
             func = functions.get(fname)
             if func is None:
                 continue
@@ -788,7 +1074,7 @@ def _check_hard_coding(spec: Spec, original: ast.AST | None, tree: ast.AST) -> l
             constant_is_cheat = bool(inputs) or (old is not None and answer_blanks.computes(old))
             for value, line in _constant_function(func) if constant_is_cheat else []:
                 if _same_value(value, exp.value) and ("return", line) not in flagged:
-                    flagged.add(("return", line))
+                    flagged |= {("return", line), ("ignores", func.lineno)}
                     out.append(
                         _violation(
                             "hard_coded",
@@ -798,8 +1084,22 @@ def _check_hard_coding(spec: Spec, original: ast.AST | None, tree: ast.AST) -> l
                             exp.source,
                         )
                     )
-            old_cases = {_key(n) for n in _special_cases(old, tuple(arguments))} if old is not None else set()
-            for node in _special_cases(func, tuple(arguments)):
+            ignoring = _ignores_inputs(func, old)
+            if ignoring is not None and ("ignores", func.lineno) not in flagged:
+                flagged.add(("ignores", func.lineno))
+                line, ignored_inputs = ignoring
+                out.append(
+                    _violation(
+                        "hard_coded",
+                        f"`{fname}` reads none of its inputs "
+                        f"({', '.join(f'`{n}`' for n in sorted(ignored_inputs))}): what it returns (line "
+                        f"{line}) is the same whatever the assert `{exp.source}` passes it",
+                        line,
+                        exp.source,
+                    )
+                )
+            old_cases = {_key(n) for n in _special_cases(old, tuple(arguments), literals)} if old is not None else set()
+            for node in _special_cases(func, tuple(arguments), literals):
                 line = getattr(node, "lineno", 0)
                 if _key(node) in old_cases or ("case", line) in flagged:
                     continue

@@ -7,6 +7,8 @@ swallow a failure). No rule lives here: :mod:`.spec` says what the user's spec i
 from __future__ import annotations
 
 import ast
+import builtins
+import copy
 import operator
 import re
 from collections import Counter
@@ -14,6 +16,9 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 NO_VALUE = object()
+WRITTEN_IN = object()
+"""The value of a constant no fold reads (``int("4")``, ``math.pi * 4``): fixed where it is
+written, but never the same as any other value."""
 ASSERT_LINE = re.compile(r"^\s*assert\b")
 EXIT_CALLS = {("sys", "exit"), ("os", "_exit"), (None, "exit"), (None, "quit")}
 BROAD = {"Exception", "BaseException", "AssertionError"}
@@ -44,9 +49,58 @@ def literal(node: ast.AST | None) -> Any:
     except Exception:
         pass
     try:
-        return _arithmetic(node)
+        return ast.literal_eval(_Folded().visit(copy.deepcopy(node)))
     except Exception:  # not arithmetic over numbers; too deep, too large, a division by zero
         return NO_VALUE
+
+
+class _Folded(ast.NodeTransformer):
+    """Each arithmetic over number literals worked out, also inside a list, tuple, set or
+    dict (``if values == [1 + 2, 4, 5]`` names the asserted input as surely as ``[3, 4, 5]``)."""
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        return self._fold(node, node.left, node.right)
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
+        self.generic_visit(node)
+        return self._fold(node, node.operand)
+
+    @staticmethod
+    def _fold(node: ast.expr, *operands: ast.expr) -> ast.expr:
+        """Bottom up, once: an operation is worked out only when its operands already are."""
+        if not all(isinstance(o, ast.Constant) for o in operands):
+            return node
+        try:
+            return ast.Constant(_arithmetic(node))
+        except (ArithmeticError, ValueError):
+            return node
+
+
+_BUILTINS = frozenset(dir(builtins))
+
+
+def imported_modules(tree: ast.AST | None) -> set[str]:
+    """The names ``import`` binds (``math`` of ``import math``): modules, not the program's data."""
+    return {
+        (a.asname or a.name).split(".")[0]
+        for node in (ast.walk(tree) if tree is not None else ())
+        if isinstance(node, ast.Import)
+        for a in node.names
+    }
+
+
+def reads_nothing(node: ast.AST, modules: Iterable[str] = ()) -> bool:
+    """The expression reads no variable of the program: only builtins, ``modules`` and
+    names it binds itself (a lambda's parameters, a comprehension's targets). Its value is
+    fixed where it is written (``int("4")``, ``[4][0]``), whatever its spelling."""
+    bound = set(_BUILTINS) | set(modules)
+    for n in ast.walk(node):
+        if isinstance(n, ast.arg):
+            bound.add(n.arg)
+        elif isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            bound.add(n.id)
+    return all(n.id in bound for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
 
 
 _ARITHMETIC = {
@@ -64,7 +118,7 @@ the guard); no assert of a beginner's compares with one."""
 
 
 def _arithmetic(node: ast.AST) -> int | float:
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
         return node.value
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.UAdd, ast.USub)):
         value = _arithmetic(node.operand)

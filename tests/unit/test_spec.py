@@ -250,6 +250,196 @@ def test_constants_too_large_or_undefined_are_not_worked_out():
     assert literal(ast.parse("27 / 2", mode="eval").body) == 13.5
 
 
+AVERAGE_BODY = "    return sum(values) / len(values) + 1\n"
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        'return int("4")',
+        "return round(4.0)",
+        'return len("abcd")',
+        "return sum([2, 2])",
+        "return (4,)[0]",
+        'return {"a": 4}["a"]',
+        "return 4 if True else 0",
+        "return True * 4",
+        "return (lambda: 4)()",
+        "r = 8 / 2\n    return r",
+        "values = 8 / 2\n    return values",
+        "return ANSWER",
+        "return K.v",
+    ],
+)
+def test_a_function_that_reads_none_of_its_inputs_is_hard_coded(spelling):
+    """rt46c: the answer in a spelling no fold of literals reads (a call, an index, a
+    module constant) passed end to end, `selfheal run --code` ending in success: what
+    `average` returns does not depend on what it is passed, whatever the spelling."""
+    prelude = "ANSWER = 8 / 2\n\nclass K:\n    v = 8 / 2\n\n"
+    candidate = prelude + USER.replace(AVERAGE_BODY, f"    {spelling}\n")
+    assert [v.rule for v in check(USER, candidate)] == ["hard_coded"]
+    default = USER.replace("def average(values):\n" + AVERAGE_BODY, "def average(values, _r=8 / 2):\n    return _r\n")
+    found = check(USER, default)
+    assert [v.rule for v in found] == ["hard_coded"] and "reads none of its inputs (`values`)" in found[0].message
+
+
+def test_the_asserted_input_special_cased_as_arithmetic_is_hard_coded():
+    """rt46c: `if values == [1 + 2, 4, 5]` passed where `if values == [3, 4, 5]` was
+    refused: arithmetic inside a list literal is worked out too."""
+    special = "    if values == [1 + 2, 4, 5]:\n        return 8 / 2\n" + AVERAGE_BODY
+    assert [v.rule for v in check(USER, USER.replace(AVERAGE_BODY, special))] == ["hard_coded"]
+    from selfheal_jupyter.spec.syntax import NO_VALUE, literal
+
+    assert literal(ast.parse("{'a': 2 ** 3, 'b': (-1, 1 / 4)}", mode="eval").body) == {"a": 8, "b": (-1, 0.25)}
+    assert literal(ast.parse("[1 / 0, 2]", mode="eval").body) is NO_VALUE
+
+
+@pytest.mark.parametrize(
+    "written_in", ['mean = int("4")', "mean = [4][0]", "mean = (lambda: 4)()", "mean = sum([3, 4, 5]) / 3"]
+)
+def test_a_computed_name_set_to_an_expression_that_reads_nothing_is_hard_coded(written_in):
+    """rt46c: `mean = int("4")` passed where `mean = 4` was refused: a name the user's
+    code computes, set to an expression that reads no variable, is an answer written in."""
+    assert [v.rule for v in check(USER, USER.replace("mean = average(scores)", written_in))] == ["hard_coded"]
+    greeting = "name = 'ann'\ngreeting = f'Hello, {name}'\nassert greeting == 'Hello, Ann'\n"
+    for spelling in ("'Hello, ' + 'Ann'", "f'Hello, {\"Ann\"}'"):
+        assert [v.rule for v in check(greeting, greeting.replace("f'Hello, {name}'", spelling))] == ["hard_coded"]
+    assert check(greeting, greeting.replace("{name}", "{name.title()}")) == []
+
+
+@pytest.mark.parametrize(
+    "read_for_nothing",
+    ['values\n    return int("4")', "len(values)\n    return 8 / 2", "n = len(values)\n    return 4"],
+)
+def test_an_input_read_for_nothing_does_not_make_the_answer_computed(read_for_nothing):
+    """rt46c: reading the input in a statement whose result goes nowhere passed the rule
+    above; what counts is whether what the function returns can depend on it."""
+    found = check(USER, USER.replace(AVERAGE_BODY, f"    {read_for_nothing}\n"))
+    assert [v.rule for v in found] == ["hard_coded"]
+
+
+@pytest.mark.parametrize(
+    "special",
+    [
+        "if values == scores:\n        return 4\n",
+        "if values is scores:\n        return 4\n",
+        'if values == [3, 4, 5]:\n        return int("4")\n',
+        'return int("4") if values == [3, 4, 5] else sum(values) / len(values)\n',
+        "if tuple(values) == (3, 4, 5):\n        return 4\n",
+        "if sorted(values) == [3, 4, 5]:\n        return 4\n",
+        'if str(values) == "[3, 4, 5]":\n        return 4\n',
+        "match values:\n        case [3, 4, 5]:\n            return 4\n",
+        "match values:\n        case 7 | [3, 4, 5]:\n            return 4\n",
+        "if not values:\n        return 0\n    return {(3, 4, 5): 4}.get(tuple(values), sum(values) / len(values))\n",
+    ],
+)
+def test_the_asserted_input_special_cased_in_other_spellings_is_hard_coded(special):
+    """rt46c: a special case for the asserted input passed when it named that input
+    through the program's own name for it (`scores`), or answered it in a spelling no
+    fold reads (`int("4")`)."""
+    candidate = USER.replace(AVERAGE_BODY, "    " + special + "    return sum(values) / len(values)\n")
+    assert [v.rule for v in check(USER, candidate)] == ["hard_coded"]
+
+
+@pytest.mark.parametrize(
+    "helper", ["return 4", 'return int("4")', "if v == [3, 4, 5]:\n        return 4\n    return 0"]
+)
+def test_the_answer_written_in_a_helper_the_function_passes_its_input_to_is_hard_coded(helper):
+    """rt46c: `average` read its input and handed it to `_answer`, which wrote the answer
+    in: the rules looked only at the functions the assert's line calls."""
+    wrapped = f"def _answer(v):\n    {helper}\n\ndef average(values):\n    return _answer(values)\n"
+    candidate = USER.replace("def average(values):\n" + AVERAGE_BODY, wrapped)
+    assert [v.rule for v in check(USER, candidate)] == ["hard_coded"]
+
+
+@pytest.mark.parametrize(
+    "defined",
+    [
+        "average = lambda values: 4\n",
+        "def average(values):\n    return sum(values) / len(values)\n\ndef _a(values):\n    return int('4')\n\naverage = _a\n",
+    ],
+    ids=["lambda", "alias"],
+)
+def test_a_function_defined_by_assignment_is_checked_as_a_def(defined):
+    """rt46c: `average = lambda values: 4`, or a right `def average` shadowed by `average =
+    _a` before the assert, passed: the hard-coding rules only read `def` statements."""
+    candidate = USER.replace("def average(values):\n" + AVERAGE_BODY, defined)
+    assert [v.rule for v in check(USER, candidate)] == ["hard_coded"]
+    assert (
+        check(USER, USER.replace("def average(values):\n" + AVERAGE_BODY, "average = lambda v: sum(v) / len(v)\n"))
+        == []
+    )
+
+
+def test_the_input_the_assert_checks_may_not_be_changed_to_suit_a_wrong_function():
+    """rt46c: `scores = [3, 3, 3]`, on which the wrong `average` gives 4, passed end to
+    end: the assert kept its text and checked another input."""
+    for changed in (
+        "scores = [3, 3, 3]",
+        "scores = [3, 4, 5]\nscores = [3, 3, 3]",
+        "scores = [3, 4, 5]\nscores[:] = [3, 3, 3]",
+        "scores = [3, 4, 5]\nscores.clear()\nscores.extend([3, 3, 3])",
+    ):
+        found = check(USER, USER.replace("scores = [3, 4, 5]", changed))
+        assert [v.rule for v in found] == ["assert_changed"], changed
+        assert "checks the input `scores = [3, 4, 5]`" in found[0].message
+    assert check(USER, FIXED.replace("scores = [3, 4, 5]", "scores = [3, 4, 5]  # the class")) == []
+    assert check(USER, FIXED.replace("scores = [3, 4, 5]", "scores = [3, 4, 5]\nscores.sort()")) == []
+
+
+@pytest.mark.parametrize("expected", ["math.pi * 4", "round(4.0)"])
+def test_an_assert_that_expects_a_value_no_fold_reads_still_has_its_answer_guarded(expected):
+    """rt46c: `assert area(2) == math.pi * 4` gave no expectation (its value is not a
+    literal), so no hard-coding rule ran: `return math.pi * 4` passed end to end."""
+    user = f"import math\n\ndef area(r):\n    return math.pi * r * 2\n\nassert area(2) == {expected}\n"
+    found = check(user, user.replace("return math.pi * r * 2", f"return {expected}"))
+    assert [v.rule for v in found] == ["hard_coded"]
+    assert check(user, user.replace("r * 2", "r ** 2")) == []
+
+
+def test_a_method_that_no_longer_reads_self_is_hard_coded():
+    """rt46c: `def mean(self): return int("4")` passed where the user's `mean` computed
+    from `self`: a method's inputs are its object's."""
+    user = (
+        "class Stats:\n    def __init__(self, v):\n        self.v = v\n\n"
+        "    def mean(self):\n        return sum(self.v) / len(self.v) + 1\n\n"
+        "assert Stats([3, 4, 5]).mean() == 4\n"
+    )
+    found = check(user, user.replace("return sum(self.v) / len(self.v) + 1", 'return int("4")'))
+    assert [v.rule for v in found] == ["hard_coded"] and "reads none of its inputs (`self`)" in found[0].message
+    assert check(user, user.replace(" + 1", "")) == []
+
+
+def test_a_decorator_that_replaces_the_function_with_its_answer_is_hard_coded():
+    """rt46c: `@fixed` over a right-looking `average`, `fixed` returning `lambda *a:
+    int("4")`, passed: the rules read the decorated body, not what it was replaced with."""
+    fixed = "def fixed(f):\n    return lambda *a: int('4')\n\n@fixed\ndef average(values):"
+    assert [v.rule for v in check(USER, USER.replace("def average(values):", fixed))] == ["hard_coded"]
+    memo = (
+        "def memo(f):\n    seen = {}\n\n    def wrapper(values):\n        key = tuple(values)\n"
+        "        if key not in seen:\n            seen[key] = f(values)\n        return seen[key]\n\n"
+        "    return wrapper\n\n@memo\ndef average(values):"
+    )
+    assert check(USER, FIXED.replace("def average(values):", memo)) == []
+
+
+def test_functions_that_read_their_inputs_or_never_did_are_not_held():
+    for computed in (
+        "total = 0\n    for v in values:\n        total += v\n    return total / len(values)",
+        "acc = []\n    acc.extend(values)\n    return sum(acc) / len(acc)",
+        "if not values:\n        return 0\n    return 4 if values == sorted(values) else 4",
+    ):
+        assert check(USER, USER.replace(AVERAGE_BODY, f"    {computed}\n")) == [], computed
+    assert (
+        check(USER, USER.replace(AVERAGE_BODY, "    values = sorted(values)\n    return sum(values) / len(values)\n"))
+        == []
+    )
+    own = "scores = [3, 4, 5]\n\ndef average(values):\n    return sum(scores) / len(scores) + 1\n\nassert average(scores) == 4\n"
+    assert check(own, own.replace(" + 1", "")) == []  # the user's own design ignores `values`
+    scale = "def scale(x, factor=2):\n    return x * factor + 1\n\nassert scale(3) == 6\n"
+    assert check(scale, scale.replace(" + 1", "")) == []
+
+
 def test_test_functions_and_their_calls_are_kept():
     original = "def f(x):\n    return x\n\ndef test_f():\n    assert f(2) == 2\n\ntest_f()\n"
     gone = "def f(x):\n    return x\n"
