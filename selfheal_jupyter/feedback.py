@@ -166,8 +166,10 @@ def _tests(tests: list[TestOutcome]) -> list[str]:
         return [f"The user's {len(tests)} test(s) were not run because the program failed."]
     if not failed:
         return [f"All {len(tests)} of the user's tests passed."]
-    counted = f"{len(ran_and_failed)} of the user's {len(tests)} tests failed" if ran_and_failed else (
-        f"{len(not_run)} of the user's {len(tests)} tests did not run"
+    counted = (
+        f"{len(ran_and_failed)} of the user's {len(tests)} tests failed"
+        if ran_and_failed
+        else (f"{len(not_run)} of the user's {len(tests)} tests did not run")
     )
     out = [f"{counted} (the tests are fixed; change the program, not the tests):"]
     for t in ran_and_failed[:MAX_TESTS]:

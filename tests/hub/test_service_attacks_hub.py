@@ -88,6 +88,7 @@ def test_no_body_is_read_before_the_hub_vouched_for_the_token_and_one_student_se
     # a student: no more requests in flight than the queue would keep (one running,
     # service_waiting waiting), so no more of their bodies held
     token = hub.token(classroom.students[1])
+
     def upload() -> socket.socket:
         return head_only(hub.service_port, token, 10_000_000, b'{"entry": "heal", "task": ')
 
