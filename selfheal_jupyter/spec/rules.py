@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import ast
-import builtins
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -13,8 +12,8 @@ from typing import Any
 from ..model import SpecViolation
 from . import answer_blanks, dynamic, notebook_data
 from .kept import Spec, SpecAssert
+from .syntax import BUILTINS, WRITTEN_IN
 from .syntax import NO_VALUE as _NO_VALUE
-from .syntax import WRITTEN_IN
 from .syntax import call_name as _call_name
 from .syntax import exit_calls as _exit_calls
 from .syntax import functions as _functions
@@ -705,9 +704,6 @@ def _constant_function(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tup
     return values
 
 
-_BUILTINS = frozenset(dir(builtins))
-
-
 def _inputs(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     """The parameters a caller must pass (those without a default, ``self`` / ``cls``
     aside): what the function's answer is to be computed from. A parameter with a
@@ -749,7 +745,7 @@ def _reads_inputs(func: ast.FunctionDef | ast.AsyncFunctionDef, inputs: set[str]
             called = stmt.value.func
             if isinstance(called, ast.Attribute):  # `acc.append(value)`: acc holds it now
                 tainted |= {n.id for n in ast.walk(called.value) if isinstance(n, ast.Name)}
-            elif not (isinstance(called, ast.Name) and called.id in _BUILTINS):
+            elif not (isinstance(called, ast.Name) and called.id in BUILTINS):
                 return True
         elif not isinstance(stmt, ast.Expr):
             return True  # a return of it, a block that reads it

@@ -77,7 +77,8 @@ class _Folded(ast.NodeTransformer):
             return node
 
 
-_BUILTINS = frozenset(dir(builtins))
+BUILTINS = frozenset(dir(builtins))
+"""The names a program reads without binding them."""
 
 
 def imported_modules(tree: ast.AST | None) -> set[str]:
@@ -94,7 +95,7 @@ def reads_nothing(node: ast.AST, modules: Iterable[str] = ()) -> bool:
     """The expression reads no variable of the program: only builtins, ``modules`` and
     names it binds itself (a lambda's parameters, a comprehension's targets). Its value is
     fixed where it is written (``int("4")``, ``[4][0]``), whatever its spelling."""
-    bound = set(_BUILTINS) | set(modules)
+    bound = set(BUILTINS) | set(modules)
     for n in ast.walk(node):
         if isinstance(n, ast.arg):
             bound.add(n.arg)
