@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..model import SpecViolation
@@ -343,6 +343,21 @@ def _first_assert(tree: ast.AST | None, condition: str) -> int | None:
     return next((i for i, s in enumerate(body) if isinstance(s, ast.Assert) and _key(s.test) == condition), None)
 
 
+def _asserts_in_both(spec: Spec, original: ast.Module, tree: ast.Module) -> Iterator[tuple[SpecAssert, int, int]]:
+    """The user's top-level asserts that are top-level statements of both programs: each
+    with its place in the user's code's body and in the candidate's."""
+    for a in spec.asserts:
+        mine, theirs = _first_assert(original, a.condition), _first_assert(tree, a.condition)
+        if a.top_level and mine is not None and theirs is not None:
+            yield a, mine, theirs
+
+
+def _bound_otherwise(tree: ast.Module, theirs: int, name: str, value: Any, declared: set[str]) -> bool:
+    """The candidate does not hold ``name = value`` right before its statement ``theirs``
+    (``declared``: its global / nonlocal names, which any function may rebind)."""
+    return name in declared or not _same_value(_constant(tree.body[:theirs], name), value)
+
+
 def _check_expected_values(spec: Spec, original: ast.AST | None, tree: ast.AST) -> list[SpecViolation]:
     """The value a top-level assert of the user's compares with is the assert's too when
     the user wrote it as a literal of its own (``expected = 10`` … ``assert result ==
@@ -352,10 +367,8 @@ def _check_expected_values(spec: Spec, original: ast.AST | None, tree: ast.AST) 
     if not isinstance(original, ast.Module) or not isinstance(tree, ast.Module):
         return []
     out: list[SpecViolation] = []
-    for a in spec.asserts:
-        mine, theirs = _first_assert(original, a.condition), _first_assert(tree, a.condition)
-        if not a.top_level or mine is None or theirs is None:
-            continue
+    user_globals, candidate_globals = _declared_global(original), _declared_global(tree)
+    for a, mine, theirs in _asserts_in_both(spec, original, tree):
         test = original.body[mine].test  # type: ignore[attr-defined]
         if not isinstance(test, ast.Compare) or len(test.ops) != 1:
             continue
@@ -366,14 +379,14 @@ def _check_expected_values(spec: Spec, original: ast.AST | None, tree: ast.AST) 
             side.id: value
             for side in sides
             if isinstance(side, ast.Name)
-            and side.id not in _declared_global(original)
+            and side.id not in user_globals
             and (value := _constant(original.body[:mine], side.id)) is not _NO_VALUE
             and not answer_blanks.is_placeholder_value(value)
         }
         if len(fixed) != 1:
             continue
         ((name, value),) = fixed.items()
-        if name in _declared_global(tree) or not _same_value(_constant(tree.body[:theirs], name), value):
+        if _bound_otherwise(tree, theirs, name, value, candidate_globals):
             out.append(
                 _violation(
                     "assert_changed",
@@ -432,10 +445,8 @@ def _check_asserted_inputs(spec: Spec, original: ast.AST | None, tree: ast.AST) 
     if not isinstance(original, ast.Module) or not isinstance(tree, ast.Module):
         return []
     out: list[SpecViolation] = []
-    for a in spec.asserts:
-        mine, theirs = _first_assert(original, a.condition), _first_assert(tree, a.condition)
-        if not a.top_level or mine is None or theirs is None:
-            continue
+    user_globals, candidate_globals = _declared_global(original), _declared_global(tree)
+    for a, mine, theirs in _asserts_in_both(spec, original, tree):
         test = original.body[mine].test  # type: ignore[attr-defined]
         read = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
         inputs = _call_inputs(test) | {
@@ -444,12 +455,12 @@ def _check_asserted_inputs(spec: Spec, original: ast.AST | None, tree: ast.AST) 
             if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id in read for t in stmt.targets)
             for name in _call_inputs(stmt.value)
         }
-        for name in sorted(inputs - _declared_global(original)):
+        for name in sorted(inputs - user_globals):
             value = _constant(original.body[:mine], name)
             if value is _NO_VALUE or answer_blanks.is_placeholder_value(value):
                 continue
             changed = _changes_of(tree.body[:theirs], name) - _changes_of(original.body[:mine], name)
-            if name in _declared_global(tree) or not _same_value(_constant(tree.body[:theirs], name), value) or changed:
+            if _bound_otherwise(tree, theirs, name, value, candidate_globals) or changed:
                 out.append(
                     _violation(
                         "assert_changed",
