@@ -161,7 +161,7 @@ def _tests(tests: list[TestOutcome]) -> list[str]:
         return []
     failed = [t for t in tests if not t.passed]
     not_run = [t for t in failed if t.message.startswith(NOT_RUN)]
-    ran_and_failed = [t for t in failed if t not in not_run]
+    ran_and_failed = [t for t in failed if not t.message.startswith(NOT_RUN)]
     if not_run and not ran_and_failed and len(failed) == len(tests):
         return [f"The user's {len(tests)} test(s) were not run because the program failed."]
     if not failed:
@@ -169,7 +169,7 @@ def _tests(tests: list[TestOutcome]) -> list[str]:
     counted = (
         f"{len(ran_and_failed)} of the user's {len(tests)} tests failed"
         if ran_and_failed
-        else (f"{len(not_run)} of the user's {len(tests)} tests did not run")
+        else f"{len(not_run)} of the user's {len(tests)} tests did not run"
     )
     out = [f"{counted} (the tests are fixed; change the program, not the tests):"]
     for t in ran_and_failed[:MAX_TESTS]:

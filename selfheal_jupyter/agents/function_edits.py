@@ -184,9 +184,9 @@ def splice(program: str, reply: str) -> str | None:
     added: list[str] = []
     imports: list[str] = []
     for node in tree.body:
-        text = reply_lines[_start(node) - 1 : node.end_lineno]
         if not isinstance(node, _DEFS + _IMPORTS):
             continue  # a copy of the program's own statement: it stays where it is
+        text = reply_lines[_start(node) - 1 : node.end_lineno]
         if not isinstance(node, _DEFS):
             if ast.dump(node) not in known_imports:
                 imports.extend(text)
